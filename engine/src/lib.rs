@@ -1,0 +1,1 @@
+//! The instrumented decode engine. Filled by the engine issue; the foundation only establishes the crate and its allowed dependencies (traces, kernels).

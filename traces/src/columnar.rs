@@ -1,0 +1,129 @@
+//! The `columnar_table!` macro: one declaration gives a table's in-memory columns, its row
+//! type, its Arrow schema and its conversion to and from Arrow record batches, so the five
+//! tables cannot drift apart from their on-disk schema.
+
+/// Declares a columnar table. Every column is a primitive Arrow type; names are interned
+/// elsewhere and stored as `u32` ids.
+#[macro_export]
+macro_rules! columnar_table {
+    (
+        $(#[$meta:meta])*
+        pub struct $table:ident / $row:ident {
+            $( $(#[$cmeta:meta])* $col:ident : $ty:ty => $arrow:ident = $default:expr ),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Default)]
+        pub struct $table {
+            /// Row count. Columns left out by a projected read stay empty, so use this,
+            /// not a column's length.
+            pub len: usize,
+            $( $(#[$cmeta])* pub $col: Vec<$ty>, )+
+        }
+
+        /// One row of the table, for builders and tests.
+        #[derive(Debug, Clone, Copy, PartialEq)]
+        pub struct $row {
+            $( $(#[$cmeta])* pub $col: $ty, )+
+        }
+
+        impl Default for $row {
+            fn default() -> Self {
+                Self { $( $col: $default, )+ }
+            }
+        }
+
+        impl $table {
+            /// Column names in schema order.
+            pub const COLUMNS: &'static [&'static str] = &[ $( stringify!($col) ),+ ];
+
+            pub fn len(&self) -> usize {
+                self.len
+            }
+
+            pub fn is_empty(&self) -> bool {
+                self.len == 0
+            }
+
+            /// Appends one row (every column must be loaded).
+            pub fn push(&mut self, r: $row) {
+                $( self.$col.push(r.$col); )+
+                self.len += 1;
+            }
+
+            /// Reads row `i` back; every column must be loaded.
+            pub fn row(&self, i: usize) -> $row {
+                $row { $( $col: self.$col[i], )+ }
+            }
+
+            /// Reserves room for `n` more rows.
+            pub fn reserve(&mut self, n: usize) {
+                $( self.$col.reserve(n); )+
+            }
+
+            pub fn clear(&mut self) {
+                $( self.$col.clear(); )+
+                self.len = 0;
+            }
+
+            /// Whether every column is loaded (false after a projected read).
+            pub fn is_complete(&self) -> bool {
+                true $( && self.$col.len() == self.len )+
+            }
+
+            /// The Arrow schema of this table.
+            pub fn schema() -> ::std::sync::Arc<$crate::arrow_schema::Schema> {
+                ::std::sync::Arc::new($crate::arrow_schema::Schema::new(vec![
+                    $( $crate::arrow_schema::Field::new(
+                        stringify!($col),
+                        <$crate::arrow_array::types::$arrow as $crate::arrow_array::types::ArrowPrimitiveType>::DATA_TYPE,
+                        false,
+                    ), )+
+                ]))
+            }
+
+            /// Rows `range` as one record batch.
+            pub fn to_batch(&self, range: ::std::ops::Range<usize>)
+                -> Result<$crate::arrow_array::RecordBatch, $crate::arrow_schema::ArrowError>
+            {
+                let columns: Vec<$crate::arrow_array::ArrayRef> = vec![
+                    $( ::std::sync::Arc::new(
+                        $crate::arrow_array::PrimitiveArray::<$crate::arrow_array::types::$arrow>::from(
+                            self.$col[range.clone()].to_vec(),
+                        ),
+                    ), )+
+                ];
+                $crate::arrow_array::RecordBatch::try_new(Self::schema(), columns)
+            }
+
+            /// Appends a record batch, taking columns by name. Columns absent from the batch
+            /// stay unloaded; a column of the wrong type is an error.
+            pub fn append_batch(&mut self, batch: &$crate::arrow_array::RecordBatch)
+                -> Result<(), String>
+            {
+                use $crate::arrow_array::cast::AsArray;
+                use $crate::arrow_array::Array;
+                $(
+                    if let Some(array) = batch.column_by_name(stringify!($col)) {
+                        let Some(a) = array.as_primitive_opt::<$crate::arrow_array::types::$arrow>() else {
+                            return Err(format!(
+                                "column {} has type {}, expected {}",
+                                stringify!($col),
+                                array.data_type(),
+                                <$crate::arrow_array::types::$arrow as $crate::arrow_array::types::ArrowPrimitiveType>::DATA_TYPE,
+                            ));
+                        };
+                        if a.null_count() > 0 {
+                            let d: $ty = $default;
+                            self.$col.extend(a.iter().map(|v| v.unwrap_or(d)));
+                        } else {
+                            self.$col.extend_from_slice(a.values());
+                        }
+                    }
+                )+
+                self.len += batch.num_rows();
+                Ok(())
+            }
+        }
+    };
+}

@@ -1,0 +1,91 @@
+//! The trace manifest: provenance, hardware and run facts that are not rows.
+
+use serde::{Deserialize, Serialize};
+
+/// The native format's version. Bump it on any schema change and add a golden fixture.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The value of [`Manifest::format`] in every native trace.
+pub const FORMAT_NAME: &str = "gapscope-trace";
+
+/// One GPU seen in the trace.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GpuInfo {
+    pub device: u32,
+    pub name: String,
+    pub sm_count: Option<u32>,
+    pub total_memory_bytes: Option<u64>,
+    /// Peak DRAM bandwidth when the source states it (nsys `TARGET_INFO_GPU.memoryBandwidth`).
+    pub memory_bandwidth_bytes_per_s: Option<f64>,
+    pub compute_capability: Option<String>,
+    pub l2_cache_bytes: Option<u64>,
+    pub sm_clock_khz: Option<u64>,
+}
+
+/// Everything about a trace that is not a table row. Unknown fields from newer writers are
+/// ignored and missing ones default, so old manifests keep loading.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Manifest {
+    pub format: String,
+    pub format_version: u32,
+    /// Set by the writer's `finish`; a manifest left `false` means the writer never finished.
+    pub complete: bool,
+    pub tool_version: String,
+    /// `kineto`, `nsys-sqlite`, `engine`, `cupti` or `synthetic`.
+    pub source_format: String,
+    pub source_path: Option<String>,
+    pub command_line: Option<String>,
+    pub gpus: Vec<GpuInfo>,
+    pub driver_version: Option<String>,
+    pub cuda_version: Option<String>,
+    pub model_config: Option<serde_json::Value>,
+    pub engine_config: Option<serde_json::Value>,
+    /// Records the capture tool reported as dropped.
+    pub dropped_records: u64,
+    /// The source (or this file) ended early; tables hold what could be read.
+    pub truncated: bool,
+    /// Free-form facts worth showing a user (for example "no NVML").
+    pub notes: Vec<String>,
+    /// Record batches per table, written by `finish` so a reader can tell a stream cut at a
+    /// batch boundary from a complete one.
+    pub batches: std::collections::BTreeMap<String, u64>,
+}
+
+impl Default for Manifest {
+    fn default() -> Self {
+        Self {
+            format: FORMAT_NAME.to_owned(),
+            format_version: FORMAT_VERSION,
+            complete: false,
+            tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+            source_format: String::new(),
+            source_path: None,
+            command_line: None,
+            gpus: Vec::new(),
+            driver_version: None,
+            cuda_version: None,
+            model_config: None,
+            engine_config: None,
+            dropped_records: 0,
+            truncated: false,
+            notes: Vec::new(),
+            batches: Default::default(),
+        }
+    }
+}
+
+impl Manifest {
+    pub fn new(source_format: &str) -> Self {
+        Self {
+            source_format: source_format.to_owned(),
+            ..Self::default()
+        }
+    }
+
+    /// GPU info for `device`, when the source described it.
+    pub fn gpu(&self, device: u32) -> Option<&GpuInfo> {
+        self.gpus.iter().find(|g| g.device == device)
+    }
+}

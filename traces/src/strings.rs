@@ -1,0 +1,102 @@
+//! Interned names: every kernel, API and marker name is stored once and referenced by id.
+
+use std::collections::HashMap;
+
+/// Index into a [`StringTable`]. Id 0 is always the empty string and means "none".
+pub type StrId = u32;
+
+/// The empty string's id, used for "no value" in name-typed columns.
+pub const NO_STR: StrId = 0;
+
+/// An append-only interner; ids are dense and stable, so a writer can stream new names
+/// as they appear.
+#[derive(Debug, Clone)]
+pub struct StringTable {
+    values: Vec<String>,
+    index: HashMap<String, StrId>,
+}
+
+impl Default for StringTable {
+    fn default() -> Self {
+        let mut t = Self {
+            values: Vec::new(),
+            index: HashMap::new(),
+        };
+        t.intern("");
+        t
+    }
+}
+
+impl StringTable {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Returns the id of `s`, adding it when new.
+    pub fn intern(&mut self, s: &str) -> StrId {
+        if let Some(&id) = self.index.get(s) {
+            return id;
+        }
+        let id = self.values.len() as StrId;
+        self.values.push(s.to_owned());
+        self.index.insert(s.to_owned(), id);
+        id
+    }
+
+    /// The string for `id`, or "" for an id this table does not hold (never panics on
+    /// ids read from foreign files).
+    pub fn get(&self, id: StrId) -> &str {
+        self.values.get(id as usize).map(String::as_str).unwrap_or("")
+    }
+
+    pub fn lookup(&self, s: &str) -> Option<StrId> {
+        self.index.get(s).copied()
+    }
+
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.len() <= 1
+    }
+
+    pub fn values(&self) -> &[String] {
+        &self.values
+    }
+
+    /// Rebuilds a table from stored values in id order (the reader's path).
+    pub fn from_values(values: Vec<String>) -> Self {
+        let mut t = Self::default();
+        for (i, v) in values.into_iter().enumerate() {
+            if i == 0 {
+                continue;
+            }
+            // Duplicates in a foreign file keep their positional id so references stay valid.
+            let id = t.values.len() as StrId;
+            t.index.entry(v.clone()).or_insert(id);
+            t.values.push(v);
+        }
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interning_is_stable_and_zero_is_empty() {
+        let mut t = StringTable::new();
+        assert_eq!(t.get(NO_STR), "");
+        let a = t.intern("gemv");
+        let b = t.intern("attn");
+        assert_eq!(t.intern("gemv"), a);
+        assert_ne!(a, b);
+        assert_eq!(t.get(b), "attn");
+        assert_eq!(t.get(999), "");
+        let r = StringTable::from_values(t.values().to_vec());
+        assert_eq!(r.get(a), "gemv");
+        assert_eq!(r.lookup("attn"), Some(b));
+    }
+}

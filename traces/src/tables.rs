@@ -1,0 +1,282 @@
+//! The five trace tables. Times carry their clock in the name (`gpu_*` or `host_*`) and
+//! every quantity its unit. Sentinels instead of nulls keep columns dense: name id 0 is
+//! "none", -1 is "unknown" for signed quantities, 0 is "none" for graph ids.
+
+use crate::columnar_table;
+use crate::strings::{NO_STR, StrId};
+
+columnar_table! {
+    /// GPU kernel executions.
+    pub struct KernelTable / KernelRow {
+        device: u32 => UInt32Type = 0,
+        context: u32 => UInt32Type = 0,
+        stream: u32 => UInt32Type = 0,
+        /// Launch correlation id; several kernels share one under a CUDA graph launch.
+        correlation: u64 => UInt64Type = 0,
+        name: StrId => UInt32Type = NO_STR,
+        gpu_start_ns: i64 => Int64Type = 0,
+        gpu_end_ns: i64 => Int64Type = 0,
+        grid_x: u32 => UInt32Type = 0,
+        grid_y: u32 => UInt32Type = 0,
+        grid_z: u32 => UInt32Type = 0,
+        block_x: u32 => UInt32Type = 0,
+        block_y: u32 => UInt32Type = 0,
+        block_z: u32 => UInt32Type = 0,
+        registers_per_thread: u32 => UInt32Type = 0,
+        static_smem_bytes: u32 => UInt32Type = 0,
+        dynamic_smem_bytes: u32 => UInt32Type = 0,
+        /// CUDA graph id, 0 when the kernel was not launched from a graph.
+        graph_id: u32 => UInt32Type = 0,
+        graph_node_id: u64 => UInt64Type = 0,
+        /// Engine traces: the op that launched the kernel (name id, 0 = none).
+        op: StrId => UInt32Type = NO_STR,
+        /// Engine traces: decoder layer, -1 when not per-layer.
+        layer: i32 => Int32Type = -1,
+        /// Engine traces: bucket name id assigned at launch (0 = classify by rules).
+        bucket: StrId => UInt32Type = NO_STR,
+        /// Engine traces: model-derived minimum bytes moved, -1 when unknown.
+        bytes: i64 => Int64Type = -1,
+        /// Engine traces: model-derived FLOPs, -1 when unknown.
+        flops: i64 => Int64Type = -1,
+    }
+}
+
+columnar_table! {
+    /// Memory copies and sets.
+    pub struct MemopTable / MemopRow {
+        device: u32 => UInt32Type = 0,
+        context: u32 => UInt32Type = 0,
+        stream: u32 => UInt32Type = 0,
+        correlation: u64 => UInt64Type = 0,
+        name: StrId => UInt32Type = NO_STR,
+        /// A [`MemopKind`] code.
+        kind: u8 => UInt8Type = 0,
+        bytes: u64 => UInt64Type = 0,
+        gpu_start_ns: i64 => Int64Type = 0,
+        gpu_end_ns: i64 => Int64Type = 0,
+        graph_id: u32 => UInt32Type = 0,
+    }
+}
+
+columnar_table! {
+    /// Host-side API calls (kernel, memcpy and graph launches) for launch-gap analysis.
+    pub struct LaunchTable / LaunchRow {
+        pid: u32 => UInt32Type = 0,
+        tid: u64 => UInt64Type = 0,
+        correlation: u64 => UInt64Type = 0,
+        name: StrId => UInt32Type = NO_STR,
+        /// A [`LaunchApi`] code.
+        api: u8 => UInt8Type = 0,
+        host_start_ns: i64 => Int64Type = 0,
+        host_end_ns: i64 => Int64Type = 0,
+    }
+}
+
+columnar_table! {
+    /// Step, phase, NVTX and annotation ranges. A range on the GPU timeline fills the
+    /// `gpu_*` pair, one on the host timeline the `host_*` pair; the other pair is
+    /// `i64::MIN`.
+    pub struct MarkerTable / MarkerRow {
+        name: StrId => UInt32Type = NO_STR,
+        /// A [`MarkerSource`] code.
+        source: u8 => UInt8Type = 0,
+        /// A [`Phase`] code.
+        phase: u8 => UInt8Type = 0,
+        device: u32 => UInt32Type = 0,
+        tid: u64 => UInt64Type = 0,
+        host_start_ns: i64 => Int64Type = i64::MIN,
+        host_end_ns: i64 => Int64Type = i64::MIN,
+        gpu_start_ns: i64 => Int64Type = i64::MIN,
+        gpu_end_ns: i64 => Int64Type = i64::MIN,
+        /// Step index from the engine, -1 when unknown.
+        step: i64 => Int64Type = -1,
+        /// Sequences in the batch, 0 when unknown.
+        batch_size: u32 => UInt32Type = 0,
+        /// Tokens processed in the range, 0 when unknown.
+        tokens: u32 => UInt32Type = 0,
+    }
+}
+
+columnar_table! {
+    /// NVML telemetry samples.
+    pub struct SampleTable / SampleRow {
+        device: u32 => UInt32Type = 0,
+        host_ns: i64 => Int64Type = 0,
+        sm_clock_mhz: u32 => UInt32Type = 0,
+        mem_clock_mhz: u32 => UInt32Type = 0,
+        power_mw: u32 => UInt32Type = 0,
+        temperature_c: u32 => UInt32Type = 0,
+        gpu_util_pct: u32 => UInt32Type = 0,
+        mem_util_pct: u32 => UInt32Type = 0,
+        /// NVML clocks-event (throttle) reason bit mask.
+        throttle_reasons: u64 => UInt64Type = 0,
+    }
+}
+
+/// Kind of a memory operation, stored as `u8` in [`MemopTable::kind`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum MemopKind {
+    Unknown = 0,
+    HtoD = 1,
+    DtoH = 2,
+    DtoD = 3,
+    HtoH = 4,
+    PtoP = 5,
+    Memset = 6,
+}
+
+impl MemopKind {
+    pub const ALL: [MemopKind; 7] = [
+        Self::Unknown,
+        Self::HtoD,
+        Self::DtoH,
+        Self::DtoD,
+        Self::HtoH,
+        Self::PtoP,
+        Self::Memset,
+    ];
+
+    pub fn from_code(c: u8) -> Self {
+        Self::ALL.get(c as usize).copied().unwrap_or(Self::Unknown)
+    }
+
+    /// The short name used in rules and reports (`DtoD`, `Memset`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unknown => "Unknown",
+            Self::HtoD => "HtoD",
+            Self::DtoH => "DtoH",
+            Self::DtoD => "DtoD",
+            Self::HtoH => "HtoH",
+            Self::PtoP => "PtoP",
+            Self::Memset => "Memset",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|k| k.as_str().eq_ignore_ascii_case(s))
+    }
+}
+
+/// Which host API a launch record is, stored in [`LaunchTable::api`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum LaunchApi {
+    Other = 0,
+    Runtime = 1,
+    Driver = 2,
+}
+
+/// Where a marker came from, stored in [`MarkerTable::source`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum MarkerSource {
+    Other = 0,
+    Engine = 1,
+    Nvtx = 2,
+    KinetoGpuAnnotation = 3,
+    KinetoUserAnnotation = 4,
+}
+
+impl MarkerSource {
+    pub fn from_code(c: u8) -> Self {
+        match c {
+            1 => Self::Engine,
+            2 => Self::Nvtx,
+            3 => Self::KinetoGpuAnnotation,
+            4 => Self::KinetoUserAnnotation,
+            _ => Self::Other,
+        }
+    }
+}
+
+/// Inference phase of a marker range, stored in [`MarkerTable::phase`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u8)]
+pub enum Phase {
+    Unknown = 0,
+    Prefill = 1,
+    Decode = 2,
+    Sample = 3,
+}
+
+impl Phase {
+    pub fn from_code(c: u8) -> Self {
+        match c {
+            1 => Self::Prefill,
+            2 => Self::Decode,
+            3 => Self::Sample,
+            _ => Self::Unknown,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unknown => "unknown",
+            Self::Prefill => "prefill",
+            Self::Decode => "decode",
+            Self::Sample => "sample",
+        }
+    }
+}
+
+/// The kernel columns analysis reads; a projected read of just these keeps a 100M-kernel
+/// trace within memory.
+pub const KERNEL_ANALYSIS_COLUMNS: &[&str] = &[
+    "device",
+    "stream",
+    "correlation",
+    "name",
+    "gpu_start_ns",
+    "gpu_end_ns",
+    "graph_id",
+    "bucket",
+    "bytes",
+    "flops",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_roundtrip_keeps_rows() {
+        let mut t = KernelTable::default();
+        for i in 0..5 {
+            t.push(KernelRow {
+                correlation: i,
+                gpu_start_ns: i as i64 * 10,
+                gpu_end_ns: i as i64 * 10 + 5,
+                layer: i as i32,
+                ..Default::default()
+            });
+        }
+        let b = t.to_batch(1..4).unwrap();
+        assert_eq!(b.num_rows(), 3);
+        let mut r = KernelTable::default();
+        r.append_batch(&b).unwrap();
+        assert_eq!(r.len(), 3);
+        assert_eq!(r.row(0), t.row(1));
+        assert!(r.is_complete());
+        let projected = b.project(&[5, 6]).unwrap();
+        let mut p = KernelTable::default();
+        p.append_batch(&projected).unwrap();
+        assert_eq!(p.len(), 3);
+        assert!(!p.is_complete());
+        assert_eq!(p.gpu_end_ns, vec![15, 25, 35]);
+    }
+
+    #[test]
+    fn memop_kind_codes_roundtrip() {
+        for k in MemopKind::ALL {
+            assert_eq!(MemopKind::from_code(k as u8), k);
+            assert_eq!(MemopKind::parse(k.as_str()), Some(k));
+        }
+        assert_eq!(MemopKind::from_code(200), MemopKind::Unknown);
+    }
+}

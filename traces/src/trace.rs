@@ -1,0 +1,26 @@
+//! An in-memory trace: the manifest, the interned names and the five tables.
+
+use crate::manifest::Manifest;
+use crate::strings::StringTable;
+use crate::tables::{KernelTable, LaunchTable, MarkerTable, MemopTable, SampleTable};
+
+/// One run on one or more GPUs, as every importer produces and every analysis consumes.
+#[derive(Debug, Clone, Default)]
+pub struct Trace {
+    pub manifest: Manifest,
+    pub strings: StringTable,
+    pub kernels: KernelTable,
+    pub memops: MemopTable,
+    pub launches: LaunchTable,
+    pub markers: MarkerTable,
+    pub samples: SampleTable,
+}
+
+impl Trace {
+    pub fn new(manifest: Manifest) -> Self {
+        Self {
+            manifest,
+            ..Self::default()
+        }
+    }
+}

@@ -1,1 +1,12 @@
-pub fn _x(){}
+//! gapscope analysis: importers, bucket rules, step detection, decomposition and exports.
+//! Libraries here take typed settings and emit `tracing` events; they never read env vars.
+
+pub mod error;
+pub mod import;
+
+pub use error::{AnalyzerError, Result};
+pub mod bucket;
+pub mod rules;
+
+pub use bucket::Bucket;
+pub use rules::RuleSet;

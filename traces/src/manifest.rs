@@ -48,6 +48,9 @@ pub struct Manifest {
     pub truncated: bool,
     /// Free-form facts worth showing a user (for example "no NVML").
     pub notes: Vec<String>,
+    /// The source's own epoch offset (Kineto `baseTimeNanoseconds`), kept as given; table
+    /// times are the source's timeline in ns.
+    pub source_base_time_ns: Option<i64>,
     /// Record batches per table, written by `finish` so a reader can tell a stream cut at a
     /// batch boundary from a complete one.
     pub batches: std::collections::BTreeMap<String, u64>,
@@ -71,6 +74,7 @@ impl Default for Manifest {
             dropped_records: 0,
             truncated: false,
             notes: Vec::new(),
+            source_base_time_ns: None,
             batches: Default::default(),
         }
     }

@@ -1,0 +1,59 @@
+//! The analyzer's one error enum. Every variant renders as a single line that names the
+//! file and what is wrong with it.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AnalyzerError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is of a known kind but its content is broken.
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    /// The file is not something gapscope can read.
+    #[error("{path}: {message}")]
+    Unsupported { path: PathBuf, message: String },
+    #[error("{path}: SQLite: {message}")]
+    Sqlite { path: PathBuf, message: String },
+    #[error(transparent)]
+    Trace(#[from] gapscope_traces::TraceError),
+    #[error("{origin}: {message}")]
+    Rules { origin: String, message: String },
+    #[error("{path}: {message}")]
+    Export { path: PathBuf, message: String },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl AnalyzerError {
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.into(),
+            source,
+        }
+    }
+    pub fn parse(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        Self::Parse {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+    pub fn unsupported(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        Self::Unsupported {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+    pub fn sqlite(path: impl Into<PathBuf>, message: impl std::fmt::Display) -> Self {
+        Self::Sqlite {
+            path: path.into(),
+            message: message.to_string(),
+        }
+    }
+}
+
+pub type Result<T, E = AnalyzerError> = std::result::Result<T, E>;

@@ -1,0 +1,242 @@
+//! Serde shapes of the Kineto events gapscope reads, and their mapping to trace rows.
+
+use std::borrow::Cow;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+
+/// A pid/tid/id that Kineto writes as a number or a string ("stream 7", "Spans").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Id(pub u64);
+
+impl<'de> Deserialize<'de> for Id {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Id;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an integer or a string id")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Id, E> {
+                Ok(Id(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Id, E> {
+                Ok(Id(v as u64))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Id, E> {
+                Ok(Id(v as u64))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Id, E> {
+                // "stream 7" -> 7; other strings hash to a stable id.
+                let digits: String = v.chars().filter(|c| c.is_ascii_digit()).collect();
+                if let Ok(n) = digits.parse::<u64>()
+                    && !digits.is_empty()
+                {
+                    return Ok(Id(n));
+                }
+                let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+                for b in v.bytes() {
+                    h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+                }
+                Ok(Id(h))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A number Kineto may write as an integer, a float or a numeric string.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Num(pub f64);
+
+impl<'de> Deserialize<'de> for Num {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Num;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a number")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Num, E> {
+                Ok(Num(v as f64))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Num, E> {
+                Ok(Num(v as f64))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Num, E> {
+                Ok(Num(v))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Num, E> {
+                v.trim()
+                    .parse::<f64>()
+                    .map(Num)
+                    .map_err(|_| E::custom(format!("expected a number, found {v:?}")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The fields of one trace event that matter here; everything else is skipped unparsed.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Event<'a> {
+    #[serde(borrow, default)]
+    pub ph: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub name: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub pid: Option<Id>,
+    #[serde(default)]
+    pub tid: Option<Id>,
+    #[serde(default)]
+    pub ts: Option<Num>,
+    #[serde(default)]
+    pub dur: Option<Num>,
+    #[serde(borrow, default)]
+    pub args: Option<Args<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Args<'a> {
+    #[serde(default)]
+    pub device: Option<Id>,
+    #[serde(default)]
+    pub context: Option<Id>,
+    #[serde(default)]
+    pub stream: Option<Id>,
+    #[serde(default)]
+    pub correlation: Option<Id>,
+    #[serde(default, rename = "registers per thread")]
+    pub registers: Option<Num>,
+    #[serde(default, rename = "shared memory")]
+    pub shared_memory: Option<Num>,
+    #[serde(default)]
+    pub grid: Option<Vec<Num>>,
+    #[serde(default)]
+    pub block: Option<Vec<Num>>,
+    #[serde(default)]
+    pub bytes: Option<Num>,
+    #[serde(default, rename = "graph id")]
+    pub graph_id: Option<Id>,
+    #[serde(default, rename = "graph node id")]
+    pub graph_node_id: Option<Id>,
+    #[serde(borrow, default, rename = "kind")]
+    pub kind: Option<Cow<'a, str>>,
+}
+
+/// The event categories gapscope imports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Category {
+    Kernel,
+    Memcpy,
+    Memset,
+    Runtime,
+    Driver,
+    UserAnnotation,
+    GpuUserAnnotation,
+}
+
+/// Maps a `cat` value to a category; case-insensitive so old Kineto ("Kernel", "Memcpy",
+/// "Runtime") and ROCm builds import too.
+pub(crate) fn category(cat: &[u8]) -> Option<Category> {
+    let eq = |s: &str| cat.eq_ignore_ascii_case(s.as_bytes());
+    if eq("kernel") {
+        Some(Category::Kernel)
+    } else if eq("gpu_memcpy") || eq("memcpy") {
+        Some(Category::Memcpy)
+    } else if eq("gpu_memset") || eq("memset") {
+        Some(Category::Memset)
+    } else if eq("cuda_runtime") || eq("runtime") || eq("hip_runtime") || eq("cuda_runtime_api")
+    {
+        Some(Category::Runtime)
+    } else if eq("cuda_driver") || eq("driver") || eq("hip_driver") {
+        Some(Category::Driver)
+    } else if eq("user_annotation") {
+        Some(Category::UserAnnotation)
+    } else if eq("gpu_user_annotation") {
+        Some(Category::GpuUserAnnotation)
+    } else {
+        None
+    }
+}
+
+/// Finds the `"cat"` string value inside a raw event without parsing the whole event, so
+/// the CPU-op and flow events that make up most of a trace are skipped cheaply.
+pub(crate) fn peek_cat(raw: &[u8]) -> Option<&[u8]> {
+    let at = memchr::memmem::find(raw, b"\"cat\"")?;
+    let mut i = at + 5;
+    while i < raw.len() && raw[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    if raw.get(i) != Some(&b':') {
+        return None;
+    }
+    i += 1;
+    while i < raw.len() && raw[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    if raw.get(i) != Some(&b'"') {
+        return None;
+    }
+    let start = i + 1;
+    let end = start + memchr::memchr(b'"', &raw[start..])?;
+    Some(&raw[start..end])
+}
+
+/// Memcpy direction from a Kineto/roctracer name such as "Memcpy DtoD (Device -> Device)"
+/// or "CopyDeviceToHost".
+pub(crate) fn memcpy_kind(name: &str) -> gapscope_traces::MemopKind {
+    use gapscope_traces::MemopKind as K;
+    let n = name.to_ascii_lowercase();
+    let table: [(&str, K); 10] = [
+        ("dtod", K::DtoD),
+        ("htod", K::HtoD),
+        ("dtoh", K::DtoH),
+        ("htoh", K::HtoH),
+        ("ptop", K::PtoP),
+        ("devicetodevice", K::DtoD),
+        ("hosttodevice", K::HtoD),
+        ("devicetohost", K::DtoH),
+        ("hosttohost", K::HtoH),
+        ("peertopeer", K::PtoP),
+    ];
+    table
+        .iter()
+        .find(|(k, _)| n.contains(k))
+        .map(|(_, v)| *v)
+        .unwrap_or(K::Unknown)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peek_cat_finds_value_and_ignores_escaped_text() {
+        assert_eq!(
+            peek_cat(br#"{"ph":"X", "cat" : "kernel","name":"a"}"#),
+            Some(&b"kernel"[..])
+        );
+        assert_eq!(peek_cat(br#"{"name":"\"cat\" x"}"#), None);
+    }
+
+    #[test]
+    fn ids_accept_numbers_and_strings() {
+        let e: Event = serde_json::from_str(
+            r#"{"pid":"stream 7","tid":3,"ts":1.5,"dur":"2","args":{"grid":[1,2,3]}}"#,
+        )
+        .unwrap();
+        assert_eq!(e.pid, Some(Id(7)));
+        assert_eq!(e.tid, Some(Id(3)));
+        assert_eq!(e.dur, Some(Num(2.0)));
+    }
+
+    #[test]
+    fn memcpy_kinds_from_names() {
+        use gapscope_traces::MemopKind as K;
+        assert_eq!(memcpy_kind("Memcpy DtoD (Device -> Device)"), K::DtoD);
+        assert_eq!(memcpy_kind("Memcpy HtoD (Pageable -> Device)"), K::HtoD);
+        assert_eq!(memcpy_kind("CopyDeviceToHost"), K::DtoH);
+        assert_eq!(memcpy_kind("Memcpy"), K::Unknown);
+    }
+}

@@ -1,0 +1,423 @@
+//! PyTorch profiler (Kineto) Chrome-trace JSON importer, plain or gzipped.
+//!
+//! Streaming: a structural scanner finds each element of `traceEvents` and only the events
+//! gapscope keeps are deserialised, so memory is bounded by the output tables and one event,
+//! never by the JSON size. Both the object form (`{"traceEvents": [...]}`) and the bare
+//! array form are accepted.
+
+mod event;
+mod feed;
+
+use std::path::Path;
+
+use gapscope_traces::{
+    GpuInfo, KernelRow, LaunchApi, LaunchRow, Manifest, MarkerRow, MarkerSource, MemopKind,
+    MemopRow, Phase, Trace,
+};
+use serde::Deserialize;
+
+use self::event::{Category, Event, category, memcpy_kind, peek_cat};
+use self::feed::Feed;
+use super::{ImportOptions, ImportProgress};
+use crate::error::{AnalyzerError, Result};
+
+/// Imports a Kineto trace. With `opts.allow_truncated`, a file that ends early yields the
+/// events read so far, flagged as truncated; otherwise it is an error.
+pub fn import_kineto(
+    path: &Path,
+    gz: bool,
+    opts: &ImportOptions,
+    progress: &dyn ImportProgress,
+) -> Result<Trace> {
+    let (tx, rx) = feed::channel();
+    let result = std::thread::scope(|s| {
+        s.spawn(move || feed::produce(path, gz, progress, tx));
+        let mut feed = Feed::new(path, rx);
+        let mut b = Builder::new(path);
+        let r = parse_document(&mut feed, &mut b);
+        drop(feed); // unblocks the reader thread if parsing stopped early
+        match r {
+            Ok(()) => Ok(b.finish()),
+            Err(e) if opts.allow_truncated && b.events > 0 => {
+                let mut t = b.finish();
+                t.manifest.truncated = true;
+                t.manifest.notes.push(format!("input ends early: {e}"));
+                Ok(t)
+            }
+            Err(e) => Err(e),
+        }
+    });
+    progress.finish();
+    result
+}
+
+fn parse_document(feed: &mut Feed, b: &mut Builder) -> Result<()> {
+    match feed.peek_non_ws()? {
+        None => Err(AnalyzerError::parse(&b.path, "file holds no JSON (empty or only whitespace)")),
+        Some(b'[') => events_array(feed, b, true),
+        Some(b'{') => object(feed, b),
+        Some(_) => Err(feed.syntax("a trace must start with '{' or '['".into())),
+    }
+}
+
+fn object(feed: &mut Feed, b: &mut Builder) -> Result<()> {
+    feed.pos += 1;
+    let mut saw_events = false;
+    loop {
+        match feed.peek_non_ws()? {
+            Some(b'}') => {
+                feed.pos += 1;
+                break;
+            }
+            Some(b'"') => {}
+            Some(c) => {
+                return Err(feed.syntax(format!("expected an object key, found '{}'", c as char)));
+            }
+            None => return Err(feed.eof_error("in the top-level object")),
+        }
+        let r = feed.scan_value("in an object key")?;
+        let key: String = serde_json::from_slice(&feed.buf[r])
+            .map_err(|e| feed.syntax(format!("bad object key: {e}")))?;
+        feed.expect(b':', "after an object key")?;
+        if key == "traceEvents" {
+            events_array(feed, b, false)?;
+            saw_events = true;
+        } else {
+            let r = feed.scan_value("in a top-level value")?;
+            b.meta(&key, &feed.buf[r]);
+        }
+        match feed.peek_non_ws()? {
+            Some(b',') => feed.pos += 1,
+            Some(b'}') => {
+                feed.pos += 1;
+                break;
+            }
+            Some(c) => {
+                return Err(feed.syntax(format!(
+                    "expected ',' or '}}' after a top-level value, found '{}'",
+                    c as char
+                )));
+            }
+            None => return Err(feed.eof_error("in the top-level object")),
+        }
+        feed.compact();
+    }
+    if !saw_events {
+        return Err(AnalyzerError::unsupported(
+            &b.path,
+            "JSON object has no traceEvents array; not a Chrome/Kineto trace",
+        ));
+    }
+    Ok(())
+}
+
+fn events_array(feed: &mut Feed, b: &mut Builder, top_level: bool) -> Result<()> {
+    feed.expect(b'[', "to open traceEvents")?;
+    if feed.peek_non_ws()? == Some(b']') {
+        feed.pos += 1;
+        return Ok(());
+    }
+    loop {
+        feed.compact();
+        let at = feed.offset();
+        let r = feed.scan_value("in traceEvents")?;
+        b.event(&feed.buf[r], at)?;
+        match feed.peek_non_ws()? {
+            Some(b',') => {
+                feed.pos += 1;
+                match feed.peek_non_ws()? {
+                    Some(b']') => {
+                        feed.pos += 1;
+                        return Ok(());
+                    }
+                    // The trace-event format lets the array form omit its closing bracket.
+                    None if top_level => return Ok(()),
+                    _ => {}
+                }
+            }
+            Some(b']') => {
+                feed.pos += 1;
+                return Ok(());
+            }
+            None if top_level => return Ok(()),
+            None => return Err(feed.eof_error("inside traceEvents")),
+            Some(c) => {
+                return Err(feed.syntax(format!(
+                    "expected ',' or ']' between events, found '{}'",
+                    c as char
+                )));
+            }
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct DeviceProp {
+    #[serde(default)]
+    id: Option<u32>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default, rename = "numSms")]
+    num_sms: Option<u32>,
+    #[serde(default, rename = "totalGlobalMem")]
+    total_global_mem: Option<u64>,
+    #[serde(default, rename = "computeMajor")]
+    compute_major: Option<u32>,
+    #[serde(default, rename = "computeMinor")]
+    compute_minor: Option<u32>,
+}
+
+/// Accumulates rows while events stream past.
+struct Builder {
+    path: std::path::PathBuf,
+    trace: Trace,
+    /// Timestamp unit in ns: 1000 for microseconds (the trace-event default), 1 for ns.
+    unit_ns: f64,
+    events: u64,
+    overflowed: u64,
+    unit_fixup: bool,
+}
+
+impl Builder {
+    fn new(path: &Path) -> Self {
+        Self {
+            path: path.to_owned(),
+            trace: Trace::new(Manifest::new("kineto")),
+            unit_ns: 1000.0,
+            events: 0,
+            overflowed: 0,
+            unit_fixup: false,
+        }
+    }
+
+    fn ns(&mut self, v: f64) -> i64 {
+        let x = (v * self.unit_ns).round();
+        if !x.is_finite() || x >= i64::MAX as f64 || x <= i64::MIN as f64 {
+            self.overflowed += 1;
+            if x.is_sign_negative() { i64::MIN / 2 } else { i64::MAX / 2 }
+        } else {
+            x as i64
+        }
+    }
+
+    fn span(&mut self, ev: &Event) -> (i64, i64) {
+        let start = self.ns(ev.ts.map(|t| t.0).unwrap_or(0.0));
+        let dur = self.ns(ev.dur.map(|t| t.0).unwrap_or(0.0));
+        (start, start.saturating_add(dur))
+    }
+
+    fn meta(&mut self, key: &str, raw: &[u8]) {
+        let m = &mut self.trace.manifest;
+        match key {
+            "deviceProperties" => match serde_json::from_slice::<Vec<DeviceProp>>(raw) {
+                Ok(props) => {
+                    for (i, p) in props.into_iter().enumerate() {
+                        m.gpus.push(GpuInfo {
+                            device: p.id.unwrap_or(i as u32),
+                            name: p.name.unwrap_or_default(),
+                            sm_count: p.num_sms,
+                            total_memory_bytes: p.total_global_mem,
+                            compute_capability: p
+                                .compute_major
+                                .map(|a| format!("{a}.{}", p.compute_minor.unwrap_or(0))),
+                            ..Default::default()
+                        });
+                    }
+                }
+                Err(e) => m.notes.push(format!("ignored malformed deviceProperties: {e}")),
+            },
+            "baseTimeNanoseconds" => match serde_json::from_slice::<event::Num>(raw) {
+                Ok(v) => m.source_base_time_ns = Some(v.0 as i64),
+                Err(e) => m.notes.push(format!("ignored malformed baseTimeNanoseconds: {e}")),
+            },
+            "displayTimeUnit" => {
+                if let Ok(u) = serde_json::from_slice::<String>(raw)
+                    && u == "ns"
+                {
+                    if self.events > 0 {
+                        self.unit_fixup = true;
+                    }
+                    self.unit_ns = 1.0;
+                    m.notes
+                        .push("displayTimeUnit is \"ns\": timestamps read as nanoseconds".into());
+                }
+            }
+            "cuda_driver_version" => m.driver_version = Some(String::from_utf8_lossy(raw).into()),
+            "cuda_runtime_version" => m.cuda_version = Some(String::from_utf8_lossy(raw).into()),
+            _ => {}
+        }
+    }
+
+    fn event(&mut self, raw: &[u8], at: u64) -> Result<()> {
+        self.events += 1;
+        let Some(cat) = peek_cat(raw).and_then(category) else {
+            return Ok(());
+        };
+        let ev: Event = serde_json::from_slice(raw).map_err(|e| {
+            AnalyzerError::parse(&self.path, format!("invalid trace event at byte {at}: {e}"))
+        })?;
+        if let Some(ph) = ev.ph.as_deref()
+            && ph != "X"
+        {
+            return Ok(());
+        }
+        let (start, end) = self.span(&ev);
+        let name = ev.name.as_deref().unwrap_or("");
+        let args = ev.args.as_ref();
+        let pid = ev.pid.unwrap_or_default().0;
+        let tid = ev.tid.unwrap_or_default().0;
+        let device = args.and_then(|a| a.device).map(|d| d.0).unwrap_or(pid) as u32;
+        let stream = args.and_then(|a| a.stream).map(|d| d.0).unwrap_or(tid) as u32;
+        let correlation = args.and_then(|a| a.correlation).map(|d| d.0).unwrap_or(0);
+        let context = args.and_then(|a| a.context).map(|d| d.0).unwrap_or(0) as u32;
+        let t = &mut self.trace;
+        match cat {
+            Category::Kernel => {
+                let dim = |v: Option<&Vec<event::Num>>, i: usize| {
+                    v.and_then(|v| v.get(i)).map(|n| n.0 as u32).unwrap_or(0)
+                };
+                let grid = args.and_then(|a| a.grid.as_ref());
+                let block = args.and_then(|a| a.block.as_ref());
+                let name = t.strings.intern(name);
+                t.kernels.push(KernelRow {
+                    device,
+                    context,
+                    stream,
+                    correlation,
+                    name,
+                    gpu_start_ns: start,
+                    gpu_end_ns: end,
+                    grid_x: dim(grid, 0),
+                    grid_y: dim(grid, 1),
+                    grid_z: dim(grid, 2),
+                    block_x: dim(block, 0),
+                    block_y: dim(block, 1),
+                    block_z: dim(block, 2),
+                    registers_per_thread: args
+                        .and_then(|a| a.registers)
+                        .map(|n| n.0 as u32)
+                        .unwrap_or(0),
+                    static_smem_bytes: args
+                        .and_then(|a| a.shared_memory)
+                        .map(|n| n.0 as u32)
+                        .unwrap_or(0),
+                    graph_id: args.and_then(|a| a.graph_id).map(|n| n.0 as u32).unwrap_or(0),
+                    graph_node_id: args.and_then(|a| a.graph_node_id).map(|n| n.0).unwrap_or(0),
+                    ..Default::default()
+                });
+            }
+            Category::Memcpy | Category::Memset => {
+                let kind = if cat == Category::Memset {
+                    MemopKind::Memset
+                } else {
+                    let from_args = args.and_then(|a| a.kind.as_deref()).map(memcpy_kind);
+                    match from_args {
+                        Some(k) if k != MemopKind::Unknown => k,
+                        _ => memcpy_kind(name),
+                    }
+                };
+                let name = t.strings.intern(name);
+                t.memops.push(MemopRow {
+                    device,
+                    context,
+                    stream,
+                    correlation,
+                    name,
+                    kind: kind as u8,
+                    bytes: args.and_then(|a| a.bytes).map(|n| n.0.max(0.0) as u64).unwrap_or(0),
+                    gpu_start_ns: start,
+                    gpu_end_ns: end,
+                    graph_id: 0,
+                });
+            }
+            Category::Runtime | Category::Driver => {
+                let name = t.strings.intern(name);
+                t.launches.push(LaunchRow {
+                    pid: pid as u32,
+                    tid,
+                    correlation,
+                    name,
+                    api: if cat == Category::Runtime {
+                        LaunchApi::Runtime as u8
+                    } else {
+                        LaunchApi::Driver as u8
+                    },
+                    host_start_ns: start,
+                    host_end_ns: end,
+                });
+            }
+            Category::UserAnnotation | Category::GpuUserAnnotation => {
+                let phase = phase_from_name(name);
+                let name = t.strings.intern(name);
+                let mut row = MarkerRow {
+                    name,
+                    phase: phase as u8,
+                    device,
+                    tid,
+                    ..Default::default()
+                };
+                if cat == Category::GpuUserAnnotation {
+                    row.source = MarkerSource::KinetoGpuAnnotation as u8;
+                    row.gpu_start_ns = start;
+                    row.gpu_end_ns = end;
+                } else {
+                    row.source = MarkerSource::KinetoUserAnnotation as u8;
+                    row.device = 0;
+                    row.host_start_ns = start;
+                    row.host_end_ns = end;
+                }
+                t.markers.push(row);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Trace {
+        if self.unit_fixup {
+            // displayTimeUnit came after the events: they were scaled as microseconds.
+            let fix = |v: &mut Vec<i64>| v.iter_mut().for_each(|x| *x /= 1000);
+            let t = &mut self.trace;
+            fix(&mut t.kernels.gpu_start_ns);
+            fix(&mut t.kernels.gpu_end_ns);
+            fix(&mut t.memops.gpu_start_ns);
+            fix(&mut t.memops.gpu_end_ns);
+            fix(&mut t.launches.host_start_ns);
+            fix(&mut t.launches.host_end_ns);
+            for v in [
+                &mut t.markers.host_start_ns,
+                &mut t.markers.host_end_ns,
+                &mut t.markers.gpu_start_ns,
+                &mut t.markers.gpu_end_ns,
+            ] {
+                v.iter_mut().filter(|x| **x != i64::MIN).for_each(|x| *x /= 1000);
+            }
+        }
+        if self.overflowed > 0 {
+            self.trace.manifest.notes.push(format!(
+                "{} timestamps or durations overflowed 64-bit nanoseconds and were clamped",
+                self.overflowed
+            ));
+        }
+        if self.trace.kernels.is_empty() && self.trace.memops.is_empty() {
+            self.trace
+                .manifest
+                .notes
+                .push("the trace holds no GPU events (kernels, memcpys or memsets)".into());
+        }
+        self.trace
+    }
+}
+
+/// Phase from an annotation name: "prefill", "decode" and "sample" anywhere in it.
+pub fn phase_from_name(name: &str) -> Phase {
+    let n = name.to_ascii_lowercase();
+    if n.contains("prefill") {
+        Phase::Prefill
+    } else if n.contains("decode") {
+        Phase::Decode
+    } else if n.contains("sampl") {
+        Phase::Sample
+    } else {
+        Phase::Unknown
+    }
+}

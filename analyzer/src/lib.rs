@@ -10,3 +10,5 @@ pub mod rules;
 
 pub use bucket::Bucket;
 pub use rules::RuleSet;
+pub mod analysis;
+pub mod export;

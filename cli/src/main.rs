@@ -1,1 +1,96 @@
-fn main(){}
+//! `gapscope`: where a decode step's time goes, and how far it is from what the GPU allows.
+
+mod buckets_cmd;
+mod export_cmd;
+mod import_cmd;
+mod progress;
+mod render;
+mod report_cmd;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "gapscope",
+    version,
+    about = "Decode-step profiler for LLM inference engines: buckets, steps, busy time",
+    long_about = "gapscope reads PyTorch/Kineto traces (.json, .json.gz), Nsight Systems SQLite exports \
+(.sqlite) and its own .gst traces, sorts GPU work into buckets, finds decode steps and reports \
+where each step's time goes."
+)]
+struct Cli {
+    /// No progress bars.
+    #[arg(long, short, global = true)]
+    quiet: bool,
+    /// More log output on stderr (repeat for more).
+    #[arg(long, short, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Per-step decomposition of one or more traces.
+    Report(report_cmd::ReportArgs),
+    /// Convert a trace to the native .gst format.
+    Import(import_cmd::ImportArgs),
+    /// Write a trace as Perfetto-loadable Chrome JSON or as Parquet.
+    Export(export_cmd::ExportArgs),
+    /// Show the bucket rules, or explain which rule classifies a kernel name.
+    Buckets(buckets_cmd::BucketsArgs),
+}
+
+/// Settings every subcommand gets.
+pub struct Global {
+    pub quiet: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let level = match cli.verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
+        )
+        .without_time()
+        .init();
+    let g = Global { quiet: cli.quiet };
+    let result = match cli.command {
+        Command::Report(a) => report_cmd::run(a, &g),
+        Command::Import(a) => import_cmd::run(a, &g),
+        Command::Export(a) => export_cmd::run(a, &g),
+        Command::Buckets(a) => buckets_cmd::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            // One line: the error and its causes, never a backtrace.
+            let mut msg = e.to_string();
+            for cause in e.chain().skip(1) {
+                let c = cause.to_string();
+                if !msg.contains(&c) {
+                    msg.push_str(": ");
+                    msg.push_str(&c);
+                }
+            }
+            eprintln!("gapscope: error: {}", msg.replace('\n', " "));
+            ExitCode::from(2)
+        }
+    }
+}

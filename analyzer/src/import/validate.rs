@@ -27,18 +27,20 @@ pub fn odd_values(t: &Trace) -> Vec<String> {
         let mut order: Vec<u32> = (0..k.len as u32).collect();
         order.sort_unstable_by_key(|&i| k.gpu_start_ns[i as usize]);
         let mut overlaps = 0usize;
+        let mut worst = 0i64;
         for i in order {
             let i = i as usize;
             let key = (k.device[i], k.stream[i]);
             let e = last_end.entry(key).or_insert(i64::MIN);
             if k.gpu_start_ns[i] < *e {
                 overlaps += 1;
+                worst = worst.max(*e - k.gpu_start_ns[i]);
             }
             *e = (*e).max(k.gpu_end_ns[i]);
         }
         if overlaps > 0 {
             out.push(format!(
-                "{overlaps} kernels overlap an earlier kernel on the same stream (kept; busy time uses the interval union)"
+                "{overlaps} kernels start before an earlier kernel on the same stream ends (up to {worst} ns; programmatic dependent launch or clock skew; kept, busy time uses the interval union)"
             ));
         }
     }

@@ -106,6 +106,8 @@ pub(crate) struct Args<'a> {
     pub stream: Option<Id>,
     #[serde(default)]
     pub correlation: Option<Id>,
+    #[serde(default, rename = "External id")]
+    pub external_id: Option<Id>,
     #[serde(default, rename = "registers per thread")]
     pub registers: Option<Num>,
     #[serde(default, rename = "shared memory")]

@@ -171,11 +171,8 @@ struct DeviceProp {
 struct Builder {
     path: std::path::PathBuf,
     trace: Trace,
-    /// Timestamp unit in ns: 1000 for microseconds (the trace-event default), 1 for ns.
-    unit_ns: f64,
     events: u64,
     overflowed: u64,
-    unit_fixup: bool,
 }
 
 impl Builder {
@@ -183,15 +180,13 @@ impl Builder {
         Self {
             path: path.to_owned(),
             trace: Trace::new(Manifest::new("kineto")),
-            unit_ns: 1000.0,
             events: 0,
             overflowed: 0,
-            unit_fixup: false,
         }
     }
 
     fn ns(&mut self, v: f64) -> i64 {
-        let x = (v * self.unit_ns).round();
+        let x = (v * 1000.0).round();
         if !x.is_finite() || x >= i64::MAX as f64 || x <= i64::MIN as f64 {
             self.overflowed += 1;
             if x.is_sign_negative() { i64::MIN / 2 } else { i64::MAX / 2 }
@@ -231,15 +226,15 @@ impl Builder {
                 Err(e) => m.notes.push(format!("ignored malformed baseTimeNanoseconds: {e}")),
             },
             "displayTimeUnit" => {
+                // Kineto writes ts/dur in microseconds whatever this says; it only sets the
+                // viewer's display unit (HTA reads it the same way).
                 if let Ok(u) = serde_json::from_slice::<String>(raw)
                     && u == "ns"
                 {
-                    if self.events > 0 {
-                        self.unit_fixup = true;
-                    }
-                    self.unit_ns = 1.0;
-                    m.notes
-                        .push("displayTimeUnit is \"ns\": timestamps read as nanoseconds".into());
+                    m.notes.push(
+                        "displayTimeUnit is \"ns\" (display only; timestamps are microseconds)"
+                            .into(),
+                    );
                 }
             }
             "cuda_driver_version" => m.driver_version = Some(String::from_utf8_lossy(raw).into()),
@@ -268,7 +263,11 @@ impl Builder {
         let tid = ev.tid.unwrap_or_default().0;
         let device = args.and_then(|a| a.device).map(|d| d.0).unwrap_or(pid) as u32;
         let stream = args.and_then(|a| a.stream).map(|d| d.0).unwrap_or(tid) as u32;
-        let correlation = args.and_then(|a| a.correlation).map(|d| d.0).unwrap_or(0);
+        // roctracer traces carry no `correlation`; their `External id` links launch and kernel.
+        let correlation = args
+            .and_then(|a| a.correlation.or(a.external_id))
+            .map(|d| d.0)
+            .unwrap_or(0);
         let context = args.and_then(|a| a.context).map(|d| d.0).unwrap_or(0) as u32;
         let t = &mut self.trace;
         match cat {
@@ -373,25 +372,6 @@ impl Builder {
     }
 
     fn finish(mut self) -> Trace {
-        if self.unit_fixup {
-            // displayTimeUnit came after the events: they were scaled as microseconds.
-            let fix = |v: &mut Vec<i64>| v.iter_mut().for_each(|x| *x /= 1000);
-            let t = &mut self.trace;
-            fix(&mut t.kernels.gpu_start_ns);
-            fix(&mut t.kernels.gpu_end_ns);
-            fix(&mut t.memops.gpu_start_ns);
-            fix(&mut t.memops.gpu_end_ns);
-            fix(&mut t.launches.host_start_ns);
-            fix(&mut t.launches.host_end_ns);
-            for v in [
-                &mut t.markers.host_start_ns,
-                &mut t.markers.host_end_ns,
-                &mut t.markers.gpu_start_ns,
-                &mut t.markers.gpu_end_ns,
-            ] {
-                v.iter_mut().filter(|x| **x != i64::MIN).for_each(|x| *x /= 1000);
-            }
-        }
         if self.overflowed > 0 {
             self.trace.manifest.notes.push(format!(
                 "{} timestamps or durations overflowed 64-bit nanoseconds and were clamped",

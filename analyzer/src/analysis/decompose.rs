@@ -1,0 +1,404 @@
+//! Per-step decomposition: bucket times per step, overlap-correct busy time, idle split into
+//! launch gaps and host gaps, and step-time statistics.
+
+use std::collections::HashMap;
+
+use gapscope_traces::Phase;
+
+use super::intervals::{merge_two, union_len_sorted};
+use super::prepared::Prepared;
+use super::report::*;
+use super::stats::Summary;
+use super::steps::{StepSettings, Steps, detect, short};
+use crate::bucket::Bucket;
+use crate::import::Imported;
+use crate::rules::RuleSet;
+
+const NB: usize = Bucket::ALL.len();
+const NS_PER_MS: f64 = 1e6;
+
+/// Settings for one report.
+#[derive(Debug, Clone)]
+pub struct AnalysisSettings {
+    pub steps: StepSettings,
+    /// Names listed per bucket.
+    pub top_per_bucket: usize,
+    /// Names listed for `other`.
+    pub top_other: usize,
+}
+
+impl Default for AnalysisSettings {
+    fn default() -> Self {
+        Self {
+            steps: StepSettings::default(),
+            top_per_bucket: 3,
+            top_other: 8,
+        }
+    }
+}
+
+/// Per-step accumulators on the primary device.
+#[derive(Clone)]
+struct StepAcc {
+    bucket_ns: [i64; NB],
+    calls: [u32; NB],
+    first_start: i64,
+    last_end: i64,
+    busy_ns: i64,
+    cur_start: i64,
+    cur_end: i64,
+}
+
+impl Default for StepAcc {
+    fn default() -> Self {
+        Self {
+            bucket_ns: [0; NB],
+            calls: [0; NB],
+            first_start: i64::MAX,
+            last_end: i64::MIN,
+            busy_ns: 0,
+            cur_start: i64::MIN,
+            cur_end: i64::MIN,
+        }
+    }
+}
+
+impl StepAcc {
+    fn add(&mut self, b: usize, s: i64, e: i64) {
+        self.bucket_ns[b] += (e - s).max(0);
+        self.calls[b] += 1;
+        self.first_start = self.first_start.min(s);
+        if e <= s {
+            return;
+        }
+        self.last_end = self.last_end.max(e);
+        // Activities arrive start-sorted: a running union.
+        if s <= self.cur_end {
+            self.cur_end = self.cur_end.max(e);
+        } else {
+            if self.cur_end > self.cur_start {
+                self.busy_ns += self.cur_end - self.cur_start;
+            }
+            self.cur_start = s;
+            self.cur_end = e;
+        }
+    }
+    fn close(&mut self) {
+        if self.cur_end > self.cur_start {
+            self.busy_ns += self.cur_end - self.cur_start;
+        }
+        self.cur_start = i64::MIN;
+        self.cur_end = i64::MIN;
+    }
+}
+
+/// Analyses one imported trace.
+pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings) -> Report {
+    let trace = &imported.trace;
+    let p = Prepared::new(trace, rules);
+    let steps = detect(&p, &settings.steps);
+    let k = &trace.kernels;
+    let m = &trace.memops;
+
+    let devices: Vec<DeviceBusy> = p
+        .devices
+        .iter()
+        .map(|&(d, _)| device_busy(&p, d))
+        .collect();
+
+    // Scope: decode steps, or the whole primary device when there are none.
+    let mut accs = vec![StepAcc::default(); steps.steps.len()];
+    let mut outside = StepAcc::default();
+    let mut names: HashMap<(bool, u32), (i64, u64, u8, bool)> = HashMap::new();
+    let decode: Vec<bool> = steps
+        .steps
+        .iter()
+        .map(|s| s.phase == Phase::Decode || s.phase == Phase::Unknown)
+        .collect();
+    let any_decode = decode.iter().any(|&d| d);
+    let mut other_kernel_ns = 0i64;
+    let mut kernel_ns_in_scope = 0i64;
+
+    if let Some(dev) = steps.device.or(p.primary_device()) {
+        let ko = p.kernels_on(dev);
+        let mo = p.memops_on(dev);
+        let acts = merge_two(
+            ko.iter().map(|&i| (k.gpu_start_ns[i as usize], i as i64)),
+            mo.iter().map(|&i| (m.gpu_start_ns[i as usize], -(i as i64) - 1)),
+        );
+        let mut sp = 0usize;
+        for (start, tag) in acts {
+            let (is_memop, idx) = if tag >= 0 {
+                (false, tag as usize)
+            } else {
+                (true, (-tag - 1) as usize)
+            };
+            let (end, b, name) = if is_memop {
+                (m.gpu_end_ns[idx], p.memop_bucket[idx] as usize, m.name[idx])
+            } else {
+                (k.gpu_end_ns[idx], p.kernel_bucket[idx] as usize, k.name[idx])
+            };
+            while sp < steps.steps.len() && steps.steps[sp].gpu_end_ns <= start {
+                sp += 1;
+            }
+            let in_step = sp < steps.steps.len() && steps.steps[sp].gpu_start_ns <= start;
+            let in_scope = if steps.steps.is_empty() {
+                outside.add(b, start, end);
+                true
+            } else if in_step {
+                accs[sp].add(b, start, end);
+                decode[sp] || !any_decode
+            } else {
+                false
+            };
+            if in_scope {
+                let e = names.entry((is_memop, name)).or_insert((0, 0, b as u8, is_memop));
+                e.0 += (end - start).max(0);
+                e.1 += 1;
+                if !is_memop {
+                    kernel_ns_in_scope += (end - start).max(0);
+                    if b == Bucket::Other as usize {
+                        other_kernel_ns += (end - start).max(0);
+                    }
+                }
+            }
+        }
+    }
+    accs.iter_mut().for_each(StepAcc::close);
+    outside.close();
+
+    let decode_idx: Vec<usize> = (0..accs.len()).filter(|&i| decode[i]).collect();
+    let prefill_idx: Vec<usize> = (0..accs.len())
+        .filter(|&i| steps.steps[i].phase == Phase::Prefill)
+        .collect();
+
+    let step_report = step_report(&steps, &accs, &decode_idx, &prefill_idx);
+    let tpot_mean = step_report.tpot_ms.map(|s| s.mean);
+
+    let buckets = if steps.steps.is_empty() {
+        bucket_rows(&[outside], &[0], None, false, &names, trace, settings)
+    } else {
+        bucket_rows(&accs, &decode_idx, tpot_mean, true, &names, trace, settings)
+    };
+    let prefill_buckets = if prefill_idx.is_empty() {
+        Vec::new()
+    } else {
+        let mean = step_report.prefill_ms.map(|s| s.mean);
+        bucket_rows(&accs, &prefill_idx, mean, true, &HashMap::new(), trace, settings)
+    };
+
+    let mut other_top: Vec<NameTime> = names
+        .iter()
+        .filter(|(_, v)| v.2 == Bucket::Other as u8 && !v.3)
+        .map(|((_, n), v)| NameTime {
+            name: short(trace.strings.get(*n)),
+            ms: v.0 as f64 / NS_PER_MS,
+            calls: v.1,
+        })
+        .collect();
+    other_top.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+    other_top.truncate(settings.top_other);
+
+    let mut notes = trace.manifest.notes.clone();
+    if p.devices.len() > 1
+        && let Some(d) = steps.device
+    {
+        notes.push(format!(
+            "{} devices in the trace; steps and buckets cover device {d}, busy % covers each",
+            p.devices.len()
+        ));
+    }
+    Report {
+        schema_version: REPORT_SCHEMA_VERSION,
+        source: SourceInfo {
+            path: trace.manifest.source_path.clone().unwrap_or_default(),
+            format: imported.format.as_str().to_owned(),
+            gpus: trace
+                .manifest
+                .gpus
+                .iter()
+                .map(|g| match g.sm_count {
+                    Some(sm) => format!("{}: {} ({} SMs)", g.device, g.name, sm),
+                    None => format!("{}: {}", g.device, g.name),
+                })
+                .collect(),
+            kernels: k.len,
+            memops: m.len,
+            launches: trace.launches.len,
+            markers: trace.markers.len,
+            truncated: trace.manifest.truncated,
+            notes,
+        },
+        warnings: imported.warnings.clone(),
+        devices,
+        steps: step_report,
+        buckets,
+        prefill_buckets,
+        other: OtherReport {
+            share_of_kernel_time_pct: pct(other_kernel_ns as f64, kernel_ns_in_scope as f64),
+            top: other_top,
+        },
+    }
+}
+
+fn pct(a: f64, b: f64) -> f64 {
+    if b > 0.0 { 100.0 * a / b } else { 0.0 }
+}
+
+fn device_busy(p: &Prepared, d: u32) -> DeviceBusy {
+    let k = &p.trace.kernels;
+    let m = &p.trace.memops;
+    let ki = || {
+        p.kernels_on(d)
+            .iter()
+            .map(|&i| (k.gpu_start_ns[i as usize], k.gpu_end_ns[i as usize]))
+    };
+    let mi = || {
+        p.memops_on(d)
+            .iter()
+            .map(|&i| (m.gpu_start_ns[i as usize], m.gpu_end_ns[i as usize]))
+    };
+    let mut lo = i64::MAX;
+    let mut hi = i64::MIN;
+    for (s, e) in ki().chain(mi()) {
+        lo = lo.min(s);
+        hi = hi.max(e.max(s));
+    }
+    let span = if hi > lo { hi - lo } else { 0 };
+    let kernel_busy = union_len_sorted(ki());
+    let busy = union_len_sorted(merge_two(ki(), mi()));
+    DeviceBusy {
+        device: d,
+        span_ns: span,
+        kernel_busy_ns: kernel_busy,
+        busy_ns: busy,
+        kernel_busy_pct: pct(kernel_busy as f64, span as f64),
+        busy_pct: pct(busy as f64, span as f64),
+    }
+}
+
+fn step_report(
+    steps: &Steps,
+    accs: &[StepAcc],
+    decode_idx: &[usize],
+    prefill_idx: &[usize],
+) -> StepReport {
+    let s = &steps.steps;
+    // TPOT: start-to-start periods of consecutive decode steps; the last step has no
+    // successor, so n steps give n-1 periods (a single step falls back to its own span).
+    let mut periods = Vec::new();
+    for w in decode_idx.windows(2) {
+        if w[1] == w[0] + 1 {
+            periods.push((s[w[1]].gpu_start_ns - s[w[0]].gpu_start_ns) as f64 / NS_PER_MS);
+        }
+    }
+    if periods.is_empty() && decode_idx.len() == 1 {
+        let st = &s[decode_idx[0]];
+        periods.push((st.gpu_end_ns - st.gpu_start_ns) as f64 / NS_PER_MS);
+    }
+    let active: Vec<usize> = decode_idx
+        .iter()
+        .copied()
+        .filter(|&i| accs[i].first_start < accs[i].last_end)
+        .collect();
+    let (mut launch_gap, mut host_gap, mut busy) = (0i64, 0i64, 0i64);
+    let mut worst: Option<Stall> = None;
+    for (n, &i) in active.iter().enumerate() {
+        let a = &accs[i];
+        let inside = (a.last_end - a.first_start - a.busy_ns).max(0);
+        launch_gap += inside;
+        busy += a.busy_ns;
+        if n > 0 {
+            let prev = &accs[active[n - 1]];
+            let gap = (a.first_start - prev.last_end).max(0);
+            host_gap += gap;
+            if worst.as_ref().is_none_or(|w| gap as f64 / NS_PER_MS > w.ms) {
+                worst = Some(Stall {
+                    ms: gap as f64 / NS_PER_MS,
+                    step: decode_idx.iter().position(|&d| d == i).unwrap_or(0),
+                    gpu_start_ns: prev.last_end,
+                    between_steps: true,
+                });
+            }
+        }
+    }
+    let window = match (active.first(), active.last()) {
+        (Some(&f), Some(&l)) => (accs[l].last_end - accs[f].first_start).max(0),
+        _ => 0,
+    };
+    let n = active.len().max(1) as f64;
+    let has = !active.is_empty();
+    let prefill: Vec<f64> = prefill_idx
+        .iter()
+        .map(|&i| (s[i].gpu_end_ns - s[i].gpu_start_ns) as f64 / NS_PER_MS)
+        .collect();
+    StepReport {
+        source: steps.source.clone(),
+        device: steps.device,
+        decode_steps: decode_idx.len(),
+        prefill_steps: prefill_idx.len(),
+        tpot_ms: (!periods.is_empty()).then(|| Summary::of(&periods)),
+        decode_busy_pct: has.then(|| pct(busy as f64, window as f64)),
+        launch_gap_ms_per_step: has.then(|| launch_gap as f64 / NS_PER_MS / n),
+        host_gap_ms_per_step: has.then(|| host_gap as f64 / NS_PER_MS / n),
+        launch_gap_pct: has.then(|| pct(launch_gap as f64, window as f64)),
+        host_gap_pct: has.then(|| pct(host_gap as f64, window as f64)),
+        worst_stall: worst.filter(|w| w.ms > 0.0),
+        prefill_ms: (!prefill.is_empty()).then(|| Summary::of(&prefill)),
+    }
+}
+
+fn bucket_rows(
+    accs: &[StepAcc],
+    idx: &[usize],
+    step_mean_ms: Option<f64>,
+    per_step: bool,
+    names: &HashMap<(bool, u32), (i64, u64, u8, bool)>,
+    trace: &gapscope_traces::Trace,
+    settings: &AnalysisSettings,
+) -> Vec<BucketRow> {
+    let total_all: i64 = idx.iter().map(|&i| accs[i].bucket_ns.iter().sum::<i64>()).sum();
+    let mut rows = Vec::new();
+    for b in Bucket::ALL {
+        let bi = b.index();
+        let total: i64 = idx.iter().map(|&i| accs[i].bucket_ns[bi]).sum();
+        let calls: u64 = idx.iter().map(|&i| accs[i].calls[bi] as u64).sum();
+        if calls == 0 && b != Bucket::Other {
+            continue;
+        }
+        let per: Vec<f64> = idx
+            .iter()
+            .map(|&i| accs[i].bucket_ns[bi] as f64 / NS_PER_MS)
+            .collect();
+        let ms_per_step = (per_step && !per.is_empty()).then(|| Summary::of(&per));
+        let mut top: Vec<NameTime> = names
+            .iter()
+            .filter(|(_, v)| v.2 as usize == bi)
+            .map(|((is_memop, n), v)| NameTime {
+                name: if *is_memop {
+                    format!("[memop] {}", short(trace.strings.get(*n)))
+                } else {
+                    short(trace.strings.get(*n))
+                },
+                ms: v.0 as f64 / NS_PER_MS,
+                calls: v.1,
+            })
+            .collect();
+        top.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+        top.truncate(settings.top_per_bucket);
+        rows.push(BucketRow {
+            bucket: b,
+            total_ms: total as f64 / NS_PER_MS,
+            share_of_step_pct: match (&ms_per_step, step_mean_ms) {
+                (Some(s), Some(t)) if t > 0.0 => Some(100.0 * s.mean / t),
+                _ => None,
+            },
+            ms_per_step,
+            calls,
+            calls_per_step: (per_step && !idx.is_empty()).then(|| calls as f64 / idx.len() as f64),
+            share_of_busy_pct: pct(total as f64, total_all as f64),
+            top,
+        });
+    }
+    rows
+}

@@ -1,0 +1,102 @@
+//! The analysis view of a trace: each kernel's and memop's bucket, and start-sorted orders,
+//! computed once and shared by step detection and decomposition.
+
+use std::collections::HashMap;
+
+use gapscope_traces::{MemopKind, NO_STR, Trace};
+
+use crate::bucket::Bucket;
+use crate::rules::RuleSet;
+
+/// Buckets and orderings for one trace.
+pub struct Prepared<'t> {
+    pub trace: &'t Trace,
+    /// Bucket index per kernel.
+    pub kernel_bucket: Vec<u8>,
+    /// Bucket index per memop.
+    pub memop_bucket: Vec<u8>,
+    /// Kernel indices sorted by (device, start).
+    pub kernel_order: Vec<u32>,
+    /// Memop indices sorted by (device, start).
+    pub memop_order: Vec<u32>,
+    /// Devices present, with kernel count, most kernels first.
+    pub devices: Vec<(u32, usize)>,
+}
+
+impl<'t> Prepared<'t> {
+    pub fn new(trace: &'t Trace, rules: &RuleSet) -> Self {
+        let k = &trace.kernels;
+        // Classify each distinct name once; engine traces carry their bucket directly.
+        let mut by_name: HashMap<u32, u8> = HashMap::new();
+        let mut by_engine: HashMap<u32, u8> = HashMap::new();
+        let has_engine_bucket = k.bucket.len() == k.len;
+        let mut kernel_bucket = Vec::with_capacity(k.len);
+        for i in 0..k.len {
+            let eb = if has_engine_bucket { k.bucket[i] } else { NO_STR };
+            let b = if eb != NO_STR {
+                *by_engine.entry(eb).or_insert_with(|| {
+                    Bucket::parse(trace.strings.get(eb)).unwrap_or(Bucket::Other) as u8
+                })
+            } else {
+                let name = k.name[i];
+                *by_name
+                    .entry(name)
+                    .or_insert_with(|| rules.classify_kernel(trace.strings.get(name)) as u8)
+            };
+            kernel_bucket.push(b);
+        }
+        let m = &trace.memops;
+        let memop_bucket = (0..m.len)
+            .map(|i| rules.classify_memop(MemopKind::from_code(m.kind[i])) as u8)
+            .collect();
+        let kernel_order = sorted_order(&k.device, &k.gpu_start_ns, k.len);
+        let memop_order = sorted_order(&m.device, &m.gpu_start_ns, m.len);
+        let mut counts: HashMap<u32, usize> = HashMap::new();
+        for &d in &k.device {
+            *counts.entry(d).or_default() += 1;
+        }
+        for &d in &m.device {
+            counts.entry(d).or_default();
+        }
+        let mut devices: Vec<(u32, usize)> = counts.into_iter().collect();
+        devices.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        Self {
+            trace,
+            kernel_bucket,
+            memop_bucket,
+            kernel_order,
+            memop_order,
+            devices,
+        }
+    }
+
+    /// The device with the most kernels; steps are detected on it.
+    pub fn primary_device(&self) -> Option<u32> {
+        self.devices.first().map(|d| d.0)
+    }
+
+    /// Start-sorted kernel indices of one device (a sub-slice of `kernel_order`).
+    pub fn kernels_on(&self, device: u32) -> &[u32] {
+        slice_for(&self.kernel_order, &self.trace.kernels.device, device)
+    }
+
+    pub fn memops_on(&self, device: u32) -> &[u32] {
+        slice_for(&self.memop_order, &self.trace.memops.device, device)
+    }
+}
+
+fn sorted_order(device: &[u32], start: &[i64], len: usize) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..len as u32).collect();
+    let key = |i: u32| (device[i as usize], start[i as usize]);
+    let sorted = order.windows(2).all(|w| key(w[0]) <= key(w[1]));
+    if !sorted {
+        order.sort_unstable_by_key(|&i| (key(i), i));
+    }
+    order
+}
+
+fn slice_for<'a>(order: &'a [u32], device: &[u32], d: u32) -> &'a [u32] {
+    let lo = order.partition_point(|&i| device[i as usize] < d);
+    let hi = order.partition_point(|&i| device[i as usize] <= d);
+    &order[lo..hi]
+}

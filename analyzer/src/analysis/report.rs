@@ -1,0 +1,112 @@
+//! The typed report that leaves the analyzer: every renderer (table, JSON, CSV, Markdown)
+//! reads this, nothing else.
+
+use serde::Serialize;
+
+use super::stats::Summary;
+use crate::bucket::Bucket;
+
+/// Version of the JSON report schema; bump on any breaking change.
+pub const REPORT_SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub schema_version: u32,
+    pub source: SourceInfo,
+    pub warnings: Vec<String>,
+    pub devices: Vec<DeviceBusy>,
+    pub steps: StepReport,
+    /// Per-bucket decomposition of the decode steps (or of the whole trace without steps).
+    pub buckets: Vec<BucketRow>,
+    /// Per-bucket decomposition of prefill steps, when any were found.
+    pub prefill_buckets: Vec<BucketRow>,
+    pub other: OtherReport,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceInfo {
+    pub path: String,
+    pub format: String,
+    pub gpus: Vec<String>,
+    pub kernels: usize,
+    pub memops: usize,
+    pub launches: usize,
+    pub markers: usize,
+    pub truncated: bool,
+    pub notes: Vec<String>,
+}
+
+/// Overlap-correct GPU busy time of one device over its span (first to last activity).
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceBusy {
+    pub device: u32,
+    pub span_ns: i64,
+    pub kernel_busy_ns: i64,
+    /// Kernels plus memcpys and memsets.
+    pub busy_ns: i64,
+    pub kernel_busy_pct: f64,
+    pub busy_pct: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StepReport {
+    /// How steps were found.
+    pub source: String,
+    /// The device steps and the decomposition refer to.
+    pub device: Option<u32>,
+    pub decode_steps: usize,
+    pub prefill_steps: usize,
+    /// Time per output token: start-to-start period of consecutive decode steps, ms.
+    pub tpot_ms: Option<Summary>,
+    /// GPU busy (kernels + memops, interval union) over the decode window, %.
+    pub decode_busy_pct: Option<f64>,
+    /// Idle inside steps (between the first and last GPU activity of a step), ms/step.
+    pub launch_gap_ms_per_step: Option<f64>,
+    /// Idle between consecutive decode steps, ms/step.
+    pub host_gap_ms_per_step: Option<f64>,
+    pub launch_gap_pct: Option<f64>,
+    pub host_gap_pct: Option<f64>,
+    pub worst_stall: Option<Stall>,
+    /// Prefill step durations, ms.
+    pub prefill_ms: Option<Summary>,
+}
+
+/// The longest GPU idle stretch inside the decode window.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stall {
+    pub ms: f64,
+    /// Decode step index (0-based) the stall ends in.
+    pub step: usize,
+    pub gpu_start_ns: i64,
+    /// Whether it sits between steps (host gap) or inside one (launch gap).
+    pub between_steps: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BucketRow {
+    pub bucket: Bucket,
+    pub total_ms: f64,
+    /// Distribution over steps; `None` when the trace has no steps.
+    pub ms_per_step: Option<Summary>,
+    pub calls: u64,
+    pub calls_per_step: Option<f64>,
+    /// Share of summed GPU activity time in scope, %.
+    pub share_of_busy_pct: f64,
+    /// Mean ms/step over mean TPOT, %.
+    pub share_of_step_pct: Option<f64>,
+    pub top: Vec<NameTime>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NameTime {
+    pub name: String,
+    pub ms: f64,
+    pub calls: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OtherReport {
+    /// `other` kernels' share of kernel time in scope, %.
+    pub share_of_kernel_time_pct: f64,
+    pub top: Vec<NameTime>,
+}

@@ -1,0 +1,128 @@
+//! One Parquet file of GPU activity (kernels and memops) with names and buckets resolved,
+//! ready for pandas, polars or duckdb.
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
+use arrow_schema::{DataType, Field, Schema};
+use gapscope_traces::{MemopKind, Trace};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
+
+use crate::analysis::prepared::Prepared;
+use crate::bucket::Bucket;
+use crate::error::{AnalyzerError, Result};
+use crate::rules::RuleSet;
+
+const ROWS: usize = 64 * 1024;
+
+fn schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("kind", DataType::Utf8, false),
+        Field::new("device", DataType::UInt32, false),
+        Field::new("stream", DataType::UInt32, false),
+        Field::new("correlation", DataType::UInt64, false),
+        Field::new("name", DataType::Utf8, false),
+        Field::new("bucket", DataType::Utf8, false),
+        Field::new("gpu_start_ns", DataType::Int64, false),
+        Field::new("gpu_end_ns", DataType::Int64, false),
+        Field::new("duration_ns", DataType::Int64, false),
+        Field::new("bytes", DataType::Int64, false),
+        Field::new("graph_id", DataType::UInt32, false),
+    ]))
+}
+
+#[derive(Default)]
+struct Cols {
+    kind: Vec<&'static str>,
+    device: Vec<u32>,
+    stream: Vec<u32>,
+    correlation: Vec<u64>,
+    name: Vec<String>,
+    bucket: Vec<&'static str>,
+    start: Vec<i64>,
+    end: Vec<i64>,
+    bytes: Vec<i64>,
+    graph: Vec<u32>,
+}
+
+impl Cols {
+    fn batch(&mut self) -> std::result::Result<RecordBatch, arrow_schema::ArrowError> {
+        let dur: Vec<i64> = self.start.iter().zip(&self.end).map(|(s, e)| e - s).collect();
+        let cols: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(std::mem::take(&mut self.kind))),
+            Arc::new(UInt32Array::from(std::mem::take(&mut self.device))),
+            Arc::new(UInt32Array::from(std::mem::take(&mut self.stream))),
+            Arc::new(UInt64Array::from(std::mem::take(&mut self.correlation))),
+            Arc::new(StringArray::from(std::mem::take(&mut self.name))),
+            Arc::new(StringArray::from(std::mem::take(&mut self.bucket))),
+            Arc::new(Int64Array::from(std::mem::take(&mut self.start))),
+            Arc::new(Int64Array::from(std::mem::take(&mut self.end))),
+            Arc::new(Int64Array::from(dur)),
+            Arc::new(Int64Array::from(std::mem::take(&mut self.bytes))),
+            Arc::new(UInt32Array::from(std::mem::take(&mut self.graph))),
+        ];
+        RecordBatch::try_new(schema(), cols)
+    }
+}
+
+/// Writes kernels and memops of `trace` to one Parquet file (snappy).
+pub fn write_parquet(trace: &Trace, rules: &RuleSet, out: &Path) -> Result<()> {
+    let err = |m: String| AnalyzerError::Export {
+        path: out.to_owned(),
+        message: m,
+    };
+    let p = Prepared::new(trace, rules);
+    let f = File::create(out).map_err(|e| AnalyzerError::io(out, e))?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .build();
+    let mut w = ArrowWriter::try_new(f, schema(), Some(props)).map_err(|e| err(e.to_string()))?;
+    let mut c = Cols::default();
+    let k = &trace.kernels;
+    let full = k.is_complete();
+    let flush = |c: &mut Cols, w: &mut ArrowWriter<File>| -> Result<()> {
+        let b = c.batch().map_err(|e| err(e.to_string()))?;
+        w.write(&b).map_err(|e| err(e.to_string()))
+    };
+    for i in 0..k.len {
+        c.kind.push("kernel");
+        c.device.push(k.device[i]);
+        c.stream.push(k.stream[i]);
+        c.correlation.push(k.correlation[i]);
+        c.name.push(trace.strings.get(k.name[i]).to_owned());
+        c.bucket.push(Bucket::ALL[p.kernel_bucket[i] as usize].as_str());
+        c.start.push(k.gpu_start_ns[i]);
+        c.end.push(k.gpu_end_ns[i]);
+        c.bytes.push(k.bytes[i]);
+        c.graph.push(if full { k.graph_id[i] } else { 0 });
+        if c.start.len() == ROWS {
+            flush(&mut c, &mut w)?;
+        }
+    }
+    let m = &trace.memops;
+    for i in 0..m.len {
+        let kind = MemopKind::from_code(m.kind[i]);
+        c.kind.push(if kind == MemopKind::Memset { "memset" } else { "memcpy" });
+        c.device.push(m.device[i]);
+        c.stream.push(m.stream[i]);
+        c.correlation.push(m.correlation[i]);
+        c.name.push(trace.strings.get(m.name[i]).to_owned());
+        c.bucket.push(Bucket::ALL[p.memop_bucket[i] as usize].as_str());
+        c.start.push(m.gpu_start_ns[i]);
+        c.end.push(m.gpu_end_ns[i]);
+        c.bytes.push(m.bytes[i] as i64);
+        c.graph.push(m.graph_id[i]);
+        if c.start.len() == ROWS {
+            flush(&mut c, &mut w)?;
+        }
+    }
+    if !c.start.is_empty() {
+        flush(&mut c, &mut w)?;
+    }
+    w.close().map_err(|e| err(e.to_string()))?;
+    Ok(())
+}

@@ -1,0 +1,438 @@
+//! Nsight Systems SQLite exports (`nsys export --type sqlite`), from nsys 2023.1 to 2025.x
+//! (and the 2021-era GPU table). The layout changes between releases: metadata moved from
+//! `EXPORT_META_DATA` to `META_DATA_EXPORT`, columns such as `greenContextId` and
+//! `graphId` appeared, and tables are only created when the capture had such events. So
+//! nothing here assumes a layout: the importer asks `sqlite_master` and
+//! `pragma_table_info` what exists, selects only those columns, resolves names through
+//! `StringIds` and enum codes through the file's own `ENUM_*` tables.
+//!
+//! Times stay as nsys stores them: nanoseconds on the session timeline, which nsys
+//! already uses for both GPU activity and host calls.
+
+mod enums;
+mod read;
+mod schema;
+
+use std::collections::{BTreeSet, HashMap};
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+use gapscope_traces::{GpuInfo, Manifest, Trace};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
+use sqlx::{ConnectOptions, Connection};
+
+use super::ImportProgress;
+use crate::error::{AnalyzerError, Result};
+use enums::{CopyKinds, EventClasses, NvtxTypes};
+use read::Skipped;
+use schema::Schema;
+
+/// [`Manifest::source_format`] of traces this importer builds, so reports can say where a
+/// trace came from.
+pub const SOURCE_FORMAT: &str = "nsys-sqlite";
+
+/// Imports an Nsight Systems SQLite export.
+///
+/// The file is opened read-only and immutable: exports are often on shared or read-only
+/// storage, and nsys never appends to one after writing it. sqlx needs an async runtime,
+/// so a current-thread tokio runtime lives for the duration of the call; when the caller
+/// is already inside a runtime the work moves to a scoped thread, because nesting
+/// `block_on` would panic. Progress counts rows.
+pub fn import_nsys(path: &Path, progress: &dyn ImportProgress) -> Result<Trace> {
+    check_sqlite_header(path)?;
+    let run = || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| AnalyzerError::io(path, e))?;
+        rt.block_on(import(path, progress))
+    };
+    if tokio::runtime::Handle::try_current().is_ok() {
+        std::thread::scope(|s| s.spawn(run).join()).unwrap_or_else(|_| {
+            Err(AnalyzerError::parse(
+                path,
+                "the nsys import thread stopped unexpectedly",
+            ))
+        })
+    } else {
+        run()
+    }
+}
+
+/// The SQLite file header is 100 bytes at offset 0.
+const HEADER_LEN: usize = 100;
+const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+
+/// Rejects what SQLite would misreport: an empty file opens as an empty database, and a
+/// truncated one can answer queries that happen to touch only the pages still there.
+/// The header's page count is trusted only when its "version-valid-for" number matches
+/// the change counter, as the file format specifies.
+fn check_sqlite_header(path: &Path) -> Result<()> {
+    let io = |e| AnalyzerError::io(path, e);
+    let mut f = File::open(path).map_err(io)?;
+    let meta = f.metadata().map_err(io)?;
+    if meta.is_dir() {
+        return Err(AnalyzerError::unsupported(
+            path,
+            "is a directory, not an Nsight Systems SQLite export",
+        ));
+    }
+    let len = meta.len();
+    if len == 0 {
+        return Err(AnalyzerError::unsupported(
+            path,
+            "empty file, not an Nsight Systems SQLite export",
+        ));
+    }
+    let mut head = [0u8; HEADER_LEN];
+    let mut n = 0;
+    while n < HEADER_LEN {
+        match f.read(&mut head[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io(e)),
+        }
+    }
+    if n < SQLITE_MAGIC.len() || &head[..SQLITE_MAGIC.len()] != SQLITE_MAGIC {
+        return Err(AnalyzerError::unsupported(
+            path,
+            "not an SQLite database (no \"SQLite format 3\" header), so not an Nsight Systems SQLite export",
+        ));
+    }
+    if n < HEADER_LEN {
+        return Err(AnalyzerError::parse(
+            path,
+            format!(
+                "truncated SQLite file: {len} bytes, shorter than the {HEADER_LEN}-byte header"
+            ),
+        ));
+    }
+    let be32 = |at: usize| u32::from_be_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
+    let page_size = match u16::from_be_bytes([head[16], head[17]]) {
+        1 => 65_536u64,
+        p => u64::from(p),
+    };
+    let (change_counter, pages, valid_for) = (be32(24), be32(28), be32(92));
+    if page_size >= 512 && pages > 0 && valid_for == change_counter {
+        let want = u64::from(pages) * page_size;
+        if len < want {
+            return Err(AnalyzerError::parse(
+                path,
+                format!(
+                    "truncated SQLite file: its header declares {pages} pages of {page_size} bytes ({want} bytes) but the file has {len} bytes"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One line, whatever the driver put in its message.
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn sqlite_err(path: &Path, what: &str, e: sqlx::Error) -> AnalyzerError {
+    AnalyzerError::sqlite(path, one_line(&format!("{what}: {e}")))
+}
+
+async fn import(path: &Path, progress: &dyn ImportProgress) -> Result<Trace> {
+    let opts = SqliteConnectOptions::new()
+        .filename(path)
+        .read_only(true)
+        .immutable(true)
+        .disable_statement_logging();
+    let mut conn = opts
+        .connect()
+        .await
+        .map_err(|e| sqlite_err(path, "opening the database", e))?;
+    let out = import_from(&mut conn, path, progress).await;
+    // Closing only stops the connection's worker thread; the result is already decided.
+    let _ = conn.close().await;
+    out
+}
+
+async fn import_from(
+    conn: &mut SqliteConnection,
+    path: &Path,
+    progress: &dyn ImportProgress,
+) -> Result<Trace> {
+    let schema = Schema::load(conn)
+        .await
+        .map_err(|e| sqlite_err(path, "reading the table list", e))?;
+    let has_cupti = schema::CUPTI_TABLES.iter().any(|t| schema.has_table(t));
+    if !has_cupti && !schema.has_table(schema::STRING_IDS) {
+        return Err(AnalyzerError::unsupported(
+            path,
+            "not an Nsight Systems export: it has no CUPTI_ACTIVITY_KIND_* tables and no StringIds table",
+        ));
+    }
+
+    let mut notes = Vec::new();
+    notes.push(version_note(conn, &schema, path).await?);
+    let gpus = gpu_infos(conn, &schema, path, &mut notes).await?;
+    notes.extend(missing_table_notes(&schema));
+
+    let err = |what: &'static str| move |e: sqlx::Error| sqlite_err(path, what, e);
+    let copy_kinds = CopyKinds::load(conn, &schema)
+        .await
+        .map_err(err("reading ENUM_CUDA_MEMCPY_OPER"))?;
+    let nvtx_types = NvtxTypes::load(conn, &schema)
+        .await
+        .map_err(err("reading ENUM_NSYS_EVENT_TYPE"))?;
+    let classes = EventClasses::load(conn, &schema)
+        .await
+        .map_err(err("reading ENUM_NSYS_EVENT_CLASS"))?;
+    if schema.has_table(schema::MEMCPY) && !copy_kinds.has_table() {
+        notes.push(
+            "no ENUM_CUDA_MEMCPY_OPER table: copy kinds read with the documented CUPTI codes"
+                .to_owned(),
+        );
+    }
+    if schema.has_table(schema::NVTX) && !nvtx_types.from_file {
+        notes.push(
+            "no ENUM_NSYS_EVENT_TYPE table: NVTX ranges read as the documented event types 59 (push/pop) and 60 (start/end)"
+                .to_owned(),
+        );
+    }
+
+    let scanned = [
+        schema::KERNEL,
+        schema::MEMCPY,
+        schema::MEMSET,
+        schema::RUNTIME,
+        schema::NVTX,
+    ];
+    let mut totals = HashMap::new();
+    for t in scanned {
+        let n = read::count(conn, &schema, t)
+            .await
+            .map_err(|e| sqlite_err(path, &format!("counting {t}"), e))?;
+        totals.insert(t, n);
+    }
+    progress.start(Some(totals.values().sum()));
+
+    let mut trace = Trace::new(Manifest::new(SOURCE_FORMAT));
+    let mut skipped = Skipped::default();
+    for t in scanned {
+        if !schema.has_table(t) {
+            continue;
+        }
+        let seen = match t {
+            schema::KERNEL => {
+                read::kernels(conn, &schema, progress, &mut trace, &mut skipped).await
+            }
+            schema::MEMCPY => {
+                read::memcpys(
+                    conn,
+                    &schema,
+                    progress,
+                    &copy_kinds,
+                    &mut trace,
+                    &mut skipped,
+                )
+                .await
+            }
+            schema::MEMSET => {
+                read::memsets(conn, &schema, progress, &mut trace, &mut skipped).await
+            }
+            schema::RUNTIME => {
+                read::launches(conn, &schema, progress, &classes, &mut trace, &mut skipped).await
+            }
+            _ => {
+                read::nvtx_ranges(
+                    conn,
+                    &schema,
+                    progress,
+                    &nvtx_types,
+                    &mut trace,
+                    &mut skipped,
+                )
+                .await
+            }
+        }
+        .map_err(|e| sqlite_err(path, &format!("reading {t}"), e))?;
+        // Scans that filter rows (NVTX keeps only ranges) still finish their share.
+        let total = totals.get(t).copied().unwrap_or(0);
+        if total > seen {
+            progress.advance(total - seen);
+        }
+    }
+    progress.finish();
+
+    notes.extend(skipped_notes(&skipped));
+    trace.manifest.source_path = Some(path.display().to_string());
+    trace.manifest.gpus = gpus;
+    trace.manifest.notes = notes;
+    Ok(trace)
+}
+
+/// Names the nsys release and export schema, which decide how far the data can be
+/// trusted (and what to ask for when a user reports a problem).
+async fn version_note(conn: &mut SqliteConnection, schema: &Schema, path: &Path) -> Result<String> {
+    let table = [schema::META_DATA_EXPORT, schema::EXPORT_META_DATA]
+        .into_iter()
+        .find(|t| schema.has_table(t) && schema.has_col(t, "name") && schema.has_col(t, "value"));
+    let Some(table) = table else {
+        return Ok(
+            "no META_DATA_EXPORT or EXPORT_META_DATA table: Nsight Systems version unknown"
+                .to_owned(),
+        );
+    };
+    let rows = read::meta(conn, schema, table)
+        .await
+        .map_err(|e| sqlite_err(path, &format!("reading {table}"), e))?;
+    let get = |key: &str| {
+        rows.iter()
+            .find(|(k, v)| k == key && !v.trim().is_empty())
+            .map(|(_, v)| v.trim().to_owned())
+    };
+    let product = get("EXPORT_PRODUCT_VERSION");
+    let export_schema = get("EXPORT_SCHEMA_VERSION").or_else(|| {
+        let parts: Option<Vec<String>> = ["MAJOR", "MINOR", "MICRO"]
+            .iter()
+            .map(|p| get(&format!("EXPORT_SCHEMA_VERSION_{p}")))
+            .collect();
+        parts.map(|p| p.join("."))
+    });
+    Ok(match (product, export_schema) {
+        (Some(p), Some(s)) => format!("Nsight Systems {p} export (export schema {s}, {table})"),
+        (Some(p), None) => format!("Nsight Systems {p} export ({table})"),
+        (None, Some(s)) => {
+            format!("Nsight Systems export schema {s} ({table} names no product version)")
+        }
+        (None, None) => format!("{table} names no Nsight Systems version"),
+    })
+}
+
+async fn gpu_infos(
+    conn: &mut SqliteConnection,
+    schema: &Schema,
+    path: &Path,
+    notes: &mut Vec<String>,
+) -> Result<Vec<GpuInfo>> {
+    let mut gpus = if schema.has_table(schema::TARGET_INFO_GPU) {
+        read::gpus(conn, schema)
+            .await
+            .map_err(|e| sqlite_err(path, "reading TARGET_INFO_GPU", e))?
+    } else if schema.has_table(schema::TARGET_INFO_CUDA_GPU) {
+        notes.push("GPU facts from the nsys 2021 TARGET_INFO_CUDA_GPU table".to_owned());
+        read::legacy_gpus(conn, schema)
+            .await
+            .map_err(|e| sqlite_err(path, "reading TARGET_INFO_CUDA_GPU", e))?
+    } else {
+        notes.push(
+            "no TARGET_INFO_GPU table: GPU name, SM count and peak memory bandwidth unknown"
+                .to_owned(),
+        );
+        return Ok(Vec::new());
+    };
+    let map = read::cuda_device_map(conn, schema)
+        .await
+        .map_err(|e| sqlite_err(path, "reading TARGET_INFO_CUDA_DEVICE", e))?;
+    if !map.is_empty() {
+        gpus = by_cuda_ordinal(gpus, &map, notes);
+    }
+    gpus.sort_by_key(|g| g.device);
+    Ok(gpus)
+}
+
+/// Re-keys GPU facts by the CUDA ordinal the activity tables use. An ordinal that means
+/// different GPUs in different processes keeps its first mapping, with a note.
+fn by_cuda_ordinal(
+    gpus: Vec<GpuInfo>,
+    map: &[(i64, i64)],
+    notes: &mut Vec<String>,
+) -> Vec<GpuInfo> {
+    let mut chosen: HashMap<i64, i64> = HashMap::new();
+    let mut ambiguous = BTreeSet::new();
+    let mut out = Vec::new();
+    for &(cuda, gpu) in map {
+        match chosen.get(&cuda) {
+            Some(&g) if g != gpu => {
+                ambiguous.insert(cuda);
+                continue;
+            }
+            Some(_) => continue,
+            None => {}
+        }
+        let (Ok(device), Some(info)) = (
+            u32::try_from(cuda),
+            gpus.iter().find(|g| i64::from(g.device) == gpu),
+        ) else {
+            continue;
+        };
+        chosen.insert(cuda, gpu);
+        out.push(GpuInfo {
+            device,
+            ..info.clone()
+        });
+    }
+    if !ambiguous.is_empty() {
+        let list: Vec<String> = ambiguous.iter().map(i64::to_string).collect();
+        notes.push(format!(
+            "CUDA device {} names different GPUs in different processes; GPU facts use the first mapping",
+            list.join(", ")
+        ));
+    }
+    if out.is_empty() { gpus } else { out }
+}
+
+fn missing_table_notes(schema: &Schema) -> Vec<String> {
+    let mut notes = Vec::new();
+    for (table, what) in [
+        (schema::KERNEL, "no kernel executions"),
+        (schema::MEMCPY, "no memory copies"),
+        (schema::MEMSET, "no memory sets"),
+        (
+            schema::RUNTIME,
+            "no CUDA API calls, so launch gaps cannot be attributed",
+        ),
+    ] {
+        if !schema.has_table(table) {
+            notes.push(format!("no {table} table: the capture recorded {what}"));
+        }
+    }
+    if !schema.has_table(schema::NVTX) {
+        notes.push("no NVTX_EVENTS table: no NVTX ranges to mark steps".to_owned());
+    }
+    if !read::strings_usable(schema) {
+        notes.push(
+            "no usable StringIds table: kernel, API and registered NVTX names are unresolved"
+                .to_owned(),
+        );
+    }
+    notes
+}
+
+fn skipped_notes(s: &Skipped) -> Vec<String> {
+    [
+        (
+            s.kernels_without_time,
+            "kernel rows without start or end were skipped",
+        ),
+        (s.kernels_without_name, "kernels have no name in StringIds"),
+        (
+            s.memops_without_time,
+            "memcpy/memset rows without start or end were skipped",
+        ),
+        (
+            s.launches_without_time,
+            "CUDA API rows without start or end were skipped",
+        ),
+        (
+            s.backtrace_rows,
+            "CUDA backtrace rows (stacks repeating an API call) were not counted as launches",
+        ),
+        (
+            s.nvtx_without_end,
+            "NVTX ranges without an end (still open when the capture stopped) were skipped",
+        ),
+    ]
+    .into_iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{n} {what}"))
+    .collect()
+}

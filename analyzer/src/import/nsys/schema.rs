@@ -1,0 +1,132 @@
+//! Which tables and columns this export actually has. Nsight Systems creates tables
+//! lazily and adds columns between releases, so every query is built from what
+//! `sqlite_master` and `pragma_table_info` report rather than from one assumed layout.
+
+use std::collections::HashMap;
+
+use sqlx::sqlite::SqliteConnection;
+use sqlx::{AssertSqlSafe, Row};
+
+/// Tables the importer reads, in the spelling nsys uses.
+pub(super) const STRING_IDS: &str = "StringIds";
+pub(super) const KERNEL: &str = "CUPTI_ACTIVITY_KIND_KERNEL";
+pub(super) const MEMCPY: &str = "CUPTI_ACTIVITY_KIND_MEMCPY";
+pub(super) const MEMSET: &str = "CUPTI_ACTIVITY_KIND_MEMSET";
+pub(super) const RUNTIME: &str = "CUPTI_ACTIVITY_KIND_RUNTIME";
+pub(super) const NVTX: &str = "NVTX_EVENTS";
+pub(super) const TARGET_INFO_GPU: &str = "TARGET_INFO_GPU";
+/// The GPU table of nsys 2021.1 to 2021.3 (CUPTI device-record field names).
+pub(super) const TARGET_INFO_CUDA_GPU: &str = "TARGET_INFO_CUDA_GPU";
+/// Maps a process's CUDA device ordinal (`cudaId`) to a `TARGET_INFO_GPU.id`.
+pub(super) const TARGET_INFO_CUDA_DEVICE: &str = "TARGET_INFO_CUDA_DEVICE";
+/// Export metadata: `META_DATA_EXPORT` since export schema 3, `EXPORT_META_DATA` before.
+pub(super) const META_DATA_EXPORT: &str = "META_DATA_EXPORT";
+pub(super) const EXPORT_META_DATA: &str = "EXPORT_META_DATA";
+pub(super) const ENUM_MEMCPY_OPER: &str = "ENUM_CUDA_MEMCPY_OPER";
+pub(super) const ENUM_EVENT_TYPE: &str = "ENUM_NSYS_EVENT_TYPE";
+pub(super) const ENUM_EVENT_CLASS: &str = "ENUM_NSYS_EVENT_CLASS";
+
+/// The CUPTI activity tables whose absence is worth a note.
+pub(super) const CUPTI_TABLES: [&str; 4] = [KERNEL, MEMCPY, MEMSET, RUNTIME];
+
+const WANTED: [&str; 15] = [
+    STRING_IDS,
+    KERNEL,
+    MEMCPY,
+    MEMSET,
+    RUNTIME,
+    NVTX,
+    TARGET_INFO_GPU,
+    TARGET_INFO_CUDA_GPU,
+    TARGET_INFO_CUDA_DEVICE,
+    META_DATA_EXPORT,
+    EXPORT_META_DATA,
+    ENUM_MEMCPY_OPER,
+    ENUM_EVENT_TYPE,
+    ENUM_EVENT_CLASS,
+    "ENUM_CUDA_MEM_KIND",
+];
+
+/// The wanted tables present in the file, each with its columns. Keys are lowercase
+/// because SQLite names are case-insensitive.
+#[derive(Debug, Default)]
+pub(super) struct Schema {
+    tables: HashMap<String, Table>,
+}
+
+#[derive(Debug)]
+struct Table {
+    /// The name as the file spells it.
+    name: String,
+    /// Lowercase column name to the name as the file spells it.
+    columns: HashMap<String, String>,
+}
+
+impl Schema {
+    pub(super) async fn load(conn: &mut SqliteConnection) -> Result<Self, sqlx::Error> {
+        let names: Vec<String> =
+            sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+                .fetch_all(&mut *conn)
+                .await?;
+        let mut tables = HashMap::new();
+        for name in names {
+            if !WANTED.iter().any(|w| w.eq_ignore_ascii_case(&name)) {
+                continue;
+            }
+            let cols: Vec<String> = sqlx::query("SELECT name FROM pragma_table_info(?1)")
+                .bind(&name)
+                .fetch_all(&mut *conn)
+                .await?
+                .iter()
+                .map(|r| r.try_get::<String, _>(0))
+                .collect::<Result<_, _>>()?;
+            let columns = cols
+                .into_iter()
+                .map(|c| (c.to_ascii_lowercase(), c))
+                .collect();
+            tables.insert(name.to_ascii_lowercase(), Table { name, columns });
+        }
+        Ok(Self { tables })
+    }
+
+    pub(super) fn has_table(&self, table: &str) -> bool {
+        self.tables.contains_key(&table.to_ascii_lowercase())
+    }
+
+    pub(super) fn has_col(&self, table: &str, col: &str) -> bool {
+        self.table(table)
+            .is_some_and(|t| t.columns.contains_key(&col.to_ascii_lowercase()))
+    }
+
+    /// `alias."col"` when the column exists, else `NULL`, so a query keeps one shape
+    /// across releases and missing columns decode as `None`.
+    pub(super) fn col(&self, alias: &str, table: &str, col: &str) -> String {
+        match self
+            .table(table)
+            .and_then(|t| t.columns.get(&col.to_ascii_lowercase()))
+        {
+            Some(real) => format!("{alias}.{}", quote(real)),
+            None => "NULL".to_owned(),
+        }
+    }
+
+    /// The quoted table name as the file spells it.
+    pub(super) fn table_ref(&self, table: &str) -> String {
+        quote(self.table(table).map_or(table, |t| t.name.as_str()))
+    }
+
+    fn table(&self, table: &str) -> Option<&Table> {
+        self.tables.get(&table.to_ascii_lowercase())
+    }
+}
+
+/// A double-quoted SQL identifier (nsys names never contain quotes, but a foreign file
+/// might).
+pub(super) fn quote(ident: &str) -> String {
+    format!("\"{}\"", ident.replace('"', "\"\""))
+}
+
+/// Runs a query built here from known table and column names.
+pub(super) fn sql(s: String) -> AssertSqlSafe<String> {
+    AssertSqlSafe(s)
+}

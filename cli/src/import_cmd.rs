@@ -1,0 +1,48 @@
+//! `gapscope import IN -o OUT`: convert any supported trace to the native format.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+use gapscope_analyzer::import::{ImportOptions, import_trace};
+
+use crate::progress::Bar;
+
+#[derive(Args)]
+pub struct ImportArgs {
+    /// Input trace (Kineto .json/.json.gz, nsys .sqlite, or .gst).
+    pub input: PathBuf,
+    /// Output .gst directory.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Keep what a truncated input holds instead of failing.
+    #[arg(long)]
+    pub allow_truncated: bool,
+}
+
+pub fn run(a: ImportArgs, g: &crate::Global) -> Result<ExitCode> {
+    let bar = Bar::new(g.quiet, "import");
+    let opts = ImportOptions {
+        kernel_columns: None,
+        allow_truncated: a.allow_truncated,
+    };
+    let imported = import_trace(&a.input, &opts, &bar)?;
+    for w in &imported.warnings {
+        eprintln!("gapscope: warning: {}: {w}", a.input.display());
+    }
+    let t = &imported.trace;
+    gapscope_traces::write_trace(&a.output, t)?;
+    if !g.quiet {
+        eprintln!(
+            "wrote {} ({} kernels, {} memops, {} launches, {} markers, {} names)",
+            a.output.display(),
+            t.kernels.len(),
+            t.memops.len(),
+            t.launches.len(),
+            t.markers.len(),
+            t.strings.len()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

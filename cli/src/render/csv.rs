@@ -1,0 +1,45 @@
+//! CSV of the bucket table, one row per (trace, bucket).
+
+use gapscope_analyzer::analysis::Report;
+
+fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_owned()
+    }
+}
+
+fn num(v: Option<f64>) -> String {
+    v.map(|x| format!("{x:.6}")).unwrap_or_default()
+}
+
+pub fn reports(reports: &[Report]) -> String {
+    let mut out = String::from(
+        "trace,phase,bucket,ms_per_step_median,ms_per_step_p10,ms_per_step_p90,calls_per_step,total_ms,calls,share_of_busy_pct,share_of_step_pct,top_kernel\n",
+    );
+    for r in reports {
+        for (phase, rows) in [("decode", &r.buckets), ("prefill", &r.prefill_buckets)] {
+            for b in rows {
+                let s = b.ms_per_step;
+                let cells = [
+                    field(&r.source.path),
+                    phase.to_owned(),
+                    b.bucket.to_string(),
+                    num(s.map(|s| s.median)),
+                    num(s.map(|s| s.p10)),
+                    num(s.map(|s| s.p90)),
+                    num(b.calls_per_step),
+                    format!("{:.6}", b.total_ms),
+                    b.calls.to_string(),
+                    format!("{:.4}", b.share_of_busy_pct),
+                    num(b.share_of_step_pct),
+                    field(b.top.first().map(|t| t.name.as_str()).unwrap_or("")),
+                ];
+                out.push_str(&cells.join(","));
+                out.push('\n');
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,191 @@
+//! Report renderers. All read the typed report; the table and Markdown renderers share the
+//! same cells so they cannot disagree.
+
+pub mod csv;
+pub mod json;
+pub mod markdown;
+pub mod table;
+
+use std::io::Write;
+
+use gapscope_analyzer::analysis::{BucketRow, Report};
+
+/// Writes to stdout, treating a closed pipe (`| head`) as success.
+pub fn write_stdout(s: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(anyhow::anyhow!("writing to stdout: {e}")),
+    }
+}
+
+pub fn ms(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.1}")
+    } else if v >= 1.0 {
+        format!("{v:.3}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+pub fn pct(v: f64) -> String {
+    format!("{v:.2}%")
+}
+
+fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
+    v.map(f).unwrap_or_else(|| "-".into())
+}
+
+/// Thousands separators for counts.
+pub fn count(n: usize) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Summary lines as (label, value).
+pub fn summary(r: &Report) -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    let s = &r.source;
+    v.push(("trace".into(), format!("{} ({})", s.path, s.format)));
+    if !s.gpus.is_empty() {
+        v.push(("gpu".into(), s.gpus.join("; ")));
+    }
+    v.push((
+        "events".into(),
+        format!(
+            "{} kernels, {} memops, {} launches, {} markers{}",
+            count(s.kernels),
+            count(s.memops),
+            count(s.launches),
+            count(s.markers),
+            if s.truncated { " (TRUNCATED)" } else { "" }
+        ),
+    ));
+    for n in &s.notes {
+        v.push(("note".into(), n.clone()));
+    }
+    let st = &r.steps;
+    v.push((
+        "steps".into(),
+        format!(
+            "{} decode, {} prefill; {}",
+            st.decode_steps, st.prefill_steps, st.source
+        ),
+    ));
+    if let Some(t) = &st.tpot_ms {
+        v.push((
+            "TPOT".into(),
+            format!(
+                "median {} ms, p99 {} ms, max {} ms, CV {:.1}% (n={})",
+                ms(t.median),
+                ms(t.p99),
+                ms(t.max),
+                100.0 * t.cv,
+                t.n
+            ),
+        ));
+    }
+    if let Some(p) = &st.prefill_ms {
+        v.push(("prefill".into(), format!("median {} ms (n={})", ms(p.median), p.n)));
+    }
+    for d in &r.devices {
+        v.push((
+            format!("GPU {} busy", d.device),
+            format!(
+                "{} kernels+memops, {} kernels only (interval union over a {} ms span)",
+                pct(d.busy_pct),
+                pct(d.kernel_busy_pct),
+                ms(d.span_ns as f64 / 1e6)
+            ),
+        ));
+    }
+    if let Some(b) = st.decode_busy_pct {
+        v.push((
+            "decode window".into(),
+            format!(
+                "busy {}; idle: launch gaps {} ms/step ({}), host gaps {} ms/step ({})",
+                pct(b),
+                opt(st.launch_gap_ms_per_step, ms),
+                opt(st.launch_gap_pct, pct),
+                opt(st.host_gap_ms_per_step, ms),
+                opt(st.host_gap_pct, pct)
+            ),
+        ));
+    }
+    if let Some(w) = &st.worst_stall {
+        v.push((
+            "worst stall".into(),
+            format!(
+                "{} ms GPU idle {} decode step {}",
+                ms(w.ms),
+                if w.between_steps { "before" } else { "inside" },
+                w.step
+            ),
+        ));
+    }
+    v.push((
+        "other".into(),
+        format!(
+            "{} of kernel time{}",
+            pct(r.other.share_of_kernel_time_pct),
+            if r.other.top.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; top: {}",
+                    r.other
+                        .top
+                        .iter()
+                        .take(3)
+                        .map(|n| format!("{} ({} ms)", n.name, ms(n.ms)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        ),
+    ));
+    v
+}
+
+pub const BUCKET_HEADERS: [&str; 9] = [
+    "bucket",
+    "ms/step",
+    "p10",
+    "p90",
+    "calls/step",
+    "total ms",
+    "% busy",
+    "% step",
+    "top kernel",
+];
+
+/// Cells of the bucket table.
+pub fn bucket_cells(rows: &[BucketRow]) -> Vec<Vec<String>> {
+    rows.iter()
+        .map(|b| {
+            let s = b.ms_per_step;
+            vec![
+                b.bucket.to_string(),
+                opt(s.map(|s| s.median), ms),
+                opt(s.map(|s| s.p10), ms),
+                opt(s.map(|s| s.p90), ms),
+                b.calls_per_step
+                    .map(|c| format!("{c:.1}"))
+                    .unwrap_or_else(|| b.calls.to_string()),
+                ms(b.total_ms),
+                pct(b.share_of_busy_pct),
+                opt(b.share_of_step_pct, pct),
+                b.top.first().map(|t| t.name.clone()).unwrap_or_default(),
+            ]
+        })
+        .collect()
+}

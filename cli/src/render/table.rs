@@ -1,0 +1,77 @@
+//! Terminal table output (the default).
+
+use gapscope_analyzer::analysis::Report;
+
+use super::{BUCKET_HEADERS, bucket_cells, summary};
+
+fn grid(headers: &[&str], rows: &[Vec<String>], out: &mut String) {
+    let mut w: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>, out: &mut String| {
+        let last = cells.len() - 1;
+        for (i, c) in cells.iter().enumerate() {
+            let pad = w[i] - c.chars().count();
+            if i == 0 || i == last {
+                out.push_str(c);
+                if i != last {
+                    out.push_str(&" ".repeat(pad));
+                }
+            } else {
+                out.push_str(&" ".repeat(pad));
+                out.push_str(c);
+            }
+            if i != last {
+                out.push_str("  ");
+            }
+        }
+        out.push('\n');
+    };
+    line(headers.to_vec(), out);
+    let total: usize = w.iter().sum::<usize>() + 2 * (w.len() - 1);
+    out.push_str(&"-".repeat(total.min(160)));
+    out.push('\n');
+    for r in rows {
+        line(r.iter().map(String::as_str).collect(), out);
+    }
+}
+
+pub fn reports(reports: &[Report]) -> String {
+    let mut out = String::new();
+    for (n, r) in reports.iter().enumerate() {
+        if n > 0 {
+            out.push('\n');
+        }
+        let s = summary(r);
+        let lw = s.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
+        for (l, v) in &s {
+            out.push_str(&format!("{l:<lw$}  {v}\n"));
+        }
+        for w in &r.warnings {
+            out.push_str(&format!("{:<lw$}  {w}\n", "warning"));
+        }
+        out.push('\n');
+        let title = if r.steps.decode_steps > 0 {
+            "buckets per decode step"
+        } else {
+            "buckets over the whole trace"
+        };
+        out.push_str(title);
+        out.push('\n');
+        grid(&BUCKET_HEADERS, &bucket_cells(&r.buckets), &mut out);
+        if !r.prefill_buckets.is_empty() {
+            out.push_str("\nbuckets per prefill step\n");
+            grid(&BUCKET_HEADERS, &bucket_cells(&r.prefill_buckets), &mut out);
+        }
+        if !r.other.top.is_empty() {
+            out.push_str("\ntop `other` kernels (add rules with --rules FILE)\n");
+            for t in &r.other.top {
+                out.push_str(&format!("  {:>10} ms  {:>7} calls  {}\n", super::ms(t.ms), t.calls, t.name));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,97 @@
+//! `gapscope report`: the per-step decomposition of each trace.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use gapscope_analyzer::analysis::{AnalysisSettings, DEFAULT_STEP_REGEX, Report, analyze};
+use gapscope_analyzer::import::{ImportOptions, import_trace};
+use gapscope_analyzer::RuleSet;
+use gapscope_traces::KERNEL_ANALYSIS_COLUMNS;
+
+use crate::progress::Bar;
+use crate::render;
+
+#[derive(Args)]
+pub struct ReportArgs {
+    /// Trace files: Kineto .json/.json.gz, nsys .sqlite, or gapscope .gst directories.
+    #[arg(required = true)]
+    pub traces: Vec<PathBuf>,
+    /// JSON output (with schema_version).
+    #[arg(long, group = "fmt")]
+    pub json: bool,
+    /// CSV of the bucket table.
+    #[arg(long, group = "fmt")]
+    pub csv: bool,
+    /// Markdown report.
+    #[arg(long, group = "fmt")]
+    pub markdown: bool,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+}
+
+/// Options shared by commands that analyse traces.
+#[derive(Args, Clone)]
+pub struct AnalysisArgs {
+    /// Extra bucket rules (TOML), tried before the built-in ones.
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
+    /// Marker names that delimit steps (regex).
+    #[arg(long, value_name = "REGEX", default_value = DEFAULT_STEP_REGEX)]
+    pub step_regex: String,
+    /// Ignore markers and annotations; detect steps from the periodic kernel sequence.
+    #[arg(long)]
+    pub no_markers: bool,
+    /// Load what a truncated JSON/gzip file holds instead of failing.
+    #[arg(long)]
+    pub allow_truncated: bool,
+    /// Kernel names listed per bucket.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub top: usize,
+}
+
+impl AnalysisArgs {
+    pub fn rules(&self) -> Result<RuleSet> {
+        Ok(match &self.rules {
+            Some(p) => RuleSet::with_user_file(p)?,
+            None => RuleSet::builtin(),
+        })
+    }
+
+    pub fn settings(&self) -> Result<AnalysisSettings> {
+        let regex = regex::Regex::new(&self.step_regex)
+            .with_context(|| format!("--step-regex {:?} is not a valid regex", self.step_regex))?;
+        let mut s = AnalysisSettings::default();
+        s.steps.regex = regex;
+        s.steps.ignore_markers = self.no_markers;
+        s.top_per_bucket = self.top;
+        Ok(s)
+    }
+}
+
+pub fn run(a: ReportArgs, g: &crate::Global) -> Result<ExitCode> {
+    let rules = a.analysis.rules()?;
+    let settings = a.analysis.settings()?;
+    let opts = ImportOptions {
+        kernel_columns: Some(KERNEL_ANALYSIS_COLUMNS.iter().map(|s| s.to_string()).collect()),
+        allow_truncated: a.analysis.allow_truncated,
+    };
+    let mut reports: Vec<Report> = Vec::new();
+    for path in &a.traces {
+        let bar = Bar::new(g.quiet, "import");
+        let imported = import_trace(path, &opts, &bar)?;
+        reports.push(analyze(&imported, &rules, &settings));
+    }
+    let out = if a.json {
+        render::json::reports(&reports)?
+    } else if a.csv {
+        render::csv::reports(&reports)
+    } else if a.markdown {
+        render::markdown::reports(&reports)
+    } else {
+        render::table::reports(&reports)
+    };
+    render::write_stdout(&out)?;
+    Ok(ExitCode::SUCCESS)
+}

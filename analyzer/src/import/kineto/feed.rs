@@ -60,6 +60,11 @@ pub(crate) fn produce(
                 Ok(n) => filled += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
+                    // Hand over what was inflated before the error, then the error.
+                    chunk.truncate(filled);
+                    if filled > 0 {
+                        let _ = tx.send(Ok(chunk));
+                    }
                     let _ = tx.send(Err(e));
                     return;
                 }

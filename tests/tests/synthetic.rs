@@ -1,0 +1,185 @@
+//! Synthetic traces whose answers are computed by hand: overlapping streams, a CUDA graph
+//! replay under a host annotation, a step with a host gap, auto-detected steps with a
+//! prefill, and a round trip through the native format.
+
+use gapscope_analyzer::analysis::{AnalysisSettings, Report, analyze};
+use gapscope_analyzer::import::{Imported, InputFormat};
+use gapscope_analyzer::{Bucket, RuleSet};
+use gapscope_traces::*;
+
+fn report(t: Trace, settings: &AnalysisSettings) -> Report {
+    let imported = Imported {
+        trace: t,
+        format: InputFormat::Native,
+        warnings: Vec::new(),
+    };
+    analyze(&imported, &RuleSet::builtin(), settings)
+}
+
+fn kernel(t: &mut Trace, name: &str, stream: u32, corr: u64, s: i64, e: i64) {
+    let name = t.strings.intern(name);
+    t.kernels.push(KernelRow {
+        name,
+        stream,
+        correlation: corr,
+        gpu_start_ns: s,
+        gpu_end_ns: e,
+        ..Default::default()
+    });
+}
+
+fn bucket<'a>(r: &'a Report, b: Bucket) -> &'a gapscope_analyzer::analysis::BucketRow {
+    r.buckets.iter().find(|x| x.bucket == b).expect("bucket present")
+}
+
+#[test]
+fn overlapping_streams_busy_is_the_interval_union() {
+    // Stream 1: [0,100); stream 2: [50,150); a DtoD copy [200,250).
+    // Span 250; kernel union 150 (60%); with the copy 200 (80%). Sum of durations is 250,
+    // which a naive sum would report as 100%.
+    let mut t = Trace::new(Manifest::new("synthetic"));
+    kernel(&mut t, "nvjet_sm90_a", 1, 1, 0, 100);
+    kernel(&mut t, "flash_fwd_splitkv_kernel", 2, 2, 50, 150);
+    let copy = t.strings.intern("Memcpy DtoD (Device -> Device)");
+    t.memops.push(MemopRow {
+        name: copy,
+        kind: MemopKind::DtoD as u8,
+        bytes: 1 << 20,
+        gpu_start_ns: 200,
+        gpu_end_ns: 250,
+        ..Default::default()
+    });
+    let r = report(t, &AnalysisSettings::default());
+    let d = &r.devices[0];
+    assert_eq!(d.span_ns, 250);
+    assert_eq!(d.kernel_busy_ns, 150);
+    assert_eq!(d.busy_ns, 200);
+    assert!((d.kernel_busy_pct - 60.0).abs() < 1e-9);
+    assert!((d.busy_pct - 80.0).abs() < 1e-9);
+    // No markers and no period: whole-trace buckets.
+    assert_eq!(r.steps.decode_steps, 0);
+    assert_eq!(bucket(&r, Bucket::GemmDense).total_ms, 100e-6);
+    assert_eq!(bucket(&r, Bucket::Attention).total_ms, 100e-6);
+    assert_eq!(bucket(&r, Bucket::Copy).total_ms, 50e-6);
+    assert_eq!(bucket(&r, Bucket::Copy).calls, 1);
+}
+
+#[test]
+fn graph_replay_under_host_annotations_and_host_gap() {
+    // Two host-side "decode_step" annotations. Step 0 launches a CUDA graph once (correlation
+    // 10) whose three kernels share that correlation; step 1 launches two plain kernels.
+    //   step 0 kernels: [1000,1100) [1100,1200) [1300,1400)  -> busy 300, launch gap 100
+    //   step 1 kernels: [2000,2050) [2100,2200)               -> busy 150, launch gap 50
+    //   host gap between steps: 2000 - 1400 = 600
+    let mut t = Trace::new(Manifest::new("synthetic"));
+    let step = t.strings.intern("decode_step");
+    for (s, e) in [(0, 900), (950, 1950)] {
+        t.markers.push(MarkerRow {
+            name: step,
+            source: MarkerSource::KinetoUserAnnotation as u8,
+            host_start_ns: s,
+            host_end_ns: e,
+            ..Default::default()
+        });
+    }
+    let graph = t.strings.intern("cudaGraphLaunch");
+    let launch = t.strings.intern("cudaLaunchKernel");
+    for (corr, name, at) in [(10, graph, 100), (11, launch, 1000), (12, launch, 1010)] {
+        t.launches.push(LaunchRow {
+            correlation: corr,
+            name,
+            api: LaunchApi::Runtime as u8,
+            host_start_ns: at,
+            host_end_ns: at + 5,
+            ..Default::default()
+        });
+    }
+    kernel(&mut t, "mul_mat_vec_q", 7, 10, 1000, 1100);
+    kernel(&mut t, "rms_norm_f32", 7, 10, 1100, 1200);
+    kernel(&mut t, "mul_mat_vec_q", 7, 10, 1300, 1400);
+    kernel(&mut t, "mul_mat_vec_q", 7, 11, 2000, 2050);
+    kernel(&mut t, "k_get_rows_float", 7, 12, 2100, 2200);
+    let r = report(t, &AnalysisSettings::default());
+    assert_eq!(r.steps.decode_steps, 2, "{}", r.steps.source);
+    assert!(r.steps.source.contains("user_annotation"));
+    // Launch gaps: (100 + 50) / 2 steps; host gap 600 / 2 steps.
+    assert!((r.steps.launch_gap_ms_per_step.unwrap() - 75e-6).abs() < 1e-12);
+    assert!((r.steps.host_gap_ms_per_step.unwrap() - 300e-6).abs() < 1e-12);
+    let w = r.steps.worst_stall.as_ref().unwrap();
+    assert!((w.ms - 600e-6).abs() < 1e-12 && w.between_steps && w.step == 1);
+    // TPOT: one start-to-start period, 2000 - 1000.
+    let tpot = r.steps.tpot_ms.unwrap();
+    assert_eq!(tpot.n, 1);
+    assert!((tpot.median - 1000e-6).abs() < 1e-12);
+    // gemv: 200 ns in step 0, 50 ns in step 1.
+    let g = bucket(&r, Bucket::Gemv);
+    assert!((g.total_ms - 250e-6).abs() < 1e-12);
+    assert_eq!(g.calls_per_step, Some(1.5));
+    let s = g.ms_per_step.unwrap();
+    assert!((s.median - 125e-6).abs() < 1e-12);
+    assert!((bucket(&r, Bucket::Norm).total_ms - 100e-6).abs() < 1e-12);
+    assert!((bucket(&r, Bucket::EmbedGather).total_ms - 100e-6).abs() < 1e-12);
+    // Busy over the decode window [1000, 2200): 300 + 150 = 450 of 1200.
+    assert!((r.steps.decode_busy_pct.unwrap() - 37.5).abs() < 1e-9);
+}
+
+/// One decode step of a tiny model: embed, 2 layers of (norm, gemv, attention), argmax.
+fn decode_step(t: &mut Trace, at: i64) -> i64 {
+    let mut now = at;
+    let mut k = |t: &mut Trace, name: &str, d: i64| {
+        kernel(t, name, 7, 0, now, now + d);
+        now += d + 5;
+    };
+    k(t, "get_rows_bf16", 10);
+    for _ in 0..2 {
+        k(t, "rms_norm_bf16", 10);
+        k(t, "gemv_bf16", 40);
+        k(t, "attn_decode_paged_bf16", 30);
+    }
+    k(t, "argmax_f32", 10);
+    now
+}
+
+#[test]
+fn auto_detected_steps_with_a_prefill() {
+    // A prefill (embed + GEMMs, different kernels) then 10 identical decode steps with a
+    // 1000 ns host gap before each. No markers: steps come from the period.
+    let mut t = Trace::new(Manifest::new("synthetic"));
+    kernel(&mut t, "mmq_q8_0", 7, 0, 0, 500);
+    kernel(&mut t, "attn_prefill_bf16", 7, 0, 510, 900);
+    let mut now = 2000;
+    let mut starts = Vec::new();
+    for _ in 0..10 {
+        starts.push(now);
+        now = decode_step(&mut t, now) + 1000;
+    }
+    let r = report(t, &AnalysisSettings::default());
+    assert_eq!(r.steps.decode_steps, 10, "{}", r.steps.source);
+    assert_eq!(r.steps.prefill_steps, 1);
+    assert!(r.steps.source.starts_with("auto"), "{}", r.steps.source);
+    let tpot = r.steps.tpot_ms.unwrap();
+    assert!((tpot.median - (starts[1] - starts[0]) as f64 / 1e6).abs() < 1e-12);
+    assert_eq!(tpot.cv, 0.0);
+    assert_eq!(bucket(&r, Bucket::Gemv).calls_per_step, Some(2.0));
+    assert_eq!(bucket(&r, Bucket::Attention).calls_per_step, Some(2.0));
+    assert_eq!(r.prefill_buckets.iter().find(|b| b.bucket == Bucket::GemmQuant).unwrap().calls, 1);
+    // Per step: 10+2*(10+40+30)+10 = 180 ns busy; in-step gaps 7 kernels*5ns... 8 kernels
+    // -> 7 gaps of 5 ns = 35 ns launch gap per step; host gap 1000+5 between steps.
+    assert!((r.steps.launch_gap_ms_per_step.unwrap() - 35e-6).abs() < 1e-12);
+}
+
+#[test]
+fn native_roundtrip_reports_the_same() {
+    let mut t = Trace::new(Manifest::new("synthetic"));
+    let mut now = 0;
+    for _ in 0..5 {
+        now = decode_step(&mut t, now) + 100;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("x.gst");
+    write_trace(&p, &t).unwrap();
+    let back = read_trace(&p, &ReadOptions::default()).unwrap();
+    let a = serde_json::to_value(report(t, &AnalysisSettings::default()).buckets).unwrap();
+    let b = serde_json::to_value(report(back, &AnalysisSettings::default()).buckets).unwrap();
+    assert_eq!(a, b);
+}

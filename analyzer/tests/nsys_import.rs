@@ -447,6 +447,12 @@ fn documented_codes_apply_when_enum_tables_are_missing() {
             .any(|n| n.starts_with("no ENUM_NSYS_EVENT_TYPE table")),
         "{notes:?}"
     );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("no ENUM_NSYS_EVENT_CLASS table")),
+        "{notes:?}"
+    );
     // Without the enum the label is the short kind name.
     let names: Vec<&str> = t.memops.name.iter().map(|&i| t.strings.get(i)).collect();
     assert!(names.contains(&"[CUDA memcpy DtoD]"), "{names:?}");

@@ -165,7 +165,9 @@ pub(crate) fn category(cat: &[u8]) -> Option<Category> {
 /// Finds the `"cat"` string value inside a raw event without parsing the whole event, so
 /// the CPU-op and flow events that make up most of a trace are skipped cheaply.
 pub(crate) fn peek_cat(raw: &[u8]) -> Option<&[u8]> {
-    let at = memchr::memmem::find(raw, b"\"cat\"")?;
+    static CAT: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"cat\""));
+    let at = CAT.find(raw)?;
     let mut i = at + 5;
     while i < raw.len() && raw[i].is_ascii_whitespace() {
         i += 1;

@@ -232,6 +232,9 @@ impl Feed {
         let mut i = start;
         match first {
             b'{' | b'[' => {
+                // Only the opening bracket's own kind changes depth (the other kind nests
+                // balanced inside it), so memchr3 can jump between the bytes that matter.
+                let (open, close) = if first == b'{' { (b'{', b'}') } else { (b'[', b']') };
                 let mut depth = 0usize;
                 let mut in_str = false;
                 loop {
@@ -242,26 +245,37 @@ impl Feed {
                         }
                         continue;
                     }
-                    let b = self.buf[i];
-                    i += 1;
+                    let hay = &self.buf[i..];
                     if in_str {
-                        match b {
-                            b'\\' => i += 1,
-                            b'"' => in_str = false,
-                            _ => {}
+                        match memchr::memchr2(b'"', b'\\', hay) {
+                            None => i = self.buf.len(),
+                            Some(o) => {
+                                i += o + 1;
+                                if hay[o] == b'\\' {
+                                    i += 1;
+                                } else {
+                                    in_str = false;
+                                }
+                            }
                         }
                         continue;
                     }
-                    match b {
-                        b'"' => in_str = true,
-                        b'{' | b'[' => depth += 1,
-                        b'}' | b']' => {
-                            depth -= 1;
-                            if depth == 0 {
-                                break;
+                    match memchr::memchr3(b'"', open, close, hay) {
+                        None => i = self.buf.len(),
+                        Some(o) => {
+                            let c = hay[o];
+                            i += o + 1;
+                            if c == b'"' {
+                                in_str = true;
+                            } else if c == open {
+                                depth += 1;
+                            } else {
+                                depth -= 1;
+                                if depth == 0 {
+                                    break;
+                                }
                             }
                         }
-                        _ => {}
                     }
                 }
             }

@@ -226,6 +226,10 @@ impl EventClasses {
         })
     }
 
+    pub(super) fn has_table(&self) -> bool {
+        self.from_file.is_some()
+    }
+
     /// The class of a row; `None` (no column, NULL) reads as a runtime call.
     pub(super) fn get(&self, code: Option<i64>) -> ApiClass {
         let Some(code) = code else {

@@ -191,6 +191,12 @@ async fn import_from(
                 .to_owned(),
         );
     }
+    if schema.has_col(schema::RUNTIME, "eventClass") && !classes.has_table() {
+        notes.push(
+            "no ENUM_NSYS_EVENT_CLASS table: CUDA API rows classed with the documented codes (0 runtime, 1 driver, 67 backtrace)"
+                .to_owned(),
+        );
+    }
     if schema.has_table(schema::NVTX) && !nvtx_types.from_file {
         notes.push(
             "no ENUM_NSYS_EVENT_TYPE table: NVTX ranges read as the documented event types 59 (push/pop) and 60 (start/end)"

@@ -1,0 +1,226 @@
+//! End-to-end tests of the `gapscope` binary over bundled real traces and corrupt inputs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_gapscope"))
+}
+
+fn repo(p: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
+}
+
+const HF: &str = "traces/reference/hf-llama3.2-1b-npl8.json.gz";
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("runs")
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let o = run(args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("valid JSON")
+}
+
+fn bucket_of(name: &str) -> String {
+    let v = json(&["buckets", "--explain", name, "--json"]);
+    v["bucket"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn hf_trace_known_answers() {
+    let path = repo(HF);
+    let p = path.to_str().unwrap();
+    let v = json(&["report", "--json", p]);
+    assert_eq!(v["schema_version"], 1);
+    let r = &v["reports"][0];
+    assert_eq!(r["source"]["kernels"], 21_728);
+    assert_eq!(r["steps"]["decode_steps"], 32);
+    assert!(r["steps"]["source"].as_str().unwrap().contains("gpu_user_annotation"));
+    let busy = r["devices"][0]["busy_pct"].as_f64().unwrap();
+    assert!((busy - 3.75).abs() <= 0.05, "busy {busy}");
+    let other = r["other"]["share_of_kernel_time_pct"].as_f64().unwrap();
+    assert!(other < 5.0, "other {other}");
+    // Shares of busy close to 100%.
+    let total: f64 = r["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["share_of_busy_pct"].as_f64().unwrap())
+        .sum();
+    assert!((total - 100.0).abs() < 1e-6);
+
+    let v = json(&["report", "--json", "--no-markers", p]);
+    let r = &v["reports"][0];
+    assert_eq!(r["steps"]["decode_steps"], 32);
+    assert!(r["steps"]["source"].as_str().unwrap().starts_with("auto"));
+
+    assert_eq!(
+        bucket_of("void at::native::(anonymous namespace)::indexSelectSmallIndex<c10::BFloat16, long, unsigned int, 2, 2, -2>(at::cuda::detail::TensorInfo<c10::BFloat16, unsigned int>)"),
+        "embed_gather"
+    );
+    assert_eq!(bucket_of("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT"), "gemm_dense");
+    assert_eq!(
+        bucket_of("cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_35_16x128x64_1x4x1_cga1x1x1_kernel0_0"),
+        "attention"
+    );
+    assert_eq!(
+        bucket_of("void at::native::(anonymous namespace)::CatArrayBatchedCopy<at::native::(anonymous namespace)::OpaqueType<2u>, unsigned int, 4, 64, 64>(int)"),
+        "copy"
+    );
+}
+
+#[test]
+fn own_reference_traces_find_their_steps_both_ways() {
+    for (t, steps) in [
+        ("traces/reference/hf-qwen3-0.6b-npl1.json.gz", 16),
+        ("traces/reference/hf-llama3-8b-npl1.json.gz", 32),
+    ] {
+        let p = repo(t);
+        let p = p.to_str().unwrap();
+        for extra in [None, Some("--no-markers")] {
+            let mut args = vec!["report", "--json", p];
+            args.extend(extra);
+            let v = json(&args);
+            assert_eq!(v["reports"][0]["steps"]["decode_steps"], steps, "{t} {extra:?}");
+        }
+    }
+}
+
+#[test]
+fn output_formats() {
+    let p = repo(HF);
+    let p = p.to_str().unwrap();
+    let o = run(&["report", p]);
+    assert!(o.status.success());
+    let s = String::from_utf8(o.stdout).unwrap();
+    assert!(s.contains("buckets per decode step") && s.contains("gemm_dense") && s.contains("other"));
+    let o = run(&["report", "--csv", p]);
+    let s = String::from_utf8(o.stdout).unwrap();
+    assert!(s.starts_with("trace,phase,bucket,ms_per_step_median"));
+    assert!(s.lines().any(|l| l.contains(",decode,attention,")));
+    let o = run(&["report", "--markdown", p]);
+    let s = String::from_utf8(o.stdout).unwrap();
+    assert!(s.contains("| bucket | ms/step |") && s.contains("## gapscope report"));
+    let o = run(&["report", "--json", "--csv", p]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn import_export_roundtrip() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = repo(HF);
+    let p = p.to_str().unwrap();
+    let gst = dir.path().join("hf.gst");
+    let o = run(&["import", p, "-o", gst.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let a = json(&["report", "--json", p]);
+    let b = json(&["report", "--json", gst.to_str().unwrap()]);
+    assert_eq!(a["reports"][0]["buckets"], b["reports"][0]["buckets"]);
+    assert_eq!(a["reports"][0]["devices"], b["reports"][0]["devices"]);
+
+    let chrome = dir.path().join("out.json");
+    let pq = dir.path().join("out.parquet");
+    let o = run(&[
+        "export",
+        gst.to_str().unwrap(),
+        "--chrome",
+        chrome.to_str().unwrap(),
+        "--parquet",
+        pq.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&chrome).unwrap()).unwrap();
+    let ev = v["traceEvents"].as_array().unwrap();
+    let kernels = ev.iter().filter(|e| e["cat"] == "kernel").count();
+    assert_eq!(kernels, 21_728);
+    // The exported Chrome JSON imports back with the same busy figure.
+    let c = json(&["report", "--json", chrome.to_str().unwrap()]);
+    assert_eq!(c["reports"][0]["source"]["kernels"], 21_728);
+    let busy_a = a["reports"][0]["devices"][0]["busy_pct"].as_f64().unwrap();
+    let busy_c = c["reports"][0]["devices"][0]["busy_pct"].as_f64().unwrap();
+    assert!((busy_a - busy_c).abs() < 0.01);
+
+    use parquet::file::reader::FileReader;
+    let f = std::fs::File::open(&pq).unwrap();
+    let r = parquet::file::reader::SerializedFileReader::new(f).unwrap();
+    assert_eq!(r.metadata().file_metadata().num_rows(), 21_728 + 32);
+}
+
+#[test]
+fn bad_inputs_exit_2_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let full = std::fs::read(repo(HF)).unwrap();
+    std::fs::write(d.join("truncated.json.gz"), &full[..full.len() / 3]).unwrap();
+    std::fs::write(d.join("truncated.json"), br#"{"traceEvents":[{"ph":"X","cat":"kernel","name":"a","ts":1,"dur":1},{"ph":"X","ca"#).unwrap();
+    // Events gapscope reads are fully parsed; skipped ones (cpu_op, flows) only structurally.
+    std::fs::write(d.join("invalid.json"), br#"{"traceEvents":[{"ph":"X","cat":"kernel",,}]}"#).unwrap();
+    let mut rnd = Vec::new();
+    let mut x: u64 = 0x9e3779b97f4a7c15;
+    for _ in 0..4096 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        rnd.push(x as u8);
+    }
+    std::fs::write(d.join("random.bin"), &rnd).unwrap();
+    // gzip magic followed by garbage
+    let mut badgz = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];
+    badgz.extend_from_slice(&rnd);
+    std::fs::write(d.join("corrupt.json.gz"), &badgz).unwrap();
+    std::fs::write(d.join("empty.json"), b"").unwrap();
+    std::fs::write(d.join("object.json"), b"{\"a\": 1}").unwrap();
+    std::fs::create_dir(d.join("adir")).unwrap();
+    let cases = [
+        ("truncated.json.gz", "truncated"),
+        ("truncated.json", "truncated"),
+        ("invalid.json", "invalid"),
+        ("random.bin", "unrecognised format"),
+        ("corrupt.json.gz", "gzip"),
+        ("empty.json", "empty"),
+        ("object.json", "no traceEvents"),
+        ("adir", "directory"),
+        ("missing.json", "No such file"),
+    ];
+    let mut paths: Vec<(PathBuf, &str)> = cases.iter().map(|(f, w)| (d.join(f), *w)).collect();
+    paths.push((repo("analyzer/tests/data/nsys/not-nsys.sqlite"), "nsys"));
+    for (p, want) in paths {
+        let o = run(&["report", p.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{}: {err}", p.display());
+        assert_eq!(err.trim_end().lines().count(), 1, "{}: {err}", p.display());
+        assert!(!err.contains("panicked") && !err.contains("backtrace"), "{err}");
+        let name = p.file_name().unwrap().to_str().unwrap();
+        assert!(err.contains(name), "message names the file: {err}");
+        assert!(err.to_lowercase().contains(&want.to_lowercase()), "{}: {err}", p.display());
+    }
+    // With --allow-truncated the readable part loads and the report says so.
+    let o = run(&["report", "--allow-truncated", d.join("truncated.json").to_str().unwrap()]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("TRUNCATED"));
+}
+
+#[test]
+fn user_rules_and_explain() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules.toml");
+    std::fs::write(&rules, "[[rule]]\nname = \"HF SDPA as other\"\nregex = 'sdpa'\nbucket = \"other\"\n").unwrap();
+    let o = run(&["buckets", "--explain", "cudnn_generated_fort_native_sdpa_x", "--rules", rules.to_str().unwrap()]);
+    let s = String::from_utf8(o.stdout).unwrap();
+    assert!(s.contains("bucket:  other") && s.contains("HF SDPA as other"), "{s}");
+    assert!(s.contains("also:"), "shadowed built-in shown: {s}");
+    let p = repo(HF);
+    let v = json(&["report", "--json", "--rules", rules.to_str().unwrap(), p.to_str().unwrap()]);
+    let r = &v["reports"][0];
+    assert!(r["other"]["share_of_kernel_time_pct"].as_f64().unwrap() > 1.0);
+    assert!(r["other"]["top"][0]["name"].as_str().unwrap().contains("sdpa"));
+    let o = run(&["buckets", "--explain", "mystery_kernel"]);
+    assert!(String::from_utf8(o.stdout).unwrap().contains("none of the"));
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[[rule]]\nname='x'\nregex='('\nbucket='gemv'\n").unwrap();
+    let o = run(&["buckets", "--rules", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("bad.toml"));
+}

@@ -130,7 +130,11 @@ impl RuleSet {
                     (re.as_str().to_owned(), m.as_str().to_owned())
                 }
                 (Matcher::Memop(kinds), Some(k)) if kinds.contains(&k) => (
-                    kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>().join("|"),
+                    kinds
+                        .iter()
+                        .map(|k| k.as_str())
+                        .collect::<Vec<_>>()
+                        .join("|"),
                     k.as_str().to_owned(),
                 ),
                 _ => return None,
@@ -162,7 +166,10 @@ fn parse_rules(text: &str, origin: &str) -> Result<(bool, Vec<Rule>)> {
         message,
     };
     let file: RuleFile = toml::from_str(text).map_err(|e| {
-        err(format!("invalid rules TOML: {}", e.to_string().lines().next().unwrap_or("")))
+        err(format!(
+            "invalid rules TOML: {}",
+            e.to_string().lines().next().unwrap_or("")
+        ))
     })?;
     let mut out = Vec::with_capacity(file.rule.len());
     for (i, spec) in file.rule.into_iter().enumerate() {
@@ -175,11 +182,12 @@ fn parse_rules(text: &str, origin: &str) -> Result<(bool, Vec<Rule>)> {
             ))
         })?;
         let matcher = match (&spec.regex, &spec.memop) {
-            (Some(re), None) => Matcher::Kernel(
-                Regex::new(re).map_err(|e| {
-                    err(format!("{at}: bad regex: {}", e.to_string().replace('\n', " ")))
-                })?,
-            ),
+            (Some(re), None) => Matcher::Kernel(Regex::new(re).map_err(|e| {
+                err(format!(
+                    "{at}: bad regex: {}",
+                    e.to_string().replace('\n', " ")
+                ))
+            })?),
             (None, Some(m)) => {
                 let kinds = m
                     .split('|')
@@ -215,36 +223,116 @@ mod tests {
     #[test]
     fn builtin_sets_cover_the_engines() {
         // llama.cpp CUDA backend
-        assert_eq!(b("void mul_mat_vec_q<(ggml_type)8, 1>(void const*, void const*)"), Bucket::Gemv);
-        assert_eq!(b("void mul_mat_q<(ggml_type)8, 64, false>(char const*)"), Bucket::GemmQuant);
-        assert_eq!(b("void quantize_mmq_q8_1<(mmq_q8_1_ds_layout)1>(float const*)"), Bucket::GemmQuant);
-        assert_eq!(b("void k_get_rows_float<float, float>(float const*)"), Bucket::EmbedGather);
-        assert_eq!(b("void flash_attn_ext_f16<128, 128, 4>(char const*)"), Bucket::Attention);
-        assert_eq!(b("void rms_norm_f32<1024, true>(float const*)"), Bucket::Norm);
-        assert_eq!(b("void rope_neox<true, false, float>(float const*)"), Bucket::Rope);
-        assert_eq!(b("void cpy_flt<cpy_1_flt<float, __half> >(char const*)"), Bucket::Copy);
-        assert_eq!(b("void gated_delta_net_cuda<128>(float const*)"), Bucket::LinearAttnSsm);
-        assert_eq!(b("void k_bin_bcast<&op_add, float, float, float>(float const*)"), Bucket::ActElementwise);
+        assert_eq!(
+            b("void mul_mat_vec_q<(ggml_type)8, 1>(void const*, void const*)"),
+            Bucket::Gemv
+        );
+        assert_eq!(
+            b("void mul_mat_q<(ggml_type)8, 64, false>(char const*)"),
+            Bucket::GemmQuant
+        );
+        assert_eq!(
+            b("void quantize_mmq_q8_1<(mmq_q8_1_ds_layout)1>(float const*)"),
+            Bucket::GemmQuant
+        );
+        assert_eq!(
+            b("void k_get_rows_float<float, float>(float const*)"),
+            Bucket::EmbedGather
+        );
+        assert_eq!(
+            b("void flash_attn_ext_f16<128, 128, 4>(char const*)"),
+            Bucket::Attention
+        );
+        assert_eq!(
+            b("void rms_norm_f32<1024, true>(float const*)"),
+            Bucket::Norm
+        );
+        assert_eq!(
+            b("void rope_neox<true, false, float>(float const*)"),
+            Bucket::Rope
+        );
+        assert_eq!(
+            b("void cpy_flt<cpy_1_flt<float, __half> >(char const*)"),
+            Bucket::Copy
+        );
+        assert_eq!(
+            b("void gated_delta_net_cuda<128>(float const*)"),
+            Bucket::LinearAttnSsm
+        );
+        assert_eq!(
+            b("void k_bin_bcast<&op_add, float, float, float>(float const*)"),
+            Bucket::ActElementwise
+        );
         // vLLM / FlashInfer / FlashAttention
-        assert_eq!(b("void vllm::rms_norm_kernel<c10::BFloat16, 8, 1>(c10::BFloat16*)"), Bucket::Norm);
-        assert_eq!(b("void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16>(...)"), Bucket::Copy);
-        assert_eq!(b("void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128> >(...)"), Bucket::Attention);
-        assert_eq!(b("void flashinfer::BatchDecodeWithPagedKVCacheKernel<...>(...)"), Bucket::Attention);
-        assert_eq!(b("void flashinfer::sampling::TopKTopPSamplingFromProbKernel<...>(...)"), Bucket::Sampling);
+        assert_eq!(
+            b("void vllm::rms_norm_kernel<c10::BFloat16, 8, 1>(c10::BFloat16*)"),
+            Bucket::Norm
+        );
+        assert_eq!(
+            b("void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16>(...)"),
+            Bucket::Copy
+        );
+        assert_eq!(
+            b("void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128> >(...)"),
+            Bucket::Attention
+        );
+        assert_eq!(
+            b("void flashinfer::BatchDecodeWithPagedKVCacheKernel<...>(...)"),
+            Bucket::Attention
+        );
+        assert_eq!(
+            b("void flashinfer::sampling::TopKTopPSamplingFromProbKernel<...>(...)"),
+            Bucket::Sampling
+        );
         assert_eq!(b("fused_moe_kernel"), Bucket::Moe);
-        assert_eq!(b("void vllm::rotary_embedding_kernel<c10::BFloat16, true>(...)"), Bucket::Rope);
-        assert_eq!(b("void vllm::act_and_mul_kernel<c10::BFloat16, &vllm::silu_kernel>(...)"), Bucket::ActElementwise);
-        assert_eq!(b("chunk_gated_delta_rule_fwd_kernel_h_blockdim64"), Bucket::LinearAttnSsm);
+        assert_eq!(
+            b("void vllm::rotary_embedding_kernel<c10::BFloat16, true>(...)"),
+            Bucket::Rope
+        );
+        assert_eq!(
+            b("void vllm::act_and_mul_kernel<c10::BFloat16, &vllm::silu_kernel>(...)"),
+            Bucket::ActElementwise
+        );
+        assert_eq!(
+            b("chunk_gated_delta_rule_fwd_kernel_h_blockdim64"),
+            Bucket::LinearAttnSsm
+        );
         // PyTorch / cuBLAS / cuDNN
-        assert_eq!(b("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT"), Bucket::GemmDense);
-        assert_eq!(b("void gemv2T_kernel_val<int, int, __nv_bfloat16, float, 128, 16>(...)"), Bucket::Gemv);
-        assert_eq!(b("cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_35"), Bucket::Attention);
-        assert_eq!(b("void at::native::(anonymous namespace)::indexSelectSmallIndex<c10::BFloat16, long>(...)"), Bucket::EmbedGather);
-        assert_eq!(b("void at::native::(anonymous namespace)::CatArrayBatchedCopy<OpaqueType<2u>>(...)"), Bucket::Copy);
+        assert_eq!(
+            b("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT"),
+            Bucket::GemmDense
+        );
+        assert_eq!(
+            b("void gemv2T_kernel_val<int, int, __nv_bfloat16, float, 128, 16>(...)"),
+            Bucket::Gemv
+        );
+        assert_eq!(
+            b("cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_35"),
+            Bucket::Attention
+        );
+        assert_eq!(
+            b(
+                "void at::native::(anonymous namespace)::indexSelectSmallIndex<c10::BFloat16, long>(...)"
+            ),
+            Bucket::EmbedGather
+        );
+        assert_eq!(
+            b("void at::native::(anonymous namespace)::CatArrayBatchedCopy<OpaqueType<2u>>(...)"),
+            Bucket::Copy
+        );
         // NCCL, ROCm
-        assert_eq!(b("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"), Bucket::Comm);
-        assert_eq!(b("Cijk_Alik_Bljk_BBS_BH_MT128x128x64_MI32x32x8x1_SN"), Bucket::GemmDense);
-        assert_eq!(b("wvSplitK_hf_sml_<__hip_bfloat16, 64, 2, 16, 8, 2, 1>"), Bucket::Gemv);
+        assert_eq!(
+            b("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
+            Bucket::Comm
+        );
+        assert_eq!(
+            b("Cijk_Alik_Bljk_BBS_BH_MT128x128x64_MI32x32x8x1_SN"),
+            Bucket::GemmDense
+        );
+        assert_eq!(
+            b("wvSplitK_hf_sml_<__hip_bfloat16, 64, 2, 16, 8, 2, 1>"),
+            Bucket::Gemv
+        );
         // gapscope engine
         assert_eq!(b("mmvq_q8_0"), Bucket::Gemv);
         assert_eq!(b("mmq_q4_0"), Bucket::GemmQuant);
@@ -276,14 +364,26 @@ mod tests {
         let r = RuleSet::with_user_file(&p).unwrap();
         assert_eq!(r.classify_kernel("nvjet_x"), Bucket::Gemv);
         assert_eq!(r.classify_kernel("void rms_norm_f32<1>"), Bucket::Norm);
-        std::fs::write(&p, "replace_builtin=true\n[[rule]]\nname='x'\nregex='^a'\nbucket='norm'\n").unwrap();
+        std::fs::write(
+            &p,
+            "replace_builtin=true\n[[rule]]\nname='x'\nregex='^a'\nbucket='norm'\n",
+        )
+        .unwrap();
         let r = RuleSet::with_user_file(&p).unwrap();
         assert_eq!(r.classify_kernel("void rms_norm_f32<1>"), Bucket::Other);
         std::fs::write(&p, "[[rule]]\nname='bad'\nregex='('\nbucket='norm'\n").unwrap();
         let e = RuleSet::with_user_file(&p).unwrap_err().to_string();
-        assert!(e.contains("rule 1") && e.contains("bad regex") && e.contains("r.toml"), "{e}");
+        assert!(
+            e.contains("rule 1") && e.contains("bad regex") && e.contains("r.toml"),
+            "{e}"
+        );
         assert!(!e.contains('\n'));
         std::fs::write(&p, "[[rule]]\nname='bad'\nregex='x'\nbucket='nope'\n").unwrap();
-        assert!(RuleSet::with_user_file(&p).unwrap_err().to_string().contains("unknown bucket"));
+        assert!(
+            RuleSet::with_user_file(&p)
+                .unwrap_err()
+                .to_string()
+                .contains("unknown bucket")
+        );
     }
 }

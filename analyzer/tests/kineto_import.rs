@@ -23,7 +23,10 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 
 #[test]
 fn real_rocm_hipblaslt_trace() {
-    let t = import(&repo("analyzer/tests/data/kineto/rocm-gfx942-gemm-hipblaslt-roctracer.json")).trace;
+    let t = import(&repo(
+        "analyzer/tests/data/kineto/rocm-gfx942-gemm-hipblaslt-roctracer.json",
+    ))
+    .trace;
     assert_eq!(t.kernels.len(), 20);
     assert_eq!(t.launches.len(), 32);
     let rules = RuleSet::builtin();
@@ -33,18 +36,28 @@ fn real_rocm_hipblaslt_trace() {
         assert_eq!(rules.classify_kernel(name), Bucket::GemmDense, "{name}");
     }
     // No `correlation` key: External id links launch and kernel.
-    let launch_corr: std::collections::HashSet<u64> = t.launches.correlation.iter().copied().collect();
-    assert!(t.kernels.correlation.iter().all(|c| *c != 0 && launch_corr.contains(c)));
-    assert!(t
-        .launches
-        .name
-        .iter()
-        .any(|&n| t.strings.get(n) == "hipExtModuleLaunchKernel"));
+    let launch_corr: std::collections::HashSet<u64> =
+        t.launches.correlation.iter().copied().collect();
+    assert!(
+        t.kernels
+            .correlation
+            .iter()
+            .all(|c| *c != 0 && launch_corr.contains(c))
+    );
+    assert!(
+        t.launches
+            .name
+            .iter()
+            .any(|&n| t.strings.get(n) == "hipExtModuleLaunchKernel")
+    );
 }
 
 #[test]
 fn real_rocm_rocprofiler_sdk_trace() {
-    let t = import(&repo("analyzer/tests/data/kineto/rocm-mi300x-elementwise-add-rocprofiler-sdk.json")).trace;
+    let t = import(&repo(
+        "analyzer/tests/data/kineto/rocm-mi300x-elementwise-add-rocprofiler-sdk.json",
+    ))
+    .trace;
     assert_eq!(t.kernels.len(), 10);
     assert_eq!(t.manifest.gpus.len(), 8);
     assert_eq!(t.manifest.gpus[0].name, "AMD Instinct MI300X");
@@ -57,7 +70,10 @@ fn real_rocm_rocprofiler_sdk_trace() {
     assert!(durs.iter().all(|&d| d > 0));
     let name = t.strings.get(t.kernels.name[0]);
     assert!(name.ends_with("[clone .kd]"));
-    assert_eq!(RuleSet::builtin().classify_kernel(name), Bucket::ActElementwise);
+    assert_eq!(
+        RuleSet::builtin().classify_kernel(name),
+        Bucket::ActElementwise
+    );
 }
 
 #[test]
@@ -65,8 +81,14 @@ fn real_trace_without_gpu_events() {
     let imp = import(&repo("traces/reference/hf-llama3.2-1b-cpuonly.json.gz"));
     assert_eq!(imp.trace.kernels.len(), 0);
     assert_eq!(imp.trace.memops.len(), 0);
-    assert!(imp.trace.launches.len() > 0);
-    assert!(imp.trace.manifest.notes.iter().any(|n| n.contains("no GPU events")));
+    assert!(!imp.trace.launches.is_empty());
+    assert!(
+        imp.trace
+            .manifest
+            .notes
+            .iter()
+            .any(|n| n.contains("no GPU events"))
+    );
 }
 
 #[test]
@@ -81,7 +103,10 @@ fn hf_trace_counts_and_annotations() {
     assert_eq!(gpu_steps, 32);
     assert!(t.markers.phase.iter().all(|&p| p == Phase::Decode as u8));
     assert_eq!(t.manifest.gpus[0].name, "NVIDIA H200");
-    assert_eq!(t.manifest.source_base_time_ns, Some(1_790_857_026_000_000_000));
+    assert_eq!(
+        t.manifest.source_base_time_ns,
+        Some(1_790_857_026_000_000_000)
+    );
 }
 
 #[test]
@@ -98,7 +123,13 @@ fn ns_display_unit_array_form_strings_and_rocm_graph_replay() {
     let imp = import(&p);
     assert_eq!(imp.trace.kernels.gpu_start_ns, vec![10_500]);
     assert_eq!(imp.trace.kernels.gpu_end_ns, vec![10_750]);
-    assert!(imp.trace.manifest.notes.iter().any(|n| n.contains("displayTimeUnit")));
+    assert!(
+        imp.trace
+            .manifest
+            .notes
+            .iter()
+            .any(|n| n.contains("displayTimeUnit"))
+    );
 
     // Synthetic ROCm graph replay (no real text trace with hipGraphLaunch was found): three
     // kernels share the launch's correlation. Bare array form, no closing bracket (allowed by
@@ -140,9 +171,21 @@ fn odd_values_are_kept_and_counted() {
     let imp = import(&p);
     assert_eq!(imp.trace.kernels.len(), 4);
     let w = imp.warnings.join("\n");
-    assert!(w.contains("1 kernels and 0 memops have negative durations"), "{w}");
-    assert!(w.contains("1 kernels start before an earlier kernel"), "{w}");
-    assert!(imp.trace.manifest.notes.iter().any(|n| n.contains("overflowed")));
+    assert!(
+        w.contains("1 kernels and 0 memops have negative durations"),
+        "{w}"
+    );
+    assert!(
+        w.contains("1 kernels start before an earlier kernel"),
+        "{w}"
+    );
+    assert!(
+        imp.trace
+            .manifest
+            .notes
+            .iter()
+            .any(|n| n.contains("overflowed"))
+    );
 }
 
 #[test]
@@ -154,7 +197,9 @@ fn truncation_is_an_error_unless_allowed() {
         .unwrap()
         .write_all(&full[..full.len() * 3 / 4])
         .unwrap();
-    let e = import_trace(&p, &ImportOptions::default(), &NoProgress).unwrap_err().to_string();
+    let e = import_trace(&p, &ImportOptions::default(), &NoProgress)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("cut.json.gz") && e.contains("truncated"), "{e}");
     assert!(!e.contains('\n'));
     let opts = ImportOptions {

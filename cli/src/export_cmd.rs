@@ -5,9 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
+use gapscope_analyzer::RuleSet;
 use gapscope_analyzer::export::{chrome::write_chrome, parquet::write_parquet};
 use gapscope_analyzer::import::{ImportOptions, import_trace};
-use gapscope_analyzer::RuleSet;
 
 use crate::progress::Bar;
 

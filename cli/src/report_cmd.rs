@@ -5,9 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use gapscope_analyzer::RuleSet;
 use gapscope_analyzer::analysis::{AnalysisSettings, DEFAULT_STEP_REGEX, Report, analyze};
 use gapscope_analyzer::import::{ImportOptions, import_trace};
-use gapscope_analyzer::RuleSet;
 use gapscope_traces::KERNEL_ANALYSIS_COLUMNS;
 
 use crate::progress::Bar;
@@ -74,7 +74,12 @@ pub fn run(a: ReportArgs, g: &crate::Global) -> Result<ExitCode> {
     let rules = a.analysis.rules()?;
     let settings = a.analysis.settings()?;
     let opts = ImportOptions {
-        kernel_columns: Some(KERNEL_ANALYSIS_COLUMNS.iter().map(|s| s.to_string()).collect()),
+        kernel_columns: Some(
+            KERNEL_ANALYSIS_COLUMNS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        ),
         allow_truncated: a.analysis.allow_truncated,
     };
     let mut reports: Vec<Report> = Vec::new();

@@ -37,7 +37,12 @@ fn hf_trace_known_answers() {
     let r = &v["reports"][0];
     assert_eq!(r["source"]["kernels"], 21_728);
     assert_eq!(r["steps"]["decode_steps"], 32);
-    assert!(r["steps"]["source"].as_str().unwrap().contains("gpu_user_annotation"));
+    assert!(
+        r["steps"]["source"]
+            .as_str()
+            .unwrap()
+            .contains("gpu_user_annotation")
+    );
     let busy = r["devices"][0]["busy_pct"].as_f64().unwrap();
     assert!((busy - 3.75).abs() <= 0.05, "busy {busy}");
     let other = r["other"]["share_of_kernel_time_pct"].as_f64().unwrap();
@@ -57,16 +62,25 @@ fn hf_trace_known_answers() {
     assert!(r["steps"]["source"].as_str().unwrap().starts_with("auto"));
 
     assert_eq!(
-        bucket_of("void at::native::(anonymous namespace)::indexSelectSmallIndex<c10::BFloat16, long, unsigned int, 2, 2, -2>(at::cuda::detail::TensorInfo<c10::BFloat16, unsigned int>)"),
+        bucket_of(
+            "void at::native::(anonymous namespace)::indexSelectSmallIndex<c10::BFloat16, long, unsigned int, 2, 2, -2>(at::cuda::detail::TensorInfo<c10::BFloat16, unsigned int>)"
+        ),
         "embed_gather"
     );
-    assert_eq!(bucket_of("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT"), "gemm_dense");
     assert_eq!(
-        bucket_of("cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_35_16x128x64_1x4x1_cga1x1x1_kernel0_0"),
+        bucket_of("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT"),
+        "gemm_dense"
+    );
+    assert_eq!(
+        bucket_of(
+            "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_35_16x128x64_1x4x1_cga1x1x1_kernel0_0"
+        ),
         "attention"
     );
     assert_eq!(
-        bucket_of("void at::native::(anonymous namespace)::CatArrayBatchedCopy<at::native::(anonymous namespace)::OpaqueType<2u>, unsigned int, 4, 64, 64>(int)"),
+        bucket_of(
+            "void at::native::(anonymous namespace)::CatArrayBatchedCopy<at::native::(anonymous namespace)::OpaqueType<2u>, unsigned int, 4, 64, 64>(int)"
+        ),
         "copy"
     );
 }
@@ -83,7 +97,10 @@ fn own_reference_traces_find_their_steps_both_ways() {
             let mut args = vec!["report", "--json", p];
             args.extend(extra);
             let v = json(&args);
-            assert_eq!(v["reports"][0]["steps"]["decode_steps"], steps, "{t} {extra:?}");
+            assert_eq!(
+                v["reports"][0]["steps"]["decode_steps"], steps,
+                "{t} {extra:?}"
+            );
         }
     }
 }
@@ -95,7 +112,9 @@ fn output_formats() {
     let o = run(&["report", p]);
     assert!(o.status.success());
     let s = String::from_utf8(o.stdout).unwrap();
-    assert!(s.contains("buckets per decode step") && s.contains("gemm_dense") && s.contains("other"));
+    assert!(
+        s.contains("buckets per decode step") && s.contains("gemm_dense") && s.contains("other")
+    );
     let o = run(&["report", "--csv", p]);
     let s = String::from_utf8(o.stdout).unwrap();
     assert!(s.starts_with("trace,phase,bucket,ms_per_step_median"));
@@ -154,9 +173,17 @@ fn bad_inputs_exit_2_with_one_line() {
     let d = dir.path();
     let full = std::fs::read(repo(HF)).unwrap();
     std::fs::write(d.join("truncated.json.gz"), &full[..full.len() / 3]).unwrap();
-    std::fs::write(d.join("truncated.json"), br#"{"traceEvents":[{"ph":"X","cat":"kernel","name":"a","ts":1,"dur":1},{"ph":"X","ca"#).unwrap();
+    std::fs::write(
+        d.join("truncated.json"),
+        br#"{"traceEvents":[{"ph":"X","cat":"kernel","name":"a","ts":1,"dur":1},{"ph":"X","ca"#,
+    )
+    .unwrap();
     // Events gapscope reads are fully parsed; skipped ones (cpu_op, flows) only structurally.
-    std::fs::write(d.join("invalid.json"), br#"{"traceEvents":[{"ph":"X","cat":"kernel",,}]}"#).unwrap();
+    std::fs::write(
+        d.join("invalid.json"),
+        br#"{"traceEvents":[{"ph":"X","cat":"kernel",,}]}"#,
+    )
+    .unwrap();
     let mut rnd = Vec::new();
     let mut x: u64 = 0x9e3779b97f4a7c15;
     for _ in 0..4096 {
@@ -191,13 +218,24 @@ fn bad_inputs_exit_2_with_one_line() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{}: {err}", p.display());
         assert_eq!(err.trim_end().lines().count(), 1, "{}: {err}", p.display());
-        assert!(!err.contains("panicked") && !err.contains("backtrace"), "{err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("backtrace"),
+            "{err}"
+        );
         let name = p.file_name().unwrap().to_str().unwrap();
         assert!(err.contains(name), "message names the file: {err}");
-        assert!(err.to_lowercase().contains(&want.to_lowercase()), "{}: {err}", p.display());
+        assert!(
+            err.to_lowercase().contains(&want.to_lowercase()),
+            "{}: {err}",
+            p.display()
+        );
     }
     // With --allow-truncated the readable part loads and the report says so.
-    let o = run(&["report", "--allow-truncated", d.join("truncated.json").to_str().unwrap()]);
+    let o = run(&[
+        "report",
+        "--allow-truncated",
+        d.join("truncated.json").to_str().unwrap(),
+    ]);
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stdout).contains("TRUNCATED"));
 }
@@ -206,16 +244,40 @@ fn bad_inputs_exit_2_with_one_line() {
 fn user_rules_and_explain() {
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("rules.toml");
-    std::fs::write(&rules, "[[rule]]\nname = \"HF SDPA as other\"\nregex = 'sdpa'\nbucket = \"other\"\n").unwrap();
-    let o = run(&["buckets", "--explain", "cudnn_generated_fort_native_sdpa_x", "--rules", rules.to_str().unwrap()]);
+    std::fs::write(
+        &rules,
+        "[[rule]]\nname = \"HF SDPA as other\"\nregex = 'sdpa'\nbucket = \"other\"\n",
+    )
+    .unwrap();
+    let o = run(&[
+        "buckets",
+        "--explain",
+        "cudnn_generated_fort_native_sdpa_x",
+        "--rules",
+        rules.to_str().unwrap(),
+    ]);
     let s = String::from_utf8(o.stdout).unwrap();
-    assert!(s.contains("bucket:  other") && s.contains("HF SDPA as other"), "{s}");
+    assert!(
+        s.contains("bucket:  other") && s.contains("HF SDPA as other"),
+        "{s}"
+    );
     assert!(s.contains("also:"), "shadowed built-in shown: {s}");
     let p = repo(HF);
-    let v = json(&["report", "--json", "--rules", rules.to_str().unwrap(), p.to_str().unwrap()]);
+    let v = json(&[
+        "report",
+        "--json",
+        "--rules",
+        rules.to_str().unwrap(),
+        p.to_str().unwrap(),
+    ]);
     let r = &v["reports"][0];
     assert!(r["other"]["share_of_kernel_time_pct"].as_f64().unwrap() > 1.0);
-    assert!(r["other"]["top"][0]["name"].as_str().unwrap().contains("sdpa"));
+    assert!(
+        r["other"]["top"][0]["name"]
+            .as_str()
+            .unwrap()
+            .contains("sdpa")
+    );
     let o = run(&["buckets", "--explain", "mystery_kernel"]);
     assert!(String::from_utf8(o.stdout).unwrap().contains("none of the"));
     let bad = dir.path().join("bad.toml");

@@ -28,8 +28,11 @@ fn kernel(t: &mut Trace, name: &str, stream: u32, corr: u64, s: i64, e: i64) {
     });
 }
 
-fn bucket<'a>(r: &'a Report, b: Bucket) -> &'a gapscope_analyzer::analysis::BucketRow {
-    r.buckets.iter().find(|x| x.bucket == b).expect("bucket present")
+fn bucket(r: &Report, b: Bucket) -> &gapscope_analyzer::analysis::BucketRow {
+    r.buckets
+        .iter()
+        .find(|x| x.bucket == b)
+        .expect("bucket present")
 }
 
 #[test]
@@ -162,7 +165,14 @@ fn auto_detected_steps_with_a_prefill() {
     assert_eq!(tpot.cv, 0.0);
     assert_eq!(bucket(&r, Bucket::Gemv).calls_per_step, Some(2.0));
     assert_eq!(bucket(&r, Bucket::Attention).calls_per_step, Some(2.0));
-    assert_eq!(r.prefill_buckets.iter().find(|b| b.bucket == Bucket::GemmQuant).unwrap().calls, 1);
+    assert_eq!(
+        r.prefill_buckets
+            .iter()
+            .find(|b| b.bucket == Bucket::GemmQuant)
+            .unwrap()
+            .calls,
+        1
+    );
     // Per step: 10+2*(10+40+30)+10 = 180 ns busy; in-step gaps 7 kernels*5ns... 8 kernels
     // -> 7 gaps of 5 ns = 35 ns launch gap per step; host gap 1000+5 between steps.
     assert!((r.steps.launch_gap_ms_per_step.unwrap() - 35e-6).abs() < 1e-12);

@@ -138,7 +138,9 @@ impl TraceWriter {
         &mut self,
         index: usize,
         len: usize,
-        to_batch: impl Fn(std::ops::Range<usize>) -> std::result::Result<RecordBatch, arrow_schema::ArrowError>,
+        to_batch: impl Fn(
+            std::ops::Range<usize>,
+        ) -> std::result::Result<RecordBatch, arrow_schema::ArrowError>,
     ) -> Result<()> {
         let p = self.dir.join(stream_file(TABLES[index]));
         for start in (0..len).step_by(CHUNK_ROWS) {
@@ -241,10 +243,11 @@ pub fn read_trace(dir: &Path, opts: &ReadOptions) -> Result<Trace> {
     }
     let mp = dir.join(MANIFEST);
     let text = fs::read(&mp).map_err(|e| TraceError::io(&mp, e))?;
-    let mut manifest: Manifest = serde_json::from_slice(&text).map_err(|e| TraceError::Manifest {
-        path: mp.clone(),
-        source: e,
-    })?;
+    let mut manifest: Manifest =
+        serde_json::from_slice(&text).map_err(|e| TraceError::Manifest {
+            path: mp.clone(),
+            source: e,
+        })?;
     if manifest.format != FORMAT_NAME {
         return Err(TraceError::format(
             &mp,
@@ -299,9 +302,14 @@ pub fn read_trace(dir: &Path, opts: &ReadOptions) -> Result<Trace> {
         .kernel_columns
         .as_ref()
         .map(|c| c.iter().map(String::as_str).collect::<Vec<_>>());
-    read_stream(dir, TABLES[0], kproj.as_deref(), &manifest, &mut notes, |b| {
-        trace.kernels.append_batch(b)
-    })?;
+    read_stream(
+        dir,
+        TABLES[0],
+        kproj.as_deref(),
+        &manifest,
+        &mut notes,
+        |b| trace.kernels.append_batch(b),
+    )?;
     read_stream(dir, TABLES[1], None, &manifest, &mut notes, |b| {
         trace.memops.append_batch(b)
     })?;
@@ -343,7 +351,9 @@ fn read_stream(
         Err(e) => return Err(TraceError::io(&p, e)),
     };
     if f.metadata().map(|m| m.len()).unwrap_or(0) == 0 {
-        notes.push(format!("{table}: stream is empty (writer died before its header)"));
+        notes.push(format!(
+            "{table}: stream is empty (writer died before its header)"
+        ));
         return Ok(());
     }
     let reader = BufReader::with_capacity(1 << 20, f);

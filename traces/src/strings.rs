@@ -46,7 +46,10 @@ impl StringTable {
     /// The string for `id`, or "" for an id this table does not hold (never panics on
     /// ids read from foreign files).
     pub fn get(&self, id: StrId) -> &str {
-        self.values.get(id as usize).map(String::as_str).unwrap_or("")
+        self.values
+            .get(id as usize)
+            .map(String::as_str)
+            .unwrap_or("")
     }
 
     pub fn lookup(&self, s: &str) -> Option<StrId> {

@@ -174,7 +174,11 @@ fn truncated_stream_loads_complete_batches_and_is_flagged() {
     let t = read_trace(&p, &ReadOptions::default()).unwrap();
     assert!(t.manifest.truncated);
     assert_eq!(t.kernels.len(), 2 * gapscope_traces::native::CHUNK_ROWS);
-    assert!(t.manifest.notes.iter().any(|n| n.contains("kernels")), "{:?}", t.manifest.notes);
+    assert!(
+        t.manifest.notes.iter().any(|n| n.contains("kernels")),
+        "{:?}",
+        t.manifest.notes
+    );
 }
 
 #[test]
@@ -200,7 +204,11 @@ fn foreign_and_future_files_are_clear_errors() {
     write_trace(&p, &many_kernels(1)).unwrap();
     let mp = p.join("manifest.json");
     let text = std::fs::read_to_string(&mp).unwrap();
-    std::fs::write(&mp, text.replace("\"format_version\": 1", "\"format_version\": 99")).unwrap();
+    std::fs::write(
+        &mp,
+        text.replace("\"format_version\": 1", "\"format_version\": 99"),
+    )
+    .unwrap();
     let e = read_trace(&p, &ReadOptions::default()).unwrap_err();
     assert!(e.to_string().contains("version 99"), "{e}");
     std::fs::write(p.join("kernels.arrows"), b"garbage!garbage!").unwrap();

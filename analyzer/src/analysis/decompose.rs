@@ -100,11 +100,7 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
     let k = &trace.kernels;
     let m = &trace.memops;
 
-    let devices: Vec<DeviceBusy> = p
-        .devices
-        .iter()
-        .map(|&(d, _)| device_busy(&p, d))
-        .collect();
+    let devices: Vec<DeviceBusy> = p.devices.iter().map(|&(d, _)| device_busy(&p, d)).collect();
 
     // Scope: decode steps, or the whole primary device when there are none.
     let mut accs = vec![StepAcc::default(); steps.steps.len()];
@@ -124,7 +120,8 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
         let mo = p.memops_on(dev);
         let acts = merge_two(
             ko.iter().map(|&i| (k.gpu_start_ns[i as usize], i as i64)),
-            mo.iter().map(|&i| (m.gpu_start_ns[i as usize], -(i as i64) - 1)),
+            mo.iter()
+                .map(|&i| (m.gpu_start_ns[i as usize], -(i as i64) - 1)),
         );
         let mut sp = 0usize;
         for (start, tag) in acts {
@@ -136,7 +133,11 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
             let (end, b, name) = if is_memop {
                 (m.gpu_end_ns[idx], p.memop_bucket[idx] as usize, m.name[idx])
             } else {
-                (k.gpu_end_ns[idx], p.kernel_bucket[idx] as usize, k.name[idx])
+                (
+                    k.gpu_end_ns[idx],
+                    p.kernel_bucket[idx] as usize,
+                    k.name[idx],
+                )
             };
             while sp < steps.steps.len() && steps.steps[sp].gpu_end_ns <= start {
                 sp += 1;
@@ -152,7 +153,9 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
                 false
             };
             if in_scope {
-                let e = names.entry((is_memop, name)).or_insert((0, 0, b as u8, is_memop));
+                let e = names
+                    .entry((is_memop, name))
+                    .or_insert((0, 0, b as u8, is_memop));
                 e.0 += (end - start).max(0);
                 e.1 += 1;
                 if !is_memop {
@@ -184,7 +187,15 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
         Vec::new()
     } else {
         let mean = step_report.prefill_ms.map(|s| s.mean);
-        bucket_rows(&accs, &prefill_idx, mean, true, &HashMap::new(), trace, settings)
+        bucket_rows(
+            &accs,
+            &prefill_idx,
+            mean,
+            true,
+            &HashMap::new(),
+            trace,
+            settings,
+        )
     };
 
     let mut other_top: Vec<NameTime> = names
@@ -357,7 +368,10 @@ fn bucket_rows(
     trace: &gapscope_traces::Trace,
     settings: &AnalysisSettings,
 ) -> Vec<BucketRow> {
-    let total_all: i64 = idx.iter().map(|&i| accs[i].bucket_ns.iter().sum::<i64>()).sum();
+    let total_all: i64 = idx
+        .iter()
+        .map(|&i| accs[i].bucket_ns.iter().sum::<i64>())
+        .sum();
     let mut rows = Vec::new();
     for b in Bucket::ALL {
         let bi = b.index();

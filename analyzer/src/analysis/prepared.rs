@@ -32,7 +32,11 @@ impl<'t> Prepared<'t> {
         let has_engine_bucket = k.bucket.len() == k.len;
         let mut kernel_bucket = Vec::with_capacity(k.len);
         for i in 0..k.len {
-            let eb = if has_engine_bucket { k.bucket[i] } else { NO_STR };
+            let eb = if has_engine_bucket {
+                k.bucket[i]
+            } else {
+                NO_STR
+            };
             let b = if eb != NO_STR {
                 *by_engine.entry(eb).or_insert_with(|| {
                     Bucket::parse(trace.strings.get(eb)).unwrap_or(Bucket::Other) as u8

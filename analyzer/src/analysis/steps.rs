@@ -199,7 +199,9 @@ fn from_host_markers(p: &Prepared, s: &StepSettings, device: Option<u32>) -> Opt
     let l = &p.trace.launches;
     let mut launch_at: HashMap<u64, i64> = HashMap::with_capacity(l.len);
     for i in 0..l.len {
-        launch_at.entry(l.correlation[i]).or_insert(l.host_start_ns[i]);
+        launch_at
+            .entry(l.correlation[i])
+            .or_insert(l.host_start_ns[i]);
     }
     let k = &p.trace.kernels;
     let mut windows: Vec<(i64, i64)> = vec![(i64::MAX, i64::MIN); ranges.len()];
@@ -255,7 +257,11 @@ fn auto_detect(p: &Prepared, device: u32) -> Option<Steps> {
     let mut max_end = i64::MIN;
     for (j, &i) in order.iter().enumerate() {
         let i = i as usize;
-        gap_before[j] = if max_end == i64::MIN { 0 } else { (k.gpu_start_ns[i] - max_end).max(0) };
+        gap_before[j] = if max_end == i64::MIN {
+            0
+        } else {
+            (k.gpu_start_ns[i] - max_end).max(0)
+        };
         max_end = max_end.max(k.gpu_end_ns[i]);
     }
     let mut positions: HashMap<u32, Vec<usize>> = HashMap::new();

@@ -48,10 +48,17 @@ fn write_to(trace: &Trace, rules: &RuleSet, w: &mut impl Write) -> std::io::Resu
             .map(|g| format!("GPU {d}: {}", g.name))
             .unwrap_or_else(|| format!("GPU {d}"));
         sep(w)?;
-        write!(w, r#"{{"ph":"M","name":"process_name","pid":{d},"args":{{"name":{}}}}}"#, q(&name))?;
+        write!(
+            w,
+            r#"{{"ph":"M","name":"process_name","pid":{d},"args":{{"name":{}}}}}"#,
+            q(&name)
+        )?;
     }
     sep(w)?;
-    write!(w, r#"{{"ph":"M","name":"process_name","pid":{MARKER_PID},"args":{{"name":"markers"}}}}"#)?;
+    write!(
+        w,
+        r#"{{"ph":"M","name":"process_name","pid":{MARKER_PID},"args":{{"name":"markers"}}}}"#
+    )?;
     let k = &trace.kernels;
     for i in 0..k.len {
         sep(w)?;
@@ -71,7 +78,12 @@ fn write_to(trace: &Trace, rules: &RuleSet, w: &mut impl Write) -> std::io::Resu
             write!(
                 w,
                 r#","grid":[{},{},{}],"block":[{},{},{}],"registers per thread":{}"#,
-                k.grid_x[i], k.grid_y[i], k.grid_z[i], k.block_x[i], k.block_y[i], k.block_z[i],
+                k.grid_x[i],
+                k.grid_y[i],
+                k.grid_z[i],
+                k.block_x[i],
+                k.block_y[i],
+                k.block_z[i],
                 k.registers_per_thread[i]
             )?;
         }
@@ -90,7 +102,11 @@ fn write_to(trace: &Trace, rules: &RuleSet, w: &mut impl Write) -> std::io::Resu
     for i in 0..m.len {
         sep(w)?;
         let kind = MemopKind::from_code(m.kind[i]);
-        let cat = if kind == MemopKind::Memset { "gpu_memset" } else { "gpu_memcpy" };
+        let cat = if kind == MemopKind::Memset {
+            "gpu_memset"
+        } else {
+            "gpu_memcpy"
+        };
         write!(
             w,
             r#"{{"ph":"X","cat":"{cat}","name":{},"pid":{},"tid":{},"ts":{:.3},"dur":{:.3},"args":{{"kind":"{}","bytes":{},"correlation":{}}}}}"#,

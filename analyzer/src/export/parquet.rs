@@ -51,7 +51,12 @@ struct Cols {
 
 impl Cols {
     fn batch(&mut self) -> std::result::Result<RecordBatch, arrow_schema::ArrowError> {
-        let dur: Vec<i64> = self.start.iter().zip(&self.end).map(|(s, e)| e - s).collect();
+        let dur: Vec<i64> = self
+            .start
+            .iter()
+            .zip(&self.end)
+            .map(|(s, e)| e - s)
+            .collect();
         let cols: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from(std::mem::take(&mut self.kind))),
             Arc::new(UInt32Array::from(std::mem::take(&mut self.device))),
@@ -94,7 +99,8 @@ pub fn write_parquet(trace: &Trace, rules: &RuleSet, out: &Path) -> Result<()> {
         c.stream.push(k.stream[i]);
         c.correlation.push(k.correlation[i]);
         c.name.push(trace.strings.get(k.name[i]).to_owned());
-        c.bucket.push(Bucket::ALL[p.kernel_bucket[i] as usize].as_str());
+        c.bucket
+            .push(Bucket::ALL[p.kernel_bucket[i] as usize].as_str());
         c.start.push(k.gpu_start_ns[i]);
         c.end.push(k.gpu_end_ns[i]);
         c.bytes.push(k.bytes[i]);
@@ -106,12 +112,17 @@ pub fn write_parquet(trace: &Trace, rules: &RuleSet, out: &Path) -> Result<()> {
     let m = &trace.memops;
     for i in 0..m.len {
         let kind = MemopKind::from_code(m.kind[i]);
-        c.kind.push(if kind == MemopKind::Memset { "memset" } else { "memcpy" });
+        c.kind.push(if kind == MemopKind::Memset {
+            "memset"
+        } else {
+            "memcpy"
+        });
         c.device.push(m.device[i]);
         c.stream.push(m.stream[i]);
         c.correlation.push(m.correlation[i]);
         c.name.push(trace.strings.get(m.name[i]).to_owned());
-        c.bucket.push(Bucket::ALL[p.memop_bucket[i] as usize].as_str());
+        c.bucket
+            .push(Bucket::ALL[p.memop_bucket[i] as usize].as_str());
         c.start.push(m.gpu_start_ns[i]);
         c.end.push(m.gpu_end_ns[i]);
         c.bytes.push(m.bytes[i] as i64);

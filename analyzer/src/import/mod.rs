@@ -73,7 +73,10 @@ pub fn import_trace(
         } else {
             format!(": {}", trace.manifest.notes.join("; "))
         };
-        warnings.insert(0, format!("trace is truncated; loaded what could be read{why}"));
+        warnings.insert(
+            0,
+            format!("trace is truncated; loaded what could be read{why}"),
+        );
     }
     Ok(Imported {
         trace,
@@ -81,4 +84,3 @@ pub fn import_trace(
         warnings,
     })
 }
-

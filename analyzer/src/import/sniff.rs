@@ -60,9 +60,7 @@ pub fn sniff(path: &Path) -> Result<InputFormat> {
     if head.starts_with(b"SQLite format 3\0") {
         return Ok(InputFormat::NsysSqlite);
     }
-    let text = head
-        .strip_prefix(&[0xEF, 0xBB, 0xBF][..])
-        .unwrap_or(head);
+    let text = head.strip_prefix(&[0xEF, 0xBB, 0xBF][..]).unwrap_or(head);
     match text.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'{') | Some(b'[') => Ok(InputFormat::KinetoJson),
         _ => Err(AnalyzerError::unsupported(

@@ -11,9 +11,13 @@ pub fn odd_values(t: &Trace) -> Vec<String> {
     if k.gpu_start_ns.len() != k.len || k.gpu_end_ns.len() != k.len {
         return out;
     }
-    let neg_k = (0..k.len).filter(|&i| k.gpu_end_ns[i] < k.gpu_start_ns[i]).count();
+    let neg_k = (0..k.len)
+        .filter(|&i| k.gpu_end_ns[i] < k.gpu_start_ns[i])
+        .count();
     let m = &t.memops;
-    let neg_m = (0..m.len).filter(|&i| m.gpu_end_ns[i] < m.gpu_start_ns[i]).count();
+    let neg_m = (0..m.len)
+        .filter(|&i| m.gpu_end_ns[i] < m.gpu_start_ns[i])
+        .count();
     if neg_k + neg_m > 0 {
         out.push(format!(
             "{} kernels and {} memops have negative durations (kept; they add no busy time)",

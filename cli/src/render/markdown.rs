@@ -8,7 +8,13 @@ fn table(headers: &[&str], rows: &[Vec<String>], out: &mut String) {
     let esc = |s: &str| s.replace('|', "\\|");
     out.push_str(&format!("| {} |\n", headers.join(" | ")));
     let align: Vec<&str> = (0..headers.len())
-        .map(|i| if i == 0 || i == headers.len() - 1 { "---" } else { "---:" })
+        .map(|i| {
+            if i == 0 || i == headers.len() - 1 {
+                "---"
+            } else {
+                "---:"
+            }
+        })
         .collect();
     out.push_str(&format!("| {} |\n", align.join(" | ")));
     for r in rows {
@@ -39,7 +45,13 @@ pub fn reports(reports: &[Report]) -> String {
                 .other
                 .top
                 .iter()
-                .map(|t| vec![format!("`{}`", t.name), super::ms(t.ms), t.calls.to_string()])
+                .map(|t| {
+                    vec![
+                        format!("`{}`", t.name),
+                        super::ms(t.ms),
+                        t.calls.to_string(),
+                    ]
+                })
                 .collect();
             table(&["kernel", "ms", "calls"], &rows, &mut out);
         }

@@ -43,7 +43,7 @@ pub fn count(n: usize) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -95,7 +95,10 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
         ));
     }
     if let Some(p) = &st.prefill_ms {
-        v.push(("prefill".into(), format!("median {} ms (n={})", ms(p.median), p.n)));
+        v.push((
+            "prefill".into(),
+            format!("median {} ms (n={})", ms(p.median), p.n),
+        ));
     }
     for d in &r.devices {
         v.push((

@@ -69,7 +69,12 @@ pub fn reports(reports: &[Report]) -> String {
         if !r.other.top.is_empty() {
             out.push_str("\ntop `other` kernels (add rules with --rules FILE)\n");
             for t in &r.other.top {
-                out.push_str(&format!("  {:>10} ms  {:>7} calls  {}\n", super::ms(t.ms), t.calls, t.name));
+                out.push_str(&format!(
+                    "  {:>10} ms  {:>7} calls  {}\n",
+                    super::ms(t.ms),
+                    t.calls,
+                    t.name
+                ));
             }
         }
     }

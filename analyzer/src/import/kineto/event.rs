@@ -2,8 +2,8 @@
 
 use std::borrow::Cow;
 
-use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
 
 /// A pid/tid/id that Kineto writes as a number or a string ("stream 7", "Spans").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -148,8 +148,7 @@ pub(crate) fn category(cat: &[u8]) -> Option<Category> {
         Some(Category::Memcpy)
     } else if eq("gpu_memset") || eq("memset") {
         Some(Category::Memset)
-    } else if eq("cuda_runtime") || eq("runtime") || eq("hip_runtime") || eq("cuda_runtime_api")
-    {
+    } else if eq("cuda_runtime") || eq("runtime") || eq("hip_runtime") || eq("cuda_runtime_api") {
         Some(Category::Runtime)
     } else if eq("cuda_driver") || eq("driver") || eq("hip_driver") {
         Some(Category::Driver)

@@ -28,12 +28,7 @@ impl<R: Read> Read for Counting<'_, R> {
 }
 
 /// Runs the reader side: decompress `path` into chunks until EOF or error.
-pub(crate) fn produce(
-    path: &Path,
-    gz: bool,
-    progress: &dyn ImportProgress,
-    tx: SyncSender<std::io::Result<Vec<u8>>>,
-) {
+pub(crate) fn produce(path: &Path, gz: bool, progress: &dyn ImportProgress, tx: SyncSender<Chunk>) {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) => {
@@ -83,18 +78,17 @@ pub(crate) fn produce(
     }
 }
 
+type Chunk = std::io::Result<Vec<u8>>;
+
 /// Creates the channel the feed reads from.
-pub(crate) fn channel() -> (
-    SyncSender<std::io::Result<Vec<u8>>>,
-    Receiver<std::io::Result<Vec<u8>>>,
-) {
+pub(crate) fn channel() -> (SyncSender<Chunk>, Receiver<Chunk>) {
     sync_channel(CHANNEL_DEPTH)
 }
 
 /// The parser's view: a growable window over the decompressed stream.
 pub(crate) struct Feed {
     path: PathBuf,
-    rx: Receiver<std::io::Result<Vec<u8>>>,
+    rx: Receiver<Chunk>,
     pub(crate) buf: Vec<u8>,
     pub(crate) pos: usize,
     /// Decompressed bytes dropped from the front of `buf` so far.
@@ -104,7 +98,7 @@ pub(crate) struct Feed {
 }
 
 impl Feed {
-    pub(crate) fn new(path: &Path, rx: Receiver<std::io::Result<Vec<u8>>>) -> Self {
+    pub(crate) fn new(path: &Path, rx: Receiver<Chunk>) -> Self {
         Self {
             path: path.to_owned(),
             rx,
@@ -168,7 +162,10 @@ impl Feed {
         };
         AnalyzerError::parse(
             &self.path,
-            format!("{what} (after {} decompressed bytes)", self.base + self.buf.len() as u64),
+            format!(
+                "{what} (after {} decompressed bytes)",
+                self.base + self.buf.len() as u64
+            ),
         )
     }
 
@@ -234,7 +231,11 @@ impl Feed {
             b'{' | b'[' => {
                 // Only the opening bracket's own kind changes depth (the other kind nests
                 // balanced inside it), so memchr3 can jump between the bytes that matter.
-                let (open, close) = if first == b'{' { (b'{', b'}') } else { (b'[', b']') };
+                let (open, close) = if first == b'{' {
+                    (b'{', b'}')
+                } else {
+                    (b'[', b']')
+                };
                 let mut depth = 0usize;
                 let mut in_str = false;
                 loop {

@@ -53,7 +53,10 @@ pub fn import_kineto(
 
 fn parse_document(feed: &mut Feed, b: &mut Builder) -> Result<()> {
     match feed.peek_non_ws()? {
-        None => Err(AnalyzerError::parse(&b.path, "file holds no JSON (empty or only whitespace)")),
+        None => Err(AnalyzerError::parse(
+            &b.path,
+            "file holds no JSON (empty or only whitespace)",
+        )),
         Some(b'[') => events_array(feed, b, true),
         Some(b'{') => object(feed, b),
         Some(_) => Err(feed.syntax("a trace must start with '{' or '['".into())),
@@ -189,7 +192,11 @@ impl Builder {
         let x = (v * 1000.0).round();
         if !x.is_finite() || x >= i64::MAX as f64 || x <= i64::MIN as f64 {
             self.overflowed += 1;
-            if x.is_sign_negative() { i64::MIN / 2 } else { i64::MAX / 2 }
+            if x.is_sign_negative() {
+                i64::MIN / 2
+            } else {
+                i64::MAX / 2
+            }
         } else {
             x as i64
         }
@@ -219,11 +226,15 @@ impl Builder {
                         });
                     }
                 }
-                Err(e) => m.notes.push(format!("ignored malformed deviceProperties: {e}")),
+                Err(e) => m
+                    .notes
+                    .push(format!("ignored malformed deviceProperties: {e}")),
             },
             "baseTimeNanoseconds" => match serde_json::from_slice::<event::Num>(raw) {
                 Ok(v) => m.source_base_time_ns = Some(v.0 as i64),
-                Err(e) => m.notes.push(format!("ignored malformed baseTimeNanoseconds: {e}")),
+                Err(e) => m
+                    .notes
+                    .push(format!("ignored malformed baseTimeNanoseconds: {e}")),
             },
             "displayTimeUnit" => {
                 // Kineto writes ts/dur in microseconds whatever this says; it only sets the
@@ -300,7 +311,10 @@ impl Builder {
                         .and_then(|a| a.shared_memory)
                         .map(|n| n.0 as u32)
                         .unwrap_or(0),
-                    graph_id: args.and_then(|a| a.graph_id).map(|n| n.0 as u32).unwrap_or(0),
+                    graph_id: args
+                        .and_then(|a| a.graph_id)
+                        .map(|n| n.0 as u32)
+                        .unwrap_or(0),
                     graph_node_id: args.and_then(|a| a.graph_node_id).map(|n| n.0).unwrap_or(0),
                     ..Default::default()
                 });
@@ -323,7 +337,10 @@ impl Builder {
                     correlation,
                     name,
                     kind: kind as u8,
-                    bytes: args.and_then(|a| a.bytes).map(|n| n.0.max(0.0) as u64).unwrap_or(0),
+                    bytes: args
+                        .and_then(|a| a.bytes)
+                        .map(|n| n.0.max(0.0) as u64)
+                        .unwrap_or(0),
                     gpu_start_ns: start,
                     gpu_end_ns: end,
                     graph_id: 0,

@@ -1,8 +1,6 @@
 //! Per-step decomposition: bucket times per step, overlap-correct busy time, idle split into
 //! launch gaps and host gaps, and step-time statistics.
 
-use std::collections::HashMap;
-
 use gapscope_traces::Phase;
 
 use super::intervals::{merge_two, union_len_sorted};
@@ -92,6 +90,70 @@ impl StepAcc {
     }
 }
 
+/// Time per distinct name in scope.
+#[derive(Clone, Copy, Default)]
+struct NameAcc {
+    ns: i64,
+    calls: u64,
+    bucket: u8,
+}
+
+struct NameEntry {
+    name: u32,
+    is_memop: bool,
+    ns: i64,
+    calls: u64,
+    bucket: u8,
+}
+
+struct NameTimes {
+    kernels: Vec<NameAcc>,
+    memops: Vec<NameAcc>,
+}
+
+impl NameTimes {
+    fn new(n: usize) -> Self {
+        Self {
+            kernels: vec![NameAcc::default(); n],
+            memops: vec![NameAcc::default(); n],
+        }
+    }
+
+    fn add(&mut self, is_memop: bool, name: u32, bucket: u8, ns: i64) {
+        let v = if is_memop {
+            &mut self.memops
+        } else {
+            &mut self.kernels
+        };
+        if let Some(e) = v.get_mut(name as usize) {
+            if e.calls == 0 {
+                e.bucket = bucket;
+            }
+            e.ns += ns;
+            e.calls += 1;
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = NameEntry> + '_ {
+        let side = |v: &'_ [NameAcc], is_memop: bool| {
+            v.iter()
+                .enumerate()
+                .filter(|(_, e)| e.calls > 0)
+                .map(move |(i, e)| NameEntry {
+                    name: i as u32,
+                    is_memop,
+                    ns: e.ns,
+                    calls: e.calls,
+                    bucket: e.bucket,
+                })
+                .collect::<Vec<_>>()
+        };
+        side(&self.kernels, false)
+            .into_iter()
+            .chain(side(&self.memops, true))
+    }
+}
+
 /// Analyses one imported trace.
 pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings) -> Report {
     let trace = &imported.trace;
@@ -105,7 +167,8 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
     // Scope: decode steps, or the whole primary device when there are none.
     let mut accs = vec![StepAcc::default(); steps.steps.len()];
     let mut outside = StepAcc::default();
-    let mut names: HashMap<(bool, u32), (i64, u64, u8, bool)> = HashMap::new();
+    // Per-name time in scope, indexed by name id (kernels, memops): dense, so no hashing.
+    let mut names = NameTimes::new(trace.strings.len());
     let decode: Vec<bool> = steps
         .steps
         .iter()
@@ -153,11 +216,7 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
                 false
             };
             if in_scope {
-                let e = names
-                    .entry((is_memop, name))
-                    .or_insert((0, 0, b as u8, is_memop));
-                e.0 += (end - start).max(0);
-                e.1 += 1;
+                names.add(is_memop, name, b as u8, (end - start).max(0));
                 if !is_memop {
                     kernel_ns_in_scope += (end - start).max(0);
                     if b == Bucket::Other as usize {
@@ -192,7 +251,7 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
             &prefill_idx,
             mean,
             true,
-            &HashMap::new(),
+            &NameTimes::new(0),
             trace,
             settings,
         )
@@ -200,11 +259,11 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
 
     let mut other_top: Vec<NameTime> = names
         .iter()
-        .filter(|(_, v)| v.2 == Bucket::Other as u8 && !v.3)
-        .map(|((_, n), v)| NameTime {
-            name: short(trace.strings.get(*n)),
-            ms: v.0 as f64 / NS_PER_MS,
-            calls: v.1,
+        .filter(|e| e.bucket == Bucket::Other as u8 && !e.is_memop)
+        .map(|e| NameTime {
+            name: short(trace.strings.get(e.name)),
+            ms: e.ns as f64 / NS_PER_MS,
+            calls: e.calls,
         })
         .collect();
     other_top.sort_by(|a, b| b.ms.total_cmp(&a.ms));
@@ -364,7 +423,7 @@ fn bucket_rows(
     idx: &[usize],
     step_mean_ms: Option<f64>,
     per_step: bool,
-    names: &HashMap<(bool, u32), (i64, u64, u8, bool)>,
+    names: &NameTimes,
     trace: &gapscope_traces::Trace,
     settings: &AnalysisSettings,
 ) -> Vec<BucketRow> {
@@ -387,15 +446,15 @@ fn bucket_rows(
         let ms_per_step = (per_step && !per.is_empty()).then(|| Summary::of(&per));
         let mut top: Vec<NameTime> = names
             .iter()
-            .filter(|(_, v)| v.2 as usize == bi)
-            .map(|((is_memop, n), v)| NameTime {
-                name: if *is_memop {
-                    format!("[memop] {}", short(trace.strings.get(*n)))
+            .filter(|e| e.bucket as usize == bi)
+            .map(|e| NameTime {
+                name: if e.is_memop {
+                    format!("[memop] {}", short(trace.strings.get(e.name)))
                 } else {
-                    short(trace.strings.get(*n))
+                    short(trace.strings.get(e.name))
                 },
-                ms: v.0 as f64 / NS_PER_MS,
-                calls: v.1,
+                ms: e.ns as f64 / NS_PER_MS,
+                calls: e.calls,
             })
             .collect();
         top.sort_by(|a, b| b.ms.total_cmp(&a.ms));

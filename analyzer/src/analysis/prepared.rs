@@ -1,8 +1,6 @@
 //! The analysis view of a trace: each kernel's and memop's bucket, and start-sorted orders,
 //! computed once and shared by step detection and decomposition.
 
-use std::collections::HashMap;
-
 use gapscope_traces::{MemopKind, NO_STR, Trace};
 
 use crate::bucket::Bucket;
@@ -27,8 +25,12 @@ impl<'t> Prepared<'t> {
     pub fn new(trace: &'t Trace, rules: &RuleSet) -> Self {
         let k = &trace.kernels;
         // Classify each distinct name once; engine traces carry their bucket directly.
-        let mut by_name: HashMap<u32, u8> = HashMap::new();
-        let mut by_engine: HashMap<u32, u8> = HashMap::new();
+        // Name ids are dense, so a vector is the cache (a hash map costs more than the
+        // whole rest of the pass on 10M kernels).
+        const UNSET: u8 = u8::MAX;
+        let nstr = trace.strings.len();
+        let mut by_name = vec![UNSET; nstr];
+        let mut by_engine = vec![UNSET; nstr];
         let has_engine_bucket = k.bucket.len() == k.len;
         let mut kernel_bucket = Vec::with_capacity(k.len);
         for i in 0..k.len {
@@ -38,14 +40,25 @@ impl<'t> Prepared<'t> {
                 NO_STR
             };
             let b = if eb != NO_STR {
-                *by_engine.entry(eb).or_insert_with(|| {
-                    Bucket::parse(trace.strings.get(eb)).unwrap_or(Bucket::Other) as u8
-                })
+                let slot = by_engine.get_mut(eb as usize);
+                match slot {
+                    Some(v) if *v != UNSET => *v,
+                    Some(v) => {
+                        *v = Bucket::parse(trace.strings.get(eb)).unwrap_or(Bucket::Other) as u8;
+                        *v
+                    }
+                    None => Bucket::Other as u8,
+                }
             } else {
                 let name = k.name[i];
-                *by_name
-                    .entry(name)
-                    .or_insert_with(|| rules.classify_kernel(trace.strings.get(name)) as u8)
+                match by_name.get_mut(name as usize) {
+                    Some(v) if *v != UNSET => *v,
+                    Some(v) => {
+                        *v = rules.classify_kernel(trace.strings.get(name)) as u8;
+                        *v
+                    }
+                    None => rules.classify_kernel("") as u8,
+                }
             };
             kernel_bucket.push(b);
         }
@@ -55,14 +68,20 @@ impl<'t> Prepared<'t> {
             .collect();
         let kernel_order = sorted_order(&k.device, &k.gpu_start_ns, k.len);
         let memop_order = sorted_order(&m.device, &m.gpu_start_ns, m.len);
-        let mut counts: HashMap<u32, usize> = HashMap::new();
-        for &d in &k.device {
-            *counts.entry(d).or_default() += 1;
+        // Devices are few: count runs in the (device, start) order.
+        let mut devices: Vec<(u32, usize)> = Vec::new();
+        for &i in &kernel_order {
+            let d = k.device[i as usize];
+            match devices.last_mut() {
+                Some((ld, c)) if *ld == d => *c += 1,
+                _ => devices.push((d, 1)),
+            }
         }
         for &d in &m.device {
-            counts.entry(d).or_default();
+            if !devices.iter().any(|(x, _)| *x == d) {
+                devices.push((d, 0));
+            }
         }
-        let mut devices: Vec<(u32, usize)> = counts.into_iter().collect();
         devices.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         Self {
             trace,

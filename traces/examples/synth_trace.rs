@@ -1,0 +1,103 @@
+//! Writes a synthetic decode trace of N kernels straight to the native format, streaming in
+//! chunks so memory stays flat at any N. Used by the scale benchmarks in docs/BENCHMARKS.md.
+//!
+//! cargo run --release -p gapscope-traces --example synth_trace -- 10000000 /tmp/10m.gst
+
+use std::path::PathBuf;
+
+use gapscope_traces::*;
+
+/// One decode step of a 32-layer model in the engine's kernel names, with durations in ns.
+const LAYER: &[(&str, i64)] = &[
+    ("rms_norm_bf16", 2_000),
+    ("gemv_bf16", 18_000),
+    ("rope_bf16", 1_500),
+    ("kv_append_bf16", 1_200),
+    ("attn_decode_paged_bf16", 9_000),
+    ("gemv_bf16", 12_000),
+    ("residual_add_bf16", 1_000),
+    ("rms_norm_bf16", 2_000),
+    ("gemv_bf16", 60_000),
+    ("swiglu_bf16", 2_500),
+    ("gemv_bf16", 30_000),
+    ("residual_add_bf16", 1_000),
+];
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let n: u64 = args
+        .next()
+        .ok_or("usage: synth_trace N_KERNELS OUT.gst")?
+        .parse()?;
+    let out = PathBuf::from(args.next().ok_or("usage: synth_trace N_KERNELS OUT.gst")?);
+    let mut strings = StringTable::new();
+    let names: Vec<u32> = LAYER.iter().map(|(n, _)| strings.intern(n)).collect();
+    let embed = strings.intern("get_rows_bf16");
+    let head = strings.intern("gemv_bf16");
+    let argmax = strings.intern("argmax_f32");
+    let step_name = strings.intern("decode");
+    let mut m = Manifest::new("synthetic");
+    m.notes.push(format!("synthetic decode trace, {n} kernels"));
+    let mut w = TraceWriter::create(&out, m)?;
+    w.append_strings(&strings)?;
+    let mut kernels = KernelTable::default();
+    let mut markers = MarkerTable::default();
+    let mut now: i64 = 1_000_000;
+    let mut written: u64 = 0;
+    let mut step: i64 = 0;
+    let mut rng: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut jitter = |base: i64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        base + (rng % 200) as i64
+    };
+    while written < n {
+        let step_start = now;
+        let mut push = |name: u32, d: i64, now: &mut i64, layer: i32| {
+            kernels.push(KernelRow {
+                stream: 7,
+                correlation: written,
+                name,
+                gpu_start_ns: *now,
+                gpu_end_ns: *now + d,
+                grid_x: 132,
+                block_x: 256,
+                layer,
+                ..Default::default()
+            });
+            *now += d + 800;
+            written += 1;
+        };
+        push(embed, jitter(1_500), &mut now, -1);
+        for layer in 0..32 {
+            for (i, &(_, d)) in LAYER.iter().enumerate() {
+                push(names[i], jitter(d), &mut now, layer);
+            }
+        }
+        push(head, jitter(250_000), &mut now, -1);
+        push(argmax, jitter(3_000), &mut now, -1);
+        markers.push(MarkerRow {
+            name: step_name,
+            source: MarkerSource::Engine as u8,
+            phase: Phase::Decode as u8,
+            gpu_start_ns: step_start,
+            gpu_end_ns: now,
+            step,
+            batch_size: 1,
+            tokens: 1,
+            ..Default::default()
+        });
+        step += 1;
+        now += 20_000; // host gap between steps
+        if kernels.len() >= 1 << 20 {
+            w.append_kernels(&kernels)?;
+            kernels.clear();
+        }
+    }
+    w.append_kernels(&kernels)?;
+    w.append_markers(&markers)?;
+    w.finish()?;
+    eprintln!("wrote {} ({written} kernels, {step} steps)", out.display());
+    Ok(())
+}

@@ -85,8 +85,16 @@ pub fn run(a: ReportArgs, g: &crate::Global) -> Result<ExitCode> {
     let mut reports: Vec<Report> = Vec::new();
     for path in &a.traces {
         let bar = Bar::new(g.quiet, "import");
+        let t0 = std::time::Instant::now();
         let imported = import_trace(path, &opts, &bar)?;
+        let t1 = std::time::Instant::now();
         reports.push(analyze(&imported, &rules, &settings));
+        tracing::info!(
+            "{}: import {:.1} ms, analysis {:.1} ms",
+            path.display(),
+            (t1 - t0).as_secs_f64() * 1e3,
+            t1.elapsed().as_secs_f64() * 1e3
+        );
     }
     let out = if a.json {
         render::json::reports(&reports)?

@@ -1,22 +1,21 @@
-//! A bounded byte feed over a (possibly gzipped) file. A reader thread decompresses into
-//! fixed-size chunks while the parser works on the previous ones, so the two cores overlap
-//! inflate and parse, and memory stays at a few chunks plus the current JSON value.
+//! A bounded byte window over a (possibly gzipped) file: the reader inflates straight into
+//! the window, consumed bytes are dropped between values, so memory stays at about one
+//! chunk plus the largest single JSON value.
 
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
+use super::scan::{ScanState, find_end};
 use crate::error::{AnalyzerError, Result};
 use crate::import::ImportProgress;
 
 const CHUNK: usize = 1 << 20;
-const CHANNEL_DEPTH: usize = 8;
 
 /// Counts compressed bytes for the progress bar.
-struct Counting<'p, R> {
-    inner: R,
-    progress: &'p dyn ImportProgress,
+pub(crate) struct Counting<'p, R> {
+    pub inner: R,
+    pub progress: &'p dyn ImportProgress,
 }
 
 impl<R: Read> Read for Counting<'_, R> {
@@ -27,87 +26,55 @@ impl<R: Read> Read for Counting<'_, R> {
     }
 }
 
-/// Runs the reader side: decompress `path` into chunks until EOF or error.
-pub(crate) fn produce(path: &Path, gz: bool, progress: &dyn ImportProgress, tx: SyncSender<Chunk>) {
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) => {
-            let _ = tx.send(Err(e));
-            return;
-        }
-    };
+/// Opens `path` for reading, inflating when `gz`, counting compressed bytes.
+pub(crate) fn open<'p>(
+    path: &Path,
+    gz: bool,
+    progress: &'p dyn ImportProgress,
+) -> Result<Box<dyn Read + 'p>> {
+    let file = File::open(path).map_err(|e| AnalyzerError::io(path, e))?;
     progress.start(file.metadata().ok().map(|m| m.len()));
     let counting = Counting {
         inner: std::io::BufReader::with_capacity(CHUNK, file),
         progress,
     };
-    let mut reader: Box<dyn Read> = if gz {
+    Ok(if gz {
         Box::new(flate2::read::MultiGzDecoder::new(counting))
     } else {
         Box::new(counting)
-    };
-    loop {
-        let mut chunk = vec![0u8; CHUNK];
-        let mut filled = 0;
-        while filled < CHUNK {
-            match reader.read(&mut chunk[filled..]) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    // Hand over what was inflated before the error, then the error.
-                    chunk.truncate(filled);
-                    if filled > 0 {
-                        let _ = tx.send(Ok(chunk));
-                    }
-                    let _ = tx.send(Err(e));
-                    return;
-                }
-            }
-        }
-        if filled == 0 {
-            return;
-        }
-        chunk.truncate(filled);
-        if tx.send(Ok(chunk)).is_err() {
-            return; // parser gave up
-        }
-        if filled < CHUNK {
-            return;
-        }
-    }
-}
-
-type Chunk = std::io::Result<Vec<u8>>;
-
-/// Creates the channel the feed reads from.
-pub(crate) fn channel() -> (SyncSender<Chunk>, Receiver<Chunk>) {
-    sync_channel(CHANNEL_DEPTH)
+    })
 }
 
 /// The parser's view: a growable window over the decompressed stream.
-pub(crate) struct Feed {
+pub(crate) struct Feed<'r> {
     path: PathBuf,
-    rx: Receiver<Chunk>,
+    reader: Box<dyn Read + 'r>,
     pub(crate) buf: Vec<u8>,
     pub(crate) pos: usize,
     /// Decompressed bytes dropped from the front of `buf` so far.
     base: u64,
     eof: bool,
+    /// A read error met after some bytes arrived; reported on the next read.
+    pending_error: Option<std::io::Error>,
     max_value_bytes: usize,
 }
 
-impl Feed {
-    pub(crate) fn new(path: &Path, rx: Receiver<Chunk>) -> Self {
+impl<'r> Feed<'r> {
+    pub(crate) fn new(path: &Path, reader: Box<dyn Read + 'r>) -> Self {
         Self {
             path: path.to_owned(),
-            rx,
+            reader,
             buf: Vec::with_capacity(2 * CHUNK),
             pos: 0,
             base: 0,
             eof: false,
+            pending_error: None,
             max_value_bytes: 512 << 20,
         }
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Byte offset of `pos` in the decompressed stream, for error messages.
@@ -124,31 +91,53 @@ impl Feed {
         }
     }
 
-    /// Appends the next chunk; false at end of input.
+    /// Reads the next chunk straight into the buffer; false at end of input.
     pub(crate) fn more(&mut self) -> Result<bool> {
         if self.eof {
             return Ok(false);
         }
-        match self.rx.recv() {
-            Ok(Ok(chunk)) => {
-                if self.buf.len() - self.pos > self.max_value_bytes {
-                    return Err(AnalyzerError::parse(
-                        &self.path,
-                        format!(
-                            "a single JSON value at byte {} exceeds {} MiB; refusing to buffer it",
-                            self.offset(),
-                            self.max_value_bytes >> 20
-                        ),
-                    ));
+        if self.buf.len() - self.pos > self.max_value_bytes {
+            return Err(AnalyzerError::parse(
+                &self.path,
+                format!(
+                    "a single JSON value at byte {} exceeds {} MiB; refusing to buffer it",
+                    self.offset(),
+                    self.max_value_bytes >> 20
+                ),
+            ));
+        }
+        let old = self.buf.len();
+        self.buf.resize(old + CHUNK, 0);
+        let mut filled = 0;
+        let r = loop {
+            match self.reader.read(&mut self.buf[old + filled..]) {
+                Ok(0) => break Ok(()),
+                Ok(n) => {
+                    filled += n;
+                    if old + filled == self.buf.len() {
+                        break Ok(());
+                    }
                 }
-                self.buf.extend_from_slice(&chunk);
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        };
+        self.buf.truncate(old + filled);
+        match r {
+            // Bytes inflated before a gzip error stay usable for a truncated load.
+            Err(e) if filled == 0 => Err(self.read_error(e)),
+            Err(e) => {
+                self.pending_error = Some(e);
                 Ok(true)
             }
-            Ok(Err(e)) => Err(self.read_error(e)),
-            Err(_) => {
-                self.eof = true;
-                Ok(false)
-            }
+            Ok(()) if filled == 0 => match self.pending_error.take() {
+                Some(e) => Err(self.read_error(e)),
+                None => {
+                    self.eof = true;
+                    Ok(false)
+                }
+            },
+            Ok(()) => Ok(true),
         }
     }
 
@@ -229,52 +218,19 @@ impl Feed {
         let mut i = start;
         match first {
             b'{' | b'[' => {
-                // Only the opening bracket's own kind changes depth (the other kind nests
-                // balanced inside it), so memchr3 can jump between the bytes that matter.
-                let (open, close) = if first == b'{' {
-                    (b'{', b'}')
-                } else {
-                    (b'[', b']')
-                };
-                let mut depth = 0usize;
-                let mut in_str = false;
+                let (open, close) = if first == b'{' { (b'{', b'}') } else { (b'[', b']') };
+                let mut state = ScanState::default();
                 loop {
-                    if i >= self.buf.len() {
-                        if !self.more()? {
-                            self.pos = i;
-                            return Err(self.eof_error(context));
+                    match find_end(&self.buf, i, &mut state, open, close) {
+                        Some(end) => {
+                            i = end;
+                            break;
                         }
-                        continue;
-                    }
-                    let hay = &self.buf[i..];
-                    if in_str {
-                        match memchr::memchr2(b'"', b'\\', hay) {
-                            None => i = self.buf.len(),
-                            Some(o) => {
-                                i += o + 1;
-                                if hay[o] == b'\\' {
-                                    i += 1;
-                                } else {
-                                    in_str = false;
-                                }
-                            }
-                        }
-                        continue;
-                    }
-                    match memchr::memchr3(b'"', open, close, hay) {
-                        None => i = self.buf.len(),
-                        Some(o) => {
-                            let c = hay[o];
-                            i += o + 1;
-                            if c == b'"' {
-                                in_str = true;
-                            } else if c == open {
-                                depth += 1;
-                            } else {
-                                depth -= 1;
-                                if depth == 0 {
-                                    break;
-                                }
+                        None => {
+                            i = self.buf.len();
+                            if !self.more()? {
+                                self.pos = i;
+                                return Err(self.eof_error(context));
                             }
                         }
                     }

@@ -7,6 +7,8 @@
 
 mod event;
 mod feed;
+mod fields;
+mod scan;
 
 use std::path::Path;
 
@@ -21,40 +23,128 @@ use self::feed::Feed;
 use super::{ImportOptions, ImportProgress};
 use crate::error::{AnalyzerError, Result};
 
+/// Raw events handed from the scanning thread to the building thread.
+enum Msg {
+    /// Kept events: their bytes back to back, with (end offset, byte position, category).
+    Events(Vec<u8>, Vec<(usize, u64, Category)>),
+    /// A top-level key other than traceEvents, with its raw JSON value.
+    Meta(String, Vec<u8>),
+}
+
+const BATCH_BYTES: usize = 1 << 20;
+
+/// The scanning side: walks the document, drops events gapscope does not read after a peek
+/// at their category, and ships the rest in batches.
+struct Batcher {
+    tx: std::sync::mpsc::SyncSender<Msg>,
+    bytes: Vec<u8>,
+    spans: Vec<(usize, u64, Category)>,
+    /// Events kept so far (a truncated load needs at least one).
+    kept: u64,
+    /// The building side hung up (it hit an error); stop scanning.
+    closed: bool,
+}
+
+impl Batcher {
+    fn flush(&mut self) {
+        if self.spans.is_empty() || self.closed {
+            return;
+        }
+        let msg = Msg::Events(
+            std::mem::replace(&mut self.bytes, Vec::with_capacity(BATCH_BYTES + 4096)),
+            std::mem::take(&mut self.spans),
+        );
+        if self.tx.send(msg).is_err() {
+            self.closed = true;
+        }
+    }
+
+    fn event(&mut self, raw: &[u8], at: u64) {
+        let Some(cat) = peek_cat(raw).and_then(category) else {
+            return;
+        };
+        self.kept += 1;
+        self.bytes.extend_from_slice(raw);
+        self.spans.push((self.bytes.len(), at, cat));
+        if self.bytes.len() >= BATCH_BYTES {
+            self.flush();
+        }
+    }
+
+    fn meta(&mut self, key: String, raw: &[u8]) {
+        self.flush();
+        if !self.closed && self.tx.send(Msg::Meta(key, raw.to_vec())).is_err() {
+            self.closed = true;
+        }
+    }
+}
+
 /// Imports a Kineto trace. With `opts.allow_truncated`, a file that ends early yields the
 /// events read so far, flagged as truncated; otherwise it is an error.
+///
+/// Two threads: one inflates and scans (finding event boundaries and skipping unread
+/// categories), the other deserialises the kept events into tables.
 pub fn import_kineto(
     path: &Path,
     gz: bool,
     opts: &ImportOptions,
     progress: &dyn ImportProgress,
 ) -> Result<Trace> {
-    let (tx, rx) = feed::channel();
-    let result = std::thread::scope(|s| {
-        s.spawn(move || feed::produce(path, gz, progress, tx));
-        let mut feed = Feed::new(path, rx);
-        let mut b = Builder::new(path);
-        let r = parse_document(&mut feed, &mut b);
-        drop(feed); // unblocks the reader thread if parsing stopped early
-        match r {
-            Ok(()) => Ok(b.finish()),
-            Err(e) if opts.allow_truncated && b.events > 0 => {
-                let mut t = b.finish();
-                t.manifest.truncated = true;
-                t.manifest.notes.push(format!("input ends early: {e}"));
-                Ok(t)
+    let reader = feed::open(path, gz, progress)?;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(4);
+    let (scanned, built) = std::thread::scope(|s| {
+        let builder = s.spawn(move || {
+            let mut b = Builder::new(path);
+            for msg in rx {
+                match msg {
+                    Msg::Events(bytes, spans) => {
+                        let mut start = 0;
+                        for (end, at, cat) in spans {
+                            b.event(&bytes[start..end], at, cat)?;
+                            start = end;
+                        }
+                    }
+                    Msg::Meta(key, raw) => b.meta(&key, &raw),
+                }
             }
-            Err(e) => Err(e),
-        }
+            Ok::<Builder, AnalyzerError>(b)
+        });
+        let mut feed = Feed::new(path, reader);
+        let mut batcher = Batcher {
+            tx,
+            bytes: Vec::with_capacity(BATCH_BYTES + 4096),
+            spans: Vec::new(),
+            kept: 0,
+            closed: false,
+        };
+        let r = parse_document(&mut feed, &mut batcher);
+        batcher.flush();
+        let kept = batcher.kept;
+        drop(batcher); // closes the channel: the builder finishes what was sent
+        let built = builder
+            .join()
+            .unwrap_or_else(|_| Err(AnalyzerError::parse(path, "internal error: builder thread panicked")));
+        ((r, kept), built)
     });
     progress.finish();
-    result
+    let (r, kept) = scanned;
+    let b = built?;
+    match r {
+        Ok(()) => Ok(b.finish()),
+        Err(e) if opts.allow_truncated && kept > 0 => {
+            let mut t = b.finish();
+            t.manifest.truncated = true;
+            t.manifest.notes.push(format!("input ends early: {e}"));
+            Ok(t)
+        }
+        Err(e) => Err(e),
+    }
 }
 
-fn parse_document(feed: &mut Feed, b: &mut Builder) -> Result<()> {
+fn parse_document(feed: &mut Feed, b: &mut Batcher) -> Result<()> {
     match feed.peek_non_ws()? {
         None => Err(AnalyzerError::parse(
-            &b.path,
+            feed.path(),
             "file holds no JSON (empty or only whitespace)",
         )),
         Some(b'[') => events_array(feed, b, true),
@@ -63,7 +153,7 @@ fn parse_document(feed: &mut Feed, b: &mut Builder) -> Result<()> {
     }
 }
 
-fn object(feed: &mut Feed, b: &mut Builder) -> Result<()> {
+fn object(feed: &mut Feed, b: &mut Batcher) -> Result<()> {
     feed.pos += 1;
     let mut saw_events = false;
     loop {
@@ -87,7 +177,7 @@ fn object(feed: &mut Feed, b: &mut Builder) -> Result<()> {
             saw_events = true;
         } else {
             let r = feed.scan_value("in a top-level value")?;
-            b.meta(&key, &feed.buf[r]);
+            b.meta(key, &feed.buf[r]);
         }
         match feed.peek_non_ws()? {
             Some(b',') => feed.pos += 1,
@@ -107,14 +197,14 @@ fn object(feed: &mut Feed, b: &mut Builder) -> Result<()> {
     }
     if !saw_events {
         return Err(AnalyzerError::unsupported(
-            &b.path,
+            feed.path(),
             "JSON object has no traceEvents array; not a Chrome/Kineto trace",
         ));
     }
     Ok(())
 }
 
-fn events_array(feed: &mut Feed, b: &mut Builder, top_level: bool) -> Result<()> {
+fn events_array(feed: &mut Feed, b: &mut Batcher, top_level: bool) -> Result<()> {
     feed.expect(b'[', "to open traceEvents")?;
     if feed.peek_non_ws()? == Some(b']') {
         feed.pos += 1;
@@ -124,7 +214,10 @@ fn events_array(feed: &mut Feed, b: &mut Builder, top_level: bool) -> Result<()>
         feed.compact();
         let at = feed.offset();
         let r = feed.scan_value("in traceEvents")?;
-        b.event(&feed.buf[r], at)?;
+        b.event(&feed.buf[r], at);
+        if b.closed {
+            return Ok(()); // the builder failed; its error is the one to report
+        }
         match feed.peek_non_ws()? {
             Some(b',') => {
                 feed.pos += 1;
@@ -254,12 +347,9 @@ impl Builder {
         }
     }
 
-    fn event(&mut self, raw: &[u8], at: u64) -> Result<()> {
+    fn event(&mut self, raw: &[u8], at: u64, cat: Category) -> Result<()> {
         self.events += 1;
-        let Some(cat) = peek_cat(raw).and_then(category) else {
-            return Ok(());
-        };
-        let ev: Event = serde_json::from_slice(raw).map_err(|e| {
+        let ev: Event = fields::parse_event(raw).map_err(|e| {
             AnalyzerError::parse(&self.path, format!("invalid trace event at byte {at}: {e}"))
         })?;
         if let Some(ph) = ev.ph.as_deref()

@@ -1,0 +1,309 @@
+//! A minimal JSON object walker for the flat Kineto event objects: it reads the few fields
+//! gapscope keeps and skips the rest without decoding them. It replaced serde for this hot
+//! path (measured in docs/BENCHMARKS.md); serde still handles everything else.
+
+use std::borrow::Cow;
+
+use super::event::{Args, Event, Id, Num};
+use super::scan::{ScanState, find_end};
+
+type R<T> = std::result::Result<T, String>;
+
+struct P<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl<'a> P<'a> {
+    fn ws(&mut self) {
+        while self.i < self.s.len() && self.s[self.i].is_ascii_whitespace() {
+            self.i += 1;
+        }
+    }
+
+    fn peek(&mut self) -> R<u8> {
+        self.ws();
+        self.s
+            .get(self.i)
+            .copied()
+            .ok_or_else(|| format!("unexpected end of event at offset {}", self.i))
+    }
+
+    fn expect(&mut self, c: u8) -> R<()> {
+        let b = self.peek()?;
+        if b != c {
+            return Err(format!(
+                "expected '{}' at offset {}, found '{}'",
+                c as char, self.i, b as char
+            ));
+        }
+        self.i += 1;
+        Ok(())
+    }
+
+    /// A string's raw bytes (between the quotes) and whether it holds escapes.
+    fn raw_string(&mut self) -> R<(&'a [u8], bool)> {
+        self.expect(b'"')?;
+        let start = self.i;
+        let mut escaped = false;
+        loop {
+            let Some(o) = memchr::memchr2(b'"', b'\\', &self.s[self.i..]) else {
+                return Err(format!("unterminated string at offset {start}"));
+            };
+            self.i += o;
+            if self.s[self.i] == b'\\' {
+                escaped = true;
+                self.i += 2;
+                if self.i > self.s.len() {
+                    return Err(format!("unterminated string at offset {start}"));
+                }
+            } else {
+                let raw = &self.s[start..self.i];
+                self.i += 1;
+                return Ok((raw, escaped));
+            }
+        }
+    }
+
+    fn string(&mut self) -> R<Cow<'a, str>> {
+        let (raw, escaped) = self.raw_string()?;
+        if escaped {
+            // Rare (quotes or backslashes in a name): let serde undo the escapes.
+            let quoted = &self.s[self.i - raw.len() - 2..self.i];
+            serde_json::from_slice::<String>(quoted)
+                .map(Cow::Owned)
+                .map_err(|e| format!("bad string: {e}"))
+        } else {
+            std::str::from_utf8(raw)
+                .map(Cow::Borrowed)
+                .map_err(|e| format!("string is not UTF-8: {e}"))
+        }
+    }
+
+    fn scalar_token(&mut self) -> R<&'a [u8]> {
+        self.ws();
+        let start = self.i;
+        while self.i < self.s.len() && !matches!(self.s[self.i], b',' | b'}' | b']')
+            && !self.s[self.i].is_ascii_whitespace()
+        {
+            self.i += 1;
+        }
+        if start == self.i {
+            return Err(format!("missing value at offset {start}"));
+        }
+        Ok(&self.s[start..self.i])
+    }
+
+    /// A number, or `None` for `null` (as serde reads `Option<f64>`).
+    fn number(&mut self) -> R<Option<f64>> {
+        if self.peek()? == b'"' {
+            let s = self.string()?;
+            return s
+                .trim()
+                .parse()
+                .map(Some)
+                .map_err(|_| format!("expected a number, found {s:?}"));
+        }
+        let t = self.scalar_token()?;
+        if t == b"null" {
+            return Ok(None);
+        }
+        std::str::from_utf8(t)
+            .ok()
+            .and_then(|t| t.parse::<f64>().ok())
+            .map(Some)
+            .ok_or_else(|| format!("bad number {:?}", String::from_utf8_lossy(t)))
+    }
+
+    fn num(&mut self) -> R<Option<Num>> {
+        Ok(self.number()?.map(Num))
+    }
+
+    /// An id, or `None` for `null`.
+    fn id(&mut self) -> R<Option<Id>> {
+        if self.peek()? != b'"' && self.s[self.i..].starts_with(b"null") {
+            self.i += 4;
+            return Ok(None);
+        }
+        self.id_value().map(Some)
+    }
+
+    fn id_value(&mut self) -> R<Id> {
+        if self.peek()? == b'"' {
+            let s = self.string()?;
+            let digits: String = s.chars().filter(|c| c.is_ascii_digit()).collect();
+            if let Ok(n) = digits.parse::<u64>() {
+                return Ok(Id(n));
+            }
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            for b in s.bytes() {
+                h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+            }
+            return Ok(Id(h));
+        }
+        let t = self.scalar_token()?;
+        let t = std::str::from_utf8(t).map_err(|_| "bad id".to_owned())?;
+        if let Ok(v) = t.parse::<u64>() {
+            Ok(Id(v))
+        } else if let Ok(v) = t.parse::<i64>() {
+            Ok(Id(v as u64))
+        } else {
+            t.parse::<f64>()
+                .map(|v| Id(v as u64))
+                .map_err(|_| format!("bad id {t:?}"))
+        }
+    }
+
+    fn num_array(&mut self) -> R<Vec<Num>> {
+        self.expect(b'[')?;
+        let mut v = Vec::with_capacity(3);
+        if self.peek()? == b']' {
+            self.i += 1;
+            return Ok(v);
+        }
+        loop {
+            v.push(Num(self.number()?.unwrap_or(0.0)));
+            match self.peek()? {
+                b',' => self.i += 1,
+                b']' => {
+                    self.i += 1;
+                    return Ok(v);
+                }
+                c => return Err(format!("expected ',' or ']' in an array, found '{}'", c as char)),
+            }
+        }
+    }
+
+    fn skip(&mut self) -> R<()> {
+        match self.peek()? {
+            b'"' => self.raw_string().map(|_| ()),
+            c @ (b'{' | b'[') => {
+                let close = if c == b'{' { b'}' } else { b']' };
+                match find_end(self.s, self.i, &mut ScanState::default(), c, close) {
+                    Some(end) => {
+                        self.i = end;
+                        Ok(())
+                    }
+                    None => Err(format!("unterminated value at offset {}", self.i)),
+                }
+            }
+            _ => self.scalar_token().map(|_| ()),
+        }
+    }
+
+    /// Walks an object, handing each key to `f`, which must consume the value.
+    fn object(&mut self, mut f: impl FnMut(&mut Self, &[u8]) -> R<()>) -> R<()> {
+        self.expect(b'{')?;
+        if self.peek()? == b'}' {
+            self.i += 1;
+            return Ok(());
+        }
+        loop {
+            let (key, _) = self.raw_string()?;
+            self.expect(b':')?;
+            f(self, key)?;
+            match self.peek()? {
+                b',' => self.i += 1,
+                b'}' => {
+                    self.i += 1;
+                    return Ok(());
+                }
+                c => {
+                    return Err(format!(
+                        "expected ',' or '}}' at offset {}, found '{}'",
+                        self.i, c as char
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// Reads one event object.
+pub(crate) fn parse_event(raw: &[u8]) -> R<Event<'_>> {
+    let mut p = P { s: raw, i: 0 };
+    let mut ev = Event {
+        ph: None,
+        name: None,
+        pid: None,
+        tid: None,
+        ts: None,
+        dur: None,
+        args: None,
+    };
+    p.object(|p, key| {
+        match key {
+            b"ph" => ev.ph = Some(p.string()?),
+            b"name" => ev.name = Some(p.string()?),
+            b"pid" => ev.pid = p.id()?,
+            b"tid" => ev.tid = p.id()?,
+            b"ts" => ev.ts = p.num()?,
+            b"dur" => ev.dur = p.num()?,
+            b"args" if p.peek()? == b'{' => {
+                let mut a = Args::default();
+                p.object(|p, key| {
+                    match key {
+                        b"device" => a.device = p.id()?,
+                        b"context" => a.context = p.id()?,
+                        b"stream" => a.stream = p.id()?,
+                        b"correlation" => a.correlation = p.id()?,
+                        b"External id" => a.external_id = p.id()?,
+                        b"registers per thread" => a.registers = p.num()?,
+                        b"shared memory" => a.shared_memory = p.num()?,
+                        b"grid" if p.peek()? == b'[' => a.grid = Some(p.num_array()?),
+                        b"block" if p.peek()? == b'[' => a.block = Some(p.num_array()?),
+                        b"bytes" => a.bytes = p.num()?,
+                        b"graph id" => a.graph_id = p.id()?,
+                        b"graph node id" => a.graph_node_id = p.id()?,
+                        b"kind" if p.peek()? == b'"' => a.kind = Some(p.string()?),
+                        _ => p.skip()?,
+                    }
+                    Ok(())
+                })?;
+                ev.args = Some(a);
+            }
+            _ => p.skip()?,
+        }
+        Ok(())
+    })?;
+    p.ws();
+    if p.i != raw.len() {
+        return Err(format!("trailing bytes after the event at offset {}", p.i));
+    }
+    Ok(ev)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The walker must agree with serde on every field it reads.
+    #[test]
+    fn agrees_with_serde() {
+        let cases = [
+            r#"{"ph":"X","cat":"kernel","name":"void k<{lambda()#1}>(int) [clone .kd]","pid":0,"tid":7,"ts":4444055082923.272,"dur":5.888,"args":{"External id":299013,"queued":0,"device":0,"context":1,"stream":7,"correlation":2068377,"registers per thread":32,"shared memory":0,"blocks per SM":0.121212,"grid":[16,1,1],"block":[128,1,1],"est. achieved occupancy %":1}}"#,
+            r#"{ "ph" : "X" , "name" : "esc \"q\" \\ \u00e9", "pid":"stream 7", "tid":-3, "ts": 1e3, "dur":"2", "args": {"grid": [], "kind":"DtoD", "nested": {"a":[1,{"b":"}"}]}} }"#,
+            r#"{"name":"x","args":null,"ts":null}"#,
+            r#"{}"#,
+        ];
+        for c in cases {
+            let a = parse_event(c.as_bytes()).unwrap();
+            let b: Event = serde_json::from_str(c).unwrap();
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "{c}");
+        }
+    }
+
+    #[test]
+    fn rejects_broken_events() {
+        for c in [
+            r#"{"ph":"X",,}"#,
+            r#"{"ph":"X""#,
+            r#"{"name":"unterminated}"#,
+            r#"{"ts":12a}"#,
+            r#"{"args":{"grid":[1,2}}"#,
+            r#"{"a":1} x"#,
+        ] {
+            assert!(parse_event(c.as_bytes()).is_err(), "{c}");
+        }
+    }
+}

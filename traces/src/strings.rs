@@ -1,6 +1,31 @@
 //! Interned names: every kernel, API and marker name is stored once and referenced by id.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// FxHash (rustc's hasher): kernel names are long and looked up once per event, where
+/// SipHash's DoS resistance buys nothing and costs a measurable share of import time.
+#[derive(Default, Clone, Copy)]
+pub struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(K);
+        }
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// Index into a [`StringTable`]. Id 0 is always the empty string and means "none".
 pub type StrId = u32;
@@ -13,14 +38,14 @@ pub const NO_STR: StrId = 0;
 #[derive(Debug, Clone)]
 pub struct StringTable {
     values: Vec<String>,
-    index: HashMap<String, StrId>,
+    index: FxMap<String, StrId>,
 }
 
 impl Default for StringTable {
     fn default() -> Self {
         let mut t = Self {
             values: Vec::new(),
-            index: HashMap::new(),
+            index: FxMap::default(),
         };
         t.intern("");
         t

@@ -26,12 +26,14 @@ impl<R: Read> Read for Counting<'_, R> {
     }
 }
 
-/// Opens `path` for reading, inflating when `gz`, counting compressed bytes.
-pub(crate) fn open<'p>(
+/// Opens `path` for reading, counting compressed bytes. A gzip file is inflated on its own
+/// thread inside `scope` (see [`Inflater`]) so that inflate, scan and build use both cores.
+pub(crate) fn open<'s, 'p: 's>(
     path: &Path,
     gz: bool,
     progress: &'p dyn ImportProgress,
-) -> Result<Box<dyn Read + 'p>> {
+    scope: &'s std::thread::Scope<'s, '_>,
+) -> Result<Box<dyn Read + 's>> {
     let file = File::open(path).map_err(|e| AnalyzerError::io(path, e))?;
     progress.start(file.metadata().ok().map(|m| m.len()));
     let counting = Counting {
@@ -39,10 +41,107 @@ pub(crate) fn open<'p>(
         progress,
     };
     Ok(if gz {
-        Box::new(flate2::read::MultiGzDecoder::new(counting))
+        Box::new(Inflater::spawn(
+            flate2::read::MultiGzDecoder::new(counting),
+            scope,
+        ))
     } else {
         Box::new(counting)
     })
+}
+
+type Filled = std::io::Result<(Vec<u8>, usize)>;
+
+/// A reader whose data is produced by a thread: it inflates into recycled buffers and hands
+/// them over a small channel, so at most `DEPTH + 2` chunks exist at once.
+pub(crate) struct Inflater {
+    full: std::sync::mpsc::Receiver<Filled>,
+    empty: std::sync::mpsc::SyncSender<Vec<u8>>,
+    cur: Vec<u8>,
+    cur_len: usize,
+    cur_pos: usize,
+    done: bool,
+}
+
+impl Inflater {
+    const DEPTH: usize = 3;
+
+    fn spawn<'s, R: Read + Send + 's>(mut inner: R, scope: &'s std::thread::Scope<'s, '_>) -> Self {
+        let (full_tx, full) = std::sync::mpsc::sync_channel::<Filled>(Self::DEPTH);
+        let (empty, empty_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(Self::DEPTH + 2);
+        for _ in 0..Self::DEPTH + 1 {
+            let _ = empty.send(vec![0u8; CHUNK]);
+        }
+        scope.spawn(move || {
+            while let Ok(mut buf) = empty_rx.recv() {
+                let mut filled = 0;
+                let r = loop {
+                    match inner.read(&mut buf[filled..]) {
+                        Ok(0) => break Ok(()),
+                        Ok(n) => {
+                            filled += n;
+                            if filled == buf.len() {
+                                break Ok(());
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => break Err(e),
+                    }
+                };
+                let end = filled < buf.len();
+                if filled > 0 && full_tx.send(Ok((buf, filled))).is_err() {
+                    return;
+                }
+                if let Err(e) = r {
+                    let _ = full_tx.send(Err(e));
+                    return;
+                }
+                if end {
+                    return;
+                }
+            }
+        });
+        Self {
+            full,
+            empty,
+            cur: Vec::new(),
+            cur_len: 0,
+            cur_pos: 0,
+            done: false,
+        }
+    }
+}
+
+impl Read for Inflater {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        while self.cur_pos == self.cur_len {
+            if self.done {
+                return Ok(0);
+            }
+            if !self.cur.is_empty() {
+                let _ = self.empty.send(std::mem::take(&mut self.cur));
+            }
+            match self.full.recv() {
+                Ok(Ok((buf, n))) => {
+                    self.cur = buf;
+                    self.cur_len = n;
+                    self.cur_pos = 0;
+                }
+                Ok(Err(e)) => {
+                    self.done = true;
+                    return Err(e);
+                }
+                Err(_) => {
+                    self.done = true;
+                    return Ok(0);
+                }
+            }
+        }
+        let n = out.len().min(self.cur_len - self.cur_pos);
+        out[..n].copy_from_slice(&self.cur[self.cur_pos..self.cur_pos + n]);
+        self.cur_pos += n;
+        Ok(n)
+    }
 }
 
 /// The parser's view: a growable window over the decompressed stream.
@@ -218,7 +317,11 @@ impl<'r> Feed<'r> {
         let mut i = start;
         match first {
             b'{' | b'[' => {
-                let (open, close) = if first == b'{' { (b'{', b'}') } else { (b'[', b']') };
+                let (open, close) = if first == b'{' {
+                    (b'{', b'}')
+                } else {
+                    (b'[', b']')
+                };
                 let mut state = ScanState::default();
                 loop {
                     match find_end(&self.buf, i, &mut state, open, close) {

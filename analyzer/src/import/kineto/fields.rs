@@ -83,7 +83,8 @@ impl<'a> P<'a> {
     fn scalar_token(&mut self) -> R<&'a [u8]> {
         self.ws();
         let start = self.i;
-        while self.i < self.s.len() && !matches!(self.s[self.i], b',' | b'}' | b']')
+        while self.i < self.s.len()
+            && !matches!(self.s[self.i], b',' | b'}' | b']')
             && !self.s[self.i].is_ascii_whitespace()
         {
             self.i += 1;
@@ -169,7 +170,12 @@ impl<'a> P<'a> {
                     self.i += 1;
                     return Ok(v);
                 }
-                c => return Err(format!("expected ',' or ']' in an array, found '{}'", c as char)),
+                c => {
+                    return Err(format!(
+                        "expected ',' or ']' in an array, found '{}'",
+                        c as char
+                    ));
+                }
             }
         }
     }

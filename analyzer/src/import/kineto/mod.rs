@@ -90,9 +90,12 @@ pub fn import_kineto(
     opts: &ImportOptions,
     progress: &dyn ImportProgress,
 ) -> Result<Trace> {
-    let reader = feed::open(path, gz, progress)?;
     let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(4);
     let (scanned, built) = std::thread::scope(|s| {
+        let reader = match feed::open(path, gz, progress, s) {
+            Ok(r) => r,
+            Err(e) => return ((Err(e), 0), Ok(Builder::new(path))),
+        };
         let builder = s.spawn(move || {
             let mut b = Builder::new(path);
             for msg in rx {
@@ -121,9 +124,12 @@ pub fn import_kineto(
         batcher.flush();
         let kept = batcher.kept;
         drop(batcher); // closes the channel: the builder finishes what was sent
-        let built = builder
-            .join()
-            .unwrap_or_else(|_| Err(AnalyzerError::parse(path, "internal error: builder thread panicked")));
+        let built = builder.join().unwrap_or_else(|_| {
+            Err(AnalyzerError::parse(
+                path,
+                "internal error: builder thread panicked",
+            ))
+        });
         ((r, kept), built)
     });
     progress.finish();

@@ -158,7 +158,11 @@ mod tests {
     use super::*;
 
     fn both(s: &[u8]) -> (Option<usize>, Option<usize>) {
-        let (o, c) = if s[0] == b'[' { (b'[', b']') } else { (b'{', b'}') };
+        let (o, c) = if s[0] == b'[' {
+            (b'[', b']')
+        } else {
+            (b'{', b'}')
+        };
         let fast = find_end(s, 0, &mut ScanState::default(), o, c);
         let slow = scalar(s, 0, &mut ScanState::default(), o, c);
         (fast, slow)

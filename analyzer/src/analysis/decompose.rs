@@ -169,6 +169,7 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
     let mut outside = StepAcc::default();
     // Per-name time in scope, indexed by name id (kernels, memops): dense, so no hashing.
     let mut names = NameTimes::new(trace.strings.len());
+    let mut prefill_names = NameTimes::new(trace.strings.len());
     let decode: Vec<bool> = steps
         .steps
         .iter()
@@ -215,6 +216,9 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
             } else {
                 false
             };
+            if in_step && steps.steps[sp].phase == Phase::Prefill {
+                prefill_names.add(is_memop, name, b as u8, (end - start).max(0));
+            }
             if in_scope {
                 names.add(is_memop, name, b as u8, (end - start).max(0));
                 if !is_memop {
@@ -251,7 +255,7 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
             &prefill_idx,
             mean,
             true,
-            &NameTimes::new(0),
+            &prefill_names,
             trace,
             settings,
         )

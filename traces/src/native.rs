@@ -270,26 +270,34 @@ pub fn read_trace(dir: &Path, opts: &ReadOptions) -> Result<Trace> {
     }
 
     let mut values = Vec::new();
-    read_stream(dir, STRINGS, None, &manifest, &mut notes, |b| {
-        let ids = b
-            .column_by_name("id")
-            .and_then(|c| c.as_primitive_opt::<UInt32Type>())
-            .ok_or("strings: missing u32 column id")?;
-        let vals = b
-            .column_by_name("value")
-            .and_then(|c| c.as_string_opt::<i32>())
-            .ok_or("strings: missing utf8 column value")?;
-        for (id, v) in ids.values().iter().zip(vals.iter()) {
-            if *id as usize != values.len() {
-                return Err(format!(
-                    "strings: id {id} out of order (expected {})",
-                    values.len()
-                ));
+    read_stream(
+        dir,
+        STRINGS,
+        None,
+        &["id", "value"],
+        &manifest,
+        &mut notes,
+        |b| {
+            let ids = b
+                .column_by_name("id")
+                .and_then(|c| c.as_primitive_opt::<UInt32Type>())
+                .ok_or("strings: missing u32 column id")?;
+            let vals = b
+                .column_by_name("value")
+                .and_then(|c| c.as_string_opt::<i32>())
+                .ok_or("strings: missing utf8 column value")?;
+            for (id, v) in ids.values().iter().zip(vals.iter()) {
+                if *id as usize != values.len() {
+                    return Err(format!(
+                        "strings: id {id} out of order (expected {})",
+                        values.len()
+                    ));
+                }
+                values.push(v.unwrap_or("").to_owned());
             }
-            values.push(v.unwrap_or("").to_owned());
-        }
-        Ok(())
-    })?;
+            Ok(())
+        },
+    )?;
     if values.first().is_some_and(|v| !v.is_empty()) {
         return Err(TraceError::format(
             dir.join(stream_file(STRINGS)),
@@ -302,26 +310,54 @@ pub fn read_trace(dir: &Path, opts: &ReadOptions) -> Result<Trace> {
         .kernel_columns
         .as_ref()
         .map(|c| c.iter().map(String::as_str).collect::<Vec<_>>());
+    let kreq = kproj
+        .clone()
+        .unwrap_or_else(|| KernelTable::COLUMNS.to_vec());
     read_stream(
         dir,
         TABLES[0],
         kproj.as_deref(),
+        &kreq,
         &manifest,
         &mut notes,
         |b| trace.kernels.append_batch(b),
     )?;
-    read_stream(dir, TABLES[1], None, &manifest, &mut notes, |b| {
-        trace.memops.append_batch(b)
-    })?;
-    read_stream(dir, TABLES[2], None, &manifest, &mut notes, |b| {
-        trace.launches.append_batch(b)
-    })?;
-    read_stream(dir, TABLES[3], None, &manifest, &mut notes, |b| {
-        trace.markers.append_batch(b)
-    })?;
-    read_stream(dir, TABLES[4], None, &manifest, &mut notes, |b| {
-        trace.samples.append_batch(b)
-    })?;
+    read_stream(
+        dir,
+        TABLES[1],
+        None,
+        MemopTable::COLUMNS,
+        &manifest,
+        &mut notes,
+        |b| trace.memops.append_batch(b),
+    )?;
+    read_stream(
+        dir,
+        TABLES[2],
+        None,
+        LaunchTable::COLUMNS,
+        &manifest,
+        &mut notes,
+        |b| trace.launches.append_batch(b),
+    )?;
+    read_stream(
+        dir,
+        TABLES[3],
+        None,
+        MarkerTable::COLUMNS,
+        &manifest,
+        &mut notes,
+        |b| trace.markers.append_batch(b),
+    )?;
+    read_stream(
+        dir,
+        TABLES[4],
+        None,
+        SampleTable::COLUMNS,
+        &manifest,
+        &mut notes,
+        |b| trace.samples.append_batch(b),
+    )?;
 
     if !notes.is_empty() {
         manifest.truncated = true;
@@ -337,6 +373,7 @@ fn read_stream(
     dir: &Path,
     table: &str,
     projection: Option<&[&str]>,
+    required: &[&str],
     manifest: &Manifest,
     notes: &mut Vec<String>,
     mut sink: impl FnMut(&RecordBatch) -> std::result::Result<(), String>,
@@ -358,6 +395,15 @@ fn read_stream(
     }
     let reader = BufReader::with_capacity(1 << 20, f);
     let mut r = StreamReader::try_new(reader, None).map_err(|e| TraceError::arrow(&p, e))?;
+    {
+        let schema = r.schema();
+        if let Some(missing) = required.iter().find(|c| schema.index_of(c).is_err()) {
+            return Err(TraceError::format(
+                &p,
+                format!("required column {missing:?} is missing"),
+            ));
+        }
+    }
     let projection: Option<Vec<usize>> = projection.map(|names| {
         let schema = r.schema();
         names

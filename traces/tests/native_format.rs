@@ -216,3 +216,27 @@ fn foreign_and_future_files_are_clear_errors() {
     let e = read_trace(&p, &ReadOptions::default());
     assert!(e.is_err());
 }
+
+#[test]
+fn a_stream_missing_a_required_column_is_an_error_not_a_panic() {
+    use std::sync::Arc;
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("m.gst");
+    write_trace(&p, &many_kernels(3)).unwrap();
+    // Rewrite kernels.arrows with only two of its columns.
+    let t = many_kernels(3);
+    let full = t.kernels.to_batch(0..3).unwrap();
+    let keep = [
+        full.schema().index_of("gpu_start_ns").unwrap(),
+        full.schema().index_of("gpu_end_ns").unwrap(),
+    ];
+    let part = full.project(&keep).unwrap();
+    let f = std::fs::File::create(p.join("kernels.arrows")).unwrap();
+    let mut w = arrow_ipc::writer::StreamWriter::try_new(f, &Arc::clone(&part.schema())).unwrap();
+    w.write(&part).unwrap();
+    w.finish().unwrap();
+    let e = read_trace(&p, &ReadOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("kernels.arrows") && e.contains("missing"), "{e}");
+}

@@ -105,6 +105,8 @@ fn graph_replay_under_host_annotations_and_host_gap() {
     let r = report(t, &AnalysisSettings::default());
     assert_eq!(r.steps.decode_steps, 2, "{}", r.steps.source);
     assert!(r.steps.source.contains("user_annotation"));
+    assert_eq!(r.source.graph_launches, 1);
+    assert_eq!(r.source.graph_kernels, 3);
     // Launch gaps: (100 + 50) / 2 steps; host gap 600 / 2 steps.
     assert!((r.steps.launch_gap_ms_per_step.unwrap() - 75e-6).abs() < 1e-12);
     assert!((r.steps.host_gap_ms_per_step.unwrap() - 300e-6).abs() < 1e-12);

@@ -273,6 +273,7 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
     other_top.sort_by(|a, b| b.ms.total_cmp(&a.ms));
     other_top.truncate(settings.top_other);
 
+    let (graph_launches, graph_kernels) = graph_counts(trace);
     let mut notes = trace.manifest.notes.clone();
     if p.devices.len() > 1
         && let Some(d) = steps.device
@@ -300,6 +301,8 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
             memops: m.len,
             launches: trace.launches.len,
             markers: trace.markers.len,
+            graph_launches,
+            graph_kernels,
             truncated: trace.manifest.truncated,
             notes,
         },
@@ -313,6 +316,39 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
             top: other_top,
         },
     }
+}
+
+/// Graph launches on the host and the kernels they replayed: kernels sharing a graph
+/// launch's correlation, or carrying a graph id.
+fn graph_counts(trace: &gapscope_traces::Trace) -> (usize, usize) {
+    let l = &trace.launches;
+    let mut graph_names = vec![false; trace.strings.len()];
+    for (i, v) in trace.strings.values().iter().enumerate() {
+        graph_names[i] = v.contains("GraphLaunch");
+    }
+    let corr: std::collections::HashSet<u64> = (0..l.len)
+        .filter(|&i| {
+            graph_names
+                .get(l.name[i] as usize)
+                .copied()
+                .unwrap_or(false)
+        })
+        .map(|i| l.correlation[i])
+        .collect();
+    let k = &trace.kernels;
+    let has_graph_id = k.graph_id.len() == k.len;
+    let kernels = (0..k.len)
+        .filter(|&i| (has_graph_id && k.graph_id[i] != 0) || corr.contains(&k.correlation[i]))
+        .count();
+    let launches = (0..l.len)
+        .filter(|&i| {
+            graph_names
+                .get(l.name[i] as usize)
+                .copied()
+                .unwrap_or(false)
+        })
+        .count();
+    (launches, kernels)
 }
 
 fn pct(a: f64, b: f64) -> f64 {

@@ -32,6 +32,10 @@ pub struct SourceInfo {
     pub memops: usize,
     pub launches: usize,
     pub markers: usize,
+    /// Host graph-launch calls (cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch).
+    pub graph_launches: usize,
+    /// Kernels replayed from a CUDA/HIP graph (graph id set, or launched by a graph launch).
+    pub graph_kernels: usize,
     pub truncated: bool,
     pub notes: Vec<String>,
 }

@@ -62,11 +62,20 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
     v.push((
         "events".into(),
         format!(
-            "{} kernels, {} memops, {} launches, {} markers{}",
+            "{} kernels, {} memops, {} launches, {} markers{}{}",
             count(s.kernels),
             count(s.memops),
             count(s.launches),
             count(s.markers),
+            if s.graph_launches + s.graph_kernels > 0 {
+                format!(
+                    "; {} graph launches replaying {} kernels",
+                    count(s.graph_launches),
+                    count(s.graph_kernels)
+                )
+            } else {
+                String::new()
+            },
             if s.truncated { " (TRUNCATED)" } else { "" }
         ),
     ));

@@ -2,9 +2,9 @@
 //! fine, panics are not.
 #![no_main]
 
+use gapscope_analyzer::RuleSet;
 use gapscope_analyzer::analysis::{AnalysisSettings, analyze};
 use gapscope_analyzer::import::{ImportOptions, NoProgress, import_trace};
-use gapscope_analyzer::RuleSet;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

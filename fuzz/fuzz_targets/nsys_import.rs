@@ -2,10 +2,10 @@
 //! the fixtures in analyzer/tests/data/nsys so mutations start from valid databases.
 #![no_main]
 
-use gapscope_analyzer::analysis::{AnalysisSettings, analyze};
-use gapscope_analyzer::import::{Imported, InputFormat, NoProgress};
-use gapscope_analyzer::import::nsys::import_nsys;
 use gapscope_analyzer::RuleSet;
+use gapscope_analyzer::analysis::{AnalysisSettings, analyze};
+use gapscope_analyzer::import::nsys::import_nsys;
+use gapscope_analyzer::import::{Imported, InputFormat, NoProgress};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -102,7 +102,7 @@ fn graph_replay_under_host_annotations_and_host_gap() {
     kernel(&mut t, "mul_mat_vec_q", 7, 10, 1300, 1400);
     kernel(&mut t, "mul_mat_vec_q", 7, 11, 2000, 2050);
     kernel(&mut t, "k_get_rows_float", 7, 12, 2100, 2200);
-    let r = report(t, &AnalysisSettings::default());
+    let r = report(t.clone(), &AnalysisSettings::default());
     assert_eq!(r.steps.decode_steps, 2, "{}", r.steps.source);
     assert!(r.steps.source.contains("user_annotation"));
     assert_eq!(r.source.graph_launches, 1);
@@ -126,6 +126,21 @@ fn graph_replay_under_host_annotations_and_host_gap() {
     assert!((bucket(&r, Bucket::EmbedGather).total_ms - 100e-6).abs() < 1e-12);
     // Busy over the decode window [1000, 2200): 300 + 150 = 450 of 1200.
     assert!((r.steps.decode_busy_pct.unwrap() - 37.5).abs() < 1e-9);
+
+    // Move step 1 next to step 0 (host gap 50) so the 100 ns launch gap inside step 0 is
+    // now the worst stall.
+    let mut t2 = t;
+    for i in 3..5 {
+        t2.kernels.gpu_start_ns[i] -= 550;
+        t2.kernels.gpu_end_ns[i] -= 550;
+    }
+    let r2 = report(t2, &AnalysisSettings::default());
+    let w = r2.steps.worst_stall.as_ref().unwrap();
+    assert!(
+        !w.between_steps && w.step == 0 && (w.ms - 100e-6).abs() < 1e-12,
+        "{w:?}"
+    );
+    assert_eq!(w.gpu_start_ns, 1200);
 }
 
 /// One decode step of a tiny model: embed, 2 layers of (norm, gemv, attention), argmax.
@@ -175,6 +190,9 @@ fn auto_detected_steps_with_a_prefill() {
             .calls,
         1
     );
+    // The worst stall is the host gap (1000 ns + the 5 ns tail), not a 5 ns launch gap.
+    let w = r.steps.worst_stall.as_ref().unwrap();
+    assert!(w.between_steps && (w.ms - 1005e-6).abs() < 1e-12, "{w:?}");
     // Per step: 10+2*(10+40+30)+10 = 180 ns busy; in-step gaps 7 kernels*5ns... 8 kernels
     // -> 7 gaps of 5 ns = 35 ns launch gap per step; host gap 1000+5 between steps.
     assert!((r.steps.launch_gap_ms_per_step.unwrap() - 35e-6).abs() < 1e-12);

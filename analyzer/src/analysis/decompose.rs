@@ -45,6 +45,9 @@ struct StepAcc {
     busy_ns: i64,
     cur_start: i64,
     cur_end: i64,
+    /// Longest idle gap inside the step and where it starts.
+    max_gap: i64,
+    max_gap_at: i64,
 }
 
 impl Default for StepAcc {
@@ -57,6 +60,8 @@ impl Default for StepAcc {
             busy_ns: 0,
             cur_start: i64::MIN,
             cur_end: i64::MIN,
+            max_gap: 0,
+            max_gap_at: 0,
         }
     }
 }
@@ -76,6 +81,10 @@ impl StepAcc {
         } else {
             if self.cur_end > self.cur_start {
                 self.busy_ns += self.cur_end - self.cur_start;
+                if s - self.cur_end > self.max_gap {
+                    self.max_gap = s - self.cur_end;
+                    self.max_gap_at = self.cur_end;
+                }
             }
             self.cur_start = s;
             self.cur_end = e;
@@ -418,6 +427,18 @@ fn step_report(
         let inside = (a.last_end - a.first_start - a.busy_ns).max(0);
         launch_gap += inside;
         busy += a.busy_ns;
+        if a.max_gap > 0
+            && worst
+                .as_ref()
+                .is_none_or(|w| a.max_gap as f64 / NS_PER_MS > w.ms)
+        {
+            worst = Some(Stall {
+                ms: a.max_gap as f64 / NS_PER_MS,
+                step: decode_idx.iter().position(|&d| d == i).unwrap_or(0),
+                gpu_start_ns: a.max_gap_at,
+                between_steps: false,
+            });
+        }
         if n > 0 {
             let prev = &accs[active[n - 1]];
             let gap = (a.first_start - prev.last_end).max(0);

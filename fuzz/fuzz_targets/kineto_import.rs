@@ -7,6 +7,9 @@ use gapscope_analyzer::analysis::{AnalysisSettings, analyze};
 use gapscope_analyzer::import::{ImportOptions, NoProgress, import_trace};
 use libfuzzer_sys::fuzz_target;
 
+/// Compiled once: rule compilation would otherwise dominate each iteration.
+static RULES: std::sync::LazyLock<RuleSet> = std::sync::LazyLock::new(RuleSet::builtin);
+
 fuzz_target!(|data: &[u8]| {
     let Ok(dir) = tempfile::tempdir() else { return };
     let path = dir.path().join("trace.json");
@@ -19,7 +22,7 @@ fuzz_target!(|data: &[u8]| {
             ..Default::default()
         };
         if let Ok(imported) = import_trace(&path, &opts, &NoProgress) {
-            let _ = analyze(&imported, &RuleSet::builtin(), &AnalysisSettings::default());
+            let _ = analyze(&imported, &RULES, &AnalysisSettings::default());
         }
     }
 });

@@ -8,6 +8,9 @@ use gapscope_analyzer::import::nsys::import_nsys;
 use gapscope_analyzer::import::{Imported, InputFormat, NoProgress};
 use libfuzzer_sys::fuzz_target;
 
+/// Compiled once: rule compilation would otherwise dominate each iteration.
+static RULES: std::sync::LazyLock<RuleSet> = std::sync::LazyLock::new(RuleSet::builtin);
+
 fuzz_target!(|data: &[u8]| {
     let Ok(dir) = tempfile::tempdir() else { return };
     let path = dir.path().join("export.sqlite");
@@ -20,6 +23,6 @@ fuzz_target!(|data: &[u8]| {
             format: InputFormat::NsysSqlite,
             warnings: Vec::new(),
         };
-        let _ = analyze(&imported, &RuleSet::builtin(), &AnalysisSettings::default());
+        let _ = analyze(&imported, &RULES, &AnalysisSettings::default());
     }
 });

@@ -126,34 +126,51 @@ fn describe(p: &Prepared, what: &str, ranges: &[Range]) -> String {
     format!("markers: {what} {}", shown.join(", "))
 }
 
-fn from_gpu_markers(p: &Prepared, s: &StepSettings, device: Option<u32>) -> Option<Steps> {
+/// Marker ranges on one clock whose names match, innermost only, with a label for where
+/// they came from. `window` picks the clock pair of marker `i`, or `None` to skip it.
+fn matching_ranges(
+    p: &Prepared,
+    s: &StepSettings,
+    window: impl Fn(usize) -> Option<(i64, i64)>,
+    label: impl Fn(MarkerSource) -> &'static str,
+) -> Option<(Vec<Range>, &'static str)> {
     let m = &p.trace.markers;
     let mut ranges = Vec::new();
     let mut what = "";
     for i in 0..m.len {
-        if m.gpu_start_ns[i] == i64::MIN || device.is_some_and(|d| d != m.device[i]) {
+        let Some((start, end)) = window(i) else {
             continue;
-        }
+        };
         if !s.regex.is_match(p.trace.strings.get(m.name[i])) {
             continue;
         }
-        what = match MarkerSource::from_code(m.source[i]) {
+        what = label(MarkerSource::from_code(m.source[i]));
+        ranges.push(Range {
+            name: m.name[i],
+            phase: phase_of(p, m.name[i], m.phase[i]),
+            start,
+            end,
+        });
+    }
+    (!ranges.is_empty()).then(|| (leaves(ranges), what))
+}
+
+fn from_gpu_markers(p: &Prepared, s: &StepSettings, device: Option<u32>) -> Option<Steps> {
+    let m = &p.trace.markers;
+    let (ranges, what) = matching_ranges(
+        p,
+        s,
+        |i| {
+            (m.gpu_start_ns[i] != i64::MIN && device.is_none_or(|d| d == m.device[i]))
+                .then(|| (m.gpu_start_ns[i], m.gpu_end_ns[i]))
+        },
+        |src| match src {
             MarkerSource::Engine => "engine",
             MarkerSource::KinetoGpuAnnotation => "gpu_user_annotation",
             MarkerSource::Nvtx => "NVTX (GPU projection)",
             _ => "GPU ranges",
-        };
-        ranges.push(Range {
-            name: m.name[i],
-            phase: phase_of(p, m.name[i], m.phase[i]),
-            start: m.gpu_start_ns[i],
-            end: m.gpu_end_ns[i],
-        });
-    }
-    if ranges.is_empty() {
-        return None;
-    }
-    let ranges = leaves(ranges);
+        },
+    )?;
     Some(Steps {
         source: describe(p, what, &ranges),
         steps: ranges
@@ -174,28 +191,16 @@ fn from_gpu_markers(p: &Prepared, s: &StepSettings, device: Option<u32>) -> Opti
 fn from_host_markers(p: &Prepared, s: &StepSettings, device: Option<u32>) -> Option<Steps> {
     let device = device?;
     let m = &p.trace.markers;
-    let mut ranges = Vec::new();
-    let mut what = "";
-    for i in 0..m.len {
-        if m.host_start_ns[i] == i64::MIN || !s.regex.is_match(p.trace.strings.get(m.name[i])) {
-            continue;
-        }
-        what = match MarkerSource::from_code(m.source[i]) {
+    let (ranges, what) = matching_ranges(
+        p,
+        s,
+        |i| (m.host_start_ns[i] != i64::MIN).then(|| (m.host_start_ns[i], m.host_end_ns[i])),
+        |src| match src {
             MarkerSource::KinetoUserAnnotation => "user_annotation",
             MarkerSource::Nvtx => "NVTX",
             _ => "host ranges",
-        };
-        ranges.push(Range {
-            name: m.name[i],
-            phase: phase_of(p, m.name[i], m.phase[i]),
-            start: m.host_start_ns[i],
-            end: m.host_end_ns[i],
-        });
-    }
-    if ranges.is_empty() {
-        return None;
-    }
-    let ranges = leaves(ranges);
+        },
+    )?;
     let l = &p.trace.launches;
     let mut launch_at: HashMap<u64, i64> = HashMap::with_capacity(l.len);
     for i in 0..l.len {

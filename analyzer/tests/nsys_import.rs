@@ -546,3 +546,13 @@ fn works_when_called_inside_a_tokio_runtime() {
     let t = rt.block_on(async { import_nsys(&fixture("nsys-2024.4.sqlite"), &NoProgress) });
     check_workload(&t.expect("import"));
 }
+
+/// Found by the nsys_import fuzz target: a declared column type that is not UTF-8 made
+/// sqlx-sqlite panic in its worker thread. It must be a one-line error instead.
+#[test]
+fn non_utf8_declared_type_is_an_error_not_a_panic() {
+    let p = fixture("fuzz-non-utf8-decltype.sqlite");
+    let e = import_nsys(&p, &NoProgress).unwrap_err().to_string();
+    assert!(e.contains("fuzz-non-utf8-decltype.sqlite") && e.contains("not UTF-8"), "{e}");
+    assert!(!e.contains('\n'));
+}

@@ -73,13 +73,26 @@ impl Schema {
             if !WANTED.iter().any(|w| w.eq_ignore_ascii_case(&name)) {
                 continue;
             }
-            let cols: Vec<String> = sqlx::query("SELECT name FROM pragma_table_info(?1)")
-                .bind(&name)
-                .fetch_all(&mut *conn)
-                .await?
-                .iter()
-                .map(|r| r.try_get::<String, _>(0))
-                .collect::<Result<_, _>>()?;
+            // Names and declared types are read as bytes and checked here: sqlx-sqlite
+            // panics (in its worker thread) on a non-UTF-8 declared type when it later
+            // prepares a SELECT over that table. Found by the nsys_import fuzz target.
+            let rows = sqlx::query(
+                "SELECT CAST(name AS BLOB), CAST(type AS BLOB) FROM pragma_table_info(?1)",
+            )
+            .bind(&name)
+            .fetch_all(&mut *conn)
+            .await?;
+            let mut cols: Vec<String> = Vec::with_capacity(rows.len());
+            for r in &rows {
+                let col: Vec<u8> = r.try_get::<Option<Vec<u8>>, _>(0)?.unwrap_or_default();
+                let ty: Vec<u8> = r.try_get::<Option<Vec<u8>>, _>(1)?.unwrap_or_default();
+                let (Ok(col), Ok(_)) = (String::from_utf8(col), std::str::from_utf8(&ty)) else {
+                    return Err(sqlx::Error::Protocol(format!(
+                        "table {name} has a column name or declared type that is not UTF-8 (corrupt schema)"
+                    )));
+                };
+                cols.push(col);
+            }
             let columns = cols
                 .into_iter()
                 .map(|c| (c.to_ascii_lowercase(), c))

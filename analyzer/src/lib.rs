@@ -12,3 +12,4 @@ pub use bucket::Bucket;
 pub use rules::RuleSet;
 pub mod analysis;
 pub mod export;
+pub mod roofline;

@@ -553,6 +553,9 @@ fn works_when_called_inside_a_tokio_runtime() {
 fn non_utf8_declared_type_is_an_error_not_a_panic() {
     let p = fixture("fuzz-non-utf8-decltype.sqlite");
     let e = import_nsys(&p, &NoProgress).unwrap_err().to_string();
-    assert!(e.contains("fuzz-non-utf8-decltype.sqlite") && e.contains("not UTF-8"), "{e}");
+    assert!(
+        e.contains("fuzz-non-utf8-decltype.sqlite") && e.contains("not UTF-8"),
+        "{e}"
+    );
     assert!(!e.contains('\n'));
 }

@@ -1,0 +1,116 @@
+//! Roofline floors: what a decode step cannot beat on a given GPU, from a model spec and a
+//! hardware spec. The CLI (`gapscope roofline`), SVG and trace overlay build on this.
+
+pub mod hw;
+pub mod model;
+
+use serde::Serialize;
+
+pub use hw::{CeilingSource, HardwareSpec};
+pub use model::{ModelSpec, WeightFormat};
+
+/// Floors of one decode step.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StepFloor {
+    pub batch: u64,
+    pub ctx: u64,
+    pub weight_bytes: f64,
+    pub kv_bytes: f64,
+    pub state_bytes: f64,
+    pub flops: f64,
+    /// Weight-read, KV-read (plus recurrent state) and compute floors, seconds.
+    pub weight_floor_s: f64,
+    pub kv_floor_s: f64,
+    pub compute_floor_s: f64,
+    /// max(memory floors summed, compute floor).
+    pub step_floor_s: f64,
+    pub max_tok_per_s: f64,
+    pub ceilings: CeilingSource,
+}
+
+/// Peak tensor throughput used for a weight format: bf16 path for bf16, FP8 for FP8 and the
+/// 4-bit float formats, INT8 for the llama.cpp integer formats (MMQ runs int8 MMA).
+pub fn peak_flops(hw: &HardwareSpec, fmt: WeightFormat) -> f64 {
+    let t = match fmt {
+        WeightFormat::Bf16 => hw.bf16_tflops,
+        WeightFormat::Fp8 | WeightFormat::Nvfp4 | WeightFormat::Mxfp4 => {
+            if hw.fp8_tflops > 0.0 {
+                hw.fp8_tflops
+            } else {
+                hw.bf16_tflops
+            }
+        }
+        WeightFormat::Q8_0 | WeightFormat::Q4_0 | WeightFormat::Q4K => hw.int8_tops,
+    };
+    t * 1e12
+}
+
+/// The batch where the weight-read floor equals the compute floor:
+/// M* = peak_flops x bytes_per_weight / (2 x bandwidth).
+pub fn crossover_batch(hw: &HardwareSpec, fmt: WeightFormat) -> f64 {
+    peak_flops(hw, fmt) * fmt.bytes_per_weight() / (2.0 * hw.hbm_bytes_per_s)
+}
+
+/// Floors for one decode step of `batch` sequences at context `ctx` (bf16 KV cache).
+pub fn step_floor(
+    m: &ModelSpec,
+    hw: &HardwareSpec,
+    fmt: WeightFormat,
+    batch: u64,
+    ctx: u64,
+) -> StepFloor {
+    let bw = hw.hbm_bytes_per_s;
+    let weight_bytes = m.weight_bytes_per_step(fmt, batch);
+    let kv_bytes = m.kv_bytes_per_step(batch, ctx, 2.0);
+    // The recurrent state is read and written back every step.
+    let state_bytes = 2.0 * batch as f64 * m.recurrent_state_bytes();
+    let flops = batch as f64 * m.flops_per_token(ctx);
+    let weight_floor_s = weight_bytes / bw;
+    let kv_floor_s = (kv_bytes + state_bytes) / bw;
+    let compute_floor_s = flops / peak_flops(hw, fmt);
+    let step_floor_s = (weight_floor_s + kv_floor_s).max(compute_floor_s);
+    StepFloor {
+        batch,
+        ctx,
+        weight_bytes,
+        kv_bytes,
+        state_bytes,
+        flops,
+        weight_floor_s,
+        kv_floor_s,
+        compute_floor_s,
+        step_floor_s,
+        max_tok_per_s: batch as f64 / step_floor_s,
+        ceilings: hw.ceilings,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn llama3_8b_bf16_on_h100_sxm_by_hand() {
+        let m = ModelSpec::from_hf_config(&serde_json::json!({
+            "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256
+        }))
+        .unwrap();
+        let h = hw::lookup("h100-sxm").unwrap();
+        let f = step_floor(&m, &h, WeightFormat::Bf16, 1, 0);
+        // 15,009,857,536 bytes / 3.35e12 B/s = 4.48055 ms -> 223.19 tok/s.
+        let hand = 15_009_857_536.0 / 3.35e12;
+        assert!((f.weight_floor_s - hand).abs() / hand < 0.005);
+        assert!((f.weight_floor_s * 1e3 - 4.48055).abs() < 1e-4);
+        assert!((f.max_tok_per_s - 223.19).abs() < 0.05);
+        assert_eq!(f.ceilings, CeilingSource::Datasheet);
+        // M*: bf16 989.4e12 * 2 / (2 * 3.35e12) = 295.34; Q4_0 on INT8 1978.9e12 * 0.5625 /
+        // 6.7e12 = 166.14.
+        assert!((crossover_batch(&h, WeightFormat::Bf16) - 989.4e12 * 2.0 / 6.7e12).abs() < 1e-9);
+        assert!((crossover_batch(&h, WeightFormat::Bf16) - 295.34).abs() < 0.01);
+        assert!((crossover_batch(&h, WeightFormat::Q4_0) - 166.14).abs() < 0.01);
+        // Far above M* the step is compute-bound.
+        let big = step_floor(&m, &h, WeightFormat::Bf16, 1024, 0);
+        assert!(big.compute_floor_s > big.weight_floor_s);
+    }
+}

@@ -1,0 +1,472 @@
+//! Model specs from a Hugging Face `config.json`: parameter counts, bytes read per decode
+//! step by weight format, KV and recurrent-state bytes, FLOPs per token. Dense, MoE and
+//! hybrid linear-attention (gated DeltaNet) decoders.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::{AnalyzerError, Result};
+
+/// Storage format of the matmul weights, by bytes per weight including block scales.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WeightFormat {
+    Bf16,
+    Fp8,
+    /// llama.cpp Q8_0: 32 int8 + one f16 scale = 34 bytes per 32 weights.
+    Q8_0,
+    /// llama.cpp Q4_0: 32 4-bit + one f16 scale = 18 bytes per 32 weights.
+    Q4_0,
+    /// llama.cpp Q4_K: 144 bytes per 256-weight super-block.
+    Q4K,
+    /// NVFP4: 4-bit values + one FP8 scale per 16.
+    Nvfp4,
+    /// MXFP4: 4-bit values + one E8M0 scale per 32.
+    Mxfp4,
+}
+
+impl WeightFormat {
+    pub fn bytes_per_weight(self) -> f64 {
+        match self {
+            Self::Bf16 => 2.0,
+            Self::Fp8 => 1.0,
+            Self::Q8_0 => 34.0 / 32.0,
+            Self::Q4_0 => 18.0 / 32.0,
+            Self::Q4K => 144.0 / 256.0,
+            Self::Nvfp4 => 0.5 + 1.0 / 16.0,
+            Self::Mxfp4 => 0.5 + 1.0 / 32.0,
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s.to_ascii_lowercase().replace('-', "_").as_str() {
+            "bf16" | "fp16" | "f16" => Self::Bf16,
+            "fp8" | "f8" => Self::Fp8,
+            "q8_0" | "q8" => Self::Q8_0,
+            "q4_0" | "q4" => Self::Q4_0,
+            "q4_k" | "q4k" | "q4_k_m" => Self::Q4K,
+            "nvfp4" => Self::Nvfp4,
+            "mxfp4" => Self::Mxfp4,
+            _ => return None,
+        })
+    }
+}
+
+/// Mixture-of-experts shape.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Moe {
+    pub experts: u64,
+    pub top_k: u64,
+    pub expert_intermediate: u64,
+    /// Shared experts (always active) and their total intermediate size.
+    pub shared_intermediate: u64,
+    /// Per layer: whether its MLP is MoE (others are dense).
+    pub sparse_layers: Vec<bool>,
+}
+
+/// Gated DeltaNet linear-attention shape.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LinearAttn {
+    pub key_heads: u64,
+    pub value_heads: u64,
+    pub key_head_dim: u64,
+    pub value_head_dim: u64,
+    pub conv_kernel: u64,
+}
+
+/// A decoder's shapes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelSpec {
+    pub model_type: String,
+    pub hidden: u64,
+    pub layers: u64,
+    pub heads: u64,
+    pub kv_heads: u64,
+    pub head_dim: u64,
+    pub intermediate: u64,
+    pub vocab: u64,
+    pub tie_embeddings: bool,
+    pub qkv_bias: bool,
+    pub moe: Option<Moe>,
+    pub linear: Option<LinearAttn>,
+    /// Per layer: true for linear attention, false for full attention.
+    pub linear_layers: Vec<bool>,
+}
+
+fn u(v: &Value, k: &str) -> Option<u64> {
+    v.get(k).and_then(Value::as_u64)
+}
+
+impl ModelSpec {
+    /// Reads a `config.json` value (the text config of multimodal models too).
+    pub fn from_hf_config(cfg: &Value) -> Result<Self> {
+        let cfg = cfg.get("text_config").unwrap_or(cfg);
+        let need = |k: &str| {
+            u(cfg, k).ok_or_else(|| {
+                AnalyzerError::Invalid(format!("config.json: missing integer {k:?}"))
+            })
+        };
+        let hidden = need("hidden_size")?;
+        let layers = need("num_hidden_layers")?;
+        let heads = need("num_attention_heads")?;
+        if heads == 0 || layers == 0 || hidden == 0 {
+            return Err(AnalyzerError::Invalid(
+                "config.json: zero-sized model".into(),
+            ));
+        }
+        let kv_heads = u(cfg, "num_key_value_heads").unwrap_or(heads);
+        let head_dim = u(cfg, "head_dim").unwrap_or(hidden / heads);
+        let vocab = need("vocab_size")?;
+        let model_type = cfg
+            .get("model_type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let intermediate = u(cfg, "intermediate_size").unwrap_or(0);
+        let qkv_bias = cfg
+            .get("attention_bias")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+            || model_type == "qwen2"
+            || model_type == "qwen2_moe";
+        let experts = u(cfg, "num_experts")
+            .or(u(cfg, "num_local_experts"))
+            .or(u(cfg, "n_routed_experts"))
+            .unwrap_or(0);
+        let moe = if experts > 0 {
+            let first_dense = u(cfg, "first_k_dense_replace").unwrap_or(0);
+            let step = u(cfg, "decoder_sparse_step").unwrap_or(1).max(1);
+            let mlp_only: Vec<u64> = cfg
+                .get("mlp_only_layers")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_u64).collect())
+                .unwrap_or_default();
+            let sparse_layers = (0..layers)
+                .map(|l| l >= first_dense && (l + 1) % step == 0 && !mlp_only.contains(&l))
+                .collect();
+            let expert_intermediate = u(cfg, "moe_intermediate_size").unwrap_or(intermediate);
+            let shared_intermediate = u(cfg, "shared_expert_intermediate_size")
+                .or_else(|| u(cfg, "n_shared_experts").map(|n| n * expert_intermediate))
+                .unwrap_or(0);
+            Some(Moe {
+                experts,
+                top_k: u(cfg, "num_experts_per_tok").unwrap_or(1).min(experts),
+                expert_intermediate,
+                shared_intermediate,
+                sparse_layers,
+            })
+        } else {
+            None
+        };
+        let linear_layers: Vec<bool> =
+            if let Some(types) = cfg.get("layer_types").and_then(Value::as_array) {
+                types
+                    .iter()
+                    .map(|t| t.as_str().is_some_and(|s| s.contains("linear")))
+                    .collect()
+            } else if let Some(n) = u(cfg, "full_attention_interval").filter(|&n| n > 0) {
+                (0..layers).map(|l| (l + 1) % n != 0).collect()
+            } else {
+                vec![false; layers as usize]
+            };
+        if linear_layers.len() as u64 != layers {
+            return Err(AnalyzerError::Invalid(format!(
+                "config.json: layer_types has {} entries for {layers} layers",
+                linear_layers.len()
+            )));
+        }
+        let linear = linear_layers.iter().any(|&l| l).then(|| LinearAttn {
+            key_heads: u(cfg, "linear_num_key_heads").unwrap_or(heads),
+            value_heads: u(cfg, "linear_num_value_heads").unwrap_or(heads),
+            key_head_dim: u(cfg, "linear_key_head_dim").unwrap_or(head_dim),
+            value_head_dim: u(cfg, "linear_value_head_dim").unwrap_or(head_dim),
+            conv_kernel: u(cfg, "linear_conv_kernel_dim").unwrap_or(4),
+        });
+        Ok(Self {
+            model_type,
+            hidden,
+            layers,
+            heads,
+            kv_heads,
+            head_dim,
+            intermediate,
+            vocab,
+            tie_embeddings: cfg
+                .get("tie_word_embeddings")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            qkv_bias,
+            moe,
+            linear,
+            linear_layers,
+        })
+    }
+
+    /// Matmul weights of one full-attention block (q, k, v, o), plus q/k/v biases.
+    fn attn_params(&self) -> u64 {
+        let q = self.hidden * self.heads * self.head_dim;
+        let kv = 2 * self.hidden * self.kv_heads * self.head_dim;
+        let o = self.heads * self.head_dim * self.hidden;
+        let bias = if self.qkv_bias {
+            (self.heads + 2 * self.kv_heads) * self.head_dim
+        } else {
+            0
+        };
+        q + kv + o + bias
+    }
+
+    /// Weights of one gated-DeltaNet block: fused qkvz and ba projections, depthwise conv,
+    /// output projection, per-head decay and bias, output norm.
+    fn linear_params(&self) -> u64 {
+        let Some(l) = &self.linear else { return 0 };
+        let qk = l.key_heads * l.key_head_dim;
+        let v = l.value_heads * l.value_head_dim;
+        let in_proj = self.hidden * (2 * qk + 2 * v) + self.hidden * 2 * l.value_heads;
+        let conv = (2 * qk + v) * l.conv_kernel;
+        let out = v * self.hidden;
+        in_proj + conv + out + 2 * l.value_heads + l.value_head_dim
+    }
+
+    fn dense_mlp_params(&self) -> u64 {
+        3 * self.hidden * self.intermediate
+    }
+
+    /// Total parameters (embedding and LM head counted once each unless tied).
+    pub fn params(&self) -> u64 {
+        let mut p = self.vocab * self.hidden;
+        if !self.tie_embeddings {
+            p += self.vocab * self.hidden;
+        }
+        p += self.hidden; // final norm
+        for layer in 0..self.layers as usize {
+            p += 2 * self.hidden; // norms
+            p += if self.linear_layers[layer] {
+                self.linear_params()
+            } else {
+                self.attn_params()
+            };
+            p += match &self.moe {
+                Some(m) if m.sparse_layers[layer] => {
+                    m.experts * 3 * self.hidden * m.expert_intermediate
+                        + 3 * self.hidden * m.shared_intermediate
+                        + self.hidden * m.experts
+                }
+                _ => self.dense_mlp_params(),
+            };
+        }
+        p
+    }
+
+    /// Expected distinct experts touched by `batch` tokens routing top-k of E uniformly.
+    pub fn distinct_experts(&self, batch: u64) -> f64 {
+        match &self.moe {
+            Some(m) => {
+                let e = m.experts as f64;
+                let k = m.top_k as f64;
+                e * (1.0 - (1.0 - k / e).powf(batch as f64))
+            }
+            None => 0.0,
+        }
+    }
+
+    /// Weight bytes read by one decode step of `batch` sequences. The embedding is read by
+    /// rows only, the LM head fully; MoE reads only the experts the batch is expected to
+    /// touch (top-k at batch 1); norms, biases, routers and DeltaNet decay vectors stay bf16.
+    pub fn weight_bytes_per_step(&self, fmt: WeightFormat, batch: u64) -> f64 {
+        let bpw = fmt.bytes_per_weight();
+        let small = 2.0; // bf16 vectors
+        let rows = batch.min(self.vocab) as f64;
+        let mut b = rows * self.hidden as f64 * bpw; // embedding rows
+        b += (self.vocab * self.hidden) as f64 * bpw; // LM head, full
+        b += self.hidden as f64 * small; // final norm
+        let bias = if self.qkv_bias {
+            ((self.heads + 2 * self.kv_heads) * self.head_dim) as f64
+        } else {
+            0.0
+        };
+        for layer in 0..self.layers as usize {
+            b += 2.0 * self.hidden as f64 * small;
+            if self.linear_layers[layer] {
+                let l = self
+                    .linear
+                    .as_ref()
+                    .map(|l| (l.value_heads, l.value_head_dim))
+                    .unwrap_or((0, 0));
+                let vec = (2 * l.0 + l.1) as f64;
+                b += (self.linear_params() as f64 - vec) * bpw + vec * small;
+            } else {
+                b += (self.attn_params() as f64 - bias) * bpw + bias * small;
+            }
+            b += match &self.moe {
+                Some(m) if m.sparse_layers[layer] => {
+                    let expert = (3 * self.hidden * m.expert_intermediate) as f64;
+                    self.distinct_experts(batch) * expert * bpw
+                        + (3 * self.hidden * m.shared_intermediate) as f64 * bpw
+                        + (self.hidden * m.experts) as f64 * small
+                }
+                _ => self.dense_mlp_params() as f64 * bpw,
+            };
+        }
+        b
+    }
+
+    pub fn full_attention_layers(&self) -> u64 {
+        self.linear_layers.iter().filter(|&&l| !l).count() as u64
+    }
+
+    pub fn linear_attention_layers(&self) -> u64 {
+        self.layers - self.full_attention_layers()
+    }
+
+    /// KV-cache bytes one token adds (all full-attention layers, K and V).
+    pub fn kv_bytes_per_token(&self, kv_bytes_per_elem: f64) -> f64 {
+        (self.full_attention_layers() * 2 * self.kv_heads * self.head_dim) as f64
+            * kv_bytes_per_elem
+    }
+
+    /// KV bytes read by one decode step at context `ctx` for `batch` sequences.
+    pub fn kv_bytes_per_step(&self, batch: u64, ctx: u64, kv_bytes_per_elem: f64) -> f64 {
+        (batch * ctx) as f64 * self.kv_bytes_per_token(kv_bytes_per_elem)
+    }
+
+    /// Recurrent state of one sequence: the f32 DeltaNet state per value head
+    /// (k_dim x v_dim) plus the bf16 convolution window, over all linear layers.
+    pub fn recurrent_state_bytes(&self) -> f64 {
+        let Some(l) = &self.linear else { return 0.0 };
+        let state = (l.value_heads * l.key_head_dim * l.value_head_dim) as f64 * 4.0;
+        let conv_ch = 2 * l.key_heads * l.key_head_dim + l.value_heads * l.value_head_dim;
+        let conv = (l.conv_kernel.saturating_sub(1) * conv_ch) as f64 * 2.0;
+        self.linear_attention_layers() as f64 * (state + conv)
+    }
+
+    /// FLOPs for one token at context `ctx` at batch 1: 2 per active matmul weight (LM head
+    /// included, embedding excluded), plus attention (QK^T and PV: 4 x ctx x heads x
+    /// head_dim per full layer) and the DeltaNet state update and read-out.
+    pub fn flops_per_token(&self, ctx: u64) -> f64 {
+        let mut f = 2.0 * (self.vocab * self.hidden) as f64;
+        for layer in 0..self.layers as usize {
+            if self.linear_layers[layer] {
+                f += 2.0 * self.linear_params() as f64;
+                if let Some(l) = &self.linear {
+                    f += 4.0 * (l.value_heads * l.key_head_dim * l.value_head_dim) as f64;
+                }
+            } else {
+                f += 2.0 * self.attn_params() as f64;
+                f += 4.0 * (ctx * self.heads * self.head_dim) as f64;
+            }
+            f += match &self.moe {
+                Some(m) if m.sparse_layers[layer] => {
+                    2.0 * (3
+                        * self.hidden
+                        * (m.top_k * m.expert_intermediate + m.shared_intermediate)
+                        + self.hidden * m.experts) as f64
+                }
+                _ => 2.0 * self.dense_mlp_params() as f64,
+            };
+        }
+        f
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    pub(crate) fn llama3_8b() -> ModelSpec {
+        ModelSpec::from_hf_config(&json!({
+            "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+            "vocab_size": 128256, "tie_word_embeddings": false
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn llama3_8b_by_hand() {
+        let m = llama3_8b();
+        // q 4096*4096 + k,v 2*4096*1024 + o 4096*4096 = 41,943,040; mlp 3*4096*14336 =
+        // 176,160,768; per layer 218,103,808 (+ 8,192 norm); x32 = 6,979,321,856 (+262,144).
+        // Embedding and LM head 128256*4096 = 525,336,576 each; final norm 4096.
+        assert_eq!(m.params(), 6_979_321_856 + 262_144 + 2 * 525_336_576 + 4096);
+        assert_eq!(m.params(), 8_030_261_248);
+        // bf16 batch 1: one embedding row 8,192 B; layers 13,958,643,712 B; norms
+        // (32*8192 + 4096)*2 = 532,480 B; LM head 1,050,673,152 B.
+        let bytes = m.weight_bytes_per_step(WeightFormat::Bf16, 1);
+        assert_eq!(
+            bytes,
+            8_192.0 + 13_958_643_712.0 + 532_480.0 + 1_050_673_152.0
+        );
+        // KV: 32 layers * 2 * 8 heads * 128 dims * 2 bytes = 131,072 B per token.
+        assert_eq!(m.kv_bytes_per_token(2.0), 131_072.0);
+        // FLOPs at ctx 0: 2 * (layers' matmuls + LM head).
+        assert_eq!(
+            m.flops_per_token(0),
+            2.0 * (6_979_321_856.0 + 525_336_576.0)
+        );
+    }
+
+    #[test]
+    fn moe_counts_active_experts_and_widens_with_batch() {
+        // Mixtral-like: 2 layers, 8 experts top-2, no shared experts.
+        let m = ModelSpec::from_hf_config(&json!({
+            "model_type": "mixtral", "hidden_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+            "num_local_experts": 8, "num_experts_per_tok": 2, "vocab_size": 100
+        }))
+        .unwrap();
+        let attn = 64 * 64 + 2 * 64 * 32 + 64 * 64; // 12,288
+        let expert = 3 * 64 * 128; // 24,576
+        let router = 64 * 8;
+        assert_eq!(
+            m.params(),
+            2 * 100 * 64 + 64 + 2 * (128 + attn + 8 * expert + router)
+        );
+        // Batch 1 in bf16: 2 experts per layer; routers and norms bf16 too.
+        let b1 = m.weight_bytes_per_step(WeightFormat::Bf16, 1);
+        let want = 64.0 * 2.0
+            + 6400.0 * 2.0
+            + 128.0
+            + 2.0 * (256.0 + attn as f64 * 2.0 + 2.0 * expert as f64 * 2.0 + router as f64 * 2.0);
+        assert!((b1 - want).abs() < 1e-6, "{b1} vs {want}");
+        // Expected distinct experts: 8 * (1 - (6/8)^B).
+        assert!((m.distinct_experts(4) - 8.0 * (1.0 - 0.75f64.powi(4))).abs() < 1e-12);
+        assert!(m.weight_bytes_per_step(WeightFormat::Bf16, 64) > b1);
+        assert!(m.distinct_experts(1000) <= 8.0);
+        // FLOPs: top-2 experts active.
+        let f = m.flops_per_token(0);
+        assert_eq!(
+            f,
+            2.0 * 6400.0 + 2.0 * 2.0 * (attn as f64 + (2 * expert + router) as f64)
+        );
+    }
+
+    #[test]
+    fn hybrid_deltanet_layers_and_state() {
+        // 4 layers, full attention every 4th: 3 linear + 1 full.
+        let m = ModelSpec::from_hf_config(&json!({
+            "model_type": "qwen3_next", "hidden_size": 64, "num_hidden_layers": 4,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+            "intermediate_size": 128, "vocab_size": 100, "full_attention_interval": 4,
+            "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+            "linear_key_head_dim": 16, "linear_value_head_dim": 8, "linear_conv_kernel_dim": 4
+        }))
+        .unwrap();
+        assert_eq!(m.linear_layers, vec![true, true, true, false]);
+        // KV only from the one full layer: 2 * 2 heads * 16 * 2 B = 128 B per token.
+        assert_eq!(m.kv_bytes_per_token(2.0), 128.0);
+        // State per linear layer: 4 heads * 16 * 8 * 4 B = 2,048; conv 3 * (2*2*16 + 4*8) * 2 = 576.
+        assert_eq!(m.recurrent_state_bytes(), 3.0 * (2048.0 + 576.0));
+        // DeltaNet block: in_proj 64*(2*32 + 2*32) + 64*2*4 = 8,704; conv (64+32)*4 = 384;
+        // out 32*64 = 2,048; vectors 2*4 + 8 = 16.
+        assert_eq!(m.linear_params(), 8_704 + 384 + 2_048 + 16);
+        let types = ModelSpec::from_hf_config(&json!({
+            "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "vocab_size": 100, "intermediate_size": 8,
+            "layer_types": ["linear_attention", "full_attention"]
+        }))
+        .unwrap();
+        assert_eq!(types.linear_layers, vec![true, false]);
+        assert!(ModelSpec::from_hf_config(&json!({"hidden_size": 64})).is_err());
+    }
+}

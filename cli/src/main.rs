@@ -6,6 +6,7 @@ mod import_cmd;
 mod progress;
 mod render;
 mod report_cmd;
+mod roofline_cmd;
 
 use std::process::ExitCode;
 
@@ -41,6 +42,8 @@ enum Command {
     Export(export_cmd::ExportArgs),
     /// Show the bucket rules, or explain which rule classifies a kernel name.
     Buckets(buckets_cmd::BucketsArgs),
+    /// Weight-read, KV-read and compute floors per batch, and traces against them.
+    Roofline(roofline_cmd::RooflineArgs),
 }
 
 /// Settings every subcommand gets.
@@ -76,6 +79,7 @@ fn main() -> ExitCode {
         Command::Import(a) => import_cmd::run(a, &g),
         Command::Export(a) => export_cmd::run(a, &g),
         Command::Buckets(a) => buckets_cmd::run(a),
+        Command::Roofline(a) => roofline_cmd::run(a, &g),
     };
     match result {
         Ok(code) => code,

@@ -3,6 +3,8 @@
 
 pub mod hw;
 pub mod model;
+pub mod report;
+pub mod svg;
 
 use serde::Serialize;
 

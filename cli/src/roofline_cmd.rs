@@ -1,0 +1,173 @@
+//! `gapscope roofline`: weight-read, KV-read and compute floors per batch, the crossover
+//! batch, and measured decode steps placed against their floor.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use gapscope_analyzer::analysis::analyze;
+use gapscope_analyzer::import::{ImportOptions, import_trace};
+use gapscope_analyzer::roofline::report::{RooflineReport, roofline};
+use gapscope_analyzer::roofline::{ModelSpec, WeightFormat, hw, svg};
+use gapscope_traces::KERNEL_ANALYSIS_COLUMNS;
+
+use crate::progress::Bar;
+use crate::render::{count, write_stdout};
+use crate::report_cmd::AnalysisArgs;
+
+#[derive(Args)]
+pub struct RooflineArgs {
+    /// Hugging Face config.json of the model.
+    #[arg(long, value_name = "config.json")]
+    pub model: PathBuf,
+    /// GPU: id (h100-sxm, h100-pcie, h200, a100-40, a100-80, l40s, rtx4090, rtx5090, gb10,
+    /// b200, mi300x) or the name a trace reports.
+    #[arg(long = "hw", value_name = "GPU")]
+    pub hardware: String,
+    /// Weight format: bf16, fp8, q8_0, q4_0, q4_k, nvfp4, mxfp4.
+    #[arg(long, default_value = "bf16")]
+    pub weights: String,
+    /// Batches (sequences decoded together), comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,2,4,8,16,32,64,128,256"
+    )]
+    pub batch: Vec<u64>,
+    /// Context length (tokens already in the KV cache).
+    #[arg(long, default_value_t = 4096)]
+    pub ctx: u64,
+    /// Traces whose decode steps are placed against the floor.
+    #[arg(long = "trace", value_name = "TRACE")]
+    pub traces: Vec<PathBuf>,
+    /// Batch of the traces' decode steps (engine markers carry their own).
+    #[arg(long, default_value_t = 1)]
+    pub trace_batch: u64,
+    /// JSON output (with schema_version).
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the log-log roofline chart as SVG.
+    #[arg(long, value_name = "OUT.svg")]
+    pub svg: Option<PathBuf>,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+}
+
+pub fn run(a: RooflineArgs, g: &crate::Global) -> Result<ExitCode> {
+    let text = std::fs::read_to_string(&a.model)
+        .with_context(|| format!("{}: cannot read", a.model.display()))?;
+    let cfg: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not valid JSON", a.model.display()))?;
+    let model = ModelSpec::from_hf_config(&cfg)
+        .with_context(|| format!("{}: not a usable decoder config", a.model.display()))?;
+    let hardware = hw::lookup(&a.hardware)?;
+    let fmt = WeightFormat::parse(&a.weights).with_context(|| {
+        format!(
+            "--weights {:?}: use bf16, fp8, q8_0, q4_0, q4_k, nvfp4 or mxfp4",
+            a.weights
+        )
+    })?;
+    if a.batch.is_empty() || a.batch.contains(&0) {
+        anyhow::bail!("--batch needs positive batch sizes");
+    }
+    let rules = a.analysis.rules()?;
+    let settings = a.analysis.settings()?;
+    let opts = ImportOptions {
+        kernel_columns: Some(
+            KERNEL_ANALYSIS_COLUMNS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        ),
+        allow_truncated: a.analysis.allow_truncated,
+    };
+    let mut traces = Vec::new();
+    for t in &a.traces {
+        let imported = import_trace(t, &opts, &Bar::new(g.quiet, "import"))?;
+        let m = &imported.trace.markers;
+        let engine_batch = (0..m.len).map(|i| m.batch_size[i]).filter(|&b| b > 0).max();
+        let report = analyze(&imported, &rules, &settings);
+        traces.push((report, engine_batch.map(u64::from).unwrap_or(a.trace_batch)));
+    }
+    let r = roofline(&model, &hardware, fmt, &a.batch, a.ctx, &traces);
+    if let Some(out) = &a.svg {
+        let doc = svg::render(&r)?;
+        std::fs::write(out, doc).with_context(|| format!("{}: cannot write", out.display()))?;
+    }
+    let text = if a.json {
+        serde_json::to_string_pretty(&r)? + "\n"
+    } else {
+        table(&r)
+    };
+    write_stdout(&text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn table(r: &RooflineReport) -> String {
+    let mut s = String::new();
+    let m = &r.model;
+    s.push_str(&format!(
+        "model     {} ({} params, {} layers: {} full attention, {} linear attention{})\n",
+        if m.model_type.is_empty() {
+            "decoder"
+        } else {
+            &m.model_type
+        },
+        count(m.params as usize),
+        m.layers,
+        m.full_attention_layers,
+        m.linear_attention_layers,
+        match (m.moe_experts, m.moe_top_k) {
+            (Some(e), Some(k)) => format!(", MoE {e} experts top-{k}"),
+            _ => String::new(),
+        }
+    ));
+    let h = &r.hardware;
+    s.push_str(&format!(
+        "hardware  {} ({:?} ceilings): {:.2} TB/s, bf16 {:.0} / fp8 {:.0} / int8 {:.0} TFLOP/s\n",
+        h.name,
+        r.ceilings,
+        h.hbm_bytes_per_s / 1e12,
+        h.bf16_tflops,
+        h.fp8_tflops,
+        h.int8_tops
+    ));
+    s.push_str(&format!(
+        "weights   {:?}; context {} tokens; KV {:.0} B/token/seq; crossover batch M* = {:.1}\n\n",
+        r.weights, r.ctx, m.kv_bytes_per_token, r.crossover_batch
+    ));
+    s.push_str(
+        "  batch  weights GB  weight ms   KV+state ms  compute ms   floor ms   max tok/s  bound\n",
+    );
+    for f in &r.floors {
+        let bound = if f.compute_floor_s > f.weight_floor_s + f.kv_floor_s {
+            "compute"
+        } else if f.kv_floor_s > f.weight_floor_s {
+            "KV"
+        } else {
+            "weights"
+        };
+        s.push_str(&format!(
+            "{:>7}  {:>10.3}  {:>9.4}  {:>12.4}  {:>10.4}  {:>9.4}  {:>10.1}  {bound}\n",
+            f.batch,
+            f.weight_bytes / 1e9,
+            f.weight_floor_s * 1e3,
+            f.kv_floor_s * 1e3,
+            f.compute_floor_s * 1e3,
+            f.step_floor_s * 1e3,
+            f.max_tok_per_s
+        ));
+    }
+    if !r.measured.is_empty() {
+        s.push_str("\nmeasured decode steps\n");
+        for m in &r.measured {
+            s.push_str(&format!(
+                "  {}: batch {}, {} steps, TPOT median {:.3} ms (p10 {:.3}), {:.1} tok/s; floor {:.4} ms = {:.1}% of floor at the median, {:.1}% at p10\n",
+                m.trace, m.batch, m.decode_steps, m.tpot_median_ms, m.tpot_p10_ms, m.tok_per_s, m.floor_ms,
+                m.pct_of_floor_median, m.pct_of_floor_p10
+            ));
+        }
+    }
+    s
+}

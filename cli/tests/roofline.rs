@@ -1,0 +1,137 @@
+//! `gapscope roofline` end to end: the hand-computed Llama-3-8B floor, JSON, and an SVG that
+//! parses, renders to PNG and carries the floor lines and the measured point.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo(p: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
+}
+
+fn gapscope(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_gapscope"))
+        .args(args)
+        .output()
+        .expect("runs")
+}
+
+#[test]
+fn llama3_8b_bf16_h100_floor_json() {
+    let model = repo("models/llama-3-8b.json");
+    let o = gapscope(&[
+        "roofline",
+        "--model",
+        model.to_str().unwrap(),
+        "--hw",
+        "h100-sxm",
+        "--weights",
+        "bf16",
+        "--batch",
+        "1,8,512",
+        "--ctx",
+        "0",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["ceilings"], "datasheet");
+    // Hand computation: 15,009,857,536 bytes at 3.35e12 B/s.
+    let floor = v["floors"][0]["weight_floor_s"].as_f64().unwrap();
+    let hand = 15_009_857_536.0 / 3.35e12;
+    assert!((floor - hand).abs() / hand < 0.005, "{floor} vs {hand}");
+    let mstar = v["crossover_batch"].as_f64().unwrap();
+    assert!((mstar - 989.4e12 * 2.0 / (2.0 * 3.35e12)).abs() < 1e-6);
+    // Batch 512 is above M* = 295: compute-bound.
+    let f = &v["floors"][2];
+    assert!(f["compute_floor_s"].as_f64().unwrap() > f["weight_floor_s"].as_f64().unwrap());
+}
+
+#[test]
+fn svg_parses_renders_and_carries_lines_and_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("roofline.svg");
+    let model = repo("models/llama-3-8b.json");
+    let trace = repo("traces/reference/hf-llama3-8b-npl1.json.gz");
+    let o = gapscope(&[
+        "roofline",
+        "--model",
+        model.to_str().unwrap(),
+        "--hw",
+        "h200",
+        "--ctx",
+        "160",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(out.contains("% of floor"), "{out}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    for label in [
+        "memory roof",
+        "compute roof",
+        "floor (max tok/s)",
+        "measured decode steps",
+    ] {
+        assert!(text.contains(label), "legend {label}");
+    }
+    assert!(text.matches("<polyline").count() >= 3, "three roof lines");
+    assert!(
+        text.matches("<circle").count() >= 2,
+        "measured point and its legend marker"
+    );
+    let tree =
+        resvg::usvg::Tree::from_str(&text, &resvg::usvg::Options::default()).expect("SVG parses");
+    let size = tree.size().to_int_size();
+    let mut pixmap = resvg::tiny_skia::Pixmap::new(size.width(), size.height()).unwrap();
+    resvg::render(
+        &tree,
+        resvg::tiny_skia::Transform::default(),
+        &mut pixmap.as_mut(),
+    );
+    let inked = pixmap
+        .pixels()
+        .iter()
+        .filter(|p| p.red() < 200 || p.green() < 200 || p.blue() < 200)
+        .count();
+    assert!(
+        inked > 2000,
+        "the chart draws something ({inked} dark pixels)"
+    );
+    let png = dir.path().join("roofline.png");
+    pixmap.save_png(&png).unwrap();
+    assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+}
+
+#[test]
+fn bad_model_and_gpu_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("config.json");
+    std::fs::write(&bad, "{\"hidden_size\": 64}").unwrap();
+    let o = gapscope(&[
+        "roofline",
+        "--model",
+        bad.to_str().unwrap(),
+        "--hw",
+        "h100-sxm",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("config.json") && e.trim_end().lines().count() == 1,
+        "{e}"
+    );
+    let model = repo("models/llama-3-8b.json");
+    let o = gapscope(&[
+        "roofline",
+        "--model",
+        model.to_str().unwrap(),
+        "--hw",
+        "tpu",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown GPU"));
+}

@@ -11,5 +11,6 @@ pub mod rules;
 pub use bucket::Bucket;
 pub use rules::RuleSet;
 pub mod analysis;
+pub mod diff;
 pub mod export;
 pub mod roofline;

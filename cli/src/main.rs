@@ -1,6 +1,7 @@
 //! `gapscope`: where a decode step's time goes, and how far it is from what the GPU allows.
 
 mod buckets_cmd;
+mod diff_cmd;
 mod export_cmd;
 mod import_cmd;
 mod progress;
@@ -42,6 +43,8 @@ enum Command {
     Export(export_cmd::ExportArgs),
     /// Show the bucket rules, or explain which rule classifies a kernel name.
     Buckets(buckets_cmd::BucketsArgs),
+    /// Where the per-step gap between two traces lives, by bucket.
+    Diff(diff_cmd::DiffArgs),
     /// Weight-read, KV-read and compute floors per batch, and traces against them.
     Roofline(roofline_cmd::RooflineArgs),
 }
@@ -80,6 +83,7 @@ fn main() -> ExitCode {
         Command::Export(a) => export_cmd::run(a, &g),
         Command::Buckets(a) => buckets_cmd::run(a),
         Command::Roofline(a) => roofline_cmd::run(a, &g),
+        Command::Diff(a) => diff_cmd::run(a, &g),
     };
     match result {
         Ok(code) => code,

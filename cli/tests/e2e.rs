@@ -286,3 +286,31 @@ fn user_rules_and_explain() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("bad.toml"));
 }
+
+#[test]
+fn diff_of_two_real_traces_closes_to_100_percent() {
+    let a = repo("traces/reference/hf-llama3-8b-npl1.json.gz");
+    let b = repo(HF);
+    let v = json(&["diff", "--json", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(v["schema_version"], 1);
+    let total: f64 = v["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["share_of_gap_pct"].as_f64().unwrap())
+        .sum::<f64>()
+        + v["residual_share_pct"].as_f64().unwrap();
+    assert!((total - 100.0).abs() <= 0.5, "{total}");
+    assert!(v["gap_ms"].as_f64().unwrap() > 0.0);
+    let o = run(&[
+        "diff",
+        "--markdown",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]);
+    let md = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        md.contains("## gapscope diff") && md.contains("| gemm_dense |"),
+        "{md}"
+    );
+}

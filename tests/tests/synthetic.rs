@@ -213,3 +213,73 @@ fn native_roundtrip_reports_the_same() {
     let b = serde_json::to_value(report(back, &AnalysisSettings::default()).buckets).unwrap();
     assert_eq!(a, b);
 }
+
+#[test]
+fn diff_attributes_the_gap_by_bucket_and_flags_a_new_copy() {
+    // B: 10 identical engine decode steps. A: the same plus one D2D state copy of 30 ns per
+    // step and an extra 40 ns GEMV; with their two 5 ns launch gaps A's step is 80 ns longer.
+    let build = |extra: bool| {
+        let mut t = Trace::new(Manifest::new("synthetic"));
+        let copy = t.strings.intern("Memcpy DtoD (Device -> Device)");
+        let mut now = 0;
+        for _ in 0..10 {
+            let start = now;
+            now = decode_step(&mut t, now);
+            if extra {
+                kernel(&mut t, "gemv_bf16", 7, 0, now, now + 40);
+                now += 45;
+                t.memops.push(MemopRow {
+                    name: copy,
+                    kind: MemopKind::DtoD as u8,
+                    bytes: 1 << 20,
+                    gpu_start_ns: now,
+                    gpu_end_ns: now + 30,
+                    stream: 7,
+                    ..Default::default()
+                });
+                now += 35;
+            }
+            let step = t.strings.intern("decode");
+            t.markers.push(MarkerRow {
+                name: step,
+                source: MarkerSource::Engine as u8,
+                phase: Phase::Decode as u8,
+                gpu_start_ns: start,
+                gpu_end_ns: now,
+                ..Default::default()
+            });
+            now += 1000;
+        }
+        t
+    };
+    let settings = AnalysisSettings {
+        top_per_bucket: usize::MAX,
+        ..Default::default()
+    };
+    let a = report(build(true), &settings);
+    let b = report(build(false), &settings);
+    let d = gapscope_analyzer::diff::diff(&a, &b, 10);
+    assert!((d.gap_ms - 80e-6).abs() < 1e-12, "gap {}", d.gap_ms);
+    let share = |bk: Bucket| {
+        d.buckets
+            .iter()
+            .find(|x| x.bucket == bk)
+            .unwrap()
+            .share_of_gap_pct
+    };
+    assert!((share(Bucket::Gemv) - 50.0).abs() < 1e-9);
+    assert!((share(Bucket::Copy) - 37.5).abs() < 1e-9);
+    let total: f64 =
+        d.buckets.iter().map(|x| x.share_of_gap_pct).sum::<f64>() + d.residual_share_pct;
+    assert!((total - 100.0).abs() < 1e-9);
+    // 10 ns of the gap is idle (the 5 ns launch gaps before and after the new work).
+    assert!((d.residual_ms - 10e-6).abs() < 1e-12);
+    assert_eq!(d.structural.extra_copies_per_step, 1.0);
+    assert!(
+        d.structural
+            .only_in_a
+            .iter()
+            .any(|(n, c)| n.contains("DtoD") && *c == 1.0)
+    );
+    assert_eq!(d.what_if[0].bucket, Bucket::Gemv);
+}

@@ -7,7 +7,7 @@ use super::intervals::{merge_two, union_len_sorted};
 use super::prepared::Prepared;
 use super::report::*;
 use super::stats::Summary;
-use super::steps::{StepSettings, Steps, detect, short};
+use super::steps::{StepSettings, Steps, detect};
 use crate::bucket::Bucket;
 use crate::import::Imported;
 use crate::rules::RuleSet;
@@ -274,7 +274,7 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
         .iter()
         .filter(|e| e.bucket == Bucket::Other as u8 && !e.is_memop)
         .map(|e| NameTime {
-            name: short(trace.strings.get(e.name)),
+            name: trace.strings.get(e.name).to_owned(),
             ms: e.ns as f64 / NS_PER_MS,
             calls: e.calls,
         })
@@ -510,9 +510,9 @@ fn bucket_rows(
             .filter(|e| e.bucket as usize == bi)
             .map(|e| NameTime {
                 name: if e.is_memop {
-                    format!("[memop] {}", short(trace.strings.get(e.name)))
+                    format!("[memop] {}", trace.strings.get(e.name))
                 } else {
-                    short(trace.strings.get(e.name))
+                    trace.strings.get(e.name).to_owned()
                 },
                 ms: e.ns as f64 / NS_PER_MS,
                 calls: e.calls,

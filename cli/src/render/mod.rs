@@ -20,6 +20,8 @@ pub fn write_stdout(s: &str) -> anyhow::Result<()> {
     }
 }
 
+pub use gapscope_analyzer::analysis::steps::short;
+
 pub fn ms(v: f64) -> String {
     if v >= 100.0 {
         format!("{v:.1}")
@@ -158,7 +160,7 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
                         .top
                         .iter()
                         .take(3)
-                        .map(|n| format!("{} ({} ms)", n.name, ms(n.ms)))
+                        .map(|n| format!("{} ({} ms)", short(&n.name), ms(n.ms)))
                         .collect::<Vec<_>>()
                         .join(", ")
                 )
@@ -196,7 +198,7 @@ pub fn bucket_cells(rows: &[BucketRow]) -> Vec<Vec<String>> {
                 ms(b.total_ms),
                 pct(b.share_of_busy_pct),
                 opt(b.share_of_step_pct, pct),
-                b.top.first().map(|t| t.name.clone()).unwrap_or_default(),
+                b.top.first().map(|t| short(&t.name)).unwrap_or_default(),
             ]
         })
         .collect()

@@ -13,4 +13,5 @@ pub use rules::RuleSet;
 pub mod analysis;
 pub mod diff;
 pub mod export;
+pub mod gate;
 pub mod roofline;

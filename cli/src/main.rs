@@ -3,6 +3,7 @@
 mod buckets_cmd;
 mod diff_cmd;
 mod export_cmd;
+mod gate_cmd;
 mod import_cmd;
 mod progress;
 mod render;
@@ -43,6 +44,8 @@ enum Command {
     Export(export_cmd::ExportArgs),
     /// Show the bucket rules, or explain which rule classifies a kernel name.
     Buckets(buckets_cmd::BucketsArgs),
+    /// CI gate on per-bucket regressions: exit 0 pass, 1 regression, 2 error.
+    Gate(gate_cmd::GateArgs),
     /// Where the per-step gap between two traces lives, by bucket.
     Diff(diff_cmd::DiffArgs),
     /// Weight-read, KV-read and compute floors per batch, and traces against them.
@@ -84,6 +87,7 @@ fn main() -> ExitCode {
         Command::Buckets(a) => buckets_cmd::run(a),
         Command::Roofline(a) => roofline_cmd::run(a, &g),
         Command::Diff(a) => diff_cmd::run(a, &g),
+        Command::Gate(a) => gate_cmd::run(a, &g),
     };
     match result {
         Ok(code) => code,

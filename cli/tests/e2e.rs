@@ -314,3 +314,48 @@ fn diff_of_two_real_traces_closes_to_100_percent() {
         "{md}"
     );
 }
+
+#[test]
+fn gate_exit_codes_markdown_and_junit() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = repo(HF);
+    let b = base.to_str().unwrap();
+    let o = run(&["gate", "--baseline", b, "--current", b, "--markdown"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("## gapscope gate: **pass**"));
+    let slow = repo("traces/reference/hf-llama3-8b-npl1.json.gz");
+    let junit = dir.path().join("gate.xml");
+    let o = run(&[
+        "gate",
+        "--baseline",
+        b,
+        "--current",
+        slow.to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("<testsuite name=\"gapscope gate\"") && xml.contains("<failure"),
+        "{xml}"
+    );
+    let policy = dir.path().join("gate.toml");
+    std::fs::write(&policy, "min_effect = \"lots\"\n").unwrap();
+    let o = run(&[
+        "gate",
+        "--baseline",
+        b,
+        "--current",
+        b,
+        "--policy",
+        policy.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("gate.toml"));
+}

@@ -532,6 +532,7 @@ fn bucket_rows(
             calls_per_step: (per_step && !idx.is_empty()).then(|| calls as f64 / idx.len() as f64),
             share_of_busy_pct: pct(total as f64, total_all as f64),
             top,
+            per_step_ms: if per_step { per } else { Vec::new() },
         });
     }
     rows

@@ -99,6 +99,10 @@ pub struct BucketRow {
     /// Mean ms/step over mean TPOT, %.
     pub share_of_step_pct: Option<f64>,
     pub top: Vec<NameTime>,
+    /// ms of this bucket in each step, in step order (for the gate's statistics; not in
+    /// JSON, where it would dwarf everything else on long traces).
+    #[serde(skip)]
+    pub per_step_ms: Vec<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]

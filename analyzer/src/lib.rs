@@ -14,4 +14,5 @@ pub mod analysis;
 pub mod diff;
 pub mod export;
 pub mod gate;
+pub mod history;
 pub mod roofline;

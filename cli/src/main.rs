@@ -4,6 +4,7 @@ mod buckets_cmd;
 mod diff_cmd;
 mod export_cmd;
 mod gate_cmd;
+mod history_cmd;
 mod import_cmd;
 mod progress;
 mod render;
@@ -44,6 +45,8 @@ enum Command {
     Export(export_cmd::ExportArgs),
     /// Show the bucket rules, or explain which rule classifies a kernel name.
     Buckets(buckets_cmd::BucketsArgs),
+    /// Run history: add, list, show, trend (SQLite file or PostgreSQL).
+    History(history_cmd::HistoryArgs),
     /// CI gate on per-bucket regressions: exit 0 pass, 1 regression, 2 error.
     Gate(gate_cmd::GateArgs),
     /// Where the per-step gap between two traces lives, by bucket.
@@ -88,6 +91,7 @@ fn main() -> ExitCode {
         Command::Roofline(a) => roofline_cmd::run(a, &g),
         Command::Diff(a) => diff_cmd::run(a, &g),
         Command::Gate(a) => gate_cmd::run(a, &g),
+        Command::History(a) => history_cmd::run(a, &g),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,164 @@
+//! `gapscope history add|list|show|trend`: the run history (SQLite file by default,
+//! PostgreSQL with `--db postgres://...`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+use gapscope_analyzer::analysis::analyze;
+use gapscope_analyzer::history::History;
+use gapscope_analyzer::import::{ImportOptions, import_trace};
+use gapscope_traces::KERNEL_ANALYSIS_COLUMNS;
+
+use crate::progress::Bar;
+use crate::render::{ms, write_stdout};
+use crate::report_cmd::AnalysisArgs;
+
+#[derive(Args)]
+pub struct HistoryArgs {
+    /// SQLite file, or a postgres:// URL.
+    #[arg(long, global = true, default_value = ".gapscope/history.sqlite")]
+    pub db: String,
+    /// JSON output.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: HistoryCommand,
+}
+
+#[derive(Subcommand)]
+pub enum HistoryCommand {
+    /// Analyse a trace and store its per-bucket figures.
+    Add {
+        trace: PathBuf,
+        /// A label (commit, branch, engine version).
+        #[arg(long, default_value = "")]
+        label: String,
+        /// Mark the run as an accepted baseline.
+        #[arg(long)]
+        accepted: bool,
+        #[command(flatten)]
+        analysis: AnalysisArgs,
+    },
+    /// The latest runs.
+    List {
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+    },
+    /// One run's buckets.
+    Show { id: i64 },
+    /// A bucket's median ms/step over the latest runs, oldest first.
+    Trend {
+        #[arg(long)]
+        bucket: String,
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+    },
+}
+
+pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
+    let h = History::open(&a.db)?;
+    let out = match a.command {
+        HistoryCommand::Add {
+            trace,
+            label,
+            accepted,
+            analysis,
+        } => {
+            let opts = ImportOptions {
+                kernel_columns: Some(
+                    KERNEL_ANALYSIS_COLUMNS
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect(),
+                ),
+                allow_truncated: analysis.allow_truncated,
+            };
+            let imported = import_trace(&trace, &opts, &Bar::new(g.quiet, "import"))?;
+            let r = analyze(&imported, &analysis.rules()?, &analysis.settings()?);
+            let id = h.add(&r, &label, accepted)?;
+            if a.json {
+                serde_json::json!({"schema_version": 1, "id": id}).to_string() + "\n"
+            } else {
+                format!(
+                    "added run {id} ({}, {} decode steps)\n",
+                    trace.display(),
+                    r.steps.decode_steps
+                )
+            }
+        }
+        HistoryCommand::List { limit } => {
+            let runs = h.list(limit)?;
+            if a.json {
+                serde_json::to_string_pretty(
+                    &serde_json::json!({"schema_version": 1, "runs": runs}),
+                )? + "\n"
+            } else {
+                let mut s =
+                    String::from("   id  accepted  steps   TPOT ms   busy %  label  trace\n");
+                for r in runs {
+                    s.push_str(&format!(
+                        "{:>5}  {:>8}  {:>5}  {:>8}  {:>7}  {}  {}\n",
+                        r.id,
+                        if r.accepted { "yes" } else { "" },
+                        r.decode_steps,
+                        r.tpot_median_ms.map(ms).unwrap_or_else(|| "-".into()),
+                        r.busy_pct
+                            .map(|b| format!("{b:.2}"))
+                            .unwrap_or_else(|| "-".into()),
+                        r.label,
+                        r.trace_path
+                    ));
+                }
+                s
+            }
+        }
+        HistoryCommand::Show { id } => {
+            let b = h.buckets(id)?;
+            if b.is_empty() {
+                anyhow::bail!("history {}: no run {id}", a.db);
+            }
+            if a.json {
+                serde_json::to_string_pretty(
+                    &serde_json::json!({"schema_version": 1, "id": id, "buckets": b}),
+                )? + "\n"
+            } else {
+                let mut s = format!("run {id}\nbucket            ms/step  calls/step   % busy\n");
+                for x in b {
+                    s.push_str(&format!(
+                        "{:<16} {:>8}  {:>10}  {:>6.2}%\n",
+                        x.bucket,
+                        x.ms_per_step_median.map(ms).unwrap_or_else(|| "-".into()),
+                        x.calls_per_step
+                            .map(|c| format!("{c:.1}"))
+                            .unwrap_or_else(|| "-".into()),
+                        x.share_of_busy_pct
+                    ));
+                }
+                s
+            }
+        }
+        HistoryCommand::Trend { bucket, limit } => {
+            let t = h.trend(&bucket, limit)?;
+            if a.json {
+                serde_json::to_string_pretty(
+                    &serde_json::json!({"schema_version": 1, "bucket": bucket, "points": t}),
+                )? + "\n"
+            } else {
+                let mut s = format!("{bucket}: median ms/step per run, oldest first\n");
+                for p in t {
+                    s.push_str(&format!(
+                        "{:>5}  {:>9}  {}\n",
+                        p.id,
+                        p.ms_per_step_median.map(ms).unwrap_or_else(|| "-".into()),
+                        p.label
+                    ));
+                }
+                s
+            }
+        }
+    };
+    write_stdout(&out)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -323,6 +323,53 @@ pub fn gate(baseline: &Report, current: &Report, p: &Policy) -> GateReport {
     }
 }
 
+/// A baseline built from stored runs: each bucket's samples are the per-run medians of the
+/// accepted runs (so the bootstrap sees run-to-run spread), calls per step their mean. Graph
+/// replays are not stored, so that check takes the current trace's value.
+pub fn baseline_from_history(
+    current: &Report,
+    runs: &[(crate::history::RunSummary, Vec<crate::history::RunBucket>)],
+) -> Report {
+    let mut base = current.clone();
+    base.source.path = format!(
+        "history: median of {} accepted runs ({})",
+        runs.len(),
+        runs.iter()
+            .map(|(r, _)| r.id.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    base.steps.decode_steps = runs.len();
+    let mut rows = Vec::new();
+    for bk in Bucket::ALL {
+        let vals: Vec<&crate::history::RunBucket> = runs
+            .iter()
+            .filter_map(|(_, b)| b.iter().find(|x| x.bucket == bk.as_str()))
+            .collect();
+        if vals.is_empty() {
+            continue;
+        }
+        let per: Vec<f64> = vals.iter().filter_map(|v| v.ms_per_step_median).collect();
+        let calls: Vec<f64> = vals.iter().filter_map(|v| v.calls_per_step).collect();
+        let share = vals.iter().map(|v| v.share_of_busy_pct).sum::<f64>() / vals.len() as f64;
+        let mean_calls =
+            (!calls.is_empty()).then(|| calls.iter().sum::<f64>() / calls.len() as f64);
+        rows.push(crate::analysis::BucketRow {
+            bucket: bk,
+            total_ms: share,
+            ms_per_step: (!per.is_empty()).then(|| crate::analysis::stats::Summary::of(&per)),
+            calls: 0,
+            calls_per_step: mean_calls,
+            share_of_busy_pct: share,
+            share_of_step_pct: None,
+            top: Vec::new(),
+            per_step_ms: per,
+        });
+    }
+    base.buckets = rows;
+    base
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

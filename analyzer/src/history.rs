@@ -289,6 +289,22 @@ impl History {
         })
     }
 
+    /// Bucket rows of the last `limit` accepted runs (newest first), for gate baselines.
+    pub fn accepted_buckets(&self, limit: i64) -> Result<Vec<(RunSummary, Vec<RunBucket>)>> {
+        let runs: Vec<RunSummary> = self
+            .list(i64::MAX)?
+            .into_iter()
+            .filter(|r| r.accepted)
+            .take(limit.max(0) as usize)
+            .collect();
+        runs.into_iter()
+            .map(|r| {
+                let b = self.buckets(r.id)?;
+                Ok((r, b))
+            })
+            .collect()
+    }
+
     /// A bucket's median ms/step over the last `limit` runs, oldest first.
     pub fn trend(&self, bucket: &str, limit: i64) -> Result<Vec<TrendPoint>> {
         let q = "SELECT r.id, r.created_unix_ms, r.label, b.ms_per_step_median FROM runs r JOIN run_buckets b ON b.run_id = r.id WHERE b.bucket = $1 ORDER BY r.id DESC LIMIT $2";

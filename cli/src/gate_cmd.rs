@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 use gapscope_analyzer::analysis::analyze;
-use gapscope_analyzer::gate::{GateReport, Policy, Verdict, gate};
+use gapscope_analyzer::gate::{GateReport, Policy, Verdict, baseline_from_history, gate};
+use gapscope_analyzer::history::History;
 use gapscope_analyzer::import::{ImportOptions, import_trace};
 use gapscope_traces::KERNEL_ANALYSIS_COLUMNS;
 
@@ -18,8 +19,18 @@ use crate::report_cmd::AnalysisArgs;
 #[derive(Args)]
 pub struct GateArgs {
     /// Baseline trace (the accepted run).
-    #[arg(long)]
-    pub baseline: PathBuf,
+    #[arg(
+        long,
+        required_unless_present = "baseline_history",
+        conflicts_with = "baseline_history"
+    )]
+    pub baseline: Option<PathBuf>,
+    /// Use the last N accepted runs of the history as the baseline instead of a trace.
+    #[arg(long, value_name = "N")]
+    pub baseline_history: Option<i64>,
+    /// History database for --baseline-history (SQLite file or postgres:// URL).
+    #[arg(long, default_value = ".gapscope/history.sqlite")]
+    pub db: String,
     /// Current trace (the run under test).
     #[arg(long)]
     pub current: PathBuf,
@@ -67,12 +78,23 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
         ),
         allow_truncated: a.analysis.allow_truncated,
     };
-    let mut reports = Vec::new();
-    for p in [&a.baseline, &a.current] {
+    let analyse = |p: &PathBuf| -> Result<_> {
         let imported = import_trace(p, &opts, &Bar::new(g.quiet, "import"))?;
-        reports.push(analyze(&imported, &rules, &settings));
-    }
-    let r = gate(&reports[0], &reports[1], &policy);
+        Ok(analyze(&imported, &rules, &settings))
+    };
+    let current = analyse(&a.current)?;
+    let baseline = match (&a.baseline, a.baseline_history) {
+        (Some(p), _) => analyse(p)?,
+        (None, Some(n)) => {
+            let runs = History::open(&a.db)?.accepted_buckets(n)?;
+            if runs.is_empty() {
+                anyhow::bail!("history {}: no accepted runs to use as a baseline", a.db);
+            }
+            baseline_from_history(&current, &runs)
+        }
+        (None, None) => anyhow::bail!("give --baseline TRACE or --baseline-history N"),
+    };
+    let r = gate(&baseline, &current, &policy);
     if let Some(path) = &a.junit {
         std::fs::write(path, junit(&r))
             .with_context(|| format!("{}: cannot write", path.display()))?;

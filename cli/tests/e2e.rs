@@ -359,3 +359,75 @@ fn gate_exit_codes_markdown_and_junit() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("gate.toml"));
 }
+
+#[test]
+fn history_then_gate_against_accepted_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.sqlite");
+    let db = db.to_str().unwrap();
+    let base = repo(HF);
+    let b = base.to_str().unwrap();
+    for label in ["a", "b"] {
+        let o = run(&[
+            "history",
+            "--db",
+            db,
+            "add",
+            b,
+            "--label",
+            label,
+            "--accepted",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let v = json(&["history", "--db", db, "--json", "list"]);
+    assert_eq!(v["runs"].as_array().unwrap().len(), 2);
+    let v = json(&[
+        "history",
+        "--db",
+        db,
+        "--json",
+        "trend",
+        "--bucket",
+        "gemm_dense",
+    ]);
+    assert_eq!(v["points"].as_array().unwrap().len(), 2);
+    let o = run(&[
+        "gate",
+        "--baseline-history",
+        "2",
+        "--db",
+        db,
+        "--current",
+        b,
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let slow = repo("traces/reference/hf-llama3-8b-npl1.json.gz");
+    let o = run(&[
+        "gate",
+        "--baseline-history",
+        "2",
+        "--db",
+        db,
+        "--current",
+        slow.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let empty = dir.path().join("empty.sqlite");
+    let o = run(&[
+        "gate",
+        "--baseline-history",
+        "2",
+        "--db",
+        empty.to_str().unwrap(),
+        "--current",
+        b,
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no accepted runs"));
+}

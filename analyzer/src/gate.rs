@@ -364,6 +364,7 @@ pub fn baseline_from_history(
             share_of_step_pct: None,
             top: Vec::new(),
             per_step_ms: per,
+            cost: None,
         });
     }
     base.buckets = rows;

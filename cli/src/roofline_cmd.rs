@@ -167,6 +167,20 @@ fn table(r: &RooflineReport) -> String {
                 m.trace, m.batch, m.decode_steps, m.tpot_median_ms, m.tpot_p10_ms, m.tok_per_s, m.floor_ms,
                 m.pct_of_floor_median, m.pct_of_floor_p10
             ));
+            for b in &m.buckets {
+                s.push_str(&format!(
+                    "    {:<16} {:>9.4} ms/step for {:.3} GB, floor {:.4} ms: {:.1}% of floor, {:.1}% of bandwidth\n",
+                    b.bucket.to_string(),
+                    b.ms_per_step,
+                    b.bytes_per_step / 1e9,
+                    b.floor_ms,
+                    b.pct_of_floor,
+                    b.pct_of_bandwidth
+                ));
+            }
+            if m.buckets.is_empty() {
+                s.push_str("    (per-bucket floors need engine traces, whose launches declare bytes and FLOPs)\n");
+            }
         }
     }
     s

@@ -283,3 +283,60 @@ fn diff_attributes_the_gap_by_bucket_and_flags_a_new_copy() {
     );
     assert_eq!(d.what_if[0].bucket, Bucket::Gemv);
 }
+
+#[test]
+fn engine_bytes_give_per_bucket_floors() {
+    // decode_step() gives 2 gemv launches of 40 ns per step; declare 100,000 bytes each.
+    let mut t = Trace::new(Manifest::new("engine"));
+    let mut now = 0;
+    for _ in 0..4 {
+        let step = t.strings.intern("decode");
+        let start = now;
+        now = decode_step(&mut t, now);
+        t.markers.push(MarkerRow {
+            name: step,
+            source: MarkerSource::Engine as u8,
+            phase: Phase::Decode as u8,
+            gpu_start_ns: start,
+            gpu_end_ns: now,
+            batch_size: 1,
+            ..Default::default()
+        });
+        now += 100;
+    }
+    let gemv = t.strings.lookup("gemv_bf16").unwrap();
+    for i in 0..t.kernels.len() {
+        if t.kernels.name[i] == gemv {
+            t.kernels.bytes[i] = 100_000;
+            t.kernels.flops[i] = 1_000;
+        }
+    }
+    let r = report(t, &AnalysisSettings::default());
+    let c = bucket(&r, Bucket::Gemv).cost.unwrap();
+    assert_eq!(c.bytes_per_step, 200_000.0);
+    assert!((c.costed_ms_per_step - 80e-6).abs() < 1e-15);
+    assert!(
+        bucket(&r, Bucket::Attention).cost.is_none(),
+        "no declared cost"
+    );
+    let model = gapscope_analyzer::roofline::ModelSpec::from_hf_config(&serde_json::json!({
+        "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "intermediate_size": 128, "vocab_size": 100
+    }))
+    .unwrap();
+    let hw = gapscope_analyzer::roofline::hw::lookup("h100-sxm").unwrap();
+    let rr = gapscope_analyzer::roofline::report::roofline(
+        &model,
+        &hw,
+        gapscope_analyzer::roofline::WeightFormat::Bf16,
+        &[1],
+        0,
+        &[(r, 1)],
+    );
+    let b = &rr.measured[0].buckets;
+    assert_eq!(b.len(), 1);
+    // 200,000 B / 3.35e12 B/s = 5.970e-5 ms against 8e-5 ms measured: 74.63%.
+    assert!((b[0].floor_ms - 200_000.0 / 3.35e12 * 1e3).abs() < 1e-15);
+    assert!((b[0].pct_of_floor - 74.626_865_671_641_8).abs() < 1e-6);
+    assert!((b[0].pct_of_bandwidth - b[0].pct_of_floor).abs() < 1e-9);
+}

@@ -40,6 +40,11 @@ impl Default for AnalysisSettings {
 struct StepAcc {
     bucket_ns: [i64; NB],
     calls: [u32; NB],
+    /// Engine traces: model-derived bytes and FLOPs, and the time of the kernels that
+    /// carry them (so a bucket's % of floor only counts kernels with a cost).
+    cost_bytes: [i64; NB],
+    cost_flops: [i64; NB],
+    costed_ns: [i64; NB],
     first_start: i64,
     last_end: i64,
     busy_ns: i64,
@@ -55,6 +60,9 @@ impl Default for StepAcc {
         Self {
             bucket_ns: [0; NB],
             calls: [0; NB],
+            cost_bytes: [0; NB],
+            cost_flops: [0; NB],
+            costed_ns: [0; NB],
             first_start: i64::MAX,
             last_end: i64::MIN,
             busy_ns: 0,
@@ -90,6 +98,15 @@ impl StepAcc {
             self.cur_end = e;
         }
     }
+    fn cost(&mut self, b: usize, bytes: i64, flops: i64, ns: i64) {
+        if bytes < 0 && flops < 0 {
+            return;
+        }
+        self.cost_bytes[b] += bytes.max(0);
+        self.cost_flops[b] += flops.max(0);
+        self.costed_ns[b] += ns.max(0);
+    }
+
     fn close(&mut self) {
         if self.cur_end > self.cur_start {
             self.busy_ns += self.cur_end - self.cur_start;
@@ -221,6 +238,11 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
                 true
             } else if in_step {
                 accs[sp].add(b, start, end);
+                if !is_memop {
+                    let bytes = k.bytes.get(idx).copied().unwrap_or(-1);
+                    let flops = k.flops.get(idx).copied().unwrap_or(-1);
+                    accs[sp].cost(b, bytes, flops, end - start);
+                }
                 decode[sp] || !any_decode
             } else {
                 false
@@ -533,6 +555,21 @@ fn bucket_rows(
             share_of_busy_pct: pct(total as f64, total_all as f64),
             top,
             per_step_ms: if per_step { per } else { Vec::new() },
+            cost: {
+                let costed: i64 = idx.iter().map(|&i| accs[i].costed_ns[bi]).sum();
+                (per_step && costed > 0).then(|| {
+                    let n = idx.len() as f64;
+                    BucketCost {
+                        bytes_per_step: idx.iter().map(|&i| accs[i].cost_bytes[bi]).sum::<i64>()
+                            as f64
+                            / n,
+                        flops_per_step: idx.iter().map(|&i| accs[i].cost_flops[bi]).sum::<i64>()
+                            as f64
+                            / n,
+                        costed_ms_per_step: costed as f64 / NS_PER_MS / n,
+                    }
+                })
+            },
         });
     }
     rows

@@ -103,6 +103,16 @@ pub struct BucketRow {
     /// JSON, where it would dwarf everything else on long traces).
     #[serde(skip)]
     pub per_step_ms: Vec<f64>,
+    /// Engine traces: the model-derived cost of the bucket's kernels.
+    pub cost: Option<BucketCost>,
+}
+
+/// Bytes and FLOPs per step that engine launches declare, and the time of those kernels.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct BucketCost {
+    pub bytes_per_step: f64,
+    pub flops_per_step: f64,
+    pub costed_ms_per_step: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -83,6 +83,16 @@ pub struct WhatIf {
     /// A's step if this bucket disappeared.
     pub without_ms: f64,
     pub gain_as_b_ms: f64,
+    /// A's step if this bucket ran at its floor (A's declared bytes/FLOPs on the given GPU);
+    /// `None` without a GPU or for buckets whose kernels declare no cost.
+    pub at_floor_ms: Option<f64>,
+}
+
+/// The ceilings that turn declared bytes/FLOPs into a bucket floor for what-ifs.
+#[derive(Debug, Clone, Copy)]
+pub struct FloorCeilings {
+    pub bytes_per_s: f64,
+    pub flops_per_s: f64,
 }
 
 fn mean_ms(r: &Report, b: Bucket) -> f64 {
@@ -127,6 +137,16 @@ fn names(r: &Report) -> BTreeMap<String, (Bucket, f64, f64)> {
 /// Diffs two analysed traces. Both should come from `analyze` with a large
 /// `top_per_bucket`, so every kernel name is present for the structural part.
 pub fn diff(a: &Report, b: &Report, top: usize) -> DiffReport {
+    diff_with_floor(a, b, top, None)
+}
+
+/// [`diff`], with what-ifs against each bucket's floor when ceilings are given.
+pub fn diff_with_floor(
+    a: &Report,
+    b: &Report,
+    top: usize,
+    floor: Option<FloorCeilings>,
+) -> DiffReport {
     let sa = side(a);
     let sb = side(b);
     let gap = sa.step_ms - sb.step_ms;
@@ -211,11 +231,22 @@ pub fn diff(a: &Report, b: &Report, top: usize) -> DiffReport {
 
     let mut what_if: Vec<WhatIf> = buckets
         .iter()
-        .map(|d| WhatIf {
-            bucket: d.bucket,
-            as_b_ms: sa.step_ms - d.delta_ms,
-            without_ms: sa.step_ms - d.a_ms_per_step,
-            gain_as_b_ms: d.delta_ms,
+        .map(|d| {
+            let at_floor_ms = floor.and_then(|c| {
+                let cost = a.buckets.iter().find(|x| x.bucket == d.bucket)?.cost?;
+                let floor_ms = (cost.bytes_per_step / c.bytes_per_s)
+                    .max(cost.flops_per_step / c.flops_per_s)
+                    * 1e3;
+                // Only the costed kernels shrink to their floor; the rest keep their time.
+                Some(sa.step_ms - (cost.costed_ms_per_step - floor_ms).max(0.0))
+            });
+            WhatIf {
+                bucket: d.bucket,
+                as_b_ms: sa.step_ms - d.delta_ms,
+                without_ms: sa.step_ms - d.a_ms_per_step,
+                gain_as_b_ms: d.delta_ms,
+                at_floor_ms,
+            }
         })
         .collect();
     what_if.sort_by(|x, y| y.gain_as_b_ms.total_cmp(&x.gain_as_b_ms));

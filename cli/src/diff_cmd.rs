@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 use gapscope_analyzer::analysis::analyze;
-use gapscope_analyzer::diff::{DiffReport, diff};
+use gapscope_analyzer::diff::{DiffReport, FloorCeilings, diff_with_floor};
 use gapscope_analyzer::import::{ImportOptions, import_trace};
+use gapscope_analyzer::roofline::{WeightFormat, hw, peak_flops};
 use gapscope_traces::KERNEL_ANALYSIS_COLUMNS;
 
 use crate::progress::Bar;
@@ -26,6 +27,12 @@ pub struct DiffArgs {
     /// Markdown report.
     #[arg(long, group = "fmt")]
     pub markdown: bool,
+    /// GPU for what-ifs against each bucket's floor (engine traces declare bytes/FLOPs).
+    #[arg(long = "hw", value_name = "GPU")]
+    pub hardware: Option<String>,
+    /// Weight format whose tensor peak bounds the compute floor (with --hw).
+    #[arg(long, default_value = "bf16")]
+    pub weights: String,
     /// Kernels listed in the structural and top-moved sections.
     #[arg(long = "list", default_value_t = 10, value_name = "N")]
     pub list: usize,
@@ -51,7 +58,19 @@ pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
         let imported = import_trace(p, &opts, &Bar::new(g.quiet, "import"))?;
         reports.push(analyze(&imported, &rules, &settings));
     }
-    let d = diff(&reports[0], &reports[1], a.list);
+    let floor = match &a.hardware {
+        Some(gpu) => {
+            let hw = hw::lookup(gpu)?;
+            let fmt = WeightFormat::parse(&a.weights)
+                .ok_or_else(|| anyhow::anyhow!("--weights {:?}: unknown format", a.weights))?;
+            Some(FloorCeilings {
+                bytes_per_s: hw.hbm_bytes_per_s,
+                flops_per_s: peak_flops(&hw, fmt),
+            })
+        }
+        None => None,
+    };
+    let d = diff_with_floor(&reports[0], &reports[1], a.list, floor);
     let out = if a.json {
         serde_json::to_string_pretty(&d)? + "\n"
     } else {
@@ -172,16 +191,19 @@ fn render(d: &DiffReport, md: bool) -> String {
         }
     }
     s.push_str(&format!(
-        "\n{b}what-if (A's step if one bucket took B's time / disappeared):\n"
+        "\n{b}what-if (A's step if one bucket took B's time / disappeared / ran at its floor):\n"
     ));
     for w in d.what_if.iter().take(5) {
         s.push_str(&format!(
-            "{}  {:<16} {} ms (gain {}) / {} ms\n",
+            "{}  {:<16} {} ms (gain {}) / {} ms / {}\n",
             if md { "  -" } else { "" },
             w.bucket.to_string(),
             ms(w.as_b_ms),
             ms(w.gain_as_b_ms),
-            ms(w.without_ms)
+            ms(w.without_ms),
+            w.at_floor_ms
+                .map(|f| format!("{} ms", ms(f)))
+                .unwrap_or_else(|| "-".into())
         ));
     }
     s.push_str(&format!("\n{b}top kernels that moved (ms/step, A vs B):\n"));

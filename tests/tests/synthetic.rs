@@ -340,3 +340,53 @@ fn engine_bytes_give_per_bucket_floors() {
     assert!((b[0].pct_of_floor - 74.626_865_671_641_8).abs() < 1e-6);
     assert!((b[0].pct_of_bandwidth - b[0].pct_of_floor).abs() < 1e-9);
 }
+
+#[test]
+fn what_if_at_the_floor_uses_declared_bytes() {
+    // Same engine trace twice; A declares 100,000 bytes per gemv launch. On an H100 SXM the
+    // gemv floor is 200,000 B / 3.35e12 B/s per step; A's step shrinks by the gap to it.
+    let build = |bytes: i64| {
+        let mut t = Trace::new(Manifest::new("engine"));
+        let mut now = 0;
+        for _ in 0..4 {
+            let step = t.strings.intern("decode");
+            let start = now;
+            now = decode_step(&mut t, now);
+            t.markers.push(MarkerRow {
+                name: step,
+                source: MarkerSource::Engine as u8,
+                phase: Phase::Decode as u8,
+                gpu_start_ns: start,
+                gpu_end_ns: now,
+                ..Default::default()
+            });
+            now += 100;
+        }
+        let gemv = t.strings.lookup("gemv_bf16").unwrap();
+        for i in 0..t.kernels.len() {
+            if t.kernels.name[i] == gemv {
+                t.kernels.bytes[i] = bytes;
+            }
+        }
+        report(t, &AnalysisSettings::default())
+    };
+    let a = build(100_000);
+    let b = build(-1);
+    let c = gapscope_analyzer::diff::FloorCeilings {
+        bytes_per_s: 3.35e12,
+        flops_per_s: 989.4e12,
+    };
+    let d = gapscope_analyzer::diff::diff_with_floor(&a, &b, 5, Some(c));
+    let w = d.what_if.iter().find(|w| w.bucket == Bucket::Gemv).unwrap();
+    let floor_ms = 200_000.0 / 3.35e12 * 1e3;
+    let want = d.a.step_ms - (80e-6 - floor_ms);
+    assert!((w.at_floor_ms.unwrap() - want).abs() < 1e-12);
+    assert!(
+        d.what_if
+            .iter()
+            .find(|w| w.bucket == Bucket::Attention)
+            .unwrap()
+            .at_floor_ms
+            .is_none()
+    );
+}

@@ -5,13 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use gapscope_analyzer::analysis::analyze;
 use gapscope_analyzer::diff::{DiffReport, FloorCeilings, diff_with_floor};
-use gapscope_analyzer::import::{ImportOptions, import_trace};
 use gapscope_analyzer::roofline::{WeightFormat, hw, peak_flops};
-use gapscope_traces::KERNEL_ANALYSIS_COLUMNS;
 
-use crate::progress::Bar;
 use crate::render::{ms, short, write_stdout};
 use crate::report_cmd::AnalysisArgs;
 
@@ -41,23 +37,8 @@ pub struct DiffArgs {
 }
 
 pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
-    let rules = a.analysis.rules()?;
-    let mut settings = a.analysis.settings()?;
-    settings.top_per_bucket = usize::MAX; // every name, for the structural comparison
-    let opts = ImportOptions {
-        kernel_columns: Some(
-            KERNEL_ANALYSIS_COLUMNS
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-        ),
-        allow_truncated: a.analysis.allow_truncated,
-    };
-    let mut reports = Vec::new();
-    for p in [&a.a, &a.b] {
-        let imported = import_trace(p, &opts, &Bar::new(g.quiet, "import"))?;
-        reports.push(analyze(&imported, &rules, &settings));
-    }
+    let analyser = a.analysis.analyser(g.quiet, true)?;
+    let reports = [analyser.run(&a.a)?, analyser.run(&a.b)?];
     let floor = match &a.hardware {
         Some(gpu) => {
             let hw = hw::lookup(gpu)?;

@@ -6,13 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use gapscope_analyzer::analysis::analyze;
 use gapscope_analyzer::gate::{GateReport, Policy, Verdict, baseline_from_history, gate};
 use gapscope_analyzer::history::History;
-use gapscope_analyzer::import::{ImportOptions, import_trace};
-use gapscope_traces::KERNEL_ANALYSIS_COLUMNS;
 
-use crate::progress::Bar;
 use crate::render::write_stdout;
 use crate::report_cmd::AnalysisArgs;
 
@@ -66,25 +62,10 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
         }
         None => Policy::default(),
     };
-    let rules = a.analysis.rules()?;
-    let mut settings = a.analysis.settings()?;
-    settings.top_per_bucket = usize::MAX;
-    let opts = ImportOptions {
-        kernel_columns: Some(
-            KERNEL_ANALYSIS_COLUMNS
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-        ),
-        allow_truncated: a.analysis.allow_truncated,
-    };
-    let analyse = |p: &PathBuf| -> Result<_> {
-        let imported = import_trace(p, &opts, &Bar::new(g.quiet, "import"))?;
-        Ok(analyze(&imported, &rules, &settings))
-    };
-    let current = analyse(&a.current)?;
+    let analyser = a.analysis.analyser(g.quiet, true)?;
+    let current = analyser.run(&a.current)?;
     let baseline = match (&a.baseline, a.baseline_history) {
-        (Some(p), _) => analyse(p)?,
+        (Some(p), _) => analyser.run(p)?,
         (None, Some(n)) => {
             let runs = History::open(&a.db)?.accepted_buckets(n)?;
             if runs.is_empty() {

@@ -6,12 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use gapscope_analyzer::analysis::analyze;
 use gapscope_analyzer::history::History;
-use gapscope_analyzer::import::{ImportOptions, import_trace};
-use gapscope_traces::KERNEL_ANALYSIS_COLUMNS;
 
-use crate::progress::Bar;
 use crate::render::{ms, write_stdout};
 use crate::report_cmd::AnalysisArgs;
 
@@ -66,17 +62,7 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
             accepted,
             analysis,
         } => {
-            let opts = ImportOptions {
-                kernel_columns: Some(
-                    KERNEL_ANALYSIS_COLUMNS
-                        .iter()
-                        .map(|s| s.to_string())
-                        .collect(),
-                ),
-                allow_truncated: analysis.allow_truncated,
-            };
-            let imported = import_trace(&trace, &opts, &Bar::new(g.quiet, "import"))?;
-            let r = analyze(&imported, &analysis.rules()?, &analysis.settings()?);
+            let r = analysis.analyser(g.quiet, false)?.run(&trace)?;
             let id = h.add(&r, &label, accepted)?;
             if a.json {
                 serde_json::json!({"schema_version": 1, "id": id}).to_string() + "\n"

@@ -51,7 +51,56 @@ pub struct AnalysisArgs {
     pub top: usize,
 }
 
+/// Rules, settings and import options built once from [`AnalysisArgs`].
+pub struct Analyser {
+    rules: RuleSet,
+    settings: AnalysisSettings,
+    opts: ImportOptions,
+    quiet: bool,
+}
+
+impl Analyser {
+    /// Imports and analyses one trace.
+    pub fn run(&self, path: &std::path::Path) -> Result<Report> {
+        let bar = Bar::new(self.quiet, "import");
+        let t0 = std::time::Instant::now();
+        let imported = import_trace(path, &self.opts, &bar)?;
+        let t1 = std::time::Instant::now();
+        let report = analyze(&imported, &self.rules, &self.settings);
+        tracing::info!(
+            "{}: import {:.1} ms, analysis {:.1} ms",
+            path.display(),
+            (t1 - t0).as_secs_f64() * 1e3,
+            t1.elapsed().as_secs_f64() * 1e3
+        );
+        Ok(report)
+    }
+}
+
 impl AnalysisArgs {
+    /// The analyser these options describe; `all_names` keeps every kernel name per bucket
+    /// (diff and gate compare names).
+    pub fn analyser(&self, quiet: bool, all_names: bool) -> Result<Analyser> {
+        let mut settings = self.settings()?;
+        if all_names {
+            settings.top_per_bucket = usize::MAX;
+        }
+        Ok(Analyser {
+            rules: self.rules()?,
+            settings,
+            opts: ImportOptions {
+                kernel_columns: Some(
+                    KERNEL_ANALYSIS_COLUMNS
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect(),
+                ),
+                allow_truncated: self.allow_truncated,
+            },
+            quiet,
+        })
+    }
+
     pub fn rules(&self) -> Result<RuleSet> {
         Ok(match &self.rules {
             Some(p) => RuleSet::with_user_file(p)?,
@@ -71,31 +120,12 @@ impl AnalysisArgs {
 }
 
 pub fn run(a: ReportArgs, g: &crate::Global) -> Result<ExitCode> {
-    let rules = a.analysis.rules()?;
-    let settings = a.analysis.settings()?;
-    let opts = ImportOptions {
-        kernel_columns: Some(
-            KERNEL_ANALYSIS_COLUMNS
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-        ),
-        allow_truncated: a.analysis.allow_truncated,
-    };
-    let mut reports: Vec<Report> = Vec::new();
-    for path in &a.traces {
-        let bar = Bar::new(g.quiet, "import");
-        let t0 = std::time::Instant::now();
-        let imported = import_trace(path, &opts, &bar)?;
-        let t1 = std::time::Instant::now();
-        reports.push(analyze(&imported, &rules, &settings));
-        tracing::info!(
-            "{}: import {:.1} ms, analysis {:.1} ms",
-            path.display(),
-            (t1 - t0).as_secs_f64() * 1e3,
-            t1.elapsed().as_secs_f64() * 1e3
-        );
-    }
+    let analyser = a.analysis.analyser(g.quiet, false)?;
+    let reports = a
+        .traces
+        .iter()
+        .map(|p| analyser.run(p))
+        .collect::<Result<Vec<Report>>>()?;
     let out = if a.json {
         render::json::reports(&reports)?
     } else if a.csv {

@@ -6,13 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use gapscope_analyzer::analysis::analyze;
-use gapscope_analyzer::import::{ImportOptions, import_trace};
 use gapscope_analyzer::roofline::report::{RooflineReport, roofline};
 use gapscope_analyzer::roofline::{ModelSpec, WeightFormat, hw, svg};
-use gapscope_traces::KERNEL_ANALYSIS_COLUMNS;
 
-use crate::progress::Bar;
 use crate::render::{count, write_stdout};
 use crate::report_cmd::AnalysisArgs;
 
@@ -71,24 +67,16 @@ pub fn run(a: RooflineArgs, g: &crate::Global) -> Result<ExitCode> {
     if a.batch.is_empty() || a.batch.contains(&0) {
         anyhow::bail!("--batch needs positive batch sizes");
     }
-    let rules = a.analysis.rules()?;
-    let settings = a.analysis.settings()?;
-    let opts = ImportOptions {
-        kernel_columns: Some(
-            KERNEL_ANALYSIS_COLUMNS
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-        ),
-        allow_truncated: a.analysis.allow_truncated,
-    };
+    let analyser = a.analysis.analyser(g.quiet, false)?;
     let mut traces = Vec::new();
     for t in &a.traces {
-        let imported = import_trace(t, &opts, &Bar::new(g.quiet, "import"))?;
-        let m = &imported.trace.markers;
-        let engine_batch = (0..m.len).map(|i| m.batch_size[i]).filter(|&b| b > 0).max();
-        let report = analyze(&imported, &rules, &settings);
-        traces.push((report, engine_batch.map(u64::from).unwrap_or(a.trace_batch)));
+        let report = analyser.run(t)?;
+        let batch = report
+            .steps
+            .batch_size
+            .map(u64::from)
+            .unwrap_or(a.trace_batch);
+        traces.push((report, batch));
     }
     let r = roofline(&model, &hardware, fmt, &a.batch, a.ctx, &traces);
     if let Some(out) = &a.svg {

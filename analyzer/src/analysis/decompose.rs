@@ -269,7 +269,14 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
         .filter(|&i| steps.steps[i].phase == Phase::Prefill)
         .collect();
 
-    let step_report = step_report(&steps, &accs, &decode_idx, &prefill_idx);
+    let mut step_report = step_report(&steps, &accs, &decode_idx, &prefill_idx);
+    step_report.batch_size = trace
+        .markers
+        .batch_size
+        .iter()
+        .copied()
+        .filter(|&b| b > 0)
+        .max();
     let tpot_mean = step_report.tpot_ms.map(|s| s.mean);
 
     let buckets = if steps.steps.is_empty() {
@@ -490,6 +497,7 @@ fn step_report(
         device: steps.device,
         decode_steps: decode_idx.len(),
         prefill_steps: prefill_idx.len(),
+        batch_size: None,
         tpot_ms: (!periods.is_empty()).then(|| Summary::of(&periods)),
         decode_busy_pct: has.then(|| pct(busy as f64, window as f64)),
         launch_gap_ms_per_step: has.then(|| launch_gap as f64 / NS_PER_MS / n),

@@ -60,6 +60,8 @@ pub struct StepReport {
     pub device: Option<u32>,
     pub decode_steps: usize,
     pub prefill_steps: usize,
+    /// Sequences per step, when the markers say (engine markers carry it).
+    pub batch_size: Option<u32>,
     /// Time per output token: start-to-start period of consecutive decode steps, ms.
     pub tpot_ms: Option<Summary>,
     /// GPU busy (kernels + memops, interval union) over the decode window, %.

@@ -19,8 +19,15 @@ pub struct RooflineArgs {
     pub model: PathBuf,
     /// GPU: id (h100-sxm, h100-pcie, h200, a100-40, a100-80, l40s, rtx4090, rtx5090, gb10,
     /// b200, mi300x) or the name a trace reports.
-    #[arg(long = "hw", value_name = "GPU")]
-    pub hardware: String,
+    #[arg(
+        long = "hw",
+        value_name = "GPU",
+        required_unless_present = "hw_profile"
+    )]
+    pub hardware: Option<String>,
+    /// Measured ceilings from `gapscope-calibrate -o PROFILE.json` instead of a datasheet.
+    #[arg(long, value_name = "PROFILE.json", conflicts_with = "hardware")]
+    pub hw_profile: Option<PathBuf>,
     /// Weight format: bf16, fp8, q8_0, q4_0, q4_k, nvfp4, mxfp4.
     #[arg(long, default_value = "bf16")]
     pub weights: String,
@@ -57,7 +64,11 @@ pub fn run(a: RooflineArgs, g: &crate::Global) -> Result<ExitCode> {
         .with_context(|| format!("{}: not valid JSON", a.model.display()))?;
     let model = ModelSpec::from_hf_config(&cfg)
         .with_context(|| format!("{}: not a usable decoder config", a.model.display()))?;
-    let hardware = hw::lookup(&a.hardware)?;
+    let hardware = match (&a.hw_profile, &a.hardware) {
+        (Some(p), _) => hw::load_profile(p)?,
+        (None, Some(gpu)) => hw::lookup(gpu)?,
+        (None, None) => anyhow::bail!("give --hw GPU or --hw-profile FILE"),
+    };
     let fmt = WeightFormat::parse(&a.weights).with_context(|| {
         format!(
             "--weights {:?}: use bf16, fp8, q8_0, q4_0, q4_k, nvfp4 or mxfp4",

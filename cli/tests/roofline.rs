@@ -135,3 +135,37 @@ fn bad_model_and_gpu_are_one_line_errors() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown GPU"));
 }
+
+#[test]
+fn measured_profile_from_calibrate() {
+    // docs/evidence/calibrate-h200.json was written by gapscope-calibrate on an H200.
+    let model = repo("models/llama-3-8b.json");
+    let profile = repo("docs/evidence/calibrate-h200.json");
+    let o = gapscope(&[
+        "roofline",
+        "--model",
+        model.to_str().unwrap(),
+        "--hw-profile",
+        profile.to_str().unwrap(),
+        "--batch",
+        "1",
+        "--ctx",
+        "0",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["ceilings"], "measured");
+    let bw = v["hardware"]["hbm_bytes_per_s"].as_f64().unwrap();
+    let floor = v["floors"][0]["weight_floor_s"].as_f64().unwrap();
+    assert!((floor - 15_009_857_536.0 / bw).abs() < 1e-12);
+    let o = gapscope(&[
+        "roofline",
+        "--model",
+        model.to_str().unwrap(),
+        "--hw-profile",
+        model.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("hardware profile"));
+}

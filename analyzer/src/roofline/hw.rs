@@ -77,6 +77,21 @@ pub fn lookup(key: &str) -> Result<HardwareSpec> {
         })
 }
 
+/// Reads a hardware profile written by `gapscope-calibrate` (JSON, same fields as a table
+/// entry, `ceilings = "measured"`).
+pub fn load_profile(path: &std::path::Path) -> Result<HardwareSpec> {
+    let text = std::fs::read_to_string(path).map_err(|e| AnalyzerError::io(path, e))?;
+    let h: HardwareSpec = serde_json::from_str(&text)
+        .map_err(|e| AnalyzerError::parse(path, format!("not a gapscope hardware profile: {e}")))?;
+    if !(h.hbm_bytes_per_s > 0.0 && h.bf16_tflops > 0.0) {
+        return Err(AnalyzerError::parse(
+            path,
+            "profile lacks bandwidth or bf16 throughput",
+        ));
+    }
+    Ok(h)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -224,7 +224,16 @@ impl History {
 
     /// Latest runs first.
     pub fn list(&self, limit: i64) -> Result<Vec<RunSummary>> {
-        let q = "SELECT id, created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted FROM runs ORDER BY id DESC LIMIT $1";
+        self.runs(false, limit)
+    }
+
+    /// Latest runs first, optionally only the accepted ones (filtered in SQL).
+    fn runs(&self, accepted_only: bool, limit: i64) -> Result<Vec<RunSummary>> {
+        let q = if accepted_only {
+            "SELECT id, created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted FROM runs WHERE accepted <> 0 ORDER BY id DESC LIMIT $1"
+        } else {
+            "SELECT id, created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted FROM runs ORDER BY id DESC LIMIT $1"
+        };
         macro_rules! list_with {
             ($pool:expr) => {{
                 let rows = sqlx::query(q)
@@ -291,13 +300,8 @@ impl History {
 
     /// Bucket rows of the last `limit` accepted runs (newest first), for gate baselines.
     pub fn accepted_buckets(&self, limit: i64) -> Result<Vec<(RunSummary, Vec<RunBucket>)>> {
-        let runs: Vec<RunSummary> = self
-            .list(i64::MAX)?
+        self.runs(true, limit.max(0))?
             .into_iter()
-            .filter(|r| r.accepted)
-            .take(limit.max(0) as usize)
-            .collect();
-        runs.into_iter()
             .map(|r| {
                 let b = self.buckets(r.id)?;
                 Ok((r, b))

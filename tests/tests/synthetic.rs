@@ -284,9 +284,9 @@ fn diff_attributes_the_gap_by_bucket_and_flags_a_new_copy() {
     assert_eq!(d.what_if[0].bucket, Bucket::Gemv);
 }
 
-#[test]
-fn engine_bytes_give_per_bucket_floors() {
-    // decode_step() gives 2 gemv launches of 40 ns per step; declare 100,000 bytes each.
+/// Four engine decode steps (batch 1) whose gemv launches declare `gemv_bytes` each
+/// (-1: no declared cost).
+fn engine_trace(gemv_bytes: i64) -> Trace {
     let mut t = Trace::new(Manifest::new("engine"));
     let mut now = 0;
     for _ in 0..4 {
@@ -307,11 +307,19 @@ fn engine_bytes_give_per_bucket_floors() {
     let gemv = t.strings.lookup("gemv_bf16").unwrap();
     for i in 0..t.kernels.len() {
         if t.kernels.name[i] == gemv {
-            t.kernels.bytes[i] = 100_000;
-            t.kernels.flops[i] = 1_000;
+            t.kernels.bytes[i] = gemv_bytes;
+            if gemv_bytes >= 0 {
+                t.kernels.flops[i] = 1_000;
+            }
         }
     }
-    let r = report(t, &AnalysisSettings::default());
+    t
+}
+
+#[test]
+fn engine_bytes_give_per_bucket_floors() {
+    // decode_step() gives 2 gemv launches of 40 ns per step; declare 100,000 bytes each.
+    let r = report(engine_trace(100_000), &AnalysisSettings::default());
     let c = bucket(&r, Bucket::Gemv).cost.unwrap();
     assert_eq!(c.bytes_per_step, 200_000.0);
     assert!((c.costed_ms_per_step - 80e-6).abs() < 1e-15);
@@ -345,33 +353,8 @@ fn engine_bytes_give_per_bucket_floors() {
 fn what_if_at_the_floor_uses_declared_bytes() {
     // Same engine trace twice; A declares 100,000 bytes per gemv launch. On an H100 SXM the
     // gemv floor is 200,000 B / 3.35e12 B/s per step; A's step shrinks by the gap to it.
-    let build = |bytes: i64| {
-        let mut t = Trace::new(Manifest::new("engine"));
-        let mut now = 0;
-        for _ in 0..4 {
-            let step = t.strings.intern("decode");
-            let start = now;
-            now = decode_step(&mut t, now);
-            t.markers.push(MarkerRow {
-                name: step,
-                source: MarkerSource::Engine as u8,
-                phase: Phase::Decode as u8,
-                gpu_start_ns: start,
-                gpu_end_ns: now,
-                ..Default::default()
-            });
-            now += 100;
-        }
-        let gemv = t.strings.lookup("gemv_bf16").unwrap();
-        for i in 0..t.kernels.len() {
-            if t.kernels.name[i] == gemv {
-                t.kernels.bytes[i] = bytes;
-            }
-        }
-        report(t, &AnalysisSettings::default())
-    };
-    let a = build(100_000);
-    let b = build(-1);
+    let a = report(engine_trace(100_000), &AnalysisSettings::default());
+    let b = report(engine_trace(-1), &AnalysisSettings::default());
     let c = gapscope_analyzer::diff::FloorCeilings {
         bytes_per_s: 3.35e12,
         flops_per_s: 989.4e12,

@@ -360,33 +360,28 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
 /// launch's correlation, or carrying a graph id.
 fn graph_counts(trace: &gapscope_traces::Trace) -> (usize, usize) {
     let l = &trace.launches;
-    let mut graph_names = vec![false; trace.strings.len()];
-    for (i, v) in trace.strings.values().iter().enumerate() {
-        graph_names[i] = v.contains("GraphLaunch");
-    }
-    let corr: std::collections::HashSet<u64> = (0..l.len)
+    let graph_names: Vec<bool> = trace
+        .strings
+        .values()
+        .iter()
+        .map(|v| v.contains("GraphLaunch"))
+        .collect();
+    let graph_launches: Vec<usize> = (0..l.len)
         .filter(|&i| {
             graph_names
                 .get(l.name[i] as usize)
                 .copied()
                 .unwrap_or(false)
         })
-        .map(|i| l.correlation[i])
         .collect();
+    let corr: std::collections::HashSet<u64> =
+        graph_launches.iter().map(|&i| l.correlation[i]).collect();
     let k = &trace.kernels;
     let has_graph_id = k.graph_id.len() == k.len;
     let kernels = (0..k.len)
         .filter(|&i| (has_graph_id && k.graph_id[i] != 0) || corr.contains(&k.correlation[i]))
         .count();
-    let launches = (0..l.len)
-        .filter(|&i| {
-            graph_names
-                .get(l.name[i] as usize)
-                .copied()
-                .unwrap_or(false)
-        })
-        .count();
-    (launches, kernels)
+    (graph_launches.len(), kernels)
 }
 
 fn pct(a: f64, b: f64) -> f64 {

@@ -1,0 +1,79 @@
+// Shared helpers for every gapscope kernel module. The registry prepends this text to each
+// module before NVRTC compiles it, so the modules need no include path.
+//
+// Conventions: bf16 and f16 values travel as raw 16-bit patterns (`bf16_t`, `f16_t`) so no
+// CUDA header is needed; f32 is the accumulation type everywhere.
+
+typedef unsigned short bf16_t;
+typedef unsigned short f16_t;
+typedef signed char i8;
+typedef unsigned char u8;
+typedef long long i64;
+
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+
+__device__ __forceinline__ float bf16_to_f32(bf16_t h) {
+    return __uint_as_float(((unsigned int)h) << 16);
+}
+
+// Round to nearest even, as torch and cuBLAS do; NaN stays NaN.
+__device__ __forceinline__ bf16_t f32_to_bf16(float f) {
+    unsigned int u = __float_as_uint(f);
+    if ((u & 0x7f800000u) == 0x7f800000u) {
+        return (bf16_t)((u >> 16) | ((u & 0xffffu) ? 0x40u : 0u));
+    }
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (bf16_t)(u >> 16);
+}
+
+__device__ __forceinline__ float f16_to_f32(f16_t h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+// The low and high bf16 halves of a 32-bit word, widened to f32.
+__device__ __forceinline__ float bf16_lo(unsigned int w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf16_hi(unsigned int w) { return __uint_as_float(w & 0xffff0000u); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+__device__ __forceinline__ int warp_sum_int(int v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Signed x signed 4-way int8 dot product with accumulate.
+__device__ __forceinline__ int dp4a_ss(int a, int b, int c) {
+    int d;
+    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+// Unsigned (a) x signed (b) 4-way int8 dot product with accumulate.
+__device__ __forceinline__ int dp4a_us(unsigned int a, int b, int c) {
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+
+// Output modes shared by every linear kernel (GEMV, MMVQ, MMQ).
+#define OUT_STORE 0      // y[b, o] = acc + bias[o]
+#define OUT_ACCUMULATE 1 // y[b, o] += acc (residual add fused)
+#define OUT_SWIGLU 2     // weight rows interleave gate/up; h[b, o] = bf16(silu(acc_gate) * acc_up)
+

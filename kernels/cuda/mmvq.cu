@@ -1,0 +1,159 @@
+// Quantized GEMV (MMVQ-like) for small batches: int8 dot products (dp4a) between Q8_0 / Q4_0
+// weight blocks and q8_1-quantized activations. One warp per output; nb <= 8.
+//
+// Weight layouts (structure of arrays, so every load is 16-byte aligned):
+//   Q8_0: qs int8 [N, K], d f16 [N, K/32]
+//   Q4_0: qs u8 [N, K/2] (block of 16 bytes: byte j holds element j in its low nibble and
+//         element j + 16 in its high nibble, values offset by 8), d f16 [N, K/32]
+
+#define MMVQ_WARPS 4
+
+template <int NB, int R>
+__device__ __forceinline__ void mmvq_store(float acc[R][NB], float* __restrict__ y, bf16_t* __restrict__ yh,
+                                           const float* __restrict__ bias, int o, int n_out, int mode) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int b = 0; b < NB; ++b) acc[r][b] = warp_sum(acc[r][b]);
+    if ((threadIdx.x & 31) != 0) return;
+#pragma unroll
+    for (int b = 0; b < NB; ++b) {
+        if (R == 2) {
+            yh[(i64)b * n_out + o] = f32_to_bf16(silu(acc[0][b]) * acc[R - 1][b]);
+        } else if (mode == OUT_ACCUMULATE) {
+            y[(i64)b * n_out + o] += acc[0][b];
+        } else {
+            y[(i64)b * n_out + o] = acc[0][b] + (bias ? bias[o] : 0.0f);
+        }
+    }
+}
+
+template <int NB, int R>
+__device__ __forceinline__ void mmvq_q8_0_impl(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
+                                               const i8* __restrict__ qx, const float* __restrict__ dx,
+                                               float* __restrict__ y, bf16_t* __restrict__ yh,
+                                               const float* __restrict__ bias, int n_out, int K, int mode) {
+    const int lane = threadIdx.x & 31;
+    const int o = blockIdx.x * MMVQ_WARPS + (threadIdx.x >> 5);
+    if (o >= n_out) return;
+    const int kblocks = K >> 5;
+    float acc[R][NB];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int b = 0; b < NB; ++b) acc[r][b] = 0.0f;
+    // Each lane takes 16 weights (half a block) per step; a warp covers 512 values.
+    for (int k = lane * 16; k < K; k += 512) {
+        const int blk = k >> 5;
+        int4 w[R];
+        float d[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const i64 row = (i64)(o * R + r);
+            w[r] = __ldg(reinterpret_cast<const int4*>(qw + row * K + k));
+            d[r] = f16_to_f32(__ldg(dw + row * kblocks + blk));
+        }
+#pragma unroll
+        for (int b = 0; b < NB; ++b) {
+            const int4 xv = *reinterpret_cast<const int4*>(qx + (i64)b * K + k);
+            const float db = dx[(i64)b * kblocks + blk];
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                int s = dp4a_ss(w[r].x, xv.x, 0);
+                s = dp4a_ss(w[r].y, xv.y, s);
+                s = dp4a_ss(w[r].z, xv.z, s);
+                s = dp4a_ss(w[r].w, xv.w, s);
+                acc[r][b] = fmaf(d[r] * db, (float)s, acc[r][b]);
+            }
+        }
+    }
+    mmvq_store<NB, R>(acc, y, yh, bias, o, n_out, mode);
+}
+
+template <int NB, int R>
+__device__ __forceinline__ void mmvq_q4_0_impl(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
+                                               const i8* __restrict__ qx, const float* __restrict__ dx,
+                                               const float* __restrict__ sx, float* __restrict__ y,
+                                               bf16_t* __restrict__ yh, const float* __restrict__ bias,
+                                               int n_out, int K, int mode) {
+    const int lane = threadIdx.x & 31;
+    const int o = blockIdx.x * MMVQ_WARPS + (threadIdx.x >> 5);
+    if (o >= n_out) return;
+    const int kblocks = K >> 5;
+    float acc[R][NB];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int b = 0; b < NB; ++b) acc[r][b] = 0.0f;
+    // Each lane takes one whole block (16 bytes, 32 weights) per step.
+    for (int blk = lane; blk < kblocks; blk += 32) {
+        uint4 w[R];
+        float d[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const i64 row = (i64)(o * R + r);
+            w[r] = __ldg(reinterpret_cast<const uint4*>(qw + row * (K >> 1) + blk * 16));
+            d[r] = f16_to_f32(__ldg(dw + row * kblocks + blk));
+        }
+#pragma unroll
+        for (int b = 0; b < NB; ++b) {
+            const int4 xlo = *reinterpret_cast<const int4*>(qx + (i64)b * K + blk * 32);
+            const int4 xhi = *reinterpret_cast<const int4*>(qx + (i64)b * K + blk * 32 + 16);
+            const float db = dx[(i64)b * kblocks + blk];
+            const float sb = sx[(i64)b * kblocks + blk];
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                int s = dp4a_us(w[r].x & 0x0f0f0f0fu, xlo.x, 0);
+                s = dp4a_us(w[r].y & 0x0f0f0f0fu, xlo.y, s);
+                s = dp4a_us(w[r].z & 0x0f0f0f0fu, xlo.z, s);
+                s = dp4a_us(w[r].w & 0x0f0f0f0fu, xlo.w, s);
+                s = dp4a_us((w[r].x >> 4) & 0x0f0f0f0fu, xhi.x, s);
+                s = dp4a_us((w[r].y >> 4) & 0x0f0f0f0fu, xhi.y, s);
+                s = dp4a_us((w[r].z >> 4) & 0x0f0f0f0fu, xhi.z, s);
+                s = dp4a_us((w[r].w >> 4) & 0x0f0f0f0fu, xhi.w, s);
+                acc[r][b] = fmaf(d[r], db * (float)s - 8.0f * sb, acc[r][b]);
+            }
+        }
+    }
+    mmvq_store<NB, R>(acc, y, yh, bias, o, n_out, mode);
+}
+
+#define MMVQ_CASES(CALL, R)                  \
+    switch (nb) {                            \
+        case 1: CALL(1, R); break;           \
+        case 2: CALL(2, R); break;           \
+        case 3: CALL(3, R); break;           \
+        case 4: CALL(4, R); break;           \
+        case 5: CALL(5, R); break;           \
+        case 6: CALL(6, R); break;           \
+        case 7: CALL(7, R); break;           \
+        default: CALL(8, R); break;          \
+    }
+
+#define CALL_Q8(NB, R) mmvq_q8_0_impl<NB, R>(qw, dw, qx, dx, y, yh, bias, n_out, K, mode)
+#define CALL_Q4(NB, R) mmvq_q4_0_impl<NB, R>(qw, dw, qx, dx, sx, y, yh, bias, n_out, K, mode)
+
+// grid.x = ceil(n_out / MMVQ_WARPS), block = 32 * MMVQ_WARPS; output modes as gemv_bf16.
+extern "C" __global__ void __launch_bounds__(128) mmvq_q8_0(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
+                                                           const i8* __restrict__ qx, const float* __restrict__ dx,
+                                                           const float* __restrict__ sx, float* __restrict__ y,
+                                                           bf16_t* __restrict__ yh, const float* __restrict__ bias,
+                                                           int n_out, int K, int nb, int mode) {
+    if (mode == OUT_SWIGLU) {
+        MMVQ_CASES(CALL_Q8, 2)
+    } else {
+        MMVQ_CASES(CALL_Q8, 1)
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(128) mmvq_q4_0(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
+                                                           const i8* __restrict__ qx, const float* __restrict__ dx,
+                                                           const float* __restrict__ sx, float* __restrict__ y,
+                                                           bf16_t* __restrict__ yh, const float* __restrict__ bias,
+                                                           int n_out, int K, int nb, int mode) {
+    if (mode == OUT_SWIGLU) {
+        MMVQ_CASES(CALL_Q4, 2)
+    } else {
+        MMVQ_CASES(CALL_Q4, 1)
+    }
+}

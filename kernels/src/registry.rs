@@ -1,0 +1,191 @@
+//! The typed registry of kernel modules and kernel names.
+
+/// Helpers prepended to every module (bf16/f16 conversion, warp reductions, dp4a, output modes).
+pub const COMMON: &str = include_str!("../cuda/common.cuh");
+
+/// One `.cu` file: the unit NVRTC compiles and the driver loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Module {
+    pub name: &'static str,
+    pub source: &'static str,
+    pub kernels: &'static [Kernel],
+}
+
+impl Module {
+    /// The text handed to NVRTC: the common helpers, then the module.
+    pub fn full_source(&self) -> String {
+        let mut s = String::with_capacity(COMMON.len() + self.source.len() + 1);
+        s.push_str(COMMON);
+        s.push('\n');
+        s.push_str(self.source);
+        s
+    }
+}
+
+/// Every kernel the engine launches, named `{op}_{dtype}` as in the `extern "C"` source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kernel {
+    GetRowsBf16,
+    GetRowsF32,
+    KvGatherBf16,
+    RmsNormF32,
+    HeadRmsNormF32,
+    RopeKvAppendF32,
+    SwigluF32,
+    AddBiasF32,
+    GemvBf16,
+    QuantizeQ8_1Bf16,
+    MmvqQ8_0,
+    MmvqQ4_0,
+    MmqQ8_0,
+    MmqQ4_0,
+    AttnDecodeBf16,
+    AttnReduceF32,
+    ArgmaxF32,
+}
+
+impl Kernel {
+    pub const ALL: [Kernel; 17] = [
+        Kernel::GetRowsBf16,
+        Kernel::GetRowsF32,
+        Kernel::KvGatherBf16,
+        Kernel::RmsNormF32,
+        Kernel::HeadRmsNormF32,
+        Kernel::RopeKvAppendF32,
+        Kernel::SwigluF32,
+        Kernel::AddBiasF32,
+        Kernel::GemvBf16,
+        Kernel::QuantizeQ8_1Bf16,
+        Kernel::MmvqQ8_0,
+        Kernel::MmvqQ4_0,
+        Kernel::MmqQ8_0,
+        Kernel::MmqQ4_0,
+        Kernel::AttnDecodeBf16,
+        Kernel::AttnReduceF32,
+        Kernel::ArgmaxF32,
+    ];
+
+    /// The symbol in the compiled module.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::GetRowsBf16 => "get_rows_bf16",
+            Kernel::GetRowsF32 => "get_rows_f32",
+            Kernel::KvGatherBf16 => "kv_gather_bf16",
+            Kernel::RmsNormF32 => "rms_norm_f32",
+            Kernel::HeadRmsNormF32 => "head_rms_norm_f32",
+            Kernel::RopeKvAppendF32 => "rope_kv_append_f32",
+            Kernel::SwigluF32 => "swiglu_f32",
+            Kernel::AddBiasF32 => "add_bias_f32",
+            Kernel::GemvBf16 => "gemv_bf16",
+            Kernel::QuantizeQ8_1Bf16 => "quantize_q8_1_bf16",
+            Kernel::MmvqQ8_0 => "mmvq_q8_0",
+            Kernel::MmvqQ4_0 => "mmvq_q4_0",
+            Kernel::MmqQ8_0 => "mmq_q8_0",
+            Kernel::MmqQ4_0 => "mmq_q4_0",
+            Kernel::AttnDecodeBf16 => "attn_decode_bf16",
+            Kernel::AttnReduceF32 => "attn_reduce_f32",
+            Kernel::ArgmaxF32 => "argmax_f32",
+        }
+    }
+}
+
+macro_rules! module {
+    ($name:literal, [$($k:ident),* $(,)?]) => {
+        Module {
+            name: $name,
+            source: include_str!(concat!("../cuda/", $name, ".cu")),
+            kernels: &[$(Kernel::$k),*],
+        }
+    };
+}
+
+/// All modules, in a stable order.
+pub const MODULES: &[Module] = &[
+    module!("get_rows", [GetRowsBf16, GetRowsF32, KvGatherBf16]),
+    module!("norm", [RmsNormF32, HeadRmsNormF32]),
+    module!("rope", [RopeKvAppendF32]),
+    module!("elementwise", [SwigluF32, AddBiasF32]),
+    module!("gemv", [GemvBf16]),
+    module!("quantize", [QuantizeQ8_1Bf16]),
+    module!("mmvq", [MmvqQ8_0, MmvqQ4_0]),
+    module!("mmq", [MmqQ8_0, MmqQ4_0]),
+    module!("attention", [AttnDecodeBf16, AttnReduceF32]),
+    module!("sample", [ArgmaxF32]),
+];
+
+/// The module that defines `kernel`.
+pub fn module_of(kernel: Kernel) -> &'static Module {
+    MODULES
+        .iter()
+        .find(|m| m.kernels.contains(&kernel))
+        .expect("every Kernel is listed in exactly one module (tested)")
+}
+
+/// A stable 64-bit FNV-1a hash of the compile inputs, the key of the on-disk NVRTC cache.
+/// Stable across Rust versions and platforms, unlike `DefaultHasher`.
+pub fn source_hash(parts: &[&str]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for &b in part.as_bytes().iter().chain(std::iter::once(&0u8)) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn every_kernel_is_defined_once_in_its_module() {
+        for k in Kernel::ALL {
+            let owners: Vec<_> = MODULES.iter().filter(|m| m.kernels.contains(&k)).collect();
+            assert_eq!(owners.len(), 1, "{k:?} must be in exactly one module");
+            let needle = format!("__global__ void {}(", k.name());
+            let bounded = format!(") {}(", k.name());
+            let src = owners[0].source;
+            assert!(
+                src.contains(&needle) || src.contains(&bounded),
+                "{} is not defined in {}.cu",
+                k.name(),
+                owners[0].name
+            );
+        }
+    }
+
+    #[test]
+    fn every_extern_c_kernel_in_a_source_is_registered() {
+        let names: BTreeSet<&str> = Kernel::ALL.iter().map(|k| k.name()).collect();
+        for m in MODULES {
+            for line in m.source.lines() {
+                if let Some(rest) = line.trim_start().strip_prefix("extern \"C\" __global__ void ") {
+                    let rest = match rest.strip_prefix("__launch_bounds__(") {
+                        Some(b) => b.split_once(") ").map(|(_, r)| r).unwrap_or(b),
+                        None => rest,
+                    };
+                    let name = rest.split('(').next().unwrap_or("").trim();
+                    assert!(names.contains(name), "{}.cu defines unregistered kernel {name}", m.name);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn braces_balance_in_every_module() {
+        for m in MODULES.iter().map(|m| m.full_source()) {
+            let open = m.matches('{').count();
+            let close = m.matches('}').count();
+            assert_eq!(open, close);
+        }
+    }
+
+    #[test]
+    fn source_hash_is_stable_and_input_sensitive() {
+        assert_eq!(source_hash(&[]), 0xcbf2_9ce4_8422_2325);
+        assert_ne!(source_hash(&["a", "b"]), source_hash(&["ab"]));
+        assert_ne!(source_hash(&["x", "sm_90"]), source_hash(&["x", "sm_80"]));
+    }
+}

@@ -1,1 +1,13 @@
-//! The instrumented decode engine. Filled by the engine issue; the foundation only establishes the crate and its allowed dependencies (traces, kernels).
+//! gapscope's instrumented decode engine: Llama / Qwen decoders from an HF `config.json`, a CPU
+//! f32 reference backend and a CUDA backend whose every launch is recorded with its op, layer,
+//! bucket, bytes and FLOPs.
+pub mod config;
+pub mod error;
+pub mod quant;
+pub mod rng;
+pub mod weights;
+
+pub use config::ModelConfig;
+pub use error::{EngineError, Result};
+pub use quant::{Matrix, WeightFormat};
+pub use weights::ModelWeights;

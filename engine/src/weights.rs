@@ -1,0 +1,369 @@
+//! Model weights in the engine's prepared layout: q, k and v fused into one matrix, gate and up
+//! interleaved row by row (so a GEMV warp can apply SwiGLU in its epilogue), linear weights in
+//! the chosen format. Loaded from safetensors or generated from a seed.
+
+use crate::config::ModelConfig;
+use crate::error::{EngineError, Result};
+use crate::quant::{Matrix, WeightFormat};
+use crate::rng;
+use half::{bf16, f16};
+use safetensors::{Dtype, SafeTensors};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone)]
+pub struct LayerWeights {
+    pub attn_norm: Vec<f32>,
+    /// `[q_dim + 2 kv_dim, hidden]`
+    pub wqkv: Matrix,
+    pub bqkv: Option<Vec<f32>>,
+    pub q_norm: Option<Vec<f32>>,
+    pub k_norm: Option<Vec<f32>>,
+    /// `[hidden, q_dim]`
+    pub wo: Matrix,
+    pub ffn_norm: Vec<f32>,
+    /// `[2 intermediate, hidden]`, row 2i = gate_i, row 2i+1 = up_i.
+    pub w_gate_up: Matrix,
+    /// `[hidden, intermediate]`
+    pub w_down: Matrix,
+}
+
+#[derive(Debug, Clone)]
+pub struct ModelWeights {
+    pub format: WeightFormat,
+    /// `[vocab, hidden]` bf16 bits; read by rows only.
+    pub embed: Vec<u16>,
+    pub layers: Vec<LayerWeights>,
+    pub final_norm: Vec<f32>,
+    /// `[vocab, hidden]`
+    pub lm_head: Matrix,
+}
+
+/// Standard deviation-like amplitude of random linear weights.
+const WEIGHT_SCALE: f32 = 0.035;
+
+impl ModelWeights {
+    /// Bytes one decode step must read for the weights (embedding by rows only: one row per
+    /// sequence, counted by the caller).
+    pub fn linear_bytes(&self) -> u64 {
+        self.lm_head.bytes()
+            + self
+                .layers
+                .iter()
+                .map(|l| l.wqkv.bytes() + l.wo.bytes() + l.w_gate_up.bytes() + l.w_down.bytes())
+                .sum::<u64>()
+    }
+
+    /// Seeded random weights of the config's shapes. Decode timing does not depend on values,
+    /// and the values are a pure function of the seed, so a CPU reference can rebuild them.
+    pub fn random(cfg: &ModelConfig, format: WeightFormat, seed: u64) -> Self {
+        let counter = std::cell::Cell::new(0u64);
+        let next = || {
+            counter.set(counter.get() + 1);
+            counter.get()
+        };
+        let h = cfg.hidden;
+        let mat = |rows: usize, cols: usize| {
+            let mut v = vec![0f32; rows * cols];
+            rng::fill(&mut v, seed, next(), 0.0, WEIGHT_SCALE);
+            Matrix::from_f32(format, rows, cols, &v)
+        };
+        let norm = |n: usize| {
+            let mut v = vec![0f32; n];
+            rng::fill(&mut v, seed, 1_000_000 + next(), 1.0, 0.1);
+            v
+        };
+        let mut embed_f = vec![0f32; cfg.vocab * h];
+        rng::fill(&mut embed_f, seed, 999_999, 0.0, WEIGHT_SCALE);
+        let embed: Vec<u16> = embed_f.iter().map(|&x| bf16::from_f32(x).to_bits()).collect();
+        drop(embed_f);
+        let layers = (0..cfg.layers)
+            .map(|l| {
+                let bias = cfg.attention_bias.then(|| {
+                    let mut b = vec![0f32; cfg.qkv_dim()];
+                    rng::fill(&mut b, seed, 2_000_000 + l as u64, 0.0, 0.02);
+                    b
+                });
+                LayerWeights {
+                    attn_norm: norm(h),
+                    wqkv: mat(cfg.qkv_dim(), h),
+                    bqkv: bias,
+                    q_norm: cfg.qk_norm.then(|| norm(cfg.head_dim)),
+                    k_norm: cfg.qk_norm.then(|| norm(cfg.head_dim)),
+                    wo: mat(h, cfg.q_dim()),
+                    ffn_norm: norm(h),
+                    w_gate_up: mat(2 * cfg.intermediate, h),
+                    w_down: mat(h, cfg.intermediate),
+                }
+            })
+            .collect();
+        let final_norm = norm(h);
+        let lm_head = if cfg.tie_embeddings {
+            let v: Vec<f32> = embed.iter().map(|&b| bf16::from_bits(b).to_f32()).collect();
+            Matrix::from_f32(format, cfg.vocab, h, &v)
+        } else {
+            mat(cfg.vocab, h)
+        };
+        Self {
+            format,
+            embed,
+            layers,
+            final_norm,
+            lm_head,
+        }
+    }
+
+    /// Loads HF safetensors weights (a single `model.safetensors` or shards listed in
+    /// `model.safetensors.index.json`) and converts them to `format`.
+    pub fn from_safetensors(dir: &Path, cfg: &ModelConfig, format: WeightFormat) -> Result<Self> {
+        let store = TensorStore::open(dir)?;
+        let h = cfg.hidden;
+        let get = |name: &str, shape: &[usize]| store.f32(name, shape);
+        let embed_f = get("model.embed_tokens.weight", &[cfg.vocab, h])?;
+        let embed: Vec<u16> = embed_f.iter().map(|&x| bf16::from_f32(x).to_bits()).collect();
+        let mut layers = Vec::with_capacity(cfg.layers);
+        for l in 0..cfg.layers {
+            let p = format!("model.layers.{l}");
+            let q = get(&format!("{p}.self_attn.q_proj.weight"), &[cfg.q_dim(), h])?;
+            let k = get(&format!("{p}.self_attn.k_proj.weight"), &[cfg.kv_dim(), h])?;
+            let v = get(&format!("{p}.self_attn.v_proj.weight"), &[cfg.kv_dim(), h])?;
+            let qkv = [q, k, v].concat();
+            let bqkv = if cfg.attention_bias {
+                let qb = get(&format!("{p}.self_attn.q_proj.bias"), &[cfg.q_dim()])?;
+                let kb = get(&format!("{p}.self_attn.k_proj.bias"), &[cfg.kv_dim()])?;
+                let vb = get(&format!("{p}.self_attn.v_proj.bias"), &[cfg.kv_dim()])?;
+                Some([qb, kb, vb].concat())
+            } else {
+                None
+            };
+            let gate = get(&format!("{p}.mlp.gate_proj.weight"), &[cfg.intermediate, h])?;
+            let up = get(&format!("{p}.mlp.up_proj.weight"), &[cfg.intermediate, h])?;
+            let mut gu = Vec::with_capacity(2 * gate.len());
+            for (g, u) in gate.chunks_exact(h).zip(up.chunks_exact(h)) {
+                gu.extend_from_slice(g);
+                gu.extend_from_slice(u);
+            }
+            layers.push(LayerWeights {
+                attn_norm: get(&format!("{p}.input_layernorm.weight"), &[h])?,
+                wqkv: Matrix::from_f32(format, cfg.qkv_dim(), h, &qkv),
+                bqkv,
+                q_norm: if cfg.qk_norm {
+                    Some(get(&format!("{p}.self_attn.q_norm.weight"), &[cfg.head_dim])?)
+                } else {
+                    None
+                },
+                k_norm: if cfg.qk_norm {
+                    Some(get(&format!("{p}.self_attn.k_norm.weight"), &[cfg.head_dim])?)
+                } else {
+                    None
+                },
+                wo: Matrix::from_f32(
+                    format,
+                    h,
+                    cfg.q_dim(),
+                    &get(&format!("{p}.self_attn.o_proj.weight"), &[h, cfg.q_dim()])?,
+                ),
+                ffn_norm: get(&format!("{p}.post_attention_layernorm.weight"), &[h])?,
+                w_gate_up: Matrix::from_f32(format, 2 * cfg.intermediate, h, &gu),
+                w_down: Matrix::from_f32(
+                    format,
+                    h,
+                    cfg.intermediate,
+                    &get(&format!("{p}.mlp.down_proj.weight"), &[h, cfg.intermediate])?,
+                ),
+            });
+        }
+        let lm = if cfg.tie_embeddings || !store.contains("lm_head.weight") {
+            embed_f
+        } else {
+            get("lm_head.weight", &[cfg.vocab, h])?
+        };
+        Ok(Self {
+            format,
+            embed,
+            layers,
+            final_norm: get("model.norm.weight", &[h])?,
+            lm_head: Matrix::from_f32(format, cfg.vocab, h, &lm),
+        })
+    }
+}
+
+/// Memory-mapped safetensors files and which file holds each tensor.
+struct TensorStore {
+    files: Vec<(PathBuf, memmap2::Mmap)>,
+    index: BTreeMap<String, usize>,
+}
+
+impl TensorStore {
+    fn open(dir: &Path) -> Result<Self> {
+        let single = dir.join("model.safetensors");
+        let index_path = dir.join("model.safetensors.index.json");
+        let names: Vec<PathBuf> = if index_path.exists() {
+            let text =
+                std::fs::read_to_string(&index_path).map_err(|e| EngineError::io(&index_path, e))?;
+            let v: serde_json::Value =
+                serde_json::from_str(&text).map_err(|e| EngineError::Weights {
+                    path: index_path.clone(),
+                    message: format!("not valid JSON: {e}"),
+                })?;
+            let map = v
+                .get("weight_map")
+                .and_then(|m| m.as_object())
+                .ok_or_else(|| EngineError::Weights {
+                    path: index_path.clone(),
+                    message: "no weight_map object".into(),
+                })?;
+            let mut files: Vec<String> = map
+                .values()
+                .filter_map(|f| f.as_str().map(str::to_owned))
+                .collect();
+            files.sort();
+            files.dedup();
+            files.into_iter().map(|f| dir.join(f)).collect()
+        } else if single.exists() {
+            vec![single]
+        } else {
+            return Err(EngineError::Weights {
+                path: dir.to_path_buf(),
+                message: "no model.safetensors or model.safetensors.index.json".into(),
+            });
+        };
+        let mut files = Vec::new();
+        let mut index = BTreeMap::new();
+        for path in names {
+            let file = std::fs::File::open(&path).map_err(|e| EngineError::io(&path, e))?;
+            // SAFETY: the file is opened read-only and not modified while mapped by us.
+            let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| EngineError::io(&path, e))?;
+            let (_, meta) = SafeTensors::read_metadata(&map).map_err(|e| EngineError::Weights {
+                path: path.clone(),
+                message: format!("not a safetensors file: {e}"),
+            })?;
+            for name in meta.tensors().keys() {
+                index.insert(name.clone(), files.len());
+            }
+            files.push((path, map));
+        }
+        Ok(Self { files, index })
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        self.index.contains_key(name)
+    }
+
+    fn f32(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
+        let &fi = self.index.get(name).ok_or_else(|| EngineError::Weights {
+            path: self.files.first().map(|f| f.0.clone()).unwrap_or_default(),
+            message: format!("tensor {name} is missing"),
+        })?;
+        let (path, map) = &self.files[fi];
+        let err = |message: String| EngineError::Weights {
+            path: path.clone(),
+            message,
+        };
+        let st = SafeTensors::deserialize(map).map_err(|e| err(format!("{e}")))?;
+        let t = st.tensor(name).map_err(|e| err(format!("{name}: {e}")))?;
+        if t.shape() != shape {
+            return Err(err(format!(
+                "{name} has shape {:?}, the config implies {shape:?}",
+                t.shape()
+            )));
+        }
+        let data = t.data();
+        Ok(match t.dtype() {
+            Dtype::BF16 => data
+                .chunks_exact(2)
+                .map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f32())
+                .collect(),
+            Dtype::F16 => data
+                .chunks_exact(2)
+                .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32())
+                .collect(),
+            Dtype::F32 => data
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect(),
+            other => return Err(err(format!("{name} has dtype {other:?}; expected bf16, f16 or f32"))),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn tiny() -> ModelConfig {
+        ModelConfig::from_json(&serde_json::json!({
+            "model_type": "qwen2", "hidden_size": 64, "intermediate_size": 96,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "head_dim": 32, "vocab_size": 50, "rms_norm_eps": 1e-6
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn random_weights_have_config_shapes_and_are_reproducible() {
+        let cfg = tiny();
+        let a = ModelWeights::random(&cfg, WeightFormat::Q8_0, 1);
+        assert_eq!(a.layers.len(), 2);
+        assert_eq!(a.layers[0].wqkv.rows(), cfg.qkv_dim());
+        assert_eq!(a.layers[0].w_gate_up.rows(), 2 * cfg.intermediate);
+        assert_eq!(a.layers[0].w_down.cols(), cfg.intermediate);
+        assert!(a.layers[0].bqkv.is_some());
+        let b = ModelWeights::random(&cfg, WeightFormat::Q8_0, 1);
+        assert_eq!(a.layers[1].w_down, b.layers[1].w_down);
+        assert_eq!(a.embed, b.embed);
+        let c = ModelWeights::random(&cfg, WeightFormat::Q8_0, 2);
+        assert_ne!(a.layers[1].w_down, c.layers[1].w_down);
+    }
+
+    #[test]
+    fn safetensors_round_trip_fuses_and_interleaves() {
+        use safetensors::tensor::TensorView;
+        let cfg = tiny();
+        let h = cfg.hidden;
+        let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+        let mut add = |name: String, shape: Vec<usize>, f: &dyn Fn(usize) -> f32| {
+            let n: usize = shape.iter().product();
+            let bytes: Vec<u8> = (0..n).flat_map(|i| f(i).to_le_bytes()).collect();
+            tensors.push((name, shape, bytes));
+        };
+        add("model.embed_tokens.weight".into(), vec![cfg.vocab, h], &|i| i as f32 * 1e-3);
+        add("model.norm.weight".into(), vec![h], &|_| 1.0);
+        add("lm_head.weight".into(), vec![cfg.vocab, h], &|i| -(i as f32) * 1e-3);
+        for l in 0..cfg.layers {
+            let p = format!("model.layers.{l}");
+            add(format!("{p}.input_layernorm.weight"), vec![h], &|_| 1.0);
+            add(format!("{p}.post_attention_layernorm.weight"), vec![h], &|_| 1.0);
+            for (n, r) in [("q", cfg.q_dim()), ("k", cfg.kv_dim()), ("v", cfg.kv_dim())] {
+                add(format!("{p}.self_attn.{n}_proj.weight"), vec![r, h], &|_| 0.5);
+                add(format!("{p}.self_attn.{n}_proj.bias"), vec![r], &|_| 0.25);
+            }
+            add(format!("{p}.self_attn.o_proj.weight"), vec![h, cfg.q_dim()], &|_| 0.0);
+            add(format!("{p}.mlp.gate_proj.weight"), vec![cfg.intermediate, h], &|_| 1.0);
+            add(format!("{p}.mlp.up_proj.weight"), vec![cfg.intermediate, h], &|_| 2.0);
+            add(format!("{p}.mlp.down_proj.weight"), vec![h, cfg.intermediate], &|_| 0.0);
+        }
+        let views: Vec<(String, TensorView)> = tensors
+            .iter()
+            .map(|(n, s, b)| (n.clone(), TensorView::new(Dtype::F32, s.clone(), b).unwrap()))
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        safetensors::serialize_to_file(views, None, &dir.path().join("model.safetensors")).unwrap();
+        let w = ModelWeights::from_safetensors(dir.path(), &cfg, WeightFormat::Bf16).unwrap();
+        let gu = w.layers[0].w_gate_up.dequantize();
+        assert_eq!(gu[0], 1.0);
+        assert_eq!(gu[h], 2.0); // row 1 is up_0
+        assert_eq!(w.layers[1].bqkv.as_ref().unwrap().len(), cfg.qkv_dim());
+        assert!((w.lm_head.dequantize()[1] + 1e-3).abs() < 1e-5);
+
+        // A shape mismatch names the tensor and the file.
+        let bad = ModelConfig {
+            intermediate: 128,
+            ..cfg
+        };
+        let err = ModelWeights::from_safetensors(dir.path(), &bad, WeightFormat::Bf16).unwrap_err();
+        assert!(err.to_string().contains("gate_proj") && err.to_string().contains("model.safetensors"));
+        let missing = ModelWeights::from_safetensors(Path::new("/nonexistent"), &bad, WeightFormat::Bf16);
+        assert!(missing.unwrap_err().to_string().contains("/nonexistent"));
+    }
+}

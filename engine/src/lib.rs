@@ -2,6 +2,8 @@
 //! f32 reference backend and a CUDA backend whose every launch is recorded with its op, layer,
 //! bucket, bytes and FLOPs.
 pub mod config;
+pub mod cpu;
+pub mod model;
 pub mod error;
 pub mod quant;
 pub mod rng;

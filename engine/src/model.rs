@@ -1,0 +1,170 @@
+//! The decoder forward pass, written once against the [`Backend`] op trait so the CPU reference
+//! and the CUDA backend run exactly the same sequence of ops.
+
+use crate::config::ModelConfig;
+use crate::error::Result;
+
+/// Activation buffers the forward pass names. Their dtypes follow the CUDA backend: the
+/// residual stream `X`, `Qkv`, `Gu` and `Logits` are f32; `Xn`, `Attn` and `H` (GEMM inputs)
+/// hold bf16 values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Act {
+    X,
+    XLast,
+    Xn,
+    Qkv,
+    Attn,
+    H,
+    Logits,
+}
+
+/// Which norm weight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Norm {
+    Attn(usize),
+    Ffn(usize),
+    Final,
+}
+
+/// Which linear weight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Linear {
+    Qkv(usize),
+    O(usize),
+    GateUp(usize),
+    Down(usize),
+    LmHead,
+}
+
+impl Linear {
+    pub fn op(self) -> &'static str {
+        match self {
+            Linear::Qkv(_) => "qkv_proj",
+            Linear::O(_) => "o_proj",
+            Linear::GateUp(_) => "gate_up_proj",
+            Linear::Down(_) => "down_proj",
+            Linear::LmHead => "lm_head",
+        }
+    }
+    pub fn layer(self) -> i32 {
+        match self {
+            Linear::Qkv(l) | Linear::O(l) | Linear::GateUp(l) | Linear::Down(l) => l as i32,
+            Linear::LmHead => -1,
+        }
+    }
+}
+
+/// How a linear writes its result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutMode {
+    /// dst = W x (+ bias)
+    Store,
+    /// dst += W x (the residual add)
+    Accumulate,
+    /// W has interleaved gate/up rows; dst = silu(gate) * up, half as wide.
+    Swiglu,
+}
+
+/// The rows of one forward call: a prefill of several tokens per sequence, or one decode token
+/// per sequence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Batch {
+    pub tokens: Vec<i32>,
+    pub seq: Vec<i32>,
+    pub pos: Vec<i32>,
+    /// The row of each sequence whose logits are wanted (the last prompt token in a prefill);
+    /// `None` when every row produces logits (decode).
+    pub out_rows: Option<Vec<i32>>,
+}
+
+impl Batch {
+    /// `npl` sequences, each with the same prompt length, rows ordered sequence-major.
+    pub fn prefill(prompts: &[Vec<i32>]) -> Self {
+        let mut b = Batch {
+            tokens: Vec::new(),
+            seq: Vec::new(),
+            pos: Vec::new(),
+            out_rows: Some(Vec::new()),
+        };
+        for (s, p) in prompts.iter().enumerate() {
+            for (i, &t) in p.iter().enumerate() {
+                b.tokens.push(t);
+                b.seq.push(s as i32);
+                b.pos.push(i as i32);
+            }
+            if let Some(o) = b.out_rows.as_mut() {
+                o.push(b.tokens.len() as i32 - 1);
+            }
+        }
+        b
+    }
+
+    /// One token per sequence at position `pos[s]`.
+    pub fn decode(tokens: Vec<i32>, pos: Vec<i32>) -> Self {
+        let n = tokens.len();
+        Batch {
+            tokens,
+            seq: (0..n as i32).collect(),
+            pos,
+            out_rows: None,
+        }
+    }
+
+    pub fn rows(&self) -> usize {
+        self.tokens.len()
+    }
+    pub fn logit_rows(&self) -> usize {
+        self.out_rows.as_ref().map_or(self.rows(), Vec::len)
+    }
+}
+
+/// The ops a backend provides. Each call names buffers and weights; the backend owns storage,
+/// dispatch (which kernel computes a linear at this batch) and instrumentation.
+pub trait Backend {
+    /// Makes the batch's tokens, positions and KV slots visible to the ops that follow.
+    fn begin(&mut self, batch: &Batch) -> Result<()>;
+    /// `X = embedding[tokens]`.
+    fn embed(&mut self, rows: usize) -> Result<()>;
+    /// `dst = bf16(rmsnorm(src) * w)`.
+    fn rms_norm(&mut self, src: Act, norm: Norm, dst: Act, rows: usize) -> Result<()>;
+    fn linear(&mut self, w: Linear, src: Act, dst: Act, rows: usize, mode: OutMode) -> Result<()>;
+    /// Qwen3: RMSNorm each q and k head of `Qkv` in place.
+    fn head_norm(&mut self, layer: usize, rows: usize) -> Result<()>;
+    /// RoPE on q (in place) and k, and append k, v to the layer's KV cache.
+    fn rope_kv_append(&mut self, layer: usize, rows: usize) -> Result<()>;
+    /// `Attn = softmax(q k^T / sqrt(d)) v` over each row's sequence, positions [0, pos].
+    fn attention(&mut self, layer: usize, rows: usize) -> Result<()>;
+    /// `XLast = X[out_rows]`.
+    fn gather_last(&mut self, n: usize) -> Result<()>;
+    /// Greedy tokens from `Logits`.
+    fn argmax(&mut self, rows: usize) -> Result<()>;
+}
+
+/// One forward pass over `batch` (after `Backend::begin`), ending in greedy tokens.
+pub fn forward<B: Backend>(b: &mut B, cfg: &ModelConfig, batch: &Batch) -> Result<()> {
+    let rows = batch.rows();
+    b.embed(rows)?;
+    for l in 0..cfg.layers {
+        b.rms_norm(Act::X, Norm::Attn(l), Act::Xn, rows)?;
+        b.linear(Linear::Qkv(l), Act::Xn, Act::Qkv, rows, OutMode::Store)?;
+        if cfg.qk_norm {
+            b.head_norm(l, rows)?;
+        }
+        b.rope_kv_append(l, rows)?;
+        b.attention(l, rows)?;
+        b.linear(Linear::O(l), Act::Attn, Act::X, rows, OutMode::Accumulate)?;
+        b.rms_norm(Act::X, Norm::Ffn(l), Act::Xn, rows)?;
+        b.linear(Linear::GateUp(l), Act::Xn, Act::H, rows, OutMode::Swiglu)?;
+        b.linear(Linear::Down(l), Act::H, Act::X, rows, OutMode::Accumulate)?;
+    }
+    let out = batch.logit_rows();
+    let src = if batch.out_rows.is_some() {
+        b.gather_last(out)?;
+        Act::XLast
+    } else {
+        Act::X
+    };
+    b.rms_norm(src, Norm::Final, Act::Xn, out)?;
+    b.linear(Linear::LmHead, Act::Xn, Act::Logits, out, OutMode::Store)?;
+    b.argmax(out)
+}

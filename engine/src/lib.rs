@@ -1,12 +1,20 @@
 //! gapscope's instrumented decode engine: Llama / Qwen decoders from an HF `config.json`, a CPU
 //! f32 reference backend and a CUDA backend whose every launch is recorded with its op, layer,
 //! bucket, bytes and FLOPs.
+pub mod bench;
 pub mod config;
 pub mod cpu;
+pub mod cuda;
+pub mod dispatch;
+pub mod kbench;
+pub mod kv;
+pub mod records;
 pub mod model;
 pub mod error;
+pub mod gpu_check;
 pub mod quant;
 pub mod rng;
+pub mod stats;
 pub mod weights;
 
 pub use config::ModelConfig;

@@ -72,29 +72,33 @@ impl Matrix {
     pub fn from_f32(format: WeightFormat, rows: usize, cols: usize, v: &[f32]) -> Self {
         assert_eq!(v.len(), rows * cols, "matrix data length");
         match format {
-            WeightFormat::Bf16 => Self::Bf16 {
-                rows,
-                cols,
-                data: v.iter().map(|&x| bf16::from_f32(x).to_bits()).collect(),
-            },
+            WeightFormat::Bf16 => {
+                let mut data = vec![0u16; v.len()];
+                par_zip(v, &mut data, cols, 1, |src, dst| {
+                    for (d, &x) in dst.iter_mut().zip(src) {
+                        *d = bf16::from_f32(x).to_bits();
+                    }
+                });
+                Self::Bf16 { rows, cols, data }
+            }
             WeightFormat::Q8_0 => {
                 let mut qs = vec![0i8; v.len()];
                 let mut d = vec![0u16; v.len() / QK];
-                for (b, (blk, out)) in v.chunks_exact(QK).zip(qs.chunks_exact_mut(QK)).enumerate() {
-                    d[b] = quantize_q8_0_block(blk, out);
-                }
+                par_zip2(v, &mut qs, &mut d, cols, |src, q, dd| {
+                    for ((blk, out), s) in src.chunks_exact(QK).zip(q.chunks_exact_mut(QK)).zip(dd.iter_mut()) {
+                        *s = quantize_q8_0_block(blk, out);
+                    }
+                });
                 Self::Q8_0 { rows, cols, qs, d }
             }
             WeightFormat::Q4_0 => {
                 let mut qs = vec![0u8; v.len() / 2];
                 let mut d = vec![0u16; v.len() / QK];
-                for (b, (blk, out)) in v
-                    .chunks_exact(QK)
-                    .zip(qs.chunks_exact_mut(QK / 2))
-                    .enumerate()
-                {
-                    d[b] = quantize_q4_0_block(blk, out);
-                }
+                par_zip2(v, &mut qs, &mut d, cols, |src, q, dd| {
+                    for ((blk, out), s) in src.chunks_exact(QK).zip(q.chunks_exact_mut(QK / 2)).zip(dd.iter_mut()) {
+                        *s = quantize_q4_0_block(blk, out);
+                    }
+                });
                 Self::Q4_0 { rows, cols, qs, d }
             }
         }
@@ -148,6 +152,45 @@ impl Matrix {
             }
         }
     }
+}
+
+fn threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Rows of `src` (width `cols`) mapped into `dst` (width `cols / ratio`) on all cores.
+fn par_zip<D: Send>(src: &[f32], dst: &mut [D], cols: usize, ratio: usize, f: impl Fn(&[f32], &mut [D]) + Sync) {
+    let rows = src.len() / cols.max(1);
+    let per = rows.div_ceil(threads()).max(1);
+    if src.len() < (1 << 20) {
+        return f(src, dst);
+    }
+    std::thread::scope(|s| {
+        for (a, b) in src.chunks(per * cols).zip(dst.chunks_mut(per * cols / ratio)) {
+            let f = &f;
+            s.spawn(move || f(a, b));
+        }
+    });
+}
+
+/// Like `par_zip` with two outputs: quantized values and per-block scales.
+fn par_zip2<Q: Send>(src: &[f32], q: &mut [Q], d: &mut [u16], cols: usize, f: impl Fn(&[f32], &mut [Q], &mut [u16]) + Sync) {
+    let rows = src.len() / cols.max(1);
+    if src.len() < (1 << 20) {
+        return f(src, q, d);
+    }
+    let per = rows.div_ceil(threads()).max(1);
+    let qr = q.len() / rows; // values per row in the output
+    std::thread::scope(|s| {
+        for ((a, b), c) in src
+            .chunks(per * cols)
+            .zip(q.chunks_mut(per * qr))
+            .zip(d.chunks_mut(per * cols / QK))
+        {
+            let f = &f;
+            s.spawn(move || f(a, b, c));
+        }
+    });
 }
 
 /// Q8_0: scale = max|x| / 127, values rounded to nearest. Returns the f16 scale bits.
@@ -270,6 +313,20 @@ mod tests {
         }
         let zero = quantize_q8_1(&[0.0; 32]);
         assert!(zero.qs.iter().all(|&x| x == 0) && zero.d[0] == 0.0);
+    }
+
+    #[test]
+    fn parallel_conversion_equals_serial() {
+        let (rows, cols) = (1024, 2048); // above the parallel threshold
+        let v: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 300.0).collect();
+        for fmt in [WeightFormat::Bf16, WeightFormat::Q8_0, WeightFormat::Q4_0] {
+            let par = Matrix::from_f32(fmt, rows, cols, &v);
+            let serial = Matrix::from_f32(fmt, 1, 2048, &v[..2048]);
+            let pd = par.dequantize();
+            assert_eq!(&pd[..2048], &serial.dequantize()[..]);
+            let last = Matrix::from_f32(fmt, 1, 2048, &v[v.len() - 2048..]);
+            assert_eq!(&pd[pd.len() - 2048..], &last.dequantize()[..]);
+        }
     }
 
     #[test]

@@ -1,0 +1,674 @@
+//! The CUDA backend: implements the forward pass's ops with the NVRTC kernels and cuBLAS,
+//! dispatches linears by batch size, manages the KV cache, captures decode steps as CUDA
+//! graphs, and records every launch with its op, layer, bucket, bytes and FLOPs.
+
+use super::device::{Arg, DevBuf, Device};
+use super::recorder::{Recorder, Timing};
+use super::weights::{DevLinear, DevWeights};
+use crate::config::ModelConfig;
+use crate::dispatch::{Levers, LinearPath};
+use crate::error::{EngineError, Result};
+use crate::kv::{BLOCK, KvSlots};
+use crate::model::{self, Act, Backend, Batch, Linear, Norm, OutMode};
+use crate::records::LaunchMeta;
+use crate::weights::ModelWeights;
+use cudarc::cublas::{CudaBlas, sys as blas};
+use cudarc::driver::{CudaGraph, sys};
+use gapscope_kernels::Kernel;
+use gapscope_traces::{MemopKind, Phase};
+use std::collections::HashMap;
+
+/// Sizes the backend allocates for up front, so buffers (and graph pointers) never move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Capacity {
+    pub max_seqs: usize,
+    pub max_ctx: usize,
+    /// Largest forward (a prefill of max_seqs x prompt tokens).
+    pub max_rows: usize,
+}
+
+const ATT_TILE: usize = 64;
+const WORKSPACE_BYTES: usize = 64 << 20;
+
+struct Acts {
+    tokens: DevBuf,
+    x: DevBuf,
+    xlast: DevBuf,
+    xn: DevBuf,
+    qkv: DevBuf,
+    attn: DevBuf,
+    gu: DevBuf,
+    h: DevBuf,
+    logits: DevBuf,
+    sampled: DevBuf,
+    qx: DevBuf,
+    dx: DevBuf,
+    sx: DevBuf,
+    part_acc: DevBuf,
+    part_ml: DevBuf,
+    meta: DevBuf,
+}
+
+/// Offsets (in i32 elements) of each region of the metadata buffer.
+#[derive(Clone, Copy)]
+struct MetaLayout {
+    row_seq: usize,
+    row_pos: usize,
+    row_slot: usize,
+    out_rows: usize,
+    seq_len: usize,
+    table: usize,
+    slot_map: usize,
+    identity: usize,
+    total: usize,
+}
+
+struct GraphEntry {
+    graph: CudaGraph,
+    pool: usize,
+    metas: Vec<LaunchMeta>,
+    id: u32,
+}
+
+pub struct CudaBackend {
+    pub dev: Device,
+    pub cfg: ModelConfig,
+    pub levers: Levers,
+    pub cap: Capacity,
+    blas: CudaBlas,
+    _workspace: DevBuf,
+    w: DevWeights,
+    inv_freq: DevBuf,
+    a: Acts,
+    k_cache: Vec<DevBuf>,
+    v_cache: Vec<DevBuf>,
+    k_gather: Option<DevBuf>,
+    v_gather: Option<DevBuf>,
+    pub kv: KvSlots,
+    layout: MetaLayout,
+    meta_host: Vec<i32>,
+    rows: usize,
+    logit_rows: usize,
+    prefill: bool,
+    pub rec: Recorder,
+    graphs: HashMap<(usize, usize), GraphEntry>,
+    parity: usize,
+    next_graph_id: u32,
+    max_splits: usize,
+}
+
+fn bf16_bytes(n: usize) -> u64 {
+    2 * n as u64
+}
+
+impl CudaBackend {
+    pub fn new(dev: Device, cfg: &ModelConfig, weights: &ModelWeights, levers: Levers, cap: Capacity, timing: Timing) -> Result<Self> {
+        let stream = dev.stream.clone();
+        if !unsafe { blas::is_culib_present() } {
+            return Err(EngineError::Cuda(
+                "no cuBLAS library (libcublas.so.13) found: add CUDA's lib directory to LD_LIBRARY_PATH".into(),
+            ));
+        }
+        let blas = CudaBlas::new(stream.clone()).map_err(|e| EngineError::Cuda(format!("cuBLAS: {e:?}")))?;
+        let workspace = DevBuf::alloc(WORKSPACE_BYTES)?;
+        // SAFETY: the workspace outlives the handle (both owned by self).
+        let st = unsafe { blas::cublasSetWorkspace_v2(*blas.handle(), workspace.ptr as *mut _, WORKSPACE_BYTES) };
+        if st != blas::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+            return Err(EngineError::Cuda(format!("cublasSetWorkspace: {st:?}")));
+        }
+        let w = DevWeights::upload(weights, &stream)?;
+        let inv_freq = DevBuf::upload(&cfg.inv_freq(), &stream)?;
+        let (r, s) = (cap.max_rows.max(cap.max_seqs), cap.max_seqs);
+        let kmax = cfg.hidden.max(cfg.intermediate).max(cfg.q_dim());
+        let kv = KvSlots::new(levers.paged_kv, cap.max_seqs, cap.max_ctx);
+        let max_splits = kv.max_ctx.div_ceil(ATT_TILE).max(1);
+        let f32b = 4usize;
+        let a = Acts {
+            tokens: DevBuf::alloc(r * 4)?,
+            x: DevBuf::alloc(r * cfg.hidden * f32b)?,
+            xlast: DevBuf::alloc(s * cfg.hidden * f32b)?,
+            xn: DevBuf::alloc(r * cfg.hidden * 2)?,
+            qkv: DevBuf::alloc(r * cfg.qkv_dim() * f32b)?,
+            attn: DevBuf::alloc(r * cfg.q_dim() * 2)?,
+            gu: DevBuf::alloc(r * 2 * cfg.intermediate * f32b)?,
+            h: DevBuf::alloc(r * cfg.intermediate * 2)?,
+            logits: DevBuf::alloc(s * cfg.vocab * f32b)?,
+            sampled: DevBuf::alloc(s * 4)?,
+            qx: DevBuf::alloc(r * kmax)?,
+            dx: DevBuf::alloc(r * kmax / 32 * f32b)?,
+            sx: DevBuf::alloc(r * kmax / 32 * f32b)?,
+            part_acc: DevBuf::alloc(s * cfg.heads * max_splits * cfg.head_dim * f32b)?,
+            part_ml: DevBuf::alloc(s * cfg.heads * max_splits * 2 * f32b)?,
+            meta: DevBuf::alloc(0)?,
+        };
+        let mut off = 0;
+        let mut region = |n: usize| {
+            let o = off;
+            off += n;
+            o
+        };
+        let layout = MetaLayout {
+            row_seq: region(r),
+            row_pos: region(r),
+            row_slot: region(r),
+            out_rows: region(s),
+            seq_len: region(s),
+            table: region(s * kv.max_blocks),
+            slot_map: region(s * kv.max_ctx),
+            identity: region(s * kv.max_blocks),
+            total: off,
+        };
+        let mut a = a;
+        a.meta = DevBuf::alloc(layout.total * 4)?;
+        let mut meta_host = vec![0i32; layout.total];
+        meta_host[layout.identity..layout.identity + s * kv.max_blocks].copy_from_slice(&kv.identity_table());
+        let slots = kv.capacity();
+        let kv_row = cfg.kv_dim() * 2;
+        let mut k_cache = Vec::with_capacity(cfg.layers);
+        let mut v_cache = Vec::with_capacity(cfg.layers);
+        for _ in 0..cfg.layers {
+            k_cache.push(DevBuf::alloc(slots * kv_row)?);
+            v_cache.push(DevBuf::alloc(slots * kv_row)?);
+        }
+        let (k_gather, v_gather) = if levers.paged_kv {
+            (None, None)
+        } else {
+            (Some(DevBuf::alloc(slots * kv_row)?), Some(DevBuf::alloc(slots * kv_row)?))
+        };
+        let rec = Recorder::new(dev.ctx.clone(), stream, timing);
+        Ok(Self {
+            dev,
+            cfg: cfg.clone(),
+            levers,
+            cap,
+            blas,
+            _workspace: workspace,
+            w,
+            inv_freq,
+            a,
+            k_cache,
+            v_cache,
+            k_gather,
+            v_gather,
+            kv,
+            layout,
+            meta_host,
+            rows: 0,
+            logit_rows: 0,
+            prefill: false,
+            rec,
+            graphs: HashMap::new(),
+            parity: 0,
+            next_graph_id: 1,
+            max_splits,
+        })
+    }
+
+    /// Bytes of weights one decode step reads (all linears; the embedding by rows).
+    pub fn weight_bytes_per_step(&self, rows: usize) -> u64 {
+        self.w.linear_bytes + rows as u64 * bf16_bytes(self.cfg.hidden)
+    }
+
+    /// Switches the timing mode; graphs captured under the old mode are dropped (their event
+    /// nodes belong to it).
+    pub fn set_timing(&mut self, t: Timing) {
+        if self.rec.timing != t {
+            self.graphs.clear();
+            self.rec.timing = t;
+        }
+    }
+
+    pub fn w_format(&self) -> crate::quant::WeightFormat {
+        self.w.lm_head.format
+    }
+
+    /// Clears the KV cache bookkeeping for a new set of sequences.
+    pub fn reset(&mut self) {
+        self.kv.reset();
+    }
+
+    /// Overrides the next forward's input tokens (prefill prompts, teacher forcing).
+    pub fn set_tokens(&mut self, tokens: &[i32]) -> Result<()> {
+        self.a.tokens.write(tokens, &self.dev.stream)
+    }
+
+    pub fn read_logits(&self) -> Result<Vec<f32>> {
+        self.a.logits.read(self.logit_rows * self.cfg.vocab, &self.dev.stream)
+    }
+
+    pub fn read_sampled(&self, n: usize) -> Result<Vec<i32>> {
+        self.a.sampled.read(n, &self.dev.stream)
+    }
+
+    pub fn sampled_ptr(&self) -> u64 {
+        self.a.sampled.ptr
+    }
+
+    fn act(&self, a: Act) -> u64 {
+        match a {
+            Act::X => self.a.x.ptr,
+            Act::XLast => self.a.xlast.ptr,
+            Act::Xn => self.a.xn.ptr,
+            Act::Qkv => self.a.qkv.ptr,
+            Act::Attn => self.a.attn.ptr,
+            Act::H => self.a.h.ptr,
+            Act::Logits => self.a.logits.ptr,
+        }
+    }
+
+    fn meta_ptr(&self, region: usize) -> u64 {
+        self.a.meta.at(region * 4)
+    }
+
+    /// One timed, recorded kernel launch.
+    #[allow(clippy::too_many_arguments)]
+    fn kernel(&mut self, k: Kernel, op: &'static str, layer: i32, bucket: &'static str, grid: (u32, u32, u32), block: u32, bytes: u64, flops: u64, args: &[Arg]) -> Result<()> {
+        let i = self.rec.before_launch()?;
+        self.dev.launch(k, grid, block, args)?;
+        self.rec.after_launch(
+            i,
+            LaunchMeta {
+                name: k.name(),
+                op,
+                layer,
+                bucket,
+                grid: [grid.0, grid.1, grid.2],
+                block,
+                bytes,
+                flops,
+                memop: None,
+            },
+        )
+    }
+
+    fn d2d(&mut self, op: &'static str, dst: u64, src: u64, bytes: usize) -> Result<()> {
+        let i = self.rec.before_launch()?;
+        self.dev.memcpy_dtod(dst, src, bytes)?;
+        self.rec.after_launch(
+            i,
+            LaunchMeta {
+                name: "cuMemcpyDtoDAsync",
+                op,
+                layer: -1,
+                bucket: "copy",
+                grid: [0; 3],
+                block: 0,
+                bytes: 2 * bytes as u64,
+                flops: 0,
+                memop: Some(MemopKind::DtoD),
+            },
+        )
+    }
+
+    fn weight(&self, l: Linear) -> (&DevLinear, Option<u64>) {
+        match l {
+            Linear::Qkv(i) => (&self.w.layers[i].wqkv, self.w.layers[i].bqkv.as_ref().map(|b| b.ptr)),
+            Linear::O(i) => (&self.w.layers[i].wo, None),
+            Linear::GateUp(i) => (&self.w.layers[i].w_gate_up, None),
+            Linear::Down(i) => (&self.w.layers[i].w_down, None),
+            Linear::LmHead => (&self.w.lm_head, None),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn cublas_gemm(&mut self, which: Linear, w_ptr: u64, n: usize, k: usize, x: u64, y: u64, rows: usize, accumulate: bool, bytes: u64) -> Result<()> {
+        let alpha = 1.0f32;
+        let beta = if accumulate { 1.0f32 } else { 0.0 };
+        let i = self.rec.before_launch()?;
+        // SAFETY: W is [n, k] bf16 (col-major k x n), x is [rows, k] bf16, y is [rows, n] f32;
+        // all live device buffers of those sizes.
+        let st = unsafe {
+            blas::cublasGemmEx(
+                *self.blas.handle(),
+                blas::cublasOperation_t::CUBLAS_OP_T,
+                blas::cublasOperation_t::CUBLAS_OP_N,
+                n as i32,
+                rows as i32,
+                k as i32,
+                &alpha as *const f32 as *const _,
+                w_ptr as *const _,
+                blas::cudaDataType_t::CUDA_R_16BF,
+                k as i32,
+                x as *const _,
+                blas::cudaDataType_t::CUDA_R_16BF,
+                k as i32,
+                &beta as *const f32 as *const _,
+                y as *mut _,
+                blas::cudaDataType_t::CUDA_R_32F,
+                n as i32,
+                blas::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        };
+        if st != blas::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+            return Err(EngineError::Cuda(format!("cublasGemmEx: {st:?}")));
+        }
+        self.rec.after_launch(
+            i,
+            LaunchMeta {
+                name: "cublasGemmEx_bf16",
+                op: which.op(),
+                layer: which.layer(),
+                bucket: "gemm_dense",
+                grid: [0; 3],
+                block: 0,
+                bytes,
+                flops: 2 * (n * k * rows) as u64,
+                memop: None,
+            },
+        )
+    }
+
+    fn swiglu(&mut self, layer: i32, rows: usize) -> Result<()> {
+        let n = rows * self.cfg.intermediate;
+        let grid = (n.div_ceil(256).min(65535) as u32, 1, 1);
+        let (gu, h) = (self.a.gu.ptr, self.a.h.ptr);
+        self.kernel(Kernel::SwigluF32, "swiglu", layer, "act_elementwise", grid, 256, (n * 8 + n * 2) as u64, (n * 6) as u64, &[Arg::Ptr(gu), Arg::Ptr(h), Arg::I64(n as i64)])
+    }
+
+    /// Runs one forward of `batch` as a prefill or a decode step, as a CUDA graph replay when
+    /// the lever is on and the step is a decode.
+    pub fn step(&mut self, batch: &Batch, phase: Phase, step: i64) -> Result<()> {
+        self.begin(batch)?;
+        let rows = batch.rows();
+        let tokens = rows as u32;
+        let nseq = batch.logit_rows() as u32;
+        let graphed = self.levers.graphs && phase == Phase::Decode;
+        if !graphed {
+            let pool = self.rec.take_pool()?;
+            self.rec.begin_step(pool, phase, step, nseq, tokens, 0)?;
+            let cfg = self.cfg.clone();
+            model::forward(self, &cfg, batch)?;
+            self.rec.end_step()?;
+        } else {
+            let key = (rows, self.parity);
+            if !self.graphs.contains_key(&key) {
+                let pool = self.rec.take_pool()?;
+                let id = self.next_graph_id;
+                self.next_graph_id += 1;
+                self.dev
+                    .stream
+                    .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+                self.rec.capturing = true;
+                let cfg = self.cfg.clone();
+                let captured = (|| {
+                    self.rec.begin_step(pool, phase, step, nseq, tokens, id)?;
+                    model::forward(self, &cfg, batch)?;
+                    self.rec.end_step()
+                })();
+                self.rec.capturing = false;
+                let graph = self.dev.stream.end_capture(sys::CUgraphInstantiate_flags(0));
+                let metas = captured?;
+                let graph = graph?.ok_or_else(|| EngineError::Cuda("stream capture produced no graph".into()))?;
+                graph.upload()?;
+                self.graphs.insert(key, GraphEntry { graph, pool, metas, id });
+            }
+            let e = &self.graphs[&key];
+            e.graph.launch()?;
+            let (pool, metas, id) = (e.pool, e.metas.clone(), e.id);
+            self.rec.replayed(pool, phase, step, nseq, tokens, id, metas);
+            self.parity ^= 1;
+        }
+        let pools: Vec<usize> = self.graphs.values().map(|g| g.pool).collect();
+        self.rec.harvest(1, &pools)
+    }
+
+    /// Waits for the GPU and reads every pending step's events.
+    pub fn finish_steps(&mut self) -> Result<()> {
+        let pools: Vec<usize> = self.graphs.values().map(|g| g.pool).collect();
+        self.rec.flush(&pools)
+    }
+
+    fn attention_splits(&self, rows: usize) -> usize {
+        if self.prefill {
+            return 1;
+        }
+        let base = self.cfg.kv_heads * rows;
+        let want = (2 * self.dev.info.sm_count as usize).div_ceil(base.max(1));
+        want.clamp(1, self.max_splits)
+    }
+}
+
+impl Backend for CudaBackend {
+    fn begin(&mut self, batch: &Batch) -> Result<()> {
+        let rows = batch.rows();
+        if rows > self.cap.max_rows.max(self.cap.max_seqs) || batch.logit_rows() > self.cap.max_seqs {
+            return Err(EngineError::invalid(format!(
+                "batch of {rows} rows exceeds the allocated capacity {:?}",
+                self.cap
+            )));
+        }
+        let l = self.layout;
+        for r in 0..rows {
+            let (s, p) = (batch.seq[r], batch.pos[r]);
+            let slot = self.kv.slot(s as usize, p as usize).map_err(EngineError::Invalid)?;
+            self.meta_host[l.row_seq + r] = s;
+            self.meta_host[l.row_pos + r] = p;
+            self.meta_host[l.row_slot + r] = slot;
+        }
+        if let Some(o) = &batch.out_rows {
+            self.meta_host[l.out_rows..l.out_rows + o.len()].copy_from_slice(o);
+        }
+        let s = self.cap.max_seqs;
+        self.meta_host[l.seq_len..l.seq_len + s].copy_from_slice(&self.kv.seq_len);
+        if self.kv.paged {
+            let t = self.kv.block_table.len();
+            self.meta_host[l.table..l.table + t].copy_from_slice(&self.kv.block_table);
+        } else {
+            let t = self.kv.slot_map.len();
+            self.meta_host[l.slot_map..l.slot_map + t].copy_from_slice(&self.kv.slot_map);
+        }
+        // One upload per step (outside any graph): row metadata, lengths and tables.
+        self.dev.memcpy_htod_async(self.a.meta.ptr, &self.meta_host[..l.total])?;
+        self.rows = rows;
+        self.logit_rows = batch.logit_rows();
+        self.prefill = batch.out_rows.is_some();
+        Ok(())
+    }
+
+    fn embed(&mut self, rows: usize) -> Result<()> {
+        let h = self.cfg.hidden;
+        let (t, e, x) = (self.a.tokens.ptr, self.w.embed.ptr, self.a.x.ptr);
+        self.kernel(Kernel::GetRowsBf16, "embed", -1, "embed_gather", (rows as u32, 1, 1), 256, (rows * h * 6) as u64, 0, &[Arg::Ptr(e), Arg::Ptr(t), Arg::Ptr(x), Arg::I32(h as i32)])
+    }
+
+    fn rms_norm(&mut self, src: Act, norm: Norm, dst: Act, rows: usize) -> Result<()> {
+        let h = self.cfg.hidden;
+        let (w, layer) = match norm {
+            Norm::Attn(l) => (self.w.layers[l].attn_norm.ptr, l as i32),
+            Norm::Ffn(l) => (self.w.layers[l].ffn_norm.ptr, l as i32),
+            Norm::Final => (self.w.final_norm.ptr, -1),
+        };
+        let (s, d) = (self.act(src), self.act(dst));
+        let eps = self.cfg.rms_eps;
+        self.kernel(Kernel::RmsNormF32, "rms_norm", layer, "norm", (rows as u32, 1, 1), 256, (rows * h * 6 + h * 4) as u64, (rows * h * 4) as u64, &[Arg::Ptr(s), Arg::Ptr(w), Arg::Ptr(d), Arg::I32(h as i32), Arg::F32(eps)])
+    }
+
+    fn linear(&mut self, which: Linear, src: Act, dst: Act, rows: usize, mode: OutMode) -> Result<()> {
+        let (lin, bias) = self.weight(which);
+        let (fmt, n, k, wv, ws, wbytes) = (lin.format, lin.rows, lin.cols, lin.values.ptr, lin.scales_ptr(), lin.bytes);
+        let path = self.levers.dispatch.path(fmt, rows);
+        let x = self.act(src);
+        let layer = which.layer();
+        let op = which.op();
+        let mode_code = match mode {
+            OutMode::Store => 0,
+            OutMode::Accumulate => 1,
+            OutMode::Swiglu => 2,
+        };
+        let n_out = if mode == OutMode::Swiglu { n / 2 } else { n };
+        let out_elem = if mode == OutMode::Swiglu { 2 } else if mode == OutMode::Accumulate { 8 } else { 4 };
+        let (y, yh) = if mode == OutMode::Swiglu { (0, self.act(dst)) } else { (self.act(dst), 0) };
+        let bias_ptr = bias.unwrap_or(0);
+        match path {
+            LinearPath::GemvBf16 | LinearPath::Mmvq => {
+                let quant = path == LinearPath::Mmvq;
+                if quant {
+                    self.quantize(x, rows, k, layer)?;
+                }
+                for c in (0..rows).step_by(8) {
+                    let nb = (rows - c).min(8);
+                    let grid = (n_out.div_ceil(4) as u32, 1, 1);
+                    let yc = if y == 0 { 0 } else { y + (c * n_out * 4) as u64 };
+                    let yhc = if yh == 0 { 0 } else { yh + (c * n_out * 2) as u64 };
+                    let bytes = wbytes + (nb * k) as u64 * if quant { 1 } else { 2 } + (nb * n_out * out_elem) as u64;
+                    let flops = 2 * (n * k * nb) as u64;
+                    if quant {
+                        let kern = if fmt == crate::quant::WeightFormat::Q8_0 { Kernel::MmvqQ8_0 } else { Kernel::MmvqQ4_0 };
+                        let (qx, dx, sx) = (self.a.qx.ptr + (c * k) as u64, self.a.dx.ptr + (c * k / 32 * 4) as u64, self.a.sx.ptr + (c * k / 32 * 4) as u64);
+                        self.kernel(kern, op, layer, "gemv", grid, 128, bytes, flops, &[Arg::Ptr(wv), Arg::Ptr(ws), Arg::Ptr(qx), Arg::Ptr(dx), Arg::Ptr(sx), Arg::Ptr(yc), Arg::Ptr(yhc), Arg::Ptr(bias_ptr), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(nb as i32), Arg::I32(mode_code)])?;
+                    } else {
+                        let xc = x + (c * k * 2) as u64;
+                        self.kernel(Kernel::GemvBf16, op, layer, "gemv", grid, 128, bytes, flops, &[Arg::Ptr(wv), Arg::Ptr(xc), Arg::Ptr(yc), Arg::Ptr(yhc), Arg::Ptr(bias_ptr), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(nb as i32), Arg::I32(mode_code)])?;
+                    }
+                }
+                Ok(())
+            }
+            LinearPath::CublasBf16 | LinearPath::Mmq => {
+                // The GEMM writes f32 [rows, n]; SwiGLU runs as its own kernel afterwards.
+                let target = if mode == OutMode::Swiglu { self.a.gu.ptr } else { y };
+                let accumulate = mode == OutMode::Accumulate;
+                let out_bytes = (rows * n) as u64 * if accumulate { 8 } else { 4 };
+                if path == LinearPath::CublasBf16 {
+                    let bytes = wbytes + (rows * k * 2) as u64 + out_bytes;
+                    self.cublas_gemm(which, wv, n, k, x, target, rows, accumulate, bytes)?;
+                    if mode == OutMode::Store && bias_ptr != 0 {
+                        let total = rows * n;
+                        self.kernel(Kernel::AddBiasF32, "qkv_bias", layer, "act_elementwise", (total.div_ceil(256).min(65535) as u32, 1, 1), 256, (total * 8) as u64, total as u64, &[Arg::Ptr(target), Arg::Ptr(bias_ptr), Arg::I32(n as i32), Arg::I64(total as i64)])?;
+                    }
+                } else {
+                    self.quantize(x, rows, k, layer)?;
+                    let kern = if fmt == crate::quant::WeightFormat::Q8_0 { Kernel::MmqQ8_0 } else { Kernel::MmqQ4_0 };
+                    let grid = (n.div_ceil(64) as u32, rows.div_ceil(64) as u32, 1);
+                    let bytes = wbytes + (rows * k) as u64 + out_bytes;
+                    let m = if accumulate { 1 } else { 0 };
+                    let (qx, dx, sx) = (self.a.qx.ptr, self.a.dx.ptr, self.a.sx.ptr);
+                    self.kernel(kern, op, layer, "gemm_quant", grid, 128, bytes, 2 * (n * k * rows) as u64, &[Arg::Ptr(wv), Arg::Ptr(ws), Arg::Ptr(qx), Arg::Ptr(dx), Arg::Ptr(sx), Arg::Ptr(target), Arg::Ptr(bias_ptr), Arg::I32(n as i32), Arg::I32(k as i32), Arg::I32(rows as i32), Arg::I32(m)])?;
+                }
+                if mode == OutMode::Swiglu {
+                    self.swiglu(layer, rows)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn head_norm(&mut self, layer: usize, rows: usize) -> Result<()> {
+        let lw = &self.w.layers[layer];
+        let (Some(q), Some(k)) = (lw.q_norm.as_ref().map(|b| b.ptr), lw.k_norm.as_ref().map(|b| b.ptr)) else {
+            return Err(EngineError::invalid("head_norm on a model without q/k norms"));
+        };
+        let c = &self.cfg;
+        let heads = c.heads + c.kv_heads;
+        let qkv = self.a.qkv.ptr;
+        let bytes = (rows * heads * c.head_dim * 8) as u64;
+        let (nq, nkv, hd, stride, eps) = (c.heads as i32, c.kv_heads as i32, c.head_dim as i32, c.qkv_dim() as i32, c.rms_eps);
+        self.kernel(Kernel::HeadRmsNormF32, "qk_norm", layer as i32, "norm", (rows as u32, heads as u32, 1), 32, bytes, bytes, &[Arg::Ptr(qkv), Arg::Ptr(q), Arg::Ptr(k), Arg::I32(nq), Arg::I32(nkv), Arg::I32(hd), Arg::I32(stride), Arg::F32(eps)])
+    }
+
+    fn rope_kv_append(&mut self, layer: usize, rows: usize) -> Result<()> {
+        let c = &self.cfg;
+        let bytes = (rows * (c.q_dim() * 8 + c.kv_dim() * 4 * 2 + c.kv_dim() * 2 * 2)) as u64;
+        let flops = (rows * (c.q_dim() + c.kv_dim()) * 3) as u64;
+        let (nq, nkv, hd, stride) = (c.heads as i32, c.kv_heads as i32, c.head_dim as i32, c.qkv_dim() as i32);
+        let args = [
+            Arg::Ptr(self.a.qkv.ptr),
+            Arg::Ptr(self.meta_ptr(self.layout.row_pos)),
+            Arg::Ptr(self.meta_ptr(self.layout.row_slot)),
+            Arg::Ptr(self.inv_freq.ptr),
+            Arg::Ptr(self.k_cache[layer].ptr),
+            Arg::Ptr(self.v_cache[layer].ptr),
+            Arg::I32(nq),
+            Arg::I32(nkv),
+            Arg::I32(hd),
+            Arg::I32(stride),
+        ];
+        self.kernel(Kernel::RopeKvAppendF32, "rope_kv_append", layer as i32, "rope", (rows as u32, 1, 1), 128, bytes, flops, &args)
+    }
+
+    fn attention(&mut self, layer: usize, rows: usize) -> Result<()> {
+        let c = self.cfg.clone();
+        let kv_row_bytes = c.kv_dim() * 2;
+        let s = self.cap.max_seqs;
+        let (kc, vc, table) = if self.kv.paged {
+            (self.k_cache[layer].ptr, self.v_cache[layer].ptr, self.meta_ptr(self.layout.table))
+        } else {
+            let (kg, vg) = match (&self.k_gather, &self.v_gather) {
+                (Some(k), Some(v)) => (k.ptr, v.ptr),
+                _ => return Err(EngineError::invalid("contiguous KV without gather buffers")),
+            };
+            // Gather each sequence's K and V rows into a per-sequence contiguous buffer.
+            let live: usize = self.kv.seq_len.iter().map(|&l| l as usize).sum();
+            let args = [
+                Arg::Ptr(self.k_cache[layer].ptr),
+                Arg::Ptr(self.v_cache[layer].ptr),
+                Arg::Ptr(kg),
+                Arg::Ptr(vg),
+                Arg::Ptr(self.meta_ptr(self.layout.slot_map)),
+                Arg::Ptr(self.meta_ptr(self.layout.seq_len)),
+                Arg::I32(self.kv.max_ctx as i32),
+                Arg::I32((kv_row_bytes / 16) as i32),
+            ];
+            // Grid covers the capacity so a captured graph stays valid as sequences grow.
+            let grid = (self.kv.max_ctx as u32, s as u32, 2);
+            self.kernel(Kernel::KvGatherBf16, "kv_gather", layer as i32, "kv_gather", grid, 128, (live * kv_row_bytes * 4) as u64, 0, &args)?;
+            (kg, vg, self.meta_ptr(self.layout.identity))
+        };
+        let splits = self.attention_splits(rows);
+        let chunk = self.kv.max_ctx.div_ceil(splits).div_ceil(ATT_TILE) * ATT_TILE;
+        // Model-derived minimum: each sequence's cached K and V read once.
+        let live_ctx: usize = self.kv.seq_len.iter().map(|&l| l as usize).sum();
+        let bytes = (live_ctx * kv_row_bytes * 2 + rows * c.q_dim() * 6) as u64;
+        let flops = (4 * live_ctx * c.q_dim()) as u64;
+        let args = [
+            Arg::Ptr(self.a.qkv.ptr),
+            Arg::I32(c.qkv_dim() as i32),
+            Arg::Ptr(kc),
+            Arg::Ptr(vc),
+            Arg::Ptr(table),
+            Arg::I32(self.kv.max_blocks as i32),
+            Arg::I32(BLOCK as i32),
+            Arg::Ptr(self.meta_ptr(self.layout.row_seq)),
+            Arg::Ptr(self.meta_ptr(self.layout.row_pos)),
+            Arg::Ptr(self.a.attn.ptr),
+            Arg::Ptr(self.a.part_acc.ptr),
+            Arg::Ptr(self.a.part_ml.ptr),
+            Arg::I32(c.heads as i32),
+            Arg::I32(c.kv_heads as i32),
+            Arg::I32(c.head_dim as i32),
+            Arg::I32(chunk as i32),
+            Arg::F32(1.0 / (c.head_dim as f32).sqrt()),
+        ];
+        self.kernel(Kernel::AttnDecodeBf16, "attention", layer as i32, "attention", (c.kv_heads as u32, rows as u32, splits as u32), 128, bytes, flops, &args)?;
+        if splits > 1 {
+            let (pa, pm, out) = (self.a.part_acc.ptr, self.a.part_ml.ptr, self.a.attn.ptr);
+            let bytes = (rows * c.heads * splits * (c.head_dim + 2) * 4 + rows * c.q_dim() * 2) as u64;
+            self.kernel(Kernel::AttnReduceF32, "attention_reduce", layer as i32, "attention", ((rows * c.heads) as u32, 1, 1), c.head_dim as u32, bytes, 0, &[Arg::Ptr(pa), Arg::Ptr(pm), Arg::Ptr(out), Arg::I32(splits as i32), Arg::I32(c.head_dim as i32)])?;
+        }
+        Ok(())
+    }
+
+    fn gather_last(&mut self, n: usize) -> Result<()> {
+        let h = self.cfg.hidden;
+        let (x, ids, out) = (self.a.x.ptr, self.meta_ptr(self.layout.out_rows), self.a.xlast.ptr);
+        self.kernel(Kernel::GetRowsF32, "gather_last", -1, "embed_gather", (n as u32, 1, 1), 256, (n * h * 8) as u64, 0, &[Arg::Ptr(x), Arg::Ptr(ids), Arg::Ptr(out), Arg::I32(h as i32)])
+    }
+
+    fn argmax(&mut self, rows: usize) -> Result<()> {
+        let v = self.cfg.vocab;
+        let (l, s) = (self.a.logits.ptr, self.a.sampled.ptr);
+        self.kernel(Kernel::ArgmaxF32, "argmax", -1, "sampling", (rows as u32, 1, 1), 1024, (rows * v * 4) as u64, (rows * v) as u64, &[Arg::Ptr(l), Arg::I32(v as i32), Arg::Ptr(s)])?;
+        // Feed the sampled tokens back as the next step's input, on the device.
+        let t = self.a.tokens.ptr;
+        self.d2d("next_tokens", t, s, rows * 4)
+    }
+}
+
+impl CudaBackend {
+    fn quantize(&mut self, x: u64, rows: usize, k: usize, layer: i32) -> Result<()> {
+        let blocks = rows * k / 32;
+        let grid = (blocks.div_ceil(8) as u32, 1, 1);
+        let (qx, dx, sx) = (self.a.qx.ptr, self.a.dx.ptr, self.a.sx.ptr);
+        self.kernel(Kernel::QuantizeQ8_1Bf16, "quantize_q8_1", layer, "act_elementwise", grid, 256, (rows * k * 3 + blocks * 8) as u64, (rows * k * 3) as u64, &[Arg::Ptr(x), Arg::Ptr(qx), Arg::Ptr(dx), Arg::Ptr(sx), Arg::I64(blocks as i64)])
+    }
+}

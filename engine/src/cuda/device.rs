@@ -1,0 +1,246 @@
+//! The CUDA device: context, one stream, kernels compiled by NVRTC (cached on disk by source
+//! hash and GPU arch), and raw device buffers.
+
+use crate::error::{EngineError, Result};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, result, sys};
+use cudarc::nvrtc::{CompileOptions, Ptx};
+use gapscope_kernels::{Kernel, MODULES, source_hash};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// An owned device allocation, freed on drop. Raw pointers keep launches free of cudarc's
+/// per-argument event bookkeeping.
+pub struct DevBuf {
+    pub ptr: u64,
+    pub bytes: usize,
+}
+
+impl DevBuf {
+    pub fn alloc(bytes: usize) -> Result<Self> {
+        let bytes = bytes.max(16);
+        // SAFETY: plain allocation on the current context, freed in Drop.
+        let ptr = unsafe { result::malloc_sync(bytes) }?;
+        Ok(Self { ptr, bytes })
+    }
+
+    pub fn upload<T: Copy>(data: &[T], stream: &CudaStream) -> Result<Self> {
+        let b = Self::alloc(std::mem::size_of_val(data))?;
+        b.write(data, stream)?;
+        Ok(b)
+    }
+
+    /// Copies `data` to the start of the buffer, synchronously with respect to `stream`.
+    pub fn write<T: Copy>(&self, data: &[T], stream: &CudaStream) -> Result<()> {
+        assert!(std::mem::size_of_val(data) <= self.bytes, "upload larger than buffer");
+        if data.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the destination holds at least size_of_val(data) bytes; we synchronize
+        // before `data` can go away.
+        unsafe {
+            result::memcpy_htod_async(self.ptr, data, stream.cu_stream())?;
+        }
+        stream.synchronize()?;
+        Ok(())
+    }
+
+    pub fn read<T: Copy + Default>(&self, n: usize, stream: &CudaStream) -> Result<Vec<T>> {
+        assert!(n * std::mem::size_of::<T>() <= self.bytes, "read past buffer");
+        let mut out = vec![T::default(); n];
+        stream.synchronize()?;
+        // SAFETY: the source holds n elements of T; the copy completes before returning.
+        unsafe {
+            result::memcpy_dtoh_async(&mut out, self.ptr, stream.cu_stream())?;
+        }
+        stream.synchronize()?;
+        Ok(out)
+    }
+
+    /// Byte offset into the buffer, as a device pointer.
+    pub fn at(&self, byte_offset: usize) -> u64 {
+        debug_assert!(byte_offset <= self.bytes);
+        self.ptr + byte_offset as u64
+    }
+}
+
+impl Drop for DevBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated by malloc_sync and not freed elsewhere.
+        unsafe {
+            let _ = result::free_sync(self.ptr);
+        }
+    }
+}
+
+/// A kernel argument, kept alive until the launch call returns.
+#[derive(Debug, Clone, Copy)]
+pub enum Arg {
+    Ptr(u64),
+    I32(i32),
+    I64(i64),
+    F32(f32),
+}
+
+impl Arg {
+    fn as_param(&self) -> *mut c_void {
+        match self {
+            Arg::Ptr(p) => p as *const u64 as *mut c_void,
+            Arg::I32(v) => v as *const i32 as *mut c_void,
+            Arg::I64(v) => v as *const i64 as *mut c_void,
+            Arg::F32(v) => v as *const f32 as *mut c_void,
+        }
+    }
+}
+
+/// Facts about the GPU that reports and traces name.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DeviceInfo {
+    pub name: String,
+    pub sm_count: u32,
+    pub compute_capability: (i32, i32),
+    pub total_memory_bytes: u64,
+    pub l2_cache_bytes: u64,
+    pub driver_version: i32,
+}
+
+pub struct Device {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pub info: DeviceInfo,
+    funcs: HashMap<Kernel, CudaFunction>,
+    _modules: Vec<Arc<CudaModule>>,
+    /// How many modules came from the on-disk cache (the rest were compiled now).
+    pub cached_modules: usize,
+}
+
+fn cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("GAPSCOPE_KERNEL_CACHE") {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(d).join("gapscope/kernels");
+    }
+    std::env::var_os("HOME")
+        .map(|h| PathBuf::from(h).join(".cache/gapscope/kernels"))
+        .unwrap_or_else(|| std::env::temp_dir().join("gapscope-kernels"))
+}
+
+impl Device {
+    /// Opens GPU `ordinal` and compiles (or loads from cache) every kernel module.
+    pub fn open(ordinal: usize) -> Result<Self> {
+        // cudarc panics on a missing library; check first and say which one.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(EngineError::Cuda(
+                "no CUDA driver library (libcuda.so.1) found: is this a GPU machine?".into(),
+            ));
+        }
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(EngineError::Cuda(
+                "no NVRTC library (libnvrtc.so.13) found: add CUDA's lib directory to LD_LIBRARY_PATH"
+                    .into(),
+            ));
+        }
+        let ctx = CudaContext::new(ordinal)?;
+        // SAFETY: the engine uses one stream and synchronizes explicitly.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream()?;
+        let attr = |a| ctx.attribute(a).map(|v| v as i64);
+        let cc = ctx.compute_capability()?;
+        let mut driver_version = 0i32;
+        // SAFETY: plain query into a local.
+        unsafe { sys::cuDriverGetVersion(&mut driver_version) }.result()?;
+        let info = DeviceInfo {
+            name: ctx.name()?,
+            sm_count: attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
+            compute_capability: cc,
+            total_memory_bytes: ctx.total_mem()? as u64,
+            l2_cache_bytes: attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u64,
+            driver_version,
+        };
+        let arch: &'static str = Box::leak(format!("sm_{}{}", cc.0, cc.1).into_boxed_str());
+        let dir = cache_dir();
+        let mut funcs = HashMap::new();
+        let mut modules = Vec::new();
+        let mut cached = 0;
+        for m in MODULES {
+            let src = m.full_source();
+            let key = source_hash(&[&src, arch, "v1"]);
+            let path = dir.join(format!("{}-{arch}-{key:016x}.ptx", m.name));
+            let ptx = match std::fs::read_to_string(&path) {
+                Ok(text) if text.contains(".entry") => {
+                    cached += 1;
+                    Ptx::from_src(text)
+                }
+                _ => {
+                    let opts = CompileOptions {
+                        arch: Some(arch),
+                        options: vec!["--std=c++17".into()],
+                        ..Default::default()
+                    };
+                    let ptx = cudarc::nvrtc::compile_ptx_with_opts(&src, opts).map_err(|e| {
+                        EngineError::Cuda(format!("NVRTC failed on kernels/cuda/{}.cu: {e:?}", m.name))
+                    })?;
+                    // The cache is an optimisation: a read-only home just compiles each run.
+                    if std::fs::create_dir_all(&dir).is_ok() {
+                        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+                        if std::fs::write(&tmp, ptx.to_src()).is_ok() {
+                            let _ = std::fs::rename(&tmp, &path);
+                        }
+                    }
+                    ptx
+                }
+            };
+            let module = ctx.load_module(ptx)?;
+            for &k in m.kernels {
+                funcs.insert(k, module.load_function(k.name())?);
+            }
+            modules.push(module);
+        }
+        Ok(Self {
+            ctx,
+            stream,
+            info,
+            funcs,
+            _modules: modules,
+            cached_modules: cached,
+        })
+    }
+
+    /// Enqueues `kernel` on the stream.
+    pub fn launch(&self, kernel: Kernel, grid: (u32, u32, u32), block: u32, args: &[Arg]) -> Result<()> {
+        let f = self
+            .funcs
+            .get(&kernel)
+            .ok_or_else(|| EngineError::Cuda(format!("kernel {} not loaded", kernel.name())))?;
+        let mut params: Vec<*mut c_void> = args.iter().map(Arg::as_param).collect();
+        // SAFETY: argument types and order follow the kernel's extern "C" signature (the
+        // callers in backend.rs mirror kernels/cuda/*.cu), and `args` outlives the call.
+        unsafe {
+            result::launch_kernel(
+                f.cu_function(),
+                grid,
+                (block, 1, 1),
+                0,
+                self.stream.cu_stream(),
+                &mut params,
+            )?;
+        }
+        Ok(())
+    }
+
+    pub fn memcpy_dtod(&self, dst: u64, src: u64, bytes: usize) -> Result<()> {
+        // SAFETY: callers pass pointers into live DevBufs with at least `bytes` bytes.
+        unsafe { result::memcpy_dtod_async(dst, src, bytes, self.stream.cu_stream()) }?;
+        Ok(())
+    }
+
+    /// Asynchronous host-to-device copy from pinned-or-not host memory; the caller keeps
+    /// `data` alive and unchanged until the stream passes this point.
+    pub fn memcpy_htod_async<T>(&self, dst: u64, data: &[T]) -> Result<()> {
+        // SAFETY: dst holds at least size_of_val(data) bytes (checked by callers).
+        unsafe { result::memcpy_htod_async(dst, data, self.stream.cu_stream()) }?;
+        Ok(())
+    }
+}

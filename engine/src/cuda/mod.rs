@@ -1,0 +1,10 @@
+//! The CUDA backend (cudarc, dynamically loaded: it builds with no CUDA toolkit and fails with
+//! a clear message at run time on a machine without a GPU).
+pub mod backend;
+pub mod device;
+pub mod recorder;
+pub mod weights;
+
+pub use backend::{Capacity, CudaBackend};
+pub use device::{DevBuf, Device, DeviceInfo};
+pub use recorder::Timing;

@@ -1,0 +1,260 @@
+//! Per-launch timing with CUDA events. Each step gets a pool of events: one at the step's start
+//! and end, and (in `Timing::Launch`) one pair per launch. Pools alternate so the events of step
+//! t are read while step t+1 runs; a CUDA graph captures its pool's events as external event
+//! record nodes, so replays are timed too.
+
+use crate::error::{EngineError, Result};
+use crate::records::{LaunchMeta, StepRecord, TimedLaunch};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream, sys};
+use gapscope_traces::Phase;
+use std::sync::Arc;
+
+/// How much the engine times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Timing {
+    /// No events at all (the throughput baseline).
+    Off,
+    /// One event pair per step.
+    Step,
+    /// One event pair per launch, plus the step pair.
+    Launch,
+}
+
+/// The events of one step.
+pub struct Pool {
+    start: CudaEvent,
+    end: CudaEvent,
+    pairs: Vec<(CudaEvent, CudaEvent)>,
+}
+
+/// A step whose events are enqueued but not read yet.
+struct Pending {
+    pool: usize,
+    phase: Phase,
+    step: i64,
+    batch: u32,
+    tokens: u32,
+    graph_id: u32,
+    metas: Vec<LaunchMeta>,
+}
+
+pub struct Recorder {
+    pub timing: Timing,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    origin: Option<CudaEvent>,
+    pools: Vec<Pool>,
+    free: Vec<usize>,
+    pending: std::collections::VecDeque<Pending>,
+    /// The step being issued.
+    current: Option<Pending>,
+    /// While capturing a graph, events become external record nodes.
+    pub capturing: bool,
+    pub done: Vec<StepRecord>,
+}
+
+fn record(ev: &CudaEvent, stream: &CudaStream, external: bool) -> Result<()> {
+    // SAFETY: both handles are live; the event belongs to the stream's context.
+    let r = unsafe {
+        if external {
+            sys::cuEventRecordWithFlags(
+                ev.cu_event(),
+                stream.cu_stream(),
+                sys::CUevent_record_flags::CU_EVENT_RECORD_EXTERNAL as u32,
+            )
+        } else {
+            sys::cuEventRecord(ev.cu_event(), stream.cu_stream())
+        }
+    };
+    r.result().map_err(|e| EngineError::Cuda(format!("cuEventRecord: {e}")))
+}
+
+impl Recorder {
+    pub fn new(ctx: Arc<CudaContext>, stream: Arc<CudaStream>, timing: Timing) -> Self {
+        Self {
+            timing,
+            ctx,
+            stream,
+            origin: None,
+            pools: Vec::new(),
+            free: Vec::new(),
+            pending: Default::default(),
+            current: None,
+            capturing: false,
+            done: Vec::new(),
+        }
+    }
+
+    fn event(&self) -> Result<CudaEvent> {
+        Ok(self.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?)
+    }
+
+    /// Records the run's time origin (call once, before the first step).
+    pub fn start_run(&mut self) -> Result<()> {
+        if self.timing == Timing::Off {
+            return Ok(());
+        }
+        let ev = self.event()?;
+        record(&ev, &self.stream, false)?;
+        self.origin = Some(ev);
+        Ok(())
+    }
+
+    /// A pool to use for the next step; `reserved` pins one (a graph owns its pool).
+    pub fn take_pool(&mut self) -> Result<usize> {
+        if let Some(p) = self.free.pop() {
+            return Ok(p);
+        }
+        self.pools.push(Pool {
+            start: self.event()?,
+            end: self.event()?,
+            pairs: Vec::new(),
+        });
+        Ok(self.pools.len() - 1)
+    }
+
+    pub fn begin_step(&mut self, pool: usize, phase: Phase, step: i64, batch: u32, tokens: u32, graph_id: u32) -> Result<()> {
+        if self.timing != Timing::Off {
+            record(&self.pools[pool].start, &self.stream, self.capturing)?;
+        }
+        self.current = Some(Pending {
+            pool,
+            phase,
+            step,
+            batch,
+            tokens,
+            graph_id,
+            metas: Vec::new(),
+        });
+        Ok(())
+    }
+
+    /// Call before issuing a launch; returns its index in the step.
+    pub fn before_launch(&mut self) -> Result<usize> {
+        let cur = self
+            .current
+            .as_ref()
+            .ok_or_else(|| EngineError::invalid("launch outside a step"))?;
+        let i = cur.metas.len();
+        let pool = cur.pool;
+        if self.timing == Timing::Launch {
+            while self.pools[pool].pairs.len() <= i {
+                let pair = (self.event()?, self.event()?);
+                self.pools[pool].pairs.push(pair);
+            }
+            record(&self.pools[pool].pairs[i].0, &self.stream, self.capturing)?;
+        }
+        Ok(i)
+    }
+
+    pub fn after_launch(&mut self, i: usize, meta: LaunchMeta) -> Result<()> {
+        let cur = self
+            .current
+            .as_mut()
+            .ok_or_else(|| EngineError::invalid("launch outside a step"))?;
+        debug_assert_eq!(cur.metas.len(), i);
+        cur.metas.push(meta);
+        if self.timing == Timing::Launch {
+            record(&self.pools[cur.pool].pairs[i].1, &self.stream, self.capturing)?;
+        }
+        Ok(())
+    }
+
+    /// Ends the step being issued. Returns its launch list (what a graph capture replays).
+    pub fn end_step(&mut self) -> Result<Vec<LaunchMeta>> {
+        let cur = self
+            .current
+            .take()
+            .ok_or_else(|| EngineError::invalid("end_step without begin_step"))?;
+        if self.timing != Timing::Off {
+            record(&self.pools[cur.pool].end, &self.stream, self.capturing)?;
+        }
+        let metas = cur.metas.clone();
+        if !self.capturing {
+            self.pending.push_back(cur);
+        }
+        Ok(metas)
+    }
+
+    /// Registers a replayed graph step: its events were recorded by the graph's nodes.
+    pub fn replayed(&mut self, pool: usize, phase: Phase, step: i64, batch: u32, tokens: u32, graph_id: u32, metas: Vec<LaunchMeta>) {
+        self.pending.push_back(Pending {
+            pool,
+            phase,
+            step,
+            batch,
+            tokens,
+            graph_id,
+            metas,
+        });
+    }
+
+    /// Reads finished steps, keeping at most `keep` pending (so the GPU stays busy).
+    pub fn harvest(&mut self, keep: usize, graph_pools: &[usize]) -> Result<()> {
+        while self.pending.len() > keep {
+            let Some(p) = self.pending.pop_front() else {
+                break;
+            };
+            let mut rec = StepRecord {
+                phase: p.phase,
+                step: p.step,
+                batch: p.batch,
+                tokens: p.tokens,
+                gpu_start_ns: 0,
+                gpu_end_ns: 0,
+                launches: Vec::with_capacity(p.metas.len()),
+                graph_id: p.graph_id,
+            };
+            if self.timing != Timing::Off {
+                let pool = &self.pools[p.pool];
+                pool.end.synchronize()?;
+                let origin = self
+                    .origin
+                    .as_ref()
+                    .ok_or_else(|| EngineError::invalid("start_run was not called"))?;
+                let base_ms = f64::from(origin.elapsed_ms(&pool.start)?);
+                let ns = |ms: f64| (ms * 1e6).round() as i64;
+                rec.gpu_start_ns = ns(base_ms);
+                rec.gpu_end_ns = ns(base_ms + f64::from(pool.start.elapsed_ms(&pool.end)?));
+                for (i, meta) in p.metas.into_iter().enumerate() {
+                    let (s, e) = if self.timing == Timing::Launch {
+                        let (a, b) = &pool.pairs[i];
+                        (
+                            base_ms + f64::from(pool.start.elapsed_ms(a)?),
+                            base_ms + f64::from(pool.start.elapsed_ms(b)?),
+                        )
+                    } else {
+                        (base_ms, base_ms)
+                    };
+                    rec.launches.push(TimedLaunch {
+                        meta,
+                        gpu_start_ns: ns(s),
+                        gpu_end_ns: ns(e),
+                    });
+                }
+            } else {
+                rec.launches = p
+                    .metas
+                    .into_iter()
+                    .map(|meta| TimedLaunch {
+                        meta,
+                        gpu_start_ns: 0,
+                        gpu_end_ns: 0,
+                    })
+                    .collect();
+            }
+            if !graph_pools.contains(&p.pool) && !self.free.contains(&p.pool) {
+                self.free.push(p.pool);
+            }
+            self.done.push(rec);
+        }
+        Ok(())
+    }
+
+    /// Reads everything still pending (end of a run).
+    pub fn flush(&mut self, graph_pools: &[usize]) -> Result<()> {
+        self.stream.synchronize()?;
+        self.harvest(0, graph_pools)
+    }
+}

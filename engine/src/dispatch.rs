@@ -1,0 +1,77 @@
+//! The engine's levers and its kernel-dispatch policy. Every lever is a switch that keeps
+//! greedy output identical (checked by md5 of the generated tokens).
+
+use crate::quant::WeightFormat;
+
+/// Which kernel family computes a linear layer for a given number of rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DispatchPolicy {
+    /// Largest batch that runs as a GEMV (bf16) or MMVQ (quantized), as llama.cpp's
+    /// `MMVQ_MAX_BATCH_SIZE`; larger batches use cuBLAS (bf16) or MMQ (quantized). A value
+    /// above 8 runs the GEMV kernels in chunks of 8 rows, re-reading the weights per chunk.
+    pub mmvq_max_batch: usize,
+}
+
+impl Default for DispatchPolicy {
+    fn default() -> Self {
+        Self { mmvq_max_batch: 8 }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LinearPath {
+    GemvBf16,
+    CublasBf16,
+    Mmvq,
+    Mmq,
+}
+
+impl DispatchPolicy {
+    pub fn path(&self, format: WeightFormat, rows: usize) -> LinearPath {
+        let small = rows <= self.mmvq_max_batch;
+        match (format, small) {
+            (WeightFormat::Bf16, true) => LinearPath::GemvBf16,
+            (WeightFormat::Bf16, false) => LinearPath::CublasBf16,
+            (_, true) => LinearPath::Mmvq,
+            (_, false) => LinearPath::Mmq,
+        }
+    }
+}
+
+/// The switches a run is configured with.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Levers {
+    /// Capture each decode step once per batch size and replay it as a CUDA graph.
+    pub graphs: bool,
+    /// Paged KV cache with block tables; otherwise a contiguous pool in arrival order that
+    /// attention reads after a per-sequence gather.
+    pub paged_kv: bool,
+    pub dispatch: DispatchPolicy,
+}
+
+impl Default for Levers {
+    fn default() -> Self {
+        Self {
+            graphs: true,
+            paged_kv: true,
+            dispatch: DispatchPolicy::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threshold_switches_gemv_to_gemm() {
+        let p = DispatchPolicy::default();
+        assert_eq!(p.path(WeightFormat::Q8_0, 8), LinearPath::Mmvq);
+        assert_eq!(p.path(WeightFormat::Q8_0, 9), LinearPath::Mmq);
+        assert_eq!(p.path(WeightFormat::Bf16, 1), LinearPath::GemvBf16);
+        assert_eq!(p.path(WeightFormat::Bf16, 16), LinearPath::CublasBf16);
+        let never = DispatchPolicy { mmvq_max_batch: 0 };
+        assert_eq!(never.path(WeightFormat::Q4_0, 1), LinearPath::Mmq);
+    }
+}

@@ -1,0 +1,370 @@
+//! GPU-vs-CPU checks of every kernel on fresh random inputs with poisoned (NaN) outputs, and
+//! whole-model logits of the CUDA backend against the CPU reference. Run on the GPU machine by
+//! `gapscope-engine selftest`; each check has a named tolerance.
+
+use crate::config::ModelConfig;
+use crate::cpu::{CpuBackend, ops};
+use crate::cuda::{Capacity, CudaBackend, DevBuf, Device, Timing};
+use crate::dispatch::{DispatchPolicy, Levers};
+use crate::error::Result;
+use crate::model::{Backend, Batch, forward};
+use crate::quant::{Matrix, QK, WeightFormat, quantize_q8_1, round_bf16};
+use crate::rng;
+use crate::weights::ModelWeights;
+use gapscope_kernels::Kernel;
+use gapscope_traces::Phase;
+use half::bf16;
+
+use crate::cuda::device::Arg;
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Check {
+    pub name: String,
+    /// max |gpu - cpu| / max |cpu|
+    pub rel_err: f64,
+    pub tolerance: f64,
+    pub pass: bool,
+}
+
+fn rel_err(gpu: &[f32], cpu: &[f32]) -> f64 {
+    if gpu.len() != cpu.len() {
+        return f64::INFINITY;
+    }
+    let scale = cpu.iter().fold(0f64, |m, v| m.max(f64::from(v.abs()))).max(1e-30);
+    let mut worst = 0f64;
+    for (g, c) in gpu.iter().zip(cpu) {
+        let d = f64::from((g - c).abs());
+        if !d.is_finite() {
+            return f64::INFINITY; // NaN poison survived: the kernel skipped an output
+        }
+        worst = worst.max(d);
+    }
+    worst / scale
+}
+
+struct Ctx<'a> {
+    dev: &'a Device,
+    seed: u64,
+    stream_id: u64,
+    out: Vec<Check>,
+}
+
+impl Ctx<'_> {
+    fn randf(&mut self, n: usize, scale: f32) -> Vec<f32> {
+        self.stream_id += 1;
+        let mut v = vec![0f32; n];
+        rng::fill(&mut v, self.seed, self.stream_id, 0.0, scale);
+        v
+    }
+    fn bf16_vals(&mut self, n: usize, scale: f32) -> Vec<f32> {
+        self.randf(n, scale).into_iter().map(round_bf16).collect()
+    }
+    fn up<T: Copy>(&self, v: &[T]) -> Result<DevBuf> {
+        DevBuf::upload(v, &self.dev.stream)
+    }
+    /// A buffer of `bytes` filled with 0xFF: NaN as f32 and as bf16.
+    fn poisoned(&self, bytes: usize) -> Result<DevBuf> {
+        self.up(&vec![0xFFu8; bytes])
+    }
+    fn read_f32(&self, b: &DevBuf, n: usize) -> Result<Vec<f32>> {
+        b.read::<f32>(n, &self.dev.stream)
+    }
+    fn read_bf16(&self, b: &DevBuf, n: usize) -> Result<Vec<f32>> {
+        Ok(b.read::<u16>(n, &self.dev.stream)?
+            .into_iter()
+            .map(|x| bf16::from_bits(x).to_f32())
+            .collect())
+    }
+    fn check(&mut self, name: impl Into<String>, gpu: &[f32], cpu: &[f32], tol: f64) {
+        let e = rel_err(gpu, cpu);
+        self.out.push(Check {
+            name: name.into(),
+            rel_err: e,
+            tolerance: tol,
+            pass: e <= tol,
+        });
+    }
+}
+
+fn to_bf16_bits(v: &[f32]) -> Vec<u16> {
+    v.iter().map(|&x| bf16::from_f32(x).to_bits()).collect()
+}
+
+/// bf16 rounding differences between two f32 sums can move a value by one bf16 ulp (2^-8).
+pub const TOL_BF16: f64 = 1e-2;
+/// f32 results of the same math in a different summation order.
+pub const TOL_F32: f64 = 1e-4;
+/// Integer block dot products scaled in f32 (MMVQ/MMQ vs the CPU's identical math).
+pub const TOL_INT8: f64 = 1e-4;
+
+pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
+    let mut c = Ctx {
+        dev,
+        seed,
+        stream_id: 0,
+        out: Vec::new(),
+    };
+    let st = &dev.stream;
+
+    // get_rows_bf16
+    {
+        let (v, h, rows) = (50usize, 256usize, 7usize);
+        let table = c.bf16_vals(v * h, 1.0);
+        let ids: Vec<i32> = rng::tokens(seed, 1, rows, v);
+        let (tb, ib, ob) = (c.up(&to_bf16_bits(&table))?, c.up(&ids)?, c.poisoned(rows * h * 4)?);
+        dev.launch(Kernel::GetRowsBf16, (rows as u32, 1, 1), 256, &[Arg::Ptr(tb.ptr), Arg::Ptr(ib.ptr), Arg::Ptr(ob.ptr), Arg::I32(h as i32)])?;
+        let want: Vec<f32> = ids.iter().flat_map(|&i| table[i as usize * h..(i as usize + 1) * h].to_vec()).collect();
+        let got = c.read_f32(&ob, rows * h)?;
+        c.check("get_rows_bf16", &got, &want, 0.0);
+    }
+    // rms_norm_f32
+    for (h, rows) in [(4096usize, 3usize), (896, 5)] {
+        let x = c.randf(rows * h, 2.0);
+        let w = c.randf(h, 1.0).iter().map(|v| 1.0 + 0.1 * v).collect::<Vec<_>>();
+        let (xb, wb, ob) = (c.up(&x)?, c.up(&w)?, c.poisoned(rows * h * 2)?);
+        dev.launch(Kernel::RmsNormF32, (rows as u32, 1, 1), 256, &[Arg::Ptr(xb.ptr), Arg::Ptr(wb.ptr), Arg::Ptr(ob.ptr), Arg::I32(h as i32), Arg::F32(1e-5)])?;
+        let got = c.read_bf16(&ob, rows * h)?;
+        c.check(format!("rms_norm_f32 h={h}"), &got, &ops::rms_norm(&x, &w, h, 1e-5), TOL_BF16);
+    }
+    // head_rms_norm_f32 + rope_kv_append_f32 on a qkv block
+    {
+        let (nq, nkv, hd, rows) = (8usize, 2usize, 128usize, 3usize);
+        let stride = (nq + 2 * nkv) * hd;
+        let qkv = c.randf(rows * stride, 1.0);
+        let qw: Vec<f32> = c.randf(hd, 0.1).iter().map(|v| 1.0 + v).collect();
+        let kw: Vec<f32> = c.randf(hd, 0.1).iter().map(|v| 1.0 + v).collect();
+        let qkvb = c.up(&qkv)?;
+        let (qwb, kwb) = (c.up(&qw)?, c.up(&kw)?);
+        dev.launch(Kernel::HeadRmsNormF32, (rows as u32, (nq + nkv) as u32, 1), 32, &[Arg::Ptr(qkvb.ptr), Arg::Ptr(qwb.ptr), Arg::Ptr(kwb.ptr), Arg::I32(nq as i32), Arg::I32(nkv as i32), Arg::I32(hd as i32), Arg::I32(stride as i32), Arg::F32(1e-6)])?;
+        let mut want = qkv.clone();
+        for r in 0..rows {
+            for h in 0..nq + nkv {
+                let w = if h < nq { &qw } else { &kw };
+                ops::head_norm(&mut want[r * stride + h * hd..r * stride + (h + 1) * hd], w, 1e-6);
+            }
+        }
+        let got = c.read_f32(&qkvb, rows * stride)?;
+        c.check("head_rms_norm_f32", &got, &want, TOL_F32);
+
+        let cfg = ModelConfig::from_json(&serde_json::json!({"model_type":"llama","hidden_size":1024,
+            "intermediate_size":64,"num_hidden_layers":1,"num_attention_heads":nq,"num_key_value_heads":nkv,
+            "head_dim":hd,"vocab_size":8,"rope_theta":500000.0,"rope_scaling":{"rope_type":"llama3",
+            "factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,"original_max_position_embeddings":8192}}))
+        .map_err(crate::error::EngineError::Invalid)?;
+        let inv = cfg.inv_freq();
+        let pos: Vec<i32> = vec![0, 17, 3000];
+        let slots: Vec<i32> = vec![5, 0, 2];
+        let nslots = 8;
+        let (pb, sb, fb) = (c.up(&pos)?, c.up(&slots)?, c.up(&inv)?);
+        let (kc, vc) = (c.poisoned(nslots * nkv * hd * 2)?, c.poisoned(nslots * nkv * hd * 2)?);
+        dev.launch(Kernel::RopeKvAppendF32, (rows as u32, 1, 1), 128, &[Arg::Ptr(qkvb.ptr), Arg::Ptr(pb.ptr), Arg::Ptr(sb.ptr), Arg::Ptr(fb.ptr), Arg::Ptr(kc.ptr), Arg::Ptr(vc.ptr), Arg::I32(nq as i32), Arg::I32(nkv as i32), Arg::I32(hd as i32), Arg::I32(stride as i32)])?;
+        let got_q = c.read_f32(&qkvb, rows * stride)?;
+        let kall = c.read_bf16(&kc, nslots * nkv * hd)?;
+        let vall = c.read_bf16(&vc, nslots * nkv * hd)?;
+        let (mut wq, mut gq, mut wk, mut gk, mut wv, mut gv) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+        for r in 0..rows {
+            let mut row = want[r * stride..(r + 1) * stride].to_vec();
+            for h in 0..nq + nkv {
+                ops::rope(&mut row[h * hd..(h + 1) * hd], &inv, pos[r]);
+            }
+            wq.extend_from_slice(&row[..nq * hd]);
+            gq.extend_from_slice(&got_q[r * stride..r * stride + nq * hd]);
+            wk.extend(row[nq * hd..(nq + nkv) * hd].iter().map(|&x| round_bf16(x)));
+            wv.extend(row[(nq + nkv) * hd..].iter().map(|&x| round_bf16(x)));
+            let s = slots[r] as usize * nkv * hd;
+            gk.extend_from_slice(&kall[s..s + nkv * hd]);
+            gv.extend_from_slice(&vall[s..s + nkv * hd]);
+        }
+        c.check("rope_kv_append_f32 q", &gq, &wq, 1e-3);
+        c.check("rope_kv_append_f32 k", &gk, &wk, TOL_BF16);
+        c.check("rope_kv_append_f32 v", &gv, &wv, TOL_BF16);
+    }
+    // swiglu_f32
+    {
+        let n = 3 * 1000;
+        let gu = c.randf(2 * n, 3.0);
+        let (gb, hb) = (c.up(&gu)?, c.poisoned(n * 2)?);
+        dev.launch(Kernel::SwigluF32, (n.div_ceil(256) as u32, 1, 1), 256, &[Arg::Ptr(gb.ptr), Arg::Ptr(hb.ptr), Arg::I64(n as i64)])?;
+        let got = c.read_bf16(&hb, n)?;
+        c.check("swiglu_f32", &got, &ops::swiglu(&gu), TOL_BF16);
+    }
+    // Linears: bf16 GEMV, MMVQ and MMQ against the CPU's identical math.
+    for &(n, k) in &[(512usize, 4096usize), (4096, 1024), (96, 14336)] {
+        let wf = c.randf(n * k, 0.05);
+        for fmt in [WeightFormat::Bf16, WeightFormat::Q8_0, WeightFormat::Q4_0] {
+            let m = Matrix::from_f32(fmt, n, k, &wf);
+            let (wv, ws) = match &m {
+                Matrix::Bf16 { data, .. } => (c.up(data)?, c.up(&[0u16])?),
+                Matrix::Q8_0 { qs, d, .. } => (c.up(qs)?, c.up(d)?),
+                Matrix::Q4_0 { qs, d, .. } => (c.up(qs)?, c.up(d)?),
+            };
+            let rows_list: &[usize] = if fmt == WeightFormat::Bf16 { &[1, 3, 8] } else { &[1, 5, 8, 13, 64, 128] };
+            for &rows in rows_list {
+                let x = c.bf16_vals(rows * k, 1.0);
+                let want = ops::linear(&m, &x, rows);
+                let xb = c.up(&to_bf16_bits(&x))?;
+                let small = rows <= 8;
+                let name = match (fmt, small) {
+                    (WeightFormat::Bf16, _) => "gemv_bf16",
+                    (WeightFormat::Q8_0, true) => "mmvq_q8_0",
+                    (WeightFormat::Q4_0, true) => "mmvq_q4_0",
+                    (WeightFormat::Q8_0, false) => "mmq_q8_0",
+                    (WeightFormat::Q4_0, false) => "mmq_q4_0",
+                };
+                if fmt == WeightFormat::Bf16 {
+                    for mode in [0, 1, 2] {
+                        let n_out = if mode == 2 { n / 2 } else { n };
+                        let base = c.randf(rows * n_out, 1.0);
+                        let yb = if mode == 1 { c.up(&base)? } else { c.poisoned(rows * n_out * 4)? };
+                        let yh = c.poisoned(rows * n_out * 2)?;
+                        let (y, h) = if mode == 2 { (0, yh.ptr) } else { (yb.ptr, 0) };
+                        dev.launch(Kernel::GemvBf16, (n_out.div_ceil(4) as u32, 1, 1), 128, &[Arg::Ptr(wv.ptr), Arg::Ptr(xb.ptr), Arg::Ptr(y), Arg::Ptr(h), Arg::Ptr(0), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(rows as i32), Arg::I32(mode)])?;
+                        let (got, exp) = match mode {
+                            0 => (c.read_f32(&yb, rows * n)?, want.clone()),
+                            1 => (c.read_f32(&yb, rows * n)?, base.iter().zip(&want).map(|(a, b)| a + b).collect()),
+                            _ => (c.read_bf16(&yh, rows * n_out)?, ops::swiglu(&want)),
+                        };
+                        let tol = if mode == 2 { TOL_BF16 } else { TOL_F32 };
+                        c.check(format!("{name} {n}x{k} rows={rows} mode={mode}"), &got, &exp, tol);
+                    }
+                } else {
+                    let blocks = rows * k / QK;
+                    let (qx, dx, sx) = (c.poisoned(rows * k)?, c.poisoned(blocks * 4)?, c.poisoned(blocks * 4)?);
+                    dev.launch(Kernel::QuantizeQ8_1Bf16, (blocks.div_ceil(8) as u32, 1, 1), 256, &[Arg::Ptr(xb.ptr), Arg::Ptr(qx.ptr), Arg::Ptr(dx.ptr), Arg::Ptr(sx.ptr), Arg::I64(blocks as i64)])?;
+                    if rows == 1 && n == 512 {
+                        let q = quantize_q8_1(&x);
+                        let gq: Vec<f32> = qx.read::<i8>(rows * k, st)?.iter().map(|&v| f32::from(v)).collect();
+                        let wq: Vec<f32> = q.qs.iter().map(|&v| f32::from(v)).collect();
+                        c.check(format!("quantize_q8_1_bf16 k={k} values"), &gq, &wq, 0.0);
+                        c.check(format!("quantize_q8_1_bf16 k={k} scales"), &c.read_f32(&dx, blocks)?, &q.d, 1e-6);
+                        c.check(format!("quantize_q8_1_bf16 k={k} sums"), &c.read_f32(&sx, blocks)?, &q.s, 1e-5);
+                    }
+                    let yb = c.poisoned(rows * n * 4)?;
+                    if small {
+                        let kern = if fmt == WeightFormat::Q8_0 { Kernel::MmvqQ8_0 } else { Kernel::MmvqQ4_0 };
+                        dev.launch(kern, (n.div_ceil(4) as u32, 1, 1), 128, &[Arg::Ptr(wv.ptr), Arg::Ptr(ws.ptr), Arg::Ptr(qx.ptr), Arg::Ptr(dx.ptr), Arg::Ptr(sx.ptr), Arg::Ptr(yb.ptr), Arg::Ptr(0), Arg::Ptr(0), Arg::I32(n as i32), Arg::I32(k as i32), Arg::I32(rows as i32), Arg::I32(0)])?;
+                    } else {
+                        let kern = if fmt == WeightFormat::Q8_0 { Kernel::MmqQ8_0 } else { Kernel::MmqQ4_0 };
+                        dev.launch(kern, (n.div_ceil(64) as u32, rows.div_ceil(64) as u32, 1), 128, &[Arg::Ptr(wv.ptr), Arg::Ptr(ws.ptr), Arg::Ptr(qx.ptr), Arg::Ptr(dx.ptr), Arg::Ptr(sx.ptr), Arg::Ptr(yb.ptr), Arg::Ptr(0), Arg::I32(n as i32), Arg::I32(k as i32), Arg::I32(rows as i32), Arg::I32(0)])?;
+                    }
+                    let got = c.read_f32(&yb, rows * n)?;
+                    c.check(format!("{name} {n}x{k} rows={rows}"), &got, &want, TOL_INT8);
+                }
+            }
+        }
+    }
+    // attention over a paged cache with a shuffled block table, split 1 and split 4 (+reduce)
+    for (nq, nkv, hd) in [(32usize, 8usize, 128usize), (8, 2, 64), (28, 4, 128)] {
+        let (nseq, bs, max_blocks) = (3usize, 16usize, 8usize);
+        let slots = nseq * max_blocks * bs;
+        let kv_dim = nkv * hd;
+        let k = c.bf16_vals(slots * kv_dim, 1.0);
+        let v = c.bf16_vals(slots * kv_dim, 1.0);
+        // Physical block of (seq s, block j) = a permutation.
+        let table: Vec<i32> = (0..nseq * max_blocks).map(|i| ((i * 7 + 3) % (nseq * max_blocks)) as i32).collect();
+        let lens = [1usize, 37, 128];
+        let rows = nseq;
+        let q = c.randf(rows * nq * hd, 1.0);
+        let row_seq: Vec<i32> = (0..rows as i32).collect();
+        let row_pos: Vec<i32> = lens.iter().map(|&l| l as i32 - 1).collect();
+        let mut want = Vec::new();
+        for s in 0..nseq {
+            let mut ks = Vec::new();
+            let mut vs = Vec::new();
+            for p in 0..lens[s] {
+                let slot = table[s * max_blocks + p / bs] as usize * bs + p % bs;
+                ks.extend_from_slice(&k[slot * kv_dim..(slot + 1) * kv_dim]);
+                vs.extend_from_slice(&v[slot * kv_dim..(slot + 1) * kv_dim]);
+            }
+            want.extend(ops::attention_row(&q[s * nq * hd..(s + 1) * nq * hd], &ks, &vs, lens[s], nq, nkv, hd));
+        }
+        let (kb, vb, tb) = (c.up(&to_bf16_bits(&k))?, c.up(&to_bf16_bits(&v))?, c.up(&table)?);
+        let (qb, rsb, rpb) = (c.up(&q)?, c.up(&row_seq)?, c.up(&row_pos)?);
+        for splits in [1usize, 4] {
+            let chunk = (max_blocks * bs).div_ceil(splits).div_ceil(64) * 64;
+            let ob = c.poisoned(rows * nq * hd * 2)?;
+            let pa = c.poisoned(rows * nq * splits * hd * 4)?;
+            let pm = c.poisoned(rows * nq * splits * 2 * 4)?;
+            dev.launch(Kernel::AttnDecodeBf16, (nkv as u32, rows as u32, splits as u32), 128, &[Arg::Ptr(qb.ptr), Arg::I32((nq * hd) as i32), Arg::Ptr(kb.ptr), Arg::Ptr(vb.ptr), Arg::Ptr(tb.ptr), Arg::I32(max_blocks as i32), Arg::I32(bs as i32), Arg::Ptr(rsb.ptr), Arg::Ptr(rpb.ptr), Arg::Ptr(ob.ptr), Arg::Ptr(pa.ptr), Arg::Ptr(pm.ptr), Arg::I32(nq as i32), Arg::I32(nkv as i32), Arg::I32(hd as i32), Arg::I32(chunk as i32), Arg::F32(1.0 / (hd as f32).sqrt())])?;
+            if splits > 1 {
+                dev.launch(Kernel::AttnReduceF32, ((rows * nq) as u32, 1, 1), hd as u32, &[Arg::Ptr(pa.ptr), Arg::Ptr(pm.ptr), Arg::Ptr(ob.ptr), Arg::I32(splits as i32), Arg::I32(hd as i32)])?;
+            }
+            let got = c.read_bf16(&ob, rows * nq * hd)?;
+            c.check(format!("attn_decode_bf16 nq={nq} nkv={nkv} hd={hd} splits={splits}"), &got, &want, TOL_BF16);
+        }
+    }
+    // argmax_f32, with a planted tie resolved to the lower index
+    {
+        let (rows, v) = (4usize, 128_256usize);
+        let mut l = c.randf(rows * v, 5.0);
+        l[v + 1000] = 100.0;
+        l[v + 2000] = 100.0;
+        let (lb, ob) = (c.up(&l)?, c.poisoned(rows * 4)?);
+        dev.launch(Kernel::ArgmaxF32, (rows as u32, 1, 1), 1024, &[Arg::Ptr(lb.ptr), Arg::I32(v as i32), Arg::Ptr(ob.ptr)])?;
+        let got: Vec<f32> = ob.read::<i32>(rows, st)?.iter().map(|&x| x as f32).collect();
+        let want: Vec<f32> = (0..rows).map(|r| ops::argmax(&l[r * v..(r + 1) * v]) as f32).collect();
+        c.check("argmax_f32", &got, &want, 0.0);
+    }
+    Ok(c.out)
+}
+
+/// Whole-model logits: the CUDA backend vs the CPU reference on a tiny config, for a prefill of
+/// two sequences and three decode steps, per weight format and per lever setting.
+pub fn model_checks(seed: u64) -> Result<Vec<Check>> {
+    let mut out = Vec::new();
+    for (mt, extra) in [("llama", false), ("qwen2", false), ("qwen3", true)] {
+        let cfg = ModelConfig::from_json(&serde_json::json!({
+            "model_type": mt, "hidden_size": 256, "intermediate_size": 512,
+            "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+            "head_dim": 64, "vocab_size": 1000, "rms_norm_eps": 1e-6, "tie_word_embeddings": extra
+        }))
+        .map_err(crate::error::EngineError::Invalid)?;
+        for fmt in [WeightFormat::Bf16, WeightFormat::Q8_0, WeightFormat::Q4_0] {
+            let w = ModelWeights::random(&cfg, fmt, seed);
+            for (paged, graphs, thr) in [(true, false, 8usize), (false, true, 8), (true, true, 0)] {
+                let levers = Levers {
+                    graphs,
+                    paged_kv: paged,
+                    dispatch: DispatchPolicy { mmvq_max_batch: thr },
+                };
+                let dev = Device::open(0)?;
+                let cap = Capacity { max_seqs: 4, max_ctx: 64, max_rows: 16 };
+                let mut gpu = CudaBackend::new(dev, &cfg, &w, levers, cap, Timing::Launch)?;
+                gpu.rec.start_run()?;
+                let mut cpu = CpuBackend::new(&cfg, &w);
+                let prompts = vec![rng::tokens(seed, 11, 5, cfg.vocab), rng::tokens(seed, 12, 5, cfg.vocab)];
+                let pre = Batch::prefill(&prompts);
+                gpu.set_tokens(&pre.tokens)?;
+                gpu.step(&pre, Phase::Prefill, 0)?;
+                cpu.begin(&pre)?;
+                forward(&mut cpu, &cfg, &pre)?;
+                let mut worst = rel_err(&gpu.read_logits()?, cpu.logits());
+                let mut same_tokens = gpu.read_sampled(2)? == cpu.sampled;
+                for i in 0..3 {
+                    let toks = cpu.sampled.clone();
+                    let b = Batch::decode(toks.clone(), vec![5 + i; 2]);
+                    gpu.set_tokens(&toks)?;
+                    gpu.step(&b, Phase::Decode, 1 + i as i64)?;
+                    gpu.finish_steps()?;
+                    cpu.begin(&b)?;
+                    forward(&mut cpu, &cfg, &b)?;
+                    worst = worst.max(rel_err(&gpu.read_logits()?, cpu.logits()));
+                    same_tokens &= gpu.read_sampled(2)? == cpu.sampled;
+                }
+                let name = format!(
+                    "model {mt} {} kv={} graphs={graphs} mmvq_max_batch={thr} logits{}",
+                    fmt.name(),
+                    if paged { "paged" } else { "contiguous" },
+                    if same_tokens { "" } else { " (greedy tokens differ)" }
+                );
+                out.push(Check {
+                    name,
+                    rel_err: worst,
+                    tolerance: TOL_BF16,
+                    pass: worst <= TOL_BF16,
+                });
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,129 @@
+//! Single-kernel benchmarks against the copy bandwidth measured in the same run: the bf16 GEMV
+//! and Q8_0 MMVQ at Llama-3-8B FFN shapes (batch 1), and MMQ against chunked MMVQ at batch 64
+//! and 128. Weights rotate over several copies so no repeat reads a warm L2.
+
+use crate::bench::copy_bandwidth;
+use crate::cuda::device::Arg;
+use crate::cuda::{DevBuf, Device};
+use crate::error::Result;
+use crate::quant::{Matrix, WeightFormat};
+use crate::rng;
+use crate::stats::Spread;
+use cudarc::driver::sys;
+use gapscope_kernels::Kernel;
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct KernelBench {
+    pub name: String,
+    pub shape: String,
+    pub time_us: Spread,
+    pub bytes: u64,
+    /// Achieved bytes/s over the measured copy bandwidth, in %.
+    pub pct_of_copy_bw: f64,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct KernelBenchReport {
+    pub device: String,
+    pub copy_bw_bytes_per_s: Spread,
+    pub kernels: Vec<KernelBench>,
+    /// (batch, MMQ µs, chunked-MMVQ µs, speed-up)
+    pub mmq_vs_mmvq: Vec<(usize, f64, f64, f64)>,
+}
+
+const COPIES: usize = 4;
+
+fn time_us(dev: &Device, reps: usize, mut launch: impl FnMut(usize) -> Result<()>) -> Result<Spread> {
+    let ev = || dev.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT));
+    let (a, b) = (ev()?, ev()?);
+    launch(0)?; // warm-up
+    let mut t = Vec::with_capacity(reps);
+    for i in 0..reps {
+        a.record(&dev.stream)?;
+        launch(i)?;
+        b.record(&dev.stream)?;
+        b.synchronize()?;
+        t.push(f64::from(a.elapsed_ms(&b)?) * 1e3);
+    }
+    Ok(Spread::of(&t))
+}
+
+struct DevMat {
+    values: DevBuf,
+    scales: DevBuf,
+    bytes: u64,
+}
+
+fn upload(m: &Matrix, dev: &Device) -> Result<DevMat> {
+    let s = &dev.stream;
+    let (values, scales) = match m {
+        Matrix::Bf16 { data, .. } => (DevBuf::upload(data, s)?, DevBuf::alloc(16)?),
+        Matrix::Q8_0 { qs, d, .. } => (DevBuf::upload(qs, s)?, DevBuf::upload(d, s)?),
+        Matrix::Q4_0 { qs, d, .. } => (DevBuf::upload(qs, s)?, DevBuf::upload(d, s)?),
+    };
+    Ok(DevMat { values, scales, bytes: m.bytes() })
+}
+
+pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
+    let bw = copy_bandwidth(dev, 1 << 30, 20)?;
+    let mut kernels = Vec::new();
+    let mut mmq_vs_mmvq = Vec::new();
+    let s = &dev.stream;
+    for &(n, k) in &[(14336usize, 4096usize), (4096, 14336)] {
+        let mut wf = vec![0f32; n * k];
+        rng::fill(&mut wf, 7, (n + k) as u64, 0.0, 0.05);
+        let xs: Vec<u16> = (0..128 * k)
+            .map(|i| half::bf16::from_f32(rng::uniform(9, 1, i as u64)).to_bits())
+            .collect();
+        let xb = DevBuf::upload(&xs, s)?;
+        let y = DevBuf::alloc(128 * n * 4)?;
+        // Quantized activations for the int8 kernels (as quantize_q8_1 would produce).
+        let xf: Vec<f32> = xs.iter().map(|&b| half::bf16::from_bits(b).to_f32()).collect();
+        let q = crate::quant::quantize_q8_1(&xf);
+        let (qx, dx, sx) = (DevBuf::upload(&q.qs, s)?, DevBuf::upload(&q.d, s)?, DevBuf::upload(&q.s, s)?);
+        for fmt in [WeightFormat::Bf16, WeightFormat::Q8_0] {
+            let m = Matrix::from_f32(fmt, n, k, &wf);
+            let copies: Vec<DevMat> = (0..COPIES).map(|_| upload(&m, dev)).collect::<Result<_>>()?;
+            let bytes = copies[0].bytes + (k * if fmt == WeightFormat::Bf16 { 2 } else { 1 }) as u64 + (n * 4) as u64;
+            let (name, kern) = if fmt == WeightFormat::Bf16 { ("gemv_bf16", Kernel::GemvBf16) } else { ("mmvq_q8_0", Kernel::MmvqQ8_0) };
+            let grid = (n.div_ceil(4) as u32, 1, 1);
+            let t = time_us(dev, reps, |i| {
+                let w = &copies[i % COPIES];
+                if fmt == WeightFormat::Bf16 {
+                    dev.launch(kern, grid, 128, &[Arg::Ptr(w.values.ptr), Arg::Ptr(xb.ptr), Arg::Ptr(y.ptr), Arg::Ptr(0), Arg::Ptr(0), Arg::I32(n as i32), Arg::I32(k as i32), Arg::I32(1), Arg::I32(0)])
+                } else {
+                    dev.launch(kern, grid, 128, &[Arg::Ptr(w.values.ptr), Arg::Ptr(w.scales.ptr), Arg::Ptr(qx.ptr), Arg::Ptr(dx.ptr), Arg::Ptr(sx.ptr), Arg::Ptr(y.ptr), Arg::Ptr(0), Arg::Ptr(0), Arg::I32(n as i32), Arg::I32(k as i32), Arg::I32(1), Arg::I32(0)])
+                }
+            })?;
+            kernels.push(KernelBench {
+                name: name.into(),
+                shape: format!("{n}x{k} batch 1"),
+                pct_of_copy_bw: 100.0 * (bytes as f64 / (t.median * 1e-6)) / bw.median,
+                time_us: t,
+                bytes,
+            });
+            if fmt == WeightFormat::Q8_0 && n == 14336 {
+                for batch in [64usize, 128] {
+                    let mmq = time_us(dev, reps, |i| {
+                        let w = &copies[i % COPIES];
+                        dev.launch(Kernel::MmqQ8_0, (n.div_ceil(64) as u32, batch.div_ceil(64) as u32, 1), 128, &[Arg::Ptr(w.values.ptr), Arg::Ptr(w.scales.ptr), Arg::Ptr(qx.ptr), Arg::Ptr(dx.ptr), Arg::Ptr(sx.ptr), Arg::Ptr(y.ptr), Arg::Ptr(0), Arg::I32(n as i32), Arg::I32(k as i32), Arg::I32(batch as i32), Arg::I32(0)])
+                    })?;
+                    let mmvq = time_us(dev, reps, |i| {
+                        let w = &copies[i % COPIES];
+                        for c in (0..batch).step_by(8) {
+                            dev.launch(Kernel::MmvqQ8_0, grid, 128, &[Arg::Ptr(w.values.ptr), Arg::Ptr(w.scales.ptr), Arg::Ptr(qx.at(c * k)), Arg::Ptr(dx.at(c * k / 32 * 4)), Arg::Ptr(sx.at(c * k / 32 * 4)), Arg::Ptr(y.at(c * n * 4)), Arg::Ptr(0), Arg::Ptr(0), Arg::I32(n as i32), Arg::I32(k as i32), Arg::I32(8), Arg::I32(0)])?;
+                        }
+                        Ok(())
+                    })?;
+                    mmq_vs_mmvq.push((batch, mmq.median, mmvq.median, mmvq.median / mmq.median));
+                }
+            }
+        }
+    }
+    Ok(KernelBenchReport {
+        device: dev.info.name.clone(),
+        copy_bw_bytes_per_s: bw,
+        kernels,
+        mmq_vs_mmvq,
+    })
+}

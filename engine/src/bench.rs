@@ -135,7 +135,10 @@ pub fn md5_hex(tokens: &[i32]) -> String {
 
 /// Median decode ms/step per bucket over the given steps.
 pub fn bucket_ms(steps: &[StepRecord]) -> BTreeMap<String, f64> {
-    let decode: Vec<&StepRecord> = steps.iter().filter(|s| s.phase == Phase::Decode).collect();
+    let decode: Vec<&StepRecord> = steps
+        .iter()
+        .filter(|s| s.phase == Phase::Decode && s.launch_timed)
+        .collect();
     let mut per: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for s in &decode {
         let mut acc: BTreeMap<&str, f64> = BTreeMap::new();

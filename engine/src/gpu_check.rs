@@ -94,6 +94,10 @@ fn to_bf16_bits(v: &[f32]) -> Vec<u16> {
 pub const TOL_BF16: f64 = 1e-2;
 /// f32 results of the same math in a different summation order.
 pub const TOL_F32: f64 = 1e-4;
+/// Whole-model logits with Q4_0 weights: one bf16 rounding flip in an activation moves its
+/// q8_1 value by one step, and a 4-bit weight (step = 1/8 of the block range) turns that into a
+/// larger logit change than Q8_0 or bf16 weights do.
+pub const TOL_Q4_MODEL: f64 = 3e-2;
 /// Integer block dot products scaled in f32 (MMVQ/MMQ vs the CPU's identical math).
 pub const TOL_INT8: f64 = 1e-4;
 
@@ -218,7 +222,11 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                         let yb = if mode == 1 { c.up(&base)? } else { c.poisoned(rows * n_out * 4)? };
                         let yh = c.poisoned(rows * n_out * 2)?;
                         let (y, h) = if mode == 2 { (0, yh.ptr) } else { (yb.ptr, 0) };
-                        dev.launch(Kernel::GemvBf16, (n_out.div_ceil(4) as u32, 1, 1), 128, &[Arg::Ptr(wv.ptr), Arg::Ptr(xb.ptr), Arg::Ptr(y), Arg::Ptr(h), Arg::Ptr(0), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(rows as i32), Arg::I32(mode)])?;
+                        if rows == 1 {
+                            dev.launch(Kernel::GemvBf16B1, (n_out.div_ceil(4) as u32, 1, 1), 128, &[Arg::Ptr(wv.ptr), Arg::Ptr(xb.ptr), Arg::Ptr(y), Arg::Ptr(h), Arg::Ptr(0), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(mode)])?;
+                        } else {
+                            dev.launch(Kernel::GemvBf16, (n_out.div_ceil(4) as u32, 1, 1), 128, &[Arg::Ptr(wv.ptr), Arg::Ptr(xb.ptr), Arg::Ptr(y), Arg::Ptr(h), Arg::Ptr(0), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(rows as i32), Arg::I32(mode)])?;
+                        }
                         let (got, exp) = match mode {
                             0 => (c.read_f32(&yb, rows * n)?, want.clone()),
                             1 => (c.read_f32(&yb, rows * n)?, base.iter().zip(&want).map(|(a, b)| a + b).collect()),
@@ -241,7 +249,12 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                     }
                     let yb = c.poisoned(rows * n * 4)?;
                     if small {
-                        let kern = if fmt == WeightFormat::Q8_0 { Kernel::MmvqQ8_0 } else { Kernel::MmvqQ4_0 };
+                        let kern = match (fmt == WeightFormat::Q8_0, rows == 1) {
+                            (true, true) => Kernel::MmvqQ8_0B1,
+                            (true, false) => Kernel::MmvqQ8_0,
+                            (false, true) => Kernel::MmvqQ4_0B1,
+                            (false, false) => Kernel::MmvqQ4_0,
+                        };
                         dev.launch(kern, (n.div_ceil(4) as u32, 1, 1), 128, &[Arg::Ptr(wv.ptr), Arg::Ptr(ws.ptr), Arg::Ptr(qx.ptr), Arg::Ptr(dx.ptr), Arg::Ptr(sx.ptr), Arg::Ptr(yb.ptr), Arg::Ptr(0), Arg::Ptr(0), Arg::I32(n as i32), Arg::I32(k as i32), Arg::I32(rows as i32), Arg::I32(0)])?;
                     } else {
                         let kern = if fmt == WeightFormat::Q8_0 { Kernel::MmqQ8_0 } else { Kernel::MmqQ4_0 };
@@ -357,11 +370,12 @@ pub fn model_checks(seed: u64) -> Result<Vec<Check>> {
                     if paged { "paged" } else { "contiguous" },
                     if same_tokens { "" } else { " (greedy tokens differ)" }
                 );
+                let tol = if fmt == WeightFormat::Q4_0 { TOL_Q4_MODEL } else { TOL_BF16 };
                 out.push(Check {
                     name,
                     rel_err: worst,
-                    tolerance: TOL_BF16,
-                    pass: worst <= TOL_BF16,
+                    tolerance: tol,
+                    pass: worst <= tol,
                 });
             }
         }

@@ -45,6 +45,8 @@ pub struct StepRecord {
     pub launches: Vec<TimedLaunch>,
     /// Replayed from a CUDA graph.
     pub graph_id: u32,
+    /// Every launch carries its own event times (otherwise only the step is timed).
+    pub launch_timed: bool,
 }
 
 /// Writes engine steps to a native trace, a batch of rows at a time so memory stays bounded.
@@ -56,6 +58,7 @@ pub struct TraceOut {
     markers: MarkerTable,
     /// Launch order on the stream: the key a CUPTI recording of the same run joins on.
     correlation: u64,
+    pub skipped_steps: u64,
 }
 
 const FLUSH_ROWS: usize = 1 << 16;
@@ -69,6 +72,7 @@ impl TraceOut {
             memops: MemopTable::default(),
             markers: MarkerTable::default(),
             correlation: 0,
+            skipped_steps: 0,
         })
     }
 
@@ -76,7 +80,13 @@ impl TraceOut {
         self.writer.manifest_mut()
     }
 
+    /// Adds a step with per-launch times; steps timed only as a whole are skipped, so every
+    /// step in the trace carries its kernels.
     pub fn add_step(&mut self, s: &StepRecord) -> Result<()> {
+        if !s.launch_timed {
+            self.skipped_steps += 1;
+            return Ok(());
+        }
         let phase_name = match s.phase {
             Phase::Prefill => "prefill",
             Phase::Decode => "decode",
@@ -195,19 +205,22 @@ mod tests {
                     launch("cuMemcpyDtoDAsync", "copy", step * 100 + 20, Some(MemopKind::DtoD)),
                 ],
                 graph_id: 0,
+                launch_timed: step != 1,
             })
             .unwrap();
         }
         let m = out.finish().unwrap();
         assert!(m.complete);
         let t = read_trace(&path, &ReadOptions::default()).unwrap();
-        assert_eq!(t.kernels.len(), 3);
-        assert_eq!(t.memops.len(), 3);
-        assert_eq!(t.markers.len(), 3);
+        // Step 1 was timed only as a whole and is left out.
+        assert_eq!(t.kernels.len(), 2);
+        assert_eq!(t.memops.len(), 2);
+        assert_eq!(t.markers.len(), 2);
         let k = t.kernels.row(1);
         assert_eq!(t.strings.get(k.bucket), "gemv");
         assert_eq!((k.layer, k.bytes, k.flops), (3, 1000, 2000));
         assert_eq!(k.correlation, 3);
+        assert_eq!(t.markers.row(1).step, 2);
         assert_eq!(t.memops.row(0).kind, MemopKind::DtoD as u8);
     }
 }

@@ -48,28 +48,38 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_decode_bf16(
 
     for (int t0 = start; t0 < end; t0 += ATT_TILE) {
         const int n = min(ATT_TILE, end - t0);
-        // Scores: one warp per key, lanes split the head dimension.
-        for (int kk = warp; kk < n; kk += ATT_THREADS / 32) {
-            const int p = t0 + kk;
-            const int slot = table[p / block_size] * block_size + p % block_size;
-            const bf16_t* kr = k_cache + (i64)slot * kv_row + (i64)kvh * hd;
-            float kv[ATT_MAX_HD / 32];
+        // Scores: each warp takes 4 consecutive keys at a time (all their loads in flight),
+        // lanes split the head dimension.
+        for (int kb = warp * 4; kb < n; kb += 4 * (ATT_THREADS / 32)) {
+            float kv[4][ATT_MAX_HD / 32];
+            int slot[4];
 #pragma unroll
-            for (int e = 0; e < ATT_MAX_HD / 32; ++e) {
-                const int d = lane + 32 * e;
-                kv[e] = d < hd ? bf16_to_f32(kr[d]) : 0.0f;
-            }
-            for (int h = 0; h < G; ++h) {
-                float dot = 0.0f;
+            for (int u = 0; u < 4; ++u) {
+                const int p = t0 + kb + u;
+                const bool ok = kb + u < n;
+                slot[u] = ok ? table[p / block_size] * block_size + p % block_size : 0;
+                const bf16_t* kr = k_cache + (i64)slot[u] * kv_row + (i64)kvh * hd;
 #pragma unroll
                 for (int e = 0; e < ATT_MAX_HD / 32; ++e) {
                     const int d = lane + 32 * e;
-                    if (d < hd) dot = fmaf(q_s[h * hd + d], kv[e], dot);
+                    kv[u][e] = (ok && d < hd) ? bf16_to_f32(kr[d]) : 0.0f;
                 }
-                dot = warp_sum(dot);
-                if (lane == 0) s_s[h][kk] = dot * scale;
             }
-            if (lane == 0) slot_s[kk] = slot;
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                if (kb + u >= n) break;
+                for (int h = 0; h < G; ++h) {
+                    float dot = 0.0f;
+#pragma unroll
+                    for (int e = 0; e < ATT_MAX_HD / 32; ++e) {
+                        const int d = lane + 32 * e;
+                        if (d < hd) dot = fmaf(q_s[h * hd + d], kv[u][e], dot);
+                    }
+                    dot = warp_sum(dot);
+                    if (lane == 0) s_s[h][kb + u] = dot * scale;
+                }
+                if (lane == 0) slot_s[kb + u] = slot[u];
+            }
         }
         __syncthreads();
         // Online softmax update, one warp per head.
@@ -94,18 +104,32 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_decode_bf16(
             }
         }
         __syncthreads();
-        // acc[h][d] = acc * alpha + sum_k p[h][k] * v[k][d]
+        // acc[h][d] = acc * alpha + sum_k p[h][k] * v[k][d]; four keys' V loads in flight.
 #pragma unroll
         for (int i = 0; i < ATT_PER_THREAD; ++i) {
             const int idx = tid + i * ATT_THREADS;
-            if (idx < G * hd) {
-                const int h = idx / hd, d = idx - h * hd;
-                float a = acc[i] * alpha_s[h];
-                for (int kk = 0; kk < n; ++kk) {
-                    const bf16_t* vr = v_cache + (i64)slot_s[kk] * kv_row + (i64)kvh * hd;
-                    a = fmaf(s_s[h][kk], bf16_to_f32(vr[d]), a);
+            if (idx < G * hd) acc[i] *= alpha_s[idx / hd];
+        }
+        for (int kk = 0; kk < n; kk += 4) {
+            float vv[4][ATT_PER_THREAD];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const bool ok = kk + u < n;
+                const bf16_t* vr = v_cache + (i64)(ok ? slot_s[kk + u] : 0) * kv_row + (i64)kvh * hd;
+#pragma unroll
+                for (int i = 0; i < ATT_PER_THREAD; ++i) {
+                    const int idx = tid + i * ATT_THREADS;
+                    vv[u][i] = (ok && idx < G * hd) ? bf16_to_f32(vr[idx % hd]) : 0.0f;
                 }
-                acc[i] = a;
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                if (kk + u >= n) break;
+#pragma unroll
+                for (int i = 0; i < ATT_PER_THREAD; ++i) {
+                    const int idx = tid + i * ATT_THREADS;
+                    if (idx < G * hd) acc[i] = fmaf(s_s[idx / hd][kk + u], vv[u][i], acc[i]);
+                }
             }
         }
         __syncthreads();

@@ -77,3 +77,15 @@ __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 #define OUT_ACCUMULATE 1 // y[b, o] += acc (residual add fused)
 #define OUT_SWIGLU 2     // weight rows interleave gate/up; h[b, o] = bf16(silu(acc_gate) * acc_up)
 
+
+__device__ __forceinline__ int4 int4_zero() {
+    int4 v;
+    v.x = v.y = v.z = v.w = 0;
+    return v;
+}
+
+__device__ __forceinline__ uint4 uint4_zero() {
+    uint4 v;
+    v.x = v.y = v.z = v.w = 0u;
+    return v;
+}

@@ -44,20 +44,15 @@ __device__ __forceinline__ void gemv_impl(const bf16_t* __restrict__ W, const bf
         for (int b = 0; b < NB; ++b) acc[r][b] = 0.0f;
 
     int k = lane * 8;
-    // Four 16-byte loads per row in flight before any math.
-    for (; k + 3 * 256 < K; k += 4 * 256) {
-        uint4 w0[R], w1[R], w2[R], w3[R];
+    // Eight 16-byte loads per row in flight per lane (4 KB per warp) before any math.
+    for (; k + 7 * 256 < K; k += 8 * 256) {
+        uint4 w[8][R];
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-            w0[r] = __ldg(reinterpret_cast<const uint4*>(rows[r] + k));
-            w1[r] = __ldg(reinterpret_cast<const uint4*>(rows[r] + k + 256));
-            w2[r] = __ldg(reinterpret_cast<const uint4*>(rows[r] + k + 512));
-            w3[r] = __ldg(reinterpret_cast<const uint4*>(rows[r] + k + 768));
-        }
-        gemv_chunk<NB, R>(w0, x, K, k, acc);
-        gemv_chunk<NB, R>(w1, x, K, k + 256, acc);
-        gemv_chunk<NB, R>(w2, x, K, k + 512, acc);
-        gemv_chunk<NB, R>(w3, x, K, k + 768, acc);
+        for (int u = 0; u < 8; ++u)
+#pragma unroll
+            for (int r = 0; r < R; ++r) w[u][r] = __ldg(reinterpret_cast<const uint4*>(rows[r] + k + u * 256));
+#pragma unroll
+        for (int u = 0; u < 8; ++u) gemv_chunk<NB, R>(w[u], x, K, k + u * 256, acc);
     }
     for (; k < K; k += 256) {
         uint4 w0[R];
@@ -93,6 +88,18 @@ __device__ __forceinline__ void gemv_impl(const bf16_t* __restrict__ W, const bf
         case 7: gemv_impl<7, R>(W, x, y, yh, bias, n_out, K, mode); break;    \
         default: gemv_impl<8, R>(W, x, y, yh, bias, n_out, K, mode); break;   \
     }
+
+// Batch-1 entry: its own register allocation, so the decode-critical case is not limited by
+// the occupancy of the nb = 8 instantiation.
+extern "C" __global__ void __launch_bounds__(128) gemv_bf16_b1(const bf16_t* __restrict__ W, const bf16_t* __restrict__ x,
+                                                              float* __restrict__ y, bf16_t* __restrict__ yh,
+                                                              const float* __restrict__ bias, int n_out, int K, int mode) {
+    if (mode == OUT_SWIGLU) {
+        gemv_impl<1, 2>(W, x, y, yh, bias, n_out, K, mode);
+    } else {
+        gemv_impl<1, 1>(W, x, y, yh, bias, n_out, K, mode);
+    }
+}
 
 // W: [n_rows, K] bf16 row-major; x: [nb, K] bf16; mode OUT_*; for OUT_SWIGLU n_out = n_rows / 2
 // and the output goes to yh [nb, n_out] bf16, otherwise to y [nb, n_out] f32.

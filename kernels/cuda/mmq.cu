@@ -3,8 +3,9 @@
 // scaled by its weight scale and activation scale before accumulating in f32.
 //
 // Tile: 64 weight rows x 64 batch columns per 4-warp block; each warp owns 16 rows and up to
-// eight 8-column MMA tiles. Fragments are loaded straight from global memory (the activations
-// are small and stay in L1/L2). Weight layouts as in mmvq.cu; output modes STORE and ACCUMULATE.
+// eight 8-column MMA tiles. Per K chunk of 4 quant blocks, the block stages the activation tile
+// (64 columns x 128 int8, padded rows) and its scales in shared memory while each warp's weight
+// fragments load from global. Weight layouts as in mmvq.cu; output modes STORE and ACCUMULATE.
 
 #define MMQ_BM 64
 #define MMQ_BN 64
@@ -35,12 +36,19 @@ __device__ __forceinline__ void mmq_out(float* __restrict__ y, const float* __re
     }
 }
 
+#define MMQ_KB 4                      // quant blocks per K chunk (128 values)
+#define MMQ_XS (MMQ_KB * 32 + 16)     // smem row stride in bytes: 36 words, conflict-free B reads
+
 template <bool Q4>
 __device__ __forceinline__ void mmq_impl(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
                                          const i8* __restrict__ qx, const float* __restrict__ dx,
                                          const float* __restrict__ sx, float* __restrict__ y,
                                          const float* __restrict__ bias, int N, int K, int nb, int mode) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    __shared__ __align__(16) unsigned char x_s[MMQ_BN * MMQ_XS];
+    __shared__ float dx_s[MMQ_BN][MMQ_KB];
+    __shared__ float sx_s[MMQ_BN][MMQ_KB];
+    const int tid = threadIdx.x;
+    const int warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
     const int m0 = blockIdx.x * MMQ_BM + warp * 16;
     const int n0 = blockIdx.y * MMQ_BN;
@@ -54,56 +62,78 @@ __device__ __forceinline__ void mmq_impl(const u8* __restrict__ qw, const f16_t*
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
 
-    for (int kb = 0; kb < kblocks; ++kb) {
-        int a0, a1, a2, a3;
-        if (Q4) {
-            const unsigned w0 = v0 ? __ldg(reinterpret_cast<const unsigned*>(qw + (i64)r0 * (K >> 1) + kb * 16 + t * 4)) : 0u;
-            const unsigned w1 = v1 ? __ldg(reinterpret_cast<const unsigned*>(qw + (i64)r1 * (K >> 1) + kb * 16 + t * 4)) : 0u;
-            a0 = (int)(w0 & 0x0f0f0f0fu);
-            a2 = (int)((w0 >> 4) & 0x0f0f0f0fu);
-            a1 = (int)(w1 & 0x0f0f0f0fu);
-            a3 = (int)((w1 >> 4) & 0x0f0f0f0fu);
-        } else {
-            const u8* p0 = qw + (i64)r0 * K + kb * 32 + t * 4;
-            const u8* p1 = qw + (i64)r1 * K + kb * 32 + t * 4;
-            a0 = v0 ? __ldg(reinterpret_cast<const int*>(p0)) : 0;
-            a2 = v0 ? __ldg(reinterpret_cast<const int*>(p0 + 16)) : 0;
-            a1 = v1 ? __ldg(reinterpret_cast<const int*>(p1)) : 0;
-            a3 = v1 ? __ldg(reinterpret_cast<const int*>(p1 + 16)) : 0;
-        }
-        const float d0 = v0 ? f16_to_f32(__ldg(dw + (i64)r0 * kblocks + kb)) : 0.0f;
-        const float d1 = v1 ? f16_to_f32(__ldg(dw + (i64)r1 * kblocks + kb)) : 0.0f;
+    for (int kc = 0; kc < kblocks; kc += MMQ_KB) {
+        const int nkb = min(MMQ_KB, kblocks - kc);
+        // This chunk's weight fragments and scales, issued before the barrier so the loads
+        // overlap the activation tile fill.
+        int a[MMQ_KB][4];
+        float d0[MMQ_KB], d1[MMQ_KB];
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-            if (nt >= ntiles) break;
-            const int colb = n0 + nt * 8 + g;
-            int b0 = 0, b1 = 0;
-            if (colb < nb) {
-                const i8* px = qx + (i64)colb * K + kb * 32 + t * 4;
-                b0 = *reinterpret_cast<const int*>(px);
-                b1 = *reinterpret_cast<const int*>(px + 16);
-            }
-            int c[4] = {0, 0, 0, 0};
+        for (int u = 0; u < MMQ_KB; ++u) {
+            const int kb = kc + u;
+            const bool ok0 = u < nkb && v0, ok1 = u < nkb && v1;
             if (Q4) {
-                mma_u8s8(c, a0, a1, a2, a3, b0, b1);
+                const unsigned w0 = ok0 ? __ldg(reinterpret_cast<const unsigned*>(qw + (i64)r0 * (K >> 1) + kb * 16 + t * 4)) : 0u;
+                const unsigned w1 = ok1 ? __ldg(reinterpret_cast<const unsigned*>(qw + (i64)r1 * (K >> 1) + kb * 16 + t * 4)) : 0u;
+                a[u][0] = (int)(w0 & 0x0f0f0f0fu);
+                a[u][2] = (int)((w0 >> 4) & 0x0f0f0f0fu);
+                a[u][1] = (int)(w1 & 0x0f0f0f0fu);
+                a[u][3] = (int)((w1 >> 4) & 0x0f0f0f0fu);
             } else {
-                mma_s8s8(c, a0, a1, a2, a3, b0, b1);
+                const u8* p0 = qw + (i64)r0 * K + kb * 32 + t * 4;
+                const u8* p1 = qw + (i64)r1 * K + kb * 32 + t * 4;
+                a[u][0] = ok0 ? __ldg(reinterpret_cast<const int*>(p0)) : 0;
+                a[u][2] = ok0 ? __ldg(reinterpret_cast<const int*>(p0 + 16)) : 0;
+                a[u][1] = ok1 ? __ldg(reinterpret_cast<const int*>(p1)) : 0;
+                a[u][3] = ok1 ? __ldg(reinterpret_cast<const int*>(p1 + 16)) : 0;
             }
-            const int cc = n0 + nt * 8 + t * 2;
-            const float xa = cc < nb ? dx[(i64)cc * kblocks + kb] : 0.0f;
-            const float xb = cc + 1 < nb ? dx[(i64)(cc + 1) * kblocks + kb] : 0.0f;
-            if (Q4) {
-                const float sa = cc < nb ? sx[(i64)cc * kblocks + kb] : 0.0f;
-                const float sb = cc + 1 < nb ? sx[(i64)(cc + 1) * kblocks + kb] : 0.0f;
-                acc[nt][0] = fmaf(d0, xa * (float)c[0] - 8.0f * sa, acc[nt][0]);
-                acc[nt][1] = fmaf(d0, xb * (float)c[1] - 8.0f * sb, acc[nt][1]);
-                acc[nt][2] = fmaf(d1, xa * (float)c[2] - 8.0f * sa, acc[nt][2]);
-                acc[nt][3] = fmaf(d1, xb * (float)c[3] - 8.0f * sb, acc[nt][3]);
-            } else {
-                acc[nt][0] = fmaf(d0 * xa, (float)c[0], acc[nt][0]);
-                acc[nt][1] = fmaf(d0 * xb, (float)c[1], acc[nt][1]);
-                acc[nt][2] = fmaf(d1 * xa, (float)c[2], acc[nt][2]);
-                acc[nt][3] = fmaf(d1 * xb, (float)c[3], acc[nt][3]);
+            d0[u] = ok0 ? f16_to_f32(__ldg(dw + (i64)r0 * kblocks + kb)) : 0.0f;
+            d1[u] = ok1 ? f16_to_f32(__ldg(dw + (i64)r1 * kblocks + kb)) : 0.0f;
+        }
+        __syncthreads();  // the previous chunk's tile is no longer read
+        for (int p = tid; p < MMQ_BN * MMQ_KB * 2; p += blockDim.x) {
+            const int col = p / (MMQ_KB * 2), piece = p % (MMQ_KB * 2);
+            const int gc = n0 + col;
+            int4 v = int4_zero();
+            if (gc < nb && (piece >> 1) < nkb) v = *reinterpret_cast<const int4*>(qx + (i64)gc * K + kc * 32 + piece * 16);
+            *reinterpret_cast<int4*>(x_s + col * MMQ_XS + piece * 16) = v;
+        }
+        for (int p = tid; p < MMQ_BN * MMQ_KB; p += blockDim.x) {
+            const int col = p / MMQ_KB, u = p % MMQ_KB;
+            const int gc = n0 + col;
+            const bool ok = gc < nb && u < nkb;
+            dx_s[col][u] = ok ? dx[(i64)gc * kblocks + kc + u] : 0.0f;
+            sx_s[col][u] = (ok && Q4) ? sx[(i64)gc * kblocks + kc + u] : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < MMQ_KB; ++u) {
+            if (u >= nkb) break;
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt) {
+                if (nt >= ntiles) break;
+                const int* xr = reinterpret_cast<const int*>(x_s + (nt * 8 + g) * MMQ_XS + u * 32 + t * 4);
+                const int b0 = xr[0], b1 = xr[4];
+                int c[4] = {0, 0, 0, 0};
+                if (Q4) {
+                    mma_u8s8(c, a[u][0], a[u][1], a[u][2], a[u][3], b0, b1);
+                } else {
+                    mma_s8s8(c, a[u][0], a[u][1], a[u][2], a[u][3], b0, b1);
+                }
+                const int cc = nt * 8 + t * 2;
+                const float xa = dx_s[cc][u], xb = dx_s[cc + 1][u];
+                if (Q4) {
+                    const float sa = sx_s[cc][u], sb = sx_s[cc + 1][u];
+                    acc[nt][0] = fmaf(d0[u], xa * (float)c[0] - 8.0f * sa, acc[nt][0]);
+                    acc[nt][1] = fmaf(d0[u], xb * (float)c[1] - 8.0f * sb, acc[nt][1]);
+                    acc[nt][2] = fmaf(d1[u], xa * (float)c[2] - 8.0f * sa, acc[nt][2]);
+                    acc[nt][3] = fmaf(d1[u], xb * (float)c[3] - 8.0f * sb, acc[nt][3]);
+                } else {
+                    acc[nt][0] = fmaf(d0[u] * xa, (float)c[0], acc[nt][0]);
+                    acc[nt][1] = fmaf(d0[u] * xb, (float)c[1], acc[nt][1]);
+                    acc[nt][2] = fmaf(d1[u] * xa, (float)c[2], acc[nt][2]);
+                    acc[nt][3] = fmaf(d1[u] * xb, (float)c[3], acc[nt][3]);
+                }
             }
         }
     }

@@ -42,28 +42,38 @@ __device__ __forceinline__ void mmvq_q8_0_impl(const i8* __restrict__ qw, const 
     for (int r = 0; r < R; ++r)
 #pragma unroll
         for (int b = 0; b < NB; ++b) acc[r][b] = 0.0f;
-    // Each lane takes 16 weights (half a block) per step; a warp covers 512 values.
-    for (int k = lane * 16; k < K; k += 512) {
-        const int blk = k >> 5;
-        int4 w[R];
-        float d[R];
+    // Each lane takes 16 weights (half a block) per step; a warp covers 512 values per step,
+    // four steps' loads in flight.
+    for (int k0 = lane * 16; k0 < K; k0 += 4 * 512) {
+        int4 w[4][R];
+        float d[4][R];
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-            const i64 row = (i64)(o * R + r);
-            w[r] = __ldg(reinterpret_cast<const int4*>(qw + row * K + k));
-            d[r] = f16_to_f32(__ldg(dw + row * kblocks + blk));
-        }
-#pragma unroll
-        for (int b = 0; b < NB; ++b) {
-            const int4 xv = *reinterpret_cast<const int4*>(qx + (i64)b * K + k);
-            const float db = dx[(i64)b * kblocks + blk];
+        for (int u = 0; u < 4; ++u) {
+            const int k = k0 + u * 512;
 #pragma unroll
             for (int r = 0; r < R; ++r) {
-                int s = dp4a_ss(w[r].x, xv.x, 0);
-                s = dp4a_ss(w[r].y, xv.y, s);
-                s = dp4a_ss(w[r].z, xv.z, s);
-                s = dp4a_ss(w[r].w, xv.w, s);
-                acc[r][b] = fmaf(d[r] * db, (float)s, acc[r][b]);
+                const i64 row = (i64)(o * R + r);
+                w[u][r] = k < K ? __ldg(reinterpret_cast<const int4*>(qw + row * K + k)) : int4_zero();
+                d[u][r] = k < K ? f16_to_f32(__ldg(dw + row * kblocks + (k >> 5))) : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const int k = k0 + u * 512;
+            if (k >= K) break;
+            const int blk = k >> 5;
+#pragma unroll
+            for (int b = 0; b < NB; ++b) {
+                const int4 xv = *reinterpret_cast<const int4*>(qx + (i64)b * K + k);
+                const float db = dx[(i64)b * kblocks + blk];
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    int s = dp4a_ss(w[u][r].x, xv.x, 0);
+                    s = dp4a_ss(w[u][r].y, xv.y, s);
+                    s = dp4a_ss(w[u][r].z, xv.z, s);
+                    s = dp4a_ss(w[u][r].w, xv.w, s);
+                    acc[r][b] = fmaf(d[u][r] * db, (float)s, acc[r][b]);
+                }
             }
         }
     }
@@ -85,33 +95,43 @@ __device__ __forceinline__ void mmvq_q4_0_impl(const u8* __restrict__ qw, const 
     for (int r = 0; r < R; ++r)
 #pragma unroll
         for (int b = 0; b < NB; ++b) acc[r][b] = 0.0f;
-    // Each lane takes one whole block (16 bytes, 32 weights) per step.
-    for (int blk = lane; blk < kblocks; blk += 32) {
-        uint4 w[R];
-        float d[R];
+    // Each lane takes one whole block (16 bytes, 32 weights) per step; four in flight.
+    for (int b0 = lane; b0 < kblocks; b0 += 4 * 32) {
+        uint4 w[4][R];
+        float d[4][R];
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-            const i64 row = (i64)(o * R + r);
-            w[r] = __ldg(reinterpret_cast<const uint4*>(qw + row * (K >> 1) + blk * 16));
-            d[r] = f16_to_f32(__ldg(dw + row * kblocks + blk));
-        }
-#pragma unroll
-        for (int b = 0; b < NB; ++b) {
-            const int4 xlo = *reinterpret_cast<const int4*>(qx + (i64)b * K + blk * 32);
-            const int4 xhi = *reinterpret_cast<const int4*>(qx + (i64)b * K + blk * 32 + 16);
-            const float db = dx[(i64)b * kblocks + blk];
-            const float sb = sx[(i64)b * kblocks + blk];
+        for (int u = 0; u < 4; ++u) {
+            const int blk = b0 + u * 32;
 #pragma unroll
             for (int r = 0; r < R; ++r) {
-                int s = dp4a_us(w[r].x & 0x0f0f0f0fu, xlo.x, 0);
-                s = dp4a_us(w[r].y & 0x0f0f0f0fu, xlo.y, s);
-                s = dp4a_us(w[r].z & 0x0f0f0f0fu, xlo.z, s);
-                s = dp4a_us(w[r].w & 0x0f0f0f0fu, xlo.w, s);
-                s = dp4a_us((w[r].x >> 4) & 0x0f0f0f0fu, xhi.x, s);
-                s = dp4a_us((w[r].y >> 4) & 0x0f0f0f0fu, xhi.y, s);
-                s = dp4a_us((w[r].z >> 4) & 0x0f0f0f0fu, xhi.z, s);
-                s = dp4a_us((w[r].w >> 4) & 0x0f0f0f0fu, xhi.w, s);
-                acc[r][b] = fmaf(d[r], db * (float)s - 8.0f * sb, acc[r][b]);
+                const i64 row = (i64)(o * R + r);
+                w[u][r] = blk < kblocks ? __ldg(reinterpret_cast<const uint4*>(qw + row * (K >> 1) + blk * 16)) : uint4_zero();
+                d[u][r] = blk < kblocks ? f16_to_f32(__ldg(dw + row * kblocks + blk)) : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const int blk = b0 + u * 32;
+            if (blk >= kblocks) break;
+#pragma unroll
+            for (int b = 0; b < NB; ++b) {
+                const int4 xlo = *reinterpret_cast<const int4*>(qx + (i64)b * K + blk * 32);
+                const int4 xhi = *reinterpret_cast<const int4*>(qx + (i64)b * K + blk * 32 + 16);
+                const float db = dx[(i64)b * kblocks + blk];
+                const float sb = sx[(i64)b * kblocks + blk];
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    const uint4 wr = w[u][r];
+                    int s = dp4a_us(wr.x & 0x0f0f0f0fu, xlo.x, 0);
+                    s = dp4a_us(wr.y & 0x0f0f0f0fu, xlo.y, s);
+                    s = dp4a_us(wr.z & 0x0f0f0f0fu, xlo.z, s);
+                    s = dp4a_us(wr.w & 0x0f0f0f0fu, xlo.w, s);
+                    s = dp4a_us((wr.x >> 4) & 0x0f0f0f0fu, xhi.x, s);
+                    s = dp4a_us((wr.y >> 4) & 0x0f0f0f0fu, xhi.y, s);
+                    s = dp4a_us((wr.z >> 4) & 0x0f0f0f0fu, xhi.z, s);
+                    s = dp4a_us((wr.w >> 4) & 0x0f0f0f0fu, xhi.w, s);
+                    acc[r][b] = fmaf(d[u][r], db * (float)s - 8.0f * sb, acc[r][b]);
+                }
             }
         }
     }
@@ -132,6 +152,31 @@ __device__ __forceinline__ void mmvq_q4_0_impl(const u8* __restrict__ qw, const 
 
 #define CALL_Q8(NB, R) mmvq_q8_0_impl<NB, R>(qw, dw, qx, dx, y, yh, bias, n_out, K, mode)
 #define CALL_Q4(NB, R) mmvq_q4_0_impl<NB, R>(qw, dw, qx, dx, sx, y, yh, bias, n_out, K, mode)
+
+// Batch-1 entries with their own register allocation (see gemv_bf16_b1).
+extern "C" __global__ void __launch_bounds__(128) mmvq_q8_0_b1(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
+                                                              const i8* __restrict__ qx, const float* __restrict__ dx,
+                                                              const float* __restrict__ sx, float* __restrict__ y,
+                                                              bf16_t* __restrict__ yh, const float* __restrict__ bias,
+                                                              int n_out, int K, int nb, int mode) {
+    if (mode == OUT_SWIGLU) {
+        CALL_Q8(1, 2);
+    } else {
+        CALL_Q8(1, 1);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(128) mmvq_q4_0_b1(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
+                                                              const i8* __restrict__ qx, const float* __restrict__ dx,
+                                                              const float* __restrict__ sx, float* __restrict__ y,
+                                                              bf16_t* __restrict__ yh, const float* __restrict__ bias,
+                                                              int n_out, int K, int nb, int mode) {
+    if (mode == OUT_SWIGLU) {
+        CALL_Q4(1, 2);
+    } else {
+        CALL_Q4(1, 1);
+    }
+}
 
 // grid.x = ceil(n_out / MMVQ_WARPS), block = 32 * MMVQ_WARPS; output modes as gemv_bf16.
 extern "C" __global__ void __launch_bounds__(128) mmvq_q8_0(const i8* __restrict__ qw, const f16_t* __restrict__ dw,

@@ -31,3 +31,4 @@ __device__ void sincosf(float, float*, float*);
 __device__ int min(int, int);
 __device__ void __syncthreads();
 template <typename T> __device__ T __ldg(const T*);
+#define __align__(n) __attribute__((aligned(n)))

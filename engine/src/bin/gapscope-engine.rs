@@ -93,6 +93,10 @@ enum Cmd {
         /// the cost of per-launch events side by side.
         #[arg(long, default_value = "launch", value_delimiter = ',')]
         timing: Vec<String>,
+        /// With launch timing, time every launch of one decode step in N (the others get a
+        /// step-level event pair; the trace holds the fully timed steps). 1 times every step.
+        #[arg(long, default_value_t = 8)]
+        timing_sample: usize,
         /// Write the native trace of the last timed mode here.
         #[arg(short, long)]
         output: Option<PathBuf>,
@@ -259,7 +263,7 @@ fn print_rows(mode: &str, rows: &[BenchRow]) {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.cmd {
-        Cmd::Bench { model, levers, npl, npp, ntg, reps, warmup, timing, output, json, no_copy_bw } => {
+        Cmd::Bench { model, levers, npl, npp, ntg, reps, warmup, timing, timing_sample, output, json, no_copy_bw } => {
             let modes: Vec<Timing> = timing.iter().map(|s| parse_timing(s)).collect::<Result<_>>()?;
             let (cfg, w) = load(&model)?;
             let dev = Device::open(levers.device)?;
@@ -267,6 +271,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let cap = Capacity { max_seqs: maxn, max_ctx: npp + ntg + 1, max_rows: maxn * npp };
             let lv = levers_of(&levers);
             let mut be = CudaBackend::new(dev, &cfg, &w, lv, cap, modes[0])?;
+            be.rec.sample_every = timing_sample.max(1);
             drop(w);
             eprintln!("device: {} ({} SMs), kernels: {} of {} modules from cache", be.dev.info.name, be.dev.info.sm_count, be.dev.cached_modules, gapscope_kernels::MODULES.len());
             let bw = if no_copy_bw { None } else { Some(bench::copy_bandwidth(&be.dev, 1 << 30, 20)?) };
@@ -280,7 +285,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 be.set_timing(mode);
                 let mut trace = match (&output, Some(mi) == last_timed) {
                     (Some(p), true) => {
-                        let extra = serde_json::json!({"levers": lv, "settings": settings, "weights": model.weights, "timing": mode, "capacity": cap});
+                        let extra = serde_json::json!({"levers": lv, "settings": settings, "weights": model.weights, "timing": mode, "timing_sample": timing_sample, "capacity": cap});
                         Some(TraceOut::create(p, manifest(&be, &cfg, extra))?)
                     }
                     _ => None,
@@ -299,7 +304,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     },
                     |msg| eprintln!("  {msg}"),
                 )?;
-                if let Some(t) = trace {
+                if let Some(mut t) = trace {
+                    if t.skipped_steps > 0 {
+                        let note = format!("per-launch timing sampled on 1 decode step in {timing_sample}; {} step-timed steps are not in the trace", t.skipped_steps);
+                        t.manifest_mut().notes.push(note);
+                    }
                     let m = t.finish()?;
                     eprintln!("wrote {} ({} kernel batches)", output.as_ref().map_or(String::new(), |p| p.display().to_string()), m.batches.get("kernels").copied().unwrap_or(0));
                 }

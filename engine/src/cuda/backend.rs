@@ -27,7 +27,8 @@ pub struct Capacity {
     pub max_rows: usize,
 }
 
-const ATT_TILE: usize = 64;
+/// Granularity of a split-K attention chunk (positions).
+const ATT_CHUNK: usize = 16;
 const WORKSPACE_BYTES: usize = 64 << 20;
 
 struct Acts {
@@ -91,7 +92,7 @@ pub struct CudaBackend {
     logit_rows: usize,
     prefill: bool,
     pub rec: Recorder,
-    graphs: HashMap<(usize, usize), GraphEntry>,
+    graphs: HashMap<(usize, usize, Timing), GraphEntry>,
     parity: usize,
     next_graph_id: u32,
     max_splits: usize,
@@ -121,7 +122,7 @@ impl CudaBackend {
         let (r, s) = (cap.max_rows.max(cap.max_seqs), cap.max_seqs);
         let kmax = cfg.hidden.max(cfg.intermediate).max(cfg.q_dim());
         let kv = KvSlots::new(levers.paged_kv, cap.max_seqs, cap.max_ctx);
-        let max_splits = kv.max_ctx.div_ceil(ATT_TILE).max(1);
+        let max_splits = kv.max_ctx.div_ceil(ATT_CHUNK).max(1);
         let f32b = 4usize;
         let a = Acts {
             tokens: DevBuf::alloc(r * 4)?,
@@ -374,14 +375,15 @@ impl CudaBackend {
         let tokens = rows as u32;
         let nseq = batch.logit_rows() as u32;
         let graphed = self.levers.graphs && phase == Phase::Decode;
+        let timing = self.rec.step_timing(phase, step);
         if !graphed {
             let pool = self.rec.take_pool()?;
-            self.rec.begin_step(pool, phase, step, nseq, tokens, 0)?;
+            self.rec.begin_step(pool, timing, phase, step, nseq, tokens, 0)?;
             let cfg = self.cfg.clone();
             model::forward(self, &cfg, batch)?;
             self.rec.end_step()?;
         } else {
-            let key = (rows, self.parity);
+            let key = (rows, self.parity, timing);
             if !self.graphs.contains_key(&key) {
                 let pool = self.rec.take_pool()?;
                 let id = self.next_graph_id;
@@ -392,7 +394,7 @@ impl CudaBackend {
                 self.rec.capturing = true;
                 let cfg = self.cfg.clone();
                 let captured = (|| {
-                    self.rec.begin_step(pool, phase, step, nseq, tokens, id)?;
+                    self.rec.begin_step(pool, timing, phase, step, nseq, tokens, id)?;
                     model::forward(self, &cfg, batch)?;
                     self.rec.end_step()
                 })();
@@ -406,7 +408,7 @@ impl CudaBackend {
             let e = &self.graphs[&key];
             e.graph.launch()?;
             let (pool, metas, id) = (e.pool, e.metas.clone(), e.id);
-            self.rec.replayed(pool, phase, step, nseq, tokens, id, metas);
+            self.rec.replayed(pool, timing, phase, step, nseq, tokens, id, metas);
             self.parity ^= 1;
         }
         let pools: Vec<usize> = self.graphs.values().map(|g| g.pool).collect();
@@ -481,7 +483,7 @@ impl Backend for CudaBackend {
         };
         let (s, d) = (self.act(src), self.act(dst));
         let eps = self.cfg.rms_eps;
-        self.kernel(Kernel::RmsNormF32, "rms_norm", layer, "norm", (rows as u32, 1, 1), 256, (rows * h * 6 + h * 4) as u64, (rows * h * 4) as u64, &[Arg::Ptr(s), Arg::Ptr(w), Arg::Ptr(d), Arg::I32(h as i32), Arg::F32(eps)])
+        self.kernel(Kernel::RmsNormF32, "rms_norm", layer, "norm", (rows as u32, 1, 1), 1024, (rows * h * 6 + h * 4) as u64, (rows * h * 4) as u64, &[Arg::Ptr(s), Arg::Ptr(w), Arg::Ptr(d), Arg::I32(h as i32), Arg::F32(eps)])
     }
 
     fn linear(&mut self, which: Linear, src: Act, dst: Act, rows: usize, mode: OutMode) -> Result<()> {
@@ -514,12 +516,21 @@ impl Backend for CudaBackend {
                     let bytes = wbytes + (nb * k) as u64 * if quant { 1 } else { 2 } + (nb * n_out * out_elem) as u64;
                     let flops = 2 * (n * k * nb) as u64;
                     if quant {
-                        let kern = if fmt == crate::quant::WeightFormat::Q8_0 { Kernel::MmvqQ8_0 } else { Kernel::MmvqQ4_0 };
+                        let kern = match (fmt == crate::quant::WeightFormat::Q8_0, nb == 1) {
+                            (true, true) => Kernel::MmvqQ8_0B1,
+                            (true, false) => Kernel::MmvqQ8_0,
+                            (false, true) => Kernel::MmvqQ4_0B1,
+                            (false, false) => Kernel::MmvqQ4_0,
+                        };
                         let (qx, dx, sx) = (self.a.qx.ptr + (c * k) as u64, self.a.dx.ptr + (c * k / 32 * 4) as u64, self.a.sx.ptr + (c * k / 32 * 4) as u64);
                         self.kernel(kern, op, layer, "gemv", grid, 128, bytes, flops, &[Arg::Ptr(wv), Arg::Ptr(ws), Arg::Ptr(qx), Arg::Ptr(dx), Arg::Ptr(sx), Arg::Ptr(yc), Arg::Ptr(yhc), Arg::Ptr(bias_ptr), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(nb as i32), Arg::I32(mode_code)])?;
                     } else {
                         let xc = x + (c * k * 2) as u64;
-                        self.kernel(Kernel::GemvBf16, op, layer, "gemv", grid, 128, bytes, flops, &[Arg::Ptr(wv), Arg::Ptr(xc), Arg::Ptr(yc), Arg::Ptr(yhc), Arg::Ptr(bias_ptr), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(nb as i32), Arg::I32(mode_code)])?;
+                        if nb == 1 {
+                            self.kernel(Kernel::GemvBf16B1, op, layer, "gemv", grid, 128, bytes, flops, &[Arg::Ptr(wv), Arg::Ptr(xc), Arg::Ptr(yc), Arg::Ptr(yhc), Arg::Ptr(bias_ptr), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(mode_code)])?;
+                        } else {
+                            self.kernel(Kernel::GemvBf16, op, layer, "gemv", grid, 128, bytes, flops, &[Arg::Ptr(wv), Arg::Ptr(xc), Arg::Ptr(yc), Arg::Ptr(yhc), Arg::Ptr(bias_ptr), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(nb as i32), Arg::I32(mode_code)])?;
+                        }
                     }
                 }
                 Ok(())
@@ -583,7 +594,7 @@ impl Backend for CudaBackend {
             Arg::I32(hd),
             Arg::I32(stride),
         ];
-        self.kernel(Kernel::RopeKvAppendF32, "rope_kv_append", layer as i32, "rope", (rows as u32, 1, 1), 128, bytes, flops, &args)
+        self.kernel(Kernel::RopeKvAppendF32, "rope_kv_append", layer as i32, "rope", (rows as u32, 1, 1), 512, bytes, flops, &args)
     }
 
     fn attention(&mut self, layer: usize, rows: usize) -> Result<()> {
@@ -615,7 +626,7 @@ impl Backend for CudaBackend {
             (kg, vg, self.meta_ptr(self.layout.identity))
         };
         let splits = self.attention_splits(rows);
-        let chunk = self.kv.max_ctx.div_ceil(splits).div_ceil(ATT_TILE) * ATT_TILE;
+        let chunk = self.kv.max_ctx.div_ceil(splits).div_ceil(ATT_CHUNK) * ATT_CHUNK;
         // Model-derived minimum: each sequence's cached K and V read once.
         let live_ctx: usize = self.kv.seq_len.iter().map(|&l| l as usize).sum();
         let bytes = (live_ctx * kv_row_bytes * 2 + rows * c.q_dim() * 6) as u64;

@@ -10,7 +10,7 @@ use gapscope_traces::Phase;
 use std::sync::Arc;
 
 /// How much the engine times.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Timing {
     /// No events at all (the throughput baseline).
@@ -31,6 +31,7 @@ pub struct Pool {
 /// A step whose events are enqueued but not read yet.
 struct Pending {
     pool: usize,
+    timing: Timing,
     phase: Phase,
     step: i64,
     batch: u32,
@@ -41,6 +42,10 @@ struct Pending {
 
 pub struct Recorder {
     pub timing: Timing,
+    /// With `Timing::Launch`, time every launch of one decode step in this many (prefill
+    /// always); the others get a step event pair. Event record nodes cost about 2 µs each in
+    /// a graph, so timing every step of a 260-launch decode costs far more than sampling.
+    pub sample_every: usize,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     origin: Option<CudaEvent>,
@@ -74,6 +79,7 @@ impl Recorder {
     pub fn new(ctx: Arc<CudaContext>, stream: Arc<CudaStream>, timing: Timing) -> Self {
         Self {
             timing,
+            sample_every: 1,
             ctx,
             stream,
             origin: None,
@@ -114,12 +120,23 @@ impl Recorder {
         Ok(self.pools.len() - 1)
     }
 
-    pub fn begin_step(&mut self, pool: usize, phase: Phase, step: i64, batch: u32, tokens: u32, graph_id: u32) -> Result<()> {
-        if self.timing != Timing::Off {
+    /// The timing a step gets under the current mode and sampling.
+    pub fn step_timing(&self, phase: Phase, step: i64) -> Timing {
+        match self.timing {
+            Timing::Launch if phase == Phase::Prefill || step.rem_euclid(self.sample_every.max(1) as i64) == 0 => Timing::Launch,
+            Timing::Launch => Timing::Step,
+            t => t,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn begin_step(&mut self, pool: usize, timing: Timing, phase: Phase, step: i64, batch: u32, tokens: u32, graph_id: u32) -> Result<()> {
+        if timing != Timing::Off {
             record(&self.pools[pool].start, &self.stream, self.capturing)?;
         }
         self.current = Some(Pending {
             pool,
+            timing,
             phase,
             step,
             batch,
@@ -138,7 +155,7 @@ impl Recorder {
             .ok_or_else(|| EngineError::invalid("launch outside a step"))?;
         let i = cur.metas.len();
         let pool = cur.pool;
-        if self.timing == Timing::Launch {
+        if cur.timing == Timing::Launch {
             while self.pools[pool].pairs.len() <= i {
                 let pair = (self.event()?, self.event()?);
                 self.pools[pool].pairs.push(pair);
@@ -155,7 +172,7 @@ impl Recorder {
             .ok_or_else(|| EngineError::invalid("launch outside a step"))?;
         debug_assert_eq!(cur.metas.len(), i);
         cur.metas.push(meta);
-        if self.timing == Timing::Launch {
+        if cur.timing == Timing::Launch {
             record(&self.pools[cur.pool].pairs[i].1, &self.stream, self.capturing)?;
         }
         Ok(())
@@ -167,7 +184,7 @@ impl Recorder {
             .current
             .take()
             .ok_or_else(|| EngineError::invalid("end_step without begin_step"))?;
-        if self.timing != Timing::Off {
+        if cur.timing != Timing::Off {
             record(&self.pools[cur.pool].end, &self.stream, self.capturing)?;
         }
         let metas = cur.metas.clone();
@@ -178,9 +195,11 @@ impl Recorder {
     }
 
     /// Registers a replayed graph step: its events were recorded by the graph's nodes.
-    pub fn replayed(&mut self, pool: usize, phase: Phase, step: i64, batch: u32, tokens: u32, graph_id: u32, metas: Vec<LaunchMeta>) {
+    #[allow(clippy::too_many_arguments)]
+    pub fn replayed(&mut self, pool: usize, timing: Timing, phase: Phase, step: i64, batch: u32, tokens: u32, graph_id: u32, metas: Vec<LaunchMeta>) {
         self.pending.push_back(Pending {
             pool,
+            timing,
             phase,
             step,
             batch,
@@ -205,8 +224,9 @@ impl Recorder {
                 gpu_end_ns: 0,
                 launches: Vec::with_capacity(p.metas.len()),
                 graph_id: p.graph_id,
+                launch_timed: p.timing == Timing::Launch,
             };
-            if self.timing != Timing::Off {
+            if p.timing != Timing::Off {
                 let pool = &self.pools[p.pool];
                 pool.end.synchronize()?;
                 let origin = self
@@ -218,7 +238,7 @@ impl Recorder {
                 rec.gpu_start_ns = ns(base_ms);
                 rec.gpu_end_ns = ns(base_ms + f64::from(pool.start.elapsed_ms(&pool.end)?));
                 for (i, meta) in p.metas.into_iter().enumerate() {
-                    let (s, e) = if self.timing == Timing::Launch {
+                    let (s, e) = if p.timing == Timing::Launch {
                         let (a, b) = &pool.pairs[i];
                         (
                             base_ms + f64::from(pool.start.elapsed_ms(a)?),

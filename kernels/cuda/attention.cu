@@ -42,8 +42,15 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_decode_bf16(
         l_s[tid] = 0.0f;
     }
     float acc[ATT_PER_THREAD];
+    // This thread's (head, dim) per output slot, computed once (no divisions in the loops).
+    int hh[ATT_PER_THREAD], dd[ATT_PER_THREAD];
 #pragma unroll
-    for (int i = 0; i < ATT_PER_THREAD; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < ATT_PER_THREAD; ++i) {
+        acc[i] = 0.0f;
+        const int idx = tid + i * ATT_THREADS;
+        hh[i] = idx < G * hd ? idx / hd : -1;
+        dd[i] = idx < G * hd ? idx - (idx / hd) * hd : 0;
+    }
     __syncthreads();
 
     for (int t0 = start; t0 < end; t0 += ATT_TILE) {
@@ -107,8 +114,7 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_decode_bf16(
         // acc[h][d] = acc * alpha + sum_k p[h][k] * v[k][d]; four keys' V loads in flight.
 #pragma unroll
         for (int i = 0; i < ATT_PER_THREAD; ++i) {
-            const int idx = tid + i * ATT_THREADS;
-            if (idx < G * hd) acc[i] *= alpha_s[idx / hd];
+            if (hh[i] >= 0) acc[i] *= alpha_s[hh[i]];
         }
         for (int kk = 0; kk < n; kk += 4) {
             float vv[4][ATT_PER_THREAD];
@@ -118,8 +124,7 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_decode_bf16(
                 const bf16_t* vr = v_cache + (i64)(ok ? slot_s[kk + u] : 0) * kv_row + (i64)kvh * hd;
 #pragma unroll
                 for (int i = 0; i < ATT_PER_THREAD; ++i) {
-                    const int idx = tid + i * ATT_THREADS;
-                    vv[u][i] = (ok && idx < G * hd) ? bf16_to_f32(vr[idx % hd]) : 0.0f;
+                    vv[u][i] = (ok && hh[i] >= 0) ? bf16_to_f32(vr[dd[i]]) : 0.0f;
                 }
             }
 #pragma unroll
@@ -127,8 +132,7 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_decode_bf16(
                 if (kk + u >= n) break;
 #pragma unroll
                 for (int i = 0; i < ATT_PER_THREAD; ++i) {
-                    const int idx = tid + i * ATT_THREADS;
-                    if (idx < G * hd) acc[i] = fmaf(s_s[idx / hd][kk + u], vv[u][i], acc[i]);
+                    if (hh[i] >= 0) acc[i] = fmaf(s_s[hh[i]][kk + u], vv[u][i], acc[i]);
                 }
             }
         }

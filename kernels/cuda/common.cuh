@@ -89,3 +89,30 @@ __device__ __forceinline__ uint4 uint4_zero() {
     v.x = v.y = v.z = v.w = 0u;
     return v;
 }
+
+// Streaming 16-byte weight load: read-only path, no L1 allocation, 256-byte L2 prefetch.
+__device__ __forceinline__ uint4 ldg_stream(const void* p) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+}
+
+// One quant block's contribution, computed with the same rounded f32 operations in every
+// int8 kernel (no contraction), then summed in f64: MMVQ and MMQ differ only in summation
+// order, which f64 makes invisible after the final rounding to f32, so switching the
+// dispatch threshold keeps greedy output identical.
+__device__ __forceinline__ float block_term_q8(float dw, float dx, int s) {
+    return __fmul_rn(__fmul_rn(dw, dx), (float)s);
+}
+
+__device__ __forceinline__ float block_term_q4(float dw, float dx, float sx, int s) {
+    return __fmul_rn(dw, __fsub_rn(__fmul_rn(dx, (float)s), __fmul_rn(8.0f, sx)));
+}
+
+__device__ __forceinline__ double warp_sum_f64(double v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}

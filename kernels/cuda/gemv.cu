@@ -32,8 +32,8 @@ __device__ __forceinline__ void gemv_impl(const bf16_t* __restrict__ W, const bf
                                           float* __restrict__ y, bf16_t* __restrict__ yh,
                                           const float* __restrict__ bias, int n_out, int K, int mode) {
     const int lane = threadIdx.x & 31;
-    const int o = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
-    if (o >= n_out) return;
+    // Grid-stride over outputs: a grid sized to the resident capacity leaves no tail wave.
+    for (int o = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5); o < n_out; o += gridDim.x * GEMV_WARPS) {
     const bf16_t* rows[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) rows[r] = W + (i64)(o * R + r) * K;
@@ -50,30 +50,32 @@ __device__ __forceinline__ void gemv_impl(const bf16_t* __restrict__ W, const bf
 #pragma unroll
         for (int u = 0; u < 8; ++u)
 #pragma unroll
-            for (int r = 0; r < R; ++r) w[u][r] = __ldg(reinterpret_cast<const uint4*>(rows[r] + k + u * 256));
+            for (int r = 0; r < R; ++r) w[u][r] = ldg_stream(rows[r] + k + u * 256);
 #pragma unroll
         for (int u = 0; u < 8; ++u) gemv_chunk<NB, R>(w[u], x, K, k + u * 256, acc);
     }
     for (; k < K; k += 256) {
         uint4 w0[R];
 #pragma unroll
-        for (int r = 0; r < R; ++r) w0[r] = __ldg(reinterpret_cast<const uint4*>(rows[r] + k));
+        for (int r = 0; r < R; ++r) w0[r] = ldg_stream(rows[r] + k);
         gemv_chunk<NB, R>(w0, x, K, k, acc);
     }
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
         for (int b = 0; b < NB; ++b) acc[r][b] = warp_sum(acc[r][b]);
-    if (lane != 0) return;
+    if (lane == 0) {
 #pragma unroll
-    for (int b = 0; b < NB; ++b) {
-        if (R == 2) {
-            yh[(i64)b * n_out + o] = f32_to_bf16(silu(acc[0][b]) * acc[R - 1][b]);
-        } else if (mode == OUT_ACCUMULATE) {
-            y[(i64)b * n_out + o] += acc[0][b];
-        } else {
-            y[(i64)b * n_out + o] = acc[0][b] + (bias ? bias[o] : 0.0f);
+        for (int b = 0; b < NB; ++b) {
+            if (R == 2) {
+                yh[(i64)b * n_out + o] = f32_to_bf16(silu(acc[0][b]) * acc[R - 1][b]);
+            } else if (mode == OUT_ACCUMULATE) {
+                y[(i64)b * n_out + o] += acc[0][b];
+            } else {
+                y[(i64)b * n_out + o] = acc[0][b] + (bias ? bias[o] : 0.0f);
+            }
         }
+    }
     }
 }
 
@@ -103,7 +105,7 @@ extern "C" __global__ void __launch_bounds__(128) gemv_bf16_b1(const bf16_t* __r
 
 // W: [n_rows, K] bf16 row-major; x: [nb, K] bf16; mode OUT_*; for OUT_SWIGLU n_out = n_rows / 2
 // and the output goes to yh [nb, n_out] bf16, otherwise to y [nb, n_out] f32.
-// grid.x = ceil(n_out / GEMV_WARPS), block = 32 * GEMV_WARPS.
+// block = 32 * GEMV_WARPS; any grid.x (warps stride over outputs), ideally the resident capacity.
 extern "C" __global__ void __launch_bounds__(128) gemv_bf16(const bf16_t* __restrict__ W, const bf16_t* __restrict__ x,
                                                            float* __restrict__ y, bf16_t* __restrict__ yh,
                                                            const float* __restrict__ bias, int n_out, int K, int nb,

@@ -36,8 +36,8 @@ __device__ __forceinline__ void mmq_out(float* __restrict__ y, const float* __re
     }
 }
 
-#define MMQ_KB 4                      // quant blocks per K chunk (128 values)
-#define MMQ_XS (MMQ_KB * 32 + 16)     // smem row stride in bytes: 36 words, conflict-free B reads
+#define MMQ_KB 8                      // quant blocks per K chunk (256 values)
+#define MMQ_XS (MMQ_KB * 32 + 16)     // smem row stride in bytes: 68 words, conflict-free B reads
 
 template <bool Q4>
 __device__ __forceinline__ void mmq_impl(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
@@ -56,11 +56,11 @@ __device__ __forceinline__ void mmq_impl(const u8* __restrict__ qw, const f16_t*
     const int r0 = m0 + g, r1 = m0 + g + 8;
     const bool v0 = r0 < N, v1 = r1 < N;
     const int ntiles = min(8, (nb - n0 + 7) >> 3);
-    float acc[8][4];
+    double acc[8][4];
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+        for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0;
 
     for (int kc = 0; kc < kblocks; kc += MMQ_KB) {
         const int nkb = min(MMQ_KB, kblocks - kc);
@@ -124,15 +124,15 @@ __device__ __forceinline__ void mmq_impl(const u8* __restrict__ qw, const f16_t*
                 const float xa = dx_s[cc][u], xb = dx_s[cc + 1][u];
                 if (Q4) {
                     const float sa = sx_s[cc][u], sb = sx_s[cc + 1][u];
-                    acc[nt][0] = fmaf(d0[u], xa * (float)c[0] - 8.0f * sa, acc[nt][0]);
-                    acc[nt][1] = fmaf(d0[u], xb * (float)c[1] - 8.0f * sb, acc[nt][1]);
-                    acc[nt][2] = fmaf(d1[u], xa * (float)c[2] - 8.0f * sa, acc[nt][2]);
-                    acc[nt][3] = fmaf(d1[u], xb * (float)c[3] - 8.0f * sb, acc[nt][3]);
+                    acc[nt][0] += (double)block_term_q4(d0[u], xa, sa, c[0]);
+                    acc[nt][1] += (double)block_term_q4(d0[u], xb, sb, c[1]);
+                    acc[nt][2] += (double)block_term_q4(d1[u], xa, sa, c[2]);
+                    acc[nt][3] += (double)block_term_q4(d1[u], xb, sb, c[3]);
                 } else {
-                    acc[nt][0] = fmaf(d0[u] * xa, (float)c[0], acc[nt][0]);
-                    acc[nt][1] = fmaf(d0[u] * xb, (float)c[1], acc[nt][1]);
-                    acc[nt][2] = fmaf(d1[u] * xa, (float)c[2], acc[nt][2]);
-                    acc[nt][3] = fmaf(d1[u] * xb, (float)c[3], acc[nt][3]);
+                    acc[nt][0] += (double)block_term_q8(d0[u], xa, c[0]);
+                    acc[nt][1] += (double)block_term_q8(d0[u], xb, c[1]);
+                    acc[nt][2] += (double)block_term_q8(d1[u], xa, c[2]);
+                    acc[nt][3] += (double)block_term_q8(d1[u], xb, c[3]);
                 }
             }
         }
@@ -141,10 +141,10 @@ __device__ __forceinline__ void mmq_impl(const u8* __restrict__ qw, const f16_t*
     for (int nt = 0; nt < 8; ++nt) {
         if (nt >= ntiles) break;
         const int cc = n0 + nt * 8 + t * 2;
-        if (v0 && cc < nb) mmq_out(y, bias, N, r0, cc, acc[nt][0], mode);
-        if (v0 && cc + 1 < nb) mmq_out(y, bias, N, r0, cc + 1, acc[nt][1], mode);
-        if (v1 && cc < nb) mmq_out(y, bias, N, r1, cc, acc[nt][2], mode);
-        if (v1 && cc + 1 < nb) mmq_out(y, bias, N, r1, cc + 1, acc[nt][3], mode);
+        if (v0 && cc < nb) mmq_out(y, bias, N, r0, cc, (float)acc[nt][0], mode);
+        if (v0 && cc + 1 < nb) mmq_out(y, bias, N, r0, cc + 1, (float)acc[nt][1], mode);
+        if (v1 && cc < nb) mmq_out(y, bias, N, r1, cc, (float)acc[nt][2], mode);
+        if (v1 && cc + 1 < nb) mmq_out(y, bias, N, r1, cc + 1, (float)acc[nt][3], mode);
     }
 }
 

@@ -9,75 +9,82 @@
 #define MMVQ_WARPS 4
 
 template <int NB, int R>
-__device__ __forceinline__ void mmvq_store(float acc[R][NB], float* __restrict__ y, bf16_t* __restrict__ yh,
+__device__ __forceinline__ void mmvq_store(double acc[R][NB], float* __restrict__ y, bf16_t* __restrict__ yh,
                                            const float* __restrict__ bias, int o, int n_out, int mode) {
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int b = 0; b < NB; ++b) acc[r][b] = warp_sum(acc[r][b]);
+        for (int b = 0; b < NB; ++b) acc[r][b] = warp_sum_f64(acc[r][b]);
     if ((threadIdx.x & 31) != 0) return;
 #pragma unroll
     for (int b = 0; b < NB; ++b) {
         if (R == 2) {
-            yh[(i64)b * n_out + o] = f32_to_bf16(silu(acc[0][b]) * acc[R - 1][b]);
+            yh[(i64)b * n_out + o] = f32_to_bf16(silu((float)acc[0][b]) * (float)acc[R - 1][b]);
         } else if (mode == OUT_ACCUMULATE) {
-            y[(i64)b * n_out + o] += acc[0][b];
+            y[(i64)b * n_out + o] += (float)acc[0][b];
         } else {
-            y[(i64)b * n_out + o] = acc[0][b] + (bias ? bias[o] : 0.0f);
+            y[(i64)b * n_out + o] = (float)acc[0][b] + (bias ? bias[o] : 0.0f);
         }
     }
 }
 
+// Each lane takes whole quant blocks (lane, lane + 32, ...), four blocks' loads in flight;
+// warps stride over outputs so a resident-sized grid has no tail wave.
 template <int NB, int R>
 __device__ __forceinline__ void mmvq_q8_0_impl(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
                                                const i8* __restrict__ qx, const float* __restrict__ dx,
                                                float* __restrict__ y, bf16_t* __restrict__ yh,
                                                const float* __restrict__ bias, int n_out, int K, int mode) {
     const int lane = threadIdx.x & 31;
-    const int o = blockIdx.x * MMVQ_WARPS + (threadIdx.x >> 5);
-    if (o >= n_out) return;
     const int kblocks = K >> 5;
-    float acc[R][NB];
+    for (int o = blockIdx.x * MMVQ_WARPS + (threadIdx.x >> 5); o < n_out; o += gridDim.x * MMVQ_WARPS) {
+        double acc[R][NB];
 #pragma unroll
-    for (int r = 0; r < R; ++r)
+        for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int b = 0; b < NB; ++b) acc[r][b] = 0.0f;
-    // Each lane takes 16 weights (half a block) per step; a warp covers 512 values per step,
-    // four steps' loads in flight.
-    for (int k0 = lane * 16; k0 < K; k0 += 4 * 512) {
-        int4 w[4][R];
-        float d[4][R];
+            for (int b = 0; b < NB; ++b) acc[r][b] = 0.0;
+        for (int b0 = lane; b0 < kblocks; b0 += 4 * 32) {
+            uint4 w[4][R][2];
+            float d[4][R];
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
-            const int k = k0 + u * 512;
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                const i64 row = (i64)(o * R + r);
-                w[u][r] = k < K ? __ldg(reinterpret_cast<const int4*>(qw + row * K + k)) : int4_zero();
-                d[u][r] = k < K ? f16_to_f32(__ldg(dw + row * kblocks + (k >> 5))) : 0.0f;
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-            const int k = k0 + u * 512;
-            if (k >= K) break;
-            const int blk = k >> 5;
-#pragma unroll
-            for (int b = 0; b < NB; ++b) {
-                const int4 xv = *reinterpret_cast<const int4*>(qx + (i64)b * K + k);
-                const float db = dx[(i64)b * kblocks + blk];
+            for (int u = 0; u < 4; ++u) {
+                const int blk = b0 + u * 32;
 #pragma unroll
                 for (int r = 0; r < R; ++r) {
-                    int s = dp4a_ss(w[u][r].x, xv.x, 0);
-                    s = dp4a_ss(w[u][r].y, xv.y, s);
-                    s = dp4a_ss(w[u][r].z, xv.z, s);
-                    s = dp4a_ss(w[u][r].w, xv.w, s);
-                    acc[r][b] = fmaf(d[u][r] * db, (float)s, acc[r][b]);
+                    const i64 row = (i64)(o * R + r);
+                    const bool ok = blk < kblocks;
+                    w[u][r][0] = ok ? ldg_stream(qw + row * K + blk * 32) : uint4_zero();
+                    w[u][r][1] = ok ? ldg_stream(qw + row * K + blk * 32 + 16) : uint4_zero();
+                    d[u][r] = ok ? f16_to_f32(__ldg(dw + row * kblocks + blk)) : 0.0f;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int blk = b0 + u * 32;
+                if (blk >= kblocks) break;
+#pragma unroll
+                for (int b = 0; b < NB; ++b) {
+                    const int4 x0 = *reinterpret_cast<const int4*>(qx + (i64)b * K + blk * 32);
+                    const int4 x1 = *reinterpret_cast<const int4*>(qx + (i64)b * K + blk * 32 + 16);
+                    const float db = dx[(i64)b * kblocks + blk];
+#pragma unroll
+                    for (int r = 0; r < R; ++r) {
+                        const uint4 a = w[u][r][0], c = w[u][r][1];
+                        int s = dp4a_ss((int)a.x, x0.x, 0);
+                        s = dp4a_ss((int)a.y, x0.y, s);
+                        s = dp4a_ss((int)a.z, x0.z, s);
+                        s = dp4a_ss((int)a.w, x0.w, s);
+                        s = dp4a_ss((int)c.x, x1.x, s);
+                        s = dp4a_ss((int)c.y, x1.y, s);
+                        s = dp4a_ss((int)c.z, x1.z, s);
+                        s = dp4a_ss((int)c.w, x1.w, s);
+                        acc[r][b] += (double)block_term_q8(d[u][r], db, s);
+                    }
                 }
             }
         }
+        mmvq_store<NB, R>(acc, y, yh, bias, o, n_out, mode);
     }
-    mmvq_store<NB, R>(acc, y, yh, bias, o, n_out, mode);
 }
 
 template <int NB, int R>
@@ -87,55 +94,55 @@ __device__ __forceinline__ void mmvq_q4_0_impl(const u8* __restrict__ qw, const 
                                                bf16_t* __restrict__ yh, const float* __restrict__ bias,
                                                int n_out, int K, int mode) {
     const int lane = threadIdx.x & 31;
-    const int o = blockIdx.x * MMVQ_WARPS + (threadIdx.x >> 5);
-    if (o >= n_out) return;
     const int kblocks = K >> 5;
-    float acc[R][NB];
+    for (int o = blockIdx.x * MMVQ_WARPS + (threadIdx.x >> 5); o < n_out; o += gridDim.x * MMVQ_WARPS) {
+        double acc[R][NB];
 #pragma unroll
-    for (int r = 0; r < R; ++r)
+        for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int b = 0; b < NB; ++b) acc[r][b] = 0.0f;
-    // Each lane takes one whole block (16 bytes, 32 weights) per step; four in flight.
-    for (int b0 = lane; b0 < kblocks; b0 += 4 * 32) {
-        uint4 w[4][R];
-        float d[4][R];
+            for (int b = 0; b < NB; ++b) acc[r][b] = 0.0;
+        for (int b0 = lane; b0 < kblocks; b0 += 4 * 32) {
+            uint4 w[4][R];
+            float d[4][R];
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
-            const int blk = b0 + u * 32;
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                const i64 row = (i64)(o * R + r);
-                w[u][r] = blk < kblocks ? __ldg(reinterpret_cast<const uint4*>(qw + row * (K >> 1) + blk * 16)) : uint4_zero();
-                d[u][r] = blk < kblocks ? f16_to_f32(__ldg(dw + row * kblocks + blk)) : 0.0f;
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-            const int blk = b0 + u * 32;
-            if (blk >= kblocks) break;
-#pragma unroll
-            for (int b = 0; b < NB; ++b) {
-                const int4 xlo = *reinterpret_cast<const int4*>(qx + (i64)b * K + blk * 32);
-                const int4 xhi = *reinterpret_cast<const int4*>(qx + (i64)b * K + blk * 32 + 16);
-                const float db = dx[(i64)b * kblocks + blk];
-                const float sb = sx[(i64)b * kblocks + blk];
+            for (int u = 0; u < 4; ++u) {
+                const int blk = b0 + u * 32;
 #pragma unroll
                 for (int r = 0; r < R; ++r) {
-                    const uint4 wr = w[u][r];
-                    int s = dp4a_us(wr.x & 0x0f0f0f0fu, xlo.x, 0);
-                    s = dp4a_us(wr.y & 0x0f0f0f0fu, xlo.y, s);
-                    s = dp4a_us(wr.z & 0x0f0f0f0fu, xlo.z, s);
-                    s = dp4a_us(wr.w & 0x0f0f0f0fu, xlo.w, s);
-                    s = dp4a_us((wr.x >> 4) & 0x0f0f0f0fu, xhi.x, s);
-                    s = dp4a_us((wr.y >> 4) & 0x0f0f0f0fu, xhi.y, s);
-                    s = dp4a_us((wr.z >> 4) & 0x0f0f0f0fu, xhi.z, s);
-                    s = dp4a_us((wr.w >> 4) & 0x0f0f0f0fu, xhi.w, s);
-                    acc[r][b] = fmaf(d[u][r], db * (float)s - 8.0f * sb, acc[r][b]);
+                    const i64 row = (i64)(o * R + r);
+                    const bool ok = blk < kblocks;
+                    w[u][r] = ok ? ldg_stream(qw + row * (K >> 1) + blk * 16) : uint4_zero();
+                    d[u][r] = ok ? f16_to_f32(__ldg(dw + row * kblocks + blk)) : 0.0f;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int blk = b0 + u * 32;
+                if (blk >= kblocks) break;
+#pragma unroll
+                for (int b = 0; b < NB; ++b) {
+                    const int4 xlo = *reinterpret_cast<const int4*>(qx + (i64)b * K + blk * 32);
+                    const int4 xhi = *reinterpret_cast<const int4*>(qx + (i64)b * K + blk * 32 + 16);
+                    const float db = dx[(i64)b * kblocks + blk];
+                    const float sb = sx[(i64)b * kblocks + blk];
+#pragma unroll
+                    for (int r = 0; r < R; ++r) {
+                        const uint4 wr = w[u][r];
+                        int s = dp4a_us(wr.x & 0x0f0f0f0fu, xlo.x, 0);
+                        s = dp4a_us(wr.y & 0x0f0f0f0fu, xlo.y, s);
+                        s = dp4a_us(wr.z & 0x0f0f0f0fu, xlo.z, s);
+                        s = dp4a_us(wr.w & 0x0f0f0f0fu, xlo.w, s);
+                        s = dp4a_us((wr.x >> 4) & 0x0f0f0f0fu, xhi.x, s);
+                        s = dp4a_us((wr.y >> 4) & 0x0f0f0f0fu, xhi.y, s);
+                        s = dp4a_us((wr.z >> 4) & 0x0f0f0f0fu, xhi.z, s);
+                        s = dp4a_us((wr.w >> 4) & 0x0f0f0f0fu, xhi.w, s);
+                        acc[r][b] += (double)block_term_q4(d[u][r], db, sb, s);
+                    }
                 }
             }
         }
+        mmvq_store<NB, R>(acc, y, yh, bias, o, n_out, mode);
     }
-    mmvq_store<NB, R>(acc, y, yh, bias, o, n_out, mode);
 }
 
 #define MMVQ_CASES(CALL, R)                  \
@@ -178,7 +185,7 @@ extern "C" __global__ void __launch_bounds__(128) mmvq_q4_0_b1(const u8* __restr
     }
 }
 
-// grid.x = ceil(n_out / MMVQ_WARPS), block = 32 * MMVQ_WARPS; output modes as gemv_bf16.
+// block = 32 * MMVQ_WARPS, any grid.x (warps stride over outputs); output modes as gemv_bf16.
 extern "C" __global__ void __launch_bounds__(128) mmvq_q8_0(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
                                                            const i8* __restrict__ qx, const float* __restrict__ dx,
                                                            const float* __restrict__ sx, float* __restrict__ y,

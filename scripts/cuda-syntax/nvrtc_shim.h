@@ -32,3 +32,6 @@ __device__ int min(int, int);
 __device__ void __syncthreads();
 template <typename T> __device__ T __ldg(const T*);
 #define __align__(n) __attribute__((aligned(n)))
+__device__ double __shfl_xor_sync(unsigned int, double, int);
+__device__ float __fmul_rn(float, float);
+__device__ float __fsub_rn(float, float);

@@ -49,14 +49,14 @@ pub fn linear(w: &Matrix, x: &[f32], rows: usize) -> Vec<f32> {
             for r in 0..rows {
                 let qx = quantize_q8_1(&x[r * k..(r + 1) * k]);
                 for o in 0..n {
-                    let mut acc = 0f32;
+                    let mut acc = 0f64;
                     for b in 0..k / QK {
                         let wq = &qs[o * k + b * QK..o * k + (b + 1) * QK];
                         let xq = &qx.qs[b * QK..(b + 1) * QK];
                         let s: i32 = wq.iter().zip(xq).map(|(&a, &c)| i32::from(a) * i32::from(c)).sum();
-                        acc += f16::from_bits(d[o * (k / QK) + b]).to_f32() * qx.d[b] * s as f32;
+                        acc += f64::from(block_term_q8(f16::from_bits(d[o * (k / QK) + b]).to_f32(), qx.d[b], s));
                     }
-                    y[r * n + o] = acc;
+                    y[r * n + o] = acc as f32;
                 }
             }
         }
@@ -64,7 +64,7 @@ pub fn linear(w: &Matrix, x: &[f32], rows: usize) -> Vec<f32> {
             for r in 0..rows {
                 let qx = quantize_q8_1(&x[r * k..(r + 1) * k]);
                 for o in 0..n {
-                    let mut acc = 0f32;
+                    let mut acc = 0f64;
                     for b in 0..k / QK {
                         let wq = &qs[(o * k + b * QK) / 2..(o * k + (b + 1) * QK) / 2];
                         let xq = &qx.qs[b * QK..(b + 1) * QK];
@@ -74,14 +74,25 @@ pub fn linear(w: &Matrix, x: &[f32], rows: usize) -> Vec<f32> {
                             s += i32::from(wq[j] >> 4) * i32::from(xq[j + QK / 2]);
                         }
                         let dw = f16::from_bits(d[o * (k / QK) + b]).to_f32();
-                        acc += dw * (qx.d[b] * s as f32 - 8.0 * qx.s[b]);
+                        acc += f64::from(block_term_q4(dw, qx.d[b], qx.s[b], s));
                     }
-                    y[r * n + o] = acc;
+                    y[r * n + o] = acc as f32;
                 }
             }
         }
     }
     y
+}
+
+/// One Q8_0 block's contribution, with the kernels' rounding: (dw * dx) * s, each step rounded
+/// to f32 (Rust never contracts to FMA). Block terms are summed in f64, as on the GPU.
+pub fn block_term_q8(dw: f32, dx: f32, s: i32) -> f32 {
+    (dw * dx) * s as f32
+}
+
+/// One Q4_0 block's contribution: dw * (dx * s - 8 * sx), each step rounded to f32.
+pub fn block_term_q4(dw: f32, dx: f32, sx: f32, s: i32) -> f32 {
+    dw * (dx * s as f32 - 8.0 * sx)
 }
 
 pub fn silu(x: f32) -> f32 {

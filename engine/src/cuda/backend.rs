@@ -510,26 +510,28 @@ impl Backend for CudaBackend {
                 }
                 for c in (0..rows).step_by(8) {
                     let nb = (rows - c).min(8);
-                    let grid = (n_out.div_ceil(4) as u32, 1, 1);
+                    let kern = match (quant, fmt == crate::quant::WeightFormat::Q8_0, nb == 1) {
+                        (false, _, true) => Kernel::GemvBf16B1,
+                        (false, _, false) => Kernel::GemvBf16,
+                        (true, true, true) => Kernel::MmvqQ8_0B1,
+                        (true, true, false) => Kernel::MmvqQ8_0,
+                        (true, false, true) => Kernel::MmvqQ4_0B1,
+                        (true, false, false) => Kernel::MmvqQ4_0,
+                    };
+                    let grid = (self.dev.stride_grid(kern, n_out, 4), 1, 1);
                     let yc = if y == 0 { 0 } else { y + (c * n_out * 4) as u64 };
                     let yhc = if yh == 0 { 0 } else { yh + (c * n_out * 2) as u64 };
                     let bytes = wbytes + (nb * k) as u64 * if quant { 1 } else { 2 } + (nb * n_out * out_elem) as u64;
                     let flops = 2 * (n * k * nb) as u64;
                     if quant {
-                        let kern = match (fmt == crate::quant::WeightFormat::Q8_0, nb == 1) {
-                            (true, true) => Kernel::MmvqQ8_0B1,
-                            (true, false) => Kernel::MmvqQ8_0,
-                            (false, true) => Kernel::MmvqQ4_0B1,
-                            (false, false) => Kernel::MmvqQ4_0,
-                        };
                         let (qx, dx, sx) = (self.a.qx.ptr + (c * k) as u64, self.a.dx.ptr + (c * k / 32 * 4) as u64, self.a.sx.ptr + (c * k / 32 * 4) as u64);
                         self.kernel(kern, op, layer, "gemv", grid, 128, bytes, flops, &[Arg::Ptr(wv), Arg::Ptr(ws), Arg::Ptr(qx), Arg::Ptr(dx), Arg::Ptr(sx), Arg::Ptr(yc), Arg::Ptr(yhc), Arg::Ptr(bias_ptr), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(nb as i32), Arg::I32(mode_code)])?;
                     } else {
                         let xc = x + (c * k * 2) as u64;
                         if nb == 1 {
-                            self.kernel(Kernel::GemvBf16B1, op, layer, "gemv", grid, 128, bytes, flops, &[Arg::Ptr(wv), Arg::Ptr(xc), Arg::Ptr(yc), Arg::Ptr(yhc), Arg::Ptr(bias_ptr), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(mode_code)])?;
+                            self.kernel(kern, op, layer, "gemv", grid, 128, bytes, flops, &[Arg::Ptr(wv), Arg::Ptr(xc), Arg::Ptr(yc), Arg::Ptr(yhc), Arg::Ptr(bias_ptr), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(mode_code)])?;
                         } else {
-                            self.kernel(Kernel::GemvBf16, op, layer, "gemv", grid, 128, bytes, flops, &[Arg::Ptr(wv), Arg::Ptr(xc), Arg::Ptr(yc), Arg::Ptr(yhc), Arg::Ptr(bias_ptr), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(nb as i32), Arg::I32(mode_code)])?;
+                            self.kernel(kern, op, layer, "gemv", grid, 128, bytes, flops, &[Arg::Ptr(wv), Arg::Ptr(xc), Arg::Ptr(yc), Arg::Ptr(yhc), Arg::Ptr(bias_ptr), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(nb as i32), Arg::I32(mode_code)])?;
                         }
                     }
                 }

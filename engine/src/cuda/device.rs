@@ -113,6 +113,8 @@ pub struct Device {
     _modules: Vec<Arc<CudaModule>>,
     /// How many modules came from the on-disk cache (the rest were compiled now).
     pub cached_modules: usize,
+    /// Resident 128-thread blocks per SM, per kernel (for grid-stride launch sizes).
+    occupancy: HashMap<Kernel, u32>,
 }
 
 fn cache_dir() -> PathBuf {
@@ -198,6 +200,13 @@ impl Device {
             }
             modules.push(module);
         }
+        let mut occupancy = HashMap::new();
+        for (&k, f) in &funcs {
+            let mut n = 0i32;
+            // SAFETY: a plain query on a loaded function.
+            unsafe { sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(&mut n, f.cu_function(), 128, 0) }.result()?;
+            occupancy.insert(k, n.max(1) as u32);
+        }
         Ok(Self {
             ctx,
             stream,
@@ -205,7 +214,15 @@ impl Device {
             funcs,
             _modules: modules,
             cached_modules: cached,
+            occupancy,
         })
+    }
+
+    /// A grid for a grid-stride kernel of 128-thread blocks: enough blocks for `work` units
+    /// of `per_block`, but no more than fit on the GPU at once.
+    pub fn stride_grid(&self, kernel: Kernel, work: usize, per_block: usize) -> u32 {
+        let resident = self.occupancy.get(&kernel).copied().unwrap_or(1) as usize * self.info.sm_count as usize;
+        work.div_ceil(per_block).clamp(1, resident.max(1)) as u32
     }
 
     /// Enqueues `kernel` on the stream.

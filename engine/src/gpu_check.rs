@@ -223,7 +223,7 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                         let yh = c.poisoned(rows * n_out * 2)?;
                         let (y, h) = if mode == 2 { (0, yh.ptr) } else { (yb.ptr, 0) };
                         if rows == 1 {
-                            dev.launch(Kernel::GemvBf16B1, (n_out.div_ceil(4) as u32, 1, 1), 128, &[Arg::Ptr(wv.ptr), Arg::Ptr(xb.ptr), Arg::Ptr(y), Arg::Ptr(h), Arg::Ptr(0), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(mode)])?;
+                            dev.launch(Kernel::GemvBf16B1, (n_out.div_ceil(2) as u32, 1, 1), 256, &[Arg::Ptr(wv.ptr), Arg::Ptr(xb.ptr), Arg::Ptr(y), Arg::Ptr(h), Arg::Ptr(0), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(mode)])?;
                         } else {
                             dev.launch(Kernel::GemvBf16, (n_out.div_ceil(4) as u32, 1, 1), 128, &[Arg::Ptr(wv.ptr), Arg::Ptr(xb.ptr), Arg::Ptr(y), Arg::Ptr(h), Arg::Ptr(0), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(rows as i32), Arg::I32(mode)])?;
                         }
@@ -298,7 +298,7 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
             let ob = c.poisoned(rows * nq * hd * 2)?;
             let pa = c.poisoned(rows * nq * splits * hd * 4)?;
             let pm = c.poisoned(rows * nq * splits * 2 * 4)?;
-            dev.launch(Kernel::AttnDecodeBf16, (nkv as u32, rows as u32, splits as u32), 128, &[Arg::Ptr(qb.ptr), Arg::I32((nq * hd) as i32), Arg::Ptr(kb.ptr), Arg::Ptr(vb.ptr), Arg::Ptr(tb.ptr), Arg::I32(max_blocks as i32), Arg::I32(bs as i32), Arg::Ptr(rsb.ptr), Arg::Ptr(rpb.ptr), Arg::Ptr(ob.ptr), Arg::Ptr(pa.ptr), Arg::Ptr(pm.ptr), Arg::I32(nq as i32), Arg::I32(nkv as i32), Arg::I32(hd as i32), Arg::I32(chunk as i32), Arg::F32(1.0 / (hd as f32).sqrt())])?;
+            dev.launch(Kernel::AttnDecodeBf16, (nq.div_ceil(4) as u32, rows as u32, splits as u32), 128, &[Arg::Ptr(qb.ptr), Arg::I32((nq * hd) as i32), Arg::Ptr(kb.ptr), Arg::Ptr(vb.ptr), Arg::Ptr(tb.ptr), Arg::I32(max_blocks as i32), Arg::I32(bs as i32), Arg::Ptr(rsb.ptr), Arg::Ptr(rpb.ptr), Arg::Ptr(ob.ptr), Arg::Ptr(pa.ptr), Arg::Ptr(pm.ptr), Arg::I32(nq as i32), Arg::I32(nkv as i32), Arg::I32(hd as i32), Arg::I32(chunk as i32), Arg::F32(1.0 / (hd as f32).sqrt())])?;
             if splits > 1 {
                 dev.launch(Kernel::AttnReduceF32, ((rows * nq) as u32, 1, 1), hd as u32, &[Arg::Ptr(pa.ptr), Arg::Ptr(pm.ptr), Arg::Ptr(ob.ptr), Arg::I32(splits as i32), Arg::I32(hd as i32)])?;
             }

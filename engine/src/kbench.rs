@@ -86,12 +86,13 @@ pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
             let copies: Vec<DevMat> = (0..COPIES).map(|_| upload(&m, dev)).collect::<Result<_>>()?;
             let bytes = copies[0].bytes + (k * if fmt == WeightFormat::Bf16 { 2 } else { 1 }) as u64 + (n * 4) as u64;
             let (name, kern) = if fmt == WeightFormat::Bf16 { ("gemv_bf16_b1", Kernel::GemvBf16B1) } else { ("mmvq_q8_0_b1", Kernel::MmvqQ8_0B1) };
-            let grid = (dev.stride_grid(kern, n, 4), 1, 1);
+            let grid = (dev.stride_grid(kern, n, if fmt == WeightFormat::Bf16 { 2 } else { 4 }), 1, 1);
+            let block = crate::cuda::device::launch_block(kern);
             let grid8 = (dev.stride_grid(Kernel::MmvqQ8_0, n, 4), 1, 1);
             let t = time_us(dev, reps, |i| {
                 let w = &copies[i % COPIES];
                 if fmt == WeightFormat::Bf16 {
-                    dev.launch(kern, grid, 128, &[Arg::Ptr(w.values.ptr), Arg::Ptr(xb.ptr), Arg::Ptr(y.ptr), Arg::Ptr(0), Arg::Ptr(0), Arg::I32(n as i32), Arg::I32(k as i32), Arg::I32(0)])
+                    dev.launch(kern, grid, block, &[Arg::Ptr(w.values.ptr), Arg::Ptr(xb.ptr), Arg::Ptr(y.ptr), Arg::Ptr(0), Arg::Ptr(0), Arg::I32(n as i32), Arg::I32(k as i32), Arg::I32(0)])
                 } else {
                     dev.launch(kern, grid, 128, &[Arg::Ptr(w.values.ptr), Arg::Ptr(w.scales.ptr), Arg::Ptr(qx.ptr), Arg::Ptr(dx.ptr), Arg::Ptr(sx.ptr), Arg::Ptr(y.ptr), Arg::Ptr(0), Arg::Ptr(0), Arg::I32(n as i32), Arg::I32(k as i32), Arg::I32(1), Arg::I32(0)])
                 }

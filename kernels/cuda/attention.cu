@@ -3,160 +3,104 @@
 // attends to positions [0, pos]. A paged cache passes its block table; a contiguous cache that
 // was gathered per sequence passes an identity table over the gathered buffer.
 //
-// grid = (n_kv_heads, rows, splits), block = 128. One block handles the G = nq / nkv query
-// heads that share one KV head, over positions [split * chunk, (split + 1) * chunk).
-// With splits == 1 the block writes the normalised bf16 output; otherwise it writes partial
-// (acc, max, sum) for attn_reduce_f32.
+// Each split covers positions [split * chunk, (split + 1) * chunk). With splits == 1 the kernel
+// writes the normalised bf16 output; otherwise partial (acc, max, sum) for attn_reduce_f32.
 
 #define ATT_THREADS 128
-#define ATT_TILE 64
-#define ATT_MAX_G 8
+#define ATT_WARPS (ATT_THREADS / 32)
 #define ATT_MAX_HD 256
-#define ATT_PER_THREAD (ATT_MAX_G * ATT_MAX_HD / ATT_THREADS)
+#define ATT_E (ATT_MAX_HD / 32)
+#define ATT_U 4
 
+// One warp per (row, query head, split): q in registers (lane holds dims lane + 32e), keys
+// ATT_U at a time with all their K and V loads in flight, online softmax in registers. No
+// block-level synchronisation; query heads sharing a KV head read the same rows through L1/L2.
+// grid = (ceil(nq / ATT_WARPS), rows, splits), block = ATT_THREADS.
 extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_decode_bf16(
     const float* __restrict__ qkv, int q_stride, const bf16_t* __restrict__ k_cache,
     const bf16_t* __restrict__ v_cache, const int* __restrict__ block_table, int max_blocks, int block_size,
     const int* __restrict__ row_seq, const int* __restrict__ row_pos, bf16_t* __restrict__ out,
     float* __restrict__ part_acc, float* __restrict__ part_ml, int nq, int nkv, int hd, int chunk, float scale) {
-    __shared__ float q_s[ATT_MAX_G * ATT_MAX_HD];
-    __shared__ float s_s[ATT_MAX_G][ATT_TILE];
-    __shared__ int slot_s[ATT_TILE];
-    __shared__ float m_s[ATT_MAX_G], l_s[ATT_MAX_G], alpha_s[ATT_MAX_G];
-
-    const int kvh = blockIdx.x, row = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
-    const int G = nq / nkv;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int lane = threadIdx.x & 31;
+    const int qh = blockIdx.x * ATT_WARPS + (threadIdx.x >> 5);
+    if (qh >= nq) return;
+    const int row = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
+    const int kvh = qh / (nq / nkv);
     const int seq = row_seq[row];
     const int len = row_pos[row] + 1;
     const int start = split * chunk;
     const int end = min(len, start + chunk);
     const int* table = block_table + (i64)seq * max_blocks;
     const i64 kv_row = (i64)nkv * hd;
+    const i64 head_off = (i64)kvh * hd;
 
-    for (int i = tid; i < G * hd; i += ATT_THREADS) {
-        q_s[i] = qkv[(i64)row * q_stride + (i64)kvh * G * hd + i];
+    float q[ATT_E], acc[ATT_E];
+#pragma unroll
+    for (int e = 0; e < ATT_E; ++e) {
+        const int d = lane + 32 * e;
+        q[e] = d < hd ? qkv[(i64)row * q_stride + (i64)qh * hd + d] * scale : 0.0f;
+        acc[e] = 0.0f;
     }
-    if (tid < G) {
-        m_s[tid] = -INFINITY;
-        l_s[tid] = 0.0f;
-    }
-    float acc[ATT_PER_THREAD];
-    // This thread's (head, dim) per output slot, computed once (no divisions in the loops).
-    int hh[ATT_PER_THREAD], dd[ATT_PER_THREAD];
+    float m = -INFINITY, l = 0.0f;
+    for (int p0 = start; p0 < end; p0 += ATT_U) {
+        float kk[ATT_U][ATT_E], vv[ATT_U][ATT_E];
 #pragma unroll
-    for (int i = 0; i < ATT_PER_THREAD; ++i) {
-        acc[i] = 0.0f;
-        const int idx = tid + i * ATT_THREADS;
-        hh[i] = idx < G * hd ? idx / hd : -1;
-        dd[i] = idx < G * hd ? idx - (idx / hd) * hd : 0;
-    }
-    __syncthreads();
-
-    for (int t0 = start; t0 < end; t0 += ATT_TILE) {
-        const int n = min(ATT_TILE, end - t0);
-        // Scores: each warp takes 4 consecutive keys at a time (all their loads in flight),
-        // lanes split the head dimension.
-        for (int kb = warp * 4; kb < n; kb += 4 * (ATT_THREADS / 32)) {
-            float kv[4][ATT_MAX_HD / 32];
-            int slot[4];
+        for (int u = 0; u < ATT_U; ++u) {
+            const int p = p0 + u;
+            const bool ok = p < end;
+            const i64 slot = ok ? (i64)table[p / block_size] * block_size + p % block_size : 0;
+            const bf16_t* kr = k_cache + slot * kv_row + head_off;
+            const bf16_t* vr = v_cache + slot * kv_row + head_off;
 #pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                const int p = t0 + kb + u;
-                const bool ok = kb + u < n;
-                slot[u] = ok ? table[p / block_size] * block_size + p % block_size : 0;
-                const bf16_t* kr = k_cache + (i64)slot[u] * kv_row + (i64)kvh * hd;
-#pragma unroll
-                for (int e = 0; e < ATT_MAX_HD / 32; ++e) {
-                    const int d = lane + 32 * e;
-                    kv[u][e] = (ok && d < hd) ? bf16_to_f32(kr[d]) : 0.0f;
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                if (kb + u >= n) break;
-                for (int h = 0; h < G; ++h) {
-                    float dot = 0.0f;
-#pragma unroll
-                    for (int e = 0; e < ATT_MAX_HD / 32; ++e) {
-                        const int d = lane + 32 * e;
-                        if (d < hd) dot = fmaf(q_s[h * hd + d], kv[u][e], dot);
-                    }
-                    dot = warp_sum(dot);
-                    if (lane == 0) s_s[h][kb + u] = dot * scale;
-                }
-                if (lane == 0) slot_s[kb + u] = slot[u];
+            for (int e = 0; e < ATT_E; ++e) {
+                const int d = lane + 32 * e;
+                const bool in = ok && d < hd;
+                kk[u][e] = in ? bf16_to_f32(kr[d]) : 0.0f;
+                vv[u][e] = in ? bf16_to_f32(vr[d]) : 0.0f;
             }
         }
-        __syncthreads();
-        // Online softmax update, one warp per head.
-        for (int h = warp; h < G; h += ATT_THREADS / 32) {
-            float mx = -INFINITY;
-            for (int kk = lane; kk < n; kk += 32) mx = fmaxf(mx, s_s[h][kk]);
-            mx = warp_max(mx);
-            const float m_old = m_s[h];
-            const float m_new = fmaxf(m_old, mx);
-            float sum = 0.0f;
-            for (int kk = lane; kk < n; kk += 32) {
-                const float pv = expf(s_s[h][kk] - m_new);
-                s_s[h][kk] = pv;
-                sum += pv;
-            }
-            sum = warp_sum(sum);
-            if (lane == 0) {
-                const float alpha = expf(m_old - m_new);
-                alpha_s[h] = alpha;
-                l_s[h] = l_s[h] * alpha + sum;
-                m_s[h] = m_new;
-            }
+        float sc[ATT_U];
+#pragma unroll
+        for (int u = 0; u < ATT_U; ++u) {
+            float dot = 0.0f;
+#pragma unroll
+            for (int e = 0; e < ATT_E; ++e) dot = fmaf(q[e], kk[u][e], dot);
+            dot = warp_sum(dot);
+            sc[u] = p0 + u < end ? dot : -INFINITY;
         }
-        __syncthreads();
-        // acc[h][d] = acc * alpha + sum_k p[h][k] * v[k][d]; four keys' V loads in flight.
+        float mx = m;
 #pragma unroll
-        for (int i = 0; i < ATT_PER_THREAD; ++i) {
-            if (hh[i] >= 0) acc[i] *= alpha_s[hh[i]];
+        for (int u = 0; u < ATT_U; ++u) mx = fmaxf(mx, sc[u]);
+        const float alpha = expf(m - mx);
+        l *= alpha;
+#pragma unroll
+        for (int e = 0; e < ATT_E; ++e) acc[e] *= alpha;
+#pragma unroll
+        for (int u = 0; u < ATT_U; ++u) {
+            const float pu = expf(sc[u] - mx);
+            l += pu;
+#pragma unroll
+            for (int e = 0; e < ATT_E; ++e) acc[e] = fmaf(pu, vv[u][e], acc[e]);
         }
-        for (int kk = 0; kk < n; kk += 4) {
-            float vv[4][ATT_PER_THREAD];
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                const bool ok = kk + u < n;
-                const bf16_t* vr = v_cache + (i64)(ok ? slot_s[kk + u] : 0) * kv_row + (i64)kvh * hd;
-#pragma unroll
-                for (int i = 0; i < ATT_PER_THREAD; ++i) {
-                    vv[u][i] = (ok && hh[i] >= 0) ? bf16_to_f32(vr[dd[i]]) : 0.0f;
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                if (kk + u >= n) break;
-#pragma unroll
-                for (int i = 0; i < ATT_PER_THREAD; ++i) {
-                    if (hh[i] >= 0) acc[i] = fmaf(s_s[hh[i]][kk + u], vv[u][i], acc[i]);
-                }
-            }
-        }
-        __syncthreads();
+        m = mx;
     }
-
+    if (splits == 1) {
 #pragma unroll
-    for (int i = 0; i < ATT_PER_THREAD; ++i) {
-        const int idx = tid + i * ATT_THREADS;
-        if (idx < G * hd) {
-            const int h = idx / hd, d = idx - h * hd;
-            const int qh = kvh * G + h;
-            if (splits == 1) {
-                out[(i64)row * nq * hd + (i64)qh * hd + d] = f32_to_bf16(acc[i] / l_s[h]);
-            } else {
-                part_acc[(((i64)row * nq + qh) * splits + split) * hd + d] = acc[i];
-            }
+        for (int e = 0; e < ATT_E; ++e) {
+            const int d = lane + 32 * e;
+            if (d < hd) out[(i64)row * nq * hd + (i64)qh * hd + d] = f32_to_bf16(acc[e] / l);
         }
-    }
-    if (splits > 1 && tid < G) {
-        const int qh = kvh * G + tid;
-        const i64 base = (((i64)row * nq + qh) * splits + split) * 2;
-        part_ml[base] = m_s[tid];
-        part_ml[base + 1] = l_s[tid];
+    } else {
+        const i64 base = ((i64)row * nq + qh) * splits + split;
+#pragma unroll
+        for (int e = 0; e < ATT_E; ++e) {
+            const int d = lane + 32 * e;
+            if (d < hd) part_acc[base * hd + d] = acc[e];
+        }
+        if (lane == 0) {
+            part_ml[base * 2] = m;
+            part_ml[base * 2 + 1] = l;
+        }
     }
 }
 

@@ -91,15 +91,100 @@ __device__ __forceinline__ void gemv_impl(const bf16_t* __restrict__ W, const bf
         default: gemv_impl<8, R>(W, x, y, yh, bias, n_out, K, mode); break;   \
     }
 
-// Batch-1 entry: its own register allocation, so the decode-critical case is not limited by
-// the occupancy of the nb = 8 instantiation.
-extern "C" __global__ void __launch_bounds__(128) gemv_bf16_b1(const bf16_t* __restrict__ W, const bf16_t* __restrict__ x,
+// Batch-1 GEMV: a block of GEMV_B1_WARPS warps computes GEMV_B1_T outputs at a time with the
+// K dimension split across its warps (each warp streams a contiguous segment of every row, two
+// chunks deep, all rows' loads in flight), then reduces through shared memory in a fixed order
+// (deterministic). Blocks stride over output tiles. This keeps many rows and many bytes in
+// flight even for the small q|k|v and o projections, where one warp per row starves.
+#define GEMV_B1_WARPS 8
+#define GEMV_B1_T 2
+
+template <int R>
+__device__ __forceinline__ void gemv_b1_impl(const bf16_t* __restrict__ W, const bf16_t* __restrict__ x,
+                                             float* __restrict__ y, bf16_t* __restrict__ yh,
+                                             const float* __restrict__ bias, int n_out, int K, int mode) {
+    __shared__ float red[GEMV_B1_WARPS][GEMV_B1_T * R];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int seg = ((K / 8 + GEMV_B1_WARPS - 1) / GEMV_B1_WARPS) * 8;  // elements per warp
+    const int k_begin = warp * seg;
+    const int k_end = min(K, k_begin + seg);
+    for (int tile = blockIdx.x; tile * GEMV_B1_T < n_out; tile += gridDim.x) {
+        float acc[GEMV_B1_T * R];
+        const bf16_t* rows[GEMV_B1_T * R];
+#pragma unroll
+        for (int j = 0; j < GEMV_B1_T * R; ++j) {
+            acc[j] = 0.0f;
+            const int o = min(tile * GEMV_B1_T + j / R, n_out - 1);
+            rows[j] = W + (i64)(o * R + j % R) * K;
+        }
+        for (int k = k_begin + lane * 8; k < k_end; k += 2 * 256) {
+            const bool second = k + 256 < k_end;
+            uint4 w0[GEMV_B1_T * R], w1[GEMV_B1_T * R];
+#pragma unroll
+            for (int j = 0; j < GEMV_B1_T * R; ++j) {
+                w0[j] = ldg_stream(rows[j] + k);
+                w1[j] = second ? ldg_stream(rows[j] + k + 256) : uint4_zero();
+            }
+            const uint4 xa = *reinterpret_cast<const uint4*>(x + k);
+            const uint4 xb = second ? *reinterpret_cast<const uint4*>(x + k + 256) : uint4_zero();
+#pragma unroll
+            for (int j = 0; j < GEMV_B1_T * R; ++j) {
+                float a = acc[j];
+                a = fmaf(bf16_lo(w0[j].x), bf16_lo(xa.x), a);
+                a = fmaf(bf16_hi(w0[j].x), bf16_hi(xa.x), a);
+                a = fmaf(bf16_lo(w0[j].y), bf16_lo(xa.y), a);
+                a = fmaf(bf16_hi(w0[j].y), bf16_hi(xa.y), a);
+                a = fmaf(bf16_lo(w0[j].z), bf16_lo(xa.z), a);
+                a = fmaf(bf16_hi(w0[j].z), bf16_hi(xa.z), a);
+                a = fmaf(bf16_lo(w0[j].w), bf16_lo(xa.w), a);
+                a = fmaf(bf16_hi(w0[j].w), bf16_hi(xa.w), a);
+                a = fmaf(bf16_lo(w1[j].x), bf16_lo(xb.x), a);
+                a = fmaf(bf16_hi(w1[j].x), bf16_hi(xb.x), a);
+                a = fmaf(bf16_lo(w1[j].y), bf16_lo(xb.y), a);
+                a = fmaf(bf16_hi(w1[j].y), bf16_hi(xb.y), a);
+                a = fmaf(bf16_lo(w1[j].z), bf16_lo(xb.z), a);
+                a = fmaf(bf16_hi(w1[j].z), bf16_hi(xb.z), a);
+                a = fmaf(bf16_lo(w1[j].w), bf16_lo(xb.w), a);
+                a = fmaf(bf16_hi(w1[j].w), bf16_hi(xb.w), a);
+                acc[j] = a;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < GEMV_B1_T * R; ++j) {
+            const float v = warp_sum(acc[j]);
+            if (lane == 0) red[warp][j] = v;
+        }
+        __syncthreads();
+        if (threadIdx.x < GEMV_B1_T) {
+            const int o = tile * GEMV_B1_T + threadIdx.x;
+            if (o < n_out) {
+                float r0 = 0.0f, r1 = 0.0f;
+#pragma unroll
+                for (int w = 0; w < GEMV_B1_WARPS; ++w) {
+                    r0 += red[w][threadIdx.x * R];
+                    r1 += red[w][threadIdx.x * R + R - 1];
+                }
+                if (R == 2) {
+                    yh[o] = f32_to_bf16(silu(r0) * r1);
+                } else if (mode == OUT_ACCUMULATE) {
+                    y[o] += r0;
+                } else {
+                    y[o] = r0 + (bias ? bias[o] : 0.0f);
+                }
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// block = 32 * GEMV_B1_WARPS (256); any grid.x, ideally the resident capacity.
+extern "C" __global__ void __launch_bounds__(256) gemv_bf16_b1(const bf16_t* __restrict__ W, const bf16_t* __restrict__ x,
                                                               float* __restrict__ y, bf16_t* __restrict__ yh,
                                                               const float* __restrict__ bias, int n_out, int K, int mode) {
     if (mode == OUT_SWIGLU) {
-        gemv_impl<1, 2>(W, x, y, yh, bias, n_out, K, mode);
+        gemv_b1_impl<2>(W, x, y, yh, bias, n_out, K, mode);
     } else {
-        gemv_impl<1, 1>(W, x, y, yh, bias, n_out, K, mode);
+        gemv_b1_impl<1>(W, x, y, yh, bias, n_out, K, mode);
     }
 }
 

@@ -425,7 +425,7 @@ impl CudaBackend {
         if self.prefill {
             return 1;
         }
-        let base = self.cfg.kv_heads * rows;
+        let base = self.cfg.heads.div_ceil(4) * rows;
         let want = (2 * self.dev.info.sm_count as usize).div_ceil(base.max(1));
         want.clamp(1, self.max_splits)
     }
@@ -518,20 +518,22 @@ impl Backend for CudaBackend {
                         (true, false, true) => Kernel::MmvqQ4_0B1,
                         (true, false, false) => Kernel::MmvqQ4_0,
                     };
-                    let grid = (self.dev.stride_grid(kern, n_out, 4), 1, 1);
+                    let per_block = if kern == Kernel::GemvBf16B1 { 2 } else { 4 };
+                    let grid = (self.dev.stride_grid(kern, n_out, per_block), 1, 1);
+                    let block = super::device::launch_block(kern);
                     let yc = if y == 0 { 0 } else { y + (c * n_out * 4) as u64 };
                     let yhc = if yh == 0 { 0 } else { yh + (c * n_out * 2) as u64 };
                     let bytes = wbytes + (nb * k) as u64 * if quant { 1 } else { 2 } + (nb * n_out * out_elem) as u64;
                     let flops = 2 * (n * k * nb) as u64;
                     if quant {
                         let (qx, dx, sx) = (self.a.qx.ptr + (c * k) as u64, self.a.dx.ptr + (c * k / 32 * 4) as u64, self.a.sx.ptr + (c * k / 32 * 4) as u64);
-                        self.kernel(kern, op, layer, "gemv", grid, 128, bytes, flops, &[Arg::Ptr(wv), Arg::Ptr(ws), Arg::Ptr(qx), Arg::Ptr(dx), Arg::Ptr(sx), Arg::Ptr(yc), Arg::Ptr(yhc), Arg::Ptr(bias_ptr), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(nb as i32), Arg::I32(mode_code)])?;
+                        self.kernel(kern, op, layer, "gemv", grid, block, bytes, flops, &[Arg::Ptr(wv), Arg::Ptr(ws), Arg::Ptr(qx), Arg::Ptr(dx), Arg::Ptr(sx), Arg::Ptr(yc), Arg::Ptr(yhc), Arg::Ptr(bias_ptr), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(nb as i32), Arg::I32(mode_code)])?;
                     } else {
                         let xc = x + (c * k * 2) as u64;
                         if nb == 1 {
-                            self.kernel(kern, op, layer, "gemv", grid, 128, bytes, flops, &[Arg::Ptr(wv), Arg::Ptr(xc), Arg::Ptr(yc), Arg::Ptr(yhc), Arg::Ptr(bias_ptr), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(mode_code)])?;
+                            self.kernel(kern, op, layer, "gemv", grid, block, bytes, flops, &[Arg::Ptr(wv), Arg::Ptr(xc), Arg::Ptr(yc), Arg::Ptr(yhc), Arg::Ptr(bias_ptr), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(mode_code)])?;
                         } else {
-                            self.kernel(kern, op, layer, "gemv", grid, 128, bytes, flops, &[Arg::Ptr(wv), Arg::Ptr(xc), Arg::Ptr(yc), Arg::Ptr(yhc), Arg::Ptr(bias_ptr), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(nb as i32), Arg::I32(mode_code)])?;
+                            self.kernel(kern, op, layer, "gemv", grid, block, bytes, flops, &[Arg::Ptr(wv), Arg::Ptr(xc), Arg::Ptr(yc), Arg::Ptr(yhc), Arg::Ptr(bias_ptr), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(nb as i32), Arg::I32(mode_code)])?;
                         }
                     }
                 }
@@ -652,7 +654,7 @@ impl Backend for CudaBackend {
             Arg::I32(chunk as i32),
             Arg::F32(1.0 / (c.head_dim as f32).sqrt()),
         ];
-        self.kernel(Kernel::AttnDecodeBf16, "attention", layer as i32, "attention", (c.kv_heads as u32, rows as u32, splits as u32), 128, bytes, flops, &args)?;
+        self.kernel(Kernel::AttnDecodeBf16, "attention", layer as i32, "attention", (c.heads.div_ceil(4) as u32, rows as u32, splits as u32), 128, bytes, flops, &args)?;
         if splits > 1 {
             let (pa, pm, out) = (self.a.part_acc.ptr, self.a.part_ml.ptr, self.a.attn.ptr);
             let bytes = (rows * c.heads * splits * (c.head_dim + 2) * 4 + rows * c.q_dim() * 2) as u64;

@@ -94,6 +94,14 @@ impl Arg {
     }
 }
 
+/// Threads per block of the grid-stride kernels (the block size their occupancy assumes).
+pub fn launch_block(k: Kernel) -> u32 {
+    match k {
+        Kernel::GemvBf16B1 => 256,
+        _ => 128,
+    }
+}
+
 /// Facts about the GPU that reports and traces name.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct DeviceInfo {
@@ -113,7 +121,7 @@ pub struct Device {
     _modules: Vec<Arc<CudaModule>>,
     /// How many modules came from the on-disk cache (the rest were compiled now).
     pub cached_modules: usize,
-    /// Resident 128-thread blocks per SM, per kernel (for grid-stride launch sizes).
+    /// Resident blocks per SM, per kernel at its `launch_block` size (grid-stride sizing).
     occupancy: HashMap<Kernel, u32>,
 }
 
@@ -204,7 +212,7 @@ impl Device {
         for (&k, f) in &funcs {
             let mut n = 0i32;
             // SAFETY: a plain query on a loaded function.
-            unsafe { sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(&mut n, f.cu_function(), 128, 0) }.result()?;
+            unsafe { sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(&mut n, f.cu_function(), launch_block(k) as i32, 0) }.result()?;
             occupancy.insert(k, n.max(1) as u32);
         }
         Ok(Self {
@@ -218,7 +226,7 @@ impl Device {
         })
     }
 
-    /// A grid for a grid-stride kernel of 128-thread blocks: enough blocks for `work` units
+    /// A grid for a grid-stride kernel (blocks of `launch_block(kernel)` threads): enough blocks for `work` units
     /// of `per_block`, but no more than fit on the GPU at once.
     pub fn stride_grid(&self, kernel: Kernel, work: usize, per_block: usize) -> u32 {
         let resident = self.occupancy.get(&kernel).copied().unwrap_or(1) as usize * self.info.sm_count as usize;

@@ -223,7 +223,7 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                         let yh = c.poisoned(rows * n_out * 2)?;
                         let (y, h) = if mode == 2 { (0, yh.ptr) } else { (yb.ptr, 0) };
                         if rows == 1 {
-                            dev.launch(Kernel::GemvBf16B1, (n_out.div_ceil(2) as u32, 1, 1), 256, &[Arg::Ptr(wv.ptr), Arg::Ptr(xb.ptr), Arg::Ptr(y), Arg::Ptr(h), Arg::Ptr(0), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(mode)])?;
+                            dev.launch(Kernel::GemvBf16B1, (n_out.div_ceil(4).min(97) as u32, 1, 1), 256, &[Arg::Ptr(wv.ptr), Arg::Ptr(xb.ptr), Arg::Ptr(y), Arg::Ptr(h), Arg::Ptr(0), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(mode)])?;
                         } else {
                             dev.launch(Kernel::GemvBf16, (n_out.div_ceil(4) as u32, 1, 1), 128, &[Arg::Ptr(wv.ptr), Arg::Ptr(xb.ptr), Arg::Ptr(y), Arg::Ptr(h), Arg::Ptr(0), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(rows as i32), Arg::I32(mode)])?;
                         }
@@ -267,7 +267,7 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
         }
     }
     // attention over a paged cache with a shuffled block table, split 1 and split 4 (+reduce)
-    for (nq, nkv, hd) in [(32usize, 8usize, 128usize), (8, 2, 64), (28, 4, 128)] {
+    for (nq, nkv, hd) in [(32usize, 8usize, 128usize), (8, 2, 64), (28, 4, 128), (14, 2, 64)] {
         let (nseq, bs, max_blocks) = (3usize, 16usize, 8usize);
         let slots = nseq * max_blocks * bs;
         let kv_dim = nkv * hd;
@@ -293,17 +293,18 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
         }
         let (kb, vb, tb) = (c.up(&to_bf16_bits(&k))?, c.up(&to_bf16_bits(&v))?, c.up(&table)?);
         let (qb, rsb, rpb) = (c.up(&q)?, c.up(&row_seq)?, c.up(&row_pos)?);
-        for splits in [1usize, 4] {
-            let chunk = (max_blocks * bs).div_ceil(splits).div_ceil(64) * 64;
+        let counters = c.up(&vec![0i32; rows * nq.div_ceil(4)])?;
+        for (splits, fused) in [(1usize, false), (4, false), (4, true), (13, true)] {
+            let chunk = (max_blocks * bs).div_ceil(splits).div_ceil(16) * 16;
             let ob = c.poisoned(rows * nq * hd * 2)?;
             let pa = c.poisoned(rows * nq * splits * hd * 4)?;
             let pm = c.poisoned(rows * nq * splits * 2 * 4)?;
-            dev.launch(Kernel::AttnDecodeBf16, (nq.div_ceil(4) as u32, rows as u32, splits as u32), 128, &[Arg::Ptr(qb.ptr), Arg::I32((nq * hd) as i32), Arg::Ptr(kb.ptr), Arg::Ptr(vb.ptr), Arg::Ptr(tb.ptr), Arg::I32(max_blocks as i32), Arg::I32(bs as i32), Arg::Ptr(rsb.ptr), Arg::Ptr(rpb.ptr), Arg::Ptr(ob.ptr), Arg::Ptr(pa.ptr), Arg::Ptr(pm.ptr), Arg::I32(nq as i32), Arg::I32(nkv as i32), Arg::I32(hd as i32), Arg::I32(chunk as i32), Arg::F32(1.0 / (hd as f32).sqrt())])?;
-            if splits > 1 {
+            dev.launch(Kernel::AttnDecodeBf16, (nq.div_ceil(4) as u32, rows as u32, splits as u32), 128, &[Arg::Ptr(qb.ptr), Arg::I32((nq * hd) as i32), Arg::Ptr(kb.ptr), Arg::Ptr(vb.ptr), Arg::Ptr(tb.ptr), Arg::I32(max_blocks as i32), Arg::I32(bs as i32), Arg::Ptr(rsb.ptr), Arg::Ptr(rpb.ptr), Arg::Ptr(ob.ptr), Arg::Ptr(pa.ptr), Arg::Ptr(pm.ptr), Arg::Ptr(if fused { counters.ptr } else { 0 }), Arg::I32(nq as i32), Arg::I32(nkv as i32), Arg::I32(hd as i32), Arg::I32(chunk as i32), Arg::F32(1.0 / (hd as f32).sqrt())])?;
+            if splits > 1 && !fused {
                 dev.launch(Kernel::AttnReduceF32, ((rows * nq) as u32, 1, 1), hd as u32, &[Arg::Ptr(pa.ptr), Arg::Ptr(pm.ptr), Arg::Ptr(ob.ptr), Arg::I32(splits as i32), Arg::I32(hd as i32)])?;
             }
             let got = c.read_bf16(&ob, rows * nq * hd)?;
-            c.check(format!("attn_decode_bf16 nq={nq} nkv={nkv} hd={hd} splits={splits}"), &got, &want, TOL_BF16);
+            c.check(format!("attn_decode_bf16 nq={nq} nkv={nkv} hd={hd} splits={splits}{}", if fused { " fused reduce" } else { "" }), &got, &want, TOL_BF16);
         }
     }
     // argmax_f32, with a planted tie resolved to the lower index

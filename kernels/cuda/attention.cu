@@ -4,7 +4,8 @@
 // was gathered per sequence passes an identity table over the gathered buffer.
 //
 // Each split covers positions [split * chunk, (split + 1) * chunk). With splits == 1 the kernel
-// writes the normalised bf16 output; otherwise partial (acc, max, sum) for attn_reduce_f32.
+// writes the normalised bf16 output; otherwise partial (acc, max, sum), which the last split
+// block combines when `counters` is given, or attn_reduce_f32 otherwise.
 
 #define ATT_THREADS 128
 #define ATT_WARPS (ATT_THREADS / 32)
@@ -20,16 +21,18 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_decode_bf16(
     const float* __restrict__ qkv, int q_stride, const bf16_t* __restrict__ k_cache,
     const bf16_t* __restrict__ v_cache, const int* __restrict__ block_table, int max_blocks, int block_size,
     const int* __restrict__ row_seq, const int* __restrict__ row_pos, bf16_t* __restrict__ out,
-    float* __restrict__ part_acc, float* __restrict__ part_ml, int nq, int nkv, int hd, int chunk, float scale) {
+    float* __restrict__ part_acc, float* __restrict__ part_ml, int* __restrict__ counters, int nq, int nkv,
+    int hd, int chunk, float scale) {
     const int lane = threadIdx.x & 31;
-    const int qh = blockIdx.x * ATT_WARPS + (threadIdx.x >> 5);
-    if (qh >= nq) return;
+    const int qh_raw = blockIdx.x * ATT_WARPS + (threadIdx.x >> 5);
+    const bool active = qh_raw < nq;  // no early return: the split reduction below synchronises
+    const int qh = active ? qh_raw : nq - 1;
     const int row = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
     const int kvh = qh / (nq / nkv);
     const int seq = row_seq[row];
     const int len = row_pos[row] + 1;
     const int start = split * chunk;
-    const int end = min(len, start + chunk);
+    const int end = active ? min(len, start + chunk) : start;
     const int* table = block_table + (i64)seq * max_blocks;
     const i64 kv_row = (i64)nkv * hd;
     const i64 head_off = (i64)kvh * hd;
@@ -88,10 +91,12 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_decode_bf16(
 #pragma unroll
         for (int e = 0; e < ATT_E; ++e) {
             const int d = lane + 32 * e;
-            if (d < hd) out[(i64)row * nq * hd + (i64)qh * hd + d] = f32_to_bf16(acc[e] / l);
+            if (active && d < hd) out[(i64)row * nq * hd + (i64)qh * hd + d] = f32_to_bf16(acc[e] / l);
         }
-    } else {
-        const i64 base = ((i64)row * nq + qh) * splits + split;
+        return;
+    }
+    const i64 base = ((i64)row * nq + qh) * splits + split;
+    if (active) {
 #pragma unroll
         for (int e = 0; e < ATT_E; ++e) {
             const int d = lane + 32 * e;
@@ -101,6 +106,43 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_decode_bf16(
             part_ml[base * 2] = m;
             part_ml[base * 2 + 1] = l;
         }
+    }
+    if (counters == 0) return;  // attn_reduce_f32 combines the splits
+    // The last split block to finish combines all splits of its heads (one launch, no
+    // separate reduce kernel); it resets the counter for the next launch.
+    __shared__ int is_last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int* c = counters + (i64)row * gridDim.x + blockIdx.x;
+        const int ticket = atomicAdd(c, 1);
+        is_last = ticket == splits - 1;
+        if (is_last) *c = 0;
+    }
+    __syncthreads();
+    if (!is_last || !active) return;
+    __threadfence();
+    const i64 hbase = ((i64)row * nq + qh) * splits;
+    float M = -INFINITY;
+    for (int sp = 0; sp < splits; ++sp) M = fmaxf(M, __ldcg(part_ml + (hbase + sp) * 2));
+    float L = 0.0f, o[ATT_E];
+#pragma unroll
+    for (int e = 0; e < ATT_E; ++e) o[e] = 0.0f;
+    for (int sp = 0; sp < splits; ++sp) {
+        const float ms = __ldcg(part_ml + (hbase + sp) * 2);
+        if (ms == -INFINITY) continue;
+        const float w = expf(ms - M);
+        L += w * __ldcg(part_ml + (hbase + sp) * 2 + 1);
+#pragma unroll
+        for (int e = 0; e < ATT_E; ++e) {
+            const int d = lane + 32 * e;
+            if (d < hd) o[e] += w * __ldcg(part_acc + (hbase + sp) * hd + d);
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < ATT_E; ++e) {
+        const int d = lane + 32 * e;
+        if (d < hd) out[(i64)row * nq * hd + (i64)qh * hd + d] = f32_to_bf16(o[e] / L);
     }
 }
 

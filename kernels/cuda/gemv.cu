@@ -97,7 +97,7 @@ __device__ __forceinline__ void gemv_impl(const bf16_t* __restrict__ W, const bf
 // (deterministic). Blocks stride over output tiles. This keeps many rows and many bytes in
 // flight even for the small q|k|v and o projections, where one warp per row starves.
 #define GEMV_B1_WARPS 8
-#define GEMV_B1_T 2
+#define GEMV_B1_T 4
 
 template <int R>
 __device__ __forceinline__ void gemv_b1_impl(const bf16_t* __restrict__ W, const bf16_t* __restrict__ x,

@@ -35,3 +35,6 @@ template <typename T> __device__ T __ldg(const T*);
 __device__ double __shfl_xor_sync(unsigned int, double, int);
 __device__ float __fmul_rn(float, float);
 __device__ float __fsub_rn(float, float);
+__device__ float __ldcg(const float*);
+__device__ int atomicAdd(int*, int);
+__device__ void __threadfence();

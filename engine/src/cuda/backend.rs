@@ -47,6 +47,8 @@ struct Acts {
     sx: DevBuf,
     part_acc: DevBuf,
     part_ml: DevBuf,
+    /// Split-completion tickets of the fused attention reduction (zero between launches).
+    att_counters: DevBuf,
     meta: DevBuf,
 }
 
@@ -140,6 +142,7 @@ impl CudaBackend {
             sx: DevBuf::alloc(r * kmax / 32 * f32b)?,
             part_acc: DevBuf::alloc(s * cfg.heads * max_splits * cfg.head_dim * f32b)?,
             part_ml: DevBuf::alloc(s * cfg.heads * max_splits * 2 * f32b)?,
+            att_counters: DevBuf::upload(&vec![0i32; s * cfg.heads.div_ceil(4)], &stream)?,
             meta: DevBuf::alloc(0)?,
         };
         let mut off = 0;
@@ -518,7 +521,7 @@ impl Backend for CudaBackend {
                         (true, false, true) => Kernel::MmvqQ4_0B1,
                         (true, false, false) => Kernel::MmvqQ4_0,
                     };
-                    let per_block = if kern == Kernel::GemvBf16B1 { 2 } else { 4 };
+                    let per_block = 4; // outputs per block and pass (GEMV_B1_T, or MMVQ/GEMV warps)
                     let grid = (self.dev.stride_grid(kern, n_out, per_block), 1, 1);
                     let block = super::device::launch_block(kern);
                     let yc = if y == 0 { 0 } else { y + (c * n_out * 4) as u64 };
@@ -648,6 +651,7 @@ impl Backend for CudaBackend {
             Arg::Ptr(self.a.attn.ptr),
             Arg::Ptr(self.a.part_acc.ptr),
             Arg::Ptr(self.a.part_ml.ptr),
+            Arg::Ptr(self.a.att_counters.ptr),
             Arg::I32(c.heads as i32),
             Arg::I32(c.kv_heads as i32),
             Arg::I32(c.head_dim as i32),
@@ -655,11 +659,6 @@ impl Backend for CudaBackend {
             Arg::F32(1.0 / (c.head_dim as f32).sqrt()),
         ];
         self.kernel(Kernel::AttnDecodeBf16, "attention", layer as i32, "attention", (c.heads.div_ceil(4) as u32, rows as u32, splits as u32), 128, bytes, flops, &args)?;
-        if splits > 1 {
-            let (pa, pm, out) = (self.a.part_acc.ptr, self.a.part_ml.ptr, self.a.attn.ptr);
-            let bytes = (rows * c.heads * splits * (c.head_dim + 2) * 4 + rows * c.q_dim() * 2) as u64;
-            self.kernel(Kernel::AttnReduceF32, "attention_reduce", layer as i32, "attention", ((rows * c.heads) as u32, 1, 1), c.head_dim as u32, bytes, 0, &[Arg::Ptr(pa), Arg::Ptr(pm), Arg::Ptr(out), Arg::I32(splits as i32), Arg::I32(c.head_dim as i32)])?;
-        }
         Ok(())
     }
 

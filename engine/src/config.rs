@@ -191,9 +191,9 @@ impl ModelConfig {
                 self.heads / self.kv_heads
             ));
         }
-        if self.head_dim % 32 != 0 || self.head_dim > 256 {
+        if ![64, 128, 256].contains(&self.head_dim) {
             return Err(format!(
-                "head_dim {} must be a multiple of 32 and at most 256",
+                "head_dim {} is not supported; the attention kernel handles 64, 128 and 256",
                 self.head_dim
             ));
         }

@@ -295,7 +295,7 @@ mod tests {
         ModelConfig::from_json(&serde_json::json!({
             "model_type": "qwen2", "hidden_size": 64, "intermediate_size": 96,
             "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-            "head_dim": 32, "vocab_size": 50, "rms_norm_eps": 1e-6
+            "head_dim": 64, "vocab_size": 50, "rms_norm_eps": 1e-6
         }))
         .unwrap()
     }

@@ -36,8 +36,38 @@ __device__ __forceinline__ void mmq_out(float* __restrict__ y, const float* __re
     }
 }
 
-#define MMQ_KB 8                      // quant blocks per K chunk (256 values)
-#define MMQ_XS (MMQ_KB * 32 + 16)     // smem row stride in bytes: 68 words, conflict-free B reads
+#define MMQ_KB 4                      // quant blocks per K chunk (128 values)
+#define MMQ_XS (MMQ_KB * 32 + 16)     // smem row stride in bytes: 36 words, conflict-free B reads
+
+// Weight fragments and scales of one K chunk for rows r0 and r1 (zeros past the end).
+template <bool Q4>
+__device__ __forceinline__ void mmq_load_a(const u8* __restrict__ qw, const f16_t* __restrict__ dw, int K, int kblocks,
+                                           int kc, int r0, int r1, bool v0, bool v1, int t, int a[MMQ_KB][4],
+                                           float d0[MMQ_KB], float d1[MMQ_KB]) {
+#pragma unroll
+    for (int u = 0; u < MMQ_KB; ++u) {
+        const int kb = kc + u;
+        const bool in = kb < kblocks;
+        const bool ok0 = in && v0, ok1 = in && v1;
+        if (Q4) {
+            const unsigned w0 = ok0 ? __ldg(reinterpret_cast<const unsigned*>(qw + (i64)r0 * (K >> 1) + kb * 16 + t * 4)) : 0u;
+            const unsigned w1 = ok1 ? __ldg(reinterpret_cast<const unsigned*>(qw + (i64)r1 * (K >> 1) + kb * 16 + t * 4)) : 0u;
+            a[u][0] = (int)(w0 & 0x0f0f0f0fu);
+            a[u][2] = (int)((w0 >> 4) & 0x0f0f0f0fu);
+            a[u][1] = (int)(w1 & 0x0f0f0f0fu);
+            a[u][3] = (int)((w1 >> 4) & 0x0f0f0f0fu);
+        } else {
+            const u8* p0 = qw + (i64)r0 * K + kb * 32 + t * 4;
+            const u8* p1 = qw + (i64)r1 * K + kb * 32 + t * 4;
+            a[u][0] = ok0 ? __ldg(reinterpret_cast<const int*>(p0)) : 0;
+            a[u][2] = ok0 ? __ldg(reinterpret_cast<const int*>(p0 + 16)) : 0;
+            a[u][1] = ok1 ? __ldg(reinterpret_cast<const int*>(p1)) : 0;
+            a[u][3] = ok1 ? __ldg(reinterpret_cast<const int*>(p1 + 16)) : 0;
+        }
+        d0[u] = ok0 ? f16_to_f32(__ldg(dw + (i64)r0 * kblocks + kb)) : 0.0f;
+        d1[u] = ok1 ? f16_to_f32(__ldg(dw + (i64)r1 * kblocks + kb)) : 0.0f;
+    }
+}
 
 template <bool Q4>
 __device__ __forceinline__ void mmq_impl(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
@@ -62,34 +92,13 @@ __device__ __forceinline__ void mmq_impl(const u8* __restrict__ qw, const f16_t*
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0;
 
+    // Software pipeline: the next chunk's weight fragments load into registers while this
+    // chunk computes, so global latency overlaps the MMAs.
+    int a[MMQ_KB][4], an[MMQ_KB][4];
+    float d0[MMQ_KB], d1[MMQ_KB], d0n[MMQ_KB], d1n[MMQ_KB];
+    mmq_load_a<Q4>(qw, dw, K, kblocks, 0, r0, r1, v0, v1, t, a, d0, d1);
     for (int kc = 0; kc < kblocks; kc += MMQ_KB) {
         const int nkb = min(MMQ_KB, kblocks - kc);
-        // This chunk's weight fragments and scales, issued before the barrier so the loads
-        // overlap the activation tile fill.
-        int a[MMQ_KB][4];
-        float d0[MMQ_KB], d1[MMQ_KB];
-#pragma unroll
-        for (int u = 0; u < MMQ_KB; ++u) {
-            const int kb = kc + u;
-            const bool ok0 = u < nkb && v0, ok1 = u < nkb && v1;
-            if (Q4) {
-                const unsigned w0 = ok0 ? __ldg(reinterpret_cast<const unsigned*>(qw + (i64)r0 * (K >> 1) + kb * 16 + t * 4)) : 0u;
-                const unsigned w1 = ok1 ? __ldg(reinterpret_cast<const unsigned*>(qw + (i64)r1 * (K >> 1) + kb * 16 + t * 4)) : 0u;
-                a[u][0] = (int)(w0 & 0x0f0f0f0fu);
-                a[u][2] = (int)((w0 >> 4) & 0x0f0f0f0fu);
-                a[u][1] = (int)(w1 & 0x0f0f0f0fu);
-                a[u][3] = (int)((w1 >> 4) & 0x0f0f0f0fu);
-            } else {
-                const u8* p0 = qw + (i64)r0 * K + kb * 32 + t * 4;
-                const u8* p1 = qw + (i64)r1 * K + kb * 32 + t * 4;
-                a[u][0] = ok0 ? __ldg(reinterpret_cast<const int*>(p0)) : 0;
-                a[u][2] = ok0 ? __ldg(reinterpret_cast<const int*>(p0 + 16)) : 0;
-                a[u][1] = ok1 ? __ldg(reinterpret_cast<const int*>(p1)) : 0;
-                a[u][3] = ok1 ? __ldg(reinterpret_cast<const int*>(p1 + 16)) : 0;
-            }
-            d0[u] = ok0 ? f16_to_f32(__ldg(dw + (i64)r0 * kblocks + kb)) : 0.0f;
-            d1[u] = ok1 ? f16_to_f32(__ldg(dw + (i64)r1 * kblocks + kb)) : 0.0f;
-        }
         __syncthreads();  // the previous chunk's tile is no longer read
         for (int p = tid; p < MMQ_BN * MMQ_KB * 2; p += blockDim.x) {
             const int col = p / (MMQ_KB * 2), piece = p % (MMQ_KB * 2);
@@ -106,6 +115,9 @@ __device__ __forceinline__ void mmq_impl(const u8* __restrict__ qw, const f16_t*
             sx_s[col][u] = (ok && Q4) ? sx[(i64)gc * kblocks + kc + u] : 0.0f;
         }
         __syncthreads();
+        if (kc + MMQ_KB < kblocks) {
+            mmq_load_a<Q4>(qw, dw, K, kblocks, kc + MMQ_KB, r0, r1, v0, v1, t, an, d0n, d1n);
+        }
 #pragma unroll
         for (int u = 0; u < MMQ_KB; ++u) {
             if (u >= nkb) break;
@@ -136,6 +148,13 @@ __device__ __forceinline__ void mmq_impl(const u8* __restrict__ qw, const f16_t*
                 }
             }
         }
+#pragma unroll
+        for (int u = 0; u < MMQ_KB; ++u) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) a[u][i] = an[u][i];
+            d0[u] = d0n[u];
+            d1[u] = d1n[u];
+        }
     }
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
@@ -149,7 +168,7 @@ __device__ __forceinline__ void mmq_impl(const u8* __restrict__ qw, const f16_t*
 }
 
 // y [nb, N] f32. grid = (ceil(N / 64), ceil(nb / 64)), block = 128. K % 32 == 0.
-extern "C" __global__ void __launch_bounds__(128) mmq_q8_0(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
+extern "C" __global__ void __launch_bounds__(128, 3) mmq_q8_0(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
                                                           const i8* __restrict__ qx, const float* __restrict__ dx,
                                                           const float* __restrict__ sx, float* __restrict__ y,
                                                           const float* __restrict__ bias, int N, int K, int nb,
@@ -157,7 +176,7 @@ extern "C" __global__ void __launch_bounds__(128) mmq_q8_0(const u8* __restrict_
     mmq_impl<false>(qw, dw, qx, dx, sx, y, bias, N, K, nb, mode);
 }
 
-extern "C" __global__ void __launch_bounds__(128) mmq_q4_0(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
+extern "C" __global__ void __launch_bounds__(128, 3) mmq_q4_0(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
                                                           const i8* __restrict__ qx, const float* __restrict__ dx,
                                                           const float* __restrict__ sx, float* __restrict__ y,
                                                           const float* __restrict__ bias, int N, int K, int nb,

@@ -249,7 +249,7 @@ mod tests {
         ModelConfig::from_json(&serde_json::json!({
             "model_type": model_type, "hidden_size": 64, "intermediate_size": 96,
             "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-            "head_dim": 32, "vocab_size": 97, "rms_norm_eps": 1e-6, "tie_word_embeddings": true
+            "head_dim": 64, "vocab_size": 97, "rms_norm_eps": 1e-6, "tie_word_embeddings": true
         }))
         .unwrap()
     }

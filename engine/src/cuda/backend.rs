@@ -123,6 +123,12 @@ impl CudaBackend {
         let inv_freq = DevBuf::upload(&cfg.inv_freq(), &stream)?;
         let (r, s) = (cap.max_rows.max(cap.max_seqs), cap.max_seqs);
         let kmax = cfg.hidden.max(cfg.intermediate).max(cfg.q_dim());
+        if cap.max_ctx > 16 * 1024 {
+            return Err(EngineError::invalid(format!(
+                "context of {} tokens: the attention kernel keeps a block table of at most 1024 blocks (16384 tokens)",
+                cap.max_ctx
+            )));
+        }
         let kv = KvSlots::new(levers.paged_kv, cap.max_seqs, cap.max_ctx);
         let max_splits = kv.max_ctx.div_ceil(ATT_CHUNK).max(1);
         let f32b = 4usize;
@@ -428,8 +434,10 @@ impl CudaBackend {
         if self.prefill {
             return 1;
         }
+        // Enough blocks to fill the GPU several times over; short splits keep each warp's
+        // sequential key loop short.
         let base = self.cfg.heads.div_ceil(4) * rows;
-        let want = (2 * self.dev.info.sm_count as usize).div_ceil(base.max(1));
+        let want = (8 * self.dev.info.sm_count as usize).div_ceil(base.max(1));
         want.clamp(1, self.max_splits)
     }
 }

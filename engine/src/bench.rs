@@ -52,7 +52,10 @@ struct Span {
 
 impl Span {
     fn new(dev: &Device) -> Result<Self> {
-        let ev = || dev.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT));
+        let ev = || {
+            dev.ctx
+                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+        };
         Ok(Self { a: ev()?, b: ev()? })
     }
     fn start(&self, dev: &Device) -> Result<()> {
@@ -72,7 +75,9 @@ pub fn copy_bandwidth(dev: &Device, bytes: usize, reps: usize) -> Result<Spread>
     let src = DevBuf::alloc(bytes)?;
     let dst = DevBuf::alloc(bytes)?;
     // Non-zero, seeded contents (a pattern fill would do as well for a copy).
-    let pattern: Vec<u32> = (0..bytes / 4).map(|i| rng::uniform(1, 2, i as u64).to_bits()).collect();
+    let pattern: Vec<u32> = (0..bytes / 4)
+        .map(|i| rng::uniform(1, 2, i as u64).to_bits())
+        .collect();
     src.write(&pattern, &dev.stream)?;
     let span = Span::new(dev)?;
     dev.memcpy_dtod(dst.ptr, src.ptr, bytes)?; // warm-up
@@ -94,7 +99,12 @@ pub fn prompts(seed: u64, rep: usize, npl: usize, npp: usize, vocab: usize) -> V
 }
 
 /// One prefill plus `ntg` decode steps; returns (prefill ms, decode ms, tokens).
-pub fn run_once(be: &mut CudaBackend, prompts: &[Vec<i32>], ntg: usize, step0: i64) -> Result<(f64, f64, Vec<i32>)> {
+pub fn run_once(
+    be: &mut CudaBackend,
+    prompts: &[Vec<i32>],
+    ntg: usize,
+    step0: i64,
+) -> Result<(f64, f64, Vec<i32>)> {
     let npl = prompts.len();
     let npp = prompts[0].len();
     be.reset();
@@ -110,7 +120,8 @@ pub fn run_once(be: &mut CudaBackend, prompts: &[Vec<i32>], ntg: usize, step0: i
     for i in 0..ntg {
         let b = Batch::decode(vec![0; npl], vec![(npp + i) as i32; npl]);
         be.step(&b, Phase::Decode, step0 + 1 + i as i64)?;
-        be.dev.memcpy_dtod(history.at((i + 1) * npl * 4), be.sampled_ptr(), npl * 4)?;
+        be.dev
+            .memcpy_dtod(history.at((i + 1) * npl * 4), be.sampled_ptr(), npl * 4)?;
     }
     let t_tg = span.stop_ms(&be.dev)?;
     be.finish_steps()?;

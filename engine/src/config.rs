@@ -93,7 +93,7 @@ impl ModelConfig {
             .get("head_dim")
             .and_then(Value::as_u64)
             .map(|n| n as usize)
-            .unwrap_or(if heads > 0 { hidden / heads } else { 0 });
+            .unwrap_or(hidden.checked_div(heads).unwrap_or(0));
         let rope = v.get("rope_parameters");
         let scaling = v
             .get("rope_scaling")
@@ -102,7 +102,10 @@ impl ModelConfig {
         let rope_theta = v
             .get("rope_theta")
             .and_then(Value::as_f64)
-            .or_else(|| rope.and_then(|r| r.get("rope_theta")).and_then(Value::as_f64))
+            .or_else(|| {
+                rope.and_then(|r| r.get("rope_theta"))
+                    .and_then(Value::as_f64)
+            })
             .unwrap_or(10_000.0);
         let rope_llama3 = match scaling {
             None => None,
@@ -124,7 +127,9 @@ impl ModelConfig {
                             factor: f("factor")?,
                             low_freq_factor: f("low_freq_factor")?,
                             high_freq_factor: f("high_freq_factor")?,
-                            original_max_position_embeddings: f("original_max_position_embeddings")?,
+                            original_max_position_embeddings: f(
+                                "original_max_position_embeddings",
+                            )?,
                         })
                     }
                     other => return Err(format!("rope scaling type {other:?} is not supported")),
@@ -140,7 +145,10 @@ impl ModelConfig {
             kv_heads,
             head_dim,
             vocab: int("vocab_size")?,
-            rms_eps: v.get("rms_norm_eps").and_then(Value::as_f64).unwrap_or(1e-6) as f32,
+            rms_eps: v
+                .get("rms_norm_eps")
+                .and_then(Value::as_f64)
+                .unwrap_or(1e-6) as f32,
             rope_theta,
             rope_llama3,
             tie_embeddings: v
@@ -179,7 +187,7 @@ impl ModelConfig {
                 return Err(format!("{k} must be positive"));
             }
         }
-        if self.heads % self.kv_heads != 0 {
+        if !self.heads.is_multiple_of(self.kv_heads) {
             return Err(format!(
                 "num_attention_heads {} is not a multiple of num_key_value_heads {}",
                 self.heads, self.kv_heads
@@ -201,7 +209,7 @@ impl ModelConfig {
             ("hidden_size", self.hidden),
             ("intermediate_size", self.intermediate),
         ] {
-            if n % 32 != 0 {
+            if !n.is_multiple_of(32) {
                 return Err(format!(
                     "{k} {n} must be a multiple of 32 (quant block size)"
                 ));
@@ -273,7 +281,10 @@ mod tests {
     #[test]
     fn shipped_configs_parse() {
         let l8 = load("llama-3-8b.json");
-        assert_eq!((l8.hidden, l8.layers, l8.kv_heads, l8.head_dim), (4096, 32, 8, 128));
+        assert_eq!(
+            (l8.hidden, l8.layers, l8.kv_heads, l8.head_dim),
+            (4096, 32, 8, 128)
+        );
         assert_eq!(l8.qkv_dim(), 6144);
         assert_eq!(l8.family, Family::Llama);
         let q = load("qwen3-0.6b.json");
@@ -306,10 +317,18 @@ mod tests {
         let bad = serde_json::json!({"model_type":"mamba"});
         assert!(ModelConfig::from_json(&bad).unwrap_err().contains("mamba"));
         let bad = serde_json::json!({"model_type":"llama","hidden_size":64});
-        assert!(ModelConfig::from_json(&bad).unwrap_err().contains("num_attention_heads"));
+        assert!(
+            ModelConfig::from_json(&bad)
+                .unwrap_err()
+                .contains("num_attention_heads")
+        );
         let bad = serde_json::json!({"model_type":"llama","hidden_size":96,"intermediate_size":64,
             "num_hidden_layers":1,"num_attention_heads":3,"num_key_value_heads":2,"vocab_size":8});
-        assert!(ModelConfig::from_json(&bad).unwrap_err().contains("multiple"));
+        assert!(
+            ModelConfig::from_json(&bad)
+                .unwrap_err()
+                .contains("multiple")
+        );
         let err = ModelConfig::from_path(Path::new("/nonexistent/config.json")).unwrap_err();
         assert!(err.to_string().contains("/nonexistent/config.json"));
     }

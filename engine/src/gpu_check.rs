@@ -30,7 +30,10 @@ fn rel_err(gpu: &[f32], cpu: &[f32]) -> f64 {
     if gpu.len() != cpu.len() {
         return f64::INFINITY;
     }
-    let scale = cpu.iter().fold(0f64, |m, v| m.max(f64::from(v.abs()))).max(1e-30);
+    let scale = cpu
+        .iter()
+        .fold(0f64, |m, v| m.max(f64::from(v.abs())))
+        .max(1e-30);
     let mut worst = 0f64;
     for (g, c) in gpu.iter().zip(cpu) {
         let d = f64::from((g - c).abs());
@@ -115,20 +118,57 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
         let (v, h, rows) = (50usize, 256usize, 7usize);
         let table = c.bf16_vals(v * h, 1.0);
         let ids: Vec<i32> = rng::tokens(seed, 1, rows, v);
-        let (tb, ib, ob) = (c.up(&to_bf16_bits(&table))?, c.up(&ids)?, c.poisoned(rows * h * 4)?);
-        dev.launch(Kernel::GetRowsBf16, (rows as u32, 1, 1), 256, &[Arg::Ptr(tb.ptr), Arg::Ptr(ib.ptr), Arg::Ptr(ob.ptr), Arg::I32(h as i32)])?;
-        let want: Vec<f32> = ids.iter().flat_map(|&i| table[i as usize * h..(i as usize + 1) * h].to_vec()).collect();
+        let (tb, ib, ob) = (
+            c.up(&to_bf16_bits(&table))?,
+            c.up(&ids)?,
+            c.poisoned(rows * h * 4)?,
+        );
+        dev.launch(
+            Kernel::GetRowsBf16,
+            (rows as u32, 1, 1),
+            256,
+            &[
+                Arg::Ptr(tb.ptr),
+                Arg::Ptr(ib.ptr),
+                Arg::Ptr(ob.ptr),
+                Arg::I32(h as i32),
+            ],
+        )?;
+        let want: Vec<f32> = ids
+            .iter()
+            .flat_map(|&i| table[i as usize * h..(i as usize + 1) * h].to_vec())
+            .collect();
         let got = c.read_f32(&ob, rows * h)?;
         c.check("get_rows_bf16", &got, &want, 0.0);
     }
     // rms_norm_f32
     for (h, rows) in [(4096usize, 3usize), (896, 5)] {
         let x = c.randf(rows * h, 2.0);
-        let w = c.randf(h, 1.0).iter().map(|v| 1.0 + 0.1 * v).collect::<Vec<_>>();
+        let w = c
+            .randf(h, 1.0)
+            .iter()
+            .map(|v| 1.0 + 0.1 * v)
+            .collect::<Vec<_>>();
         let (xb, wb, ob) = (c.up(&x)?, c.up(&w)?, c.poisoned(rows * h * 2)?);
-        dev.launch(Kernel::RmsNormF32, (rows as u32, 1, 1), 256, &[Arg::Ptr(xb.ptr), Arg::Ptr(wb.ptr), Arg::Ptr(ob.ptr), Arg::I32(h as i32), Arg::F32(1e-5)])?;
+        dev.launch(
+            Kernel::RmsNormF32,
+            (rows as u32, 1, 1),
+            256,
+            &[
+                Arg::Ptr(xb.ptr),
+                Arg::Ptr(wb.ptr),
+                Arg::Ptr(ob.ptr),
+                Arg::I32(h as i32),
+                Arg::F32(1e-5),
+            ],
+        )?;
         let got = c.read_bf16(&ob, rows * h)?;
-        c.check(format!("rms_norm_f32 h={h}"), &got, &ops::rms_norm(&x, &w, h, 1e-5), TOL_BF16);
+        c.check(
+            format!("rms_norm_f32 h={h}"),
+            &got,
+            &ops::rms_norm(&x, &w, h, 1e-5),
+            TOL_BF16,
+        );
     }
     // head_rms_norm_f32 + rope_kv_append_f32 on a qkv block
     {
@@ -139,12 +179,30 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
         let kw: Vec<f32> = c.randf(hd, 0.1).iter().map(|v| 1.0 + v).collect();
         let qkvb = c.up(&qkv)?;
         let (qwb, kwb) = (c.up(&qw)?, c.up(&kw)?);
-        dev.launch(Kernel::HeadRmsNormF32, (rows as u32, (nq + nkv) as u32, 1), 32, &[Arg::Ptr(qkvb.ptr), Arg::Ptr(qwb.ptr), Arg::Ptr(kwb.ptr), Arg::I32(nq as i32), Arg::I32(nkv as i32), Arg::I32(hd as i32), Arg::I32(stride as i32), Arg::F32(1e-6)])?;
+        dev.launch(
+            Kernel::HeadRmsNormF32,
+            (rows as u32, (nq + nkv) as u32, 1),
+            32,
+            &[
+                Arg::Ptr(qkvb.ptr),
+                Arg::Ptr(qwb.ptr),
+                Arg::Ptr(kwb.ptr),
+                Arg::I32(nq as i32),
+                Arg::I32(nkv as i32),
+                Arg::I32(hd as i32),
+                Arg::I32(stride as i32),
+                Arg::F32(1e-6),
+            ],
+        )?;
         let mut want = qkv.clone();
         for r in 0..rows {
             for h in 0..nq + nkv {
                 let w = if h < nq { &qw } else { &kw };
-                ops::head_norm(&mut want[r * stride + h * hd..r * stride + (h + 1) * hd], w, 1e-6);
+                ops::head_norm(
+                    &mut want[r * stride + h * hd..r * stride + (h + 1) * hd],
+                    w,
+                    1e-6,
+                );
             }
         }
         let got = c.read_f32(&qkvb, rows * stride)?;
@@ -160,12 +218,32 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
         let slots: Vec<i32> = vec![5, 0, 2];
         let nslots = 8;
         let (pb, sb, fb) = (c.up(&pos)?, c.up(&slots)?, c.up(&inv)?);
-        let (kc, vc) = (c.poisoned(nslots * nkv * hd * 2)?, c.poisoned(nslots * nkv * hd * 2)?);
-        dev.launch(Kernel::RopeKvAppendF32, (rows as u32, 1, 1), 128, &[Arg::Ptr(qkvb.ptr), Arg::Ptr(pb.ptr), Arg::Ptr(sb.ptr), Arg::Ptr(fb.ptr), Arg::Ptr(kc.ptr), Arg::Ptr(vc.ptr), Arg::I32(nq as i32), Arg::I32(nkv as i32), Arg::I32(hd as i32), Arg::I32(stride as i32)])?;
+        let (kc, vc) = (
+            c.poisoned(nslots * nkv * hd * 2)?,
+            c.poisoned(nslots * nkv * hd * 2)?,
+        );
+        dev.launch(
+            Kernel::RopeKvAppendF32,
+            (rows as u32, 1, 1),
+            128,
+            &[
+                Arg::Ptr(qkvb.ptr),
+                Arg::Ptr(pb.ptr),
+                Arg::Ptr(sb.ptr),
+                Arg::Ptr(fb.ptr),
+                Arg::Ptr(kc.ptr),
+                Arg::Ptr(vc.ptr),
+                Arg::I32(nq as i32),
+                Arg::I32(nkv as i32),
+                Arg::I32(hd as i32),
+                Arg::I32(stride as i32),
+            ],
+        )?;
         let got_q = c.read_f32(&qkvb, rows * stride)?;
         let kall = c.read_bf16(&kc, nslots * nkv * hd)?;
         let vall = c.read_bf16(&vc, nslots * nkv * hd)?;
-        let (mut wq, mut gq, mut wk, mut gk, mut wv, mut gv) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+        let (mut wq, mut gq, mut wk, mut gk, mut wv, mut gv) =
+            (vec![], vec![], vec![], vec![], vec![], vec![]);
         for r in 0..rows {
             let mut row = want[r * stride..(r + 1) * stride].to_vec();
             for h in 0..nq + nkv {
@@ -188,7 +266,12 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
         let n = 3 * 1000;
         let gu = c.randf(2 * n, 3.0);
         let (gb, hb) = (c.up(&gu)?, c.poisoned(n * 2)?);
-        dev.launch(Kernel::SwigluF32, (n.div_ceil(256) as u32, 1, 1), 256, &[Arg::Ptr(gb.ptr), Arg::Ptr(hb.ptr), Arg::I64(n as i64)])?;
+        dev.launch(
+            Kernel::SwigluF32,
+            (n.div_ceil(256) as u32, 1, 1),
+            256,
+            &[Arg::Ptr(gb.ptr), Arg::Ptr(hb.ptr), Arg::I64(n as i64)],
+        )?;
         let got = c.read_bf16(&hb, n)?;
         c.check("swiglu_f32", &got, &ops::swiglu(&gu), TOL_BF16);
     }
@@ -202,7 +285,11 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                 Matrix::Q8_0 { qs, d, .. } => (c.up(qs)?, c.up(d)?),
                 Matrix::Q4_0 { qs, d, .. } => (c.up(qs)?, c.up(d)?),
             };
-            let rows_list: &[usize] = if fmt == WeightFormat::Bf16 { &[1, 3, 8] } else { &[1, 5, 8, 13, 64, 128] };
+            let rows_list: &[usize] = if fmt == WeightFormat::Bf16 {
+                &[1, 3, 8]
+            } else {
+                &[1, 5, 8, 13, 64, 128]
+            };
             for &rows in rows_list {
                 let x = c.bf16_vals(rows * k, 1.0);
                 let want = ops::linear(&m, &x, rows);
@@ -219,33 +306,103 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                     for mode in [0, 1, 2] {
                         let n_out = if mode == 2 { n / 2 } else { n };
                         let base = c.randf(rows * n_out, 1.0);
-                        let yb = if mode == 1 { c.up(&base)? } else { c.poisoned(rows * n_out * 4)? };
+                        let yb = if mode == 1 {
+                            c.up(&base)?
+                        } else {
+                            c.poisoned(rows * n_out * 4)?
+                        };
                         let yh = c.poisoned(rows * n_out * 2)?;
                         let (y, h) = if mode == 2 { (0, yh.ptr) } else { (yb.ptr, 0) };
                         if rows == 1 {
-                            dev.launch(Kernel::GemvBf16B1, (n_out.div_ceil(4).min(97) as u32, 1, 1), 256, &[Arg::Ptr(wv.ptr), Arg::Ptr(xb.ptr), Arg::Ptr(y), Arg::Ptr(h), Arg::Ptr(0), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(mode)])?;
+                            dev.launch(
+                                Kernel::GemvBf16B1,
+                                (n_out.div_ceil(4).min(97) as u32, 1, 1),
+                                256,
+                                &[
+                                    Arg::Ptr(wv.ptr),
+                                    Arg::Ptr(xb.ptr),
+                                    Arg::Ptr(y),
+                                    Arg::Ptr(h),
+                                    Arg::Ptr(0),
+                                    Arg::I32(n_out as i32),
+                                    Arg::I32(k as i32),
+                                    Arg::I32(mode),
+                                ],
+                            )?;
                         } else {
-                            dev.launch(Kernel::GemvBf16, (n_out.div_ceil(4) as u32, 1, 1), 128, &[Arg::Ptr(wv.ptr), Arg::Ptr(xb.ptr), Arg::Ptr(y), Arg::Ptr(h), Arg::Ptr(0), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(rows as i32), Arg::I32(mode)])?;
+                            dev.launch(
+                                Kernel::GemvBf16,
+                                (n_out.div_ceil(4) as u32, 1, 1),
+                                128,
+                                &[
+                                    Arg::Ptr(wv.ptr),
+                                    Arg::Ptr(xb.ptr),
+                                    Arg::Ptr(y),
+                                    Arg::Ptr(h),
+                                    Arg::Ptr(0),
+                                    Arg::I32(n_out as i32),
+                                    Arg::I32(k as i32),
+                                    Arg::I32(rows as i32),
+                                    Arg::I32(mode),
+                                ],
+                            )?;
                         }
                         let (got, exp) = match mode {
                             0 => (c.read_f32(&yb, rows * n)?, want.clone()),
-                            1 => (c.read_f32(&yb, rows * n)?, base.iter().zip(&want).map(|(a, b)| a + b).collect()),
+                            1 => (
+                                c.read_f32(&yb, rows * n)?,
+                                base.iter().zip(&want).map(|(a, b)| a + b).collect(),
+                            ),
                             _ => (c.read_bf16(&yh, rows * n_out)?, ops::swiglu(&want)),
                         };
                         let tol = if mode == 2 { TOL_BF16 } else { TOL_F32 };
-                        c.check(format!("{name} {n}x{k} rows={rows} mode={mode}"), &got, &exp, tol);
+                        c.check(
+                            format!("{name} {n}x{k} rows={rows} mode={mode}"),
+                            &got,
+                            &exp,
+                            tol,
+                        );
                     }
                 } else {
                     let blocks = rows * k / QK;
-                    let (qx, dx, sx) = (c.poisoned(rows * k)?, c.poisoned(blocks * 4)?, c.poisoned(blocks * 4)?);
-                    dev.launch(Kernel::QuantizeQ8_1Bf16, (blocks.div_ceil(8) as u32, 1, 1), 256, &[Arg::Ptr(xb.ptr), Arg::Ptr(qx.ptr), Arg::Ptr(dx.ptr), Arg::Ptr(sx.ptr), Arg::I64(blocks as i64)])?;
+                    let (qx, dx, sx) = (
+                        c.poisoned(rows * k)?,
+                        c.poisoned(blocks * 4)?,
+                        c.poisoned(blocks * 4)?,
+                    );
+                    dev.launch(
+                        Kernel::QuantizeQ8_1Bf16,
+                        (blocks.div_ceil(8) as u32, 1, 1),
+                        256,
+                        &[
+                            Arg::Ptr(xb.ptr),
+                            Arg::Ptr(qx.ptr),
+                            Arg::Ptr(dx.ptr),
+                            Arg::Ptr(sx.ptr),
+                            Arg::I64(blocks as i64),
+                        ],
+                    )?;
                     if rows == 1 && n == 512 {
                         let q = quantize_q8_1(&x);
-                        let gq: Vec<f32> = qx.read::<i8>(rows * k, st)?.iter().map(|&v| f32::from(v)).collect();
+                        let gq: Vec<f32> = qx
+                            .read::<i8>(rows * k, st)?
+                            .iter()
+                            .map(|&v| f32::from(v))
+                            .collect();
                         let wq: Vec<f32> = q.qs.iter().map(|&v| f32::from(v)).collect();
                         c.check(format!("quantize_q8_1_bf16 k={k} values"), &gq, &wq, 0.0);
-                        c.check(format!("quantize_q8_1_bf16 k={k} scales"), &c.read_f32(&dx, blocks)?, &q.d, 1e-6);
-                        c.check(format!("quantize_q8_1_bf16 k={k} sums"), &c.read_f32(&sx, blocks)?, &q.s, 1e-5);
+                        c.check(
+                            format!("quantize_q8_1_bf16 k={k} scales"),
+                            &c.read_f32(&dx, blocks)?,
+                            &q.d,
+                            1e-6,
+                        );
+                        c.check(
+                            format!("quantize_q8_1_bf16 k={k} sums"),
+                            &c.read_f32(&sx, blocks)?,
+                            &q.s,
+                            1e-5,
+                        );
                     }
                     let yb = c.poisoned(rows * n * 4)?;
                     if small {
@@ -255,10 +412,49 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                             (false, true) => Kernel::MmvqQ4_0B1,
                             (false, false) => Kernel::MmvqQ4_0,
                         };
-                        dev.launch(kern, (n.div_ceil(4) as u32, 1, 1), 128, &[Arg::Ptr(wv.ptr), Arg::Ptr(ws.ptr), Arg::Ptr(qx.ptr), Arg::Ptr(dx.ptr), Arg::Ptr(sx.ptr), Arg::Ptr(yb.ptr), Arg::Ptr(0), Arg::Ptr(0), Arg::I32(n as i32), Arg::I32(k as i32), Arg::I32(rows as i32), Arg::I32(0)])?;
+                        dev.launch(
+                            kern,
+                            (n.div_ceil(4) as u32, 1, 1),
+                            128,
+                            &[
+                                Arg::Ptr(wv.ptr),
+                                Arg::Ptr(ws.ptr),
+                                Arg::Ptr(qx.ptr),
+                                Arg::Ptr(dx.ptr),
+                                Arg::Ptr(sx.ptr),
+                                Arg::Ptr(yb.ptr),
+                                Arg::Ptr(0),
+                                Arg::Ptr(0),
+                                Arg::I32(n as i32),
+                                Arg::I32(k as i32),
+                                Arg::I32(rows as i32),
+                                Arg::I32(0),
+                            ],
+                        )?;
                     } else {
-                        let kern = if fmt == WeightFormat::Q8_0 { Kernel::MmqQ8_0 } else { Kernel::MmqQ4_0 };
-                        dev.launch(kern, (n.div_ceil(64) as u32, rows.div_ceil(64) as u32, 1), 128, &[Arg::Ptr(wv.ptr), Arg::Ptr(ws.ptr), Arg::Ptr(qx.ptr), Arg::Ptr(dx.ptr), Arg::Ptr(sx.ptr), Arg::Ptr(yb.ptr), Arg::Ptr(0), Arg::I32(n as i32), Arg::I32(k as i32), Arg::I32(rows as i32), Arg::I32(0)])?;
+                        let kern = if fmt == WeightFormat::Q8_0 {
+                            Kernel::MmqQ8_0
+                        } else {
+                            Kernel::MmqQ4_0
+                        };
+                        dev.launch(
+                            kern,
+                            (n.div_ceil(64) as u32, rows.div_ceil(64) as u32, 1),
+                            128,
+                            &[
+                                Arg::Ptr(wv.ptr),
+                                Arg::Ptr(ws.ptr),
+                                Arg::Ptr(qx.ptr),
+                                Arg::Ptr(dx.ptr),
+                                Arg::Ptr(sx.ptr),
+                                Arg::Ptr(yb.ptr),
+                                Arg::Ptr(0),
+                                Arg::I32(n as i32),
+                                Arg::I32(k as i32),
+                                Arg::I32(rows as i32),
+                                Arg::I32(0),
+                            ],
+                        )?;
                     }
                     let got = c.read_f32(&yb, rows * n)?;
                     c.check(format!("{name} {n}x{k} rows={rows}"), &got, &want, TOL_INT8);
@@ -267,14 +463,21 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
         }
     }
     // attention over a paged cache with a shuffled block table, split 1 and split 4 (+reduce)
-    for (nq, nkv, hd) in [(32usize, 8usize, 128usize), (8, 2, 64), (28, 4, 128), (14, 2, 64)] {
+    for (nq, nkv, hd) in [
+        (32usize, 8usize, 128usize),
+        (8, 2, 64),
+        (28, 4, 128),
+        (14, 2, 64),
+    ] {
         let (nseq, bs, max_blocks) = (3usize, 16usize, 8usize);
         let slots = nseq * max_blocks * bs;
         let kv_dim = nkv * hd;
         let k = c.bf16_vals(slots * kv_dim, 1.0);
         let v = c.bf16_vals(slots * kv_dim, 1.0);
         // Physical block of (seq s, block j) = a permutation.
-        let table: Vec<i32> = (0..nseq * max_blocks).map(|i| ((i * 7 + 3) % (nseq * max_blocks)) as i32).collect();
+        let table: Vec<i32> = (0..nseq * max_blocks)
+            .map(|i| ((i * 7 + 3) % (nseq * max_blocks)) as i32)
+            .collect();
         let lens = [1usize, 37, 128];
         let rows = nseq;
         let q = c.randf(rows * nq * hd, 1.0);
@@ -289,9 +492,21 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                 ks.extend_from_slice(&k[slot * kv_dim..(slot + 1) * kv_dim]);
                 vs.extend_from_slice(&v[slot * kv_dim..(slot + 1) * kv_dim]);
             }
-            want.extend(ops::attention_row(&q[s * nq * hd..(s + 1) * nq * hd], &ks, &vs, lens[s], nq, nkv, hd));
+            want.extend(ops::attention_row(
+                &q[s * nq * hd..(s + 1) * nq * hd],
+                &ks,
+                &vs,
+                lens[s],
+                nq,
+                nkv,
+                hd,
+            ));
         }
-        let (kb, vb, tb) = (c.up(&to_bf16_bits(&k))?, c.up(&to_bf16_bits(&v))?, c.up(&table)?);
+        let (kb, vb, tb) = (
+            c.up(&to_bf16_bits(&k))?,
+            c.up(&to_bf16_bits(&v))?,
+            c.up(&table)?,
+        );
         let (qb, rsb, rpb) = (c.up(&q)?, c.up(&row_seq)?, c.up(&row_pos)?);
         let counters = c.up(&vec![0i32; rows * nq.div_ceil(4)])?;
         for (splits, fused) in [(1usize, false), (4, false), (4, true), (13, true)] {
@@ -299,12 +514,55 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
             let ob = c.poisoned(rows * nq * hd * 2)?;
             let pa = c.poisoned(rows * nq * splits * hd * 4)?;
             let pm = c.poisoned(rows * nq * splits * 2 * 4)?;
-            dev.launch(Kernel::AttnDecodeBf16, (nq.div_ceil(4) as u32, rows as u32, splits as u32), 128, &[Arg::Ptr(qb.ptr), Arg::I32((nq * hd) as i32), Arg::Ptr(kb.ptr), Arg::Ptr(vb.ptr), Arg::Ptr(tb.ptr), Arg::I32(max_blocks as i32), Arg::I32(bs as i32), Arg::Ptr(rsb.ptr), Arg::Ptr(rpb.ptr), Arg::Ptr(ob.ptr), Arg::Ptr(pa.ptr), Arg::Ptr(pm.ptr), Arg::Ptr(if fused { counters.ptr } else { 0 }), Arg::I32(nq as i32), Arg::I32(nkv as i32), Arg::I32(hd as i32), Arg::I32(chunk as i32), Arg::F32(1.0 / (hd as f32).sqrt())])?;
+            dev.launch(
+                Kernel::AttnDecodeBf16,
+                (nq.div_ceil(4) as u32, rows as u32, splits as u32),
+                128,
+                &[
+                    Arg::Ptr(qb.ptr),
+                    Arg::I32((nq * hd) as i32),
+                    Arg::Ptr(kb.ptr),
+                    Arg::Ptr(vb.ptr),
+                    Arg::Ptr(tb.ptr),
+                    Arg::I32(max_blocks as i32),
+                    Arg::I32(bs as i32),
+                    Arg::Ptr(rsb.ptr),
+                    Arg::Ptr(rpb.ptr),
+                    Arg::Ptr(ob.ptr),
+                    Arg::Ptr(pa.ptr),
+                    Arg::Ptr(pm.ptr),
+                    Arg::Ptr(if fused { counters.ptr } else { 0 }),
+                    Arg::I32(nq as i32),
+                    Arg::I32(nkv as i32),
+                    Arg::I32(hd as i32),
+                    Arg::I32(chunk as i32),
+                    Arg::F32(1.0 / (hd as f32).sqrt()),
+                ],
+            )?;
             if splits > 1 && !fused {
-                dev.launch(Kernel::AttnReduceF32, ((rows * nq) as u32, 1, 1), hd as u32, &[Arg::Ptr(pa.ptr), Arg::Ptr(pm.ptr), Arg::Ptr(ob.ptr), Arg::I32(splits as i32), Arg::I32(hd as i32)])?;
+                dev.launch(
+                    Kernel::AttnReduceF32,
+                    ((rows * nq) as u32, 1, 1),
+                    hd as u32,
+                    &[
+                        Arg::Ptr(pa.ptr),
+                        Arg::Ptr(pm.ptr),
+                        Arg::Ptr(ob.ptr),
+                        Arg::I32(splits as i32),
+                        Arg::I32(hd as i32),
+                    ],
+                )?;
             }
             let got = c.read_bf16(&ob, rows * nq * hd)?;
-            c.check(format!("attn_decode_bf16 nq={nq} nkv={nkv} hd={hd} splits={splits}{}", if fused { " fused reduce" } else { "" }), &got, &want, TOL_BF16);
+            c.check(
+                format!(
+                    "attn_decode_bf16 nq={nq} nkv={nkv} hd={hd} splits={splits}{}",
+                    if fused { " fused reduce" } else { "" }
+                ),
+                &got,
+                &want,
+                TOL_BF16,
+            );
         }
     }
     // argmax_f32, with a planted tie resolved to the lower index
@@ -314,9 +572,20 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
         l[v + 1000] = 100.0;
         l[v + 2000] = 100.0;
         let (lb, ob) = (c.up(&l)?, c.poisoned(rows * 4)?);
-        dev.launch(Kernel::ArgmaxF32, (rows as u32, 1, 1), 1024, &[Arg::Ptr(lb.ptr), Arg::I32(v as i32), Arg::Ptr(ob.ptr)])?;
-        let got: Vec<f32> = ob.read::<i32>(rows, st)?.iter().map(|&x| x as f32).collect();
-        let want: Vec<f32> = (0..rows).map(|r| ops::argmax(&l[r * v..(r + 1) * v]) as f32).collect();
+        dev.launch(
+            Kernel::ArgmaxF32,
+            (rows as u32, 1, 1),
+            1024,
+            &[Arg::Ptr(lb.ptr), Arg::I32(v as i32), Arg::Ptr(ob.ptr)],
+        )?;
+        let got: Vec<f32> = ob
+            .read::<i32>(rows, st)?
+            .iter()
+            .map(|&x| x as f32)
+            .collect();
+        let want: Vec<f32> = (0..rows)
+            .map(|r| ops::argmax(&l[r * v..(r + 1) * v]) as f32)
+            .collect();
         c.check("argmax_f32", &got, &want, 0.0);
     }
     Ok(c.out)
@@ -339,14 +608,23 @@ pub fn model_checks(seed: u64) -> Result<Vec<Check>> {
                 let levers = Levers {
                     graphs,
                     paged_kv: paged,
-                    dispatch: DispatchPolicy { mmvq_max_batch: thr },
+                    dispatch: DispatchPolicy {
+                        mmvq_max_batch: thr,
+                    },
                 };
                 let dev = Device::open(0)?;
-                let cap = Capacity { max_seqs: 4, max_ctx: 64, max_rows: 16 };
+                let cap = Capacity {
+                    max_seqs: 4,
+                    max_ctx: 64,
+                    max_rows: 16,
+                };
                 let mut gpu = CudaBackend::new(dev, &cfg, &w, levers, cap, Timing::Launch)?;
                 gpu.rec.start_run()?;
                 let mut cpu = CpuBackend::new(&cfg, &w);
-                let prompts = vec![rng::tokens(seed, 11, 5, cfg.vocab), rng::tokens(seed, 12, 5, cfg.vocab)];
+                let prompts = vec![
+                    rng::tokens(seed, 11, 5, cfg.vocab),
+                    rng::tokens(seed, 12, 5, cfg.vocab),
+                ];
                 let pre = Batch::prefill(&prompts);
                 gpu.set_tokens(&pre.tokens)?;
                 gpu.step(&pre, Phase::Prefill, 0)?;
@@ -369,9 +647,17 @@ pub fn model_checks(seed: u64) -> Result<Vec<Check>> {
                     "model {mt} {} kv={} graphs={graphs} mmvq_max_batch={thr} logits{}",
                     fmt.name(),
                     if paged { "paged" } else { "contiguous" },
-                    if same_tokens { "" } else { " (greedy tokens differ)" }
+                    if same_tokens {
+                        ""
+                    } else {
+                        " (greedy tokens differ)"
+                    }
                 );
-                let tol = if fmt == WeightFormat::Q4_0 { TOL_Q4_MODEL } else { TOL_BF16 };
+                let tol = if fmt == WeightFormat::Q4_0 {
+                    TOL_Q4_MODEL
+                } else {
+                    TOL_BF16
+                };
                 out.push(Check {
                     name,
                     rel_err: worst,

@@ -38,8 +38,15 @@ const COPIES: usize = 4;
 /// interval divided by this, as in a decode loop where the next kernel is already queued.
 const BURST: usize = 10;
 
-fn time_us(dev: &Device, reps: usize, mut launch: impl FnMut(usize) -> Result<()>) -> Result<Spread> {
-    let ev = || dev.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT));
+fn time_us(
+    dev: &Device,
+    reps: usize,
+    mut launch: impl FnMut(usize) -> Result<()>,
+) -> Result<Spread> {
+    let ev = || {
+        dev.ctx
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+    };
     let (a, b) = (ev()?, ev()?);
     launch(0)?; // warm-up
     let mut t = Vec::with_capacity(reps);
@@ -68,7 +75,11 @@ fn upload(m: &Matrix, dev: &Device) -> Result<DevMat> {
         Matrix::Q8_0 { qs, d, .. } => (DevBuf::upload(qs, s)?, DevBuf::upload(d, s)?),
         Matrix::Q4_0 { qs, d, .. } => (DevBuf::upload(qs, s)?, DevBuf::upload(d, s)?),
     };
-    Ok(DevMat { values, scales, bytes: m.bytes() })
+    Ok(DevMat {
+        values,
+        scales,
+        bytes: m.bytes(),
+    })
 }
 
 pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
@@ -85,23 +96,70 @@ pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
         let xb = DevBuf::upload(&xs, s)?;
         let y = DevBuf::alloc(128 * n * 4)?;
         // Quantized activations for the int8 kernels (as quantize_q8_1 would produce).
-        let xf: Vec<f32> = xs.iter().map(|&b| half::bf16::from_bits(b).to_f32()).collect();
+        let xf: Vec<f32> = xs
+            .iter()
+            .map(|&b| half::bf16::from_bits(b).to_f32())
+            .collect();
         let q = crate::quant::quantize_q8_1(&xf);
-        let (qx, dx, sx) = (DevBuf::upload(&q.qs, s)?, DevBuf::upload(&q.d, s)?, DevBuf::upload(&q.s, s)?);
+        let (qx, dx, sx) = (
+            DevBuf::upload(&q.qs, s)?,
+            DevBuf::upload(&q.d, s)?,
+            DevBuf::upload(&q.s, s)?,
+        );
         for fmt in [WeightFormat::Bf16, WeightFormat::Q8_0] {
             let m = Matrix::from_f32(fmt, n, k, &wf);
-            let copies: Vec<DevMat> = (0..COPIES).map(|_| upload(&m, dev)).collect::<Result<_>>()?;
-            let bytes = copies[0].bytes + (k * if fmt == WeightFormat::Bf16 { 2 } else { 1 }) as u64 + (n * 4) as u64;
-            let (name, kern) = if fmt == WeightFormat::Bf16 { ("gemv_bf16_b1", Kernel::GemvBf16B1) } else { ("mmvq_q8_0_b1", Kernel::MmvqQ8_0B1) };
+            let copies: Vec<DevMat> = (0..COPIES)
+                .map(|_| upload(&m, dev))
+                .collect::<Result<_>>()?;
+            let bytes = copies[0].bytes
+                + (k * if fmt == WeightFormat::Bf16 { 2 } else { 1 }) as u64
+                + (n * 4) as u64;
+            let (name, kern) = if fmt == WeightFormat::Bf16 {
+                ("gemv_bf16_b1", Kernel::GemvBf16B1)
+            } else {
+                ("mmvq_q8_0_b1", Kernel::MmvqQ8_0B1)
+            };
             let grid = (dev.stride_grid(kern, n, 4), 1, 1);
             let block = crate::cuda::device::launch_block(kern);
             let grid8 = (dev.stride_grid(Kernel::MmvqQ8_0, n, 4), 1, 1);
             let t = time_us(dev, reps, |i| {
                 let w = &copies[i % COPIES];
                 if fmt == WeightFormat::Bf16 {
-                    dev.launch(kern, grid, block, &[Arg::Ptr(w.values.ptr), Arg::Ptr(xb.ptr), Arg::Ptr(y.ptr), Arg::Ptr(0), Arg::Ptr(0), Arg::I32(n as i32), Arg::I32(k as i32), Arg::I32(0)])
+                    dev.launch(
+                        kern,
+                        grid,
+                        block,
+                        &[
+                            Arg::Ptr(w.values.ptr),
+                            Arg::Ptr(xb.ptr),
+                            Arg::Ptr(y.ptr),
+                            Arg::Ptr(0),
+                            Arg::Ptr(0),
+                            Arg::I32(n as i32),
+                            Arg::I32(k as i32),
+                            Arg::I32(0),
+                        ],
+                    )
                 } else {
-                    dev.launch(kern, grid, 128, &[Arg::Ptr(w.values.ptr), Arg::Ptr(w.scales.ptr), Arg::Ptr(qx.ptr), Arg::Ptr(dx.ptr), Arg::Ptr(sx.ptr), Arg::Ptr(y.ptr), Arg::Ptr(0), Arg::Ptr(0), Arg::I32(n as i32), Arg::I32(k as i32), Arg::I32(1), Arg::I32(0)])
+                    dev.launch(
+                        kern,
+                        grid,
+                        128,
+                        &[
+                            Arg::Ptr(w.values.ptr),
+                            Arg::Ptr(w.scales.ptr),
+                            Arg::Ptr(qx.ptr),
+                            Arg::Ptr(dx.ptr),
+                            Arg::Ptr(sx.ptr),
+                            Arg::Ptr(y.ptr),
+                            Arg::Ptr(0),
+                            Arg::Ptr(0),
+                            Arg::I32(n as i32),
+                            Arg::I32(k as i32),
+                            Arg::I32(1),
+                            Arg::I32(0),
+                        ],
+                    )
                 }
             })?;
             kernels.push(KernelBench {
@@ -115,12 +173,47 @@ pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
                 for batch in [64usize, 128] {
                     let mmq = time_us(dev, reps, |i| {
                         let w = &copies[i % COPIES];
-                        dev.launch(Kernel::MmqQ8_0, (n.div_ceil(64) as u32, batch.div_ceil(64) as u32, 1), 128, &[Arg::Ptr(w.values.ptr), Arg::Ptr(w.scales.ptr), Arg::Ptr(qx.ptr), Arg::Ptr(dx.ptr), Arg::Ptr(sx.ptr), Arg::Ptr(y.ptr), Arg::Ptr(0), Arg::I32(n as i32), Arg::I32(k as i32), Arg::I32(batch as i32), Arg::I32(0)])
+                        dev.launch(
+                            Kernel::MmqQ8_0,
+                            (n.div_ceil(64) as u32, batch.div_ceil(64) as u32, 1),
+                            128,
+                            &[
+                                Arg::Ptr(w.values.ptr),
+                                Arg::Ptr(w.scales.ptr),
+                                Arg::Ptr(qx.ptr),
+                                Arg::Ptr(dx.ptr),
+                                Arg::Ptr(sx.ptr),
+                                Arg::Ptr(y.ptr),
+                                Arg::Ptr(0),
+                                Arg::I32(n as i32),
+                                Arg::I32(k as i32),
+                                Arg::I32(batch as i32),
+                                Arg::I32(0),
+                            ],
+                        )
                     })?;
                     let mmvq = time_us(dev, reps, |i| {
                         let w = &copies[i % COPIES];
                         for c in (0..batch).step_by(8) {
-                            dev.launch(Kernel::MmvqQ8_0, grid8, 128, &[Arg::Ptr(w.values.ptr), Arg::Ptr(w.scales.ptr), Arg::Ptr(qx.at(c * k)), Arg::Ptr(dx.at(c * k / 32 * 4)), Arg::Ptr(sx.at(c * k / 32 * 4)), Arg::Ptr(y.at(c * n * 4)), Arg::Ptr(0), Arg::Ptr(0), Arg::I32(n as i32), Arg::I32(k as i32), Arg::I32(8), Arg::I32(0)])?;
+                            dev.launch(
+                                Kernel::MmvqQ8_0,
+                                grid8,
+                                128,
+                                &[
+                                    Arg::Ptr(w.values.ptr),
+                                    Arg::Ptr(w.scales.ptr),
+                                    Arg::Ptr(qx.at(c * k)),
+                                    Arg::Ptr(dx.at(c * k / 32 * 4)),
+                                    Arg::Ptr(sx.at(c * k / 32 * 4)),
+                                    Arg::Ptr(y.at(c * n * 4)),
+                                    Arg::Ptr(0),
+                                    Arg::Ptr(0),
+                                    Arg::I32(n as i32),
+                                    Arg::I32(k as i32),
+                                    Arg::I32(8),
+                                    Arg::I32(0),
+                                ],
+                            )?;
                         }
                         Ok(())
                     })?;

@@ -77,7 +77,9 @@ impl KvSlots {
     /// The block table attention reads from the gathered per-sequence buffer (contiguous
     /// mode): sequence s's positions are rows [s * max_blocks * BLOCK, ...).
     pub fn identity_table(&self) -> Vec<i32> {
-        (0..self.max_seqs * self.max_blocks).map(|i| i as i32).collect()
+        (0..self.max_seqs * self.max_blocks)
+            .map(|i| i as i32)
+            .collect()
     }
 }
 

@@ -85,7 +85,11 @@ impl Matrix {
                 let mut qs = vec![0i8; v.len()];
                 let mut d = vec![0u16; v.len() / QK];
                 par_zip2(v, &mut qs, &mut d, cols, |src, q, dd| {
-                    for ((blk, out), s) in src.chunks_exact(QK).zip(q.chunks_exact_mut(QK)).zip(dd.iter_mut()) {
+                    for ((blk, out), s) in src
+                        .chunks_exact(QK)
+                        .zip(q.chunks_exact_mut(QK))
+                        .zip(dd.iter_mut())
+                    {
                         *s = quantize_q8_0_block(blk, out);
                     }
                 });
@@ -95,7 +99,11 @@ impl Matrix {
                 let mut qs = vec![0u8; v.len() / 2];
                 let mut d = vec![0u16; v.len() / QK];
                 par_zip2(v, &mut qs, &mut d, cols, |src, q, dd| {
-                    for ((blk, out), s) in src.chunks_exact(QK).zip(q.chunks_exact_mut(QK / 2)).zip(dd.iter_mut()) {
+                    for ((blk, out), s) in src
+                        .chunks_exact(QK)
+                        .zip(q.chunks_exact_mut(QK / 2))
+                        .zip(dd.iter_mut())
+                    {
                         *s = quantize_q4_0_block(blk, out);
                     }
                 });
@@ -159,14 +167,23 @@ fn threads() -> usize {
 }
 
 /// Rows of `src` (width `cols`) mapped into `dst` (width `cols / ratio`) on all cores.
-fn par_zip<D: Send>(src: &[f32], dst: &mut [D], cols: usize, ratio: usize, f: impl Fn(&[f32], &mut [D]) + Sync) {
+fn par_zip<D: Send>(
+    src: &[f32],
+    dst: &mut [D],
+    cols: usize,
+    ratio: usize,
+    f: impl Fn(&[f32], &mut [D]) + Sync,
+) {
     let rows = src.len() / cols.max(1);
     let per = rows.div_ceil(threads()).max(1);
     if src.len() < (1 << 20) {
         return f(src, dst);
     }
     std::thread::scope(|s| {
-        for (a, b) in src.chunks(per * cols).zip(dst.chunks_mut(per * cols / ratio)) {
+        for (a, b) in src
+            .chunks(per * cols)
+            .zip(dst.chunks_mut(per * cols / ratio))
+        {
             let f = &f;
             s.spawn(move || f(a, b));
         }
@@ -174,7 +191,13 @@ fn par_zip<D: Send>(src: &[f32], dst: &mut [D], cols: usize, ratio: usize, f: im
 }
 
 /// Like `par_zip` with two outputs: quantized values and per-block scales.
-fn par_zip2<Q: Send>(src: &[f32], q: &mut [Q], d: &mut [u16], cols: usize, f: impl Fn(&[f32], &mut [Q], &mut [u16]) + Sync) {
+fn par_zip2<Q: Send>(
+    src: &[f32],
+    q: &mut [Q],
+    d: &mut [u16],
+    cols: usize,
+    f: impl Fn(&[f32], &mut [Q], &mut [u16]) + Sync,
+) {
     let rows = src.len() / cols.max(1);
     if src.len() < (1 << 20) {
         return f(src, q, d);
@@ -242,7 +265,11 @@ pub fn quantize_q8_1(x: &[f32]) -> Q8_1 {
         let db = amax / 127.0;
         let mut sum = 0i32;
         for (o, &v) in out.iter_mut().zip(blk) {
-            let q = if amax == 0.0 { 0 } else { (v / db).round() as i32 };
+            let q = if amax == 0.0 {
+                0
+            } else {
+                (v / db).round() as i32
+            };
             *o = q as i8;
             sum += q;
         }
@@ -262,7 +289,9 @@ mod tests {
     use super::*;
 
     fn ramp(n: usize) -> Vec<f32> {
-        (0..n).map(|i| ((i * 37 % 101) as f32 - 50.0) / 40.0).collect()
+        (0..n)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 40.0)
+            .collect()
     }
 
     #[test]
@@ -273,7 +302,10 @@ mod tests {
         for (blk, bb) in v.chunks(32).zip(back.chunks(32)) {
             let amax = blk.iter().fold(0f32, |a, x| a.max(x.abs()));
             for (a, b) in blk.iter().zip(bb) {
-                assert!((a - b).abs() <= amax / 127.0 * 0.5 + amax * 1e-3, "{a} vs {b}");
+                assert!(
+                    (a - b).abs() <= amax / 127.0 * 0.5 + amax * 1e-3,
+                    "{a} vs {b}"
+                );
             }
         }
         assert_eq!(m.bytes(), 64 + 4);
@@ -306,9 +338,14 @@ mod tests {
         let v = ramp(64);
         let q = quantize_q8_1(&v);
         for b in 0..2 {
-            let sum: i32 = q.qs[b * 32..b * 32 + 32].iter().map(|&x| i32::from(x)).sum();
+            let sum: i32 = q.qs[b * 32..b * 32 + 32]
+                .iter()
+                .map(|&x| i32::from(x))
+                .sum();
             assert!((q.s[b] - q.d[b] * sum as f32).abs() < 1e-6);
-            let amax = v[b * 32..b * 32 + 32].iter().fold(0f32, |a, x| a.max(x.abs()));
+            let amax = v[b * 32..b * 32 + 32]
+                .iter()
+                .fold(0f32, |a, x| a.max(x.abs()));
             assert!((q.d[b] - amax / 127.0).abs() < 1e-9);
         }
         let zero = quantize_q8_1(&[0.0; 32]);
@@ -318,7 +355,9 @@ mod tests {
     #[test]
     fn parallel_conversion_equals_serial() {
         let (rows, cols) = (1024, 2048); // above the parallel threshold
-        let v: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 300.0).collect();
+        let v: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 300.0)
+            .collect();
         for fmt in [WeightFormat::Bf16, WeightFormat::Q8_0, WeightFormat::Q4_0] {
             let par = Matrix::from_f32(fmt, rows, cols, &v);
             let serial = Matrix::from_f32(fmt, 1, 2048, &v[..2048]);

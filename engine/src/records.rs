@@ -169,7 +169,12 @@ mod tests {
     use super::*;
     use gapscope_traces::{ReadOptions, read_trace};
 
-    fn launch(name: &'static str, bucket: &'static str, t: i64, memop: Option<MemopKind>) -> TimedLaunch {
+    fn launch(
+        name: &'static str,
+        bucket: &'static str,
+        t: i64,
+        memop: Option<MemopKind>,
+    ) -> TimedLaunch {
         TimedLaunch {
             meta: LaunchMeta {
                 name,
@@ -202,7 +207,12 @@ mod tests {
                 gpu_end_ns: step * 100 + 50,
                 launches: vec![
                     launch("gemv_bf16", "gemv", step * 100, None),
-                    launch("cuMemcpyDtoDAsync", "copy", step * 100 + 20, Some(MemopKind::DtoD)),
+                    launch(
+                        "cuMemcpyDtoDAsync",
+                        "copy",
+                        step * 100 + 20,
+                        Some(MemopKind::DtoD),
+                    ),
                 ],
                 graph_id: 0,
                 launch_timed: step != 1,

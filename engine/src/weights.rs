@@ -75,7 +75,10 @@ impl ModelWeights {
         };
         let mut embed_f = vec![0f32; cfg.vocab * h];
         rng::fill(&mut embed_f, seed, 999_999, 0.0, WEIGHT_SCALE);
-        let embed: Vec<u16> = embed_f.iter().map(|&x| bf16::from_f32(x).to_bits()).collect();
+        let embed: Vec<u16> = embed_f
+            .iter()
+            .map(|&x| bf16::from_f32(x).to_bits())
+            .collect();
         drop(embed_f);
         let layers = (0..cfg.layers)
             .map(|l| {
@@ -120,7 +123,10 @@ impl ModelWeights {
         let h = cfg.hidden;
         let get = |name: &str, shape: &[usize]| store.f32(name, shape);
         let embed_f = get("model.embed_tokens.weight", &[cfg.vocab, h])?;
-        let embed: Vec<u16> = embed_f.iter().map(|&x| bf16::from_f32(x).to_bits()).collect();
+        let embed: Vec<u16> = embed_f
+            .iter()
+            .map(|&x| bf16::from_f32(x).to_bits())
+            .collect();
         let mut layers = Vec::with_capacity(cfg.layers);
         for l in 0..cfg.layers {
             let p = format!("model.layers.{l}");
@@ -148,12 +154,18 @@ impl ModelWeights {
                 wqkv: Matrix::from_f32(format, cfg.qkv_dim(), h, &qkv),
                 bqkv,
                 q_norm: if cfg.qk_norm {
-                    Some(get(&format!("{p}.self_attn.q_norm.weight"), &[cfg.head_dim])?)
+                    Some(get(
+                        &format!("{p}.self_attn.q_norm.weight"),
+                        &[cfg.head_dim],
+                    )?)
                 } else {
                     None
                 },
                 k_norm: if cfg.qk_norm {
-                    Some(get(&format!("{p}.self_attn.k_norm.weight"), &[cfg.head_dim])?)
+                    Some(get(
+                        &format!("{p}.self_attn.k_norm.weight"),
+                        &[cfg.head_dim],
+                    )?)
                 } else {
                     None
                 },
@@ -199,8 +211,8 @@ impl TensorStore {
         let single = dir.join("model.safetensors");
         let index_path = dir.join("model.safetensors.index.json");
         let names: Vec<PathBuf> = if index_path.exists() {
-            let text =
-                std::fs::read_to_string(&index_path).map_err(|e| EngineError::io(&index_path, e))?;
+            let text = std::fs::read_to_string(&index_path)
+                .map_err(|e| EngineError::io(&index_path, e))?;
             let v: serde_json::Value =
                 serde_json::from_str(&text).map_err(|e| EngineError::Weights {
                     path: index_path.clone(),
@@ -233,7 +245,8 @@ impl TensorStore {
         for path in names {
             let file = std::fs::File::open(&path).map_err(|e| EngineError::io(&path, e))?;
             // SAFETY: the file is opened read-only and not modified while mapped by us.
-            let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| EngineError::io(&path, e))?;
+            let map =
+                unsafe { memmap2::Mmap::map(&file) }.map_err(|e| EngineError::io(&path, e))?;
             let (_, meta) = SafeTensors::read_metadata(&map).map_err(|e| EngineError::Weights {
                 path: path.clone(),
                 message: format!("not a safetensors file: {e}"),
@@ -282,7 +295,11 @@ impl TensorStore {
                 .chunks_exact(4)
                 .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                 .collect(),
-            other => return Err(err(format!("{name} has dtype {other:?}; expected bf16, f16 or f32"))),
+            other => {
+                return Err(err(format!(
+                    "{name} has dtype {other:?}; expected bf16, f16 or f32"
+                )));
+            }
         })
     }
 }
@@ -327,25 +344,60 @@ mod tests {
             let bytes: Vec<u8> = (0..n).flat_map(|i| f(i).to_le_bytes()).collect();
             tensors.push((name, shape, bytes));
         };
-        add("model.embed_tokens.weight".into(), vec![cfg.vocab, h], &|i| i as f32 * 1e-3);
+        add(
+            "model.embed_tokens.weight".into(),
+            vec![cfg.vocab, h],
+            &|i| i as f32 * 1e-3,
+        );
         add("model.norm.weight".into(), vec![h], &|_| 1.0);
-        add("lm_head.weight".into(), vec![cfg.vocab, h], &|i| -(i as f32) * 1e-3);
+        add("lm_head.weight".into(), vec![cfg.vocab, h], &|i| {
+            -(i as f32) * 1e-3
+        });
         for l in 0..cfg.layers {
             let p = format!("model.layers.{l}");
             add(format!("{p}.input_layernorm.weight"), vec![h], &|_| 1.0);
-            add(format!("{p}.post_attention_layernorm.weight"), vec![h], &|_| 1.0);
+            add(
+                format!("{p}.post_attention_layernorm.weight"),
+                vec![h],
+                &|_| 1.0,
+            );
             for (n, r) in [("q", cfg.q_dim()), ("k", cfg.kv_dim()), ("v", cfg.kv_dim())] {
-                add(format!("{p}.self_attn.{n}_proj.weight"), vec![r, h], &|_| 0.5);
+                add(
+                    format!("{p}.self_attn.{n}_proj.weight"),
+                    vec![r, h],
+                    &|_| 0.5,
+                );
                 add(format!("{p}.self_attn.{n}_proj.bias"), vec![r], &|_| 0.25);
             }
-            add(format!("{p}.self_attn.o_proj.weight"), vec![h, cfg.q_dim()], &|_| 0.0);
-            add(format!("{p}.mlp.gate_proj.weight"), vec![cfg.intermediate, h], &|_| 1.0);
-            add(format!("{p}.mlp.up_proj.weight"), vec![cfg.intermediate, h], &|_| 2.0);
-            add(format!("{p}.mlp.down_proj.weight"), vec![h, cfg.intermediate], &|_| 0.0);
+            add(
+                format!("{p}.self_attn.o_proj.weight"),
+                vec![h, cfg.q_dim()],
+                &|_| 0.0,
+            );
+            add(
+                format!("{p}.mlp.gate_proj.weight"),
+                vec![cfg.intermediate, h],
+                &|_| 1.0,
+            );
+            add(
+                format!("{p}.mlp.up_proj.weight"),
+                vec![cfg.intermediate, h],
+                &|_| 2.0,
+            );
+            add(
+                format!("{p}.mlp.down_proj.weight"),
+                vec![h, cfg.intermediate],
+                &|_| 0.0,
+            );
         }
         let views: Vec<(String, TensorView)> = tensors
             .iter()
-            .map(|(n, s, b)| (n.clone(), TensorView::new(Dtype::F32, s.clone(), b).unwrap()))
+            .map(|(n, s, b)| {
+                (
+                    n.clone(),
+                    TensorView::new(Dtype::F32, s.clone(), b).unwrap(),
+                )
+            })
             .collect();
         let dir = tempfile::tempdir().unwrap();
         safetensors::serialize_to_file(views, None, &dir.path().join("model.safetensors")).unwrap();
@@ -362,8 +414,11 @@ mod tests {
             ..cfg
         };
         let err = ModelWeights::from_safetensors(dir.path(), &bad, WeightFormat::Bf16).unwrap_err();
-        assert!(err.to_string().contains("gate_proj") && err.to_string().contains("model.safetensors"));
-        let missing = ModelWeights::from_safetensors(Path::new("/nonexistent"), &bad, WeightFormat::Bf16);
+        assert!(
+            err.to_string().contains("gate_proj") && err.to_string().contains("model.safetensors")
+        );
+        let missing =
+            ModelWeights::from_safetensors(Path::new("/nonexistent"), &bad, WeightFormat::Bf16);
         assert!(missing.unwrap_err().to_string().contains("/nonexistent"));
     }
 }

@@ -170,13 +170,20 @@ mod tests {
         let names: BTreeSet<&str> = Kernel::ALL.iter().map(|k| k.name()).collect();
         for m in MODULES {
             for line in m.source.lines() {
-                if let Some(rest) = line.trim_start().strip_prefix("extern \"C\" __global__ void ") {
+                if let Some(rest) = line
+                    .trim_start()
+                    .strip_prefix("extern \"C\" __global__ void ")
+                {
                     let rest = match rest.strip_prefix("__launch_bounds__(") {
                         Some(b) => b.split_once(") ").map(|(_, r)| r).unwrap_or(b),
                         None => rest,
                     };
                     let name = rest.split('(').next().unwrap_or("").trim();
-                    assert!(names.contains(name), "{}.cu defines unregistered kernel {name}", m.name);
+                    assert!(
+                        names.contains(name),
+                        "{}.cu defines unregistered kernel {name}",
+                        m.name
+                    );
                 }
             }
         }

@@ -13,14 +13,20 @@ use gapscope_engine::cuda::{Capacity, CudaBackend, Device, Timing};
 use gapscope_engine::dispatch::{DispatchPolicy, Levers};
 use gapscope_engine::model::{Backend, Batch, forward};
 use gapscope_engine::records::TraceOut;
-use gapscope_engine::{EngineError, ModelConfig, ModelWeights, Result, WeightFormat, gpu_check, kbench};
+use gapscope_engine::{
+    EngineError, ModelConfig, ModelWeights, Result, WeightFormat, gpu_check, kbench,
+};
 use gapscope_traces::{GpuInfo, Manifest, Phase};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
 #[derive(Parser)]
-#[command(name = "gapscope-engine", version, about = "gapscope's instrumented LLM decode engine")]
+#[command(
+    name = "gapscope-engine",
+    version,
+    about = "gapscope's instrumented LLM decode engine"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -157,8 +163,12 @@ enum Cmd {
 }
 
 fn load(m: &ModelArgs) -> Result<(ModelConfig, ModelWeights)> {
-    let fmt = WeightFormat::parse(&m.weights)
-        .ok_or_else(|| EngineError::invalid(format!("unknown weight format {:?}; use bf16, q8_0 or q4_0", m.weights)))?;
+    let fmt = WeightFormat::parse(&m.weights).ok_or_else(|| {
+        EngineError::invalid(format!(
+            "unknown weight format {:?}; use bf16, q8_0 or q4_0",
+            m.weights
+        ))
+    })?;
     let t = Instant::now();
     let (cfg, w) = match (&m.model, &m.config) {
         (Some(dir), _) => {
@@ -175,7 +185,11 @@ fn load(m: &ModelArgs) -> Result<(ModelConfig, ModelWeights)> {
             let w = ModelWeights::random(&cfg, fmt, m.seed);
             (cfg, w)
         }
-        (None, None) => return Err(EngineError::invalid("give --model DIR or --config config.json")),
+        (None, None) => {
+            return Err(EngineError::invalid(
+                "give --model DIR or --config config.json",
+            ));
+        }
     };
     eprintln!(
         "loaded {} layers x {} hidden, {} weights ({:.2} GB of linears) in {:.1} s",
@@ -192,7 +206,9 @@ fn levers_of(a: &LeverArgs) -> Levers {
     Levers {
         graphs: !a.no_graphs,
         paged_kv: matches!(a.kv, KvMode::Paged),
-        dispatch: DispatchPolicy { mmvq_max_batch: a.mmvq_max_batch },
+        dispatch: DispatchPolicy {
+            mmvq_max_batch: a.mmvq_max_batch,
+        },
     }
 }
 
@@ -201,13 +217,16 @@ fn parse_timing(s: &str) -> Result<Timing> {
         "off" => Ok(Timing::Off),
         "step" => Ok(Timing::Step),
         "launch" => Ok(Timing::Launch),
-        other => Err(EngineError::invalid(format!("unknown timing mode {other:?}; use off, step or launch"))),
+        other => Err(EngineError::invalid(format!(
+            "unknown timing mode {other:?}; use off, step or launch"
+        ))),
     }
 }
 
 fn write_json(path: &Option<PathBuf>, v: &impl serde::Serialize) -> Result<()> {
     if let Some(p) = path {
-        let text = serde_json::to_string_pretty(v).map_err(|e| EngineError::invalid(e.to_string()))?;
+        let text =
+            serde_json::to_string_pretty(v).map_err(|e| EngineError::invalid(e.to_string()))?;
         std::fs::write(p, text).map_err(|e| EngineError::io(p, e))?;
     }
     Ok(())
@@ -221,15 +240,24 @@ fn manifest(be: &CudaBackend, cfg: &ModelConfig, extra: serde_json::Value) -> Ma
         name: i.name.clone(),
         sm_count: Some(i.sm_count),
         total_memory_bytes: Some(i.total_memory_bytes),
-        compute_capability: Some(format!("{}.{}", i.compute_capability.0, i.compute_capability.1)),
+        compute_capability: Some(format!(
+            "{}.{}",
+            i.compute_capability.0, i.compute_capability.1
+        )),
         l2_cache_bytes: Some(i.l2_cache_bytes),
         ..GpuInfo::default()
     });
-    m.driver_version = Some(format!("{}.{}", i.driver_version / 1000, (i.driver_version % 1000) / 10));
+    m.driver_version = Some(format!(
+        "{}.{}",
+        i.driver_version / 1000,
+        (i.driver_version % 1000) / 10
+    ));
     m.command_line = Some(std::env::args().collect::<Vec<_>>().join(" "));
     m.model_config = serde_json::to_value(cfg).ok();
     m.engine_config = Some(extra);
-    m.notes.push("kernel times from CUDA event pairs around each launch; a cuBLAS call is one record".into());
+    m.notes.push(
+        "kernel times from CUDA event pairs around each launch; a cuBLAS call is one record".into(),
+    );
     m
 }
 
@@ -249,13 +277,22 @@ fn print_rows(mode: &str, rows: &[BenchRow]) {
             r.s_tg.max,
             100.0 * r.s_tg.cv,
             r.tpot_ms.median,
-            r.pct_of_weight_floor.map_or("-".into(), |p| format!("{p:.1}")),
+            r.pct_of_weight_floor
+                .map_or("-".into(), |p| format!("{p:.1}")),
             r.linear_path,
             r.md5,
-            if r.md5_stable { "" } else { " (differs across repeats!)" }
+            if r.md5_stable {
+                ""
+            } else {
+                " (differs across repeats!)"
+            }
         );
         if !r.bucket_ms.is_empty() {
-            let parts: Vec<String> = r.bucket_ms.iter().map(|(k, v)| format!("{k} {v:.3}")).collect();
+            let parts: Vec<String> = r
+                .bucket_ms
+                .iter()
+                .map(|(k, v)| format!("{k} {v:.3}"))
+                .collect();
             println!("      ms/step: {}", parts.join(", "));
         }
     }
@@ -263,22 +300,65 @@ fn print_rows(mode: &str, rows: &[BenchRow]) {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.cmd {
-        Cmd::Bench { model, levers, npl, npp, ntg, reps, warmup, timing, timing_sample, output, json, no_copy_bw } => {
-            let modes: Vec<Timing> = timing.iter().map(|s| parse_timing(s)).collect::<Result<_>>()?;
+        Cmd::Bench {
+            model,
+            levers,
+            npl,
+            npp,
+            ntg,
+            reps,
+            warmup,
+            timing,
+            timing_sample,
+            output,
+            json,
+            no_copy_bw,
+        } => {
+            let modes: Vec<Timing> = timing
+                .iter()
+                .map(|s| parse_timing(s))
+                .collect::<Result<_>>()?;
             let (cfg, w) = load(&model)?;
             let dev = Device::open(levers.device)?;
             let maxn = *npl.iter().max().unwrap_or(&1);
-            let cap = Capacity { max_seqs: maxn, max_ctx: npp + ntg + 1, max_rows: maxn * npp };
+            let cap = Capacity {
+                max_seqs: maxn,
+                max_ctx: npp + ntg + 1,
+                max_rows: maxn * npp,
+            };
             let lv = levers_of(&levers);
             let mut be = CudaBackend::new(dev, &cfg, &w, lv, cap, modes[0])?;
             be.rec.sample_every = timing_sample.max(1);
             drop(w);
-            eprintln!("device: {} ({} SMs), kernels: {} of {} modules from cache", be.dev.info.name, be.dev.info.sm_count, be.dev.cached_modules, gapscope_kernels::MODULES.len());
-            let bw = if no_copy_bw { None } else { Some(bench::copy_bandwidth(&be.dev, 1 << 30, 20)?) };
+            eprintln!(
+                "device: {} ({} SMs), kernels: {} of {} modules from cache",
+                be.dev.info.name,
+                be.dev.info.sm_count,
+                be.dev.cached_modules,
+                gapscope_kernels::MODULES.len()
+            );
+            let bw = if no_copy_bw {
+                None
+            } else {
+                Some(bench::copy_bandwidth(&be.dev, 1 << 30, 20)?)
+            };
             if let Some(b) = &bw {
-                eprintln!("D2D copy bandwidth (read+write): {:.3} TB/s median ({:.3}-{:.3}, n={})", b.median / 1e12, b.min / 1e12, b.max / 1e12, b.n);
+                eprintln!(
+                    "D2D copy bandwidth (read+write): {:.3} TB/s median ({:.3}-{:.3}, n={})",
+                    b.median / 1e12,
+                    b.min / 1e12,
+                    b.max / 1e12,
+                    b.n
+                );
             }
-            let settings = BenchSettings { npl, npp, ntg, reps, warmup, seed: model.seed };
+            let settings = BenchSettings {
+                npl,
+                npp,
+                ntg,
+                reps,
+                warmup,
+                seed: model.seed,
+            };
             let mut all = Vec::new();
             let last_timed = modes.iter().rposition(|m| *m != Timing::Off);
             for (mi, &mode) in modes.iter().enumerate() {
@@ -306,36 +386,78 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 )?;
                 if let Some(mut t) = trace {
                     if t.skipped_steps > 0 {
-                        let note = format!("per-launch timing sampled on 1 decode step in {timing_sample}; {} step-timed steps are not in the trace", t.skipped_steps);
+                        let note = format!(
+                            "per-launch timing sampled on 1 decode step in {timing_sample}; {} step-timed steps are not in the trace",
+                            t.skipped_steps
+                        );
                         t.manifest_mut().notes.push(note);
                     }
                     let m = t.finish()?;
-                    eprintln!("wrote {} ({} kernel batches)", output.as_ref().map_or(String::new(), |p| p.display().to_string()), m.batches.get("kernels").copied().unwrap_or(0));
+                    eprintln!(
+                        "wrote {} ({} kernel batches)",
+                        output
+                            .as_ref()
+                            .map_or(String::new(), |p| p.display().to_string()),
+                        m.batches.get("kernels").copied().unwrap_or(0)
+                    );
                 }
                 print_rows(&format!("{mode:?}").to_lowercase(), &rows);
                 all.push(serde_json::json!({"timing": mode, "rows": rows}));
             }
-            write_json(&json, &serde_json::json!({
-                "device": be.dev.info, "copy_bw": bw, "model": cfg, "weights": model.weights,
-                "levers": lv, "settings": settings, "runs": all
-            }))?;
+            write_json(
+                &json,
+                &serde_json::json!({
+                    "device": be.dev.info, "copy_bw": bw, "model": cfg, "weights": model.weights,
+                    "levers": lv, "settings": settings, "runs": all
+                }),
+            )?;
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Levers { model, npl, npp, ntg, json, device } => {
+        Cmd::Levers {
+            model,
+            npl,
+            npp,
+            ntg,
+            json,
+            device,
+        } => {
             let (cfg, w) = load(&model)?;
             let maxn = *npl.iter().max().unwrap_or(&1);
-            let cap = Capacity { max_seqs: maxn, max_ctx: npp + ntg + 1, max_rows: maxn * npp };
-            let settings = BenchSettings { npl: npl.clone(), npp, ntg, reps: 1, warmup: 0, seed: model.seed };
+            let cap = Capacity {
+                max_seqs: maxn,
+                max_ctx: npp + ntg + 1,
+                max_rows: maxn * npp,
+            };
+            let settings = BenchSettings {
+                npl: npl.clone(),
+                npp,
+                ntg,
+                reps: 1,
+                warmup: 0,
+                seed: model.seed,
+            };
             let mut results = Vec::new();
             for graphs in [true, false] {
                 for paged in [true, false] {
                     for thr in [0usize, 8, 256] {
-                        let lv = Levers { graphs, paged_kv: paged, dispatch: DispatchPolicy { mmvq_max_batch: thr } };
+                        let lv = Levers {
+                            graphs,
+                            paged_kv: paged,
+                            dispatch: DispatchPolicy {
+                                mmvq_max_batch: thr,
+                            },
+                        };
                         let dev = Device::open(device)?;
                         let mut be = CudaBackend::new(dev, &cfg, &w, lv, cap, Timing::Off)?;
                         let rows = bench::run(&mut be, &settings, None, |_| Ok(()), |_| {})?;
                         for r in rows {
-                            println!("graphs={graphs:<5} kv={:<10} mmvq_max_batch={thr:<3} npl={:<4} md5={} S_TG={:.1}", if paged { "paged" } else { "contiguous" }, r.npl, r.md5, r.s_tg.median);
+                            println!(
+                                "graphs={graphs:<5} kv={:<10} mmvq_max_batch={thr:<3} npl={:<4} md5={} S_TG={:.1}",
+                                if paged { "paged" } else { "contiguous" },
+                                r.npl,
+                                r.md5,
+                                r.s_tg.median
+                            );
                             results.push(serde_json::json!({"graphs": graphs, "paged_kv": paged, "mmvq_max_batch": thr, "npl": r.npl, "md5": r.md5, "s_tg": r.s_tg.median}));
                         }
                     }
@@ -343,15 +465,39 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             let mut ok = true;
             for n in &npl {
-                let md5s: std::collections::BTreeSet<&str> = results.iter().filter(|r| r["npl"] == *n).filter_map(|r| r["md5"].as_str()).collect();
-                println!("npl {n}: {} distinct md5 over {} lever settings{}", md5s.len(), results.iter().filter(|r| r["npl"] == *n).count(), if md5s.len() == 1 { " (identical)" } else { " (DIFFER)" });
+                let md5s: std::collections::BTreeSet<&str> = results
+                    .iter()
+                    .filter(|r| r["npl"] == *n)
+                    .filter_map(|r| r["md5"].as_str())
+                    .collect();
+                println!(
+                    "npl {n}: {} distinct md5 over {} lever settings{}",
+                    md5s.len(),
+                    results.iter().filter(|r| r["npl"] == *n).count(),
+                    if md5s.len() == 1 {
+                        " (identical)"
+                    } else {
+                        " (DIFFER)"
+                    }
+                );
                 ok &= md5s.len() == 1;
             }
-            write_json(&json, &serde_json::json!({"model": cfg, "weights": model.weights, "results": results, "identical": ok}))?;
-            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            write_json(
+                &json,
+                &serde_json::json!({"model": cfg, "weights": model.weights, "results": results, "identical": ok}),
+            )?;
+            Ok(if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         Cmd::Selftest { seed, json, device } => {
-            let seed = seed.unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64));
+            let seed = seed.unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+            });
             let dev = Device::open(device)?;
             println!("device: {}, input seed {seed}", dev.info.name);
             let mut checks = gpu_check::op_checks(&dev, seed)?;
@@ -359,33 +505,69 @@ fn run(cli: Cli) -> Result<ExitCode> {
             checks.extend(gpu_check::model_checks(seed)?);
             let mut failed = 0;
             for c in &checks {
-                println!("{:<4} {:<70} rel_err {:>10.3e}  tol {:.0e}", if c.pass { "ok" } else { "FAIL" }, c.name, c.rel_err, c.tolerance);
+                println!(
+                    "{:<4} {:<70} rel_err {:>10.3e}  tol {:.0e}",
+                    if c.pass { "ok" } else { "FAIL" },
+                    c.name,
+                    c.rel_err,
+                    c.tolerance
+                );
                 failed += usize::from(!c.pass);
             }
             println!("{} checks, {} failed", checks.len(), failed);
             write_json(&json, &serde_json::json!({"seed": seed, "checks": checks}))?;
-            Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            Ok(if failed == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         Cmd::Kbench { reps, json, device } => {
             let dev = Device::open(device)?;
             let r = kbench::run(&dev, reps)?;
-            println!("device: {}; D2D copy {:.3} TB/s (read+write, median of {})", r.device, r.copy_bw_bytes_per_s.median / 1e12, r.copy_bw_bytes_per_s.n);
+            println!(
+                "device: {}; D2D copy {:.3} TB/s (read+write, median of {})",
+                r.device,
+                r.copy_bw_bytes_per_s.median / 1e12,
+                r.copy_bw_bytes_per_s.n
+            );
             for k in &r.kernels {
-                println!("{:<10} {:<22} {:>9.2} us ({:.2}-{:.2})  {:>6.1}% of copy bandwidth", k.name, k.shape, k.time_us.median, k.time_us.min, k.time_us.max, k.pct_of_copy_bw);
+                println!(
+                    "{:<10} {:<22} {:>9.2} us ({:.2}-{:.2})  {:>6.1}% of copy bandwidth",
+                    k.name,
+                    k.shape,
+                    k.time_us.median,
+                    k.time_us.min,
+                    k.time_us.max,
+                    k.pct_of_copy_bw
+                );
             }
             for (b, mmq, mmvq, x) in &r.mmq_vs_mmvq {
-                println!("batch {b:<4} MMQ {mmq:>9.2} us  MMVQ (chunks of 8) {mmvq:>9.2} us  MMQ faster by {x:.2}x");
+                println!(
+                    "batch {b:<4} MMQ {mmq:>9.2} us  MMVQ (chunks of 8) {mmvq:>9.2} us  MMQ faster by {x:.2}x"
+                );
             }
             write_json(&json, &r)?;
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Logits { model, tokens, out, backend, device } => {
+        Cmd::Logits {
+            model,
+            tokens,
+            out,
+            backend,
+            device,
+        } => {
             let (cfg, w) = load(&model)?;
             let (prompt_len, toks) = read_tokens(&tokens)?;
             let rows = logits(&cfg, &w, prompt_len, &toks, backend, device)?;
             let bytes: Vec<u8> = rows.iter().flat_map(|v| v.to_le_bytes()).collect();
             std::fs::write(&out, bytes).map_err(|e| EngineError::io(&out, e))?;
-            println!("wrote {} rows of {} logits to {}", rows.len() / cfg.vocab, cfg.vocab, out.display());
+            println!(
+                "wrote {} rows of {} logits to {}",
+                rows.len() / cfg.vocab,
+                cfg.vocab,
+                out.display()
+            );
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -393,8 +575,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
 
 fn read_tokens(p: &Path) -> Result<(usize, Vec<i32>)> {
     let text = std::fs::read_to_string(p).map_err(|e| EngineError::io(p, e))?;
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| EngineError::invalid(format!("{}: {e}", p.display())))?;
-    let pl = v["prompt_len"].as_u64().ok_or_else(|| EngineError::invalid(format!("{}: no prompt_len", p.display())))? as usize;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| EngineError::invalid(format!("{}: {e}", p.display())))?;
+    let pl = v["prompt_len"]
+        .as_u64()
+        .ok_or_else(|| EngineError::invalid(format!("{}: no prompt_len", p.display())))?
+        as usize;
     let toks: Vec<i32> = v["tokens"]
         .as_array()
         .ok_or_else(|| EngineError::invalid(format!("{}: no tokens array", p.display())))?
@@ -403,19 +589,34 @@ fn read_tokens(p: &Path) -> Result<(usize, Vec<i32>)> {
         .collect::<Option<_>>()
         .ok_or_else(|| EngineError::invalid(format!("{}: tokens must be integers", p.display())))?;
     if pl == 0 || pl >= toks.len() {
-        return Err(EngineError::invalid(format!("{}: prompt_len {pl} must be in 1..{}", p.display(), toks.len())));
+        return Err(EngineError::invalid(format!(
+            "{}: prompt_len {pl} must be in 1..{}",
+            p.display(),
+            toks.len()
+        )));
     }
     Ok((pl, toks))
 }
 
-fn logits(cfg: &ModelConfig, w: &ModelWeights, pl: usize, toks: &[i32], backend: BackendKind, device: usize) -> Result<Vec<f32>> {
+fn logits(
+    cfg: &ModelConfig,
+    w: &ModelWeights,
+    pl: usize,
+    toks: &[i32],
+    backend: BackendKind,
+    device: usize,
+) -> Result<Vec<f32>> {
     let n_rows = toks.len() - pl;
     let mut out = Vec::with_capacity(n_rows * cfg.vocab);
     match backend {
         BackendKind::Cpu => {
             let mut be = CpuBackend::new(cfg, w);
             for i in 0..n_rows {
-                let b = if i == 0 { Batch::prefill(&[toks[..pl].to_vec()]) } else { Batch::decode(vec![toks[pl + i - 1]], vec![(pl + i - 1) as i32]) };
+                let b = if i == 0 {
+                    Batch::prefill(&[toks[..pl].to_vec()])
+                } else {
+                    Batch::decode(vec![toks[pl + i - 1]], vec![(pl + i - 1) as i32])
+                };
                 be.begin(&b)?;
                 forward(&mut be, cfg, &b)?;
                 out.extend_from_slice(be.logits());
@@ -423,10 +624,21 @@ fn logits(cfg: &ModelConfig, w: &ModelWeights, pl: usize, toks: &[i32], backend:
         }
         BackendKind::Cuda => {
             let dev = Device::open(device)?;
-            let cap = Capacity { max_seqs: 1, max_ctx: toks.len() + 1, max_rows: pl };
+            let cap = Capacity {
+                max_seqs: 1,
+                max_ctx: toks.len() + 1,
+                max_rows: pl,
+            };
             let mut be = CudaBackend::new(dev, cfg, w, Levers::default(), cap, Timing::Off)?;
             for i in 0..n_rows {
-                let (b, phase) = if i == 0 { (Batch::prefill(&[toks[..pl].to_vec()]), Phase::Prefill) } else { (Batch::decode(vec![toks[pl + i - 1]], vec![(pl + i - 1) as i32]), Phase::Decode) };
+                let (b, phase) = if i == 0 {
+                    (Batch::prefill(&[toks[..pl].to_vec()]), Phase::Prefill)
+                } else {
+                    (
+                        Batch::decode(vec![toks[pl + i - 1]], vec![(pl + i - 1) as i32]),
+                        Phase::Decode,
+                    )
+                };
                 be.set_tokens(&b.tokens)?;
                 be.step(&b, phase, i as i64)?;
                 out.extend(be.read_logits()?);

@@ -103,7 +103,14 @@ impl Backend for CpuBackend<'_> {
         Ok(())
     }
 
-    fn linear(&mut self, which: Linear, src: Act, dst: Act, rows: usize, mode: OutMode) -> Result<()> {
+    fn linear(
+        &mut self,
+        which: Linear,
+        src: Act,
+        dst: Act,
+        rows: usize,
+        mode: OutMode,
+    ) -> Result<()> {
         let (m, bias) = match which {
             Linear::Qkv(l) => (&self.w.layers[l].wqkv, self.w.layers[l].bqkv.as_ref()),
             Linear::O(l) => (&self.w.layers[l].wo, None),
@@ -145,7 +152,9 @@ impl Backend for CpuBackend<'_> {
         let (nq, nkv, hd) = (self.cfg.heads, self.cfg.kv_heads, self.cfg.head_dim);
         let lw = &self.w.layers[layer];
         let (Some(qw), Some(kw)) = (lw.q_norm.as_ref(), lw.k_norm.as_ref()) else {
-            return Err(EngineError::invalid("head_norm on a model without q/k norms"));
+            return Err(EngineError::invalid(
+                "head_norm on a model without q/k norms",
+            ));
         };
         let eps = self.cfg.rms_eps;
         let stride = self.cfg.qkv_dim();
@@ -156,7 +165,11 @@ impl Backend for CpuBackend<'_> {
         for r in 0..rows {
             for h in 0..nq + nkv {
                 let w = if h < nq { qw } else { kw };
-                ops::head_norm(&mut qkv[r * stride + h * hd..r * stride + (h + 1) * hd], w, eps);
+                ops::head_norm(
+                    &mut qkv[r * stride + h * hd..r * stride + (h + 1) * hd],
+                    w,
+                    eps,
+                );
             }
         }
         Ok(())
@@ -165,7 +178,10 @@ impl Backend for CpuBackend<'_> {
     fn rope_kv_append(&mut self, layer: usize, rows: usize) -> Result<()> {
         let (nq, nkv, hd) = (self.cfg.heads, self.cfg.kv_heads, self.cfg.head_dim);
         let stride = self.cfg.qkv_dim();
-        let batch = self.batch.clone().ok_or_else(|| EngineError::invalid("op before begin()"))?;
+        let batch = self
+            .batch
+            .clone()
+            .ok_or_else(|| EngineError::invalid("op before begin()"))?;
         let qkv = self
             .acts
             .get_mut(&Act::Qkv)
@@ -177,8 +193,14 @@ impl Backend for CpuBackend<'_> {
                 ops::rope(&mut row[h * hd..(h + 1) * hd], &self.inv_freq, pos);
             }
             let kv_dim = nkv * hd;
-            let krow: Vec<f32> = row[nq * hd..nq * hd + kv_dim].iter().map(|&x| round_bf16(x)).collect();
-            let vrow: Vec<f32> = row[nq * hd + kv_dim..].iter().map(|&x| round_bf16(x)).collect();
+            let krow: Vec<f32> = row[nq * hd..nq * hd + kv_dim]
+                .iter()
+                .map(|&x| round_bf16(x))
+                .collect();
+            let vrow: Vec<f32> = row[nq * hd + kv_dim..]
+                .iter()
+                .map(|&x| round_bf16(x))
+                .collect();
             for (cache, new) in [(&mut self.k[layer], krow), (&mut self.v[layer], vrow)] {
                 let c = cache.entry(seq).or_default();
                 let need = (pos as usize + 1) * kv_dim;
@@ -208,7 +230,15 @@ impl Backend for CpuBackend<'_> {
                     "sequence {seq} has no cached KV for position {pos}"
                 )));
             }
-            let o = ops::attention_row(&qkv[r * stride..r * stride + nq * hd], k, v, len, nq, nkv, hd);
+            let o = ops::attention_row(
+                &qkv[r * stride..r * stride + nq * hd],
+                k,
+                v,
+                len,
+                nq,
+                nkv,
+                hd,
+            );
             out[r * nq * hd..(r + 1) * nq * hd].copy_from_slice(&o);
         }
         self.acts.insert(Act::Attn, out);
@@ -234,7 +264,9 @@ impl Backend for CpuBackend<'_> {
     fn argmax(&mut self, rows: usize) -> Result<()> {
         let v = self.cfg.vocab;
         let logits = self.act(Act::Logits)?;
-        self.sampled = (0..rows).map(|r| ops::argmax(&logits[r * v..(r + 1) * v])).collect();
+        self.sampled = (0..rows)
+            .map(|r| ops::argmax(&logits[r * v..(r + 1) * v]))
+            .collect();
         Ok(())
     }
 }

@@ -53,8 +53,16 @@ pub fn linear(w: &Matrix, x: &[f32], rows: usize) -> Vec<f32> {
                     for b in 0..k / QK {
                         let wq = &qs[o * k + b * QK..o * k + (b + 1) * QK];
                         let xq = &qx.qs[b * QK..(b + 1) * QK];
-                        let s: i32 = wq.iter().zip(xq).map(|(&a, &c)| i32::from(a) * i32::from(c)).sum();
-                        acc += f64::from(block_term_q8(f16::from_bits(d[o * (k / QK) + b]).to_f32(), qx.d[b], s));
+                        let s: i32 = wq
+                            .iter()
+                            .zip(xq)
+                            .map(|(&a, &c)| i32::from(a) * i32::from(c))
+                            .sum();
+                        acc += f64::from(block_term_q8(
+                            f16::from_bits(d[o * (k / QK) + b]).to_f32(),
+                            qx.d[b],
+                            s,
+                        ));
                     }
                     y[r * n + o] = acc as f32;
                 }
@@ -188,8 +196,12 @@ mod tests {
     #[test]
     fn quantized_linear_tracks_the_f32_product() {
         let (n, k) = (3, 64);
-        let w: Vec<f32> = (0..n * k).map(|i| ((i * 7 % 13) as f32 - 6.0) / 10.0).collect();
-        let x: Vec<f32> = (0..k).map(|i| round_bf16(((i * 5 % 11) as f32 - 5.0) / 7.0)).collect();
+        let w: Vec<f32> = (0..n * k)
+            .map(|i| ((i * 7 % 13) as f32 - 6.0) / 10.0)
+            .collect();
+        let x: Vec<f32> = (0..k)
+            .map(|i| round_bf16(((i * 5 % 11) as f32 - 5.0) / 7.0))
+            .collect();
         let exact: Vec<f32> = (0..n)
             .map(|o| (0..k).map(|i| w[o * k + i] * x[i]).sum())
             .collect();

@@ -105,17 +105,27 @@ fn bf16_bytes(n: usize) -> u64 {
 }
 
 impl CudaBackend {
-    pub fn new(dev: Device, cfg: &ModelConfig, weights: &ModelWeights, levers: Levers, cap: Capacity, timing: Timing) -> Result<Self> {
+    pub fn new(
+        dev: Device,
+        cfg: &ModelConfig,
+        weights: &ModelWeights,
+        levers: Levers,
+        cap: Capacity,
+        timing: Timing,
+    ) -> Result<Self> {
         let stream = dev.stream.clone();
         if !unsafe { blas::is_culib_present() } {
             return Err(EngineError::Cuda(
                 "no cuBLAS library (libcublas.so.13) found: add CUDA's lib directory to LD_LIBRARY_PATH".into(),
             ));
         }
-        let blas = CudaBlas::new(stream.clone()).map_err(|e| EngineError::Cuda(format!("cuBLAS: {e:?}")))?;
+        let blas = CudaBlas::new(stream.clone())
+            .map_err(|e| EngineError::Cuda(format!("cuBLAS: {e:?}")))?;
         let workspace = DevBuf::alloc(WORKSPACE_BYTES)?;
         // SAFETY: the workspace outlives the handle (both owned by self).
-        let st = unsafe { blas::cublasSetWorkspace_v2(*blas.handle(), workspace.ptr as *mut _, WORKSPACE_BYTES) };
+        let st = unsafe {
+            blas::cublasSetWorkspace_v2(*blas.handle(), workspace.ptr as *mut _, WORKSPACE_BYTES)
+        };
         if st != blas::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
             return Err(EngineError::Cuda(format!("cublasSetWorkspace: {st:?}")));
         }
@@ -171,7 +181,8 @@ impl CudaBackend {
         let mut a = a;
         a.meta = DevBuf::alloc(layout.total * 4)?;
         let mut meta_host = vec![0i32; layout.total];
-        meta_host[layout.identity..layout.identity + s * kv.max_blocks].copy_from_slice(&kv.identity_table());
+        meta_host[layout.identity..layout.identity + s * kv.max_blocks]
+            .copy_from_slice(&kv.identity_table());
         let slots = kv.capacity();
         let kv_row = cfg.kv_dim() * 2;
         let mut k_cache = Vec::with_capacity(cfg.layers);
@@ -183,7 +194,10 @@ impl CudaBackend {
         let (k_gather, v_gather) = if levers.paged_kv {
             (None, None)
         } else {
-            (Some(DevBuf::alloc(slots * kv_row)?), Some(DevBuf::alloc(slots * kv_row)?))
+            (
+                Some(DevBuf::alloc(slots * kv_row)?),
+                Some(DevBuf::alloc(slots * kv_row)?),
+            )
         };
         let rec = Recorder::new(dev.ctx.clone(), stream, timing);
         Ok(Self {
@@ -243,7 +257,9 @@ impl CudaBackend {
     }
 
     pub fn read_logits(&self) -> Result<Vec<f32>> {
-        self.a.logits.read(self.logit_rows * self.cfg.vocab, &self.dev.stream)
+        self.a
+            .logits
+            .read(self.logit_rows * self.cfg.vocab, &self.dev.stream)
     }
 
     pub fn read_sampled(&self, n: usize) -> Result<Vec<i32>> {
@@ -272,7 +288,18 @@ impl CudaBackend {
 
     /// One timed, recorded kernel launch.
     #[allow(clippy::too_many_arguments)]
-    fn kernel(&mut self, k: Kernel, op: &'static str, layer: i32, bucket: &'static str, grid: (u32, u32, u32), block: u32, bytes: u64, flops: u64, args: &[Arg]) -> Result<()> {
+    fn kernel(
+        &mut self,
+        k: Kernel,
+        op: &'static str,
+        layer: i32,
+        bucket: &'static str,
+        grid: (u32, u32, u32),
+        block: u32,
+        bytes: u64,
+        flops: u64,
+        args: &[Arg],
+    ) -> Result<()> {
         let i = self.rec.before_launch()?;
         self.dev.launch(k, grid, block, args)?;
         self.rec.after_launch(
@@ -312,7 +339,10 @@ impl CudaBackend {
 
     fn weight(&self, l: Linear) -> (&DevLinear, Option<u64>) {
         match l {
-            Linear::Qkv(i) => (&self.w.layers[i].wqkv, self.w.layers[i].bqkv.as_ref().map(|b| b.ptr)),
+            Linear::Qkv(i) => (
+                &self.w.layers[i].wqkv,
+                self.w.layers[i].bqkv.as_ref().map(|b| b.ptr),
+            ),
             Linear::O(i) => (&self.w.layers[i].wo, None),
             Linear::GateUp(i) => (&self.w.layers[i].w_gate_up, None),
             Linear::Down(i) => (&self.w.layers[i].w_down, None),
@@ -321,7 +351,18 @@ impl CudaBackend {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn cublas_gemm(&mut self, which: Linear, w_ptr: u64, n: usize, k: usize, x: u64, y: u64, rows: usize, accumulate: bool, bytes: u64) -> Result<()> {
+    fn cublas_gemm(
+        &mut self,
+        which: Linear,
+        w_ptr: u64,
+        n: usize,
+        k: usize,
+        x: u64,
+        y: u64,
+        rows: usize,
+        accumulate: bool,
+        bytes: u64,
+    ) -> Result<()> {
         let alpha = 1.0f32;
         let beta = if accumulate { 1.0f32 } else { 0.0 };
         let i = self.rec.before_launch()?;
@@ -373,7 +414,17 @@ impl CudaBackend {
         let n = rows * self.cfg.intermediate;
         let grid = (n.div_ceil(256).min(65535) as u32, 1, 1);
         let (gu, h) = (self.a.gu.ptr, self.a.h.ptr);
-        self.kernel(Kernel::SwigluF32, "swiglu", layer, "act_elementwise", grid, 256, (n * 8 + n * 2) as u64, (n * 6) as u64, &[Arg::Ptr(gu), Arg::Ptr(h), Arg::I64(n as i64)])
+        self.kernel(
+            Kernel::SwigluF32,
+            "swiglu",
+            layer,
+            "act_elementwise",
+            grid,
+            256,
+            (n * 8 + n * 2) as u64,
+            (n * 6) as u64,
+            &[Arg::Ptr(gu), Arg::Ptr(h), Arg::I64(n as i64)],
+        )
     }
 
     /// Runs one forward of `batch` as a prefill or a decode step, as a CUDA graph replay when
@@ -387,7 +438,8 @@ impl CudaBackend {
         let timing = self.rec.step_timing(phase, step);
         if !graphed {
             let pool = self.rec.take_pool()?;
-            self.rec.begin_step(pool, timing, phase, step, nseq, tokens, 0)?;
+            self.rec
+                .begin_step(pool, timing, phase, step, nseq, tokens, 0)?;
             let cfg = self.cfg.clone();
             model::forward(self, &cfg, batch)?;
             self.rec.end_step()?;
@@ -403,21 +455,35 @@ impl CudaBackend {
                 self.rec.capturing = true;
                 let cfg = self.cfg.clone();
                 let captured = (|| {
-                    self.rec.begin_step(pool, timing, phase, step, nseq, tokens, id)?;
+                    self.rec
+                        .begin_step(pool, timing, phase, step, nseq, tokens, id)?;
                     model::forward(self, &cfg, batch)?;
                     self.rec.end_step()
                 })();
                 self.rec.capturing = false;
-                let graph = self.dev.stream.end_capture(sys::CUgraphInstantiate_flags(0));
+                let graph = self
+                    .dev
+                    .stream
+                    .end_capture(sys::CUgraphInstantiate_flags(0));
                 let metas = captured?;
-                let graph = graph?.ok_or_else(|| EngineError::Cuda("stream capture produced no graph".into()))?;
+                let graph = graph?
+                    .ok_or_else(|| EngineError::Cuda("stream capture produced no graph".into()))?;
                 graph.upload()?;
-                self.graphs.insert(key, GraphEntry { graph, pool, metas, id });
+                self.graphs.insert(
+                    key,
+                    GraphEntry {
+                        graph,
+                        pool,
+                        metas,
+                        id,
+                    },
+                );
             }
             let e = &self.graphs[&key];
             e.graph.launch()?;
             let (pool, metas, id) = (e.pool, e.metas.clone(), e.id);
-            self.rec.replayed(pool, timing, phase, step, nseq, tokens, id, metas);
+            self.rec
+                .replayed(pool, timing, phase, step, nseq, tokens, id, metas);
             self.parity ^= 1;
         }
         let pools: Vec<usize> = self.graphs.values().map(|g| g.pool).collect();
@@ -445,7 +511,8 @@ impl CudaBackend {
 impl Backend for CudaBackend {
     fn begin(&mut self, batch: &Batch) -> Result<()> {
         let rows = batch.rows();
-        if rows > self.cap.max_rows.max(self.cap.max_seqs) || batch.logit_rows() > self.cap.max_seqs {
+        if rows > self.cap.max_rows.max(self.cap.max_seqs) || batch.logit_rows() > self.cap.max_seqs
+        {
             return Err(EngineError::invalid(format!(
                 "batch of {rows} rows exceeds the allocated capacity {:?}",
                 self.cap
@@ -454,7 +521,10 @@ impl Backend for CudaBackend {
         let l = self.layout;
         for r in 0..rows {
             let (s, p) = (batch.seq[r], batch.pos[r]);
-            let slot = self.kv.slot(s as usize, p as usize).map_err(EngineError::Invalid)?;
+            let slot = self
+                .kv
+                .slot(s as usize, p as usize)
+                .map_err(EngineError::Invalid)?;
             self.meta_host[l.row_seq + r] = s;
             self.meta_host[l.row_pos + r] = p;
             self.meta_host[l.row_slot + r] = slot;
@@ -472,7 +542,8 @@ impl Backend for CudaBackend {
             self.meta_host[l.slot_map..l.slot_map + t].copy_from_slice(&self.kv.slot_map);
         }
         // One upload per step (outside any graph): row metadata, lengths and tables.
-        self.dev.memcpy_htod_async(self.a.meta.ptr, &self.meta_host[..l.total])?;
+        self.dev
+            .memcpy_htod_async(self.a.meta.ptr, &self.meta_host[..l.total])?;
         self.rows = rows;
         self.logit_rows = batch.logit_rows();
         self.prefill = batch.out_rows.is_some();
@@ -482,7 +553,17 @@ impl Backend for CudaBackend {
     fn embed(&mut self, rows: usize) -> Result<()> {
         let h = self.cfg.hidden;
         let (t, e, x) = (self.a.tokens.ptr, self.w.embed.ptr, self.a.x.ptr);
-        self.kernel(Kernel::GetRowsBf16, "embed", -1, "embed_gather", (rows as u32, 1, 1), 256, (rows * h * 6) as u64, 0, &[Arg::Ptr(e), Arg::Ptr(t), Arg::Ptr(x), Arg::I32(h as i32)])
+        self.kernel(
+            Kernel::GetRowsBf16,
+            "embed",
+            -1,
+            "embed_gather",
+            (rows as u32, 1, 1),
+            256,
+            (rows * h * 6) as u64,
+            0,
+            &[Arg::Ptr(e), Arg::Ptr(t), Arg::Ptr(x), Arg::I32(h as i32)],
+        )
     }
 
     fn rms_norm(&mut self, src: Act, norm: Norm, dst: Act, rows: usize) -> Result<()> {
@@ -494,12 +575,42 @@ impl Backend for CudaBackend {
         };
         let (s, d) = (self.act(src), self.act(dst));
         let eps = self.cfg.rms_eps;
-        self.kernel(Kernel::RmsNormF32, "rms_norm", layer, "norm", (rows as u32, 1, 1), 1024, (rows * h * 6 + h * 4) as u64, (rows * h * 4) as u64, &[Arg::Ptr(s), Arg::Ptr(w), Arg::Ptr(d), Arg::I32(h as i32), Arg::F32(eps)])
+        self.kernel(
+            Kernel::RmsNormF32,
+            "rms_norm",
+            layer,
+            "norm",
+            (rows as u32, 1, 1),
+            1024,
+            (rows * h * 6 + h * 4) as u64,
+            (rows * h * 4) as u64,
+            &[
+                Arg::Ptr(s),
+                Arg::Ptr(w),
+                Arg::Ptr(d),
+                Arg::I32(h as i32),
+                Arg::F32(eps),
+            ],
+        )
     }
 
-    fn linear(&mut self, which: Linear, src: Act, dst: Act, rows: usize, mode: OutMode) -> Result<()> {
+    fn linear(
+        &mut self,
+        which: Linear,
+        src: Act,
+        dst: Act,
+        rows: usize,
+        mode: OutMode,
+    ) -> Result<()> {
         let (lin, bias) = self.weight(which);
-        let (fmt, n, k, wv, ws, wbytes) = (lin.format, lin.rows, lin.cols, lin.values.ptr, lin.scales_ptr(), lin.bytes);
+        let (fmt, n, k, wv, ws, wbytes) = (
+            lin.format,
+            lin.rows,
+            lin.cols,
+            lin.values.ptr,
+            lin.scales_ptr(),
+            lin.bytes,
+        );
         let path = self.levers.dispatch.path(fmt, rows);
         let x = self.act(src);
         let layer = which.layer();
@@ -510,8 +621,18 @@ impl Backend for CudaBackend {
             OutMode::Swiglu => 2,
         };
         let n_out = if mode == OutMode::Swiglu { n / 2 } else { n };
-        let out_elem = if mode == OutMode::Swiglu { 2 } else if mode == OutMode::Accumulate { 8 } else { 4 };
-        let (y, yh) = if mode == OutMode::Swiglu { (0, self.act(dst)) } else { (self.act(dst), 0) };
+        let out_elem = if mode == OutMode::Swiglu {
+            2
+        } else if mode == OutMode::Accumulate {
+            8
+        } else {
+            4
+        };
+        let (y, yh) = if mode == OutMode::Swiglu {
+            (0, self.act(dst))
+        } else {
+            (self.act(dst), 0)
+        };
         let bias_ptr = bias.unwrap_or(0);
         match path {
             LinearPath::GemvBf16 | LinearPath::Mmvq => {
@@ -532,19 +653,95 @@ impl Backend for CudaBackend {
                     let per_block = 4; // outputs per block and pass (GEMV_B1_T, or MMVQ/GEMV warps)
                     let grid = (self.dev.stride_grid(kern, n_out, per_block), 1, 1);
                     let block = super::device::launch_block(kern);
-                    let yc = if y == 0 { 0 } else { y + (c * n_out * 4) as u64 };
-                    let yhc = if yh == 0 { 0 } else { yh + (c * n_out * 2) as u64 };
-                    let bytes = wbytes + (nb * k) as u64 * if quant { 1 } else { 2 } + (nb * n_out * out_elem) as u64;
+                    let yc = if y == 0 {
+                        0
+                    } else {
+                        y + (c * n_out * 4) as u64
+                    };
+                    let yhc = if yh == 0 {
+                        0
+                    } else {
+                        yh + (c * n_out * 2) as u64
+                    };
+                    let bytes = wbytes
+                        + (nb * k) as u64 * if quant { 1 } else { 2 }
+                        + (nb * n_out * out_elem) as u64;
                     let flops = 2 * (n * k * nb) as u64;
                     if quant {
-                        let (qx, dx, sx) = (self.a.qx.ptr + (c * k) as u64, self.a.dx.ptr + (c * k / 32 * 4) as u64, self.a.sx.ptr + (c * k / 32 * 4) as u64);
-                        self.kernel(kern, op, layer, "gemv", grid, block, bytes, flops, &[Arg::Ptr(wv), Arg::Ptr(ws), Arg::Ptr(qx), Arg::Ptr(dx), Arg::Ptr(sx), Arg::Ptr(yc), Arg::Ptr(yhc), Arg::Ptr(bias_ptr), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(nb as i32), Arg::I32(mode_code)])?;
+                        let (qx, dx, sx) = (
+                            self.a.qx.ptr + (c * k) as u64,
+                            self.a.dx.ptr + (c * k / 32 * 4) as u64,
+                            self.a.sx.ptr + (c * k / 32 * 4) as u64,
+                        );
+                        self.kernel(
+                            kern,
+                            op,
+                            layer,
+                            "gemv",
+                            grid,
+                            block,
+                            bytes,
+                            flops,
+                            &[
+                                Arg::Ptr(wv),
+                                Arg::Ptr(ws),
+                                Arg::Ptr(qx),
+                                Arg::Ptr(dx),
+                                Arg::Ptr(sx),
+                                Arg::Ptr(yc),
+                                Arg::Ptr(yhc),
+                                Arg::Ptr(bias_ptr),
+                                Arg::I32(n_out as i32),
+                                Arg::I32(k as i32),
+                                Arg::I32(nb as i32),
+                                Arg::I32(mode_code),
+                            ],
+                        )?;
                     } else {
                         let xc = x + (c * k * 2) as u64;
                         if nb == 1 {
-                            self.kernel(kern, op, layer, "gemv", grid, block, bytes, flops, &[Arg::Ptr(wv), Arg::Ptr(xc), Arg::Ptr(yc), Arg::Ptr(yhc), Arg::Ptr(bias_ptr), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(mode_code)])?;
+                            self.kernel(
+                                kern,
+                                op,
+                                layer,
+                                "gemv",
+                                grid,
+                                block,
+                                bytes,
+                                flops,
+                                &[
+                                    Arg::Ptr(wv),
+                                    Arg::Ptr(xc),
+                                    Arg::Ptr(yc),
+                                    Arg::Ptr(yhc),
+                                    Arg::Ptr(bias_ptr),
+                                    Arg::I32(n_out as i32),
+                                    Arg::I32(k as i32),
+                                    Arg::I32(mode_code),
+                                ],
+                            )?;
                         } else {
-                            self.kernel(kern, op, layer, "gemv", grid, block, bytes, flops, &[Arg::Ptr(wv), Arg::Ptr(xc), Arg::Ptr(yc), Arg::Ptr(yhc), Arg::Ptr(bias_ptr), Arg::I32(n_out as i32), Arg::I32(k as i32), Arg::I32(nb as i32), Arg::I32(mode_code)])?;
+                            self.kernel(
+                                kern,
+                                op,
+                                layer,
+                                "gemv",
+                                grid,
+                                block,
+                                bytes,
+                                flops,
+                                &[
+                                    Arg::Ptr(wv),
+                                    Arg::Ptr(xc),
+                                    Arg::Ptr(yc),
+                                    Arg::Ptr(yhc),
+                                    Arg::Ptr(bias_ptr),
+                                    Arg::I32(n_out as i32),
+                                    Arg::I32(k as i32),
+                                    Arg::I32(nb as i32),
+                                    Arg::I32(mode_code),
+                                ],
+                            )?;
                         }
                     }
                 }
@@ -552,7 +749,11 @@ impl Backend for CudaBackend {
             }
             LinearPath::CublasBf16 | LinearPath::Mmq => {
                 // The GEMM writes f32 [rows, n]; SwiGLU runs as its own kernel afterwards.
-                let target = if mode == OutMode::Swiglu { self.a.gu.ptr } else { y };
+                let target = if mode == OutMode::Swiglu {
+                    self.a.gu.ptr
+                } else {
+                    y
+                };
                 let accumulate = mode == OutMode::Accumulate;
                 let out_bytes = (rows * n) as u64 * if accumulate { 8 } else { 4 };
                 if path == LinearPath::CublasBf16 {
@@ -560,16 +761,57 @@ impl Backend for CudaBackend {
                     self.cublas_gemm(which, wv, n, k, x, target, rows, accumulate, bytes)?;
                     if mode == OutMode::Store && bias_ptr != 0 {
                         let total = rows * n;
-                        self.kernel(Kernel::AddBiasF32, "qkv_bias", layer, "act_elementwise", (total.div_ceil(256).min(65535) as u32, 1, 1), 256, (total * 8) as u64, total as u64, &[Arg::Ptr(target), Arg::Ptr(bias_ptr), Arg::I32(n as i32), Arg::I64(total as i64)])?;
+                        self.kernel(
+                            Kernel::AddBiasF32,
+                            "qkv_bias",
+                            layer,
+                            "act_elementwise",
+                            (total.div_ceil(256).min(65535) as u32, 1, 1),
+                            256,
+                            (total * 8) as u64,
+                            total as u64,
+                            &[
+                                Arg::Ptr(target),
+                                Arg::Ptr(bias_ptr),
+                                Arg::I32(n as i32),
+                                Arg::I64(total as i64),
+                            ],
+                        )?;
                     }
                 } else {
                     self.quantize(x, rows, k, layer)?;
-                    let kern = if fmt == crate::quant::WeightFormat::Q8_0 { Kernel::MmqQ8_0 } else { Kernel::MmqQ4_0 };
+                    let kern = if fmt == crate::quant::WeightFormat::Q8_0 {
+                        Kernel::MmqQ8_0
+                    } else {
+                        Kernel::MmqQ4_0
+                    };
                     let grid = (n.div_ceil(64) as u32, rows.div_ceil(64) as u32, 1);
                     let bytes = wbytes + (rows * k) as u64 + out_bytes;
                     let m = if accumulate { 1 } else { 0 };
                     let (qx, dx, sx) = (self.a.qx.ptr, self.a.dx.ptr, self.a.sx.ptr);
-                    self.kernel(kern, op, layer, "gemm_quant", grid, 128, bytes, 2 * (n * k * rows) as u64, &[Arg::Ptr(wv), Arg::Ptr(ws), Arg::Ptr(qx), Arg::Ptr(dx), Arg::Ptr(sx), Arg::Ptr(target), Arg::Ptr(bias_ptr), Arg::I32(n as i32), Arg::I32(k as i32), Arg::I32(rows as i32), Arg::I32(m)])?;
+                    self.kernel(
+                        kern,
+                        op,
+                        layer,
+                        "gemm_quant",
+                        grid,
+                        128,
+                        bytes,
+                        2 * (n * k * rows) as u64,
+                        &[
+                            Arg::Ptr(wv),
+                            Arg::Ptr(ws),
+                            Arg::Ptr(qx),
+                            Arg::Ptr(dx),
+                            Arg::Ptr(sx),
+                            Arg::Ptr(target),
+                            Arg::Ptr(bias_ptr),
+                            Arg::I32(n as i32),
+                            Arg::I32(k as i32),
+                            Arg::I32(rows as i32),
+                            Arg::I32(m),
+                        ],
+                    )?;
                 }
                 if mode == OutMode::Swiglu {
                     self.swiglu(layer, rows)?;
@@ -581,22 +823,57 @@ impl Backend for CudaBackend {
 
     fn head_norm(&mut self, layer: usize, rows: usize) -> Result<()> {
         let lw = &self.w.layers[layer];
-        let (Some(q), Some(k)) = (lw.q_norm.as_ref().map(|b| b.ptr), lw.k_norm.as_ref().map(|b| b.ptr)) else {
-            return Err(EngineError::invalid("head_norm on a model without q/k norms"));
+        let (Some(q), Some(k)) = (
+            lw.q_norm.as_ref().map(|b| b.ptr),
+            lw.k_norm.as_ref().map(|b| b.ptr),
+        ) else {
+            return Err(EngineError::invalid(
+                "head_norm on a model without q/k norms",
+            ));
         };
         let c = &self.cfg;
         let heads = c.heads + c.kv_heads;
         let qkv = self.a.qkv.ptr;
         let bytes = (rows * heads * c.head_dim * 8) as u64;
-        let (nq, nkv, hd, stride, eps) = (c.heads as i32, c.kv_heads as i32, c.head_dim as i32, c.qkv_dim() as i32, c.rms_eps);
-        self.kernel(Kernel::HeadRmsNormF32, "qk_norm", layer as i32, "norm", (rows as u32, heads as u32, 1), 32, bytes, bytes, &[Arg::Ptr(qkv), Arg::Ptr(q), Arg::Ptr(k), Arg::I32(nq), Arg::I32(nkv), Arg::I32(hd), Arg::I32(stride), Arg::F32(eps)])
+        let (nq, nkv, hd, stride, eps) = (
+            c.heads as i32,
+            c.kv_heads as i32,
+            c.head_dim as i32,
+            c.qkv_dim() as i32,
+            c.rms_eps,
+        );
+        self.kernel(
+            Kernel::HeadRmsNormF32,
+            "qk_norm",
+            layer as i32,
+            "norm",
+            (rows as u32, heads as u32, 1),
+            32,
+            bytes,
+            bytes,
+            &[
+                Arg::Ptr(qkv),
+                Arg::Ptr(q),
+                Arg::Ptr(k),
+                Arg::I32(nq),
+                Arg::I32(nkv),
+                Arg::I32(hd),
+                Arg::I32(stride),
+                Arg::F32(eps),
+            ],
+        )
     }
 
     fn rope_kv_append(&mut self, layer: usize, rows: usize) -> Result<()> {
         let c = &self.cfg;
         let bytes = (rows * (c.q_dim() * 8 + c.kv_dim() * 4 * 2 + c.kv_dim() * 2 * 2)) as u64;
         let flops = (rows * (c.q_dim() + c.kv_dim()) * 3) as u64;
-        let (nq, nkv, hd, stride) = (c.heads as i32, c.kv_heads as i32, c.head_dim as i32, c.qkv_dim() as i32);
+        let (nq, nkv, hd, stride) = (
+            c.heads as i32,
+            c.kv_heads as i32,
+            c.head_dim as i32,
+            c.qkv_dim() as i32,
+        );
         let args = [
             Arg::Ptr(self.a.qkv.ptr),
             Arg::Ptr(self.meta_ptr(self.layout.row_pos)),
@@ -609,7 +886,17 @@ impl Backend for CudaBackend {
             Arg::I32(hd),
             Arg::I32(stride),
         ];
-        self.kernel(Kernel::RopeKvAppendF32, "rope_kv_append", layer as i32, "rope", (rows as u32, 1, 1), 512, bytes, flops, &args)
+        self.kernel(
+            Kernel::RopeKvAppendF32,
+            "rope_kv_append",
+            layer as i32,
+            "rope",
+            (rows as u32, 1, 1),
+            512,
+            bytes,
+            flops,
+            &args,
+        )
     }
 
     fn attention(&mut self, layer: usize, rows: usize) -> Result<()> {
@@ -617,7 +904,11 @@ impl Backend for CudaBackend {
         let kv_row_bytes = c.kv_dim() * 2;
         let s = self.cap.max_seqs;
         let (kc, vc, table) = if self.kv.paged {
-            (self.k_cache[layer].ptr, self.v_cache[layer].ptr, self.meta_ptr(self.layout.table))
+            (
+                self.k_cache[layer].ptr,
+                self.v_cache[layer].ptr,
+                self.meta_ptr(self.layout.table),
+            )
         } else {
             let (kg, vg) = match (&self.k_gather, &self.v_gather) {
                 (Some(k), Some(v)) => (k.ptr, v.ptr),
@@ -637,7 +928,17 @@ impl Backend for CudaBackend {
             ];
             // Grid covers the capacity so a captured graph stays valid as sequences grow.
             let grid = (self.kv.max_ctx as u32, s as u32, 2);
-            self.kernel(Kernel::KvGatherBf16, "kv_gather", layer as i32, "kv_gather", grid, 128, (live * kv_row_bytes * 4) as u64, 0, &args)?;
+            self.kernel(
+                Kernel::KvGatherBf16,
+                "kv_gather",
+                layer as i32,
+                "kv_gather",
+                grid,
+                128,
+                (live * kv_row_bytes * 4) as u64,
+                0,
+                &args,
+            )?;
             (kg, vg, self.meta_ptr(self.layout.identity))
         };
         let splits = self.attention_splits(rows);
@@ -666,20 +967,59 @@ impl Backend for CudaBackend {
             Arg::I32(chunk as i32),
             Arg::F32(1.0 / (c.head_dim as f32).sqrt()),
         ];
-        self.kernel(Kernel::AttnDecodeBf16, "attention", layer as i32, "attention", (c.heads.div_ceil(4) as u32, rows as u32, splits as u32), 128, bytes, flops, &args)?;
+        self.kernel(
+            Kernel::AttnDecodeBf16,
+            "attention",
+            layer as i32,
+            "attention",
+            (c.heads.div_ceil(4) as u32, rows as u32, splits as u32),
+            128,
+            bytes,
+            flops,
+            &args,
+        )?;
         Ok(())
     }
 
     fn gather_last(&mut self, n: usize) -> Result<()> {
         let h = self.cfg.hidden;
-        let (x, ids, out) = (self.a.x.ptr, self.meta_ptr(self.layout.out_rows), self.a.xlast.ptr);
-        self.kernel(Kernel::GetRowsF32, "gather_last", -1, "embed_gather", (n as u32, 1, 1), 256, (n * h * 8) as u64, 0, &[Arg::Ptr(x), Arg::Ptr(ids), Arg::Ptr(out), Arg::I32(h as i32)])
+        let (x, ids, out) = (
+            self.a.x.ptr,
+            self.meta_ptr(self.layout.out_rows),
+            self.a.xlast.ptr,
+        );
+        self.kernel(
+            Kernel::GetRowsF32,
+            "gather_last",
+            -1,
+            "embed_gather",
+            (n as u32, 1, 1),
+            256,
+            (n * h * 8) as u64,
+            0,
+            &[
+                Arg::Ptr(x),
+                Arg::Ptr(ids),
+                Arg::Ptr(out),
+                Arg::I32(h as i32),
+            ],
+        )
     }
 
     fn argmax(&mut self, rows: usize) -> Result<()> {
         let v = self.cfg.vocab;
         let (l, s) = (self.a.logits.ptr, self.a.sampled.ptr);
-        self.kernel(Kernel::ArgmaxF32, "argmax", -1, "sampling", (rows as u32, 1, 1), 1024, (rows * v * 4) as u64, (rows * v) as u64, &[Arg::Ptr(l), Arg::I32(v as i32), Arg::Ptr(s)])?;
+        self.kernel(
+            Kernel::ArgmaxF32,
+            "argmax",
+            -1,
+            "sampling",
+            (rows as u32, 1, 1),
+            1024,
+            (rows * v * 4) as u64,
+            (rows * v) as u64,
+            &[Arg::Ptr(l), Arg::I32(v as i32), Arg::Ptr(s)],
+        )?;
         // Feed the sampled tokens back as the next step's input, on the device.
         let t = self.a.tokens.ptr;
         self.d2d("next_tokens", t, s, rows * 4)
@@ -691,6 +1031,22 @@ impl CudaBackend {
         let blocks = rows * k / 32;
         let grid = (blocks.div_ceil(8) as u32, 1, 1);
         let (qx, dx, sx) = (self.a.qx.ptr, self.a.dx.ptr, self.a.sx.ptr);
-        self.kernel(Kernel::QuantizeQ8_1Bf16, "quantize_q8_1", layer, "act_elementwise", grid, 256, (rows * k * 3 + blocks * 8) as u64, (rows * k * 3) as u64, &[Arg::Ptr(x), Arg::Ptr(qx), Arg::Ptr(dx), Arg::Ptr(sx), Arg::I64(blocks as i64)])
+        self.kernel(
+            Kernel::QuantizeQ8_1Bf16,
+            "quantize_q8_1",
+            layer,
+            "act_elementwise",
+            grid,
+            256,
+            (rows * k * 3 + blocks * 8) as u64,
+            (rows * k * 3) as u64,
+            &[
+                Arg::Ptr(x),
+                Arg::Ptr(qx),
+                Arg::Ptr(dx),
+                Arg::Ptr(sx),
+                Arg::I64(blocks as i64),
+            ],
+        )
     }
 }

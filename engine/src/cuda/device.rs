@@ -33,7 +33,10 @@ impl DevBuf {
 
     /// Copies `data` to the start of the buffer, synchronously with respect to `stream`.
     pub fn write<T: Copy>(&self, data: &[T], stream: &CudaStream) -> Result<()> {
-        assert!(std::mem::size_of_val(data) <= self.bytes, "upload larger than buffer");
+        assert!(
+            std::mem::size_of_val(data) <= self.bytes,
+            "upload larger than buffer"
+        );
         if data.is_empty() {
             return Ok(());
         }
@@ -47,7 +50,10 @@ impl DevBuf {
     }
 
     pub fn read<T: Copy + Default>(&self, n: usize, stream: &CudaStream) -> Result<Vec<T>> {
-        assert!(n * std::mem::size_of::<T>() <= self.bytes, "read past buffer");
+        assert!(
+            n * std::mem::size_of::<T>() <= self.bytes,
+            "read past buffer"
+        );
         let mut out = vec![T::default(); n];
         stream.synchronize()?;
         // SAFETY: the source holds n elements of T; the copy completes before returning.
@@ -163,10 +169,12 @@ impl Device {
         unsafe { sys::cuDriverGetVersion(&mut driver_version) }.result()?;
         let info = DeviceInfo {
             name: ctx.name()?,
-            sm_count: attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
+            sm_count: attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?
+                as u32,
             compute_capability: cc,
             total_memory_bytes: ctx.total_mem()? as u64,
-            l2_cache_bytes: attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u64,
+            l2_cache_bytes: attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?
+                as u64,
             driver_version,
         };
         let arch: &'static str = Box::leak(format!("sm_{}{}", cc.0, cc.1).into_boxed_str());
@@ -190,7 +198,10 @@ impl Device {
                         ..Default::default()
                     };
                     let ptx = cudarc::nvrtc::compile_ptx_with_opts(&src, opts).map_err(|e| {
-                        EngineError::Cuda(format!("NVRTC failed on kernels/cuda/{}.cu: {e:?}", m.name))
+                        EngineError::Cuda(format!(
+                            "NVRTC failed on kernels/cuda/{}.cu: {e:?}",
+                            m.name
+                        ))
                     })?;
                     // The cache is an optimisation: a read-only home just compiles each run.
                     if std::fs::create_dir_all(&dir).is_ok() {
@@ -212,7 +223,15 @@ impl Device {
         for (&k, f) in &funcs {
             let mut n = 0i32;
             // SAFETY: a plain query on a loaded function.
-            unsafe { sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(&mut n, f.cu_function(), launch_block(k) as i32, 0) }.result()?;
+            unsafe {
+                sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                    &mut n,
+                    f.cu_function(),
+                    launch_block(k) as i32,
+                    0,
+                )
+            }
+            .result()?;
             occupancy.insert(k, n.max(1) as u32);
         }
         Ok(Self {
@@ -229,12 +248,19 @@ impl Device {
     /// A grid for a grid-stride kernel (blocks of `launch_block(kernel)` threads): enough blocks for `work` units
     /// of `per_block`, but no more than fit on the GPU at once.
     pub fn stride_grid(&self, kernel: Kernel, work: usize, per_block: usize) -> u32 {
-        let resident = self.occupancy.get(&kernel).copied().unwrap_or(1) as usize * self.info.sm_count as usize;
+        let resident = self.occupancy.get(&kernel).copied().unwrap_or(1) as usize
+            * self.info.sm_count as usize;
         work.div_ceil(per_block).clamp(1, resident.max(1)) as u32
     }
 
     /// Enqueues `kernel` on the stream.
-    pub fn launch(&self, kernel: Kernel, grid: (u32, u32, u32), block: u32, args: &[Arg]) -> Result<()> {
+    pub fn launch(
+        &self,
+        kernel: Kernel,
+        grid: (u32, u32, u32),
+        block: u32,
+        args: &[Arg],
+    ) -> Result<()> {
         let f = self
             .funcs
             .get(&kernel)

@@ -72,7 +72,8 @@ fn record(ev: &CudaEvent, stream: &CudaStream, external: bool) -> Result<()> {
             sys::cuEventRecord(ev.cu_event(), stream.cu_stream())
         }
     };
-    r.result().map_err(|e| EngineError::Cuda(format!("cuEventRecord: {e}")))
+    r.result()
+        .map_err(|e| EngineError::Cuda(format!("cuEventRecord: {e}")))
 }
 
 impl Recorder {
@@ -93,7 +94,9 @@ impl Recorder {
     }
 
     fn event(&self) -> Result<CudaEvent> {
-        Ok(self.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?)
+        Ok(self
+            .ctx
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?)
     }
 
     /// Records the run's time origin (call once, before the first step).
@@ -123,14 +126,28 @@ impl Recorder {
     /// The timing a step gets under the current mode and sampling.
     pub fn step_timing(&self, phase: Phase, step: i64) -> Timing {
         match self.timing {
-            Timing::Launch if phase == Phase::Prefill || step.rem_euclid(self.sample_every.max(1) as i64) == 0 => Timing::Launch,
+            Timing::Launch
+                if phase == Phase::Prefill
+                    || step.rem_euclid(self.sample_every.max(1) as i64) == 0 =>
+            {
+                Timing::Launch
+            }
             Timing::Launch => Timing::Step,
             t => t,
         }
     }
 
     #[allow(clippy::too_many_arguments)]
-    pub fn begin_step(&mut self, pool: usize, timing: Timing, phase: Phase, step: i64, batch: u32, tokens: u32, graph_id: u32) -> Result<()> {
+    pub fn begin_step(
+        &mut self,
+        pool: usize,
+        timing: Timing,
+        phase: Phase,
+        step: i64,
+        batch: u32,
+        tokens: u32,
+        graph_id: u32,
+    ) -> Result<()> {
         if timing != Timing::Off {
             record(&self.pools[pool].start, &self.stream, self.capturing)?;
         }
@@ -173,7 +190,11 @@ impl Recorder {
         debug_assert_eq!(cur.metas.len(), i);
         cur.metas.push(meta);
         if cur.timing == Timing::Launch {
-            record(&self.pools[cur.pool].pairs[i].1, &self.stream, self.capturing)?;
+            record(
+                &self.pools[cur.pool].pairs[i].1,
+                &self.stream,
+                self.capturing,
+            )?;
         }
         Ok(())
     }
@@ -196,7 +217,17 @@ impl Recorder {
 
     /// Registers a replayed graph step: its events were recorded by the graph's nodes.
     #[allow(clippy::too_many_arguments)]
-    pub fn replayed(&mut self, pool: usize, timing: Timing, phase: Phase, step: i64, batch: u32, tokens: u32, graph_id: u32, metas: Vec<LaunchMeta>) {
+    pub fn replayed(
+        &mut self,
+        pool: usize,
+        timing: Timing,
+        phase: Phase,
+        step: i64,
+        batch: u32,
+        tokens: u32,
+        graph_id: u32,
+        metas: Vec<LaunchMeta>,
+    ) {
         self.pending.push_back(Pending {
             pool,
             timing,

@@ -20,8 +20,14 @@ impl DevLinear {
     pub fn upload(m: &Matrix, stream: &CudaStream) -> Result<Self> {
         let (values, scales) = match m {
             Matrix::Bf16 { data, .. } => (DevBuf::upload(data, stream)?, None),
-            Matrix::Q8_0 { qs, d, .. } => (DevBuf::upload(qs, stream)?, Some(DevBuf::upload(d, stream)?)),
-            Matrix::Q4_0 { qs, d, .. } => (DevBuf::upload(qs, stream)?, Some(DevBuf::upload(d, stream)?)),
+            Matrix::Q8_0 { qs, d, .. } => (
+                DevBuf::upload(qs, stream)?,
+                Some(DevBuf::upload(d, stream)?),
+            ),
+            Matrix::Q4_0 { qs, d, .. } => (
+                DevBuf::upload(qs, stream)?,
+                Some(DevBuf::upload(d, stream)?),
+            ),
         };
         Ok(Self {
             format: m.format(),

@@ -1,0 +1,93 @@
+//! GPU tests: run on the GPU machine from a test binary built here
+//! (`cargo test --release -p gapscope-engine --test gpu --no-run`, then
+//! `BIN --ignored --test-threads 1` from the repository root). CI builds them; they are ignored
+//! there because it has no GPU.
+
+use gapscope_engine::bench::{self, BenchSettings};
+use gapscope_engine::cuda::{Capacity, CudaBackend, Device, Timing};
+use gapscope_engine::dispatch::{DispatchPolicy, Levers};
+use gapscope_engine::{ModelConfig, ModelWeights, WeightFormat, gpu_check};
+use std::path::PathBuf;
+
+fn model(name: &str) -> PathBuf {
+    // From the repository root on the GPU machine; from the crate when run by cargo.
+    let local = PathBuf::from("models").join(name);
+    if local.exists() {
+        local
+    } else {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../models")
+            .join(name)
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn every_kernel_matches_the_cpu_reference() {
+    let dev = Device::open(0).unwrap();
+    let checks = gpu_check::op_checks(&dev, 0x5eed).unwrap();
+    let failed: Vec<_> = checks.iter().filter(|c| !c.pass).collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+    assert!(checks.len() > 80);
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn whole_model_logits_match_the_cpu_reference() {
+    let checks = gpu_check::model_checks(0x5eed).unwrap();
+    let failed: Vec<_> = checks.iter().filter(|c| !c.pass).collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
+/// Greedy md5 under every lever setting: CUDA graphs, paged vs contiguous KV, and the dispatch
+/// threshold (MMVQ vs MMQ for quantized weights, including the prefill).
+#[test]
+#[ignore = "needs a CUDA device"]
+fn levers_keep_greedy_output_identical() {
+    let cfg = ModelConfig::from_path(&model("llama-3.2-1b.json")).unwrap();
+    let w = ModelWeights::random(&cfg, WeightFormat::Q8_0, 3);
+    let settings = BenchSettings {
+        npl: vec![1, 12],
+        npp: 24,
+        ntg: 24,
+        reps: 1,
+        warmup: 0,
+        seed: 3,
+    };
+    let cap = Capacity {
+        max_seqs: 12,
+        max_ctx: 49,
+        max_rows: 12 * 24,
+    };
+    let mut md5s = std::collections::BTreeMap::new();
+    for graphs in [true, false] {
+        for paged in [true, false] {
+            for thr in [0usize, 8, 64] {
+                let lv = Levers {
+                    graphs,
+                    paged_kv: paged,
+                    dispatch: DispatchPolicy {
+                        mmvq_max_batch: thr,
+                    },
+                };
+                let mut be =
+                    CudaBackend::new(Device::open(0).unwrap(), &cfg, &w, lv, cap, Timing::Off)
+                        .unwrap();
+                for r in bench::run(&mut be, &settings, None, |_| Ok(()), |_| {}).unwrap() {
+                    md5s.entry(r.npl)
+                        .or_insert_with(Vec::new)
+                        .push(((graphs, paged, thr), r.md5));
+                }
+            }
+        }
+    }
+    for (npl, v) in md5s {
+        let first = &v[0].1;
+        for (lever, m) in &v {
+            assert_eq!(
+                m, first,
+                "npl {npl}: lever {lever:?} changed the greedy md5"
+            );
+        }
+    }
+}

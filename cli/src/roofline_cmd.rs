@@ -159,26 +159,49 @@ fn table(r: &RooflineReport) -> String {
         ));
     }
     if !r.measured.is_empty() {
-        s.push_str("\nmeasured decode steps\n");
+        s.push_str(&format!(
+            "\nmeasured decode steps (floors at context {} tokens; pass --ctx to match the trace)\n",
+            r.ctx
+        ));
         for m in &r.measured {
             s.push_str(&format!(
                 "  {}: batch {}, {} steps, TPOT median {:.3} ms (p10 {:.3}), {:.1} tok/s; floor {:.4} ms = {:.1}% of floor at the median, {:.1}% at p10\n",
                 m.trace, m.batch, m.decode_steps, m.tpot_median_ms, m.tpot_p10_ms, m.tok_per_s, m.floor_ms,
                 m.pct_of_floor_median, m.pct_of_floor_p10
             ));
+            if m.buckets.is_empty() && m.buckets_without_floor.is_empty() {
+                s.push_str("    (no per-bucket times in the decode steps)\n");
+                continue;
+            }
+            s.push_str(&format!(
+                "    {:<22} {:>9} {:>10} {:>9} {:>10} {:>8}  floor source\n",
+                "bucket", "ms/step", "GB/step", "floor ms", "% of floor", "% of BW"
+            ));
             for b in &m.buckets {
+                let name: Vec<&str> = b.buckets.iter().map(|x| x.as_str()).collect();
                 s.push_str(&format!(
-                    "    {:<16} {:>9.4} ms/step for {:.3} GB, floor {:.4} ms: {:.1}% of floor, {:.1}% of bandwidth\n",
-                    b.bucket.to_string(),
+                    "    {:<22} {:>9.4} {:>10.4} {:>9.4} {:>9.1}% {:>7.1}%  {} ({})\n",
+                    name.join("+"),
                     b.ms_per_step,
                     b.bytes_per_step / 1e9,
                     b.floor_ms,
                     b.pct_of_floor,
-                    b.pct_of_bandwidth
+                    b.pct_of_bandwidth,
+                    b.source.label(),
+                    b.basis
                 ));
             }
-            if m.buckets.is_empty() {
-                s.push_str("    (per-bucket floors need engine traces, whose launches declare bytes and FLOPs)\n");
+            for b in &m.buckets_without_floor {
+                s.push_str(&format!(
+                    "    {:<22} {:>9.4} {:>10} {:>9} {:>10} {:>8}  none: {}\n",
+                    b.bucket.to_string(),
+                    b.ms_per_step,
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    b.reason
+                ));
             }
         }
     }

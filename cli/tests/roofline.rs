@@ -169,3 +169,99 @@ fn measured_profile_from_calibrate() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("hardware profile"));
 }
+
+#[test]
+fn trace_buckets_against_declared_and_model_derived_floors() {
+    // The HF eager trace declares no bytes or FLOPs: its GEMM and attention floors come from
+    // the model spec. The engine trace declares them per kernel and keeps them.
+    let model = repo("models/llama-3-8b.json");
+    let hf = repo("traces/reference/hf-llama3-8b-npl1.json.gz");
+    let engine = repo("traces/reference/engine-llama3-8b-npl1.gst");
+    let args = [
+        "roofline",
+        "--model",
+        model.to_str().unwrap(),
+        "--hw",
+        "h200",
+        "--weights",
+        "bf16",
+        "--batch",
+        "1",
+        "--trace",
+        hf.to_str().unwrap(),
+    ];
+    let o = gapscope(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8(o.stdout).unwrap();
+    let row = |bucket: &str| {
+        out.lines()
+            .find(|l| l.trim_start().starts_with(bucket))
+            .unwrap_or_else(|| panic!("no {bucket} row in\n{out}"))
+    };
+    for b in ["gemm_dense", "attention"] {
+        let l = row(b);
+        assert!(
+            l.contains('%') && l.contains("derived from model spec"),
+            "{l}"
+        );
+    }
+    assert!(
+        row("norm").contains("none: no model-derived minimum"),
+        "{out}"
+    );
+
+    let mut json_args = args.to_vec();
+    json_args.extend(["--trace", engine.to_str().unwrap(), "--json"]);
+    let o = gapscope(&json_args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ctx = v["ctx"].as_f64().unwrap();
+    assert_eq!(ctx, 4096.0, "the default context");
+    let bw = v["hardware"]["hbm_bytes_per_s"].as_f64().unwrap();
+    assert_eq!(bw, 4.8e12);
+    let hf_steps = &v["measured"][0];
+    assert_eq!(hf_steps["decode_steps"], 32);
+    let find = |m: &serde_json::Value, b: &str| -> serde_json::Value {
+        m["buckets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["buckets"].as_array().unwrap().iter().any(|y| y == b))
+            .unwrap_or_else(|| panic!("no floor covers {b}: {m:#}"))
+            .clone()
+    };
+    let gemm = find(hf_steps, "gemm_dense");
+    assert_eq!(gemm["source"], "derived_from_model_spec");
+    // Linear layers 13,958,643,712 B + LM head 1,050,673,152 B of bf16 weights.
+    assert_eq!(gemm["bytes_per_step"].as_f64().unwrap(), 15_009_316_864.0);
+    let attn = find(hf_steps, "attention");
+    assert_eq!(attn["source"], "derived_from_model_spec");
+    // The KV cache at --ctx: 32 layers * (K, V) * 8 heads * 128 * 2 B per token.
+    assert_eq!(attn["bytes_per_step"].as_f64().unwrap(), ctx * 131_072.0);
+    for b in [&gemm, &attn] {
+        let ms = b["ms_per_step"].as_f64().unwrap();
+        let floor = b["floor_ms"].as_f64().unwrap();
+        let pct = b["pct_of_floor"].as_f64().unwrap();
+        assert!((floor - b["bytes_per_step"].as_f64().unwrap() / bw * 1e3).abs() < 1e-9);
+        assert!((pct - 100.0 * floor / ms).abs() < 1e-9, "{b:#}");
+        assert!(pct > 0.0 && pct <= 100.0, "{b:#}");
+    }
+    let none: Vec<&str> = hf_steps["buckets_without_floor"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["bucket"].as_str().unwrap())
+        .collect();
+    for b in ["norm", "rope", "act_elementwise"] {
+        assert!(none.contains(&b), "{none:?}");
+    }
+
+    let eng = &v["measured"][1];
+    assert_eq!(eng["decode_steps"], 32);
+    for b in ["gemv", "attention"] {
+        let f = find(eng, b);
+        assert_eq!(f["source"], "declared_by_engine", "{f:#}");
+        assert!(f["bytes_per_step"].as_f64().unwrap() > 0.0);
+        assert!(f["pct_of_floor"].as_f64().unwrap() > 0.0);
+    }
+}

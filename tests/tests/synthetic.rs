@@ -4,6 +4,7 @@
 
 use gapscope_analyzer::analysis::{AnalysisSettings, Report, analyze};
 use gapscope_analyzer::import::{Imported, InputFormat};
+use gapscope_analyzer::roofline::report::FloorSource;
 use gapscope_analyzer::{Bucket, RuleSet};
 use gapscope_traces::*;
 
@@ -343,6 +344,29 @@ fn engine_bytes_give_per_bucket_floors() {
     );
     let b = &rr.measured[0].buckets;
     assert_eq!(b.len(), 1);
+    assert_eq!(b[0].source, FloorSource::DeclaredByEngine);
+    assert_eq!(b[0].buckets, [Bucket::Gemv]);
+    // An engine trace keeps its declared costs: the undeclared buckets get no floor, not one
+    // derived from the model spec.
+    let none: Vec<Bucket> = rr.measured[0]
+        .buckets_without_floor
+        .iter()
+        .map(|x| x.bucket)
+        .collect();
+    assert_eq!(
+        none,
+        [
+            Bucket::Attention,
+            Bucket::EmbedGather,
+            Bucket::Norm,
+            Bucket::Sampling
+        ]
+    );
+    assert!(
+        rr.measured[0].buckets_without_floor[0]
+            .reason
+            .contains("declare no")
+    );
     // 200,000 B / 3.35e12 B/s = 5.970e-5 ms against 8e-5 ms measured: 74.63%.
     assert!((b[0].floor_ms - 200_000.0 / 3.35e12 * 1e3).abs() < 1e-15);
     assert!((b[0].pct_of_floor - 74.626_865_671_641_8).abs() < 1e-6);
@@ -372,4 +396,136 @@ fn what_if_at_the_floor_uses_declared_bytes() {
             .at_floor_ms
             .is_none()
     );
+}
+
+/// Four decode steps of a Kineto-like trace (kernel names as PyTorch/cuBLAS/cuDNN write
+/// them, no declared bytes or FLOPs, steps under a `gpu_user_annotation`) of a tiny model:
+/// per step a 10 ns embedding gather; 2 layers of a 10 ns norm, a 40 ns nvjet GEMM and a 30 ns
+/// attention; a 20 ns cuBLAS GEMV LM head; a 10 ns argmax.
+fn kineto_like_trace() -> Trace {
+    let mut t = Trace::new(Manifest::new("kineto-json"));
+    let mut now = 0;
+    for _ in 0..4 {
+        let start = now;
+        let mut k = |t: &mut Trace, name: &str, d: i64| {
+            kernel(t, name, 7, 0, now, now + d);
+            now += d + 5;
+        };
+        k(
+            &mut t,
+            "void at::native::(anonymous namespace)::indexSelectSmallIndex<c10::BFloat16, long, unsigned int, 2, 2, -2>(int)",
+            10,
+        );
+        for _ in 0..2 {
+            k(
+                &mut t,
+                "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, unsigned int, float, 4> >(int)",
+                10,
+            );
+            k(&mut t, "nvjet_sm90_tst_64x8_64x16_2x1_v_bz_TNT", 40);
+            k(
+                &mut t,
+                "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_3_64x64x128_4x1_cga1x1x1_kernel0_0",
+                30,
+            );
+        }
+        k(
+            &mut t,
+            "void gemv2T_kernel_val<int, int, __nv_bfloat16, __nv_bfloat16, float, 128, 16, 4, 4, false, false>(int)",
+            20,
+        );
+        k(
+            &mut t,
+            "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<c10::BFloat16, at::native::ArgMaxOps<c10::BFloat16>, unsigned int, long, 4> >(int)",
+            10,
+        );
+        let name = t.strings.intern("decode_step");
+        t.markers.push(MarkerRow {
+            name,
+            source: MarkerSource::KinetoGpuAnnotation as u8,
+            phase: Phase::Decode as u8,
+            gpu_start_ns: start,
+            gpu_end_ns: now,
+            ..Default::default()
+        });
+        now += 100;
+    }
+    t
+}
+
+#[test]
+fn traces_without_declared_costs_get_floors_derived_from_the_model() {
+    let r = report(kineto_like_trace(), &AnalysisSettings::default());
+    assert_eq!(r.steps.decode_steps, 4);
+    assert!(
+        r.buckets.iter().all(|b| b.cost.is_none()),
+        "nothing declared"
+    );
+    // hidden 64, 2 layers, 4 heads of 16, 2 KV heads, MLP 128, vocab 100, bf16.
+    let model = gapscope_analyzer::roofline::ModelSpec::from_hf_config(&serde_json::json!({
+        "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100
+    }))
+    .unwrap();
+    let hw = gapscope_analyzer::roofline::hw::lookup("h100-sxm").unwrap();
+    let rr = gapscope_analyzer::roofline::report::roofline(
+        &model,
+        &hw,
+        gapscope_analyzer::roofline::WeightFormat::Bf16,
+        &[1],
+        100,
+        &[(r, 1)],
+    );
+    let m = &rr.measured[0];
+    let b = &m.buckets;
+    assert_eq!(b.len(), 3, "{b:#?}");
+    assert!(
+        b.iter()
+            .all(|x| x.source == FloorSource::DerivedFromModelSpec)
+    );
+    // Matmul group: the GEMMs and the GEMV together, 2 * 40 + 20 = 100 ns per step. Weights:
+    // per layer q 64*64 + k,v 2*64*32 + o 64*64 + MLP 3*64*128 = 36,864; 2 layers plus the
+    // LM head 100*64 = 80,128 weights = 160,256 B. Floor 160,256 B / 3.35e12 B/s =
+    // 4.7838e-5 ms (compute, 160,256 FLOPs / 989.4e12, is lower): 47.8376% of floor.
+    assert_eq!(b[0].buckets, [Bucket::Gemv, Bucket::GemmDense]);
+    assert_eq!(
+        b[0].bucket,
+        Bucket::GemmDense,
+        "the member with the most time"
+    );
+    assert_eq!(b[0].bytes_per_step, 160_256.0);
+    assert_eq!(b[0].flops_per_step, 160_256.0);
+    assert!((b[0].ms_per_step - 100e-6).abs() < 1e-15);
+    assert!((b[0].floor_ms - 160_256.0 / 3.35e12 * 1e3).abs() < 1e-15);
+    assert!((b[0].pct_of_floor - 160_256.0 / 3350.0).abs() < 1e-9);
+    // Attention: 2 * 30 = 60 ns per step. KV at context 100: 100 tokens * 2 layers * (K, V)
+    // * 2 heads * 16 * 2 B = 25,600 B; floor 7.6418e-6 ms: 12.7363% of floor.
+    assert_eq!(b[1].buckets, [Bucket::Attention]);
+    assert_eq!(b[1].bytes_per_step, 25_600.0);
+    assert_eq!(b[1].flops_per_step, 4.0 * 100.0 * 4.0 * 16.0 * 2.0);
+    assert!((b[1].pct_of_floor - 25_600.0 / 3.35e12 / 60e-9 * 100.0).abs() < 1e-9);
+    assert!((b[1].pct_of_floor - 12.7363).abs() < 1e-4);
+    // The gather reads one 64-wide bf16 row, 128 B, in 10 ns.
+    assert_eq!(b[2].buckets, [Bucket::EmbedGather]);
+    assert_eq!(b[2].bytes_per_step, 128.0);
+    assert!((b[2].pct_of_floor - 128.0 / 3.35e12 / 10e-9 * 100.0).abs() < 1e-9);
+    // Norm and argmax have no model-derived minimum and say so.
+    let none: Vec<(Bucket, f64)> = m
+        .buckets_without_floor
+        .iter()
+        .map(|x| (x.bucket, x.ms_per_step))
+        .collect();
+    assert_eq!(none.len(), 2, "{none:?}");
+    assert_eq!(none[0].0, Bucket::Norm);
+    assert!((none[0].1 - 20e-6).abs() < 1e-15);
+    assert_eq!(none[1].0, Bucket::Sampling);
+    assert!(
+        m.buckets_without_floor
+            .iter()
+            .all(|x| x.reason.starts_with("no model-derived minimum"))
+    );
+    // The JSON names the source.
+    let v = serde_json::to_value(m).unwrap();
+    assert_eq!(v["buckets"][0]["source"], "derived_from_model_spec");
+    assert_eq!(v["buckets"][0]["buckets"][1], "gemm_dense");
 }

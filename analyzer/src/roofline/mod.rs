@@ -1,6 +1,7 @@
 //! Roofline floors: what a decode step cannot beat on a given GPU, from a model spec and a
 //! hardware spec. The CLI (`gapscope roofline`), SVG and trace overlay build on this.
 
+pub mod bucket_floor;
 pub mod hw;
 pub mod model;
 pub mod report;

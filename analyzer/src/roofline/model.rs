@@ -310,6 +310,34 @@ impl ModelSpec {
         b
     }
 
+    /// Bytes of the embedding rows one decode step of `batch` sequences gathers.
+    pub fn embedding_bytes_per_step(&self, fmt: WeightFormat, batch: u64) -> f64 {
+        batch.min(self.vocab) as f64 * self.hidden as f64 * fmt.bytes_per_weight()
+    }
+
+    /// Bytes of the bf16 norm weights read per step: two per block plus the final norm.
+    pub fn norm_bytes(&self) -> f64 {
+        (2 * self.layers + 1) as f64 * self.hidden as f64 * 2.0
+    }
+
+    /// Bytes of the bf16 per-head vectors of the gated-DeltaNet blocks (decay, bias, output
+    /// norm), which the recurrent kernels read rather than a matmul.
+    pub fn linear_vector_bytes(&self) -> f64 {
+        let Some(l) = &self.linear else { return 0.0 };
+        self.linear_attention_layers() as f64 * (2 * l.value_heads + l.value_head_dim) as f64 * 2.0
+    }
+
+    /// Matmul weight bytes read by one decode step: the projections and MLPs of every block
+    /// (MoE: the experts the batch is expected to touch, shared experts and routers), their
+    /// biases, and the LM head. This is [`Self::weight_bytes_per_step`] less the embedding
+    /// rows, the norms and the DeltaNet vectors.
+    pub fn matmul_weight_bytes_per_step(&self, fmt: WeightFormat, batch: u64) -> f64 {
+        self.weight_bytes_per_step(fmt, batch)
+            - self.embedding_bytes_per_step(fmt, batch)
+            - self.norm_bytes()
+            - self.linear_vector_bytes()
+    }
+
     pub fn full_attention_layers(&self) -> u64 {
         self.linear_layers.iter().filter(|&&l| !l).count() as u64
     }
@@ -337,6 +365,24 @@ impl ModelSpec {
         let conv_ch = 2 * l.key_heads * l.key_head_dim + l.value_heads * l.value_head_dim;
         let conv = (l.conv_kernel.saturating_sub(1) * conv_ch) as f64 * 2.0;
         self.linear_attention_layers() as f64 * (state + conv)
+    }
+
+    /// Attention FLOPs of one token at context `ctx`: QK^T and PV, 4 x ctx x heads x
+    /// head_dim per full-attention layer.
+    pub fn attention_flops_per_token(&self, ctx: u64) -> f64 {
+        4.0 * (ctx * self.heads * self.head_dim) as f64 * self.full_attention_layers() as f64
+    }
+
+    /// FLOPs of the DeltaNet state update and read-out of one token, all linear layers.
+    pub fn recurrent_flops_per_token(&self) -> f64 {
+        let Some(l) = &self.linear else { return 0.0 };
+        4.0 * (l.value_heads * l.key_head_dim * l.value_head_dim) as f64
+            * self.linear_attention_layers() as f64
+    }
+
+    /// Matmul FLOPs of one token: 2 per active matmul weight, LM head included.
+    pub fn matmul_flops_per_token(&self) -> f64 {
+        self.flops_per_token(0) - self.recurrent_flops_per_token()
     }
 
     /// FLOPs for one token at context `ctx` at batch 1: 2 per active matmul weight (LM head
@@ -404,6 +450,22 @@ mod tests {
             m.flops_per_token(0),
             2.0 * (6_979_321_856.0 + 525_336_576.0)
         );
+        // Split by who reads it: the matmuls read the layers' projections and MLPs plus the
+        // LM head, 13,958,643,712 + 1,050,673,152 = 15,009,316,864 B; the gather one row.
+        assert_eq!(
+            m.matmul_weight_bytes_per_step(WeightFormat::Bf16, 1),
+            15_009_316_864.0
+        );
+        assert_eq!(m.embedding_bytes_per_step(WeightFormat::Bf16, 1), 8_192.0);
+        assert_eq!(m.embedding_bytes_per_step(WeightFormat::Bf16, 4), 32_768.0);
+        assert_eq!(m.norm_bytes(), 532_480.0);
+        assert_eq!(m.matmul_flops_per_token(), m.flops_per_token(0));
+        // Attention at ctx 160: 4 * 160 * 32 heads * 128 * 32 layers = 83,886,080.
+        assert_eq!(m.attention_flops_per_token(160), 83_886_080.0);
+        assert_eq!(
+            m.flops_per_token(160),
+            m.matmul_flops_per_token() + m.attention_flops_per_token(160)
+        );
     }
 
     #[test]
@@ -460,6 +522,26 @@ mod tests {
         // DeltaNet block: in_proj 64*(2*32 + 2*32) + 64*2*4 = 8,704; conv (64+32)*4 = 384;
         // out 32*64 = 2,048; vectors 2*4 + 8 = 16.
         assert_eq!(m.linear_params(), 8_704 + 384 + 2_048 + 16);
+        // The weight bytes split without remainder into matmul, gather, norms and the
+        // DeltaNet vectors (3 layers * 16 bf16 = 96 B).
+        assert_eq!(m.linear_vector_bytes(), 96.0);
+        for batch in [1, 7] {
+            let parts = m.matmul_weight_bytes_per_step(WeightFormat::Q8_0, batch)
+                + m.embedding_bytes_per_step(WeightFormat::Q8_0, batch)
+                + m.norm_bytes()
+                + m.linear_vector_bytes();
+            let all = m.weight_bytes_per_step(WeightFormat::Q8_0, batch);
+            assert!((parts - all).abs() < 1e-6, "{parts} vs {all}");
+        }
+        // State update: 4 * (4 heads * 16 * 8) per linear layer, 3 layers.
+        assert_eq!(m.recurrent_flops_per_token(), 3.0 * 4.0 * 512.0);
+        assert_eq!(m.attention_flops_per_token(10), 4.0 * 10.0 * 4.0 * 16.0);
+        assert_eq!(
+            m.flops_per_token(10),
+            m.matmul_flops_per_token()
+                + m.recurrent_flops_per_token()
+                + m.attention_flops_per_token(10)
+        );
         let types = ModelSpec::from_hf_config(&json!({
             "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
             "vocab_size": 100, "intermediate_size": 8,

@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use super::bucket_floor::bucket_floors;
+pub use super::bucket_floor::{BucketFloor, FloorSource, NoFloor};
 use super::{
     CeilingSource, HardwareSpec, ModelSpec, StepFloor, WeightFormat, crossover_batch, step_floor,
 };
@@ -52,26 +54,15 @@ pub struct MeasuredStep {
     pub pct_of_floor_median: f64,
     /// floor / p10 TPOT (the faster steps), %.
     pub pct_of_floor_p10: f64,
-    /// Buckets whose kernels declare bytes/FLOPs (engine traces): their own floor.
+    /// Buckets against their own floor: declared by the engine's kernels (engine traces) or
+    /// derived from the model spec (other traces); see [`bucket_floors`].
     pub buckets: Vec<BucketFloor>,
+    /// Buckets with decode time but no floor, each with the reason.
+    pub buckets_without_floor: Vec<NoFloor>,
 }
 
-/// A bucket against the floor of the work it declares.
-#[derive(Debug, Clone, Serialize)]
-pub struct BucketFloor {
-    pub bucket: crate::bucket::Bucket,
-    pub bytes_per_step: f64,
-    pub flops_per_step: f64,
-    /// Time per step of the kernels that declare a cost.
-    pub ms_per_step: f64,
-    /// max(bytes / bandwidth, FLOPs / peak), ms.
-    pub floor_ms: f64,
-    pub pct_of_floor: f64,
-    /// Achieved bandwidth as % of the ceiling (bytes / time / bandwidth).
-    pub pct_of_bandwidth: f64,
-}
-
-/// Builds the report for `batches`, placing each analysed trace at `trace_batch`.
+/// Builds the report for `batches`, placing each analysed trace at its batch and at
+/// context `ctx`.
 pub fn roofline(
     m: &ModelSpec,
     hw: &HardwareSpec,
@@ -89,6 +80,7 @@ pub fn roofline(
         .filter_map(|(r, batch)| {
             let t = r.steps.tpot_ms?;
             let floor = step_floor(m, hw, fmt, *batch, ctx).step_floor_s * 1e3;
+            let (buckets, buckets_without_floor) = bucket_floors(r, m, hw, fmt, *batch, ctx);
             Some(MeasuredStep {
                 trace: r.source.path.clone(),
                 batch: *batch,
@@ -99,27 +91,8 @@ pub fn roofline(
                 floor_ms: floor,
                 pct_of_floor_median: 100.0 * floor / t.median,
                 pct_of_floor_p10: 100.0 * floor / t.p10,
-                buckets: r
-                    .buckets
-                    .iter()
-                    .filter_map(|b| {
-                        let c = b.cost?;
-                        let floor_ms = (c.bytes_per_step / hw.hbm_bytes_per_s)
-                            .max(c.flops_per_step / super::peak_flops(hw, fmt))
-                            * 1e3;
-                        Some(BucketFloor {
-                            bucket: b.bucket,
-                            bytes_per_step: c.bytes_per_step,
-                            flops_per_step: c.flops_per_step,
-                            ms_per_step: c.costed_ms_per_step,
-                            floor_ms,
-                            pct_of_floor: 100.0 * floor_ms / c.costed_ms_per_step,
-                            pct_of_bandwidth: 100.0 * c.bytes_per_step
-                                / (c.costed_ms_per_step / 1e3)
-                                / hw.hbm_bytes_per_s,
-                        })
-                    })
-                    .collect(),
+                buckets,
+                buckets_without_floor,
             })
         })
         .collect();

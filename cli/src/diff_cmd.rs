@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 use gapscope_analyzer::diff::{DiffReport, FloorCeilings, diff_with_floor};
+use gapscope_analyzer::roofline::bucket_floor::MATMUL_BUCKETS;
 use gapscope_analyzer::roofline::{WeightFormat, hw, peak_flops};
 
 use crate::render::{ms, short, write_stdout};
@@ -61,107 +62,90 @@ pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The matmul buckets taken together: engines split the same linear layers between GEMV
+/// and GEMM kernels differently, so across engines their sum is the comparable figure.
+/// `(A ms/step, B ms/step, share of the gap %)`, or `None` when neither side has any.
+fn matmul_together(d: &DiffReport) -> Option<(f64, f64, f64)> {
+    let rows: Vec<_> = d
+        .buckets
+        .iter()
+        .filter(|x| MATMUL_BUCKETS.contains(&x.bucket))
+        .collect();
+    if rows.len() < 2 {
+        return None;
+    }
+    let a: f64 = rows.iter().map(|x| x.a_ms_per_step).sum();
+    let b: f64 = rows.iter().map(|x| x.b_ms_per_step).sum();
+    let share: f64 = rows.iter().map(|x| x.share_of_gap_pct).sum();
+    Some((a, b, share))
+}
+
+fn ratio(d: &DiffReport) -> f64 {
+    if d.b.step_ms > 0.0 {
+        d.a.step_ms / d.b.step_ms
+    } else {
+        0.0
+    }
+}
+
 fn render(d: &DiffReport, md: bool) -> String {
+    if md {
+        return markdown(d);
+    }
     let mut s = String::new();
     let line = |s: &mut String, cells: &[String]| {
-        if md {
-            s.push_str(&format!("| {} |\n", cells.join(" | ")));
-        } else {
-            s.push_str(&format!(
-                "{:<16}{}\n",
-                cells[0],
-                cells[1..]
-                    .iter()
-                    .map(|c| format!("{c:>12}"))
-                    .collect::<String>()
-            ));
-        }
+        s.push_str(&format!(
+            "{:<16}{}\n",
+            cells[0],
+            cells[1..]
+                .iter()
+                .map(|c| format!("{c:>12}"))
+                .collect::<String>()
+        ));
     };
-    if md {
-        s.push_str("## gapscope diff\n\n");
-    }
-    let b = if md { "- " } else { "" };
     s.push_str(&format!(
-        "{b}A: {} ({} decode steps, {} ms/step, busy {} ms/step)\n",
+        "A: {} ({} decode steps, {} ms/step, busy {} ms/step)\n",
         d.a.path,
         d.a.decode_steps,
         ms(d.a.step_ms),
         ms(d.a.busy_ms)
     ));
     s.push_str(&format!(
-        "{b}B: {} ({} decode steps, {} ms/step, busy {} ms/step)\n",
+        "B: {} ({} decode steps, {} ms/step, busy {} ms/step)\n",
         d.b.path,
         d.b.decode_steps,
         ms(d.b.step_ms),
         ms(d.b.busy_ms)
     ));
     s.push_str(&format!(
-        "{b}gap: A - B = {} ms/step ({:.2}x); graph replays: {}\n\n",
+        "gap: A - B = {} ms/step ({:.2}x); graph replays: {}\n\n",
         ms(d.gap_ms),
-        if d.b.step_ms > 0.0 {
-            d.a.step_ms / d.b.step_ms
-        } else {
-            0.0
-        },
+        ratio(d),
         d.structural.graph_replays
     ));
-    let head: Vec<String> = [
-        "bucket",
-        "A ms/step",
-        "B ms/step",
-        "delta ms",
-        "% of gap",
-        "A calls",
-        "B calls",
-    ]
-    .iter()
-    .map(|x| x.to_string())
-    .collect();
+    let head: Vec<String> = BUCKET_HEAD.iter().map(|x| x.to_string()).collect();
     line(&mut s, &head);
-    if md {
-        s.push_str("|---|---:|---:|---:|---:|---:|---:|\n");
+    for cells in bucket_rows(d) {
+        line(&mut s, &cells);
     }
-    let mut total = 0.0;
-    for x in &d.buckets {
-        total += x.share_of_gap_pct;
-        line(
-            &mut s,
-            &[
-                x.bucket.to_string(),
-                ms(x.a_ms_per_step),
-                ms(x.b_ms_per_step),
-                ms(x.delta_ms),
-                format!("{:.1}%", x.share_of_gap_pct),
-                format!("{:.1}", x.a_calls_per_step),
-                format!("{:.1}", x.b_calls_per_step),
-            ],
-        );
+    s.push_str(&format!("shares sum to {:.1}%\n", shares_total(d)));
+    if let Some((a, b, share)) = matmul_together(d) {
+        s.push_str(&format!(
+            "gemv + gemm_quant + gemm_dense together: A {} ms/step, B {} ms/step, delta {} ms ({share:.1}% of gap)\n",
+            ms(a),
+            ms(b),
+            ms(a - b)
+        ));
     }
-    line(
-        &mut s,
-        &[
-            "residual (idle)".into(),
-            String::new(),
-            String::new(),
-            ms(d.residual_ms),
-            format!("{:.1}%", d.residual_share_pct),
-            String::new(),
-            String::new(),
-        ],
-    );
-    s.push_str(&format!(
-        "{}shares sum to {:.1}%\n\n",
-        if md { "\n" } else { "" },
-        total + d.residual_share_pct
-    ));
+    s.push('\n');
     let st = &d.structural;
     s.push_str(&format!(
-        "{b}kernels per step: A {:.1}, B {:.1}; extra copies/step in A: {:+.1}; extra gathers/step in A: {:+.1}\n",
+        "kernels per step: A {:.1}, B {:.1}; extra copies/step in A: {:+.1}; extra gathers/step in A: {:+.1}\n",
         st.a_kernels_per_step, st.b_kernels_per_step, st.extra_copies_per_step, st.extra_gathers_per_step
     ));
     for (label, list) in [("only in A", &st.only_in_a), ("only in B", &st.only_in_b)] {
         if !list.is_empty() {
-            s.push_str(&format!("{b}{label}: "));
+            s.push_str(&format!("{label}: "));
             let items: Vec<String> = list
                 .iter()
                 .take(5)
@@ -171,13 +155,12 @@ fn render(d: &DiffReport, md: bool) -> String {
             s.push('\n');
         }
     }
-    s.push_str(&format!(
-        "\n{b}what-if (A's step if one bucket took B's time / disappeared / ran at its floor):\n"
-    ));
+    s.push_str(
+        "\nwhat-if (A's step if one bucket took B's time / disappeared / ran at its floor):\n",
+    );
     for w in d.what_if.iter().take(5) {
         s.push_str(&format!(
-            "{}  {:<16} {} ms (gain {}) / {} ms / {}\n",
-            if md { "  -" } else { "" },
+            "  {:<16} {} ms (gain {}) / {} ms / {}\n",
             w.bucket.to_string(),
             ms(w.as_b_ms),
             ms(w.gain_as_b_ms),
@@ -187,11 +170,10 @@ fn render(d: &DiffReport, md: bool) -> String {
                 .unwrap_or_else(|| "-".into())
         ));
     }
-    s.push_str(&format!("\n{b}top kernels that moved (ms/step, A vs B):\n"));
+    s.push_str("\ntop kernels that moved (ms/step, A vs B):\n");
     for k in &d.top_moved {
         s.push_str(&format!(
-            "{}  {:>9} {:>9} {:>+9.4}  [{}] {}\n",
-            if md { "  -" } else { "" },
+            "  {:>9} {:>9} {:>+9.4}  [{}] {}\n",
             ms(k.a_ms_per_step),
             ms(k.b_ms_per_step),
             k.delta_ms,
@@ -199,5 +181,168 @@ fn render(d: &DiffReport, md: bool) -> String {
             short(&k.name)
         ));
     }
+    s
+}
+
+const BUCKET_HEAD: [&str; 7] = [
+    "bucket",
+    "A ms/step",
+    "B ms/step",
+    "delta ms",
+    "% of gap",
+    "A calls",
+    "B calls",
+];
+
+/// The bucket rows, then the residual row.
+fn bucket_rows(d: &DiffReport) -> Vec<Vec<String>> {
+    let mut rows: Vec<Vec<String>> = d
+        .buckets
+        .iter()
+        .map(|x| {
+            vec![
+                x.bucket.to_string(),
+                ms(x.a_ms_per_step),
+                ms(x.b_ms_per_step),
+                ms(x.delta_ms),
+                format!("{:.1}%", x.share_of_gap_pct),
+                format!("{:.1}", x.a_calls_per_step),
+                format!("{:.1}", x.b_calls_per_step),
+            ]
+        })
+        .collect();
+    rows.push(vec![
+        "residual (idle)".into(),
+        String::new(),
+        String::new(),
+        ms(d.residual_ms),
+        format!("{:.1}%", d.residual_share_pct),
+        String::new(),
+        String::new(),
+    ]);
+    rows
+}
+
+fn shares_total(d: &DiffReport) -> f64 {
+    d.buckets.iter().map(|x| x.share_of_gap_pct).sum::<f64>() + d.residual_share_pct
+}
+
+/// A kernel name as Markdown inline code (angle brackets and pipes stay literal).
+fn code(name: &str) -> String {
+    format!("`{}`", short(name).replace('`', "'").replace('|', "\\|"))
+}
+
+/// A Markdown table whose columns from `numeric` on are right-aligned.
+fn md_table(s: &mut String, head: &[&str], numeric: usize, rows: &[Vec<String>]) {
+    s.push_str(&format!("| {} |\n", head.join(" | ")));
+    let align: Vec<&str> = (0..head.len())
+        .map(|i| if i < numeric { "---" } else { "---:" })
+        .collect();
+    s.push_str(&format!("|{}|\n", align.join("|")));
+    for r in rows {
+        s.push_str(&format!("| {} |\n", r.join(" | ")));
+    }
+}
+
+fn markdown(d: &DiffReport) -> String {
+    let mut s = String::from("## gapscope diff\n\n");
+    for (label, side) in [("A", &d.a), ("B", &d.b)] {
+        s.push_str(&format!(
+            "- **{label}**: `{}`: {} decode steps, {} ms/step, GPU busy {} ms/step\n",
+            side.path,
+            side.decode_steps,
+            ms(side.step_ms),
+            ms(side.busy_ms)
+        ));
+    }
+    s.push_str(&format!(
+        "- **gap**: A − B = {} ms/step (A's step is {:.2}× B's)\n",
+        ms(d.gap_ms),
+        ratio(d)
+    ));
+    s.push_str(&format!(
+        "- **CUDA graph replays**: {}\n\n",
+        d.structural.graph_replays
+    ));
+    s.push_str("### Gap by bucket\n\n");
+    md_table(&mut s, &BUCKET_HEAD, 1, &bucket_rows(d));
+    s.push_str(&format!(
+        "\nShares sum to {:.1}%. `residual (idle)` is the part of the gap no bucket explains: \
+         launch and host gaps (GPU idle) and overlap.\n",
+        shares_total(d)
+    ));
+    if let Some((a, b, share)) = matmul_together(d) {
+        s.push_str(&format!(
+            "\nThe matmul buckets together (gemv + gemm_quant + gemm_dense; engines split the \
+             same linear layers between them differently): A {} ms/step, B {} ms/step, delta {} \
+             ms ({share:.1}% of the gap).\n",
+            ms(a),
+            ms(b),
+            ms(a - b)
+        ));
+    }
+    let st = &d.structural;
+    s.push_str("\n### Structure per step\n\n");
+    s.push_str(&format!(
+        "- kernels per step: A {:.1}, B {:.1}\n- extra copies per step in A: {:+.1}; extra gathers per step in A: {:+.1}\n",
+        st.a_kernels_per_step, st.b_kernels_per_step, st.extra_copies_per_step, st.extra_gathers_per_step
+    ));
+    for (label, list) in [("only in A", &st.only_in_a), ("only in B", &st.only_in_b)] {
+        if !list.is_empty() {
+            let items: Vec<String> = list
+                .iter()
+                .take(5)
+                .map(|(n, c)| format!("{} ({c:.1}/step)", code(n)))
+                .collect();
+            s.push_str(&format!("- {label}: {}\n", items.join(", ")));
+        }
+    }
+    s.push_str("\n### What-if: A's step if one bucket changed\n\n");
+    let rows: Vec<Vec<String>> = d
+        .what_if
+        .iter()
+        .take(5)
+        .map(|w| {
+            vec![
+                w.bucket.to_string(),
+                ms(w.as_b_ms),
+                ms(w.gain_as_b_ms),
+                ms(w.without_ms),
+                w.at_floor_ms.map(ms).unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    md_table(
+        &mut s,
+        &[
+            "bucket",
+            "with B's time, ms",
+            "gain, ms",
+            "without it, ms",
+            "at its floor, ms",
+        ],
+        1,
+        &rows,
+    );
+    s.push_str("\n### Top kernels that moved\n\n");
+    let rows: Vec<Vec<String>> = d
+        .top_moved
+        .iter()
+        .map(|k| {
+            vec![
+                code(&k.name),
+                k.bucket.to_string(),
+                ms(k.a_ms_per_step),
+                ms(k.b_ms_per_step),
+                format!("{:+.4}", k.delta_ms),
+            ]
+        })
+        .collect();
+    md_table(
+        &mut s,
+        &["kernel", "bucket", "A ms/step", "B ms/step", "delta ms"],
+        2,
+        &rows,
+    );
     s
 }

@@ -315,6 +315,100 @@ fn diff_of_two_real_traces_closes_to_100_percent() {
     );
 }
 
+const ENGINE_8B: &str = "traces/reference/engine-llama3-8b-npl1.gst";
+const HF_8B: &str = "traces/reference/hf-llama3-8b-npl1.json.gz";
+
+#[test]
+fn diff_engine_vs_hf_eager_attributes_the_whole_gap() {
+    // Two engines on the same shapes (Llama-3-8B, batch 1, H200): gapscope-engine's native
+    // trace against HF transformers eager (Kineto). The engine trace may be re-captured, so
+    // this checks properties, not timings.
+    let a = repo(ENGINE_8B);
+    let b = repo(HF_8B);
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let v = json(&["diff", "--json", a, b]);
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["a"]["decode_steps"], 32);
+    assert_eq!(v["b"]["decode_steps"], 32);
+    let (sa, sb) = (
+        v["a"]["step_ms"].as_f64().unwrap(),
+        v["b"]["step_ms"].as_f64().unwrap(),
+    );
+    assert!(sa > 0.0 && sb > 0.0);
+    let gap = v["gap_ms"].as_f64().unwrap();
+    assert!((gap - (sa - sb)).abs() < 1e-9);
+    let buckets = v["buckets"].as_array().unwrap();
+    let shares: f64 = buckets
+        .iter()
+        .map(|x| x["share_of_gap_pct"].as_f64().unwrap())
+        .sum();
+    let residual = v["residual_share_pct"].as_f64().unwrap();
+    assert!(
+        (shares + residual - 100.0).abs() <= 0.5,
+        "{shares} + {residual}"
+    );
+    // The residual is the idle part: the gap less every bucket's delta.
+    let deltas: f64 = buckets
+        .iter()
+        .map(|x| x["delta_ms"].as_f64().unwrap())
+        .sum();
+    assert!((v["residual_ms"].as_f64().unwrap() - (gap - deltas)).abs() < 1e-9);
+    let a_ms = |name: &str| {
+        buckets
+            .iter()
+            .find(|x| x["bucket"] == name)
+            .and_then(|x| x["a_ms_per_step"].as_f64())
+            .unwrap_or(0.0)
+    };
+    for bucket in ["gemv", "attention", "norm", "rope"] {
+        assert!(a_ms(bucket) > 0.0, "engine side has no {bucket}: {v:#}");
+    }
+    assert!(
+        v["structural"]["graph_replays"]
+            .as_str()
+            .unwrap()
+            .starts_with("gained in A"),
+        "the engine replays CUDA graphs, HF eager does not"
+    );
+
+    let o = run(&["diff", "--markdown", "--hw", "h200", a, b]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let md = String::from_utf8(o.stdout).unwrap();
+    assert!(md.starts_with("## gapscope diff\n"), "{md}");
+    assert!(
+        md.contains("| bucket | A ms/step | B ms/step | delta ms | % of gap | A calls | B calls |"),
+        "{md}"
+    );
+    for x in buckets {
+        let row = format!("| {} |", x["bucket"].as_str().unwrap());
+        assert!(md.contains(&row), "no row {row}: {md}");
+    }
+    assert!(md.contains("| residual (idle) |"), "{md}");
+    let total: f64 = md
+        .split("Shares sum to ")
+        .nth(1)
+        .and_then(|t| t.split('%').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no share total in {md}"));
+    assert!((total - 100.0).abs() <= 0.5, "{total}");
+    // With --hw, the engine's declared bytes give its gemv a floor in the what-if table.
+    let gemv_what_if = md
+        .lines()
+        .find(|l| l.starts_with("| gemv |") && l.matches('|').count() == 6)
+        .unwrap_or_else(|| panic!("no gemv what-if row: {md}"));
+    assert!(
+        !gemv_what_if.trim_end().ends_with("| - |"),
+        "{gemv_what_if}"
+    );
+    // Kernel names are code spans, so C++ templates are not read as HTML.
+    assert!(md.contains("`nvjet_sm90"), "{md}");
+}
+
 #[test]
 fn gate_exit_codes_markdown_and_junit() {
     let dir = tempfile::tempdir().unwrap();

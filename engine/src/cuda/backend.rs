@@ -91,6 +91,8 @@ pub struct CudaBackend {
     layout: MetaLayout,
     meta_host: Vec<i32>,
     rows: usize,
+    /// Sum over the batch's rows of the positions each attends to.
+    attended: usize,
     logit_rows: usize,
     prefill: bool,
     pub rec: Recorder,
@@ -218,6 +220,7 @@ impl CudaBackend {
             layout,
             meta_host,
             rows: 0,
+            attended: 0,
             logit_rows: 0,
             prefill: false,
             rec,
@@ -481,7 +484,8 @@ impl CudaBackend {
             }
             let e = &self.graphs[&key];
             e.graph.launch()?;
-            let (pool, metas, id) = (e.pool, e.metas.clone(), e.id);
+            let (pool, mut metas, id) = (e.pool, e.metas.clone(), e.id);
+            self.refresh_costs(&mut metas, rows);
             self.rec
                 .replayed(pool, timing, phase, step, nseq, tokens, id, metas);
             self.parity ^= 1;
@@ -494,6 +498,39 @@ impl CudaBackend {
     pub fn finish_steps(&mut self) -> Result<()> {
         let pools: Vec<usize> = self.graphs.values().map(|g| g.pool).collect();
         self.rec.flush(&pools)
+    }
+
+    /// Model-derived minimum of one attention launch at the current lengths: each sequence's
+    /// cached K and V read once, q read and the output written; 4 FLOPs per (query, position,
+    /// dim) for the scores and the weighted sum.
+    fn attention_cost(&self, rows: usize) -> (u64, u64) {
+        let c = &self.cfg;
+        let live: usize = self.kv.seq_len.iter().map(|&l| l as usize).sum();
+        let bytes = live * c.kv_dim() * 2 * 2 + rows * c.q_dim() * 6;
+        (bytes as u64, (4 * self.attended * c.q_dim()) as u64)
+    }
+
+    /// Bytes the contiguous-KV gather moves: each live K and V row read and written.
+    fn kv_gather_bytes(&self) -> u64 {
+        let live: usize = self.kv.seq_len.iter().map(|&l| l as usize).sum();
+        (live * self.cfg.kv_dim() * 2 * 4) as u64
+    }
+
+    /// A graph's launch list carries the costs of the step it was captured from; attention
+    /// and the KV gather grow with the context, so restate them for the replayed step.
+    fn refresh_costs(&self, metas: &mut [LaunchMeta], rows: usize) {
+        let (ab, af) = self.attention_cost(rows);
+        let gb = self.kv_gather_bytes();
+        for m in metas {
+            match m.op {
+                "attention" => {
+                    m.bytes = ab;
+                    m.flops = af;
+                }
+                "kv_gather" => m.bytes = gb,
+                _ => {}
+            }
+        }
     }
 
     fn attention_splits(&self, rows: usize) -> usize {
@@ -545,6 +582,7 @@ impl Backend for CudaBackend {
         self.dev
             .memcpy_htod_async(self.a.meta.ptr, &self.meta_host[..l.total])?;
         self.rows = rows;
+        self.attended = batch.pos.iter().map(|&p| p as usize + 1).sum();
         self.logit_rows = batch.logit_rows();
         self.prefill = batch.out_rows.is_some();
         Ok(())
@@ -915,7 +953,6 @@ impl Backend for CudaBackend {
                 _ => return Err(EngineError::invalid("contiguous KV without gather buffers")),
             };
             // Gather each sequence's K and V rows into a per-sequence contiguous buffer.
-            let live: usize = self.kv.seq_len.iter().map(|&l| l as usize).sum();
             let args = [
                 Arg::Ptr(self.k_cache[layer].ptr),
                 Arg::Ptr(self.v_cache[layer].ptr),
@@ -935,7 +972,7 @@ impl Backend for CudaBackend {
                 "kv_gather",
                 grid,
                 128,
-                (live * kv_row_bytes * 4) as u64,
+                self.kv_gather_bytes(),
                 0,
                 &args,
             )?;
@@ -943,10 +980,7 @@ impl Backend for CudaBackend {
         };
         let splits = self.attention_splits(rows);
         let chunk = self.kv.max_ctx.div_ceil(splits).div_ceil(ATT_CHUNK) * ATT_CHUNK;
-        // Model-derived minimum: each sequence's cached K and V read once.
-        let live_ctx: usize = self.kv.seq_len.iter().map(|&l| l as usize).sum();
-        let bytes = (live_ctx * kv_row_bytes * 2 + rows * c.q_dim() * 6) as u64;
-        let flops = (4 * live_ctx * c.q_dim()) as u64;
+        let (bytes, flops) = self.attention_cost(rows);
         let args = [
             Arg::Ptr(self.a.qkv.ptr),
             Arg::I32(c.qkv_dim() as i32),

@@ -21,6 +21,9 @@ pub struct BenchSettings {
     pub reps: usize,
     pub warmup: usize,
     pub seed: u64,
+    /// Tokenized prompt text, tiled to npp for every sequence; seeded random ids when absent.
+    #[serde(skip)]
+    pub prompt: Option<Vec<i32>>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -189,7 +192,12 @@ pub fn run(
         let mut buckets: Vec<BTreeMap<String, f64>> = Vec::new();
         for rep in 0..s.warmup + s.reps {
             // The same prompts every repeat, so the greedy md5 must repeat too.
-            let p = prompts(s.seed, 0, npl, s.npp, vocab);
+            let p = match &s.prompt {
+                Some(t) if !t.is_empty() => {
+                    vec![t.iter().copied().cycle().take(s.npp).collect::<Vec<_>>(); npl]
+                }
+                _ => prompts(s.seed, 0, npl, s.npp, vocab),
+            };
             be.rec.done.clear();
             let (t_pp, t_tg, tokens) = run_once(be, &p, s.ntg, step0)?;
             step0 += 1 + s.ntg as i64;

@@ -15,6 +15,7 @@ pub mod quant;
 pub mod records;
 pub mod rng;
 pub mod stats;
+pub mod tokenizer;
 pub mod weights;
 
 pub use config::ModelConfig;

@@ -53,6 +53,7 @@ fn levers_keep_greedy_output_identical() {
         reps: 1,
         warmup: 0,
         seed: 3,
+        prompt: None,
     };
     let cap = Capacity {
         max_seqs: 12,

@@ -5,6 +5,7 @@
 //! - `selftest`: every kernel and whole-model logits against the CPU reference.
 //! - `kbench`: single-kernel bandwidth and MMQ-vs-MMVQ figures.
 //! - `logits`: teacher-forced logits for comparison with HF transformers.
+//! - `generate`: greedy generation from a prompt (text with a tokenizer, or random ids).
 
 use clap::{Parser, Subcommand, ValueEnum};
 use gapscope_engine::bench::{self, BenchRow, BenchSettings};
@@ -13,6 +14,7 @@ use gapscope_engine::cuda::{Capacity, CudaBackend, Device, Timing};
 use gapscope_engine::dispatch::{DispatchPolicy, Levers};
 use gapscope_engine::model::{Backend, Batch, forward};
 use gapscope_engine::records::TraceOut;
+use gapscope_engine::tokenizer::Tokenizer;
 use gapscope_engine::{
     EngineError, ModelConfig, ModelWeights, Result, WeightFormat, gpu_check, kbench,
 };
@@ -111,6 +113,32 @@ enum Cmd {
         /// Skip measuring the D2D copy bandwidth (then no floor is reported).
         #[arg(long)]
         no_copy_bw: bool,
+        /// Prompt text (tokenized with --tokenizer or MODEL/tokenizer.json, tiled to npp);
+        /// seeded random token ids when absent.
+        #[arg(long)]
+        prompt: Option<String>,
+        #[arg(long)]
+        tokenizer: Option<PathBuf>,
+    },
+    /// Greedy generation from a prompt: prints the token ids, their md5 and, with a tokenizer,
+    /// the text.
+    Generate {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Prompt text (needs --tokenizer or MODEL/tokenizer.json).
+        #[arg(long)]
+        prompt: Option<String>,
+        #[arg(long)]
+        tokenizer: Option<PathBuf>,
+        /// Length of the seeded random prompt used when no text is given.
+        #[arg(long, default_value_t = 16)]
+        random_prompt_len: usize,
+        #[arg(long, default_value_t = 32)]
+        max_new: usize,
+        #[arg(long, value_enum, default_value = "cuda")]
+        backend: BackendKind,
+        #[command(flatten)]
+        levers: LeverArgs,
     },
     /// Runs every lever combination on the same prompts and checks the greedy md5 is identical.
     Levers {
@@ -313,12 +341,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
             output,
             json,
             no_copy_bw,
+            prompt,
+            tokenizer,
         } => {
             let modes: Vec<Timing> = timing
                 .iter()
                 .map(|s| parse_timing(s))
                 .collect::<Result<_>>()?;
             let (cfg, w) = load(&model)?;
+            let prompt_tokens = match &prompt {
+                Some(text) => Some(open_tokenizer(&model, &tokenizer)?.encode(text, cfg.vocab)?),
+                None => None,
+            };
             let dev = Device::open(levers.device)?;
             let maxn = *npl.iter().max().unwrap_or(&1);
             let cap = Capacity {
@@ -358,6 +392,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 reps,
                 warmup,
                 seed: model.seed,
+                prompt: prompt_tokens,
             };
             let mut all = Vec::new();
             let last_timed = modes.iter().rposition(|m| *m != Timing::Off);
@@ -435,6 +470,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 reps: 1,
                 warmup: 0,
                 seed: model.seed,
+                prompt: None,
             };
             let mut results = Vec::new();
             for graphs in [true, false] {
@@ -550,6 +586,44 @@ fn run(cli: Cli) -> Result<ExitCode> {
             write_json(&json, &r)?;
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::Generate {
+            model,
+            prompt,
+            tokenizer,
+            random_prompt_len,
+            max_new,
+            backend,
+            levers,
+        } => {
+            let tok = match (&tokenizer, model.model.as_deref().and_then(Tokenizer::find)) {
+                (Some(p), _) => Some(Tokenizer::from_file(p)?),
+                (None, Some(p)) => Some(Tokenizer::from_file(&p)?),
+                (None, None) => None,
+            };
+            if prompt.is_some() && tok.is_none() {
+                return Err(EngineError::invalid(
+                    "--prompt needs --tokenizer FILE or a tokenizer.json in --model",
+                ));
+            }
+            let (cfg, w) = load(&model)?;
+            let prompt_ids = match (&prompt, &tok) {
+                (Some(text), Some(t)) => t.encode(text, cfg.vocab)?,
+                _ => {
+                    gapscope_engine::rng::tokens(model.seed, 7, random_prompt_len.max(1), cfg.vocab)
+                }
+            };
+            if prompt_ids.is_empty() {
+                return Err(EngineError::invalid("the prompt encodes to no tokens"));
+            }
+            let out = generate(&cfg, &w, &prompt_ids, max_new.max(1), backend, &levers)?;
+            println!("prompt ids    {prompt_ids:?}");
+            println!("generated ids {out:?}");
+            println!("md5 {}", bench::md5_hex(&out));
+            if let Some(t) = &tok {
+                println!("text {:?}", t.decode(&out)?);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Logits {
             model,
             tokens,
@@ -571,6 +645,65 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn open_tokenizer(model: &ModelArgs, explicit: &Option<PathBuf>) -> Result<Tokenizer> {
+    match (explicit, model.model.as_deref().and_then(Tokenizer::find)) {
+        (Some(p), _) => Tokenizer::from_file(p),
+        (None, Some(p)) => Tokenizer::from_file(&p),
+        (None, None) => Err(EngineError::invalid(
+            "--prompt needs --tokenizer FILE or a tokenizer.json in --model",
+        )),
+    }
+}
+
+/// Greedy decoding: a prefill of the prompt, then one decode step per new token.
+fn generate(
+    cfg: &ModelConfig,
+    w: &ModelWeights,
+    prompt: &[i32],
+    max_new: usize,
+    backend: BackendKind,
+    levers: &LeverArgs,
+) -> Result<Vec<i32>> {
+    let mut out = Vec::with_capacity(max_new);
+    let pl = prompt.len();
+    match backend {
+        BackendKind::Cpu => {
+            let mut be = CpuBackend::new(cfg, w);
+            let b = Batch::prefill(&[prompt.to_vec()]);
+            be.begin(&b)?;
+            forward(&mut be, cfg, &b)?;
+            out.push(be.sampled[0]);
+            for i in 1..max_new {
+                let b = Batch::decode(vec![out[i - 1]], vec![(pl + i - 1) as i32]);
+                be.begin(&b)?;
+                forward(&mut be, cfg, &b)?;
+                out.push(be.sampled[0]);
+            }
+        }
+        BackendKind::Cuda => {
+            let dev = Device::open(levers.device)?;
+            let cap = Capacity {
+                max_seqs: 1,
+                max_ctx: pl + max_new + 1,
+                max_rows: pl,
+            };
+            let mut be = CudaBackend::new(dev, cfg, w, levers_of(levers), cap, Timing::Off)?;
+            let b = Batch::prefill(&[prompt.to_vec()]);
+            be.set_tokens(&b.tokens)?;
+            be.step(&b, Phase::Prefill, 0)?;
+            out.push(be.read_sampled(1)?[0]);
+            for i in 1..max_new {
+                // The sampled token is already the next input on the device.
+                let b = Batch::decode(vec![out[i - 1]], vec![(pl + i - 1) as i32]);
+                be.step(&b, Phase::Decode, i as i64)?;
+                out.push(be.read_sampled(1)?[0]);
+            }
+            be.finish_steps()?;
+        }
+    }
+    Ok(out)
 }
 
 fn read_tokens(p: &Path) -> Result<(usize, Vec<i32>)> {

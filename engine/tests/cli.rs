@@ -1,0 +1,204 @@
+//! The `gapscope-engine` binary on a machine without a GPU: CPU generation from a real
+//! safetensors model directory with a tokenizer, teacher-forced logits, and the one-line errors.
+
+use safetensors::Dtype;
+use safetensors::tensor::TensorView;
+use std::path::Path;
+use std::process::Command;
+
+fn engine() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_gapscope-engine"))
+}
+
+/// A tiny Llama directory: config.json, model.safetensors (seeded values) and tokenizer.json.
+fn tiny_model(dir: &Path) {
+    let (h, inter, vocab, hd, nq, nkv) = (128usize, 128usize, 6usize, 64usize, 2usize, 1usize);
+    let cfg = serde_json::json!({"model_type": "llama", "hidden_size": h, "intermediate_size": inter,
+        "num_hidden_layers": 2, "num_attention_heads": nq, "num_key_value_heads": nkv, "head_dim": hd,
+        "vocab_size": vocab, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false});
+    std::fs::write(dir.join("config.json"), cfg.to_string()).unwrap();
+    let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+    let mut n = 0u64;
+    let mut add = |name: String, shape: Vec<usize>, norm: bool| {
+        let len: usize = shape.iter().product();
+        n += 1;
+        let bytes = (0..len)
+            .flat_map(|i| {
+                let u = gapscope_engine::rng::uniform(11, n, i as u64);
+                (if norm { 1.0 + 0.1 * u } else { 0.2 * u }).to_le_bytes()
+            })
+            .collect();
+        tensors.push((name, shape, bytes));
+    };
+    add("model.embed_tokens.weight".into(), vec![vocab, h], false);
+    add("model.norm.weight".into(), vec![h], true);
+    add("lm_head.weight".into(), vec![vocab, h], false);
+    for l in 0..2 {
+        let p = format!("model.layers.{l}");
+        add(format!("{p}.input_layernorm.weight"), vec![h], true);
+        add(
+            format!("{p}.post_attention_layernorm.weight"),
+            vec![h],
+            true,
+        );
+        add(
+            format!("{p}.self_attn.q_proj.weight"),
+            vec![nq * hd, h],
+            false,
+        );
+        add(
+            format!("{p}.self_attn.k_proj.weight"),
+            vec![nkv * hd, h],
+            false,
+        );
+        add(
+            format!("{p}.self_attn.v_proj.weight"),
+            vec![nkv * hd, h],
+            false,
+        );
+        add(
+            format!("{p}.self_attn.o_proj.weight"),
+            vec![h, nq * hd],
+            false,
+        );
+        add(format!("{p}.mlp.gate_proj.weight"), vec![inter, h], false);
+        add(format!("{p}.mlp.up_proj.weight"), vec![inter, h], false);
+        add(format!("{p}.mlp.down_proj.weight"), vec![h, inter], false);
+    }
+    let views: Vec<(String, TensorView)> = tensors
+        .iter()
+        .map(|(n, s, b)| {
+            (
+                n.clone(),
+                TensorView::new(Dtype::F32, s.clone(), b).unwrap(),
+            )
+        })
+        .collect();
+    safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
+    let tok = serde_json::json!({"version": "1.0", "truncation": null, "padding": null,
+        "added_tokens": [], "normalizer": null, "pre_tokenizer": {"type": "Whitespace"},
+        "post_processor": null, "decoder": null,
+        "model": {"type": "WordLevel", "vocab": {"[UNK]": 0, "the": 1, "gpu": 2, "is": 3, "busy": 4, "idle": 5},
+                  "unk_token": "[UNK]"}});
+    std::fs::write(dir.join("tokenizer.json"), tok.to_string()).unwrap();
+}
+
+#[test]
+fn cpu_generation_from_text_is_deterministic() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_model(dir.path());
+    let run = || {
+        let out = engine()
+            .args([
+                "generate",
+                "--backend",
+                "cpu",
+                "--max-new",
+                "6",
+                "--prompt",
+                "the gpu is",
+            ])
+            .arg("--model")
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let a = run();
+    assert!(a.contains("prompt ids    [1, 2, 3]"), "{a}");
+    assert!(a.contains("md5 ") && a.contains("text "), "{a}");
+    assert_eq!(a, run());
+}
+
+#[test]
+fn cpu_logits_have_one_row_per_position() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_model(dir.path());
+    let toks = dir.path().join("tokens.json");
+    std::fs::write(&toks, r#"{"prompt_len": 3, "tokens": [1, 2, 3, 4, 5, 1]}"#).unwrap();
+    let out_file = dir.path().join("logits.f32");
+    let out = engine()
+        .args(["logits", "--backend", "cpu"])
+        .arg("--model")
+        .arg(dir.path())
+        .arg("--tokens")
+        .arg(&toks)
+        .arg("--out")
+        .arg(&out_file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // 3 teacher-forced rows (prefill, then 2 decode steps) of 6 logits.
+    assert_eq!(std::fs::metadata(&out_file).unwrap().len(), 3 * 6 * 4);
+}
+
+#[test]
+fn errors_are_one_line_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_model(dir.path());
+    std::fs::remove_file(dir.path().join("tokenizer.json")).unwrap();
+    let cases: Vec<Vec<String>> = vec![
+        // a prompt with no tokenizer to read it
+        vec![
+            "generate".into(),
+            "--backend".into(),
+            "cpu".into(),
+            "--prompt".into(),
+            "hi".into(),
+            "--model".into(),
+            dir.path().display().to_string(),
+        ],
+        // a config that does not exist
+        vec![
+            "generate".into(),
+            "--backend".into(),
+            "cpu".into(),
+            "--config".into(),
+            "/nonexistent/config.json".into(),
+        ],
+        // an unknown weight format
+        vec![
+            "generate".into(),
+            "--backend".into(),
+            "cpu".into(),
+            "--weights".into(),
+            "fp3".into(),
+            "--model".into(),
+            dir.path().display().to_string(),
+        ],
+    ];
+    for args in cases {
+        let out = engine().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(
+            err.trim_end()
+                .lines()
+                .filter(|l| l.starts_with("gapscope-engine:"))
+                .count(),
+            1,
+            "{err}"
+        );
+    }
+}
+
+/// Without a GPU (CI), a CUDA command fails with one clear line rather than a panic.
+#[test]
+fn cuda_commands_without_a_driver_say_so() {
+    if std::path::Path::new("/dev/nvidia0").exists() {
+        return; // a GPU machine: the GPU tests cover this path
+    }
+    let out = engine().args(["kbench", "--reps", "1"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("CUDA") || err.contains("libcuda"), "{err}");
+}

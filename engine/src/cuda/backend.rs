@@ -737,50 +737,21 @@ impl Backend for CudaBackend {
                         )?;
                     } else {
                         let xc = x + (c * k * 2) as u64;
-                        if nb == 1 {
-                            self.kernel(
-                                kern,
-                                op,
-                                layer,
-                                "gemv",
-                                grid,
-                                block,
-                                bytes,
-                                flops,
-                                &[
-                                    Arg::Ptr(wv),
-                                    Arg::Ptr(xc),
-                                    Arg::Ptr(yc),
-                                    Arg::Ptr(yhc),
-                                    Arg::Ptr(bias_ptr),
-                                    Arg::I32(n_out as i32),
-                                    Arg::I32(k as i32),
-                                    Arg::I32(mode_code),
-                                ],
-                            )?;
-                        } else {
-                            self.kernel(
-                                kern,
-                                op,
-                                layer,
-                                "gemv",
-                                grid,
-                                block,
-                                bytes,
-                                flops,
-                                &[
-                                    Arg::Ptr(wv),
-                                    Arg::Ptr(xc),
-                                    Arg::Ptr(yc),
-                                    Arg::Ptr(yhc),
-                                    Arg::Ptr(bias_ptr),
-                                    Arg::I32(n_out as i32),
-                                    Arg::I32(k as i32),
-                                    Arg::I32(nb as i32),
-                                    Arg::I32(mode_code),
-                                ],
-                            )?;
+                        let mut args = vec![
+                            Arg::Ptr(wv),
+                            Arg::Ptr(xc),
+                            Arg::Ptr(yc),
+                            Arg::Ptr(yhc),
+                            Arg::Ptr(bias_ptr),
+                            Arg::I32(n_out as i32),
+                            Arg::I32(k as i32),
+                        ];
+                        // The batch-1 entry has no batch argument.
+                        if nb != 1 {
+                            args.push(Arg::I32(nb as i32));
                         }
+                        args.push(Arg::I32(mode_code));
+                        self.kernel(kern, op, layer, "gemv", grid, block, bytes, flops, &args)?;
                     }
                 }
                 Ok(())

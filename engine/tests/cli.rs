@@ -176,6 +176,30 @@ fn errors_are_one_line_with_exit_2() {
             dir.path().display().to_string(),
         ],
     ];
+    let cases = cases.into_iter().chain([
+        // run shapes that cannot run are refused before any weights load or a GPU opens
+        vec![
+            "bench".into(),
+            "--config".into(),
+            "/nonexistent/config.json".into(),
+            "--npp".into(),
+            "0".into(),
+        ],
+        vec![
+            "bench".into(),
+            "--config".into(),
+            "/nonexistent/config.json".into(),
+            "--npl".into(),
+            "0,4".into(),
+        ],
+        vec![
+            "levers".into(),
+            "--config".into(),
+            "/nonexistent/config.json".into(),
+            "--ntg".into(),
+            "0".into(),
+        ],
+    ]);
     for args in cases {
         let out = engine().args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

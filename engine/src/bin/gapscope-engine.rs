@@ -348,6 +348,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 .iter()
                 .map(|s| parse_timing(s))
                 .collect::<Result<_>>()?;
+            check_shape(&npl, npp, ntg, reps)?;
             let (cfg, w) = load(&model)?;
             let prompt_tokens = match &prompt {
                 Some(text) => Some(open_tokenizer(&model, &tokenizer)?.encode(text, cfg.vocab)?),
@@ -456,6 +457,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             json,
             device,
         } => {
+            check_shape(&npl, npp, ntg, 1)?;
             let (cfg, w) = load(&model)?;
             let maxn = *npl.iter().max().unwrap_or(&1);
             let cap = Capacity {
@@ -645,6 +647,26 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Rejects run shapes that cannot run, before any weights are loaded or a device is opened.
+fn check_shape(npl: &[usize], npp: usize, ntg: usize, reps: usize) -> Result<()> {
+    if npl.is_empty() || npl.contains(&0) {
+        return Err(EngineError::invalid(
+            "--npl needs one or more sequence counts, each at least 1",
+        ));
+    }
+    for (name, v) in [("--npp", npp), ("--ntg", ntg), ("--reps", reps)] {
+        if v == 0 {
+            return Err(EngineError::invalid(format!("{name} must be at least 1")));
+        }
+    }
+    if npp + ntg + 1 > 16 * 1024 {
+        return Err(EngineError::invalid(format!(
+            "--npp {npp} + --ntg {ntg} exceeds the 16384-token context the attention kernel supports"
+        )));
+    }
+    Ok(())
 }
 
 fn open_tokenizer(model: &ModelArgs, explicit: &Option<PathBuf>) -> Result<Tokenizer> {

@@ -315,7 +315,11 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                         let (y, h) = if mode == 2 { (0, yh.ptr) } else { (yb.ptr, 0) };
                         if rows == 1 {
                             dev.launch(
-                                Kernel::GemvBf16B1,
+                                if mode == 2 {
+                                    Kernel::GemvBf16B1Swiglu
+                                } else {
+                                    Kernel::GemvBf16B1
+                                },
                                 (n_out.div_ceil(4).min(97) as u32, 1, 1),
                                 256,
                                 &[

@@ -20,6 +20,8 @@ pub struct KernelBench {
     pub bytes: u64,
     /// Achieved bytes/s over the measured copy bandwidth, in %.
     pub pct_of_copy_bw: f64,
+    pub registers_per_thread: u32,
+    pub blocks_per_sm: u32,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -168,6 +170,8 @@ pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
                 pct_of_copy_bw: 100.0 * (bytes as f64 / (t.median * 1e-6)) / bw.median,
                 time_us: t,
                 bytes,
+                registers_per_thread: dev.attrs(kern).0,
+                blocks_per_sm: dev.occupancy(kern),
             });
             if fmt == WeightFormat::Q8_0 && n == 14336 {
                 for batch in [64usize, 128] {

@@ -23,6 +23,10 @@ pub struct LaunchMeta {
     pub flops: u64,
     /// Set for copies; they go to the memops table.
     pub memop: Option<MemopKind>,
+    /// Registers per thread and static shared memory of the compiled kernel (0 when unknown,
+    /// e.g. cuBLAS).
+    pub registers: u32,
+    pub static_smem: u32,
 }
 
 /// A launch with its GPU interval (ns on the run's clock: 0 is the run's first event).
@@ -137,6 +141,8 @@ impl TraceOut {
                     bucket: self.strings.intern(m.bucket),
                     bytes: m.bytes as i64,
                     flops: m.flops as i64,
+                    registers_per_thread: m.registers,
+                    static_smem_bytes: m.static_smem,
                     ..KernelRow::default()
                 });
             }
@@ -186,6 +192,8 @@ mod tests {
                 bytes: 1000,
                 flops: 2000,
                 memop,
+                registers: 40,
+                static_smem: 0,
             },
             gpu_start_ns: t,
             gpu_end_ns: t + 10,
@@ -229,6 +237,7 @@ mod tests {
         let k = t.kernels.row(1);
         assert_eq!(t.strings.get(k.bucket), "gemv");
         assert_eq!((k.layer, k.bytes, k.flops), (3, 1000, 2000));
+        assert_eq!(k.registers_per_thread, 40);
         assert_eq!(k.correlation, 3);
         assert_eq!(t.markers.row(1).step, 2);
         assert_eq!(t.memops.row(0).kind, MemopKind::DtoD as u8);

@@ -177,15 +177,19 @@ __device__ __forceinline__ void gemv_b1_impl(const bf16_t* __restrict__ W, const
     }
 }
 
-// block = 32 * GEMV_B1_WARPS (256); any grid.x, ideally the resident capacity.
+// block = 32 * GEMV_B1_WARPS (256); any grid.x, ideally the resident capacity. One entry per
+// output shape (plain rows, or gate/up pairs for SwiGLU), each with its own registers.
 extern "C" __global__ void __launch_bounds__(256) gemv_bf16_b1(const bf16_t* __restrict__ W, const bf16_t* __restrict__ x,
                                                               float* __restrict__ y, bf16_t* __restrict__ yh,
                                                               const float* __restrict__ bias, int n_out, int K, int mode) {
-    if (mode == OUT_SWIGLU) {
-        gemv_b1_impl<2>(W, x, y, yh, bias, n_out, K, mode);
-    } else {
-        gemv_b1_impl<1>(W, x, y, yh, bias, n_out, K, mode);
-    }
+    gemv_b1_impl<1>(W, x, y, yh, bias, n_out, K, mode);
+}
+
+extern "C" __global__ void __launch_bounds__(256) gemv_bf16_b1_swiglu(const bf16_t* __restrict__ W,
+                                                                     const bf16_t* __restrict__ x, float* __restrict__ y,
+                                                                     bf16_t* __restrict__ yh, const float* __restrict__ bias,
+                                                                     int n_out, int K, int mode) {
+    gemv_b1_impl<2>(W, x, y, yh, bias, n_out, K, mode);
 }
 
 // W: [n_rows, K] bf16 row-major; x: [nb, K] bf16; mode OUT_*; for OUT_SWIGLU n_out = n_rows / 2

@@ -160,17 +160,22 @@ __device__ __forceinline__ void mmvq_q4_0_impl(const u8* __restrict__ qw, const 
 #define CALL_Q8(NB, R) mmvq_q8_0_impl<NB, R>(qw, dw, qx, dx, y, yh, bias, n_out, K, mode)
 #define CALL_Q4(NB, R) mmvq_q4_0_impl<NB, R>(qw, dw, qx, dx, sx, y, yh, bias, n_out, K, mode)
 
-// Batch-1 entries with their own register allocation (see gemv_bf16_b1).
+// Batch-1 entries, one per output shape (plain rows, or gate/up pairs for the SwiGLU
+// epilogue), so each gets its own register allocation and occupancy (see gemv_bf16_b1).
 extern "C" __global__ void __launch_bounds__(128) mmvq_q8_0_b1(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
                                                               const i8* __restrict__ qx, const float* __restrict__ dx,
                                                               const float* __restrict__ sx, float* __restrict__ y,
                                                               bf16_t* __restrict__ yh, const float* __restrict__ bias,
                                                               int n_out, int K, int nb, int mode) {
-    if (mode == OUT_SWIGLU) {
-        CALL_Q8(1, 2);
-    } else {
-        CALL_Q8(1, 1);
-    }
+    CALL_Q8(1, 1);
+}
+
+extern "C" __global__ void __launch_bounds__(128) mmvq_q8_0_b1_swiglu(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
+                                                                     const i8* __restrict__ qx, const float* __restrict__ dx,
+                                                                     const float* __restrict__ sx, float* __restrict__ y,
+                                                                     bf16_t* __restrict__ yh, const float* __restrict__ bias,
+                                                                     int n_out, int K, int nb, int mode) {
+    CALL_Q8(1, 2);
 }
 
 extern "C" __global__ void __launch_bounds__(128) mmvq_q4_0_b1(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
@@ -178,11 +183,15 @@ extern "C" __global__ void __launch_bounds__(128) mmvq_q4_0_b1(const u8* __restr
                                                               const float* __restrict__ sx, float* __restrict__ y,
                                                               bf16_t* __restrict__ yh, const float* __restrict__ bias,
                                                               int n_out, int K, int nb, int mode) {
-    if (mode == OUT_SWIGLU) {
-        CALL_Q4(1, 2);
-    } else {
-        CALL_Q4(1, 1);
-    }
+    CALL_Q4(1, 1);
+}
+
+extern "C" __global__ void __launch_bounds__(128) mmvq_q4_0_b1_swiglu(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
+                                                                     const i8* __restrict__ qx, const float* __restrict__ dx,
+                                                                     const float* __restrict__ sx, float* __restrict__ y,
+                                                                     bf16_t* __restrict__ yh, const float* __restrict__ bias,
+                                                                     int n_out, int K, int nb, int mode) {
+    CALL_Q4(1, 2);
 }
 
 // block = 32 * MMVQ_WARPS, any grid.x (warps stride over outputs); output modes as gemv_bf16.

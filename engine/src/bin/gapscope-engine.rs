@@ -571,13 +571,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             for k in &r.kernels {
                 println!(
-                    "{:<10} {:<22} {:>9.2} us ({:.2}-{:.2})  {:>6.1}% of copy bandwidth",
+                    "{:<10} {:<22} {:>9.2} us ({:.2}-{:.2})  {:>6.1}% of copy bandwidth  ({} regs, {} blocks/SM)",
                     k.name,
                     k.shape,
                     k.time_us.median,
                     k.time_us.min,
                     k.time_us.max,
-                    k.pct_of_copy_bw
+                    k.pct_of_copy_bw,
+                    k.registers_per_thread,
+                    k.blocks_per_sm
                 );
             }
             for (b, mmq, mmvq, x) in &r.mmq_vs_mmvq {

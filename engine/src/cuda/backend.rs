@@ -317,6 +317,8 @@ impl CudaBackend {
                 bytes,
                 flops,
                 memop: None,
+                registers: self.dev.attrs(k).0,
+                static_smem: self.dev.attrs(k).1,
             },
         )
     }
@@ -336,6 +338,8 @@ impl CudaBackend {
                 bytes: 2 * bytes as u64,
                 flops: 0,
                 memop: Some(MemopKind::DtoD),
+                registers: 0,
+                static_smem: 0,
             },
         )
     }
@@ -409,6 +413,8 @@ impl CudaBackend {
                 bytes,
                 flops: 2 * (n * k * rows) as u64,
                 memop: None,
+                registers: 0,
+                static_smem: 0,
             },
         )
     }
@@ -680,11 +686,15 @@ impl Backend for CudaBackend {
                 }
                 for c in (0..rows).step_by(8) {
                     let nb = (rows - c).min(8);
+                    let swiglu = mode == OutMode::Swiglu;
                     let kern = match (quant, fmt == crate::quant::WeightFormat::Q8_0, nb == 1) {
+                        (false, _, true) if swiglu => Kernel::GemvBf16B1Swiglu,
                         (false, _, true) => Kernel::GemvBf16B1,
                         (false, _, false) => Kernel::GemvBf16,
+                        (true, true, true) if swiglu => Kernel::MmvqQ8_0B1Swiglu,
                         (true, true, true) => Kernel::MmvqQ8_0B1,
                         (true, true, false) => Kernel::MmvqQ8_0,
+                        (true, false, true) if swiglu => Kernel::MmvqQ4_0B1Swiglu,
                         (true, false, true) => Kernel::MmvqQ4_0B1,
                         (true, false, false) => Kernel::MmvqQ4_0,
                     };

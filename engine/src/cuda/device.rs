@@ -103,7 +103,7 @@ impl Arg {
 /// Threads per block of the grid-stride kernels (the block size their occupancy assumes).
 pub fn launch_block(k: Kernel) -> u32 {
     match k {
-        Kernel::GemvBf16B1 => 256,
+        Kernel::GemvBf16B1 | Kernel::GemvBf16B1Swiglu => 256,
         _ => 128,
     }
 }
@@ -129,6 +129,8 @@ pub struct Device {
     pub cached_modules: usize,
     /// Resident blocks per SM, per kernel at its `launch_block` size (grid-stride sizing).
     occupancy: HashMap<Kernel, u32>,
+    /// Registers per thread and static shared memory per block, as compiled for this GPU.
+    attrs: HashMap<Kernel, (u32, u32)>,
 }
 
 fn cache_dir() -> PathBuf {
@@ -220,7 +222,25 @@ impl Device {
             modules.push(module);
         }
         let mut occupancy = HashMap::new();
+        let mut attrs = HashMap::new();
         for (&k, f) in &funcs {
+            let (mut regs, mut smem) = (0i32, 0i32);
+            // SAFETY: plain queries on a loaded function.
+            unsafe {
+                sys::cuFuncGetAttribute(
+                    &mut regs,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS,
+                    f.cu_function(),
+                )
+                .result()?;
+                sys::cuFuncGetAttribute(
+                    &mut smem,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                    f.cu_function(),
+                )
+                .result()?;
+            }
+            attrs.insert(k, (regs.max(0) as u32, smem.max(0) as u32));
             let mut n = 0i32;
             // SAFETY: a plain query on a loaded function.
             unsafe {
@@ -242,7 +262,18 @@ impl Device {
             _modules: modules,
             cached_modules: cached,
             occupancy,
+            attrs,
         })
+    }
+
+    /// (registers per thread, static shared memory bytes) of a kernel on this GPU.
+    pub fn attrs(&self, kernel: Kernel) -> (u32, u32) {
+        self.attrs.get(&kernel).copied().unwrap_or((0, 0))
+    }
+
+    /// Resident blocks per SM at the kernel's `launch_block` size.
+    pub fn occupancy(&self, kernel: Kernel) -> u32 {
+        self.occupancy.get(&kernel).copied().unwrap_or(0)
     }
 
     /// A grid for a grid-stride kernel (blocks of `launch_block(kernel)` threads): enough blocks for `work` units

@@ -125,7 +125,17 @@ pub const MODULES: &[Module] = &[
     module!("elementwise", [SwigluF32, AddBiasF32]),
     module!("gemv", [GemvBf16, GemvBf16B1, GemvBf16B1Swiglu]),
     module!("quantize", [QuantizeQ8_1Bf16]),
-    module!("mmvq", [MmvqQ8_0, MmvqQ8_0B1, MmvqQ8_0B1Swiglu, MmvqQ4_0, MmvqQ4_0B1, MmvqQ4_0B1Swiglu]),
+    module!(
+        "mmvq",
+        [
+            MmvqQ8_0,
+            MmvqQ8_0B1,
+            MmvqQ8_0B1Swiglu,
+            MmvqQ4_0,
+            MmvqQ4_0B1,
+            MmvqQ4_0B1Swiglu
+        ]
+    ),
     module!("mmq", [MmqQ8_0, MmqQ4_0]),
     module!("attention", [AttnDecodeBf16, AttnReduceF32]),
     module!("sample", [ArgmaxF32]),

@@ -15,4 +15,5 @@ pub mod diff;
 pub mod export;
 pub mod gate;
 pub mod history;
+pub mod join;
 pub mod roofline;

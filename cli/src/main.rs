@@ -6,6 +6,7 @@ mod export_cmd;
 mod gate_cmd;
 mod history_cmd;
 mod import_cmd;
+mod join_cmd;
 mod progress;
 mod render;
 mod report_cmd;
@@ -53,6 +54,8 @@ enum Command {
     Diff(diff_cmd::DiffArgs),
     /// Weight-read, KV-read and compute floors per batch, and traces against them.
     Roofline(roofline_cmd::RooflineArgs),
+    /// Copy an engine trace's launch metadata and steps onto a recording of the same run.
+    Join(join_cmd::JoinArgs),
 }
 
 /// Settings every subcommand gets.
@@ -89,6 +92,7 @@ fn main() -> ExitCode {
         Command::Export(a) => export_cmd::run(a, &g),
         Command::Buckets(a) => buckets_cmd::run(a),
         Command::Roofline(a) => roofline_cmd::run(a, &g),
+        Command::Join(a) => join_cmd::run(a, &g),
         Command::Diff(a) => diff_cmd::run(a, &g),
         Command::Gate(a) => gate_cmd::run(a, &g),
         Command::History(a) => history_cmd::run(a, &g),

@@ -525,3 +525,93 @@ fn history_then_gate_against_accepted_runs() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no accepted runs"));
 }
+
+/// `gapscope join`: the engine's reference trace joined onto a "recording" of the same run
+/// made from it the way another tool would see it: no engine metadata or markers, its own
+/// clock (shifted), and one foreign kernel on the stream. The joined recording must report the
+/// engine's buckets and steps.
+#[test]
+fn join_puts_engine_metadata_onto_a_recording() {
+    use gapscope_traces::{KernelRow, NO_STR, ReadOptions, read_trace, write_trace};
+    let engine =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/reference/engine-llama3-8b-npl1.gst");
+    let mut rec = read_trace(&engine, &ReadOptions::default()).unwrap();
+    rec.manifest.source_format = "cupti".into();
+    let k = &mut rec.kernels;
+    for i in 0..k.len() {
+        k.op[i] = NO_STR;
+        k.bucket[i] = NO_STR;
+        k.layer[i] = -1;
+        k.bytes[i] = -1;
+        k.flops[i] = -1;
+        k.gpu_start_ns[i] += 1_000_000_000;
+        k.gpu_end_ns[i] += 1_000_000_000;
+    }
+    let foreign = rec.strings.intern("some_other_kernel");
+    let at = rec.kernels.gpu_start_ns[2000] - 1; // inside a decode step (no cuBLAS there)
+    rec.kernels.push(KernelRow {
+        name: foreign,
+        stream: rec.kernels.stream[0],
+        gpu_start_ns: at,
+        gpu_end_ns: at,
+        ..KernelRow::default()
+    });
+    rec.markers.clear();
+    for i in 0..rec.memops.len() {
+        rec.memops.gpu_start_ns[i] += 1_000_000_000;
+        rec.memops.gpu_end_ns[i] += 1_000_000_000;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rec_path = dir.path().join("recorded.gst");
+    write_trace(&rec_path, &rec).unwrap();
+    let out_path = dir.path().join("joined.gst");
+    let out = bin()
+        .arg("join")
+        .arg(&engine)
+        .arg(&rec_path)
+        .arg("-o")
+        .arg(&out_path)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rep["joined"], rep["engine_launches"]);
+    assert_eq!(rep["unmatched_engine"], 0);
+    assert_eq!(rep["skipped_recorded"], 1);
+    assert_eq!(rep["steps"], 33); // 1 prefill + 32 decode
+    let report = bin()
+        .arg("report")
+        .arg(&out_path)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    let text = String::from_utf8_lossy(&report.stdout);
+    for bucket in ["\"gemv\"", "\"attention\"", "\"norm\"", "\"rope\""] {
+        assert!(
+            text.contains(bucket),
+            "{bucket} missing from the joined report"
+        );
+    }
+
+    // An engine trace is required on the left.
+    let bad = bin()
+        .arg("join")
+        .arg(&rec_path)
+        .arg(&rec_path)
+        .arg("-o")
+        .arg(dir.path().join("x.gst"))
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a gapscope-engine trace"));
+}

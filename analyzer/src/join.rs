@@ -1,0 +1,298 @@
+//! Joins an engine's own launch records (op, layer, bucket, bytes, FLOPs, steps) onto a
+//! recording of the same run by another tool (a CUPTI recording, an nsys export). The engine
+//! issues everything on one stream in a fixed order and numbers its launches in that order, so
+//! the join walks the engine's launches and the recorded kernels of the busiest stream side by
+//! side, matching by name. A library call the engine records once (`cublas*`) covers every
+//! recorded kernel up to the next engine launch's name; a kernel the engine did not record
+//! (or a record the tool missed) is skipped by a bounded resynchronisation.
+
+use gapscope_traces::{MarkerRow, MarkerSource, StrId, Trace};
+use std::collections::HashMap;
+
+/// What the join did, for the user to judge it.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct JoinReport {
+    pub engine_launches: usize,
+    pub recorded_kernels: usize,
+    /// (device, stream) of the recorded kernels that were walked.
+    pub stream: Option<(u32, u32)>,
+    /// Recorded kernels that received engine metadata.
+    pub joined: usize,
+    /// Engine library calls (cuBLAS) and the recorded kernels they covered.
+    pub library_calls: usize,
+    pub library_kernels: usize,
+    /// Recorded kernels skipped while resynchronising (not launched by the engine's records).
+    pub skipped_recorded: usize,
+    /// Engine launches with no recorded kernel.
+    pub unmatched_engine: usize,
+    /// Step markers carried over (their times are the recorded kernels' times).
+    pub steps: usize,
+}
+
+/// How far the walk looks ahead to resynchronise, and how many kernels one library call may
+/// cover.
+#[derive(Debug, Clone, Copy)]
+pub struct JoinSettings {
+    pub max_skip: usize,
+    pub max_library_kernels: usize,
+}
+
+impl Default for JoinSettings {
+    fn default() -> Self {
+        Self {
+            max_skip: 16,
+            max_library_kernels: 16,
+        }
+    }
+}
+
+fn is_library(name: &str) -> bool {
+    name.starts_with("cublas")
+}
+
+/// Copies the engine's metadata onto `recorded` in place and adds the engine's step markers
+/// on the recorded clock.
+pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSettings) -> JoinReport {
+    let mut rep = JoinReport {
+        engine_launches: engine.kernels.len(),
+        recorded_kernels: recorded.kernels.len(),
+        ..JoinReport::default()
+    };
+    let ek = &engine.kernels;
+    let mut eidx: Vec<usize> = (0..ek.len()).collect();
+    eidx.sort_by_key(|&i| (ek.correlation[i], ek.gpu_start_ns[i]));
+
+    // The busiest (device, stream) of the recording carries the engine's work.
+    let rk = &recorded.kernels;
+    let mut per_stream: HashMap<(u32, u32), usize> = HashMap::new();
+    for i in 0..rk.len() {
+        *per_stream.entry((rk.device[i], rk.stream[i])).or_default() += 1;
+    }
+    let Some((&stream, _)) = per_stream
+        .iter()
+        .max_by_key(|(k, n)| (**n, std::cmp::Reverse(**k)))
+    else {
+        rep.unmatched_engine = eidx.len();
+        return rep;
+    };
+    rep.stream = Some(stream);
+    let mut ridx: Vec<usize> = (0..rk.len())
+        .filter(|&i| (rk.device[i], rk.stream[i]) == stream)
+        .collect();
+    ridx.sort_by_key(|&i| (rk.gpu_start_ns[i], rk.correlation[i]));
+
+    let ename = |i: usize| engine.strings.get(ek.name[i]).to_owned();
+    let rnames: Vec<String> = ridx
+        .iter()
+        .map(|&i| recorded.strings.get(recorded.kernels.name[i]).to_owned())
+        .collect();
+    // recorded row -> engine row
+    let mut assign: Vec<(usize, usize, bool)> = Vec::new(); // (recorded row, engine row, carries cost)
+    let (mut a, mut b) = (0usize, 0usize);
+    while a < eidx.len() && b < ridx.len() {
+        let name = ename(eidx[a]);
+        if is_library(&name) {
+            let next = eidx[a + 1..]
+                .iter()
+                .map(|&i| ename(i))
+                .find(|n| !is_library(n));
+            let mut end = b + 1;
+            while end < ridx.len()
+                && end - b < s.max_library_kernels
+                && next.as_deref() != Some(rnames[end].as_str())
+            {
+                end += 1;
+            }
+            for (n, j) in (b..end).enumerate() {
+                assign.push((ridx[j], eidx[a], n == 0));
+            }
+            rep.library_calls += 1;
+            rep.library_kernels += end - b;
+            a += 1;
+            b = end;
+            continue;
+        }
+        if rnames[b] == name {
+            assign.push((ridx[b], eidx[a], true));
+            a += 1;
+            b += 1;
+            continue;
+        }
+        // Resynchronise: a recorded kernel the engine did not launch, or an engine launch the
+        // tool did not record.
+        if let Some(off) = (1..=s.max_skip).find(|&o| b + o < ridx.len() && rnames[b + o] == name) {
+            rep.skipped_recorded += off;
+            b += off;
+        } else {
+            rep.unmatched_engine += 1;
+            a += 1;
+        }
+    }
+    rep.unmatched_engine += eidx.len() - a;
+
+    // Copy the metadata, interning the engine's strings into the recording's table.
+    let mut interned: HashMap<StrId, StrId> = HashMap::new();
+    let mut intern = |id: StrId, rec: &mut Trace| -> StrId {
+        *interned
+            .entry(id)
+            .or_insert_with(|| rec.strings.intern(engine.strings.get(id)))
+    };
+    let mut step_of_recorded: Vec<(usize, usize)> = Vec::new();
+    for &(r, e, carries) in &assign {
+        let op = intern(ek.op[e], recorded);
+        let bucket = intern(ek.bucket[e], recorded);
+        let k = &mut recorded.kernels;
+        k.op[r] = op;
+        k.bucket[r] = bucket;
+        k.layer[r] = ek.layer[e];
+        k.bytes[r] = if carries { ek.bytes[e] } else { 0 };
+        k.flops[r] = if carries { ek.flops[e] } else { 0 };
+        step_of_recorded.push((r, e));
+    }
+    rep.joined = assign.len();
+
+    // Engine steps, re-timed by the recorded kernels they contain.
+    let em = &engine.markers;
+    let mut windows: Vec<(i64, i64, usize)> = (0..em.len())
+        .filter(|&i| em.gpu_start_ns[i] != i64::MIN)
+        .map(|i| (em.gpu_start_ns[i], em.gpu_end_ns[i], i))
+        .collect();
+    windows.sort();
+    let mut span: HashMap<usize, (i64, i64)> = HashMap::new();
+    for (r, e) in step_of_recorded {
+        let t = ek.gpu_start_ns[e];
+        let pos = windows.partition_point(|w| w.0 <= t);
+        if pos == 0 {
+            continue;
+        }
+        let (ws, we, m) = windows[pos - 1];
+        if t < ws || t > we {
+            continue;
+        }
+        let (rs, re) = (
+            recorded.kernels.gpu_start_ns[r],
+            recorded.kernels.gpu_end_ns[r],
+        );
+        let entry = span.entry(m).or_insert((rs, re));
+        entry.0 = entry.0.min(rs);
+        entry.1 = entry.1.max(re);
+    }
+    let mut steps: Vec<(usize, (i64, i64))> = span.into_iter().collect();
+    steps.sort_by_key(|(m, _)| *m);
+    for (m, (start, end)) in steps {
+        let name = recorded.strings.intern(engine.strings.get(em.name[m]));
+        recorded.markers.push(MarkerRow {
+            name,
+            source: MarkerSource::Engine as u8,
+            phase: em.phase[m],
+            device: stream.0,
+            gpu_start_ns: start,
+            gpu_end_ns: end,
+            step: em.step[m],
+            batch_size: em.batch_size[m],
+            tokens: em.tokens[m],
+            ..MarkerRow::default()
+        });
+        rep.steps += 1;
+    }
+    rep
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gapscope_traces::{KernelRow, Manifest, Phase};
+
+    fn kernel(t: &mut Trace, name: &str, corr: u64, start: i64, stream: u32) {
+        let name = t.strings.intern(name);
+        t.kernels.push(KernelRow {
+            name,
+            correlation: corr,
+            stream,
+            gpu_start_ns: start,
+            gpu_end_ns: start + 5,
+            ..KernelRow::default()
+        });
+    }
+
+    /// Engine: norm, gemv, cuBLAS, attention (one step). Recording: a foreign kernel first,
+    /// the same kernels with cuBLAS as two kernels, and an unrelated stream.
+    #[test]
+    fn joins_by_order_with_library_spans_and_resync() {
+        let mut eng = Trace::new(Manifest::new("engine"));
+        for (i, n) in [
+            "rms_norm_f32",
+            "gemv_bf16_b1",
+            "cublasGemmEx_bf16",
+            "attn_decode_bf16",
+        ]
+        .iter()
+        .enumerate()
+        {
+            kernel(&mut eng, n, i as u64 + 1, 100 + 10 * i as i64, 1);
+            let op = eng.strings.intern(&format!("op{i}"));
+            let b = eng.strings.intern(&format!("bucket{i}"));
+            eng.kernels.op[i] = op;
+            eng.kernels.bucket[i] = b;
+            eng.kernels.layer[i] = 7;
+            eng.kernels.bytes[i] = 1000 * (i as i64 + 1);
+            eng.kernels.flops[i] = 10;
+        }
+        let dname = eng.strings.intern("decode");
+        eng.markers.push(MarkerRow {
+            name: dname,
+            phase: Phase::Decode as u8,
+            gpu_start_ns: 90,
+            gpu_end_ns: 200,
+            step: 4,
+            batch_size: 1,
+            tokens: 1,
+            ..MarkerRow::default()
+        });
+
+        let mut rec = Trace::new(Manifest::new("cupti"));
+        kernel(&mut rec, "other_stream_kernel", 1, 0, 9);
+        for (i, n) in [
+            "memset_kernel",
+            "rms_norm_f32",
+            "gemv_bf16_b1",
+            "nvjet_a",
+            "splitk_reduce",
+            "attn_decode_bf16",
+        ]
+        .iter()
+        .enumerate()
+        {
+            kernel(&mut rec, n, 10 + i as u64, 5000 + 100 * i as i64, 13);
+        }
+        kernel(&mut rec, "other_stream_kernel", 2, 1, 9);
+
+        let rep = join_engine_metadata(&eng, &mut rec, JoinSettings::default());
+        assert_eq!(rep.stream, Some((0, 13)));
+        assert_eq!(rep.joined, 5);
+        assert_eq!((rep.library_calls, rep.library_kernels), (1, 2));
+        assert_eq!(rep.skipped_recorded, 1);
+        assert_eq!(rep.unmatched_engine, 0);
+        let k = &rec.kernels;
+        let bucket = |i: usize| rec.strings.get(k.bucket[i]).to_owned();
+        assert_eq!(bucket(2), "bucket0"); // rms_norm
+        assert_eq!(bucket(4), "bucket2"); // nvjet_a from the cuBLAS call
+        assert_eq!(bucket(5), "bucket2"); // splitk_reduce too
+        assert_eq!((k.bytes[4], k.bytes[5]), (3000, 0)); // the call's bytes counted once
+        assert_eq!(k.layer[6], 7);
+        assert_eq!(bucket(1), ""); // the foreign memset kernel keeps no metadata
+        // The step, re-timed on the recording's clock.
+        assert_eq!(rep.steps, 1);
+        let m = rec.markers.row(0);
+        assert_eq!((m.gpu_start_ns, m.gpu_end_ns, m.step), (5100, 5505, 4));
+    }
+
+    #[test]
+    fn empty_recording_joins_nothing() {
+        let mut eng = Trace::new(Manifest::new("engine"));
+        kernel(&mut eng, "gemv_bf16_b1", 1, 0, 1);
+        let mut rec = Trace::new(Manifest::new("cupti"));
+        let rep = join_engine_metadata(&eng, &mut rec, JoinSettings::default());
+        assert_eq!((rep.joined, rep.unmatched_engine, rep.stream), (0, 1, None));
+    }
+}

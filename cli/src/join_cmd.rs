@@ -1,0 +1,82 @@
+//! `gapscope join ENGINE RECORDED -o OUT.gst`: copies an engine trace's launch metadata (op,
+//! layer, bucket, bytes, FLOPs) and its steps onto a recording of the same run made by another
+//! tool, so the recording can be put against the roofline and bucketed exactly.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use clap::Args;
+use gapscope_analyzer::import::{ImportOptions, import_trace};
+use gapscope_analyzer::join::{JoinSettings, join_engine_metadata};
+
+use crate::progress::Bar;
+
+#[derive(Args)]
+pub struct JoinArgs {
+    /// The engine's own trace (gapscope-engine `bench -o`).
+    pub engine: PathBuf,
+    /// A recording of the same run by another tool (CUPTI recorder .gst, nsys .sqlite, Kineto).
+    pub recorded: PathBuf,
+    /// Output .gst directory: the recording with the engine's metadata and steps.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Print the join report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// How many kernels the walk may skip to resynchronise.
+    #[arg(long, default_value_t = 16)]
+    pub max_skip: usize,
+}
+
+pub fn run(a: JoinArgs, g: &crate::Global) -> Result<ExitCode> {
+    let opts = ImportOptions {
+        kernel_columns: None,
+        allow_truncated: false,
+    };
+    let engine = import_trace(&a.engine, &opts, &Bar::new(g.quiet, "engine"))?.trace;
+    if engine.manifest.source_format != "engine" {
+        bail!(
+            "{}: not a gapscope-engine trace (source format {:?})",
+            a.engine.display(),
+            engine.manifest.source_format
+        );
+    }
+    let mut recorded = import_trace(&a.recorded, &opts, &Bar::new(g.quiet, "recorded"))?.trace;
+    let settings = JoinSettings {
+        max_skip: a.max_skip,
+        ..JoinSettings::default()
+    };
+    let rep = join_engine_metadata(&engine, &mut recorded, settings);
+    if rep.joined == 0 {
+        bail!(
+            "{}: no recorded kernel matched the engine's launches of {}",
+            a.recorded.display(),
+            a.engine.display()
+        );
+    }
+    recorded.manifest.notes.push(format!(
+        "engine metadata joined from {} by launch order: {} of {} engine launches, {} recorded kernels skipped",
+        a.engine.display(),
+        rep.engine_launches - rep.unmatched_engine,
+        rep.engine_launches,
+        rep.skipped_recorded
+    ));
+    gapscope_traces::write_trace(&a.output, &recorded)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rep)?);
+    } else {
+        println!(
+            "joined {} recorded kernels from {} engine launches ({} library calls over {} kernels); {} recorded kernels skipped, {} engine launches unmatched; {} steps; wrote {}",
+            rep.joined,
+            rep.engine_launches,
+            rep.library_calls,
+            rep.library_kernels,
+            rep.skipped_recorded,
+            rep.unmatched_engine,
+            rep.steps,
+            a.output.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -15,7 +15,8 @@ use gapscope_kernels::Kernel;
 use gapscope_traces::Phase;
 use half::bf16;
 
-use crate::cuda::device::Arg;
+use crate::cuda::device::{Arg, launch_block};
+use crate::cuda::linear::{self, LinearPtrs};
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Check {
@@ -317,44 +318,26 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                         };
                         let yh = c.poisoned(rows * n_out * 2)?;
                         let (y, h) = if mode == 2 { (0, yh.ptr) } else { (yb.ptr, 0) };
-                        if rows == 1 {
-                            dev.launch(
-                                if mode == 2 {
-                                    Kernel::GemvBf16B1Swiglu
-                                } else {
-                                    Kernel::GemvBf16B1
-                                },
-                                (n_out.div_ceil(4).min(97) as u32, 1, 1),
-                                256,
-                                &[
-                                    Arg::Ptr(wv.ptr),
-                                    Arg::Ptr(xb.ptr),
-                                    Arg::Ptr(y),
-                                    Arg::Ptr(h),
-                                    Arg::Ptr(0),
-                                    Arg::I32(n_out as i32),
-                                    Arg::I32(k as i32),
-                                    Arg::I32(mode),
-                                ],
-                            )?;
+                        let kern = linear::vector_kernel(fmt, rows, mode == 2);
+                        let ptrs = LinearPtrs {
+                            w: wv.ptr,
+                            x: xb.ptr,
+                            y,
+                            yh: h,
+                            ..LinearPtrs::default()
+                        };
+                        // Fewer blocks than tiles, so the grid-stride loop runs several passes.
+                        let grid = if rows == 1 {
+                            n_out.div_ceil(4).min(97)
                         } else {
-                            dev.launch(
-                                Kernel::GemvBf16,
-                                (n_out.div_ceil(4) as u32, 1, 1),
-                                128,
-                                &[
-                                    Arg::Ptr(wv.ptr),
-                                    Arg::Ptr(xb.ptr),
-                                    Arg::Ptr(y),
-                                    Arg::Ptr(h),
-                                    Arg::Ptr(0),
-                                    Arg::I32(n_out as i32),
-                                    Arg::I32(k as i32),
-                                    Arg::I32(rows as i32),
-                                    Arg::I32(mode),
-                                ],
-                            )?;
-                        }
+                            n_out.div_ceil(4)
+                        };
+                        dev.launch(
+                            kern,
+                            (grid as u32, 1, 1),
+                            launch_block(kern),
+                            &linear::vector_args(kern, &ptrs, n_out, k, rows, mode),
+                        )?;
                         let (got, exp) = match mode {
                             0 => (c.read_f32(&yb, rows * n)?, want.clone()),
                             1 => (
@@ -413,55 +396,26 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                         );
                     }
                     let yb = c.poisoned(rows * n * 4)?;
+                    let ptrs = LinearPtrs {
+                        w: wv.ptr,
+                        scales: ws.ptr,
+                        x: qx.ptr,
+                        dx: dx.ptr,
+                        sx: sx.ptr,
+                        y: yb.ptr,
+                        ..LinearPtrs::default()
+                    };
                     if small {
-                        let kern = match (fmt == WeightFormat::Q8_0, rows == 1) {
-                            (true, true) => Kernel::MmvqQ8_0B1,
-                            (true, false) => Kernel::MmvqQ8_0,
-                            (false, true) => Kernel::MmvqQ4_0B1,
-                            (false, false) => Kernel::MmvqQ4_0,
-                        };
-                        dev.launch(
-                            kern,
-                            (n.div_ceil(4) as u32, 1, 1),
-                            128,
-                            &[
-                                Arg::Ptr(wv.ptr),
-                                Arg::Ptr(ws.ptr),
-                                Arg::Ptr(qx.ptr),
-                                Arg::Ptr(dx.ptr),
-                                Arg::Ptr(sx.ptr),
-                                Arg::Ptr(yb.ptr),
-                                Arg::Ptr(0),
-                                Arg::Ptr(0),
-                                Arg::I32(n as i32),
-                                Arg::I32(k as i32),
-                                Arg::I32(rows as i32),
-                                Arg::I32(0),
-                            ],
-                        )?;
+                        let kern = linear::vector_kernel(fmt, rows, false);
+                        let args = linear::vector_args(kern, &ptrs, n, k, rows, 0);
+                        dev.launch(kern, (n.div_ceil(4) as u32, 1, 1), 128, &args)?;
                     } else {
-                        let kern = if fmt == WeightFormat::Q8_0 {
-                            Kernel::MmqQ8_0
-                        } else {
-                            Kernel::MmqQ4_0
-                        };
+                        let args = linear::mmq_args(&ptrs, n, k, rows, 0);
                         dev.launch(
-                            kern,
-                            (n.div_ceil(64) as u32, rows.div_ceil(64) as u32, 1),
+                            linear::mmq_kernel(fmt),
+                            linear::mmq_grid(n, rows),
                             128,
-                            &[
-                                Arg::Ptr(wv.ptr),
-                                Arg::Ptr(ws.ptr),
-                                Arg::Ptr(qx.ptr),
-                                Arg::Ptr(dx.ptr),
-                                Arg::Ptr(sx.ptr),
-                                Arg::Ptr(yb.ptr),
-                                Arg::Ptr(0),
-                                Arg::I32(n as i32),
-                                Arg::I32(k as i32),
-                                Arg::I32(rows as i32),
-                                Arg::I32(0),
-                            ],
+                            &args,
                         )?;
                     }
                     let got = c.read_f32(&yb, rows * n)?;

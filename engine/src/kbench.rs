@@ -3,7 +3,8 @@
 //! and 128. Weights rotate over several copies so no repeat reads a warm L2.
 
 use crate::bench::copy_bandwidth;
-use crate::cuda::device::Arg;
+use crate::cuda::device::launch_block;
+use crate::cuda::linear::{self, LinearPtrs};
 use crate::cuda::{DevBuf, Device};
 use crate::error::Result;
 use crate::quant::{Matrix, WeightFormat};
@@ -116,53 +117,33 @@ pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
             let bytes = copies[0].bytes
                 + (k * if fmt == WeightFormat::Bf16 { 2 } else { 1 }) as u64
                 + (n * 4) as u64;
-            let (name, kern) = if fmt == WeightFormat::Bf16 {
-                ("gemv_bf16_b1", Kernel::GemvBf16B1)
-            } else {
-                ("mmvq_q8_0_b1", Kernel::MmvqQ8_0B1)
-            };
+            let kern = linear::vector_kernel(fmt, 1, false);
+            let name = kern.name();
             let grid = (dev.stride_grid(kern, n, 4), 1, 1);
-            let block = crate::cuda::device::launch_block(kern);
+            let block = launch_block(kern);
             let grid8 = (dev.stride_grid(Kernel::MmvqQ8_0, n, 4), 1, 1);
-            let t = time_us(dev, reps, |i| {
-                let w = &copies[i % COPIES];
+            // Activations: bf16 for the GEMV, q8_1 for the int8 kernels.
+            let input = |w: &DevMat| {
+                let p = LinearPtrs {
+                    w: w.values.ptr,
+                    scales: w.scales.ptr,
+                    y: y.ptr,
+                    ..LinearPtrs::default()
+                };
                 if fmt == WeightFormat::Bf16 {
-                    dev.launch(
-                        kern,
-                        grid,
-                        block,
-                        &[
-                            Arg::Ptr(w.values.ptr),
-                            Arg::Ptr(xb.ptr),
-                            Arg::Ptr(y.ptr),
-                            Arg::Ptr(0),
-                            Arg::Ptr(0),
-                            Arg::I32(n as i32),
-                            Arg::I32(k as i32),
-                            Arg::I32(0),
-                        ],
-                    )
+                    LinearPtrs { x: xb.ptr, ..p }
                 } else {
-                    dev.launch(
-                        kern,
-                        grid,
-                        128,
-                        &[
-                            Arg::Ptr(w.values.ptr),
-                            Arg::Ptr(w.scales.ptr),
-                            Arg::Ptr(qx.ptr),
-                            Arg::Ptr(dx.ptr),
-                            Arg::Ptr(sx.ptr),
-                            Arg::Ptr(y.ptr),
-                            Arg::Ptr(0),
-                            Arg::Ptr(0),
-                            Arg::I32(n as i32),
-                            Arg::I32(k as i32),
-                            Arg::I32(1),
-                            Arg::I32(0),
-                        ],
-                    )
+                    LinearPtrs {
+                        x: qx.ptr,
+                        dx: dx.ptr,
+                        sx: sx.ptr,
+                        ..p
+                    }
                 }
+            };
+            let t = time_us(dev, reps, |i| {
+                let args = linear::vector_args(kern, &input(&copies[i % COPIES]), n, k, 1, 0);
+                dev.launch(kern, grid, block, &args)
             })?;
             kernels.push(KernelBench {
                 name: name.into(),
@@ -176,48 +157,21 @@ pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
             if fmt == WeightFormat::Q8_0 && n == 14336 {
                 for batch in [64usize, 128] {
                     let mmq = time_us(dev, reps, |i| {
-                        let w = &copies[i % COPIES];
-                        dev.launch(
-                            Kernel::MmqQ8_0,
-                            (n.div_ceil(64) as u32, batch.div_ceil(64) as u32, 1),
-                            128,
-                            &[
-                                Arg::Ptr(w.values.ptr),
-                                Arg::Ptr(w.scales.ptr),
-                                Arg::Ptr(qx.ptr),
-                                Arg::Ptr(dx.ptr),
-                                Arg::Ptr(sx.ptr),
-                                Arg::Ptr(y.ptr),
-                                Arg::Ptr(0),
-                                Arg::I32(n as i32),
-                                Arg::I32(k as i32),
-                                Arg::I32(batch as i32),
-                                Arg::I32(0),
-                            ],
-                        )
+                        let args = linear::mmq_args(&input(&copies[i % COPIES]), n, k, batch, 0);
+                        dev.launch(Kernel::MmqQ8_0, linear::mmq_grid(n, batch), 128, &args)
                     })?;
                     let mmvq = time_us(dev, reps, |i| {
-                        let w = &copies[i % COPIES];
+                        let p = input(&copies[i % COPIES]);
                         for c in (0..batch).step_by(8) {
-                            dev.launch(
-                                Kernel::MmvqQ8_0,
-                                grid8,
-                                128,
-                                &[
-                                    Arg::Ptr(w.values.ptr),
-                                    Arg::Ptr(w.scales.ptr),
-                                    Arg::Ptr(qx.at(c * k)),
-                                    Arg::Ptr(dx.at(c * k / 32 * 4)),
-                                    Arg::Ptr(sx.at(c * k / 32 * 4)),
-                                    Arg::Ptr(y.at(c * n * 4)),
-                                    Arg::Ptr(0),
-                                    Arg::Ptr(0),
-                                    Arg::I32(n as i32),
-                                    Arg::I32(k as i32),
-                                    Arg::I32(8),
-                                    Arg::I32(0),
-                                ],
-                            )?;
+                            let chunk = LinearPtrs {
+                                x: qx.at(c * k),
+                                dx: dx.at(c * k / 32 * 4),
+                                sx: sx.at(c * k / 32 * 4),
+                                y: y.at(c * n * 4),
+                                ..p
+                            };
+                            let args = linear::vector_args(Kernel::MmvqQ8_0, &chunk, n, k, 8, 0);
+                            dev.launch(Kernel::MmvqQ8_0, grid8, 128, &args)?;
                         }
                         Ok(())
                     })?;

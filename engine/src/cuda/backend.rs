@@ -3,7 +3,8 @@
 //! graphs, and records every launch with its op, layer, bucket, bytes and FLOPs.
 
 use super::device::{Arg, DevBuf, Device};
-use super::recorder::{Recorder, Timing};
+use super::linear::{self, LinearPtrs};
+use super::recorder::{Recorder, StepInfo, Timing};
 use super::weights::{DevLinear, DevWeights};
 use crate::config::ModelConfig;
 use crate::dispatch::{Levers, LinearPath};
@@ -303,6 +304,7 @@ impl CudaBackend {
         flops: u64,
         args: &[Arg],
     ) -> Result<()> {
+        let (registers, static_smem) = self.dev.attrs(k);
         let i = self.rec.before_launch()?;
         self.dev.launch(k, grid, block, args)?;
         self.rec.after_launch(
@@ -317,8 +319,8 @@ impl CudaBackend {
                 bytes,
                 flops,
                 memop: None,
-                registers: self.dev.attrs(k).0,
-                static_smem: self.dev.attrs(k).1,
+                registers,
+                static_smem,
             },
         )
     }
@@ -441,14 +443,18 @@ impl CudaBackend {
     pub fn step(&mut self, batch: &Batch, phase: Phase, step: i64) -> Result<()> {
         self.begin(batch)?;
         let rows = batch.rows();
-        let tokens = rows as u32;
-        let nseq = batch.logit_rows() as u32;
+        let info = StepInfo {
+            phase,
+            step,
+            batch: batch.logit_rows() as u32,
+            tokens: rows as u32,
+            graph_id: 0,
+        };
         let graphed = self.levers.graphs && phase == Phase::Decode;
         let timing = self.rec.step_timing(phase, step);
         if !graphed {
             let pool = self.rec.take_pool()?;
-            self.rec
-                .begin_step(pool, timing, phase, step, nseq, tokens, 0)?;
+            self.rec.begin_step(pool, timing, info)?;
             let cfg = self.cfg.clone();
             model::forward(self, &cfg, batch)?;
             self.rec.end_step()?;
@@ -464,8 +470,14 @@ impl CudaBackend {
                 self.rec.capturing = true;
                 let cfg = self.cfg.clone();
                 let captured = (|| {
-                    self.rec
-                        .begin_step(pool, timing, phase, step, nseq, tokens, id)?;
+                    self.rec.begin_step(
+                        pool,
+                        timing,
+                        StepInfo {
+                            graph_id: id,
+                            ..info
+                        },
+                    )?;
                     model::forward(self, &cfg, batch)?;
                     self.rec.end_step()
                 })();
@@ -492,8 +504,15 @@ impl CudaBackend {
             e.graph.launch()?;
             let (pool, mut metas, id) = (e.pool, e.metas.clone(), e.id);
             self.refresh_costs(&mut metas, rows);
-            self.rec
-                .replayed(pool, timing, phase, step, nseq, tokens, id, metas);
+            self.rec.replayed(
+                pool,
+                timing,
+                StepInfo {
+                    graph_id: id,
+                    ..info
+                },
+                metas,
+            );
             self.parity ^= 1;
         }
         let pools: Vec<usize> = self.graphs.values().map(|g| g.pool).collect();
@@ -678,6 +697,12 @@ impl Backend for CudaBackend {
             (self.act(dst), 0)
         };
         let bias_ptr = bias.unwrap_or(0);
+        let base = LinearPtrs {
+            w: wv,
+            scales: ws,
+            bias: bias_ptr,
+            ..LinearPtrs::default()
+        };
         match path {
             LinearPath::GemvBf16 | LinearPath::Mmvq => {
                 let quant = path == LinearPath::Mmvq;
@@ -686,83 +711,41 @@ impl Backend for CudaBackend {
                 }
                 for c in (0..rows).step_by(8) {
                     let nb = (rows - c).min(8);
-                    let swiglu = mode == OutMode::Swiglu;
-                    let kern = match (quant, fmt == crate::quant::WeightFormat::Q8_0, nb == 1) {
-                        (false, _, true) if swiglu => Kernel::GemvBf16B1Swiglu,
-                        (false, _, true) => Kernel::GemvBf16B1,
-                        (false, _, false) => Kernel::GemvBf16,
-                        (true, true, true) if swiglu => Kernel::MmvqQ8_0B1Swiglu,
-                        (true, true, true) => Kernel::MmvqQ8_0B1,
-                        (true, true, false) => Kernel::MmvqQ8_0,
-                        (true, false, true) if swiglu => Kernel::MmvqQ4_0B1Swiglu,
-                        (true, false, true) => Kernel::MmvqQ4_0B1,
-                        (true, false, false) => Kernel::MmvqQ4_0,
-                    };
-                    let per_block = 4; // outputs per block and pass (GEMV_B1_T, or MMVQ/GEMV warps)
-                    let grid = (self.dev.stride_grid(kern, n_out, per_block), 1, 1);
+                    let kern = linear::vector_kernel(fmt, nb, mode == OutMode::Swiglu);
+                    // Outputs per block and pass (GEMV_B1_T, or the MMVQ/GEMV warps).
+                    let grid = (self.dev.stride_grid(kern, n_out, 4), 1, 1);
                     let block = super::device::launch_block(kern);
-                    let yc = if y == 0 {
-                        0
-                    } else {
-                        y + (c * n_out * 4) as u64
+                    let at = |p: u64, bytes_per_row: usize| {
+                        if p == 0 {
+                            0
+                        } else {
+                            p + (c * bytes_per_row) as u64
+                        }
                     };
-                    let yhc = if yh == 0 {
-                        0
+                    let ptrs = if quant {
+                        LinearPtrs {
+                            x: at(self.a.qx.ptr, k),
+                            dx: at(self.a.dx.ptr, k / 32 * 4),
+                            sx: at(self.a.sx.ptr, k / 32 * 4),
+                            ..base
+                        }
                     } else {
-                        yh + (c * n_out * 2) as u64
+                        LinearPtrs {
+                            x: at(x, k * 2),
+                            ..base
+                        }
+                    };
+                    let ptrs = LinearPtrs {
+                        y: at(y, n_out * 4),
+                        yh: at(yh, n_out * 2),
+                        ..ptrs
                     };
                     let bytes = wbytes
                         + (nb * k) as u64 * if quant { 1 } else { 2 }
                         + (nb * n_out * out_elem) as u64;
                     let flops = 2 * (n * k * nb) as u64;
-                    if quant {
-                        let (qx, dx, sx) = (
-                            self.a.qx.ptr + (c * k) as u64,
-                            self.a.dx.ptr + (c * k / 32 * 4) as u64,
-                            self.a.sx.ptr + (c * k / 32 * 4) as u64,
-                        );
-                        self.kernel(
-                            kern,
-                            op,
-                            layer,
-                            "gemv",
-                            grid,
-                            block,
-                            bytes,
-                            flops,
-                            &[
-                                Arg::Ptr(wv),
-                                Arg::Ptr(ws),
-                                Arg::Ptr(qx),
-                                Arg::Ptr(dx),
-                                Arg::Ptr(sx),
-                                Arg::Ptr(yc),
-                                Arg::Ptr(yhc),
-                                Arg::Ptr(bias_ptr),
-                                Arg::I32(n_out as i32),
-                                Arg::I32(k as i32),
-                                Arg::I32(nb as i32),
-                                Arg::I32(mode_code),
-                            ],
-                        )?;
-                    } else {
-                        let xc = x + (c * k * 2) as u64;
-                        let mut args = vec![
-                            Arg::Ptr(wv),
-                            Arg::Ptr(xc),
-                            Arg::Ptr(yc),
-                            Arg::Ptr(yhc),
-                            Arg::Ptr(bias_ptr),
-                            Arg::I32(n_out as i32),
-                            Arg::I32(k as i32),
-                        ];
-                        // The batch-1 entry has no batch argument.
-                        if nb != 1 {
-                            args.push(Arg::I32(nb as i32));
-                        }
-                        args.push(Arg::I32(mode_code));
-                        self.kernel(kern, op, layer, "gemv", grid, block, bytes, flops, &args)?;
-                    }
+                    let args = linear::vector_args(kern, &ptrs, n_out, k, nb, mode_code);
+                    self.kernel(kern, op, layer, "gemv", grid, block, bytes, flops, &args)?;
                 }
                 Ok(())
             }
@@ -799,37 +782,26 @@ impl Backend for CudaBackend {
                     }
                 } else {
                     self.quantize(x, rows, k, layer)?;
-                    let kern = if fmt == crate::quant::WeightFormat::Q8_0 {
-                        Kernel::MmqQ8_0
-                    } else {
-                        Kernel::MmqQ4_0
-                    };
-                    let grid = (n.div_ceil(64) as u32, rows.div_ceil(64) as u32, 1);
+                    let kern = linear::mmq_kernel(fmt);
                     let bytes = wbytes + (rows * k) as u64 + out_bytes;
-                    let m = if accumulate { 1 } else { 0 };
-                    let (qx, dx, sx) = (self.a.qx.ptr, self.a.dx.ptr, self.a.sx.ptr);
+                    let ptrs = LinearPtrs {
+                        x: self.a.qx.ptr,
+                        dx: self.a.dx.ptr,
+                        sx: self.a.sx.ptr,
+                        y: target,
+                        ..base
+                    };
+                    let args = linear::mmq_args(&ptrs, n, k, rows, i32::from(accumulate));
                     self.kernel(
                         kern,
                         op,
                         layer,
                         "gemm_quant",
-                        grid,
+                        linear::mmq_grid(n, rows),
                         128,
                         bytes,
                         2 * (n * k * rows) as u64,
-                        &[
-                            Arg::Ptr(wv),
-                            Arg::Ptr(ws),
-                            Arg::Ptr(qx),
-                            Arg::Ptr(dx),
-                            Arg::Ptr(sx),
-                            Arg::Ptr(target),
-                            Arg::Ptr(bias_ptr),
-                            Arg::I32(n as i32),
-                            Arg::I32(k as i32),
-                            Arg::I32(rows as i32),
-                            Arg::I32(m),
-                        ],
+                        &args,
                     )?;
                 }
                 if mode == OutMode::Swiglu {

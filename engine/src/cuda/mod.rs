@@ -2,6 +2,7 @@
 //! a clear message at run time on a machine without a GPU).
 pub mod backend;
 pub mod device;
+pub mod linear;
 pub mod recorder;
 pub mod weights;
 

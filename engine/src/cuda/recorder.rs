@@ -28,15 +28,22 @@ pub struct Pool {
     pairs: Vec<(CudaEvent, CudaEvent)>,
 }
 
+/// What a step is, as its marker will say.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepInfo {
+    pub phase: Phase,
+    pub step: i64,
+    pub batch: u32,
+    pub tokens: u32,
+    /// The CUDA graph that replays it, 0 when issued eagerly.
+    pub graph_id: u32,
+}
+
 /// A step whose events are enqueued but not read yet.
 struct Pending {
     pool: usize,
     timing: Timing,
-    phase: Phase,
-    step: i64,
-    batch: u32,
-    tokens: u32,
-    graph_id: u32,
+    info: StepInfo,
     metas: Vec<LaunchMeta>,
 }
 
@@ -137,28 +144,14 @@ impl Recorder {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub fn begin_step(
-        &mut self,
-        pool: usize,
-        timing: Timing,
-        phase: Phase,
-        step: i64,
-        batch: u32,
-        tokens: u32,
-        graph_id: u32,
-    ) -> Result<()> {
+    pub fn begin_step(&mut self, pool: usize, timing: Timing, info: StepInfo) -> Result<()> {
         if timing != Timing::Off {
             record(&self.pools[pool].start, &self.stream, self.capturing)?;
         }
         self.current = Some(Pending {
             pool,
             timing,
-            phase,
-            step,
-            batch,
-            tokens,
-            graph_id,
+            info,
             metas: Vec::new(),
         });
         Ok(())
@@ -216,26 +209,17 @@ impl Recorder {
     }
 
     /// Registers a replayed graph step: its events were recorded by the graph's nodes.
-    #[allow(clippy::too_many_arguments)]
     pub fn replayed(
         &mut self,
         pool: usize,
         timing: Timing,
-        phase: Phase,
-        step: i64,
-        batch: u32,
-        tokens: u32,
-        graph_id: u32,
+        info: StepInfo,
         metas: Vec<LaunchMeta>,
     ) {
         self.pending.push_back(Pending {
             pool,
             timing,
-            phase,
-            step,
-            batch,
-            tokens,
-            graph_id,
+            info,
             metas,
         });
     }
@@ -247,14 +231,14 @@ impl Recorder {
                 break;
             };
             let mut rec = StepRecord {
-                phase: p.phase,
-                step: p.step,
-                batch: p.batch,
-                tokens: p.tokens,
+                phase: p.info.phase,
+                step: p.info.step,
+                batch: p.info.batch,
+                tokens: p.info.tokens,
                 gpu_start_ns: 0,
                 gpu_end_ns: 0,
                 launches: Vec::with_capacity(p.metas.len()),
-                graph_id: p.graph_id,
+                graph_id: p.info.graph_id,
                 launch_timed: p.timing == Timing::Launch,
             };
             if p.timing != Timing::Off {

@@ -1,0 +1,199 @@
+//! The linear kernels' entry selection and argument lists, in the order of their `extern "C"`
+//! signatures in `kernels/cuda/{gemv,mmvq,mmq}.cu`: one place that the backend, the GPU checks
+//! and kbench all call, so an argument order cannot drift between them.
+
+use super::device::Arg;
+use crate::quant::WeightFormat;
+use gapscope_kernels::Kernel;
+
+/// The GEMV (bf16) or MMVQ (quantized) entry for `nb` rows; batch 1 has its own entries per
+/// output shape (plain rows, or gate/up pairs with the SwiGLU epilogue).
+pub fn vector_kernel(format: WeightFormat, nb: usize, swiglu: bool) -> Kernel {
+    match (format, nb == 1, swiglu) {
+        (WeightFormat::Bf16, true, true) => Kernel::GemvBf16B1Swiglu,
+        (WeightFormat::Bf16, true, false) => Kernel::GemvBf16B1,
+        (WeightFormat::Bf16, false, _) => Kernel::GemvBf16,
+        (WeightFormat::Q8_0, true, true) => Kernel::MmvqQ8_0B1Swiglu,
+        (WeightFormat::Q8_0, true, false) => Kernel::MmvqQ8_0B1,
+        (WeightFormat::Q8_0, false, _) => Kernel::MmvqQ8_0,
+        (WeightFormat::Q4_0, true, true) => Kernel::MmvqQ4_0B1Swiglu,
+        (WeightFormat::Q4_0, true, false) => Kernel::MmvqQ4_0B1,
+        (WeightFormat::Q4_0, false, _) => Kernel::MmvqQ4_0,
+    }
+}
+
+/// The MMQ entry of a quantized format (bf16 batches above the threshold go to cuBLAS).
+pub fn mmq_kernel(format: WeightFormat) -> Kernel {
+    if format == WeightFormat::Q4_0 {
+        Kernel::MmqQ4_0
+    } else {
+        Kernel::MmqQ8_0
+    }
+}
+
+/// Device pointers a linear launch reads and writes; 0 where a kernel takes none.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LinearPtrs {
+    pub w: u64,
+    pub scales: u64,
+    /// bf16 activations (GEMV) or their q8_1 values (MMVQ, MMQ).
+    pub x: u64,
+    pub dx: u64,
+    pub sx: u64,
+    /// f32 output (store/accumulate), or 0 with the SwiGLU epilogue.
+    pub y: u64,
+    /// bf16 output of the SwiGLU epilogue, or 0.
+    pub yh: u64,
+    pub bias: u64,
+}
+
+/// Arguments of a GEMV or MMVQ entry (`vector_kernel`).
+pub fn vector_args(
+    kernel: Kernel,
+    p: &LinearPtrs,
+    n_out: usize,
+    k: usize,
+    nb: usize,
+    mode: i32,
+) -> Vec<Arg> {
+    let (n_out, k, nb) = (
+        Arg::I32(n_out as i32),
+        Arg::I32(k as i32),
+        Arg::I32(nb as i32),
+    );
+    let (y, yh, bias) = (Arg::Ptr(p.y), Arg::Ptr(p.yh), Arg::Ptr(p.bias));
+    match kernel {
+        Kernel::GemvBf16B1 | Kernel::GemvBf16B1Swiglu => {
+            vec![
+                Arg::Ptr(p.w),
+                Arg::Ptr(p.x),
+                y,
+                yh,
+                bias,
+                n_out,
+                k,
+                Arg::I32(mode),
+            ]
+        }
+        Kernel::GemvBf16 => vec![
+            Arg::Ptr(p.w),
+            Arg::Ptr(p.x),
+            y,
+            yh,
+            bias,
+            n_out,
+            k,
+            nb,
+            Arg::I32(mode),
+        ],
+        _ => vec![
+            Arg::Ptr(p.w),
+            Arg::Ptr(p.scales),
+            Arg::Ptr(p.x),
+            Arg::Ptr(p.dx),
+            Arg::Ptr(p.sx),
+            y,
+            yh,
+            bias,
+            n_out,
+            k,
+            nb,
+            Arg::I32(mode),
+        ],
+    }
+}
+
+/// Arguments of an MMQ entry (`mmq_kernel`): output f32 `[nb, n]` at `p.y`.
+pub fn mmq_args(p: &LinearPtrs, n: usize, k: usize, nb: usize, mode: i32) -> Vec<Arg> {
+    vec![
+        Arg::Ptr(p.w),
+        Arg::Ptr(p.scales),
+        Arg::Ptr(p.x),
+        Arg::Ptr(p.dx),
+        Arg::Ptr(p.sx),
+        Arg::Ptr(p.y),
+        Arg::Ptr(p.bias),
+        Arg::I32(n as i32),
+        Arg::I32(k as i32),
+        Arg::I32(nb as i32),
+        Arg::I32(mode),
+    ]
+}
+
+/// The MMQ grid: 64 weight rows by 64 batch columns per block.
+pub fn mmq_grid(n: usize, nb: usize) -> (u32, u32, u32) {
+    (n.div_ceil(64) as u32, nb.div_ceil(64) as u32, 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Argument counts follow the kernel signatures (a mismatch is undefined behaviour on the
+    /// device, so pin them here where CI runs).
+    #[test]
+    fn argument_lists_match_the_signatures() {
+        let p = LinearPtrs::default();
+        for (fmt, nb, sw, count) in [
+            (WeightFormat::Bf16, 1, false, 8),
+            (WeightFormat::Bf16, 1, true, 8),
+            (WeightFormat::Bf16, 4, false, 9),
+            (WeightFormat::Q8_0, 1, true, 12),
+            (WeightFormat::Q4_0, 8, false, 12),
+        ] {
+            assert_eq!(
+                vector_args(vector_kernel(fmt, nb, sw), &p, 8, 64, nb, 0).len(),
+                count
+            );
+        }
+        assert_eq!(mmq_args(&p, 8, 64, 16, 0).len(), 11);
+        assert_eq!(mmq_kernel(WeightFormat::Q4_0), Kernel::MmqQ4_0);
+        assert_eq!(
+            vector_kernel(WeightFormat::Q8_0, 1, true),
+            Kernel::MmvqQ8_0B1Swiglu
+        );
+        assert_eq!(mmq_grid(14336, 65), (224, 2, 1));
+    }
+
+    /// Each signature's parameters, read from the CUDA source: the lists must have as many
+    /// arguments, with pointers exactly where the kernel takes pointers.
+    #[test]
+    fn lists_agree_with_the_cuda_source() {
+        let pointers = |k: Kernel| -> Vec<bool> {
+            let m = gapscope_kernels::module_of(k);
+            let at = m
+                .source
+                .find(&format!(" {}(", k.name()))
+                .expect("kernel in source");
+            let body = &m.source[at + k.name().len() + 2..];
+            let sig = &body[..body.find(')').expect("signature end")];
+            sig.split(',').map(|param| param.contains('*')).collect()
+        };
+        let kinds =
+            |args: &[Arg]| -> Vec<bool> { args.iter().map(|a| matches!(a, Arg::Ptr(_))).collect() };
+        let p = LinearPtrs::default();
+        for k in [
+            Kernel::GemvBf16B1,
+            Kernel::GemvBf16B1Swiglu,
+            Kernel::GemvBf16,
+            Kernel::MmvqQ8_0,
+            Kernel::MmvqQ8_0B1Swiglu,
+            Kernel::MmvqQ4_0B1,
+        ] {
+            assert_eq!(
+                kinds(&vector_args(k, &p, 1, 32, 1, 0)),
+                pointers(k),
+                "{}",
+                k.name()
+            );
+        }
+        for k in [Kernel::MmqQ8_0, Kernel::MmqQ4_0] {
+            assert_eq!(
+                kinds(&mmq_args(&p, 1, 32, 1, 0)),
+                pointers(k),
+                "{}",
+                k.name()
+            );
+        }
+    }
+}

@@ -615,3 +615,137 @@ fn join_puts_engine_metadata_onto_a_recording() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("not a gapscope-engine trace"));
 }
+
+/// A recorder-style native trace: one prefill and eight 0.8 ms decode steps (engine
+/// markers, GPU timeline) with NVML samples every 200 µs on the same timeline. Inside the
+/// decode steps (2.0 to 9.8 ms, 40 samples) ten samples carry SwPowerCap and one shows the
+/// SM clock at 1200 of 1980 MHz; a thermal-throttled sample in the prefill and one after the
+/// last step must not count.
+fn telemetry_trace(with_samples: bool) -> gapscope_traces::Trace {
+    use gapscope_traces::{KernelRow, Manifest, MarkerRow, MarkerSource, Phase, SampleRow, Trace};
+    let mut t = Trace::new(Manifest::new("cupti"));
+    let gemv = t.strings.intern("gemv_bf16");
+    let attn = t.strings.intern("flash_fwd_splitkv_kernel");
+    let step = |t: &mut Trace, name: &str, phase: Phase, start: i64, end: i64| {
+        let name = t.strings.intern(name);
+        t.markers.push(MarkerRow {
+            name,
+            source: MarkerSource::Engine as u8,
+            phase: phase as u8,
+            gpu_start_ns: start,
+            gpu_end_ns: end,
+            ..MarkerRow::default()
+        });
+        for (n, s, e) in [
+            (gemv, start, start + 300_000),
+            (attn, start + 300_000, end - 100_000),
+        ] {
+            t.kernels.push(KernelRow {
+                name: n,
+                gpu_start_ns: s,
+                gpu_end_ns: e,
+                ..KernelRow::default()
+            });
+        }
+    };
+    step(&mut t, "prefill", Phase::Prefill, 0, 1_000_000);
+    for i in 0..8 {
+        let s = 2_000_000 + i * 1_000_000;
+        step(&mut t, "decode", Phase::Decode, s, s + 800_000);
+    }
+    if with_samples {
+        for k in 0..60u32 {
+            let (sm, reasons) = match k {
+                2 => (900, 0x40),         // HwThermalSlowdown, in the prefill
+                20..=29 => (1980, 0x4),   // SwPowerCap
+                35 => (1200, 0),          // clock dip
+                55 => (1980, 0x20 | 0x1), // SwThermalSlowdown, after the last step
+                _ => (1980, 0x1),         // GpuIdle: benign
+            };
+            t.samples.push(SampleRow {
+                host_ns: k as i64 * 200_000,
+                sm_clock_mhz: sm,
+                mem_clock_mhz: 2619,
+                power_mw: 300_000 + k * 1000,
+                temperature_c: 50 + k / 4,
+                throttle_reasons: reasons,
+                ..SampleRow::default()
+            });
+        }
+    }
+    t
+}
+
+#[test]
+fn report_flags_throttling_and_clock_drops_inside_the_decode_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("telemetry.gst");
+    gapscope_traces::write_trace(&path, &telemetry_trace(true)).unwrap();
+    let p = path.to_str().unwrap();
+    let v = json(&["report", "--json", p]);
+    let r = &v["reports"][0];
+    assert_eq!(r["steps"]["decode_steps"], 8);
+    let t = &r["telemetry"];
+    assert_eq!(t["samples_total"], 60);
+    assert_eq!(t["samples_in_steps"], 40);
+    assert_eq!(t["window"]["scope"], "decode_steps");
+    assert_eq!(t["window"]["start_ns"], 2_000_000);
+    assert_eq!(t["window"]["end_ns"], 9_800_000);
+    assert_eq!(t["throttled_samples"], 10);
+    assert_eq!(
+        t["throttle_reasons_seen"],
+        serde_json::json!(["SwPowerCap"])
+    );
+    assert_eq!(t["sm_clock_mhz"]["median"], 1980.0);
+    assert_eq!(t["clock_drop"]["min_mhz"], 1200.0);
+    assert_eq!(t["clock_drop"]["max_mhz"], 1980.0);
+    assert_eq!(t["clock_drop"]["samples_below"], 1);
+    assert_eq!(t["temperature_c_max"], 62); // k = 49, the last in-step sample
+    let warnings: Vec<&str> = r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w.as_str())
+        .collect();
+    let throttle: Vec<&&str> = warnings
+        .iter()
+        .filter(|w| w.contains("throttled"))
+        .collect();
+    assert_eq!(throttle.len(), 1, "{warnings:?}");
+    assert!(
+        throttle[0].contains("SwPowerCap")
+            && throttle[0].contains("10 of 40")
+            && throttle[0].contains("25%"),
+        "{}",
+        throttle[0]
+    );
+    assert!(
+        !warnings.iter().any(|w| w.contains("Thermal")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("SM clock dropped") && w.contains("1200 MHz")),
+        "{warnings:?}"
+    );
+
+    let table = String::from_utf8(run(&["report", p]).stdout).unwrap();
+    assert!(table.contains("Telemetry (NVML)"), "{table}");
+    assert!(table.contains("SwPowerCap in 10 of 40 samples"), "{table}");
+    let md = String::from_utf8(run(&["report", "--markdown", p]).stdout).unwrap();
+    assert!(md.contains("### Telemetry (NVML)"), "{md}");
+    assert!(md.contains("min 1200 / median 1980 / max 1980 MHz"), "{md}");
+
+    // The same trace without samples: the section is null and nothing is said about it.
+    let bare = dir.path().join("bare.gst");
+    gapscope_traces::write_trace(&bare, &telemetry_trace(false)).unwrap();
+    let b = bare.to_str().unwrap();
+    let v = json(&["report", "--json", b]);
+    let r = &v["reports"][0];
+    assert!(r.as_object().unwrap().contains_key("telemetry"));
+    assert!(r["telemetry"].is_null());
+    assert_eq!(r["warnings"], serde_json::json!([]));
+    let table = String::from_utf8(run(&["report", b]).stdout).unwrap();
+    assert!(!table.contains("Telemetry"), "{table}");
+}

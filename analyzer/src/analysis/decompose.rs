@@ -8,6 +8,7 @@ use super::prepared::Prepared;
 use super::report::*;
 use super::stats::Summary;
 use super::steps::{StepSettings, Steps, detect};
+use super::telemetry::{self, TelemetryReport};
 use crate::bucket::Bucket;
 use crate::import::Imported;
 use crate::rules::RuleSet;
@@ -196,11 +197,7 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
     // Per-name time in scope, indexed by name id (kernels, memops): dense, so no hashing.
     let mut names = NameTimes::new(trace.strings.len());
     let mut prefill_names = NameTimes::new(trace.strings.len());
-    let decode: Vec<bool> = steps
-        .steps
-        .iter()
-        .map(|s| s.phase == Phase::Decode || s.phase == Phase::Unknown)
-        .collect();
+    let decode: Vec<bool> = steps.steps.iter().map(|s| s.is_decode()).collect();
     let any_decode = decode.iter().any(|&d| d);
     let mut other_kernel_ns = 0i64;
     let mut kernel_ns_in_scope = 0i64;
@@ -321,6 +318,8 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
             p.devices.len()
         ));
     }
+    let mut warnings = imported.warnings.clone();
+    let telemetry = telemetry_of(&p, &steps, &mut warnings);
     Report {
         schema_version: REPORT_SCHEMA_VERSION,
         source: SourceInfo {
@@ -344,7 +343,7 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
             truncated: trace.manifest.truncated,
             notes,
         },
-        warnings: imported.warnings.clone(),
+        warnings,
         devices,
         steps: step_report,
         buckets,
@@ -353,7 +352,31 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
             share_of_kernel_time_pct: pct(other_kernel_ns as f64, kernel_ns_in_scope as f64),
             top: other_top,
         },
+        telemetry,
     }
+}
+
+/// NVML telemetry of the steps' device over the decode steps (the device's kernel span
+/// without steps).
+fn telemetry_of(
+    p: &Prepared,
+    steps: &Steps,
+    warnings: &mut Vec<String>,
+) -> Option<TelemetryReport> {
+    let k = &p.trace.kernels;
+    let device = steps.device.or(p.primary_device());
+    let kernel_span = device.and_then(|d| {
+        let on = p.kernels_on(d);
+        let start = k.gpu_start_ns[*on.first()? as usize];
+        let end = on.iter().map(|&i| k.gpu_end_ns[i as usize]).max()?;
+        Some((start, end.max(start)))
+    });
+    telemetry::telemetry(
+        &p.trace.samples,
+        device,
+        telemetry::window(&steps.steps, kernel_span),
+        warnings,
+    )
 }
 
 /// Graph launches on the host and the kernels they replayed: kernels sharing a graph

@@ -1,4 +1,4 @@
-//! From a trace to a report: classification, steps, decomposition.
+//! From a trace to a report: classification, steps, decomposition, telemetry.
 
 pub mod decompose;
 pub mod intervals;
@@ -6,7 +6,9 @@ pub mod prepared;
 pub mod report;
 pub mod stats;
 pub mod steps;
+pub mod telemetry;
 
 pub use decompose::{AnalysisSettings, analyze};
 pub use report::*;
 pub use steps::{DEFAULT_STEP_REGEX, StepSettings};
+pub use telemetry::TelemetryReport;

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use super::stats::Summary;
+use super::telemetry::TelemetryReport;
 use crate::bucket::Bucket;
 
 /// Version of the JSON report schema; bump on any breaking change.
@@ -21,6 +22,9 @@ pub struct Report {
     /// Per-bucket decomposition of prefill steps, when any were found.
     pub prefill_buckets: Vec<BucketRow>,
     pub other: OtherReport,
+    /// NVML clocks, power and throttling during the decode steps; `None` (JSON `null`) when
+    /// the trace carries no telemetry samples.
+    pub telemetry: Option<TelemetryReport>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -40,6 +40,14 @@ pub struct Step {
     pub gpu_end_ns: i64,
 }
 
+impl Step {
+    /// Whether the step counts as decode work: marked decode, or of unknown phase (a
+    /// matching marker name that says neither prefill nor decode).
+    pub fn is_decode(&self) -> bool {
+        self.phase == Phase::Decode || self.phase == Phase::Unknown
+    }
+}
+
 /// Detected steps and how they were found.
 #[derive(Debug, Clone, Serialize)]
 pub struct Steps {

@@ -2,7 +2,7 @@
 
 use gapscope_analyzer::analysis::Report;
 
-use super::{BUCKET_HEADERS, bucket_cells, summary};
+use super::{BUCKET_HEADERS, TELEMETRY_TITLE, bucket_cells, summary, telemetry};
 
 fn table(headers: &[&str], rows: &[Vec<String>], out: &mut String) {
     let esc = |s: &str| s.replace('|', "\\|");
@@ -32,6 +32,12 @@ pub fn reports(reports: &[Report]) -> String {
         }
         for w in &r.warnings {
             out.push_str(&format!("- **warning**: {w}\n"));
+        }
+        if let Some(t) = &r.telemetry {
+            out.push_str(&format!("\n### {TELEMETRY_TITLE}\n\n"));
+            for (l, v) in telemetry(t) {
+                out.push_str(&format!("- **{l}**: {}\n", v.replace('|', "\\|")));
+            }
         }
         out.push_str("\n### Buckets per decode step\n\n");
         table(&BUCKET_HEADERS, &bucket_cells(&r.buckets), &mut out);

@@ -8,7 +8,8 @@ pub mod table;
 
 use std::io::Write;
 
-use gapscope_analyzer::analysis::{BucketRow, Report};
+use gapscope_analyzer::analysis::telemetry::MinMedianMax;
+use gapscope_analyzer::analysis::{BucketRow, Report, TelemetryReport};
 
 /// Writes to stdout, treating a closed pipe (`| head`) as success.
 pub fn write_stdout(s: &str) -> anyhow::Result<()> {
@@ -166,6 +167,60 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
                 )
             }
         ),
+    ));
+    v
+}
+
+/// Title of the telemetry section in the table and Markdown outputs.
+pub const TELEMETRY_TITLE: &str = "Telemetry (NVML)";
+
+/// Telemetry lines as (label, value): what the GPU's clocks, power and temperature were
+/// during the steps, so a slow step can be told apart from a throttled GPU.
+pub fn telemetry(t: &TelemetryReport) -> Vec<(String, String)> {
+    let scope = t.window.map(|w| w.scope.describe()).unwrap_or("the steps");
+    let gpu = t.device.map(|d| format!(" of GPU {d}")).unwrap_or_default();
+    let mut v = vec![(
+        "samples".to_owned(),
+        format!(
+            "{} inside {scope}{gpu} ({} in the trace)",
+            count(t.samples_in_steps),
+            count(t.samples_total)
+        ),
+    )];
+    if t.samples_in_steps == 0 {
+        return v;
+    }
+    let mmm = |r: Option<MinMedianMax>, decimals: usize, unit: &str| match r {
+        Some(r) => format!(
+            "min {:.d$} / median {:.d$} / max {:.d$} {unit}",
+            r.min,
+            r.median,
+            r.max,
+            d = decimals
+        ),
+        None => "not read".to_owned(),
+    };
+    v.push(("SM clock".into(), mmm(t.sm_clock_mhz, 0, "MHz")));
+    v.push(("memory clock".into(), mmm(t.mem_clock_mhz, 0, "MHz")));
+    v.push(("power".into(), mmm(t.power_w, 1, "W")));
+    v.push((
+        "temperature".into(),
+        t.temperature_c_max
+            .map(|c| format!("max {c} °C"))
+            .unwrap_or_else(|| "not read".into()),
+    ));
+    v.push((
+        "throttling".into(),
+        if t.throttle_reasons_seen.is_empty() {
+            "none".to_owned()
+        } else {
+            format!(
+                "{} in {} of {} samples",
+                t.throttle_reasons_seen.join(", "),
+                t.throttled_samples,
+                t.samples_in_steps
+            )
+        },
     ));
     v
 }

@@ -2,7 +2,7 @@
 
 use gapscope_analyzer::analysis::Report;
 
-use super::{BUCKET_HEADERS, bucket_cells, summary};
+use super::{BUCKET_HEADERS, TELEMETRY_TITLE, bucket_cells, summary, telemetry};
 
 fn grid(headers: &[&str], rows: &[Vec<String>], out: &mut String) {
     let mut w: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
@@ -54,6 +54,16 @@ pub fn reports(reports: &[Report]) -> String {
             out.push_str(&format!("{:<lw$}  {w}\n", "warning"));
         }
         out.push('\n');
+        if let Some(t) = &r.telemetry {
+            let lines = telemetry(t);
+            let lw = lines.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
+            out.push_str(TELEMETRY_TITLE);
+            out.push('\n');
+            for (l, v) in &lines {
+                out.push_str(&format!("  {l:<lw$}  {v}\n"));
+            }
+            out.push('\n');
+        }
         let title = if r.steps.decode_steps > 0 {
             "buckets per decode step"
         } else {

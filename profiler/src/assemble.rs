@@ -1,0 +1,653 @@
+//! Spool to native trace. Runs in the launcher after the child exits: three streaming
+//! passes over a process's spool (names and facts; capture windows; rows), appending rows to
+//! the trace in chunks so memory stays bounded by the chunk size plus the interned names,
+//! whatever the spool's size.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use gapscope_traces::native::CHUNK_ROWS;
+use gapscope_traces::{
+    GpuInfo, KernelRow, KernelTable, LaunchApi, LaunchRow, LaunchTable, Manifest, MarkerRow,
+    MarkerSource, MarkerTable, MemopKind, MemopRow, MemopTable, SampleRow, SampleTable, StrId,
+    StringTable, TraceWriter,
+};
+
+use crate::decode::{self, Activity};
+use crate::error::Result;
+use crate::layout::{cuda_release_of, marker_flag};
+use crate::nvml::Telemetry;
+use crate::spool::{SpoolEnd, SpoolHeader, SpoolReader, rd_i64, rd_u32, rd_u64, tag};
+
+/// Which part of the run to keep.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CaptureRange {
+    /// Skip this long after the launcher started the child.
+    pub delay_ns: Option<i64>,
+    /// Keep this long after the delay.
+    pub duration_ns: Option<i64>,
+    /// Keep only what starts between cudaProfilerStart and cudaProfilerStop (or the driver's
+    /// cuProfilerStart/Stop).
+    pub profiler_api: bool,
+}
+
+/// Everything assembly needs besides the spool.
+#[derive(Debug, Default)]
+pub struct AssembleSettings {
+    pub capture: CaptureRange,
+    /// When the launcher started the child, on the realtime clock.
+    pub launch_realtime_ns: i64,
+    /// The child's command line as the user gave it.
+    pub command_line: String,
+    /// How the recorded process ended, when known ("exit 0", "killed by SIGSEGV").
+    pub exit: Option<String>,
+    /// The process ended abnormally (signal or abort): mark the trace truncated.
+    pub crashed: bool,
+    /// Why there is no telemetry, when there is none.
+    pub no_nvml: Option<String>,
+}
+
+/// What was written, for the launcher's summary and tests.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct AssembleSummary {
+    pub output: PathBuf,
+    pub pid: u32,
+    pub kernels: u64,
+    pub memops: u64,
+    pub launches: u64,
+    pub markers: u64,
+    pub samples: u64,
+    pub dropped: u64,
+    pub truncated: bool,
+    /// Records outside the capture range.
+    pub outside_capture: u64,
+    pub notes: Vec<String>,
+}
+
+/// Facts gathered in the first pass.
+#[derive(Default)]
+struct Facts {
+    header: Option<SpoolHeader>,
+    end: Option<SpoolEnd>,
+    strings: HashMap<u64, String>,
+    api_names: HashMap<(u32, u32), String>,
+    /// (cupti_ns, realtime_ns) pairs.
+    calibration: Vec<(u64, i64)>,
+    devices: Vec<decode::Device>,
+    dropped: u64,
+    notes: Vec<String>,
+    torn_tail: bool,
+    skipped_undecodable: u64,
+    overhead_ns: HashMap<u32, u64>,
+}
+
+fn pass_facts(path: &Path) -> Result<Facts> {
+    let mut f = Facts::default();
+    let mut r = SpoolReader::open(path)?;
+    while let Some(fr) = r.next_frame()? {
+        let p = &fr.payload;
+        match fr.tag {
+            tag::HEADER => f.header = serde_json::from_slice(p).ok(),
+            tag::END => f.end = Some(serde_json::from_slice(p).unwrap_or_default()),
+            tag::STRING if p.len() >= 8 => {
+                f.strings
+                    .insert(rd_u64(p, 0), String::from_utf8_lossy(&p[8..]).into_owned());
+            }
+            tag::API_NAME if p.len() >= 8 => {
+                f.api_names.insert(
+                    (rd_u32(p, 0), rd_u32(p, 4)),
+                    String::from_utf8_lossy(&p[8..]).into_owned(),
+                );
+            }
+            tag::CALIBRATION if p.len() >= 24 => f.calibration.push((rd_u64(p, 0), rd_i64(p, 8))),
+            tag::DROPPED if p.len() >= 16 => f.dropped += rd_u64(p, 8),
+            tag::NOTE => f.notes.push(String::from_utf8_lossy(p).into_owned()),
+            tag::RECORD => match decode::decode(p) {
+                Ok(Activity::Device(d)) => f.devices.push(d),
+                Ok(Activity::Overhead {
+                    overhead_kind,
+                    start,
+                    end,
+                }) => {
+                    *f.overhead_ns.entry(overhead_kind).or_default() += end.saturating_sub(start);
+                }
+                Ok(_) => {}
+                Err(_) => f.skipped_undecodable += 1,
+            },
+            _ => {}
+        }
+    }
+    f.torn_tail = r.torn_tail;
+    Ok(f)
+}
+
+/// CUPTI ns minus realtime ns, the median over the calibration pairs.
+fn clock_offset(cal: &[(u64, i64)]) -> Option<i64> {
+    let mut d: Vec<i64> = cal.iter().map(|&(c, r)| c as i64 - r).collect();
+    if d.is_empty() {
+        return None;
+    }
+    d.sort_unstable();
+    Some(d[d.len() / 2])
+}
+
+fn api_domain(runtime: bool) -> u32 {
+    if runtime { 2 } else { 1 }
+}
+
+fn is_profiler_start(name: &str) -> bool {
+    name.starts_with("cudaProfilerStart") || name.starts_with("cuProfilerStart")
+}
+
+fn is_profiler_stop(name: &str) -> bool {
+    name.starts_with("cudaProfilerStop") || name.starts_with("cuProfilerStop")
+}
+
+/// Host API calls worth a row in the launches table: launches, copies, sets, graph calls,
+/// synchronisation and the profiler range calls.
+pub fn is_kept_api(name: &str) -> bool {
+    [
+        "Launch",
+        "Memcpy",
+        "Memset",
+        "Graph",
+        "Synchronize",
+        "ProfilerSt",
+    ]
+    .iter()
+    .any(|k| name.contains(k))
+}
+
+/// Windows from cudaProfilerStart/Stop pairs: from the end of each start call to the
+/// beginning of the following stop call; a start with no stop runs to the end.
+fn pass_profiler_windows(path: &Path, facts: &Facts) -> Result<Vec<(u64, u64)>> {
+    let mut calls: Vec<(u64, u64, bool)> = Vec::new();
+    let mut r = SpoolReader::open(path)?;
+    while let Some(fr) = r.next_frame()? {
+        if fr.tag != tag::RECORD {
+            continue;
+        }
+        if let Ok(Activity::Api(a)) = decode::decode(&fr.payload)
+            && let Some(n) = facts.api_names.get(&(api_domain(a.runtime), a.cbid))
+        {
+            if is_profiler_start(n) {
+                calls.push((a.start, a.end, true));
+            } else if is_profiler_stop(n) {
+                calls.push((a.start, a.end, false));
+            }
+        }
+    }
+    calls.sort_unstable();
+    let mut windows = Vec::new();
+    let mut open: Option<u64> = None;
+    for (s, e, is_start) in calls {
+        match (is_start, open) {
+            (true, None) => open = Some(e),
+            (false, Some(lo)) => {
+                windows.push((lo, s));
+                open = None;
+            }
+            _ => {} // a nested start or a stray stop changes nothing
+        }
+    }
+    if let Some(lo) = open {
+        windows.push((lo, u64::MAX));
+    }
+    Ok(windows)
+}
+
+fn memop_kind(copy_kind: u8) -> MemopKind {
+    match copy_kind {
+        1 => MemopKind::HtoD,
+        2 => MemopKind::DtoH,
+        8 => MemopKind::DtoD,
+        9 => MemopKind::HtoH,
+        10 => MemopKind::PtoP,
+        _ => MemopKind::Unknown,
+    }
+}
+
+/// Buffers rows and appends them to the writer a chunk at a time.
+struct Sink {
+    w: TraceWriter,
+    strings: StringTable,
+    names: HashMap<u64, StrId>,
+    kernels: KernelTable,
+    memops: MemopTable,
+    launches: LaunchTable,
+    markers: MarkerTable,
+}
+
+impl Sink {
+    fn name(&mut self, facts: &Facts, id: u64) -> StrId {
+        if let Some(&s) = self.names.get(&id) {
+            return s;
+        }
+        let s = match facts.strings.get(&id) {
+            Some(v) => self.strings.intern(v),
+            None if id == 0 => self.strings.intern("<unnamed>"),
+            None => self.strings.intern(&format!("<name {id} lost>")),
+        };
+        self.names.insert(id, s);
+        s
+    }
+
+    fn flush(&mut self, all: bool) -> Result<()> {
+        let full = |n: usize| all || n >= CHUNK_ROWS;
+        if !(full(self.kernels.len())
+            || full(self.memops.len())
+            || full(self.launches.len())
+            || full(self.markers.len()))
+        {
+            return Ok(());
+        }
+        self.w.append_strings(&self.strings)?;
+        if full(self.kernels.len()) && !self.kernels.is_empty() {
+            self.w.append_kernels(&self.kernels)?;
+            self.kernels.clear();
+        }
+        if full(self.memops.len()) && !self.memops.is_empty() {
+            self.w.append_memops(&self.memops)?;
+            self.memops.clear();
+        }
+        if full(self.launches.len()) && !self.launches.is_empty() {
+            self.w.append_launches(&self.launches)?;
+            self.launches.clear();
+        }
+        if full(self.markers.len()) && !self.markers.is_empty() {
+            self.w.append_markers(&self.markers)?;
+            self.markers.clear();
+        }
+        Ok(())
+    }
+}
+
+/// Writes the native trace `output` from the spool at `spool`, with the launcher's
+/// telemetry re-timed onto the CUPTI clock.
+pub fn assemble(
+    spool: &Path,
+    output: &Path,
+    s: &AssembleSettings,
+    telemetry: Option<&Telemetry>,
+) -> Result<AssembleSummary> {
+    let facts = pass_facts(spool)?;
+    let offset = clock_offset(&facts.calibration);
+    let mut windows: Vec<(u64, u64)> = Vec::new();
+    let mut notes: Vec<String> = facts.notes.clone();
+    if s.capture.profiler_api {
+        windows = pass_profiler_windows(spool, &facts)?;
+        if windows.is_empty() {
+            notes.push("capture range cudaProfilerApi: the program never called cudaProfilerStart, so nothing was kept".into());
+        }
+    }
+    if s.capture.delay_ns.is_some() || s.capture.duration_ns.is_some() {
+        match offset {
+            Some(off) => {
+                let lo =
+                    (s.launch_realtime_ns + off + s.capture.delay_ns.unwrap_or(0)).max(0) as u64;
+                let hi = s
+                    .capture
+                    .duration_ns
+                    .map(|d| lo.saturating_add(d.max(0) as u64))
+                    .unwrap_or(u64::MAX);
+                if s.capture.profiler_api {
+                    windows = windows
+                        .into_iter()
+                        .map(|(a, b)| (a.max(lo), b.min(hi)))
+                        .filter(|(a, b)| a < b)
+                        .collect();
+                } else {
+                    windows = vec![(lo, hi)];
+                }
+            }
+            None => {
+                notes.push("--delay/--duration ignored: the spool has no clock calibration".into())
+            }
+        }
+    }
+    let filtering = s.capture.profiler_api || !windows.is_empty();
+    let keep = |t: u64| !filtering || windows.iter().any(|&(a, b)| t >= a && t < b);
+
+    let header = facts.header.clone().unwrap_or_default();
+    let mut m = Manifest::new("cupti");
+    m.source_path = Some(spool.display().to_string());
+    m.command_line = Some(if s.command_line.is_empty() {
+        header.command_line.clone()
+    } else {
+        s.command_line.clone()
+    });
+    if header.cupti_api_version > 0 {
+        m.cuda_version = Some(cuda_release_of(header.cupti_api_version));
+    }
+    let mut sink = Sink {
+        w: TraceWriter::create(output, m)?,
+        strings: StringTable::new(),
+        names: HashMap::new(),
+        kernels: KernelTable::default(),
+        memops: MemopTable::default(),
+        launches: LaunchTable::default(),
+        markers: MarkerTable::default(),
+    };
+
+    let mut sum = AssembleSummary {
+        output: output.to_owned(),
+        pid: header.pid,
+        dropped: facts.dropped,
+        ..Default::default()
+    };
+    let mut open_markers: HashMap<u32, (u64, u64, u32)> = HashMap::new(); // id -> (name, start, tid)
+    let mut api_not_kept = 0u64;
+    let mut last_ts = 0u64;
+    let mut r = SpoolReader::open(spool)?;
+    while let Some(fr) = r.next_frame()? {
+        if fr.tag != tag::RECORD {
+            continue;
+        }
+        let Ok(a) = decode::decode(&fr.payload) else {
+            continue;
+        };
+        match a {
+            Activity::Kernel(k) => {
+                last_ts = last_ts.max(k.end);
+                if !keep(k.start) {
+                    sum.outside_capture += 1;
+                    continue;
+                }
+                let name = sink.name(&facts, k.name);
+                sink.kernels.push(KernelRow {
+                    device: k.device,
+                    context: k.context,
+                    stream: k.stream,
+                    correlation: k.correlation as u64,
+                    name,
+                    gpu_start_ns: k.start as i64,
+                    gpu_end_ns: k.end as i64,
+                    grid_x: k.grid[0].max(0) as u32,
+                    grid_y: k.grid[1].max(0) as u32,
+                    grid_z: k.grid[2].max(0) as u32,
+                    block_x: k.block[0].max(0) as u32,
+                    block_y: k.block[1].max(0) as u32,
+                    block_z: k.block[2].max(0) as u32,
+                    registers_per_thread: k.registers as u32,
+                    static_smem_bytes: k.static_smem.max(0) as u32,
+                    dynamic_smem_bytes: k.dynamic_smem.max(0) as u32,
+                    graph_id: k.graph_id,
+                    graph_node_id: k.graph_node_id,
+                    ..Default::default()
+                });
+                sum.kernels += 1;
+            }
+            Activity::Memcpy(mo) | Activity::Memset(mo) => {
+                last_ts = last_ts.max(mo.end);
+                if !keep(mo.start) {
+                    sum.outside_capture += 1;
+                    continue;
+                }
+                let is_set = fr.payload.first() == Some(&(crate::layout::kind::MEMSET as u8));
+                let kind = if is_set {
+                    MemopKind::Memset
+                } else {
+                    memop_kind(mo.copy_kind)
+                };
+                let label = if is_set {
+                    "Memset".to_owned()
+                } else {
+                    format!("Memcpy {}", kind.as_str())
+                };
+                let name = sink.strings.intern(&label);
+                sink.memops.push(MemopRow {
+                    device: mo.device,
+                    context: mo.context,
+                    stream: mo.stream,
+                    correlation: mo.correlation as u64,
+                    name,
+                    kind: kind as u8,
+                    bytes: mo.bytes,
+                    gpu_start_ns: mo.start as i64,
+                    gpu_end_ns: mo.end as i64,
+                    graph_id: mo.graph_id,
+                });
+                sum.memops += 1;
+            }
+            Activity::Api(a) => {
+                last_ts = last_ts.max(a.end);
+                let name = facts
+                    .api_names
+                    .get(&(api_domain(a.runtime), a.cbid))
+                    .cloned()
+                    .unwrap_or_else(|| format!("cbid_{}", a.cbid));
+                if !is_kept_api(&name) {
+                    api_not_kept += 1;
+                    continue;
+                }
+                if !keep(a.start) && !is_profiler_start(&name) && !is_profiler_stop(&name) {
+                    sum.outside_capture += 1;
+                    continue;
+                }
+                let id = sink.strings.intern(&name);
+                sink.launches.push(LaunchRow {
+                    pid: a.pid,
+                    tid: a.tid as u64,
+                    correlation: a.correlation as u64,
+                    name: id,
+                    api: if a.runtime {
+                        LaunchApi::Runtime
+                    } else {
+                        LaunchApi::Driver
+                    } as u8,
+                    host_start_ns: a.start as i64,
+                    host_end_ns: a.end as i64,
+                });
+                sum.launches += 1;
+            }
+            Activity::Marker(mk) => {
+                last_ts = last_ts.max(mk.timestamp);
+                if mk.flags & marker_flag::START != 0 {
+                    open_markers.insert(mk.id, (mk.name, mk.timestamp, mk.tid));
+                } else if mk.flags & marker_flag::END != 0
+                    || mk.flags & marker_flag::INSTANTANEOUS != 0
+                {
+                    let (name, start, tid) = if mk.flags & marker_flag::END != 0 {
+                        match open_markers.remove(&mk.id) {
+                            Some(x) => x,
+                            None => continue,
+                        }
+                    } else {
+                        (mk.name, mk.timestamp, mk.tid)
+                    };
+                    if !keep(start) {
+                        sum.outside_capture += 1;
+                        continue;
+                    }
+                    let name = sink.name(&facts, name);
+                    sink.markers.push(MarkerRow {
+                        name,
+                        source: MarkerSource::Nvtx as u8,
+                        tid: tid as u64,
+                        host_start_ns: start as i64,
+                        host_end_ns: mk.timestamp as i64,
+                        ..Default::default()
+                    });
+                    sum.markers += 1;
+                }
+            }
+            Activity::Overhead { .. } | Activity::Device(_) => {}
+        }
+        sink.flush(false)?;
+    }
+    // Ranges still open when the process stopped end at its last record.
+    let mut open: Vec<_> = open_markers.into_iter().collect();
+    open.sort_unstable_by_key(|(id, _)| *id);
+    if !open.is_empty() {
+        notes.push(format!(
+            "{} NVTX ranges were still open at the end; they end at the last record",
+            open.len()
+        ));
+    }
+    for (_, (name, start, tid)) in open {
+        if !keep(start) {
+            continue;
+        }
+        let name = sink.name(&facts, name);
+        sink.markers.push(MarkerRow {
+            name,
+            source: MarkerSource::Nvtx as u8,
+            tid: tid as u64,
+            host_start_ns: start as i64,
+            host_end_ns: last_ts.max(start) as i64,
+            ..Default::default()
+        });
+        sum.markers += 1;
+    }
+
+    // Telemetry: NVML index -> CUDA device id through the UUID; times onto the CUPTI clock.
+    let mut samples = SampleTable::default();
+    if let Some(t) = telemetry {
+        let by_uuid: HashMap<String, u32> = facts
+            .devices
+            .iter()
+            .map(|d| (decode::uuid_string(&d.uuid), d.id))
+            .collect();
+        let mut unmapped = 0u64;
+        for smp in &t.samples {
+            let uuid = t
+                .gpus
+                .iter()
+                .find(|g| g.index == smp.index)
+                .map(|g| g.uuid.to_ascii_lowercase());
+            let device = match uuid.and_then(|u| by_uuid.get(&u).copied()) {
+                Some(d) => d,
+                None => {
+                    unmapped += 1;
+                    continue;
+                }
+            };
+            let host_ns = smp.realtime_ns + offset.unwrap_or(0);
+            let in_range = !filtering
+                || windows
+                    .iter()
+                    .any(|&(a, b)| (host_ns.max(0) as u64) >= a && (host_ns.max(0) as u64) < b);
+            if !in_range {
+                continue;
+            }
+            samples.push(SampleRow {
+                device,
+                host_ns,
+                sm_clock_mhz: smp.sm_clock_mhz,
+                mem_clock_mhz: smp.mem_clock_mhz,
+                power_mw: smp.power_mw,
+                temperature_c: smp.temperature_c,
+                gpu_util_pct: smp.gpu_util_pct,
+                mem_util_pct: smp.mem_util_pct,
+                throttle_reasons: smp.throttle_reasons,
+            });
+        }
+        if unmapped > 0 && !facts.devices.is_empty() {
+            notes.push(format!(
+                "{unmapped} NVML samples of GPUs this process did not use were left out"
+            ));
+        } else if unmapped > 0 {
+            notes.push(format!(
+                "{unmapped} NVML samples left out: CUPTI reported no device to match them to"
+            ));
+        }
+        if offset.is_none() && !samples.is_empty() {
+            notes.push(
+                "NVML sample times are host realtime ns: the spool had no clock calibration".into(),
+            );
+        }
+    }
+    sum.samples = samples.len() as u64;
+    sink.flush(true)?;
+    if !samples.is_empty() {
+        sink.w.append_samples(&samples)?;
+    }
+
+    // Manifest facts.
+    let truncated = facts.torn_tail || facts.end.is_none() || s.crashed;
+    if facts.torn_tail {
+        notes.push("the spool ends inside a frame (the process died while writing); everything before it is kept".into());
+    }
+    if facts.end.is_none() {
+        notes.push(format!(
+            "process {} ended without its final CUPTI flush{}: activity after the last completed buffer is lost",
+            header.pid,
+            s.exit.as_ref().map(|e| format!(" ({e})")).unwrap_or_default()
+        ));
+    }
+    if api_not_kept > 0 {
+        notes.push(format!("{api_not_kept} host API calls other than launches, copies, sets, graph and sync calls were not kept"));
+    }
+    if facts.skipped_undecodable > 0 {
+        notes.push(format!(
+            "{} records of kinds this build does not decode were skipped",
+            facts.skipped_undecodable
+        ));
+    }
+    if let Some(e) = &facts.end
+        && e.skipped > 0
+    {
+        notes.push(format!(
+            "{} CUPTI records of undecoded kinds were skipped in the process",
+            e.skipped
+        ));
+    }
+    if sum.outside_capture > 0 {
+        notes.push(format!(
+            "{} records outside the capture range were left out",
+            sum.outside_capture
+        ));
+    }
+    let mut oh: Vec<_> = facts.overhead_ns.iter().collect();
+    oh.sort();
+    for (k, ns) in oh {
+        let what = match *k {
+            1 => "driver compiler",
+            65536 => "CUPTI buffer flush",
+            131072 => "CUPTI instrumentation",
+            196608 => "CUPTI resource",
+            _ => "other",
+        };
+        notes.push(format!(
+            "CUPTI overhead ({what}): {:.3} ms",
+            *ns as f64 / 1e6
+        ));
+    }
+    if let Some(n) = &s.no_nvml {
+        notes.push(n.clone());
+    }
+    if let Some(e) = &s.exit {
+        notes.push(format!("recorded process {} ({e})", header.pid));
+    }
+    notes.push("times are CUPTI timestamps in ns; NVML samples are re-timed onto them through the injection library's clock calibration".into());
+    sum.truncated = truncated;
+    sum.notes = notes.clone();
+
+    let mut gpus: Vec<GpuInfo> = facts
+        .devices
+        .iter()
+        .map(|d| GpuInfo {
+            device: d.id,
+            name: facts.strings.get(&d.name).cloned().unwrap_or_default(),
+            sm_count: Some(d.sm_count),
+            total_memory_bytes: Some(d.memory_bytes),
+            memory_bandwidth_bytes_per_s: (d.memory_bandwidth_kbps > 0)
+                .then(|| d.memory_bandwidth_kbps as f64 * 1e3),
+            compute_capability: Some(format!("{}.{}", d.cc.0, d.cc.1)),
+            l2_cache_bytes: Some(d.l2_bytes as u64),
+            sm_clock_khz: Some(d.core_clock_khz as u64),
+        })
+        .collect();
+    gpus.sort_by_key(|g| g.device);
+    gpus.dedup_by_key(|g| g.device);
+    let mm = sink.w.manifest_mut();
+    mm.gpus = gpus;
+    mm.dropped_records = facts.dropped;
+    mm.truncated = truncated;
+    mm.notes = notes;
+    if let Some(t) = telemetry {
+        mm.driver_version = t.driver_version.clone();
+    }
+    sink.w.finish()?;
+    Ok(sum)
+}

@@ -506,7 +506,8 @@ pub fn assemble(
         let by_uuid: HashMap<String, u32> = facts
             .devices
             .iter()
-            .map(|d| (decode::uuid_string(&d.uuid), d.id))
+            // Compared case-insensitively: NVML spells "GPU-" in capitals.
+            .map(|d| (decode::uuid_string(&d.uuid).to_ascii_lowercase(), d.id))
             .collect();
         let mut unmapped = 0u64;
         for smp in &t.samples {
@@ -543,8 +544,20 @@ pub fn assemble(
             });
         }
         if unmapped > 0 && !facts.devices.is_empty() {
+            let cuda: Vec<String> = facts
+                .devices
+                .iter()
+                .map(|d| format!("{} {}", d.id, decode::uuid_string(&d.uuid)))
+                .collect();
+            let nvml: Vec<String> = t
+                .gpus
+                .iter()
+                .map(|g| format!("{} {}", g.index, g.uuid))
+                .collect();
             notes.push(format!(
-                "{unmapped} NVML samples of GPUs this process did not use were left out"
+                "{unmapped} NVML samples of GPUs this process did not use were left out (CUDA devices: {}; NVML GPUs: {})",
+                cuda.join(", "),
+                nvml.join(", ")
             ));
         } else if unmapped > 0 {
             notes.push(format!(
@@ -606,7 +619,12 @@ pub fn assemble(
             65536 => "CUPTI buffer flush",
             131072 => "CUPTI instrumentation",
             196608 => "CUPTI resource",
-            _ => "other",
+            _ => "",
+        };
+        let what = if what.is_empty() {
+            format!("kind {k}")
+        } else {
+            what.to_owned()
         };
         notes.push(format!(
             "CUPTI overhead ({what}): {:.3} ms",

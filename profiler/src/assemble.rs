@@ -207,6 +207,19 @@ fn memop_kind(copy_kind: u8) -> MemopKind {
     }
 }
 
+/// CUPTI reports kernel names as the compiler mangled them; Kineto and nsys show them
+/// demangled, and the bucket rules and reports are written for that spelling. Names that do
+/// not demangle are kept as they are.
+pub fn demangle(name: &str) -> String {
+    if !name.starts_with("_Z") {
+        return name.to_owned();
+    }
+    cpp_demangle::Symbol::new(name.as_bytes())
+        .ok()
+        .and_then(|s| s.demangle().ok())
+        .unwrap_or_else(|| name.to_owned())
+}
+
 /// Buffers rows and appends them to the writer a chunk at a time.
 struct Sink {
     w: TraceWriter,
@@ -224,7 +237,7 @@ impl Sink {
             return s;
         }
         let s = match facts.strings.get(&id) {
-            Some(v) => self.strings.intern(v),
+            Some(v) => self.strings.intern(&demangle(v)),
             None if id == 0 => self.strings.intern("<unnamed>"),
             None => self.strings.intern(&format!("<name {id} lost>")),
         };
@@ -310,7 +323,6 @@ pub fn assemble(
 
     let header = facts.header.clone().unwrap_or_default();
     let mut m = Manifest::new("cupti");
-    m.source_path = Some(spool.display().to_string());
     m.command_line = Some(if s.command_line.is_empty() {
         header.command_line.clone()
     } else {
@@ -668,4 +680,24 @@ pub fn assemble(
     }
     sink.w.finish()?;
     Ok(sum)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_demangled_like_kineto_shows_them() {
+        assert_eq!(demangle("_Z5scalePfif"), "scale(float*, int, float)");
+        assert_eq!(
+            demangle("_ZN2at6native13reduce_kernelILi512ELi1EEEvv"),
+            "void at::native::reduce_kernel<512, 1>()"
+        );
+        assert_eq!(
+            demangle("nvjet_sm90_tst_64x8_64x16_2x1_v_bz_TNT"),
+            "nvjet_sm90_tst_64x8_64x16_2x1_v_bz_TNT"
+        );
+        assert_eq!(demangle("_Znot a symbol"), "_Znot a symbol");
+        assert_eq!(demangle("gemv_bf16_b1"), "gemv_bf16_b1");
+    }
 }

@@ -31,9 +31,12 @@ fi
 if want plain; then
   step "plain CUDA program"
   nvcc -O2 -o "$W/plain" scripts/record/plain_cuda.cu || echo "nvcc failed"
-  $R -o "$W/traces/plain.gst" -- "$W/plain" normal; echo "exit $?"
+  $R --keep-spool -o "$W/traces/plain.gst" -- "$W/plain" normal; echo "exit $?"
+  cp "$W"/traces/.plain.gst.spool-*/*.spool "$OUT/plain-cuda13.0.spool" 2>/dev/null
   $R --capture-range cudaProfilerApi -o "$W/traces/plain-range.gst" -- "$W/plain" normal; echo "exit $?"
-  $R -o "$W/traces/abort.gst" -- "$W/plain" abort 1000; res "{\"check\":\"abort_exit\",\"code\":$?}"
+  $R --keep-spool -o "$W/traces/abort.gst" -- "$W/plain" abort 1000; res "{\"check\":\"abort_exit\",\"code\":$?}"
+  cp "$W"/traces/.abort.gst.spool-*/*.spool "$OUT/abort-cuda13.0.spool" 2>/dev/null
+  rm -rf "$W"/traces/.*.spool-*
   $R -o "$W/traces/segv.gst" -- "$W/plain" segv 1000; res "{\"check\":\"segv_exit\",\"code\":$?}"
   $R -o "$W/traces/nocuda.gst" -- "$W/plain" nocuda; res "{\"check\":\"nocuda_exit\",\"code\":$?}"
   $R --cupti-lib /nonexistent/libcupti.so.13 -o "$W/x.gst" -- "$W/plain" normal; res "{\"check\":\"missing_cupti_exit\",\"code\":$?}"
@@ -42,11 +45,12 @@ if want plain; then
 fi
 
 if want hf; then
-  step "HF eager decode: plain, recorded, torch.profiler (alternating, 2 rounds)"
-  for r in 1 2; do
-    python3 scripts/record/hf_decode.py --mode plain | tail -1 | sed "s/^/RESULT_HF_PLAIN$r /"
-    $R --capture-range cudaProfilerApi -o "$W/traces/hf-rec$r.gst" -- python3 scripts/record/hf_decode.py --mode plain | tail -1 | sed "s/^/RESULT_HF_REC$r /"
-    python3 scripts/record/hf_decode.py --mode torchprof --trace "$W/traces/hf-prof$r.json" | tail -1 | sed "s/^/RESULT_HF_PROF$r /"
+  HFSTEPS=${HFSTEPS:-16}
+  step "HF eager decode ($HFSTEPS steps): plain, recorded, torch.profiler (alternating, 3 rounds)"
+  for r in 1 2 3; do
+    python3 scripts/record/hf_decode.py --mode plain --steps $HFSTEPS | tail -1 | sed "s/^/RESULT_HF_PLAIN$r /"
+    $R --capture-range cudaProfilerApi -o "$W/traces/hf-rec$r.gst" -- python3 scripts/record/hf_decode.py --mode plain --steps $HFSTEPS | tail -1 | sed "s/^/RESULT_HF_REC$r /"
+    python3 scripts/record/hf_decode.py --mode torchprof --steps $HFSTEPS --trace "$W/traces/hf-prof$r.json" | tail -1 | sed "s/^/RESULT_HF_PROF$r /"
   done
 fi
 
@@ -58,6 +62,11 @@ if want engine; then
     $E bench --config models/llama-3-8b.json --weights bf16 --npl 1 --npp 128 --ntg 128 --reps 3 --timing off 2>&1 | grep -E "^\s*\|?\s*1\s" | sed "s/^/RESULT_ENG_OFF$r /"
     $R -q --nvml-interval-ms 100 -o "$W/eng-ovh$r.gst" -- $E bench --config models/llama-3-8b.json --weights bf16 --npl 1 --npp 128 --ntg 128 --reps 3 --timing off 2>&1 | grep -E "^\s*\|?\s*1\s" | sed "s/^/RESULT_ENG_REC$r /"
   done
+fi
+
+if want selftest; then
+  step "engine selftest (issue 3: the host-side refactor on the GPU)"
+  $E selftest 2>&1 | tail -25
 fi
 
 step "pack"

@@ -631,6 +631,11 @@ pub fn assemble(
             65536 => "CUPTI buffer flush",
             131072 => "CUPTI instrumentation",
             196608 => "CUPTI resource",
+            262144 => "runtime-triggered module loading",
+            327680 => "lazy function loading",
+            393216 => "command buffer full",
+            458752 => "activity buffer request",
+            524288 => "UVM activity init",
             _ => "",
         };
         let what = if what.is_empty() {

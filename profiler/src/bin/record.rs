@@ -76,13 +76,17 @@ struct Args {
     /// Print only errors.
     #[arg(short, long)]
     quiet: bool,
+    /// Write the trace from a spool file kept earlier (--keep-spool, or left behind when the
+    /// recorder itself was killed) instead of running a program.
+    #[arg(long, value_name = "SPOOL", conflicts_with = "command")]
+    from_spool: Option<PathBuf>,
     /// Print the CUPTI record layout this build decodes and exit (compared with the
     /// toolkit's header by scripts/record/layout_check.c).
     #[arg(long, hide = true)]
     print_layout: bool,
     /// The program to record and its arguments (after `--`).
     #[arg(
-        required_unless_present = "print_layout",
+        required_unless_present_any = ["print_layout", "from_spool"],
         trailing_var_arg = true,
         allow_hyphen_values = true,
         value_name = "CMD"
@@ -156,6 +160,29 @@ fn signal_name(sig: i32) -> String {
 
 fn run(a: &Args) -> Result<ExitCode, (String, u8)> {
     let usage = |m: String| (m, EXIT_USAGE);
+    if let Some(spool) = &a.from_spool {
+        let s = AssembleSettings {
+            capture: CaptureRange {
+                profiler_api: a.capture_range == CaptureRangeArg::CudaProfilerApi,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let sum = assemble(spool, &a.output, &s, None).map_err(|e| usage(e.to_string()))?;
+        if !a.quiet {
+            eprintln!(
+                "gapscope-record: wrote {} (pid {}): {} kernels, {} memops, {} API calls, {} NVTX ranges{}",
+                a.output.display(),
+                sum.pid,
+                sum.kernels,
+                sum.memops,
+                sum.launches,
+                sum.markers,
+                if sum.truncated { "; TRUNCATED" } else { "" }
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let capture = CaptureRange {
         delay_ns: secs_to_ns(a.delay, "delay")?,
         duration_ns: secs_to_ns(a.duration, "duration")?,

@@ -349,6 +349,7 @@ pub fn assemble(
     };
     let mut open_markers: HashMap<u32, (u64, u64, u32)> = HashMap::new(); // id -> (name, start, tid)
     let mut api_not_kept = 0u64;
+    let mut api_not_kept_by_name: HashMap<String, u64> = HashMap::new();
     let mut last_ts = 0u64;
     let mut r = SpoolReader::open(spool)?;
     while let Some(fr) = r.next_frame()? {
@@ -430,6 +431,7 @@ pub fn assemble(
                     .unwrap_or_else(|| format!("cbid_{}", a.cbid));
                 if !is_kept_api(&name) {
                     api_not_kept += 1;
+                    *api_not_kept_by_name.entry(name).or_default() += 1;
                     continue;
                 }
                 if !keep(a.start) && !is_profiler_start(&name) && !is_profiler_stop(&name) {
@@ -601,7 +603,17 @@ pub fn assemble(
         ));
     }
     if api_not_kept > 0 {
-        notes.push(format!("{api_not_kept} host API calls other than launches, copies, sets, graph and sync calls were not kept"));
+        let mut top: Vec<(&String, &u64)> = api_not_kept_by_name.iter().collect();
+        top.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let top: Vec<String> = top
+            .iter()
+            .take(5)
+            .map(|(n, c)| format!("{n} {c}"))
+            .collect();
+        notes.push(format!(
+            "{api_not_kept} host API calls other than launches, copies, sets, graph and sync calls were not kept (most: {})",
+            top.join(", ")
+        ));
     }
     if facts.skipped_undecodable > 0 {
         notes.push(format!(

@@ -26,6 +26,11 @@ pub struct InjectSettings {
     pub memops: bool,
     pub buffer_bytes: usize,
     pub flush_ms: u64,
+    /// Record CUDA runtime API calls (launch correlation, cudaProfilerStart/Stop).
+    pub runtime_api: bool,
+    /// Record CUDA driver API calls (programs that launch through the driver, as cudarc
+    /// does).
+    pub driver_api: bool,
 }
 
 impl InjectSettings {
@@ -34,6 +39,7 @@ impl InjectSettings {
     pub const MEMOPS: &'static str = "GAPSCOPE_MEMOPS";
     pub const BUFFER_BYTES: &'static str = "GAPSCOPE_BUFFER_BYTES";
     pub const FLUSH_MS: &'static str = "GAPSCOPE_FLUSH_MS";
+    pub const API: &'static str = "GAPSCOPE_API";
 
     pub fn to_env(&self) -> Vec<(&'static str, String)> {
         vec![
@@ -42,6 +48,16 @@ impl InjectSettings {
             (Self::MEMOPS, if self.memops { "1" } else { "0" }.to_owned()),
             (Self::BUFFER_BYTES, self.buffer_bytes.to_string()),
             (Self::FLUSH_MS, self.flush_ms.to_string()),
+            (
+                Self::API,
+                match (self.runtime_api, self.driver_api) {
+                    (true, true) => "runtime,driver",
+                    (true, false) => "runtime",
+                    (false, true) => "driver",
+                    (false, false) => "none",
+                }
+                .to_owned(),
+            ),
         ]
     }
 
@@ -63,6 +79,8 @@ impl InjectSettings {
             memops: env(Self::MEMOPS).as_deref() != Some("0"),
             buffer_bytes: (num(Self::BUFFER_BYTES, 4 << 20)? as usize).clamp(64 << 10, 256 << 20),
             flush_ms: num(Self::FLUSH_MS, 200)?,
+            runtime_api: env(Self::API).is_none_or(|v| v.split(',').any(|x| x == "runtime")),
+            driver_api: env(Self::API).is_none_or(|v| v.split(',').any(|x| x == "driver")),
         })
     }
 
@@ -71,11 +89,15 @@ impl InjectSettings {
         let mut k = vec![
             kind::DEVICE,
             kind::CONCURRENT_KERNEL,
-            kind::RUNTIME,
-            kind::DRIVER,
             kind::MARKER,
             kind::OVERHEAD,
         ];
+        if self.runtime_api {
+            k.push(kind::RUNTIME);
+        }
+        if self.driver_api {
+            k.push(kind::DRIVER);
+        }
         if self.memops {
             k.extend([kind::MEMCPY, kind::MEMSET]);
         }
@@ -437,11 +459,14 @@ mod tests {
             memops: false,
             buffer_bytes: 1 << 20,
             flush_ms: 50,
+            runtime_api: true,
+            driver_api: false,
         };
         let env: HashMap<_, _> = s.to_env().into_iter().collect();
         let back = InjectSettings::from_env(&|k| env.get(k).cloned()).unwrap();
         assert_eq!(back, s);
         assert!(!back.kinds().contains(&kind::MEMCPY));
+        assert!(back.kinds().contains(&kind::RUNTIME) && !back.kinds().contains(&kind::DRIVER));
         let e = InjectSettings::from_env(&|_| None).unwrap_err();
         assert!(e.contains("GAPSCOPE_SPOOL_DIR"), "{e}");
         let bad = |k: &str| match k {

@@ -28,6 +28,14 @@ enum CaptureRangeArg {
     CudaProfilerApi,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ApiArg {
+    Both,
+    Runtime,
+    Driver,
+    None,
+}
+
 /// Record the GPU activity of any CUDA program (kernels, copies, sets, launches, NVTX
 /// ranges) through CUPTI, with NVML telemetry, into a gapscope native trace.
 #[derive(Debug, Parser)]
@@ -51,6 +59,11 @@ struct Args {
     /// NVML sampling interval; 0 turns telemetry off.
     #[arg(long, default_value_t = 100, value_name = "MS")]
     nvml_interval_ms: u64,
+    /// Which host API calls to record: runtime, driver, both or none. Fewer API records
+    /// lower the cost on launch-bound programs (PyTorch launches through the runtime; cudarc
+    /// programs such as gapscope-engine through the driver).
+    #[arg(long, value_enum, default_value = "both")]
+    api: ApiArg,
     /// Do not record memory copies and sets.
     #[arg(long)]
     no_memops: bool,
@@ -188,6 +201,11 @@ fn run(a: &Args) -> Result<ExitCode, (String, u8)> {
         duration_ns: secs_to_ns(a.duration, "duration")?,
         profiler_api: a.capture_range == CaptureRangeArg::CudaProfilerApi,
     };
+    if capture.profiler_api && a.api == ApiArg::None {
+        return Err(usage(
+            "--capture-range cudaProfilerApi needs the API records that hold the cudaProfilerStart/Stop calls; drop --api none".into(),
+        ));
+    }
     if a.buffer_mb == 0 || a.buffer_mb > 256 {
         return Err(usage(format!(
             "--buffer-mb must be between 1 and 256, got {}",
@@ -254,6 +272,8 @@ fn run(a: &Args) -> Result<ExitCode, (String, u8)> {
         memops: !a.no_memops,
         buffer_bytes: a.buffer_mb << 20,
         flush_ms: a.flush_ms,
+        runtime_api: matches!(a.api, ApiArg::Both | ApiArg::Runtime),
+        driver_api: matches!(a.api, ApiArg::Both | ApiArg::Driver),
     };
 
     let (sampler, no_nvml) = if a.nvml_interval_ms == 0 {

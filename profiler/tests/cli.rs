@@ -1,0 +1,141 @@
+//! The launcher's argument handling and errors, without a GPU: each failure is one line on
+//! stderr with exit status 2 (127 for a program that is not there), and a kept spool turns
+//! into a trace with `--from-spool`.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn record(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gapscope-record"))
+        .args(args)
+        .env("CUDA_HOME", "/nonexistent-cuda")
+        .output()
+        .unwrap()
+}
+
+fn one_line_error(o: &Output, code: i32, needle: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(code), "stderr: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "stderr: {err}");
+    assert!(
+        err.starts_with("gapscope-record: ") && err.contains(needle),
+        "stderr: {err}"
+    );
+}
+
+#[test]
+fn recorder_errors_are_one_line_and_exit_2() {
+    let d = tempfile::tempdir().unwrap();
+    let fake_inject = d.path().join("libgapscope_profiler.so");
+    std::fs::write(&fake_inject, b"x").unwrap();
+    let inj = fake_inject.to_str().unwrap();
+    let out = d.path().join("o.gst");
+    let out = out.to_str().unwrap();
+
+    let o = record(&[
+        "--inject-lib",
+        inj,
+        "--cupti-lib",
+        "/nonexistent/libcupti.so.13",
+        "-o",
+        out,
+        "--",
+        "true",
+    ]);
+    one_line_error(
+        &o,
+        2,
+        "CUPTI library /nonexistent/libcupti.so.13: no such file",
+    );
+    let o = record(&[
+        "--inject-lib",
+        "/nonexistent/libinject.so",
+        "-o",
+        out,
+        "--",
+        "true",
+    ]);
+    one_line_error(
+        &o,
+        2,
+        "injection library /nonexistent/libinject.so not found",
+    );
+    let o = record(&["--delay", "-1", "-o", out, "--", "true"]);
+    one_line_error(&o, 2, "--delay must be a non-negative number of seconds");
+    let o = record(&[
+        "--capture-range",
+        "cudaProfilerApi",
+        "--api",
+        "none",
+        "-o",
+        out,
+        "--",
+        "true",
+    ]);
+    one_line_error(&o, 2, "drop --api none");
+    let o = record(&["--buffer-mb", "0", "-o", out, "--", "true"]);
+    one_line_error(&o, 2, "--buffer-mb must be between 1 and 256");
+    // An output that is something else is never overwritten.
+    let precious = d.path().join("notes.txt");
+    std::fs::write(&precious, b"keep me").unwrap();
+    let o = record(&["-o", precious.to_str().unwrap(), "--", "true"]);
+    one_line_error(&o, 2, "exists and is not a gapscope trace");
+    assert_eq!(std::fs::read(&precious).unwrap(), b"keep me");
+    // No program: clap's usage error, exit 2.
+    let o = record(&["-o", out]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("<CMD>"));
+}
+
+#[test]
+fn kept_spool_becomes_a_trace() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("plain.gst");
+    let spool = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/plain-cuda13.0.spool");
+    let o = record(&[
+        "--from-spool",
+        spool.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("36 kernels, 4 memops"), "{err}");
+    let t = gapscope_traces::read_trace(&out, &Default::default()).unwrap();
+    assert_eq!(t.kernels.len(), 36);
+    // With the capture range, the seven kernels between cudaProfilerStart and Stop.
+    let out2 = d.path().join("range.gst");
+    let o = record(&[
+        "--from-spool",
+        spool.to_str().unwrap(),
+        "--capture-range",
+        "cudaProfilerApi",
+        "-o",
+        out2.to_str().unwrap(),
+    ]);
+    assert!(o.status.success());
+    assert_eq!(
+        gapscope_traces::read_trace(&out2, &Default::default())
+            .unwrap()
+            .kernels
+            .len(),
+        7
+    );
+    // A file that is not a spool: one line naming it.
+    let o = record(&[
+        "--from-spool",
+        "/etc/hostname",
+        "-o",
+        d.path().join("x.gst").to_str().unwrap(),
+    ]);
+    one_line_error(&o, 2, "/etc/hostname");
+}
+
+#[test]
+fn printed_layout_names_every_decoded_field() {
+    let o = record(&["--print-layout"]);
+    assert!(o.status.success());
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(s.lines().count(), 53);
+    assert!(s.contains("CUpti_ActivityKernel10.name 104"));
+}

@@ -122,13 +122,16 @@ fn kept_spool_becomes_a_trace() {
         7
     );
     // A file that is not a spool: one line naming it.
+    let junk = d.path().join("junk.spool");
+    std::fs::write(&junk, b"this is not a spool file").unwrap();
+    let x = d.path().join("x.gst");
     let o = record(&[
         "--from-spool",
-        "/etc/hostname",
+        junk.to_str().unwrap(),
         "-o",
-        d.path().join("x.gst").to_str().unwrap(),
+        x.to_str().unwrap(),
     ]);
-    one_line_error(&o, 2, "/etc/hostname");
+    one_line_error(&o, 2, "junk.spool: not a gapscope spool file");
 }
 
 #[test]

@@ -42,6 +42,9 @@ if want plain; then
   $R --cupti-lib /nonexistent/libcupti.so.13 -o "$W/x.gst" -- "$W/plain" normal; res "{\"check\":\"missing_cupti_exit\",\"code\":$?}"
   $R -o "$W/x.gst" -- /nonexistent/program; res "{\"check\":\"not_found_exit\",\"code\":$?}"
   $R -o "$W/x.gst" -- sh -c 'exit 7'; res "{\"check\":\"shell_exit\",\"code\":$?}"
+  step "two CUDA processes under one shell: one trace each"
+  $R -o "$W/traces/multi.gst" -- sh -c "$W/plain normal >/dev/null && $W/plain normal >/dev/null"; res "{\"check\":\"multi_exit\",\"code\":$?}"
+  ls -d "$W"/traces/multi*
 fi
 
 if want hf; then
@@ -50,6 +53,7 @@ if want hf; then
   for r in 1 2 3; do
     python3 scripts/record/hf_decode.py --mode plain --steps $HFSTEPS | tail -1 | sed "s/^/RESULT_HF_PLAIN$r /"
     $R --capture-range cudaProfilerApi -o "$W/traces/hf-rec$r.gst" -- python3 scripts/record/hf_decode.py --mode plain --steps $HFSTEPS | tail -1 | sed "s/^/RESULT_HF_REC$r /"
+    $R -q --api runtime --capture-range cudaProfilerApi -o "$W/hf-rt$r.gst" -- python3 scripts/record/hf_decode.py --mode plain --steps $HFSTEPS | tail -1 | sed "s/^/RESULT_HF_RECRT$r /"
     python3 scripts/record/hf_decode.py --mode torchprof --steps $HFSTEPS --trace "$W/traces/hf-prof$r.json" | tail -1 | sed "s/^/RESULT_HF_PROF$r /"
   done
 fi

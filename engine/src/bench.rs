@@ -2,7 +2,7 @@
 //! a prefill, then ntg decode steps; S_PP, S_TG, TTFT and TPOT with their spread over repeats,
 //! per-bucket ms/step, the md5 of the greedy tokens, and the weight-read floor.
 
-use crate::cuda::{CudaBackend, DevBuf, Device, Timing};
+use crate::cuda::{CudaBackend, DevBuf, Device, LatencyCalibration, Timing};
 use crate::error::{EngineError, Result};
 use crate::model::Batch;
 use crate::records::StepRecord;
@@ -92,6 +92,39 @@ pub fn copy_bandwidth(dev: &Device, bytes: usize, reps: usize) -> Result<Spread>
         bw.push(2.0 * bytes as f64 / (ms * 1e-3));
     }
     Ok(Spread::of(&bw))
+}
+
+/// Repeats of the event-latency calibration the bench runs.
+pub const EVENT_LATENCY_REPS: usize = 50;
+
+/// Calibrates the per-launch event latency once, when a mode times launches and `raw` (the
+/// `--raw-event-timing` flag) does not ask for raw event times; `None` when not calibrated.
+pub fn calibrate_event_latency(
+    be: &mut CudaBackend,
+    modes: &[Timing],
+    raw: bool,
+) -> Result<Option<LatencyCalibration>> {
+    if raw || !modes.contains(&Timing::Launch) {
+        return Ok(None);
+    }
+    be.calibrate_event_latency(EVENT_LATENCY_REPS).map(Some)
+}
+
+/// The line the bench prints about the calibration.
+pub fn event_latency_line(c: &LatencyCalibration) -> String {
+    let us = |ns: i64| ns as f64 / 1e3;
+    format!(
+        "event latency: {:.2} us median ({:.2}-{:.2}, n={}, {}), subtracted from each timed launch",
+        us(c.median_ns),
+        us(c.min_ns),
+        us(c.max_ns),
+        c.n,
+        if c.graphs {
+            "graph nodes"
+        } else {
+            "stream records"
+        }
+    )
 }
 
 /// Prompt tokens for sequence `s` of repeat `rep`.
@@ -248,4 +281,27 @@ pub fn run(
         });
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_latency_line_reads_in_microseconds() {
+        let c = LatencyCalibration {
+            median_ns: 3_040,
+            min_ns: 2_910,
+            max_ns: 3_220,
+            n: 50,
+            graphs: true,
+            probe_ns: 20_000,
+        };
+        assert_eq!(
+            event_latency_line(&c),
+            "event latency: 3.04 us median (2.91-3.22, n=50, graph nodes), subtracted from each timed launch"
+        );
+        let eager = LatencyCalibration { graphs: false, ..c };
+        assert!(event_latency_line(&eager).contains("n=50, stream records)"));
+    }
 }

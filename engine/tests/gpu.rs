@@ -92,3 +92,67 @@ fn levers_keep_greedy_output_identical() {
         }
     }
 }
+
+/// The event-latency calibration, with and without graphs: a plausible median, set on the
+/// recorder, and per-launch times that come out shorter than the raw ones but never negative.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn event_latency_is_calibrated_and_subtracted() {
+    let cfg = ModelConfig::from_path(&model("llama-3.2-1b.json")).unwrap();
+    let w = ModelWeights::random(&cfg, WeightFormat::Bf16, 5);
+    let settings = BenchSettings {
+        npl: vec![1],
+        npp: 8,
+        ntg: 8,
+        reps: 1,
+        warmup: 0,
+        seed: 5,
+        prompt: None,
+    };
+    let cap = Capacity {
+        max_seqs: 1,
+        max_ctx: 17,
+        max_rows: 8,
+    };
+    for graphs in [true, false] {
+        let lv = Levers {
+            graphs,
+            ..Levers::default()
+        };
+        let mut be =
+            CudaBackend::new(Device::open(0).unwrap(), &cfg, &w, lv, cap, Timing::Launch).unwrap();
+        be.rec.sample_every = 1;
+        let c = be.calibrate_event_latency(20).unwrap();
+        assert_eq!((c.n, c.graphs), (20, graphs));
+        assert!((1..=20_000).contains(&c.median_ns), "{c:?}");
+        assert!(c.min_ns <= c.median_ns && c.median_ns <= c.max_ns, "{c:?}");
+        assert!(c.probe_ns >= 20_000, "{c:?}");
+        assert_eq!(be.rec.event_latency_ns, c.median_ns);
+        let mut total = [0i64; 2];
+        for (i, latency) in [c.median_ns, 0].into_iter().enumerate() {
+            be.rec.event_latency_ns = latency;
+            bench::run(
+                &mut be,
+                &settings,
+                None,
+                |recs| {
+                    for r in recs.iter().filter(|r| r.launch_timed) {
+                        for l in &r.launches {
+                            assert!(l.gpu_end_ns >= l.gpu_start_ns, "{}", l.meta.name);
+                            total[i] += l.gpu_end_ns - l.gpu_start_ns;
+                        }
+                    }
+                    Ok(())
+                },
+                |_| {},
+            )
+            .unwrap();
+        }
+        assert!(
+            total[0] < total[1],
+            "graphs={graphs}: corrected {} ns vs raw {} ns",
+            total[0],
+            total[1]
+        );
+    }
+}

@@ -48,10 +48,11 @@ pub enum Kernel {
     AttnDecodeBf16,
     AttnReduceF32,
     ArgmaxF32,
+    TimingProbe,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 23] = [
+    pub const ALL: [Kernel; 24] = [
         Kernel::GetRowsBf16,
         Kernel::GetRowsF32,
         Kernel::KvGatherBf16,
@@ -75,6 +76,7 @@ impl Kernel {
         Kernel::AttnDecodeBf16,
         Kernel::AttnReduceF32,
         Kernel::ArgmaxF32,
+        Kernel::TimingProbe,
     ];
 
     /// The symbol in the compiled module.
@@ -103,6 +105,7 @@ impl Kernel {
             Kernel::AttnDecodeBf16 => "attn_decode_bf16",
             Kernel::AttnReduceF32 => "attn_reduce_f32",
             Kernel::ArgmaxF32 => "argmax_f32",
+            Kernel::TimingProbe => "timing_probe",
         }
     }
 }
@@ -139,6 +142,8 @@ pub const MODULES: &[Module] = &[
     module!("mmq", [MmqQ8_0, MmqQ4_0]),
     module!("attention", [AttnDecodeBf16, AttnReduceF32]),
     module!("sample", [ArgmaxF32]),
+    // Not an op: calibrates the latency of the per-launch timing events (engine recorder).
+    module!("timing", [TimingProbe]),
 ];
 
 /// The module that defines `kernel`.

@@ -119,6 +119,11 @@ enum Cmd {
         prompt: Option<String>,
         #[arg(long)]
         tokenizer: Option<PathBuf>,
+        /// Keep raw per-launch event times. By default, with launch timing, the latency of a
+        /// launch's event pair (about 3 us on an H200) is calibrated once on a probe kernel
+        /// and subtracted from each timed launch.
+        #[arg(long)]
+        raw_event_timing: bool,
     },
     /// Greedy generation from a prompt: prints the token ids, their md5 and, with a tokenizer,
     /// the text.
@@ -343,6 +348,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             no_copy_bw,
             prompt,
             tokenizer,
+            raw_event_timing,
         } => {
             let modes: Vec<Timing> = timing
                 .iter()
@@ -372,6 +378,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 be.dev.cached_modules,
                 gapscope_kernels::MODULES.len()
             );
+            let event_latency = bench::calibrate_event_latency(&mut be, &modes, raw_event_timing)?;
+            match &event_latency {
+                Some(c) => eprintln!("{}", bench::event_latency_line(c)),
+                None if raw_event_timing && modes.contains(&Timing::Launch) => eprintln!(
+                    "event latency: not calibrated (--raw-event-timing); per-launch times include the events' own latency"
+                ),
+                None => {}
+            }
             let bw = if no_copy_bw {
                 None
             } else {
@@ -401,8 +415,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 be.set_timing(mode);
                 let mut trace = match (&output, Some(mi) == last_timed) {
                     (Some(p), true) => {
-                        let extra = serde_json::json!({"levers": lv, "settings": settings, "weights": model.weights, "timing": mode, "timing_sample": timing_sample, "capacity": cap});
-                        Some(TraceOut::create(p, manifest(&be, &cfg, extra))?)
+                        let extra = serde_json::json!({"levers": lv, "settings": settings, "weights": model.weights, "timing": mode, "timing_sample": timing_sample, "capacity": cap, "event_latency": event_latency});
+                        let mut m = manifest(&be, &cfg, extra);
+                        if mode == Timing::Launch {
+                            m.notes.push(match &event_latency {
+                                Some(c) => format!(
+                                    "a calibrated event latency of {} ns (median of {}) is subtracted from each launch, half from its start and half from its end",
+                                    c.median_ns, c.n
+                                ),
+                                None => "raw event times: each launch includes the latency of its event pair (about 3 us on an H200)".into(),
+                            });
+                        }
+                        Some(TraceOut::create(p, m)?)
                     }
                     _ => None,
                 };
@@ -444,7 +468,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 &json,
                 &serde_json::json!({
                     "device": be.dev.info, "copy_bw": bw, "model": cfg, "weights": model.weights,
-                    "levers": lv, "settings": settings, "runs": all
+                    "levers": lv, "settings": settings, "event_latency": event_latency, "runs": all
                 }),
             )?;
             Ok(ExitCode::SUCCESS)

@@ -2,10 +2,12 @@
 //! a clear message at run time on a machine without a GPU).
 pub mod backend;
 pub mod device;
+pub mod event_latency;
 pub mod linear;
 pub mod recorder;
 pub mod weights;
 
 pub use backend::{Capacity, CudaBackend};
 pub use device::{DevBuf, Device, DeviceInfo};
+pub use event_latency::LatencyCalibration;
 pub use recorder::Timing;

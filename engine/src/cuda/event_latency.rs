@@ -1,0 +1,199 @@
+//! Calibrates the latency of the per-launch timing events, so `Timing::Launch` durations
+//! estimate kernel execution rather than kernel plus event records.
+//!
+//! A probe kernel (`kernels/cuda/timing.cu`) spins for a known time read from `%globaltimer`
+//! and reports it. It is timed exactly as the recorder times a launch: inside a captured graph
+//! between two external event-record nodes when the graph lever is on (decode steps are graph
+//! replays then), or between two plain event records on the stream when it is off. The event
+//! pair's elapsed time minus the probe's own duration is the latency of the pair; the median
+//! over the repeats goes to `Recorder::event_latency_ns`.
+
+use super::backend::CudaBackend;
+use super::device::{Arg, DevBuf};
+use super::recorder::record;
+use crate::error::{EngineError, Result};
+use cudarc::driver::{CudaEvent, CudaGraph, sys};
+use gapscope_kernels::Kernel;
+
+/// How long the probe spins: long against the timers' resolution, short for the run.
+const PROBE_SPIN_NS: i64 = 20_000;
+/// A kernel queued ahead of each measurement, long enough for the host to enqueue the
+/// measured records and probe behind it: a timed launch in a step is always queued behind
+/// earlier work, never issued onto an idle GPU (where the host's enqueue time would count).
+const BLOCKER_SPIN_NS: i64 = 200_000;
+/// Replays discarded before measuring (first-launch and upload effects).
+const WARMUP: usize = 5;
+/// A median above this is no event latency but a broken measurement (ns).
+const MAX_PLAUSIBLE_NS: i64 = 20_000;
+
+/// The calibrated latency of one launch's event pair, as the bench prints and records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct LatencyCalibration {
+    /// Median over the repeats of (event elapsed - probe duration), ns.
+    pub median_ns: i64,
+    pub min_ns: i64,
+    pub max_ns: i64,
+    /// Repeats measured (after the warm-up).
+    pub n: usize,
+    /// Measured on external event-record nodes in a CUDA graph (the graph lever); plain
+    /// stream event records otherwise.
+    pub graphs: bool,
+    /// Median probe duration by `%globaltimer`, ns (the spin target is 20 µs).
+    pub probe_ns: i64,
+}
+
+/// Median, min and max of the samples; `None` when there are none.
+pub fn summarize(samples: &[i64]) -> Option<(i64, i64, i64)> {
+    let mut v = samples.to_vec();
+    v.sort_unstable();
+    let n = v.len();
+    let (&min, &max) = (v.first()?, v.last()?);
+    let median = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        // Mean of the middle two without overflow.
+        v[n / 2 - 1] + (v[n / 2] - v[n / 2 - 1]) / 2
+    };
+    Some((median, min, max))
+}
+
+/// Rejects a median no event latency can have: negative (the probe outlasted its own event
+/// pair) or above `MAX_PLAUSIBLE_NS`.
+pub fn check_plausible(median_ns: i64) -> Result<()> {
+    if (0..=MAX_PLAUSIBLE_NS).contains(&median_ns) {
+        Ok(())
+    } else {
+        Err(EngineError::Cuda(format!(
+            "event latency calibration gave a median of {median_ns} ns, outside 0..={MAX_PLAUSIBLE_NS} ns: \
+             the probe's %globaltimer or the events are not measuring what they should; \
+             rerun with --raw-event-timing to keep the raw event times"
+        )))
+    }
+}
+
+fn ns(ms: f32) -> i64 {
+    (f64::from(ms) * 1e6).round() as i64
+}
+
+impl CudaBackend {
+    /// Measures the latency of one launch's event pair over `reps` probe launches (after a
+    /// warm-up), recorded the way the current levers record timed launches, and sets
+    /// `rec.event_latency_ns` to the median. On an implausible result it returns an error and
+    /// leaves the latency at 0 (raw event times).
+    pub fn calibrate_event_latency(&mut self, reps: usize) -> Result<LatencyCalibration> {
+        self.rec.event_latency_ns = 0;
+        if reps == 0 {
+            return Err(EngineError::invalid(
+                "event latency calibration needs reps >= 1",
+            ));
+        }
+        let graphs = self.levers.graphs;
+        let ev = || {
+            self.dev
+                .ctx
+                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+        };
+        let (a, b) = (ev()?, ev()?);
+        // out[0..2]: the probe's t0, t1; out[2..4]: the blocker's (never read).
+        let out = DevBuf::alloc(4 * 8)?;
+        let graph = if graphs {
+            Some(self.capture_probe(&a, &b, out.ptr)?)
+        } else {
+            None
+        };
+        let mut latency = Vec::with_capacity(reps);
+        let mut probe = Vec::with_capacity(reps);
+        for i in 0..WARMUP + reps {
+            self.probe(out.at(16), BLOCKER_SPIN_NS)?;
+            match &graph {
+                Some(g) => g.launch()?,
+                None => {
+                    record(&a, &self.dev.stream, false)?;
+                    self.probe(out.ptr, PROBE_SPIN_NS)?;
+                    record(&b, &self.dev.stream, false)?;
+                }
+            }
+            b.synchronize()?;
+            let elapsed = ns(a.elapsed_ms(&b)?);
+            let t: Vec<u64> = out.read(2, &self.dev.stream)?;
+            let spun = t[1].wrapping_sub(t[0]) as i64;
+            if i >= WARMUP {
+                latency.push(elapsed - spun);
+                probe.push(spun);
+            }
+        }
+        let (median_ns, min_ns, max_ns) = summarize(&latency)
+            .ok_or_else(|| EngineError::invalid("event latency calibration took no samples"))?;
+        check_plausible(median_ns)?;
+        self.rec.event_latency_ns = median_ns;
+        Ok(LatencyCalibration {
+            median_ns,
+            min_ns,
+            max_ns,
+            n: latency.len(),
+            graphs,
+            probe_ns: summarize(&probe).map_or(0, |s| s.0),
+        })
+    }
+
+    /// Enqueues the probe (1 block of 32 threads) writing its two timer readings at `out`.
+    fn probe(&self, out: u64, spin_ns: i64) -> Result<()> {
+        self.dev.launch(
+            Kernel::TimingProbe,
+            (1, 1, 1),
+            32,
+            &[Arg::Ptr(out), Arg::I64(spin_ns)],
+        )
+    }
+
+    /// A graph of [external record a] -> probe -> [external record b], captured the way
+    /// `step()` captures a decode step.
+    fn capture_probe(&self, a: &CudaEvent, b: &CudaEvent, out: u64) -> Result<CudaGraph> {
+        let stream = &self.dev.stream;
+        stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+        let captured = (|| {
+            record(a, stream, true)?;
+            self.probe(out, PROBE_SPIN_NS)?;
+            record(b, stream, true)
+        })();
+        // End the capture even when a node failed, so the stream is usable afterwards.
+        let graph = stream.end_capture(sys::CUgraphInstantiate_flags(0));
+        captured?;
+        let graph = graph?.ok_or_else(|| {
+            EngineError::Cuda("stream capture of the timing probe produced no graph".into())
+        })?;
+        graph.upload()?;
+        Ok(graph)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_of_odd_and_even_counts() {
+        assert_eq!(
+            summarize(&[3_100, 2_900, 3_000]),
+            Some((3_000, 2_900, 3_100))
+        );
+        assert_eq!(
+            summarize(&[3_000, 2_900, 3_200, 3_100]),
+            Some((3_050, 2_900, 3_200))
+        );
+        assert_eq!(summarize(&[-5]), Some((-5, -5, -5)));
+        assert_eq!(summarize(&[]), None);
+    }
+
+    #[test]
+    fn implausible_medians_are_rejected_with_the_way_out() {
+        assert!(check_plausible(0).is_ok());
+        assert!(check_plausible(3_040).is_ok());
+        assert!(check_plausible(MAX_PLAUSIBLE_NS).is_ok());
+        for bad in [-1, -3_000, MAX_PLAUSIBLE_NS + 1, 1_000_000] {
+            let e = check_plausible(bad).expect_err("rejected").to_string();
+            assert!(e.contains(&bad.to_string()), "{e}");
+            assert!(e.contains("--raw-event-timing"), "{e}");
+        }
+    }
+}

@@ -61,6 +61,9 @@ fi
 if want engine; then
   step "engine: batch-1 decode under the recorder, engine event timing on every step"
   $R -o "$W/traces/eng-rec.gst" -- $E bench --config models/llama-3-8b.json --weights bf16 --npl 1 --npp 128 --ntg 32 --reps 1 --timing launch --timing-sample 1 -o "$W/traces/eng.gst" 2>&1 | tail -15
+fi
+
+if want overhead; then
   step "overhead: engine 8B bf16 batch-1 decode, recorder off/on alternating (timing off)"
   for r in 1 2 3; do
     $E bench --config models/llama-3-8b.json --weights bf16 --npl 1 --npp 128 --ntg 128 --reps 3 --timing off 2>&1 | grep -E "^\s*\|?\s*1\s" | sed "s/^/RESULT_ENG_OFF$r /"

@@ -679,7 +679,7 @@ pub fn assemble(
             sm_count: Some(d.sm_count),
             total_memory_bytes: Some(d.memory_bytes),
             memory_bandwidth_bytes_per_s: (d.memory_bandwidth_kbps > 0)
-                .then(|| d.memory_bandwidth_kbps as f64 * 1e3),
+                .then_some(d.memory_bandwidth_kbps as f64 * 1e3),
             compute_capability: Some(format!("{}.{}", d.cc.0, d.cc.1)),
             l2_cache_bytes: Some(d.l2_bytes as u64),
             sm_clock_khz: Some(d.core_clock_khz as u64),

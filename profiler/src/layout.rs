@@ -176,57 +176,6 @@ pub mod marker_flag {
     pub const END: u32 = 4;
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The sizes and offsets the decoder relies on, as CUPTI 13.0 documents them; a cudarc
-    /// update that changed them would silently misread recordings.
-    #[test]
-    fn cupti_13_0_layouts() {
-        // Checked against offsetof() on the CUDA 13.0 cupti_activity.h on the GPU machine
-        // (docs/evidence/record/layout-check.log).
-        assert_eq!(record_size(kind::CONCURRENT_KERNEL), Some(216));
-        assert_eq!(kernel::START, 16);
-        assert_eq!(kernel::END, 24);
-        assert_eq!(kernel::DEVICE, 40);
-        assert_eq!(kernel::CORRELATION, 92);
-        assert_eq!(kernel::NAME, 104);
-        assert_eq!(kernel::GRAPH_NODE, 144);
-        assert_eq!(kernel::GRAPH, 156);
-        assert_eq!(record_size(kind::MEMCPY), Some(96));
-        assert_eq!(memcpy::BYTES, 8);
-        assert_eq!(record_size(kind::MEMSET), Some(88));
-        assert_eq!(record_size(kind::RUNTIME), Some(40));
-        assert_eq!(api::CORRELATION, 32);
-        assert_eq!(record_size(kind::MARKER), Some(56));
-        assert_eq!(record_size(kind::DEVICE), Some(184));
-        assert_eq!(record_size(kind::OVERHEAD), Some(56));
-        assert_eq!(record_size(42), None);
-        for k in [
-            kind::CONCURRENT_KERNEL,
-            kind::MARKER,
-            kind::DEVICE,
-            kind::MEMCPY,
-            kind::MEMSET,
-            kind::OVERHEAD,
-        ] {
-            let size = record_size(k).unwrap();
-            for &off in string_fields(k).iter().chain(opaque_pointer_fields(k)) {
-                assert!(off + 8 <= size, "kind {k}: pointer at {off} past {size}");
-            }
-        }
-    }
-
-    #[test]
-    fn release_names() {
-        assert_eq!(cuda_release_of(130001), "13.0");
-        assert_eq!(cuda_release_of(130101), "13.1");
-        assert!(SUPPORTED_CUPTI_API_VERSIONS.contains(&130001));
-        assert!(!SUPPORTED_CUPTI_API_VERSIONS.contains(&130101));
-    }
-}
-
 /// The sizes and offsets of the decoded records, one `Type.field offset` line each, in the
 /// format of `scripts/record/layout_check.c`, which prints the same lines from the
 /// toolkit's own header on the GPU machine; the two are diffed there.
@@ -308,4 +257,55 @@ pub fn layout_lines() -> Vec<String> {
         name
     );
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sizes and offsets the decoder relies on, as CUPTI 13.0 documents them; a cudarc
+    /// update that changed them would silently misread recordings.
+    #[test]
+    fn cupti_13_0_layouts() {
+        // Checked against offsetof() on the CUDA 13.0 cupti_activity.h on the GPU machine
+        // (docs/evidence/record/layout-check.log).
+        assert_eq!(record_size(kind::CONCURRENT_KERNEL), Some(216));
+        assert_eq!(kernel::START, 16);
+        assert_eq!(kernel::END, 24);
+        assert_eq!(kernel::DEVICE, 40);
+        assert_eq!(kernel::CORRELATION, 92);
+        assert_eq!(kernel::NAME, 104);
+        assert_eq!(kernel::GRAPH_NODE, 144);
+        assert_eq!(kernel::GRAPH, 156);
+        assert_eq!(record_size(kind::MEMCPY), Some(96));
+        assert_eq!(memcpy::BYTES, 8);
+        assert_eq!(record_size(kind::MEMSET), Some(88));
+        assert_eq!(record_size(kind::RUNTIME), Some(40));
+        assert_eq!(api::CORRELATION, 32);
+        assert_eq!(record_size(kind::MARKER), Some(56));
+        assert_eq!(record_size(kind::DEVICE), Some(184));
+        assert_eq!(record_size(kind::OVERHEAD), Some(56));
+        assert_eq!(record_size(42), None);
+        for k in [
+            kind::CONCURRENT_KERNEL,
+            kind::MARKER,
+            kind::DEVICE,
+            kind::MEMCPY,
+            kind::MEMSET,
+            kind::OVERHEAD,
+        ] {
+            let size = record_size(k).unwrap();
+            for &off in string_fields(k).iter().chain(opaque_pointer_fields(k)) {
+                assert!(off + 8 <= size, "kind {k}: pointer at {off} past {size}");
+            }
+        }
+    }
+
+    #[test]
+    fn release_names() {
+        assert_eq!(cuda_release_of(130001), "13.0");
+        assert_eq!(cuda_release_of(130101), "13.1");
+        assert!(SUPPORTED_CUPTI_API_VERSIONS.contains(&130001));
+        assert!(!SUPPORTED_CUPTI_API_VERSIONS.contains(&130101));
+    }
 }

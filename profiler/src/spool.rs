@@ -148,7 +148,7 @@ impl SpoolReader {
             }
             Err(e) => return Err(RecordError::io(path, e)),
         }
-        if &magic[..6] != &MAGIC[..6] {
+        if magic[..6] != MAGIC[..6] {
             return Err(RecordError::spool(
                 path,
                 "not a gapscope spool file (bad magic)",

@@ -295,16 +295,27 @@ extern "C" fn at_exit() {
 
 const BUFFER_ALIGN: usize = 8;
 
+/// Completed buffers kept for reuse, as addresses (all of `buffer_bytes`): handing CUPTI a
+/// buffer it has filled before avoids a fresh allocation and its page faults on every
+/// request, which CUPTI otherwise reports as "activity buffer request" overhead.
+static FREE_BUFFERS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+/// Buffers kept at most; more than this are returned to the allocator.
+const MAX_FREE_BUFFERS: usize = 16;
+
 unsafe extern "C" fn buffer_requested(
     buffer: *mut *mut u8,
     size: *mut usize,
     max_records: *mut usize,
 ) {
     let bytes = INJECTOR.get().map(|i| i.buffer_bytes).unwrap_or(4 << 20);
-    let p = match std::alloc::Layout::from_size_align(bytes, BUFFER_ALIGN) {
-        // SAFETY: non-zero size layout.
-        Ok(l) => unsafe { std::alloc::alloc(l) },
-        Err(_) => std::ptr::null_mut(),
+    let reused = FREE_BUFFERS.lock().ok().and_then(|mut v| v.pop());
+    let p = match reused {
+        Some(addr) => addr as *mut u8,
+        None => match std::alloc::Layout::from_size_align(bytes, BUFFER_ALIGN) {
+            // SAFETY: non-zero size layout.
+            Ok(l) => unsafe { std::alloc::alloc(l) },
+            Err(_) => std::ptr::null_mut(),
+        },
     };
     // SAFETY: CUPTI passes valid out-pointers.
     unsafe {
@@ -326,9 +337,19 @@ unsafe extern "C" fn buffer_completed(
             inj.drain(ctx, stream, buffer, valid);
         }
     });
-    if !buffer.is_null()
-        && let Ok(l) = std::alloc::Layout::from_size_align(size, BUFFER_ALIGN)
+    if buffer.is_null() {
+        return;
+    }
+    // Every buffer has the injector's size (set once at start), so any may be reused.
+    let same_size = INJECTOR.get().is_some_and(|i| i.buffer_bytes == size);
+    if same_size
+        && let Ok(mut free) = FREE_BUFFERS.lock()
+        && free.len() < MAX_FREE_BUFFERS
     {
+        free.push(buffer as usize);
+        return;
+    }
+    if let Ok(l) = std::alloc::Layout::from_size_align(size, BUFFER_ALIGN) {
         // SAFETY: allocated in buffer_requested with this size and alignment.
         unsafe { std::alloc::dealloc(buffer, l) };
     }

@@ -114,7 +114,7 @@ pub fn calibrate_event_latency(
 pub fn event_latency_line(c: &LatencyCalibration) -> String {
     let us = |ns: i64| ns as f64 / 1e3;
     format!(
-        "event latency: {:.2} us median ({:.2}-{:.2}, n={}, {}), subtracted from each timed launch",
+        "event latency: {:.2} us median ({:.2}-{:.2}, n={}, {}; {:.2} us for a step's first launch), subtracted from each timed launch",
         us(c.median_ns),
         us(c.min_ns),
         us(c.max_ns),
@@ -123,7 +123,8 @@ pub fn event_latency_line(c: &LatencyCalibration) -> String {
             "graph nodes"
         } else {
             "stream records"
-        }
+        },
+        us(c.first_median_ns)
     )
 }
 
@@ -296,12 +297,14 @@ mod tests {
             n: 50,
             graphs: true,
             probe_ns: 20_000,
+            store_tail_ns: 0,
+            first_median_ns: 2_800,
         };
         assert_eq!(
             event_latency_line(&c),
-            "event latency: 3.04 us median (2.91-3.22, n=50, graph nodes), subtracted from each timed launch"
+            "event latency: 3.04 us median (2.91-3.22, n=50, graph nodes; 2.80 us for a step's first launch), subtracted from each timed launch"
         );
         let eager = LatencyCalibration { graphs: false, ..c };
-        assert!(event_latency_line(&eager).contains("n=50, stream records)"));
+        assert!(event_latency_line(&eager).contains("n=50, stream records;"));
     }
 }

@@ -29,17 +29,24 @@ const MAX_PLAUSIBLE_NS: i64 = 20_000;
 /// The calibrated latency of one launch's event pair, as the bench prints and records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct LatencyCalibration {
-    /// Median over the repeats of (event elapsed - probe duration), ns.
+    /// Median over the repeats of (event elapsed - probe duration), ns, for every launch of
+    /// a step but the first.
     pub median_ns: i64,
     pub min_ns: i64,
     pub max_ns: i64,
+    /// The same for a step's first launch (right after the step's start event).
+    pub first_median_ns: i64,
     /// Repeats measured (after the warm-up).
     pub n: usize,
     /// Measured on external event-record nodes in a CUDA graph (the graph lever); plain
     /// stream event records otherwise.
     pub graphs: bool,
-    /// Median probe duration by `%globaltimer`, ns (the spin target is 20 µs).
+    /// Median probe duration by `%globaltimer`, ns (the spin target is 20 µs), up to its
+    /// stores being visible.
     pub probe_ns: i64,
+    /// Median time of the probe's final stores and fence (t2 - t1), ns: counted as kernel
+    /// time, as CUPTI counts it.
+    pub store_tail_ns: i64,
 }
 
 /// Median, min and max of the samples; `None` when there are none.
@@ -82,6 +89,7 @@ impl CudaBackend {
     /// leaves the latency at 0 (raw event times).
     pub fn calibrate_event_latency(&mut self, reps: usize) -> Result<LatencyCalibration> {
         self.rec.event_latency_ns = 0;
+        self.rec.event_latency_first_ns = 0;
         if reps == 0 {
             return Err(EngineError::invalid(
                 "event latency calibration needs reps >= 1",
@@ -93,47 +101,83 @@ impl CudaBackend {
                 .ctx
                 .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
         };
-        let (a, b) = (ev()?, ev()?);
-        // out[0..2]: the probe's t0, t1; out[2..4]: the blocker's (never read).
-        let out = DevBuf::alloc(4 * 8)?;
+        // A step records its start event, then a pair around each launch. The first pair of
+        // a step follows the step's start event and is measured apart from the others: on an
+        // H200 its latency is about 0.3 µs lower. `start`, then probe 0 between a0/b0 (like a
+        // step's first launch), then probe 1 between a1/b1 (like every later one).
+        let (start, a0, b0, a1, b1) = (ev()?, ev()?, ev()?, ev()?, ev()?);
+        // out[0..3] and out[4..7]: the two probes' t0, t1, t2; out[8..]: the blocker's.
+        let out = DevBuf::alloc(12 * 8)?;
+        let probes = [(&a0, &b0, out.ptr), (&a1, &b1, out.at(32))];
         let graph = if graphs {
-            Some(self.capture_probe(&a, &b, out.ptr)?)
+            Some(self.capture_probes(&start, &probes)?)
         } else {
             None
         };
         let mut latency = Vec::with_capacity(reps);
+        let mut first = Vec::with_capacity(reps);
         let mut probe = Vec::with_capacity(reps);
+        let mut tails = Vec::with_capacity(WARMUP + reps);
         for i in 0..WARMUP + reps {
-            self.probe(out.at(16), BLOCKER_SPIN_NS)?;
+            self.probe(out.at(64), BLOCKER_SPIN_NS)?;
             match &graph {
                 Some(g) => g.launch()?,
-                None => {
-                    record(&a, &self.dev.stream, false)?;
-                    self.probe(out.ptr, PROBE_SPIN_NS)?;
-                    record(&b, &self.dev.stream, false)?;
-                }
+                None => self.enqueue_probes(&start, &probes, false)?,
             }
-            b.synchronize()?;
-            let elapsed = ns(a.elapsed_ms(&b)?);
-            let t: Vec<u64> = out.read(2, &self.dev.stream)?;
-            let spun = t[1].wrapping_sub(t[0]) as i64;
-            if i >= WARMUP {
-                latency.push(elapsed - spun);
-                probe.push(spun);
+            b1.synchronize()?;
+            let all: Vec<u64> = out.read(8, &self.dev.stream)?;
+            for (k, (a, b, _)) in probes.iter().enumerate() {
+                let elapsed = ns(a.elapsed_ms(b)?);
+                let t = &all[4 * k..4 * k + 3];
+                // The probe's own time runs to t2, after its stores are visible: CUPTI counts
+                // a kernel's final stores as kernel time, so they are no part of the latency.
+                let spun = t[2].wrapping_sub(t[0]) as i64;
+                tails.push(t[2].wrapping_sub(t[1]) as i64);
+                if i >= WARMUP {
+                    if k == 0 {
+                        first.push(elapsed - spun);
+                    } else {
+                        latency.push(elapsed - spun);
+                        probe.push(spun);
+                    }
+                }
             }
         }
         let (median_ns, min_ns, max_ns) = summarize(&latency)
             .ok_or_else(|| EngineError::invalid("event latency calibration took no samples"))?;
+        let (first_median_ns, _, _) = summarize(&first)
+            .ok_or_else(|| EngineError::invalid("event latency calibration took no samples"))?;
         check_plausible(median_ns)?;
+        check_plausible(first_median_ns)?;
         self.rec.event_latency_ns = median_ns;
+        self.rec.event_latency_first_ns = first_median_ns;
         Ok(LatencyCalibration {
             median_ns,
             min_ns,
             max_ns,
+            first_median_ns,
             n: latency.len(),
             graphs,
             probe_ns: summarize(&probe).map_or(0, |s| s.0),
+            store_tail_ns: summarize(&tails).map_or(0, |s| s.0),
         })
+    }
+
+    /// The calibration sequence: a step-like start event, then each probe between its pair.
+    fn enqueue_probes(
+        &self,
+        start: &CudaEvent,
+        probes: &[(&CudaEvent, &CudaEvent, u64)],
+        external: bool,
+    ) -> Result<()> {
+        let stream = &self.dev.stream;
+        record(start, stream, external)?;
+        for (a, b, out) in probes {
+            record(a, stream, external)?;
+            self.probe(*out, PROBE_SPIN_NS)?;
+            record(b, stream, external)?;
+        }
+        Ok(())
     }
 
     /// Enqueues the probe (1 block of 32 threads) writing its two timer readings at `out`.
@@ -146,16 +190,16 @@ impl CudaBackend {
         )
     }
 
-    /// A graph of [external record a] -> probe -> [external record b], captured the way
-    /// `step()` captures a decode step.
-    fn capture_probe(&self, a: &CudaEvent, b: &CudaEvent, out: u64) -> Result<CudaGraph> {
+    /// The calibration sequence as a graph of external event-record nodes and probes,
+    /// captured the way `step()` captures a decode step.
+    fn capture_probes(
+        &self,
+        start: &CudaEvent,
+        probes: &[(&CudaEvent, &CudaEvent, u64)],
+    ) -> Result<CudaGraph> {
         let stream = &self.dev.stream;
         stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-        let captured = (|| {
-            record(a, stream, true)?;
-            self.probe(out, PROBE_SPIN_NS)?;
-            record(b, stream, true)
-        })();
+        let captured = self.enqueue_probes(start, probes, true);
         // End the capture even when a node failed, so the stream is usable afterwards.
         let graph = stream.end_capture(sys::CUgraphInstantiate_flags(0));
         captured?;

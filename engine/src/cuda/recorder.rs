@@ -75,6 +75,8 @@ pub struct Recorder {
     /// Latency of one launch's event pair (ns), taken off each `Timing::Launch` launch in
     /// `harvest`; 0 = not calibrated (raw event times).
     pub event_latency_ns: i64,
+    /// The same for the first launch of a step (its pair follows the step's start event).
+    pub event_latency_first_ns: i64,
 }
 
 /// Moves a launch's event times inward by half the event latency each, so `end - start`
@@ -126,6 +128,7 @@ impl Recorder {
             capturing: false,
             done: Vec::new(),
             event_latency_ns: 0,
+            event_latency_first_ns: 0,
         }
     }
 
@@ -292,7 +295,12 @@ impl Recorder {
                         (base_ms, base_ms)
                     };
                     let (s, e) = if p.timing == Timing::Launch {
-                        corrected_launch(ns(s), ns(e), self.event_latency_ns)
+                        let latency = if i == 0 {
+                            self.event_latency_first_ns
+                        } else {
+                            self.event_latency_ns
+                        };
+                        corrected_launch(ns(s), ns(e), latency)
                     } else {
                         (ns(s), ns(e))
                     };

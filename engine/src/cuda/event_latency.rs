@@ -34,8 +34,10 @@ pub struct LatencyCalibration {
     pub median_ns: i64,
     pub min_ns: i64,
     pub max_ns: i64,
-    /// The same for a step's first launch (right after the step's start event).
-    pub first_median_ns: i64,
+    /// The trimmed mean (10% off each end) of the same samples: what is subtracted.
+    pub mean_ns: i64,
+    /// The trimmed mean for a step's first launch (right after the step's start event).
+    pub first_mean_ns: i64,
     /// Repeats measured (after the warm-up).
     pub n: usize,
     /// Measured on external event-record nodes in a CUDA graph (the graph lever); plain
@@ -62,6 +64,18 @@ pub fn summarize(samples: &[i64]) -> Option<(i64, i64, i64)> {
         v[n / 2 - 1] + (v[n / 2] - v[n / 2 - 1]) / 2
     };
     Some((median, min, max))
+}
+
+/// Mean of the samples with the lowest and highest 10% dropped; `None` when there are none.
+pub fn trimmed_mean(samples: &[i64]) -> Option<i64> {
+    let mut v = samples.to_vec();
+    v.sort_unstable();
+    let cut = v.len() / 10;
+    let kept = &v[cut..v.len() - cut];
+    if kept.is_empty() {
+        return None;
+    }
+    Some(kept.iter().sum::<i64>() / kept.len() as i64)
 }
 
 /// Rejects a median no event latency can have: negative (the probe outlasted its own event
@@ -145,17 +159,21 @@ impl CudaBackend {
         }
         let (median_ns, min_ns, max_ns) = summarize(&latency)
             .ok_or_else(|| EngineError::invalid("event latency calibration took no samples"))?;
-        let (first_median_ns, _, _) = summarize(&first)
-            .ok_or_else(|| EngineError::invalid("event latency calibration took no samples"))?;
-        check_plausible(median_ns)?;
-        check_plausible(first_median_ns)?;
-        self.rec.event_latency_ns = median_ns;
-        self.rec.event_latency_first_ns = first_median_ns;
+        // What is subtracted is a trimmed mean, not the median: the latency falls on a few
+        // 32-ns timer ticks with more than one cluster, and a bucket's time is a sum over its
+        // launches, so the mean latency is what it carries.
+        let mean_ns = trimmed_mean(&latency).unwrap_or(median_ns);
+        let first_mean_ns = trimmed_mean(&first).unwrap_or(mean_ns);
+        check_plausible(mean_ns)?;
+        check_plausible(first_mean_ns)?;
+        self.rec.event_latency_ns = mean_ns;
+        self.rec.event_latency_first_ns = first_mean_ns;
         Ok(LatencyCalibration {
+            mean_ns,
             median_ns,
             min_ns,
             max_ns,
-            first_median_ns,
+            first_mean_ns,
             n: latency.len(),
             graphs,
             probe_ns: summarize(&probe).map_or(0, |s| s.0),
@@ -227,6 +245,16 @@ mod tests {
         );
         assert_eq!(summarize(&[-5]), Some((-5, -5, -5)));
         assert_eq!(summarize(&[]), None);
+    }
+
+    #[test]
+    fn trimmed_mean_drops_a_tenth_at_each_end() {
+        let mut v: Vec<i64> = vec![3_072; 8];
+        v.push(100_000); // an outlier high
+        v.push(0); // and low
+        assert_eq!(trimmed_mean(&v), Some(3_072));
+        assert_eq!(trimmed_mean(&[3_000, 3_200]), Some(3_100));
+        assert_eq!(trimmed_mean(&[]), None);
     }
 
     #[test]

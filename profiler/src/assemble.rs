@@ -245,6 +245,19 @@ impl Sink {
         s
     }
 
+    /// One NVTX range on the host timeline.
+    fn nvtx(&mut self, facts: &Facts, name: u64, tid: u32, start: u64, end: u64) {
+        let name = self.name(facts, name);
+        self.markers.push(MarkerRow {
+            name,
+            source: MarkerSource::Nvtx as u8,
+            tid: tid as u64,
+            host_start_ns: start as i64,
+            host_end_ns: end as i64,
+            ..Default::default()
+        });
+    }
+
     fn flush(&mut self, all: bool) -> Result<()> {
         let full = |n: usize| all || n >= CHUNK_ROWS;
         if !(full(self.kernels.len())
@@ -473,15 +486,7 @@ pub fn assemble(
                         sum.outside_capture += 1;
                         continue;
                     }
-                    let name = sink.name(&facts, name);
-                    sink.markers.push(MarkerRow {
-                        name,
-                        source: MarkerSource::Nvtx as u8,
-                        tid: tid as u64,
-                        host_start_ns: start as i64,
-                        host_end_ns: mk.timestamp as i64,
-                        ..Default::default()
-                    });
+                    sink.nvtx(&facts, name, tid, start, mk.timestamp);
                     sum.markers += 1;
                 }
             }
@@ -502,15 +507,7 @@ pub fn assemble(
         if !keep(start) {
             continue;
         }
-        let name = sink.name(&facts, name);
-        sink.markers.push(MarkerRow {
-            name,
-            source: MarkerSource::Nvtx as u8,
-            tid: tid as u64,
-            host_start_ns: start as i64,
-            host_end_ns: last_ts.max(start) as i64,
-            ..Default::default()
-        });
+        sink.nvtx(&facts, name, tid, start, last_ts.max(start));
         sum.markers += 1;
     }
 

@@ -70,16 +70,21 @@ pub fn opaque_pointer_fields(kind: u32) -> &'static [usize] {
 }
 
 macro_rules! offsets {
-    ($m:ident, $t:ty { $($name:ident = $field:ident),* $(,)? }) => {
+    ($m:ident, $t:ident { $($name:ident = $field:ident),* $(,)? }) => {
         #[allow(missing_docs)]
         pub mod $m {
             use super::*;
-            $(pub const $name: usize = offset_of!($t, $field);)*
+            $(pub const $name: usize = offset_of!(cu::$t, $field);)*
+            /// The C struct these offsets belong to.
+            pub const STRUCT: &str = stringify!($t);
+            pub const SIZE: usize = size_of::<cu::$t>();
+            /// Every field the decoder reads, by its C name, for the header check.
+            pub const FIELDS: &[(&str, usize)] = &[$((stringify!($field), $name)),*];
         }
     };
 }
 
-offsets!(kernel, cu::CUpti_ActivityKernel10 {
+offsets!(kernel, CUpti_ActivityKernel10 {
     REGISTERS = registersPerThread,
     START = start,
     END = end,
@@ -102,7 +107,7 @@ offsets!(kernel, cu::CUpti_ActivityKernel10 {
     ACCESS_POLICY_WINDOW = pAccessPolicyWindow,
 });
 
-offsets!(memcpy, cu::CUpti_ActivityMemcpy6 {
+offsets!(memcpy, CUpti_ActivityMemcpy6 {
     COPY_KIND = copyKind,
     BYTES = bytes,
     START = start,
@@ -116,7 +121,7 @@ offsets!(memcpy, cu::CUpti_ActivityMemcpy6 {
     GRAPH = graphId,
 });
 
-offsets!(memset, cu::CUpti_ActivityMemset4 {
+offsets!(memset, CUpti_ActivityMemset4 {
     BYTES = bytes,
     START = start,
     END = end,
@@ -129,7 +134,7 @@ offsets!(memset, cu::CUpti_ActivityMemset4 {
     GRAPH = graphId,
 });
 
-offsets!(api, cu::CUpti_ActivityAPI {
+offsets!(api, CUpti_ActivityAPI {
     CBID = cbid,
     START = start,
     END = end,
@@ -139,7 +144,7 @@ offsets!(api, cu::CUpti_ActivityAPI {
     RETURN = returnValue,
 });
 
-offsets!(marker, cu::CUpti_ActivityMarker2 {
+offsets!(marker, CUpti_ActivityMarker2 {
     FLAGS = flags,
     TIMESTAMP = timestamp,
     ID = id,
@@ -149,14 +154,14 @@ offsets!(marker, cu::CUpti_ActivityMarker2 {
     DOMAIN = domain,
 });
 
-offsets!(overhead, cu::CUpti_ActivityOverhead3 {
+offsets!(overhead, CUpti_ActivityOverhead3 {
     OVERHEAD_KIND = overheadKind,
     START = start,
     END = end,
     DATA = overheadData,
 });
 
-offsets!(device, cu::CUpti_ActivityDevice5 {
+offsets!(device, CUpti_ActivityDevice5 {
     MEMORY_BANDWIDTH_KBPS = globalMemoryBandwidth,
     MEMORY_BYTES = globalMemorySize,
     L2_BYTES = l2CacheSize,
@@ -176,86 +181,27 @@ pub mod marker_flag {
     pub const END: u32 = 4;
 }
 
-/// The sizes and offsets of the decoded records, one `Type.field offset` line each, in the
-/// format of `scripts/record/layout_check.c`, which prints the same lines from the
-/// toolkit's own header on the GPU machine; the two are diffed there.
+/// One record's C name, size and (field, offset) list.
+type RecordTable = (&'static str, usize, &'static [(&'static str, usize)]);
+
+/// The sizes and offsets of every record field the decoder reads, one `Type.field offset`
+/// line each, in the format of `scripts/record/layout_check.c`, which prints the same lines
+/// from the toolkit's own header on the GPU machine; the two are diffed there.
 pub fn layout_lines() -> Vec<String> {
-    macro_rules! f {
-        ($v:ident, $t:ident, $($field:ident),*) => {
-            $v.push(format!("{}.size {}", stringify!($t), size_of::<cu::$t>()));
-            $($v.push(format!("{}.{} {}", stringify!($t), stringify!($field), offset_of!(cu::$t, $field)));)*
-        };
-    }
+    let tables: [RecordTable; 7] = [
+        (kernel::STRUCT, kernel::SIZE, kernel::FIELDS),
+        (memcpy::STRUCT, memcpy::SIZE, memcpy::FIELDS),
+        (memset::STRUCT, memset::SIZE, memset::FIELDS),
+        (api::STRUCT, api::SIZE, api::FIELDS),
+        (marker::STRUCT, marker::SIZE, marker::FIELDS),
+        (overhead::STRUCT, overhead::SIZE, overhead::FIELDS),
+        (device::STRUCT, device::SIZE, device::FIELDS),
+    ];
     let mut v = Vec::new();
-    f!(
-        v,
-        CUpti_ActivityKernel10,
-        registersPerThread,
-        start,
-        end,
-        deviceId,
-        contextId,
-        streamId,
-        gridX,
-        blockX,
-        staticSharedMemory,
-        dynamicSharedMemory,
-        correlationId,
-        name,
-        reserved0,
-        graphNodeId,
-        graphId,
-        pAccessPolicyWindow
-    );
-    f!(
-        v,
-        CUpti_ActivityMemcpy6,
-        copyKind,
-        bytes,
-        start,
-        correlationId,
-        reserved0,
-        graphNodeId,
-        graphId
-    );
-    f!(
-        v,
-        CUpti_ActivityMemset4,
-        bytes,
-        start,
-        correlationId,
-        reserved0,
-        graphId
-    );
-    f!(
-        v,
-        CUpti_ActivityAPI,
-        cbid,
-        start,
-        processId,
-        threadId,
-        correlationId
-    );
-    f!(
-        v,
-        CUpti_ActivityMarker2,
-        flags,
-        timestamp,
-        id,
-        objectId,
-        name,
-        domain
-    );
-    f!(v, CUpti_ActivityOverhead3, start, overheadData);
-    f!(
-        v,
-        CUpti_ActivityDevice5,
-        globalMemoryBandwidth,
-        numMultiprocessors,
-        id,
-        uuid,
-        name
-    );
+    for (name, size, fields) in tables {
+        v.push(format!("{name}.size {size}"));
+        v.extend(fields.iter().map(|(f, off)| format!("{name}.{f} {off}")));
+    }
     v
 }
 

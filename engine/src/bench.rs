@@ -129,6 +129,26 @@ pub fn event_latency_line(c: &LatencyCalibration) -> String {
     )
 }
 
+/// The line the bench prints about the latency by probe length.
+pub fn probe_length_line(c: &LatencyCalibration) -> String {
+    let pts: Vec<String> = c
+        .by_probe_length
+        .iter()
+        .map(|p| {
+            format!(
+                "{:.1} us: {:.2}/{:.2}",
+                p.probe_ns as f64 / 1e3,
+                p.latency_ns as f64 / 1e3,
+                p.first_latency_ns as f64 / 1e3
+            )
+        })
+        .collect();
+    format!(
+        "event latency by probe length (later/first launch, us): {}",
+        pts.join(", ")
+    )
+}
+
 /// Prompt tokens for sequence `s` of repeat `rep`.
 pub fn prompts(seed: u64, rep: usize, npl: usize, npp: usize, vocab: usize) -> Vec<Vec<i32>> {
     (0..npl)
@@ -301,6 +321,7 @@ mod tests {
             store_tail_ns: 0,
             first_mean_ns: 2_800,
             mean_ns: 3_050,
+            by_probe_length: Vec::new(),
         };
         assert_eq!(
             event_latency_line(&c),

@@ -380,7 +380,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             let event_latency = bench::calibrate_event_latency(&mut be, &modes, raw_event_timing)?;
             match &event_latency {
-                Some(c) => eprintln!("{}", bench::event_latency_line(c)),
+                Some(c) => {
+                    eprintln!("{}", bench::event_latency_line(c));
+                    eprintln!("{}", bench::probe_length_line(c));
+                }
                 None if raw_event_timing && modes.contains(&Timing::Launch) => eprintln!(
                     "event latency: not calibrated (--raw-event-timing); per-launch times include the events' own latency"
                 ),

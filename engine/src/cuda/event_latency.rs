@@ -15,6 +15,8 @@ use crate::error::{EngineError, Result};
 use cudarc::driver::{CudaEvent, CudaGraph, sys};
 use gapscope_kernels::Kernel;
 
+/// Probe lengths of the by-length series (ns).
+const PROBE_LENGTHS_NS: [i64; 7] = [1_000, 2_000, 3_000, 5_000, 10_000, 20_000, 50_000];
 /// How long the probe spins: long against the timers' resolution, short for the run.
 const PROBE_SPIN_NS: i64 = 20_000;
 /// A kernel queued ahead of each measurement, long enough for the host to enqueue the
@@ -27,7 +29,7 @@ const WARMUP: usize = 5;
 const MAX_PLAUSIBLE_NS: i64 = 20_000;
 
 /// The calibrated latency of one launch's event pair, as the bench prints and records it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct LatencyCalibration {
     /// Median over the repeats of (event elapsed - probe duration), ns, for every launch of
     /// a step but the first.
@@ -49,6 +51,26 @@ pub struct LatencyCalibration {
     /// Median time of the probe's final stores and fence (t2 - t1), ns: counted as kernel
     /// time, as CUPTI counts it.
     pub store_tail_ns: i64,
+    /// The later-launch latency with probes of other lengths (how it depends on a kernel's
+    /// length; not used for the correction).
+    pub by_probe_length: Vec<ProbePoint>,
+}
+
+/// One measurement series (see `CudaBackend::measure`).
+#[derive(Default)]
+struct Series {
+    first: Vec<i64>,
+    rest: Vec<i64>,
+    probe: Vec<i64>,
+    tails: Vec<i64>,
+}
+
+/// The latency measured with a probe of one length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ProbePoint {
+    pub probe_ns: i64,
+    pub latency_ns: i64,
+    pub first_latency_ns: i64,
 }
 
 /// Median, min and max of the samples; `None` when there are none.
@@ -110,53 +132,8 @@ impl CudaBackend {
             ));
         }
         let graphs = self.levers.graphs;
-        let ev = || {
-            self.dev
-                .ctx
-                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
-        };
-        // A step records its start event, then a pair around each launch. The first pair of
-        // a step follows the step's start event and is measured apart from the others: on an
-        // H200 its latency is about 0.3 µs lower. `start`, then probe 0 between a0/b0 (like a
-        // step's first launch), then probe 1 between a1/b1 (like every later one).
-        let (start, a0, b0, a1, b1) = (ev()?, ev()?, ev()?, ev()?, ev()?);
-        // out[0..3] and out[4..7]: the two probes' t0, t1, t2; out[8..]: the blocker's.
-        let out = DevBuf::alloc(12 * 8)?;
-        let probes = [(&a0, &b0, out.ptr), (&a1, &b1, out.at(32))];
-        let graph = if graphs {
-            Some(self.capture_probes(&start, &probes)?)
-        } else {
-            None
-        };
-        let mut latency = Vec::with_capacity(reps);
-        let mut first = Vec::with_capacity(reps);
-        let mut probe = Vec::with_capacity(reps);
-        let mut tails = Vec::with_capacity(WARMUP + reps);
-        for i in 0..WARMUP + reps {
-            self.probe(out.at(64), BLOCKER_SPIN_NS)?;
-            match &graph {
-                Some(g) => g.launch()?,
-                None => self.enqueue_probes(&start, &probes, false)?,
-            }
-            b1.synchronize()?;
-            let all: Vec<u64> = out.read(8, &self.dev.stream)?;
-            for (k, (a, b, _)) in probes.iter().enumerate() {
-                let elapsed = ns(a.elapsed_ms(b)?);
-                let t = &all[4 * k..4 * k + 3];
-                // The probe's own time runs to t2, after its stores are visible: CUPTI counts
-                // a kernel's final stores as kernel time, so they are no part of the latency.
-                let spun = t[2].wrapping_sub(t[0]) as i64;
-                tails.push(t[2].wrapping_sub(t[1]) as i64);
-                if i >= WARMUP {
-                    if k == 0 {
-                        first.push(elapsed - spun);
-                    } else {
-                        latency.push(elapsed - spun);
-                        probe.push(spun);
-                    }
-                }
-            }
-        }
+        let m = self.measure(PROBE_SPIN_NS, reps)?;
+        let (latency, first, probe, tails) = (m.rest, m.first, m.probe, m.tails);
         let (median_ns, min_ns, max_ns) = summarize(&latency)
             .ok_or_else(|| EngineError::invalid("event latency calibration took no samples"))?;
         // What is subtracted is a trimmed mean, not the median: the latency falls on a few
@@ -178,7 +155,79 @@ impl CudaBackend {
             graphs,
             probe_ns: summarize(&probe).map_or(0, |s| s.0),
             store_tail_ns: summarize(&tails).map_or(0, |s| s.0),
+            by_probe_length: self.latency_by_probe_length(&PROBE_LENGTHS_NS, 50)?,
         })
+    }
+
+    /// One measurement series with probes spinning `spin_ns`: per repeat, the latency of
+    /// a step's first pair and of a later pair, the later probe's own time and the probes'
+    /// store tails.
+    fn measure(&mut self, spin_ns: i64, reps: usize) -> Result<Series> {
+        let graphs = self.levers.graphs;
+        let ev = || {
+            self.dev
+                .ctx
+                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+        };
+        // A step records its start event, then a pair around each launch. The first pair of
+        // a step follows the step's start event and is measured apart from the others:
+        // `start`, then probe 0 between a0/b0 (like a step's first launch), then probe 1
+        // between a1/b1 (like every later one).
+        let (start, a0, b0, a1, b1) = (ev()?, ev()?, ev()?, ev()?, ev()?);
+        // out[0..3] and out[4..7]: the two probes' t0, t1, t2; out[8..]: the blocker's.
+        let out = DevBuf::alloc(12 * 8)?;
+        let probes = [(&a0, &b0, out.ptr), (&a1, &b1, out.at(32))];
+        let graph = if graphs {
+            Some(self.capture_probes(&start, &probes, spin_ns)?)
+        } else {
+            None
+        };
+        let mut sr = Series::default();
+        for i in 0..WARMUP + reps {
+            self.probe(out.at(64), BLOCKER_SPIN_NS)?;
+            match &graph {
+                Some(g) => g.launch()?,
+                None => self.enqueue_probes(&start, &probes, false, spin_ns)?,
+            }
+            b1.synchronize()?;
+            let all: Vec<u64> = out.read(8, &self.dev.stream)?;
+            for (k, (a, b, _)) in probes.iter().enumerate() {
+                let elapsed = ns(a.elapsed_ms(b)?);
+                let t = &all[4 * k..4 * k + 3];
+                // The probe's own time runs to t2, after its stores are visible: CUPTI counts
+                // a kernel's final stores as kernel time, so they are no part of the latency.
+                let spun = t[2].wrapping_sub(t[0]) as i64;
+                sr.tails.push(t[2].wrapping_sub(t[1]) as i64);
+                if i >= WARMUP {
+                    if k == 0 {
+                        sr.first.push(elapsed - spun);
+                    } else {
+                        sr.rest.push(elapsed - spun);
+                        sr.probe.push(spun);
+                    }
+                }
+            }
+        }
+        Ok(sr)
+    }
+
+    /// The later-launch latency (trimmed mean) for probes of several lengths, to see how the
+    /// latency depends on a kernel's length. Recorded with the calibration, not used by it.
+    pub fn latency_by_probe_length(
+        &mut self,
+        spins_ns: &[i64],
+        reps: usize,
+    ) -> Result<Vec<ProbePoint>> {
+        let mut v = Vec::with_capacity(spins_ns.len());
+        for &spin in spins_ns {
+            let m = self.measure(spin, reps)?;
+            v.push(ProbePoint {
+                probe_ns: summarize(&m.probe).map_or(0, |s| s.0),
+                latency_ns: trimmed_mean(&m.rest).unwrap_or(0),
+                first_latency_ns: trimmed_mean(&m.first).unwrap_or(0),
+            });
+        }
+        Ok(v)
     }
 
     /// The calibration sequence: a step-like start event, then each probe between its pair.
@@ -187,12 +236,13 @@ impl CudaBackend {
         start: &CudaEvent,
         probes: &[(&CudaEvent, &CudaEvent, u64)],
         external: bool,
+        spin_ns: i64,
     ) -> Result<()> {
         let stream = &self.dev.stream;
         record(start, stream, external)?;
         for (a, b, out) in probes {
             record(a, stream, external)?;
-            self.probe(*out, PROBE_SPIN_NS)?;
+            self.probe(*out, spin_ns)?;
             record(b, stream, external)?;
         }
         Ok(())
@@ -214,10 +264,11 @@ impl CudaBackend {
         &self,
         start: &CudaEvent,
         probes: &[(&CudaEvent, &CudaEvent, u64)],
+        spin_ns: i64,
     ) -> Result<CudaGraph> {
         let stream = &self.dev.stream;
         stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-        let captured = self.enqueue_probes(start, probes, true);
+        let captured = self.enqueue_probes(start, probes, true, spin_ns);
         // End the capture even when a node failed, so the stream is usable afterwards.
         let graph = stream.end_capture(sys::CUgraphInstantiate_flags(0));
         captured?;

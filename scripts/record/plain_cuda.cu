@@ -7,6 +7,7 @@
 //                 then 50 more launches and abort()
 //   segv N        the same, ending in a write through a null pointer
 //   nocuda        exits 3 without touching CUDA
+//   multigpu      on every visible GPU d: 5 + d `scale` launches and one 1 MiB DtoD copy
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +28,23 @@ __global__ void g3(float* x, int n) { int i = blockIdx.x * blockDim.x + threadId
 int main(int argc, char** argv) {
     const char* mode = argc > 1 ? argv[1] : "normal";
     if (!strcmp(mode, "nocuda")) { printf("{\"mode\":\"nocuda\"}\n"); return 3; }
+    if (!strcmp(mode, "multigpu")) {
+        int count = 0;
+        CK(cudaGetDeviceCount(&count));
+        const int m = 1 << 18;
+        for (int d = 0; d < count; d++) {
+            CK(cudaSetDevice(d));
+            float *a, *b2;
+            CK(cudaMalloc(&a, m * sizeof(float)));
+            CK(cudaMalloc(&b2, m * sizeof(float)));
+            CK(cudaMemset(a, 0, m * sizeof(float)));
+            for (int i = 0; i < 5 + d; i++) scale<<<(m + 255) / 256, 256>>>(a, m, 1.5f);
+            CK(cudaMemcpy(b2, a, m * sizeof(float), cudaMemcpyDeviceToDevice));
+            CK(cudaDeviceSynchronize());
+        }
+        printf("{\"mode\":\"multigpu\",\"devices\":%d}\n", count);
+        return 0;
+    }
     const int n = 1 << 20;  // 4 MiB of floats
     const size_t bytes = n * sizeof(float);
     float *h, *d0, *d1;

@@ -47,6 +47,12 @@ if want plain; then
   ls -d "$W"/traces/multi*
 fi
 
+if want multigpu; then
+  step "several GPUs in one process"
+  nvcc -O2 -o "$W/plain" scripts/record/plain_cuda.cu || echo "nvcc failed"
+  $R -o "$W/traces/multigpu.gst" -- "$W/plain" multigpu; res "{\"check\":\"multigpu_exit\",\"code\":$?}"
+fi
+
 if want hf; then
   HFSTEPS=${HFSTEPS:-16}
   step "HF eager decode ($HFSTEPS steps): plain, recorded, torch.profiler (alternating, 3 rounds)"

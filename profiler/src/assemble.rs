@@ -15,7 +15,7 @@ use gapscope_traces::{
 
 use crate::decode::{self, Activity};
 use crate::error::Result;
-use crate::layout::{cuda_release_of, marker_flag};
+use crate::layout::{api_domain, cuda_release_of, marker_flag};
 use crate::nvml::Telemetry;
 use crate::spool::{SpoolEnd, SpoolHeader, SpoolReader, rd_i64, rd_u32, rd_u64, tag};
 
@@ -131,10 +131,6 @@ fn clock_offset(cal: &[(u64, i64)]) -> Option<i64> {
     Some(d[d.len() / 2])
 }
 
-fn api_domain(runtime: bool) -> u32 {
-    if runtime { 2 } else { 1 }
-}
-
 fn is_profiler_start(name: &str) -> bool {
     name.starts_with("cudaProfilerStart") || name.starts_with("cuProfilerStart")
 }
@@ -205,6 +201,22 @@ fn memop_kind(copy_kind: u8) -> MemopKind {
         10 => MemopKind::PtoP,
         _ => MemopKind::Unknown,
     }
+}
+
+/// CUPTI 13.0's names of its `CUpti_ActivityOverheadKind` codes.
+fn overhead_name(kind: u32) -> Option<&'static str> {
+    Some(match kind {
+        1 => "driver compiler",
+        65536 => "CUPTI buffer flush",
+        131072 => "CUPTI instrumentation",
+        196608 => "CUPTI resource",
+        262144 => "runtime-triggered module loading",
+        327680 => "lazy function loading",
+        393216 => "command buffer full",
+        458752 => "activity buffer request",
+        524288 => "UVM activity init",
+        _ => return None,
+    })
 }
 
 /// CUPTI reports kernel names as the compiler mangled them; Kineto and nsys show them
@@ -403,22 +415,18 @@ pub fn assemble(
                 });
                 sum.kernels += 1;
             }
-            Activity::Memcpy(mo) | Activity::Memset(mo) => {
+            Activity::Memcpy(ref mo) | Activity::Memset(ref mo) => {
                 last_ts = last_ts.max(mo.end);
                 if !keep(mo.start) {
                     sum.outside_capture += 1;
                     continue;
                 }
-                let is_set = fr.payload.first() == Some(&(crate::layout::kind::MEMSET as u8));
-                let kind = if is_set {
-                    MemopKind::Memset
-                } else {
-                    memop_kind(mo.copy_kind)
-                };
-                let label = if is_set {
-                    "Memset".to_owned()
-                } else {
-                    format!("Memcpy {}", kind.as_str())
+                let (kind, label) = match a {
+                    Activity::Memset(_) => (MemopKind::Memset, "Memset".to_owned()),
+                    _ => {
+                        let kind = memop_kind(mo.copy_kind);
+                        (kind, format!("Memcpy {}", kind.as_str()))
+                    }
                 };
                 let name = sink.strings.intern(&label);
                 sink.memops.push(MemopRow {
@@ -535,11 +543,7 @@ pub fn assemble(
                 }
             };
             let host_ns = smp.realtime_ns + offset.unwrap_or(0);
-            let in_range = !filtering
-                || windows
-                    .iter()
-                    .any(|&(a, b)| (host_ns.max(0) as u64) >= a && (host_ns.max(0) as u64) < b);
-            if !in_range {
+            if !keep(host_ns.max(0) as u64) {
                 continue;
             }
             samples.push(SampleRow {
@@ -634,24 +638,8 @@ pub fn assemble(
     }
     let mut oh: Vec<_> = facts.overhead_ns.iter().collect();
     oh.sort();
-    for (k, ns) in oh {
-        let what = match *k {
-            1 => "driver compiler",
-            65536 => "CUPTI buffer flush",
-            131072 => "CUPTI instrumentation",
-            196608 => "CUPTI resource",
-            262144 => "runtime-triggered module loading",
-            327680 => "lazy function loading",
-            393216 => "command buffer full",
-            458752 => "activity buffer request",
-            524288 => "UVM activity init",
-            _ => "",
-        };
-        let what = if what.is_empty() {
-            format!("kind {k}")
-        } else {
-            what.to_owned()
-        };
+    for (&k, ns) in oh {
+        let what = overhead_name(k).map_or_else(|| format!("kind {k}"), str::to_owned);
         notes.push(format!(
             "CUPTI overhead ({what}): {:.3} ms",
             *ns as f64 / 1e6

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use crate::cupti_lib::{CUPTI_ERROR_MAX_LIMIT_REACHED, CuptiLib};
 use crate::layout::{self, kind};
-use crate::spool::{FrameBuf, MAGIC, SpoolEnd, SpoolHeader, tag};
+use crate::spool::{FrameBuf, SpoolEnd, SpoolHeader, tag};
 
 /// What the launcher tells the injection library, through the child's environment (its
 /// only channel). One struct writes and reads the variables, so both sides agree.
@@ -172,21 +172,19 @@ fn init() -> Result<(), String> {
         .open(&path)
         .map_err(|e| format!("cannot create spool file {}: {e}", path.display()))?;
     let write_note = |file: &mut File, msg: &str| {
-        let mut fb = FrameBuf::default();
-        fb.bytes.extend_from_slice(MAGIC);
+        let mut fb = FrameBuf::spool_start();
         fb.frame(tag::NOTE, msg.as_bytes());
         let _ = file.write_all(&fb.bytes);
     };
-    let cupti = match CuptiLib::load(&s.cupti_lib).and_then(|l| l.check_version().map(|v| (l, v))) {
-        Ok(x) => x,
-        Err(e) => {
-            write_note(&mut file, &e.to_string());
-            return Err(e.to_string());
-        }
-    };
-    let (cupti, version) = cupti;
-    let mut fb = FrameBuf::default();
-    fb.bytes.extend_from_slice(MAGIC);
+    let (cupti, version) =
+        match CuptiLib::load(&s.cupti_lib).and_then(|l| l.check_version().map(|v| (l, v))) {
+            Ok(x) => x,
+            Err(e) => {
+                write_note(&mut file, &e.to_string());
+                return Err(e.to_string());
+            }
+        };
+    let mut fb = FrameBuf::spool_start();
     let cmdline = std::fs::read("/proc/self/cmdline")
         .map(|b| {
             b.split(|&c| c == 0)
@@ -431,7 +429,7 @@ impl Injector {
                             .try_into()
                             .unwrap_or([0; 4]),
                     );
-                    let domain = if k == kind::RUNTIME { 2 } else { 1 };
+                    let domain = layout::api_domain(k == kind::RUNTIME);
                     if names.api.insert((domain, cbid)) {
                         let mut p: *const c_char = std::ptr::null();
                         // SAFETY: valid out-pointer; CUPTI returns a static string.

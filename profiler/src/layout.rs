@@ -32,6 +32,13 @@ pub mod kind {
     pub const OVERHEAD: u32 = 17;
 }
 
+/// The CUPTI callback domain of an API record (`CUPTI_CB_DOMAIN_DRIVER_API` = 1,
+/// `CUPTI_CB_DOMAIN_RUNTIME_API` = 2): how the injection library asks for an API's name and
+/// how the launcher looks it up again in the spool's API-name frames.
+pub fn api_domain(runtime: bool) -> u32 {
+    if runtime { 2 } else { 1 }
+}
+
 /// Size in bytes of one record of `kind` as CUPTI 13.0 writes it; `None` for kinds the
 /// recorder does not decode (they are counted and skipped).
 pub fn record_size(kind: u32) -> Option<usize> {

@@ -72,6 +72,13 @@ pub struct FrameBuf {
 }
 
 impl FrameBuf {
+    /// A buffer that starts a spool file: the magic, then whatever frames are added.
+    pub fn spool_start() -> Self {
+        Self {
+            bytes: MAGIC.to_vec(),
+        }
+    }
+
     pub fn frame(&mut self, tag: u32, payload: &[u8]) {
         self.bytes.extend_from_slice(&tag.to_le_bytes());
         self.bytes

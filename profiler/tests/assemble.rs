@@ -8,7 +8,7 @@ use gapscope_profiler::assemble::{AssembleSettings, CaptureRange, assemble};
 use gapscope_profiler::decode::{blank_record, put};
 use gapscope_profiler::layout::{api, device, kernel, kind, marker, marker_flag, memcpy, memset};
 use gapscope_profiler::nvml::{GpuFacts, Sample, Telemetry};
-use gapscope_profiler::spool::{FrameBuf, MAGIC, SpoolEnd, SpoolHeader, tag};
+use gapscope_profiler::spool::{FrameBuf, SpoolEnd, SpoolHeader, tag};
 use gapscope_traces::{MemopKind, ReadOptions, read_trace};
 
 const T0: u64 = 1_000_000_000; // CUPTI ns of the first kernel
@@ -36,8 +36,7 @@ fn api_rec(fb: &mut FrameBuf, cbid: u32, start: u64, end: u64, corr: u32) {
 /// Five kernels 1 µs apart (500 ns each; the third from graph 9), a D2D copy, a memset,
 /// five launches plus a cudaGetDevice, a profiler range around kernels 1-3, one NVTX range.
 fn spool(with_end: bool) -> Vec<u8> {
-    let mut fb = FrameBuf::default();
-    fb.bytes.extend_from_slice(MAGIC);
+    let mut fb = FrameBuf::spool_start();
     fb.json(
         tag::HEADER,
         &SpoolHeader {

@@ -14,7 +14,7 @@ use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
-use gapscope_profiler::assemble::{AssembleSettings, CaptureRange, assemble};
+use gapscope_profiler::assemble::{AssembleSettings, AssembleSummary, CaptureRange, assemble};
 use gapscope_profiler::cupti_lib::{CuptiLib, find_cupti};
 use gapscope_profiler::inject::InjectSettings;
 use gapscope_profiler::nvml::{NvmlSource, Sampler, realtime_ns};
@@ -171,6 +171,30 @@ fn signal_name(sig: i32) -> String {
     }
 }
 
+/// What one written trace holds, and the notes a user should see (the clock note and CUPTI's
+/// overhead figures stay in the manifest).
+fn print_summary(sum: &AssembleSummary) {
+    eprintln!(
+        "gapscope-record: wrote {} (pid {}): {} kernels, {} memops, {} API calls, {} NVTX ranges, {} NVML samples, {} dropped{}",
+        sum.output.display(),
+        sum.pid,
+        sum.kernels,
+        sum.memops,
+        sum.launches,
+        sum.markers,
+        sum.samples,
+        sum.dropped,
+        if sum.truncated { "; TRUNCATED" } else { "" }
+    );
+    for n in sum
+        .notes
+        .iter()
+        .filter(|n| !n.starts_with("times are") && !n.starts_with("CUPTI overhead"))
+    {
+        eprintln!("gapscope-record:   note: {n}");
+    }
+}
+
 fn run(a: &Args) -> Result<ExitCode, (String, u8)> {
     let usage = |m: String| (m, EXIT_USAGE);
     if let Some(spool) = &a.from_spool {
@@ -183,16 +207,7 @@ fn run(a: &Args) -> Result<ExitCode, (String, u8)> {
         };
         let sum = assemble(spool, &a.output, &s, None).map_err(|e| usage(e.to_string()))?;
         if !a.quiet {
-            eprintln!(
-                "gapscope-record: wrote {} (pid {}): {} kernels, {} memops, {} API calls, {} NVTX ranges{}",
-                a.output.display(),
-                sum.pid,
-                sum.kernels,
-                sum.memops,
-                sum.launches,
-                sum.markers,
-                if sum.truncated { "; TRUNCATED" } else { "" }
-            );
+            print_summary(&sum);
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -390,25 +405,7 @@ fn run(a: &Args) -> Result<ExitCode, (String, u8)> {
         match assemble(spool, &out, &s, telemetry.as_ref()) {
             Ok(sum) => {
                 if !a.quiet {
-                    eprintln!(
-                        "gapscope-record: wrote {} (pid {}): {} kernels, {} memops, {} API calls, {} NVTX ranges, {} NVML samples, {} dropped{}",
-                        out.display(),
-                        sum.pid,
-                        sum.kernels,
-                        sum.memops,
-                        sum.launches,
-                        sum.markers,
-                        sum.samples,
-                        sum.dropped,
-                        if sum.truncated { "; TRUNCATED" } else { "" }
-                    );
-                    for n in sum
-                        .notes
-                        .iter()
-                        .filter(|n| !n.starts_with("times are") && !n.starts_with("CUPTI overhead"))
-                    {
-                        eprintln!("gapscope-record:   note: {n}");
-                    }
+                    print_summary(&sum);
                 }
             }
             Err(e) => {

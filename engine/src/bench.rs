@@ -103,11 +103,17 @@ pub fn calibrate_event_latency(
     be: &mut CudaBackend,
     modes: &[Timing],
     raw: bool,
+    by_length: bool,
 ) -> Result<Option<LatencyCalibration>> {
     if raw || !modes.contains(&Timing::Launch) {
         return Ok(None);
     }
-    be.calibrate_event_latency(EVENT_LATENCY_REPS).map(Some)
+    let mut c = be.calibrate_event_latency(EVENT_LATENCY_REPS)?;
+    if by_length {
+        c.by_probe_length =
+            be.latency_by_probe_length(&crate::cuda::event_latency::PROBE_LENGTHS_NS, 50)?;
+    }
+    Ok(Some(c))
 }
 
 /// The line the bench prints about the calibration.

@@ -124,6 +124,11 @@ enum Cmd {
         /// and subtracted from each timed launch.
         #[arg(long)]
         raw_event_timing: bool,
+        /// Also measure the event latency with probes of 1 to 50 us and print it (a
+        /// diagnostic of how the latency depends on a kernel's length; not used for the
+        /// correction).
+        #[arg(long, conflicts_with = "raw_event_timing")]
+        event_latency_by_length: bool,
     },
     /// Greedy generation from a prompt: prints the token ids, their md5 and, with a tokenizer,
     /// the text.
@@ -349,6 +354,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             prompt,
             tokenizer,
             raw_event_timing,
+            event_latency_by_length,
         } => {
             let modes: Vec<Timing> = timing
                 .iter()
@@ -378,11 +384,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 be.dev.cached_modules,
                 gapscope_kernels::MODULES.len()
             );
-            let event_latency = bench::calibrate_event_latency(&mut be, &modes, raw_event_timing)?;
+            let event_latency = bench::calibrate_event_latency(
+                &mut be,
+                &modes,
+                raw_event_timing,
+                event_latency_by_length,
+            )?;
             match &event_latency {
                 Some(c) => {
                     eprintln!("{}", bench::event_latency_line(c));
-                    eprintln!("{}", bench::probe_length_line(c));
+                    if !c.by_probe_length.is_empty() {
+                        eprintln!("{}", bench::probe_length_line(c));
+                    }
                 }
                 None if raw_event_timing && modes.contains(&Timing::Launch) => eprintln!(
                     "event latency: not calibrated (--raw-event-timing); per-launch times include the events' own latency"
@@ -423,8 +436,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         if mode == Timing::Launch {
                             m.notes.push(match &event_latency {
                                 Some(c) => format!(
-                                    "a calibrated event latency of {} ns (median of {}) is subtracted from each launch, half from its start and half from its end",
-                                    c.median_ns, c.n
+                                    "a calibrated event latency of {} ns ({} ns for a step's first launch; trimmed means of {} probes) is subtracted from each launch, half from its start and half from its end",
+                                    c.mean_ns, c.first_mean_ns, c.n
                                 ),
                                 None => "raw event times: each launch includes the latency of its event pair (about 3 us on an H200)".into(),
                             });

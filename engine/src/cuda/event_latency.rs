@@ -5,18 +5,20 @@
 //! and reports it. It is timed exactly as the recorder times a launch: inside a captured graph
 //! between two external event-record nodes when the graph lever is on (decode steps are graph
 //! replays then), or between two plain event records on the stream when it is off. The event
-//! pair's elapsed time minus the probe's own duration is the latency of the pair; the median
-//! over the repeats goes to `Recorder::event_latency_ns`.
+//! pair's elapsed time minus the probe's own duration is the latency of the pair; the trimmed
+//! mean over the repeats goes to `Recorder::event_latency_ns` (and that of a step's first
+//! launch, measured apart, to `Recorder::event_latency_first_ns`).
 
 use super::backend::CudaBackend;
 use super::device::{Arg, DevBuf};
 use super::recorder::record;
 use crate::error::{EngineError, Result};
+use crate::stats::Spread;
 use cudarc::driver::{CudaEvent, CudaGraph, sys};
 use gapscope_kernels::Kernel;
 
-/// Probe lengths of the by-length series (ns).
-const PROBE_LENGTHS_NS: [i64; 7] = [1_000, 2_000, 3_000, 5_000, 10_000, 20_000, 50_000];
+/// Probe lengths of the optional by-length series (ns; `bench --event-latency-by-length`).
+pub const PROBE_LENGTHS_NS: [i64; 7] = [1_000, 2_000, 3_000, 5_000, 10_000, 20_000, 50_000];
 /// How long the probe spins: long against the timers' resolution, short for the run.
 const PROBE_SPIN_NS: i64 = 20_000;
 /// A kernel queued ahead of each measurement, long enough for the host to enqueue the
@@ -25,7 +27,7 @@ const PROBE_SPIN_NS: i64 = 20_000;
 const BLOCKER_SPIN_NS: i64 = 200_000;
 /// Replays discarded before measuring (first-launch and upload effects).
 const WARMUP: usize = 5;
-/// A median above this is no event latency but a broken measurement (ns).
+/// A latency above this is no event latency but a broken measurement (ns).
 const MAX_PLAUSIBLE_NS: i64 = 20_000;
 
 /// The calibrated latency of one launch's event pair, as the bench prints and records it.
@@ -52,7 +54,8 @@ pub struct LatencyCalibration {
     /// time, as CUPTI counts it.
     pub store_tail_ns: i64,
     /// The later-launch latency with probes of other lengths (how it depends on a kernel's
-    /// length; not used for the correction).
+    /// length; not used for the correction). Empty unless asked for, so start-up does not
+    /// pay for a diagnostic.
     pub by_probe_length: Vec<ProbePoint>,
 }
 
@@ -73,19 +76,15 @@ pub struct ProbePoint {
     pub first_latency_ns: i64,
 }
 
-/// Median, min and max of the samples; `None` when there are none.
+/// Median, min and max of the samples (the bench's `Spread`, in whole ns; an even count's
+/// median rounds down); `None` when there are none.
 pub fn summarize(samples: &[i64]) -> Option<(i64, i64, i64)> {
-    let mut v = samples.to_vec();
-    v.sort_unstable();
-    let n = v.len();
-    let (&min, &max) = (v.first()?, v.last()?);
-    let median = if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        // Mean of the middle two without overflow.
-        v[n / 2 - 1] + (v[n / 2] - v[n / 2 - 1]) / 2
-    };
-    Some((median, min, max))
+    if samples.is_empty() {
+        return None;
+    }
+    let v: Vec<f64> = samples.iter().map(|&x| x as f64).collect();
+    let s = Spread::of(&v);
+    Some((s.median.floor() as i64, s.min as i64, s.max as i64))
 }
 
 /// Mean of the samples with the lowest and highest 10% dropped; `None` when there are none.
@@ -100,14 +99,14 @@ pub fn trimmed_mean(samples: &[i64]) -> Option<i64> {
     Some(kept.iter().sum::<i64>() / kept.len() as i64)
 }
 
-/// Rejects a median no event latency can have: negative (the probe outlasted its own event
+/// Rejects a latency no event pair can have: negative (the probe outlasted its own event
 /// pair) or above `MAX_PLAUSIBLE_NS`.
-pub fn check_plausible(median_ns: i64) -> Result<()> {
-    if (0..=MAX_PLAUSIBLE_NS).contains(&median_ns) {
+pub fn check_plausible(latency_ns: i64) -> Result<()> {
+    if (0..=MAX_PLAUSIBLE_NS).contains(&latency_ns) {
         Ok(())
     } else {
         Err(EngineError::Cuda(format!(
-            "event latency calibration gave a median of {median_ns} ns, outside 0..={MAX_PLAUSIBLE_NS} ns: \
+            "event latency calibration gave a latency of {latency_ns} ns, outside 0..={MAX_PLAUSIBLE_NS} ns: \
              the probe's %globaltimer or the events are not measuring what they should; \
              rerun with --raw-event-timing to keep the raw event times"
         )))
@@ -121,8 +120,9 @@ fn ns(ms: f32) -> i64 {
 impl CudaBackend {
     /// Measures the latency of one launch's event pair over `reps` probe launches (after a
     /// warm-up), recorded the way the current levers record timed launches, and sets
-    /// `rec.event_latency_ns` to the median. On an implausible result it returns an error and
-    /// leaves the latency at 0 (raw event times).
+    /// `rec.event_latency_ns` and `rec.event_latency_first_ns` to the trimmed means. On an
+    /// implausible result it returns an error and leaves the latencies at 0 (raw event
+    /// times).
     pub fn calibrate_event_latency(&mut self, reps: usize) -> Result<LatencyCalibration> {
         self.rec.event_latency_ns = 0;
         self.rec.event_latency_first_ns = 0;
@@ -155,7 +155,7 @@ impl CudaBackend {
             graphs,
             probe_ns: summarize(&probe).map_or(0, |s| s.0),
             store_tail_ns: summarize(&tails).map_or(0, |s| s.0),
-            by_probe_length: self.latency_by_probe_length(&PROBE_LENGTHS_NS, 50)?,
+            by_probe_length: Vec::new(),
         })
     }
 

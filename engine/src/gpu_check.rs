@@ -566,21 +566,30 @@ pub fn model_checks(seed: u64) -> Result<Vec<Check>> {
         .map_err(crate::error::EngineError::Invalid)?;
         for fmt in [WeightFormat::Bf16, WeightFormat::Q8_0, WeightFormat::Q4_0] {
             let w = ModelWeights::random(&cfg, fmt, seed);
-            for (paged, graphs, thr) in [(true, false, 8usize), (false, true, 8), (true, true, 0)] {
+            // The last setting runs untimed so programmatic dependent launch is live (launch
+            // timing turns it off).
+            for (paged, graphs, thr, pdl) in [
+                (true, false, 8usize, false),
+                (false, true, 8, false),
+                (true, true, 0, false),
+                (true, true, 8, true),
+            ] {
                 let levers = Levers {
                     graphs,
                     paged_kv: paged,
                     dispatch: DispatchPolicy {
                         mmvq_max_batch: thr,
                     },
+                    pdl,
                 };
+                let timing = if pdl { Timing::Off } else { Timing::Launch };
                 let dev = Device::open(0)?;
                 let cap = Capacity {
                     max_seqs: 4,
                     max_ctx: 64,
                     max_rows: 16,
                 };
-                let mut gpu = CudaBackend::new(dev, &cfg, &w, levers, cap, Timing::Launch)?;
+                let mut gpu = CudaBackend::new(dev, &cfg, &w, levers, cap, timing)?;
                 gpu.rec.start_run()?;
                 let mut cpu = CpuBackend::new(&cfg, &w);
                 let prompts = vec![
@@ -606,7 +615,7 @@ pub fn model_checks(seed: u64) -> Result<Vec<Check>> {
                     same_tokens &= gpu.read_sampled(2)? == cpu.sampled;
                 }
                 let name = format!(
-                    "model {mt} {} kv={} graphs={graphs} mmvq_max_batch={thr} logits{}",
+                    "model {mt} {} kv={} graphs={graphs} mmvq_max_batch={thr} pdl={pdl} logits{}",
                     fmt.name(),
                     if paged { "paged" } else { "contiguous" },
                     if same_tokens {

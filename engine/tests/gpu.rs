@@ -39,8 +39,9 @@ fn whole_model_logits_match_the_cpu_reference() {
     assert!(failed.is_empty(), "{failed:#?}");
 }
 
-/// Greedy md5 under every lever setting: CUDA graphs, paged vs contiguous KV, and the dispatch
-/// threshold (MMVQ vs MMQ for quantized weights, including the prefill).
+/// Greedy md5 under every lever setting: CUDA graphs, paged vs contiguous KV, programmatic
+/// dependent launch, and the dispatch threshold (MMVQ vs MMQ for quantized weights, including
+/// the prefill).
 #[test]
 #[ignore = "needs a CUDA device"]
 fn levers_keep_greedy_output_identical() {
@@ -63,13 +64,14 @@ fn levers_keep_greedy_output_identical() {
     let mut md5s = std::collections::BTreeMap::new();
     for graphs in [true, false] {
         for paged in [true, false] {
-            for thr in [0usize, 8, 64] {
+            for (thr, pdl) in [(0usize, true), (8, false), (8, true), (64, true)] {
                 let lv = Levers {
                     graphs,
                     paged_kv: paged,
                     dispatch: DispatchPolicy {
                         mmvq_max_batch: thr,
                     },
+                    pdl,
                 };
                 let mut be =
                     CudaBackend::new(Device::open(0).unwrap(), &cfg, &w, lv, cap, Timing::Off)
@@ -77,7 +79,7 @@ fn levers_keep_greedy_output_identical() {
                 for r in bench::run(&mut be, &settings, None, |_| Ok(()), |_| {}).unwrap() {
                     md5s.entry(r.npl)
                         .or_insert_with(Vec::new)
-                        .push(((graphs, paged, thr), r.md5));
+                        .push(((graphs, paged, thr, pdl), r.md5));
                 }
             }
         }
@@ -127,10 +129,18 @@ fn event_latency_is_calibrated_and_subtracted() {
         assert!((1..=20_000).contains(&c.median_ns), "{c:?}");
         assert!(c.min_ns <= c.median_ns && c.median_ns <= c.max_ns, "{c:?}");
         assert!(c.probe_ns >= 20_000, "{c:?}");
-        assert_eq!(be.rec.event_latency_ns, c.median_ns);
+        // The trimmed means are what the recorder subtracts (not the median).
+        assert_eq!(
+            (be.rec.event_latency_ns, be.rec.event_latency_first_ns),
+            (c.mean_ns, c.first_mean_ns)
+        );
         let mut total = [0i64; 2];
-        for (i, latency) in [c.median_ns, 0].into_iter().enumerate() {
+        for (i, (latency, first)) in [(c.mean_ns, c.first_mean_ns), (0, 0)]
+            .into_iter()
+            .enumerate()
+        {
             be.rec.event_latency_ns = latency;
+            be.rec.event_latency_first_ns = first;
             bench::run(
                 &mut be,
                 &settings,

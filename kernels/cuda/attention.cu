@@ -93,6 +93,7 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_decode_bf16(
     const int* __restrict__ row_seq, const int* __restrict__ row_pos, bf16_t* __restrict__ out,
     float* __restrict__ part_acc, float* __restrict__ part_ml, int* __restrict__ counters, int nq, int nkv,
     int hd, int chunk, float scale) {
+    pdl_enter();
     __shared__ int table_s[ATT_MAX_TABLE];
     const int lane = threadIdx.x & 31;
     const int qh_raw = blockIdx.x * ATT_WARPS + (threadIdx.x >> 5);
@@ -163,12 +164,23 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_decode_bf16(
     float o[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) o[e] = 0.0f;
-    for (int sp = 0; sp < splits; ++sp) {
-        const float ms = __ldcg(part_ml + (hbase + sp) * 2);
-        const float w = ms == -INFINITY ? 0.0f : expf(ms - M);
+    // Lane j computes split (sp0 + j)'s weight once; the splits are then summed in order with
+    // several splits' partial loads in flight (same operations and order as one at a time).
+    for (int sp0 = 0; sp0 < splits; sp0 += 32) {
+        float w_lane = 0.0f;
+        if (sp0 + lane < splits) {
+            const float ms = __ldcg(part_ml + (hbase + sp0 + lane) * 2);
+            w_lane = ms == -INFINITY ? 0.0f : expf(ms - M);
+        }
+        const int n = min(32, splits - sp0);
+#pragma unroll 4
+        for (int j = 0; j < n; ++j) {
+            const float w = __shfl_sync(0xffffffffu, w_lane, j);
+            const float* pa = part_acc + (hbase + sp0 + j) * hd + lane * EPL;
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-            if (e < EPL) o[e] += w * __ldcg(part_acc + (hbase + sp) * hd + lane * EPL + e);
+            for (int e = 0; e < 8; ++e) {
+                if (e < EPL) o[e] += w * __ldcg(pa + e);
+            }
         }
     }
 #pragma unroll
@@ -180,6 +192,7 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_decode_bf16(
 // Combine split partials: grid = rows * nq, block = hd threads.
 extern "C" __global__ void attn_reduce_f32(const float* __restrict__ part_acc, const float* __restrict__ part_ml,
                                            bf16_t* __restrict__ out, int splits, int hd) {
+    pdl_enter();
     const i64 rh = blockIdx.x;
     const int d = threadIdx.x;
     float M = -INFINITY;

@@ -99,20 +99,57 @@ __device__ __forceinline__ uint4 ldg_stream(const void* p) {
     return v;
 }
 
+// int32 -> f32 without a conversion instruction (exact for |s| < 2^22, which every int8 block
+// dot product is: 32 * 127 * 127 < 2^19). Same value as (float)s.
+__device__ __forceinline__ float exact_i2f(int s) {
+    return __int_as_float(s + 0x4B400000) - 12582912.0f;
+}
+
 // One quant block's contribution, computed with the same rounded f32 operations in every
 // int8 kernel (no contraction), then summed in f64: MMVQ and MMQ differ only in summation
 // order, which f64 makes invisible after the final rounding to f32, so switching the
 // dispatch threshold keeps greedy output identical.
 __device__ __forceinline__ float block_term_q8(float dw, float dx, int s) {
-    return __fmul_rn(__fmul_rn(dw, dx), (float)s);
+    return __fmul_rn(__fmul_rn(dw, dx), exact_i2f(s));
 }
 
 __device__ __forceinline__ float block_term_q4(float dw, float dx, float sx, int s) {
-    return __fmul_rn(dw, __fsub_rn(__fmul_rn(dx, (float)s), __fmul_rn(8.0f, sx)));
+    return __fmul_rn(dw, __fsub_rn(__fmul_rn(dx, exact_i2f(s)), __fmul_rn(8.0f, sx)));
 }
 
 __device__ __forceinline__ double warp_sum_f64(double v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
+}
+
+// Programmatic dependent launch (sm_90+). With the engine's PDL lever a kernel may start while
+// the previous one drains: everything before `pdl_wait` overlaps it and may touch only data no
+// earlier kernel writes (weights); `pdl_wait` returns once the previous grid has completed and
+// its writes are visible. `pdl_trigger` lets the next kernel launch; every kernel calls it after
+// its wait, so at most two kernels overlap. Launched without the attribute, both are no-ops.
+__device__ __forceinline__ void pdl_wait() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_trigger() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_enter() {
+    pdl_wait();
+    pdl_trigger();
+}
+
+// Warms L2 with [p, p + bytes), spread over the block's threads: MMQ calls it on its row tile
+// before `pdl_wait`, so its weight stream starts while the previous kernel finishes. (Tried on
+// the batch-1 GEMV it cost registers and occupancy and lost 2-18%: docs/BENCHMARKS.md §8.)
+__device__ __forceinline__ void prefetch_l2(const void* p, i64 bytes) {
+    for (i64 off = (i64)threadIdx.x * 128; off < bytes; off += (i64)blockDim.x * 128) {
+        asm volatile("prefetch.global.L2 [%0];" ::"l"((const char*)p + off));
+    }
 }

@@ -31,6 +31,7 @@ template <int NB, int R>
 __device__ __forceinline__ void gemv_impl(const bf16_t* __restrict__ W, const bf16_t* __restrict__ x,
                                           float* __restrict__ y, bf16_t* __restrict__ yh,
                                           const float* __restrict__ bias, int n_out, int K, int mode) {
+    pdl_enter();
     const int lane = threadIdx.x & 31;
     // Grid-stride over outputs: a grid sized to the resident capacity leaves no tail wave.
     for (int o = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5); o < n_out; o += gridDim.x * GEMV_WARPS) {
@@ -104,6 +105,7 @@ __device__ __forceinline__ void gemv_b1_impl(const bf16_t* __restrict__ W, const
                                              float* __restrict__ y, bf16_t* __restrict__ yh,
                                              const float* __restrict__ bias, int n_out, int K, int mode) {
     __shared__ float red[GEMV_B1_WARPS][GEMV_B1_T * R];
+    pdl_enter();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int seg = ((K / 8 + GEMV_B1_WARPS - 1) / GEMV_B1_WARPS) * 8;  // elements per warp
     const int k_begin = warp * seg;

@@ -4,6 +4,7 @@
 // out[r, :] = f32(table[ids[r], :]); one block per row.
 extern "C" __global__ void get_rows_bf16(const bf16_t* __restrict__ table, const int* __restrict__ ids,
                                          float* __restrict__ out, int cols) {
+    pdl_enter();
     const i64 row = blockIdx.x;
     const bf16_t* src = table + (i64)ids[row] * cols;
     float* dst = out + row * cols;
@@ -13,6 +14,7 @@ extern "C" __global__ void get_rows_bf16(const bf16_t* __restrict__ table, const
 // out[r, :] = src[ids[r], :] for f32 rows.
 extern "C" __global__ void get_rows_f32(const float* __restrict__ src, const int* __restrict__ ids,
                                         float* __restrict__ out, int cols) {
+    pdl_enter();
     const i64 row = blockIdx.x;
     const float* s = src + (i64)ids[row] * cols;
     float* d = out + row * cols;
@@ -26,6 +28,7 @@ extern "C" __global__ void kv_gather_bf16(const uint4* __restrict__ k_pool, cons
                                           uint4* __restrict__ k_dst, uint4* __restrict__ v_dst,
                                           const int* __restrict__ slot_map, const int* __restrict__ seq_len,
                                           int cap, int row_vec) {
+    pdl_enter();
     const int p = blockIdx.x;
     const int s = blockIdx.y;
     if (p >= seq_len[s]) return;

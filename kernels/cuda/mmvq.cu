@@ -35,6 +35,7 @@ __device__ __forceinline__ void mmvq_q8_0_impl(const i8* __restrict__ qw, const 
                                                const i8* __restrict__ qx, const float* __restrict__ dx,
                                                float* __restrict__ y, bf16_t* __restrict__ yh,
                                                const float* __restrict__ bias, int n_out, int K, int mode) {
+    pdl_enter();
     const int lane = threadIdx.x & 31;
     const int kblocks = K >> 5;
     for (int o = blockIdx.x * MMVQ_WARPS + (threadIdx.x >> 5); o < n_out; o += gridDim.x * MMVQ_WARPS) {
@@ -93,6 +94,7 @@ __device__ __forceinline__ void mmvq_q4_0_impl(const u8* __restrict__ qw, const 
                                                const float* __restrict__ sx, float* __restrict__ y,
                                                bf16_t* __restrict__ yh, const float* __restrict__ bias,
                                                int n_out, int K, int mode) {
+    pdl_enter();
     const int lane = threadIdx.x & 31;
     const int kblocks = K >> 5;
     for (int o = blockIdx.x * MMVQ_WARPS + (threadIdx.x >> 5); o < n_out; o += gridDim.x * MMVQ_WARPS) {

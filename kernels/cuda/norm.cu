@@ -4,6 +4,7 @@
 // out[r, :] = bf16(x[r, :] * rsqrt(mean(x^2) + eps) * w); one block per row.
 extern "C" __global__ void rms_norm_f32(const float* __restrict__ x, const float* __restrict__ w,
                                        bf16_t* __restrict__ out, int n, float eps) {
+    pdl_enter();
     __shared__ float partial[32];
     const i64 row = blockIdx.x;
     const float* xr = x + row * n;
@@ -30,6 +31,7 @@ extern "C" __global__ void rms_norm_f32(const float* __restrict__ x, const float
 extern "C" __global__ void head_rms_norm_f32(float* __restrict__ qkv, const float* __restrict__ qw,
                                             const float* __restrict__ kw, int nq, int nkv, int hd,
                                             int row_stride, float eps) {
+    pdl_enter();
     const int head = blockIdx.y;
     float* v = qkv + (i64)blockIdx.x * row_stride + (i64)head * hd;
     const float* w = head < nq ? qw : kw;

@@ -4,6 +4,7 @@
 // x: [nb, K] bf16 -> qx [nb, K] int8, dx [nb, K/32] f32, sx [nb, K/32] f32 (= dx * sum(qx)).
 extern "C" __global__ void quantize_q8_1_bf16(const bf16_t* __restrict__ x, i8* __restrict__ qx,
                                               float* __restrict__ dx, float* __restrict__ sx, i64 n_blocks) {
+    pdl_enter();
     const i64 blk = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (blk >= n_blocks) return;
     const int lane = threadIdx.x & 31;

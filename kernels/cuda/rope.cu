@@ -7,6 +7,7 @@ extern "C" __global__ void rope_kv_append_f32(float* __restrict__ qkv, const int
                                              const int* __restrict__ slots, const float* __restrict__ inv_freq,
                                              bf16_t* __restrict__ k_cache, bf16_t* __restrict__ v_cache,
                                              int nq, int nkv, int hd, int row_stride) {
+    pdl_enter();
     const i64 row = blockIdx.x;
     const float p = (float)pos[row];
     const i64 slot = slots[row];

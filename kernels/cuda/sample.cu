@@ -3,6 +3,7 @@
 
 extern "C" __global__ void __launch_bounds__(1024) argmax_f32(const float* __restrict__ logits, int vocab,
                                                              int* __restrict__ out) {
+    pdl_enter();
     __shared__ float best_v[32];
     __shared__ int best_i[32];
     const float* row = logits + (i64)blockIdx.x * vocab;

@@ -12,6 +12,25 @@ pub struct Module {
 }
 
 impl Module {
+    /// The text handed to NVRTC with the module and the common helpers read from `dir` where
+    /// it has `{name}.cu` or `common.cuh`: kernel work compares a variant against the built-in
+    /// source in one run without rebuilding. Returns the text and whether any file was used.
+    pub fn source_from(&self, dir: &std::path::Path) -> std::io::Result<(String, bool)> {
+        let read = |name: &str| -> std::io::Result<Option<String>> {
+            match std::fs::read_to_string(dir.join(name)) {
+                Ok(s) => Ok(Some(s)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e),
+            }
+        };
+        let common = read("common.cuh")?;
+        let module = read(&format!("{}.cu", self.name))?;
+        let used = common.is_some() || module.is_some();
+        let common = common.as_deref().unwrap_or(COMMON);
+        let module = module.as_deref().unwrap_or(self.source);
+        Ok((format!("{common}\n{module}"), used))
+    }
+
     /// The text handed to NVRTC: the common helpers, then the module.
     pub fn full_source(&self) -> String {
         let mut s = String::with_capacity(COMMON.len() + self.source.len() + 1);

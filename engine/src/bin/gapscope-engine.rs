@@ -71,6 +71,10 @@ struct LeverArgs {
     no_graphs: bool,
     #[arg(long, value_enum, default_value = "paged")]
     kv: KvMode,
+    /// Launch kernels without programmatic dependent launch (each waits for the previous one to
+    /// finish before it starts).
+    #[arg(long)]
+    no_pdl: bool,
     /// Largest batch run as GEMV/MMVQ (llama.cpp's MMVQ_MAX_BATCH_SIZE).
     #[arg(long, default_value_t = 8)]
     mmvq_max_batch: usize,
@@ -247,6 +251,7 @@ fn levers_of(a: &LeverArgs) -> Levers {
         dispatch: DispatchPolicy {
             mmvq_max_batch: a.mmvq_max_batch,
         },
+        pdl: !a.no_pdl,
     }
 }
 
@@ -515,28 +520,32 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 prompt: None,
             };
             let mut results = Vec::new();
+            // PDL follows the graphs lever instead of doubling the matrix: graph replays run with
+            // it, eager steps without, so any PDL effect on the output shows as a second md5.
             for graphs in [true, false] {
                 for paged in [true, false] {
-                    for thr in [0usize, 8, 256] {
+                    for thr in [0usize, 4, 8, 16, 256] {
+                        let pdl = graphs;
                         let lv = Levers {
                             graphs,
                             paged_kv: paged,
                             dispatch: DispatchPolicy {
                                 mmvq_max_batch: thr,
                             },
+                            pdl,
                         };
                         let dev = Device::open(device)?;
                         let mut be = CudaBackend::new(dev, &cfg, &w, lv, cap, Timing::Off)?;
                         let rows = bench::run(&mut be, &settings, None, |_| Ok(()), |_| {})?;
                         for r in rows {
                             println!(
-                                "graphs={graphs:<5} kv={:<10} mmvq_max_batch={thr:<3} npl={:<4} md5={} S_TG={:.1}",
+                                "graphs={graphs:<5} pdl={pdl:<5} kv={:<10} mmvq_max_batch={thr:<3} npl={:<4} md5={} S_TG={:.1}",
                                 if paged { "paged" } else { "contiguous" },
                                 r.npl,
                                 r.md5,
                                 r.s_tg.median
                             );
-                            results.push(serde_json::json!({"graphs": graphs, "paged_kv": paged, "mmvq_max_batch": thr, "npl": r.npl, "md5": r.md5, "s_tg": r.s_tg.median}));
+                            results.push(serde_json::json!({"graphs": graphs, "pdl": pdl, "paged_kv": paged, "mmvq_max_batch": thr, "npl": r.npl, "md5": r.md5, "s_tg": r.s_tg.median}));
                         }
                     }
                 }

@@ -306,7 +306,8 @@ impl CudaBackend {
     ) -> Result<()> {
         let (registers, static_smem) = self.dev.attrs(k);
         let i = self.rec.before_launch()?;
-        self.dev.launch(k, grid, block, args)?;
+        let pdl = self.levers.pdl && self.dev.supports_pdl() && !self.rec.times_launches();
+        self.dev.launch_ex(k, grid, block, args, pdl)?;
         self.rec.after_launch(
             i,
             LaunchMeta {

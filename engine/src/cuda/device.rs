@@ -184,8 +184,20 @@ impl Device {
         let mut funcs = HashMap::new();
         let mut modules = Vec::new();
         let mut cached = 0;
+        let override_dir = std::env::var_os("GAPSCOPE_KERNEL_DIR").map(PathBuf::from);
         for m in MODULES {
-            let src = m.full_source();
+            let src = match &override_dir {
+                Some(dir) => {
+                    let (src, used) = m
+                        .source_from(dir)
+                        .map_err(|e| EngineError::io(dir.join(format!("{}.cu", m.name)), e))?;
+                    if used {
+                        eprintln!("kernels: {} from {}", m.name, dir.display());
+                    }
+                    src
+                }
+                None => m.full_source(),
+            };
             let key = source_hash(&[&src, arch, "v1"]);
             let path = dir.join(format!("{}-{arch}-{key:016x}.ptx", m.name));
             let ptx = match std::fs::read_to_string(&path) {
@@ -292,23 +304,71 @@ impl Device {
         block: u32,
         args: &[Arg],
     ) -> Result<()> {
+        self.launch_ex(kernel, grid, block, args, false)
+    }
+
+    /// Whether this GPU can overlap a kernel with the one before it (programmatic dependent
+    /// launch, compute capability 9.0 and later).
+    pub fn supports_pdl(&self) -> bool {
+        self.info.compute_capability.0 >= 9
+    }
+
+    /// Enqueues `kernel`; with `pdl` it may start before the previous kernel on the stream
+    /// finishes (every engine kernel waits in `pdl_wait` before touching that kernel's data).
+    pub fn launch_ex(
+        &self,
+        kernel: Kernel,
+        grid: (u32, u32, u32),
+        block: u32,
+        args: &[Arg],
+        pdl: bool,
+    ) -> Result<()> {
         let f = self
             .funcs
             .get(&kernel)
             .ok_or_else(|| EngineError::Cuda(format!("kernel {} not loaded", kernel.name())))?;
         let mut params: Vec<*mut c_void> = args.iter().map(Arg::as_param).collect();
-        // SAFETY: argument types and order follow the kernel's extern "C" signature (the
-        // callers in backend.rs mirror kernels/cuda/*.cu), and `args` outlives the call.
-        unsafe {
-            result::launch_kernel(
-                f.cu_function(),
-                grid,
-                (block, 1, 1),
-                0,
-                self.stream.cu_stream(),
-                &mut params,
-            )?;
+        if !pdl {
+            // SAFETY: argument types and order follow the kernel's extern "C" signature (the
+            // callers in backend.rs mirror kernels/cuda/*.cu), and `args` outlives the call.
+            unsafe {
+                result::launch_kernel(
+                    f.cu_function(),
+                    grid,
+                    (block, 1, 1),
+                    0,
+                    self.stream.cu_stream(),
+                    &mut params,
+                )?;
+            }
+            return Ok(());
         }
+        // SAFETY: an all-zero attribute is a valid value of this plain C union.
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let config = sys::CUlaunchConfig {
+            gridDimX: grid.0,
+            gridDimY: grid.1,
+            gridDimZ: grid.2,
+            blockDimX: block,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: 0,
+            hStream: self.stream.cu_stream(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        // SAFETY: as in the plain launch; `config` and `attr` outlive the call.
+        unsafe {
+            sys::cuLaunchKernelEx(
+                &config,
+                f.cu_function(),
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result()?;
         Ok(())
     }
 

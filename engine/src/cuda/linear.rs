@@ -120,9 +120,10 @@ pub fn mmq_args(p: &LinearPtrs, n: usize, k: usize, nb: usize, mode: i32) -> Vec
     ]
 }
 
-/// The MMQ grid: 64 weight rows by 64 batch columns per block.
+/// The MMQ grid: x = blocks of 32 batch columns (adjacent, so they share each weight tile in
+/// L2), y = tiles of 16 weight rows.
 pub fn mmq_grid(n: usize, nb: usize) -> (u32, u32, u32) {
-    (n.div_ceil(64) as u32, nb.div_ceil(64) as u32, 1)
+    (nb.div_ceil(32) as u32, n.div_ceil(16) as u32, 1)
 }
 
 #[cfg(test)]
@@ -152,7 +153,7 @@ mod tests {
             vector_kernel(WeightFormat::Q8_0, 1, true),
             Kernel::MmvqQ8_0B1Swiglu
         );
-        assert_eq!(mmq_grid(14336, 65), (224, 2, 1));
+        assert_eq!(mmq_grid(14336, 65), (3, 896, 1));
     }
 
     /// Each signature's parameters, read from the CUDA source: the lists must have as many

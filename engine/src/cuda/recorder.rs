@@ -190,6 +190,13 @@ impl Recorder {
     }
 
     /// Call before issuing a launch; returns its index in the step.
+    /// Whether the current step puts an event pair around every launch.
+    pub fn times_launches(&self) -> bool {
+        self.current
+            .as_ref()
+            .is_some_and(|c| c.timing == Timing::Launch)
+    }
+
     pub fn before_launch(&mut self) -> Result<usize> {
         let cur = self
             .current

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# One device call for the engine (issue 3). Binaries come from .device/ (see scripts/engine/README.md):
+#   gapscope-engine        the build under test
+#   gapscope-engine-base   optional: the previous revision, for side-by-side A/B in the same call
+#   engine-gpu-tests       the engine's tests/gpu.rs binary (ignored tests run here)
+# STEPS picks what runs (default: all of them, in this order):
+#   selftest  kernels and whole-model logits vs the CPU reference, fresh seed
+#   gputests  the ignored GPU tests
+#   kbench    single kernels (base and new when the base binary is there)
+#   b1        Llama-3-8B bf16 batch 1, timing off: new with PDL, new --no-pdl, base, alternated
+#   levers    greedy md5 over every lever setting (Llama-3.2-1B bf16 and Q8_0, Qwen3-0.6B Q4_0)
+#   sweep     npl 1..128 for 8B bf16 and Q8_0, then HF transformers eager, same call
+# Results go to $OUT (or ./gpu-out); the console summary is the last thing printed.
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
+E=.device/gapscope-engine
+B=.device/gapscope-engine-base
+STEPS=${STEPS:-selftest,gputests,kbench,b1,levers,sweep}
+has() { [[ ",$STEPS," == *",$1,"* ]]; }
+log="$OUT/run.log"
+say() { echo "$@" | tee -a "$log"; }
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee -a "$log"
+
+if has selftest; then
+  $E selftest --seed "$(date +%s%N)" --json "$OUT/selftest.json" > "$OUT/selftest.txt" 2>&1
+  say "selftest rc=$?: $(tail -n 1 "$OUT/selftest.txt")"
+  grep -i "fail" "$OUT/selftest.txt" | head -n 20 | tee -a "$log"
+fi
+if has gputests; then
+  .device/engine-gpu-tests --ignored --test-threads 1 > "$OUT/gputests.txt" 2>&1
+  say "gpu tests rc=$?: $(grep 'test result' "$OUT/gputests.txt")"
+fi
+if has kbench; then
+  for bin in "$B" "$E"; do
+    [ -x "$bin" ] || continue
+    say "== kbench $(basename "$bin")"
+    $bin kbench --reps 30 --json "$OUT/kbench-$(basename "$bin").json" 2>&1 | tee -a "$log"
+  done
+fi
+if has b1; then
+  common=(bench --config models/llama-3-8b.json --random-weights --weights bf16 --npl 1 --npp 128 --ntg 128 --reps 3 --warmup 1 --timing off)
+  for round in ${B1_ROUNDS:-1}; do
+    say "== b1 round $round: new (PDL)"
+    $E "${common[@]}" --json "$OUT/b1-new-$round.json" 2>&1 | grep -E "^ +1 |copy|TPOT" | tee -a "$log"
+    say "== b1 round $round: new --no-pdl"
+    $E "${common[@]}" --no-pdl --json "$OUT/b1-nopdl-$round.json" 2>&1 | grep -E "^ +1 |copy|TPOT" | tee -a "$log"
+    if [ -x "$B" ]; then
+      say "== b1 round $round: base"
+      $B "${common[@]}" --json "$OUT/b1-base-$round.json" 2>&1 | grep -E "^ +1 |copy|TPOT" | tee -a "$log"
+    fi
+  done
+fi
+if has levers; then
+  for spec in "llama-3.2-1b.json bf16" "llama-3.2-1b.json q8_0" "qwen3-0.6b.json q4_0"; do
+    set -- $spec
+    say "== levers $1 $2"
+    $E levers --config "models/$1" --random-weights --weights "$2" --npl 1,16 --json "$OUT/levers-${1%.json}-$2.json" 2>&1 | grep -E "distinct|error" | tee -a "$log"
+  done
+fi
+if has sweep; then
+  for fmt in ${FMTS:-bf16 q8_0}; do
+    say "== sweep 8B $fmt"
+    $E bench --config models/llama-3-8b.json --random-weights --weights $fmt --npl ${NPL:-1,8,16,32,64,128} --npp 128 --ntg 128 \
+      --reps ${REPS:-3} --warmup 1 --timing ${TIMING:-off,launch} --json "$OUT/sweep-$fmt.json" 2>&1 | tee "$OUT/sweep-$fmt.txt" | grep -vE "^step|^\s*$" | tail -n 40 | tee -a "$log"
+  done
+  if [ -z "${NO_HF:-}" ]; then
+    say "== HF transformers eager"
+    python3 scripts/engine/hf_bench.py --config models/llama-3-8b.json --npl ${NPL:-1,8,16,32,64,128} --npp 128 --ntg 128 --reps 3 --warmup 1 \
+      --json "$OUT/hf_bench.json" 2>&1 | tail -n 12 | tee -a "$log"
+  fi
+fi
+# The device tool brings back at most 8 files: pack everything into one archive.
+if [ -n "${PACK:-}" ]; then
+  tmp=$(mktemp -d) && tar czf "$tmp/engine-gpu-$PACK.tgz" -C "$OUT" . && rm -rf "${OUT:?}"/* && mv "$tmp/engine-gpu-$PACK.tgz" "$OUT/"
+fi

@@ -191,6 +191,24 @@ mod tests {
     use super::*;
     use std::collections::BTreeSet;
 
+    /// A variant directory replaces only the files it has; an empty one changes nothing.
+    #[test]
+    fn source_from_overrides_only_present_files() {
+        let dir = std::env::temp_dir().join(format!("gapscope-kvar-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let m = MODULES.iter().find(|m| m.name == "norm").unwrap();
+        let (src, used) = m.source_from(&dir).unwrap();
+        assert!(!used);
+        assert_eq!(src, m.full_source());
+        std::fs::write(dir.join("norm.cu"), "// variant\n").unwrap();
+        let (src, used) = m.source_from(&dir).unwrap();
+        assert!(used);
+        assert!(src.starts_with(COMMON) && src.ends_with("// variant\n"));
+        let other = MODULES.iter().find(|m| m.name == "rope").unwrap();
+        assert_eq!(other.source_from(&dir).unwrap(), (other.full_source(), false));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn every_kernel_is_defined_once_in_its_module() {
         for k in Kernel::ALL {

@@ -205,7 +205,10 @@ mod tests {
         assert!(used);
         assert!(src.starts_with(COMMON) && src.ends_with("// variant\n"));
         let other = MODULES.iter().find(|m| m.name == "rope").unwrap();
-        assert_eq!(other.source_from(&dir).unwrap(), (other.full_source(), false));
+        assert_eq!(
+            other.source_from(&dir).unwrap(),
+            (other.full_source(), false)
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -107,7 +107,7 @@ enum Cmd {
         timing: Vec<String>,
         /// With launch timing, time every launch of one decode step in N (the others get a
         /// step-level event pair; the trace holds the fully timed steps). 1 times every step.
-        #[arg(long, default_value_t = 8)]
+        #[arg(long, default_value_t = 16)]
         timing_sample: usize,
         /// Write the native trace of the last timed mode here.
         #[arg(short, long)]

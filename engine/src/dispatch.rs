@@ -48,9 +48,9 @@ pub struct Levers {
     /// attention reads after a per-sequence gather.
     pub paged_kv: bool,
     pub dispatch: DispatchPolicy,
-    /// Programmatic dependent launch: each kernel may start while the previous one drains and
-    /// warm L2 with its first weights (sm_90+; off for launches timed with events, whose
-    /// event nodes sit between the kernels). Results are bit-identical either way.
+    /// Programmatic dependent launch: each kernel may start while the previous one drains (MMQ
+    /// also warms L2 with its weight tile first). sm_90+; off for launches timed with events,
+    /// whose event nodes sit between the kernels. Results are bit-identical either way.
     pub pdl: bool,
 }
 

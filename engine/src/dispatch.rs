@@ -52,6 +52,9 @@ pub struct Levers {
     /// also warms L2 with its weight tile first). sm_90+; off for launches timed with events,
     /// whose event nodes sit between the kernels. Results are bit-identical either way.
     pub pdl: bool,
+    /// Fused decode kernels: RoPE and the KV append run inside the attention kernel (one launch
+    /// per layer fewer). Prefill keeps them separate. Results are bit-identical either way.
+    pub fusion: bool,
 }
 
 impl Default for Levers {
@@ -61,6 +64,7 @@ impl Default for Levers {
             paged_kv: true,
             dispatch: DispatchPolicy::default(),
             pdl: true,
+            fusion: true,
         }
     }
 }

@@ -354,6 +354,62 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                             tol,
                         );
                     }
+                    if rows == 1 {
+                        // Accumulate with the next RMSNorm fused into the last block, twice (the
+                        // ticket must reset): bitwise equal to rms_norm_f32 over the same row.
+                        let base = c.randf(n, 1.0);
+                        let nw: Vec<f32> = c.randf(n, 0.1).iter().map(|v| 1.0 + v).collect();
+                        let (yb, nwb) = (c.up(&base)?, c.up(&nw)?);
+                        let (xn, xn_ref) = (c.poisoned(n * 2)?, c.poisoned(n * 2)?);
+                        let counter = c.up(&[0i32])?;
+                        for pass in 0..2 {
+                            let ptrs = LinearPtrs {
+                                w: wv.ptr,
+                                x: xb.ptr,
+                                y: yb.ptr,
+                                norm_w: nwb.ptr,
+                                norm_out: xn.ptr,
+                                norm_counter: counter.ptr,
+                                norm_eps: 1e-5,
+                                ..LinearPtrs::default()
+                            };
+                            let kern = Kernel::GemvBf16B1;
+                            dev.launch(
+                                kern,
+                                (n.div_ceil(4).min(97) as u32, 1, 1),
+                                launch_block(kern),
+                                &linear::vector_args(kern, &ptrs, n, k, 1, 1),
+                            )?;
+                            dev.launch(
+                                Kernel::RmsNormF32,
+                                (1, 1, 1),
+                                256,
+                                &[
+                                    Arg::Ptr(yb.ptr),
+                                    Arg::Ptr(nwb.ptr),
+                                    Arg::Ptr(xn_ref.ptr),
+                                    Arg::I32(n as i32),
+                                    Arg::F32(1e-5),
+                                ],
+                            )?;
+                            let y = c.read_f32(&yb, n)?;
+                            let (got, sep) = (c.read_bf16(&xn, n)?, c.read_bf16(&xn_ref, n)?);
+                            c.check(
+                                format!(
+                                    "{name} {n}x{k} accumulate + fused rms_norm pass {pass} vs CPU"
+                                ),
+                                &got,
+                                &ops::rms_norm(&y, &nw, n, 1e-5),
+                                TOL_BF16,
+                            );
+                            c.check(
+                                format!("{name} {n}x{k} fused rms_norm pass {pass} vs rms_norm_f32 (bitwise)"),
+                                &got,
+                                &sep,
+                                0.0,
+                            );
+                        }
+                    }
                 } else {
                     let blocks = rows * k / QK;
                     let (qx, dx, sx) = (
@@ -424,12 +480,16 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
             }
         }
     }
-    // attention over a paged cache with a shuffled block table, split 1 and split 4 (+reduce)
+    // attention over a paged cache with a shuffled block table: one key lane with split 1 and
+    // split 4 (+reduce or the in-kernel combine), key lanes combined on chip, both at once; then
+    // the decode kernels with RoPE and the KV append fused in, which must give the same bits
+    // as rope_kv_append_f32 followed by attention.
     for (nq, nkv, hd) in [
         (32usize, 8usize, 128usize),
         (8, 2, 64),
         (28, 4, 128),
         (14, 2, 64),
+        (8, 2, 256),
     ] {
         let (nseq, bs, max_blocks) = (3usize, 16usize, 8usize);
         let slots = nseq * max_blocks * bs;
@@ -442,58 +502,101 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
             .collect();
         let lens = [1usize, 37, 128];
         let rows = nseq;
+        let slot_of = |s: usize, p: usize| table[s * max_blocks + p / bs] as usize * bs + p % bs;
         let q = c.randf(rows * nq * hd, 1.0);
         let row_seq: Vec<i32> = (0..rows as i32).collect();
         let row_pos: Vec<i32> = lens.iter().map(|&l| l as i32 - 1).collect();
-        let mut want = Vec::new();
-        for s in 0..nseq {
-            let mut ks = Vec::new();
-            let mut vs = Vec::new();
-            for p in 0..lens[s] {
-                let slot = table[s * max_blocks + p / bs] as usize * bs + p % bs;
-                ks.extend_from_slice(&k[slot * kv_dim..(slot + 1) * kv_dim]);
-                vs.extend_from_slice(&v[slot * kv_dim..(slot + 1) * kv_dim]);
+        let row_slot: Vec<i32> = (0..rows).map(|s| slot_of(s, lens[s] - 1) as i32).collect();
+        let want_of = |q: &[f32], stride: usize, k: &[f32], v: &[f32]| {
+            let mut want = Vec::new();
+            for s in 0..nseq {
+                let mut ks = Vec::new();
+                let mut vs = Vec::new();
+                for p in 0..lens[s] {
+                    let slot = slot_of(s, p);
+                    ks.extend_from_slice(&k[slot * kv_dim..(slot + 1) * kv_dim]);
+                    vs.extend_from_slice(&v[slot * kv_dim..(slot + 1) * kv_dim]);
+                }
+                want.extend(ops::attention_row(
+                    &q[s * stride..s * stride + nq * hd],
+                    &ks,
+                    &vs,
+                    lens[s],
+                    nq,
+                    nkv,
+                    hd,
+                ));
             }
-            want.extend(ops::attention_row(
-                &q[s * nq * hd..(s + 1) * nq * hd],
-                &ks,
-                &vs,
-                lens[s],
-                nq,
-                nkv,
-                hd,
-            ));
-        }
+            want
+        };
+        let want = want_of(&q, nq * hd, &k, &v);
         let (kb, vb, tb) = (
             c.up(&to_bf16_bits(&k))?,
             c.up(&to_bf16_bits(&v))?,
             c.up(&table)?,
         );
-        let (qb, rsb, rpb) = (c.up(&q)?, c.up(&row_seq)?, c.up(&row_pos)?);
+        let (qb, rsb, rpb, rlb) = (
+            c.up(&q)?,
+            c.up(&row_seq)?,
+            c.up(&row_pos)?,
+            c.up(&row_slot)?,
+        );
+        let inv: Vec<f32> = (0..hd / 2)
+            .map(|i| 500000f32.powf(-((2 * i) as f32) / hd as f32))
+            .collect();
+        let fb = c.up(&inv)?;
         let counters = c.up(&vec![0i32; rows * nq.div_ceil(4)])?;
-        for (splits, fused) in [(1usize, false), (4, false), (4, true), (13, true)] {
+        let max_splits = 13;
+        let (pa, pm) = (
+            c.poisoned(rows * nq * max_splits * hd * 4)?,
+            c.poisoned(rows * nq * max_splits * 2 * 4)?,
+        );
+        let kw_kernel = match hd {
+            64 => Kernel::AttnDecodeKwHd64Bf16,
+            128 => Kernel::AttnDecodeKwHd128Bf16,
+            _ => Kernel::AttnDecodeKwHd256Bf16,
+        };
+        let max_kw = if hd > 128 { 4 } else { 8 };
+        // (qkv, stride, read caches, write caches, rope flag, key lanes, splits, in-kernel combine)
+        #[allow(clippy::too_many_arguments)]
+        let launch = |qkv: u64,
+                      stride: usize,
+                      (kr, vr): (u64, u64),
+                      (kw_, vw_): (u64, u64),
+                      rope: bool,
+                      kw: usize,
+                      splits: usize,
+                      combine: bool,
+                      out: u64|
+         -> Result<()> {
             let chunk = (max_blocks * bs).div_ceil(splits).div_ceil(16) * 16;
-            let ob = c.poisoned(rows * nq * hd * 2)?;
-            let pa = c.poisoned(rows * nq * splits * hd * 4)?;
-            let pm = c.poisoned(rows * nq * splits * 2 * 4)?;
             dev.launch(
-                Kernel::AttnDecodeBf16,
+                if kw > 1 {
+                    kw_kernel
+                } else {
+                    Kernel::AttnDecodeBf16
+                },
                 (nq.div_ceil(4) as u32, rows as u32, splits as u32),
-                128,
+                128 * kw as u32,
                 &[
-                    Arg::Ptr(qb.ptr),
-                    Arg::I32((nq * hd) as i32),
-                    Arg::Ptr(kb.ptr),
-                    Arg::Ptr(vb.ptr),
+                    Arg::Ptr(qkv),
+                    Arg::I32(stride as i32),
+                    Arg::Ptr(kr),
+                    Arg::Ptr(vr),
                     Arg::Ptr(tb.ptr),
                     Arg::I32(max_blocks as i32),
                     Arg::I32(bs as i32),
                     Arg::Ptr(rsb.ptr),
                     Arg::Ptr(rpb.ptr),
-                    Arg::Ptr(ob.ptr),
+                    Arg::Ptr(rlb.ptr),
+                    Arg::Ptr(fb.ptr),
+                    Arg::I32(i32::from(rope)),
+                    Arg::Ptr(kw_),
+                    Arg::Ptr(vw_),
+                    Arg::Ptr(out),
                     Arg::Ptr(pa.ptr),
                     Arg::Ptr(pm.ptr),
-                    Arg::Ptr(if fused { counters.ptr } else { 0 }),
+                    Arg::Ptr(if combine { counters.ptr } else { 0 }),
                     Arg::I32(nq as i32),
                     Arg::I32(nkv as i32),
                     Arg::I32(hd as i32),
@@ -501,7 +604,7 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                     Arg::F32(1.0 / (hd as f32).sqrt()),
                 ],
             )?;
-            if splits > 1 && !fused {
+            if splits > 1 && !combine {
                 dev.launch(
                     Kernel::AttnReduceF32,
                     ((rows * nq) as u32, 1, 1),
@@ -509,46 +612,196 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                     &[
                         Arg::Ptr(pa.ptr),
                         Arg::Ptr(pm.ptr),
-                        Arg::Ptr(ob.ptr),
+                        Arg::Ptr(out),
                         Arg::I32(splits as i32),
                         Arg::I32(hd as i32),
                     ],
                 )?;
             }
+            Ok(())
+        };
+        let shapes = [
+            (1usize, 1usize, false),
+            (1, 4, false),
+            (1, 4, true),
+            (1, 13, true),
+            (2, 1, false),
+            (max_kw, 1, false),
+            (4, 2, true),
+        ];
+        for (kw, splits, combine) in shapes {
+            let ob = c.poisoned(rows * nq * hd * 2)?;
+            launch(
+                qb.ptr,
+                nq * hd,
+                (kb.ptr, vb.ptr),
+                (0, 0),
+                false,
+                kw,
+                splits,
+                combine,
+                ob.ptr,
+            )?;
             let got = c.read_bf16(&ob, rows * nq * hd)?;
             c.check(
                 format!(
-                    "attn_decode_bf16 nq={nq} nkv={nkv} hd={hd} splits={splits}{}",
-                    if fused { " fused reduce" } else { "" }
+                    "attn_decode_bf16 nq={nq} nkv={nkv} hd={hd} key_lanes={kw} splits={splits}{}",
+                    if combine { " fused reduce" } else { "" }
                 ),
                 &got,
                 &want,
                 TOL_BF16,
             );
         }
+        // Fused RoPE + KV append: an unrotated qkv block; the unfused reference runs
+        // rope_kv_append_f32 on a copy and then attention over the cache it wrote.
+        let stride = (nq + 2 * nkv) * hd;
+        let qkv = c.randf(rows * stride, 1.0);
+        let mut roped = qkv.clone();
+        let (mut k2, mut v2) = (k.clone(), v.clone());
+        for r in 0..rows {
+            let row = &mut roped[r * stride..(r + 1) * stride];
+            for h in 0..nq + nkv {
+                ops::rope(&mut row[h * hd..(h + 1) * hd], &inv, row_pos[r]);
+            }
+            let sl = row_slot[r] as usize * kv_dim;
+            for i in 0..kv_dim {
+                k2[sl + i] = round_bf16(row[nq * hd + i]);
+                v2[sl + i] = round_bf16(row[(nq + nkv) * hd + i]);
+            }
+        }
+        let want_fused = want_of(&roped, stride, &k2, &v2);
+        for (kw, splits, combine) in [
+            (1usize, 1usize, false),
+            (1, 4, true),
+            (max_kw, 1, false),
+            (4, 2, true),
+        ] {
+            // Unfused: rope_kv_append_f32, then attention over the cache.
+            let (ka, va, qa) = (
+                c.up(&to_bf16_bits(&k))?,
+                c.up(&to_bf16_bits(&v))?,
+                c.up(&qkv)?,
+            );
+            dev.launch(
+                Kernel::RopeKvAppendF32,
+                (rows as u32, 1, 1),
+                512,
+                &[
+                    Arg::Ptr(qa.ptr),
+                    Arg::Ptr(rpb.ptr),
+                    Arg::Ptr(rlb.ptr),
+                    Arg::Ptr(fb.ptr),
+                    Arg::Ptr(ka.ptr),
+                    Arg::Ptr(va.ptr),
+                    Arg::I32(nq as i32),
+                    Arg::I32(nkv as i32),
+                    Arg::I32(hd as i32),
+                    Arg::I32(stride as i32),
+                ],
+            )?;
+            let oa = c.poisoned(rows * nq * hd * 2)?;
+            launch(
+                qa.ptr,
+                stride,
+                (ka.ptr, va.ptr),
+                (0, 0),
+                false,
+                kw,
+                splits,
+                combine,
+                oa.ptr,
+            )?;
+            // Fused: the same inputs in one launch.
+            let (kf, vf, qf) = (
+                c.up(&to_bf16_bits(&k))?,
+                c.up(&to_bf16_bits(&v))?,
+                c.up(&qkv)?,
+            );
+            let of = c.poisoned(rows * nq * hd * 2)?;
+            launch(
+                qf.ptr,
+                stride,
+                (kf.ptr, vf.ptr),
+                (kf.ptr, vf.ptr),
+                true,
+                kw,
+                splits,
+                combine,
+                of.ptr,
+            )?;
+            let name = format!(
+                "attention+rope fused nq={nq} nkv={nkv} hd={hd} key_lanes={kw} splits={splits}"
+            );
+            let (ga, gf) = (
+                c.read_bf16(&oa, rows * nq * hd)?,
+                c.read_bf16(&of, rows * nq * hd)?,
+            );
+            c.check(format!("{name} vs CPU"), &gf, &want_fused, TOL_BF16);
+            c.check(format!("{name} vs unfused (bitwise)"), &gf, &ga, 0.0);
+            let (cka, ckf) = (
+                c.read_bf16(&ka, slots * kv_dim)?,
+                c.read_bf16(&kf, slots * kv_dim)?,
+            );
+            let (cva, cvf) = (
+                c.read_bf16(&va, slots * kv_dim)?,
+                c.read_bf16(&vf, slots * kv_dim)?,
+            );
+            c.check(
+                format!("{name} K cache vs unfused (bitwise)"),
+                &ckf,
+                &cka,
+                0.0,
+            );
+            c.check(
+                format!("{name} V cache vs unfused (bitwise)"),
+                &cvf,
+                &cva,
+                0.0,
+            );
+        }
     }
-    // argmax_f32, with a planted tie resolved to the lower index
+    // argmax_f32, with a planted tie resolved to the lower index across two slices, in one
+    // block per row and in slices combined by the last block (twice, so the tickets reset)
     {
         let (rows, v) = (4usize, 128_256usize);
         let mut l = c.randf(rows * v, 5.0);
         l[v + 1000] = 100.0;
-        l[v + 2000] = 100.0;
-        let (lb, ob) = (c.up(&l)?, c.poisoned(rows * 4)?);
-        dev.launch(
-            Kernel::ArgmaxF32,
-            (rows as u32, 1, 1),
-            1024,
-            &[Arg::Ptr(lb.ptr), Arg::I32(v as i32), Arg::Ptr(ob.ptr)],
-        )?;
-        let got: Vec<f32> = ob
-            .read::<i32>(rows, st)?
-            .iter()
-            .map(|&x| x as f32)
-            .collect();
+        l[v + 90_000] = 100.0;
+        l[2 * v + 7] = f32::NAN;
         let want: Vec<f32> = (0..rows)
             .map(|r| ops::argmax(&l[r * v..(r + 1) * v]) as f32)
             .collect();
-        c.check("argmax_f32", &got, &want, 0.0);
+        let lb = c.up(&l)?;
+        let (pv, pi) = (c.poisoned(rows * 64 * 4)?, c.poisoned(rows * 64 * 4)?);
+        let counters = c.up(&vec![0i32; rows])?;
+        for (slices, rep) in [(1u32, 0), (32, 0), (32, 1), (64, 0)] {
+            let ob = c.poisoned(rows * 4)?;
+            dev.launch(
+                Kernel::ArgmaxF32,
+                (rows as u32, slices, 1),
+                512,
+                &[
+                    Arg::Ptr(lb.ptr),
+                    Arg::I32(v as i32),
+                    Arg::Ptr(ob.ptr),
+                    Arg::Ptr(pv.ptr),
+                    Arg::Ptr(pi.ptr),
+                    Arg::Ptr(counters.ptr),
+                ],
+            )?;
+            let got: Vec<f32> = ob
+                .read::<i32>(rows, st)?
+                .iter()
+                .map(|&x| x as f32)
+                .collect();
+            c.check(
+                format!("argmax_f32 slices={slices} launch={rep}"),
+                &got,
+                &want,
+                0.0,
+            );
+        }
     }
     Ok(c.out)
 }
@@ -568,11 +821,12 @@ pub fn model_checks(seed: u64) -> Result<Vec<Check>> {
             let w = ModelWeights::random(&cfg, fmt, seed);
             // The last setting runs untimed so programmatic dependent launch is live (launch
             // timing turns it off).
-            for (paged, graphs, thr, pdl) in [
-                (true, false, 8usize, false),
-                (false, true, 8, false),
-                (true, true, 0, false),
-                (true, true, 8, true),
+            for (paged, graphs, thr, pdl, fusion) in [
+                (true, false, 8usize, false, true),
+                (false, true, 8, false, false),
+                (true, true, 0, false, true),
+                (true, true, 8, true, true),
+                (false, true, 8, true, false),
             ] {
                 let levers = Levers {
                     graphs,
@@ -581,6 +835,7 @@ pub fn model_checks(seed: u64) -> Result<Vec<Check>> {
                         mmvq_max_batch: thr,
                     },
                     pdl,
+                    fusion,
                 };
                 let timing = if pdl { Timing::Off } else { Timing::Launch };
                 let dev = Device::open(0)?;
@@ -615,7 +870,7 @@ pub fn model_checks(seed: u64) -> Result<Vec<Check>> {
                     same_tokens &= gpu.read_sampled(2)? == cpu.sampled;
                 }
                 let name = format!(
-                    "model {mt} {} kv={} graphs={graphs} mmvq_max_batch={thr} pdl={pdl} logits{}",
+                    "model {mt} {} kv={} graphs={graphs} mmvq_max_batch={thr} pdl={pdl} fusion={fusion} logits{}",
                     fmt.name(),
                     if paged { "paged" } else { "contiguous" },
                     if same_tokens {

@@ -40,7 +40,7 @@ fn whole_model_logits_match_the_cpu_reference() {
 }
 
 /// Greedy md5 under every lever setting: CUDA graphs, paged vs contiguous KV, programmatic
-/// dependent launch, and the dispatch threshold (MMVQ vs MMQ for quantized weights, including
+/// dependent launch, fused decode kernels, and the dispatch threshold (MMVQ vs MMQ for quantized weights, including
 /// the prefill).
 #[test]
 #[ignore = "needs a CUDA device"]
@@ -64,7 +64,13 @@ fn levers_keep_greedy_output_identical() {
     let mut md5s = std::collections::BTreeMap::new();
     for graphs in [true, false] {
         for paged in [true, false] {
-            for (thr, pdl) in [(0usize, true), (8, false), (8, true), (64, true)] {
+            for (thr, pdl, fusion) in [
+                (0usize, true, true),
+                (8, false, false),
+                (8, true, true),
+                (8, true, false),
+                (64, true, true),
+            ] {
                 let lv = Levers {
                     graphs,
                     paged_kv: paged,
@@ -72,6 +78,7 @@ fn levers_keep_greedy_output_identical() {
                         mmvq_max_batch: thr,
                     },
                     pdl,
+                    fusion,
                 };
                 let mut be =
                     CudaBackend::new(Device::open(0).unwrap(), &cfg, &w, lv, cap, Timing::Off)
@@ -79,7 +86,7 @@ fn levers_keep_greedy_output_identical() {
                 for r in bench::run(&mut be, &settings, None, |_| Ok(()), |_| {}).unwrap() {
                     md5s.entry(r.npl)
                         .or_insert_with(Vec::new)
-                        .push(((graphs, paged, thr, pdl), r.md5));
+                        .push(((graphs, paged, thr, pdl, fusion), r.md5));
                 }
             }
         }

@@ -9,7 +9,7 @@ extern "C" __global__ void rope_kv_append_f32(float* __restrict__ qkv, const int
                                              int nq, int nkv, int hd, int row_stride) {
     pdl_enter();
     const i64 row = blockIdx.x;
-    const float p = (float)pos[row];
+    const int p = pos[row];
     const i64 slot = slots[row];
     float* q = qkv + row * row_stride;
     const float* k = q + (i64)nq * hd;
@@ -20,19 +20,19 @@ extern "C" __global__ void rope_kv_append_f32(float* __restrict__ qkv, const int
     for (int idx = threadIdx.x; idx < nq * half; idx += blockDim.x) {
         const int h = idx / half, i = idx - h * half;
         float s, c;
-        sincosf(p * inv_freq[i], &s, &c);
+        rope_sincos(p, inv_freq[i], &s, &c);
         float* qh = q + h * hd;
         const float x0 = qh[i], x1 = qh[i + half];
-        qh[i] = x0 * c - x1 * s;
-        qh[i + half] = x1 * c + x0 * s;
+        qh[i] = rope_lo(x0, x1, s, c);
+        qh[i + half] = rope_hi(x0, x1, s, c);
     }
     for (int idx = threadIdx.x; idx < nkv * half; idx += blockDim.x) {
         const int h = idx / half, i = idx - h * half;
         float s, c;
-        sincosf(p * inv_freq[i], &s, &c);
+        rope_sincos(p, inv_freq[i], &s, &c);
         const float x0 = k[h * hd + i], x1 = k[h * hd + i + half];
-        kc[h * hd + i] = f32_to_bf16(x0 * c - x1 * s);
-        kc[h * hd + i + half] = f32_to_bf16(x1 * c + x0 * s);
+        kc[h * hd + i] = f32_to_bf16(rope_lo(x0, x1, s, c));
+        kc[h * hd + i + half] = f32_to_bf16(rope_hi(x0, x1, s, c));
     }
     for (int idx = threadIdx.x; idx < nkv * hd; idx += blockDim.x) vc[idx] = f32_to_bf16(v[idx]);
 }

@@ -65,13 +65,16 @@ pub enum Kernel {
     MmqQ8_0,
     MmqQ4_0,
     AttnDecodeBf16,
+    AttnDecodeKwHd64Bf16,
+    AttnDecodeKwHd128Bf16,
+    AttnDecodeKwHd256Bf16,
     AttnReduceF32,
     ArgmaxF32,
     TimingProbe,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 24] = [
+    pub const ALL: [Kernel; 27] = [
         Kernel::GetRowsBf16,
         Kernel::GetRowsF32,
         Kernel::KvGatherBf16,
@@ -93,6 +96,9 @@ impl Kernel {
         Kernel::MmqQ8_0,
         Kernel::MmqQ4_0,
         Kernel::AttnDecodeBf16,
+        Kernel::AttnDecodeKwHd64Bf16,
+        Kernel::AttnDecodeKwHd128Bf16,
+        Kernel::AttnDecodeKwHd256Bf16,
         Kernel::AttnReduceF32,
         Kernel::ArgmaxF32,
         Kernel::TimingProbe,
@@ -122,6 +128,9 @@ impl Kernel {
             Kernel::MmqQ8_0 => "mmq_q8_0",
             Kernel::MmqQ4_0 => "mmq_q4_0",
             Kernel::AttnDecodeBf16 => "attn_decode_bf16",
+            Kernel::AttnDecodeKwHd64Bf16 => "attn_decode_kw_hd64_bf16",
+            Kernel::AttnDecodeKwHd128Bf16 => "attn_decode_kw_hd128_bf16",
+            Kernel::AttnDecodeKwHd256Bf16 => "attn_decode_kw_hd256_bf16",
             Kernel::AttnReduceF32 => "attn_reduce_f32",
             Kernel::ArgmaxF32 => "argmax_f32",
             Kernel::TimingProbe => "timing_probe",
@@ -159,7 +168,16 @@ pub const MODULES: &[Module] = &[
         ]
     ),
     module!("mmq", [MmqQ8_0, MmqQ4_0]),
-    module!("attention", [AttnDecodeBf16, AttnReduceF32]),
+    module!(
+        "attention",
+        [
+            AttnDecodeBf16,
+            AttnDecodeKwHd64Bf16,
+            AttnDecodeKwHd128Bf16,
+            AttnDecodeKwHd256Bf16,
+            AttnReduceF32
+        ]
+    ),
     module!("sample", [ArgmaxF32]),
     // Not an op: calibrates the latency of the per-launch timing events (engine recorder).
     module!("timing", [TimingProbe]),

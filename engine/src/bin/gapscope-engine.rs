@@ -75,6 +75,9 @@ struct LeverArgs {
     /// finish before it starts).
     #[arg(long)]
     no_pdl: bool,
+    /// Run RoPE and the KV append as their own kernel at decode instead of inside attention.
+    #[arg(long)]
+    no_fusion: bool,
     /// Largest batch run as GEMV/MMVQ (llama.cpp's MMVQ_MAX_BATCH_SIZE).
     #[arg(long, default_value_t = 8)]
     mmvq_max_batch: usize,
@@ -252,6 +255,7 @@ fn levers_of(a: &LeverArgs) -> Levers {
             mmvq_max_batch: a.mmvq_max_batch,
         },
         pdl: !a.no_pdl,
+        fusion: !a.no_fusion,
     }
 }
 
@@ -522,32 +526,48 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mut results = Vec::new();
             // PDL follows the graphs lever instead of doubling the matrix: graph replays run with
             // it, eager steps without, so any PDL effect on the output shows as a second md5.
+            // Fusion is on throughout, plus four settings with it off at the default threshold.
+            let mut matrix = Vec::new();
             for graphs in [true, false] {
                 for paged in [true, false] {
                     for thr in [0usize, 4, 8, 16, 256] {
-                        let pdl = graphs;
-                        let lv = Levers {
-                            graphs,
-                            paged_kv: paged,
-                            dispatch: DispatchPolicy {
-                                mmvq_max_batch: thr,
-                            },
-                            pdl,
-                        };
-                        let dev = Device::open(device)?;
-                        let mut be = CudaBackend::new(dev, &cfg, &w, lv, cap, Timing::Off)?;
-                        let rows = bench::run(&mut be, &settings, None, |_| Ok(()), |_| {})?;
-                        for r in rows {
-                            println!(
-                                "graphs={graphs:<5} pdl={pdl:<5} kv={:<10} mmvq_max_batch={thr:<3} npl={:<4} md5={} S_TG={:.1}",
-                                if paged { "paged" } else { "contiguous" },
-                                r.npl,
-                                r.md5,
-                                r.s_tg.median
-                            );
-                            results.push(serde_json::json!({"graphs": graphs, "pdl": pdl, "paged_kv": paged, "mmvq_max_batch": thr, "npl": r.npl, "md5": r.md5, "s_tg": r.s_tg.median}));
-                        }
+                        matrix.push((graphs, paged, thr, true));
                     }
+                }
+            }
+            for graphs in [true, false] {
+                for paged in [true, false] {
+                    matrix.push((
+                        graphs,
+                        paged,
+                        DispatchPolicy::default().mmvq_max_batch,
+                        false,
+                    ));
+                }
+            }
+            for (graphs, paged, thr, fusion) in matrix {
+                let pdl = graphs;
+                let lv = Levers {
+                    graphs,
+                    paged_kv: paged,
+                    dispatch: DispatchPolicy {
+                        mmvq_max_batch: thr,
+                    },
+                    pdl,
+                    fusion,
+                };
+                let dev = Device::open(device)?;
+                let mut be = CudaBackend::new(dev, &cfg, &w, lv, cap, Timing::Off)?;
+                let rows = bench::run(&mut be, &settings, None, |_| Ok(()), |_| {})?;
+                for r in rows {
+                    println!(
+                        "graphs={graphs:<5} pdl={pdl:<5} fusion={fusion:<5} kv={:<10} mmvq_max_batch={thr:<3} npl={:<4} md5={} S_TG={:.1}",
+                        if paged { "paged" } else { "contiguous" },
+                        r.npl,
+                        r.md5,
+                        r.s_tg.median
+                    );
+                    results.push(serde_json::json!({"graphs": graphs, "pdl": pdl, "fusion": fusion, "paged_kv": paged, "mmvq_max_batch": thr, "npl": r.npl, "md5": r.md5, "s_tg": r.s_tg.median}));
                 }
             }
             let mut ok = true;

@@ -30,6 +30,14 @@ pub struct Capacity {
 
 /// Granularity of a split-K attention chunk (positions).
 const ATT_CHUNK: usize = 16;
+/// Block size of rms_norm_f32 and of the GEMV that fuses it (RMS_THREADS in common.cuh): the
+/// same block size gives the same summation order, so fused and separate norms agree bitwise.
+const RMS_THREADS: u32 = 256;
+/// Argmax: threads per block, and at most this many blocks per logits row, each taking a slice
+/// of about ARGMAX_PER_THREAD values per thread.
+const ARGMAX_THREADS: u32 = 512;
+const ARGMAX_PER_THREAD: usize = 8;
+const ARGMAX_MAX_SLICES: usize = 64;
 const WORKSPACE_BYTES: usize = 64 << 20;
 
 struct Acts {
@@ -50,6 +58,13 @@ struct Acts {
     part_ml: DevBuf,
     /// Split-completion tickets of the fused attention reduction (zero between launches).
     att_counters: DevBuf,
+    /// Completion ticket of the RMSNorm fused into the batch-1 GEMV (zero between launches).
+    norm_counter: DevBuf,
+    /// Slice winners and completion tickets of the multi-block argmax (tickets zero between
+    /// launches).
+    argmax_v: DevBuf,
+    argmax_i: DevBuf,
+    argmax_counters: DevBuf,
     meta: DevBuf,
 }
 
@@ -96,11 +111,16 @@ pub struct CudaBackend {
     attended: usize,
     logit_rows: usize,
     prefill: bool,
+    /// The RMSNorm the last linear launch already computed in its epilogue (fusion lever):
+    /// the matching rms_norm call launches nothing.
+    norm_fused: Option<Norm>,
     pub rec: Recorder,
     graphs: HashMap<(usize, usize, Timing), GraphEntry>,
     parity: usize,
     next_graph_id: u32,
     max_splits: usize,
+    /// GAPSCOPE_ATTENTION_SHAPE=KW:SPLITS pins the decode attention shape (tuning runs).
+    att_shape_override: Option<(usize, usize)>,
 }
 
 fn bf16_bytes(n: usize) -> u64 {
@@ -162,6 +182,10 @@ impl CudaBackend {
             part_acc: DevBuf::alloc(s * cfg.heads * max_splits * cfg.head_dim * f32b)?,
             part_ml: DevBuf::alloc(s * cfg.heads * max_splits * 2 * f32b)?,
             att_counters: DevBuf::upload(&vec![0i32; s * cfg.heads.div_ceil(4)], &stream)?,
+            norm_counter: DevBuf::upload(&[0i32], &stream)?,
+            argmax_v: DevBuf::alloc(s * ARGMAX_MAX_SLICES * f32b)?,
+            argmax_i: DevBuf::alloc(s * ARGMAX_MAX_SLICES * 4)?,
+            argmax_counters: DevBuf::upload(&vec![0i32; s], &stream)?,
             meta: DevBuf::alloc(0)?,
         };
         let mut off = 0;
@@ -224,11 +248,13 @@ impl CudaBackend {
             attended: 0,
             logit_rows: 0,
             prefill: false,
+            norm_fused: None,
             rec,
             graphs: HashMap::new(),
             parity: 0,
             next_graph_id: 1,
             max_splits,
+            att_shape_override: attention_shape_override(cfg.head_dim)?,
         })
     }
 
@@ -536,6 +562,15 @@ impl CudaBackend {
         (bytes as u64, (4 * self.attended * c.q_dim()) as u64)
     }
 
+    /// Model-derived minimum of RoPE and the KV append: q rotated in place, k and v read as
+    /// f32 and written to the cache as bf16.
+    fn rope_cost(&self, rows: usize) -> (u64, u64) {
+        let c = &self.cfg;
+        let bytes = (rows * (c.q_dim() * 8 + c.kv_dim() * 4 * 2 + c.kv_dim() * 2 * 2)) as u64;
+        let flops = (rows * (c.q_dim() + c.kv_dim()) * 3) as u64;
+        (bytes, flops)
+    }
+
     /// Bytes the contiguous-KV gather moves: each live K and V row read and written.
     fn kv_gather_bytes(&self) -> u64 {
         let live: usize = self.kv.seq_len.iter().map(|&l| l as usize).sum();
@@ -553,22 +588,123 @@ impl CudaBackend {
                     m.bytes = ab;
                     m.flops = af;
                 }
+                "rope_attention" => {
+                    let (rb, rf) = self.rope_cost(rows);
+                    m.bytes = ab + rb;
+                    m.flops = af + rf;
+                }
                 "kv_gather" => m.bytes = gb,
                 _ => {}
             }
         }
     }
 
-    fn attention_splits(&self, rows: usize) -> usize {
-        if self.prefill {
-            return 1;
+    /// The RMSNorm that follows a batch-1 bf16 GEMV accumulating into the residual, which that
+    /// GEMV then computes in its last block (fusion lever): after o_proj the FFN norm, after
+    /// down_proj the next layer's attention norm or the final norm.
+    fn norm_after(
+        &self,
+        which: Linear,
+        path: LinearPath,
+        rows: usize,
+        mode: OutMode,
+    ) -> Option<Norm> {
+        if !self.levers.fusion
+            || rows != 1
+            || path != LinearPath::GemvBf16
+            || mode != OutMode::Accumulate
+            || self.prefill
+        {
+            return None;
         }
-        // Enough blocks to fill the GPU several times over; short splits keep each warp's
-        // sequential key loop short.
-        let base = self.cfg.heads.div_ceil(4) * rows;
-        let want = (8 * self.dev.info.sm_count as usize).div_ceil(base.max(1));
-        want.clamp(1, self.max_splits)
+        match which {
+            Linear::O(l) => Some(Norm::Ffn(l)),
+            Linear::Down(l) if l + 1 < self.cfg.layers => Some(Norm::Attn(l + 1)),
+            Linear::Down(_) => Some(Norm::Final),
+            _ => None,
+        }
     }
+
+    fn norm_weight(&self, norm: Norm) -> u64 {
+        match norm {
+            Norm::Attn(l) => self.w.layers[l].attn_norm.ptr,
+            Norm::Ffn(l) => self.w.layers[l].ffn_norm.ptr,
+            Norm::Final => self.w.final_norm.ptr,
+        }
+    }
+
+    /// RoPE and the KV append run inside attention: decode steps (one new position per
+    /// sequence) with the fusion lever on.
+    fn fused_rope(&self) -> bool {
+        self.levers.fusion && !self.prefill
+    }
+
+    /// (key lanes per query head inside a block, splits across blocks) of one attention launch.
+    /// Parallelism first comes from key lanes, combined on chip, while each lane keeps at least
+    /// 32 keys of the capacity; splits, combined through global memory, only beyond that. Both
+    /// depend on the batch and the capacity alone, so every lever setting sums alike.
+    fn attention_shape(&self, rows: usize) -> (usize, usize) {
+        if self.prefill {
+            return (1, 1);
+        }
+        if let Some((kw, splits)) = self.att_shape_override {
+            return (kw, splits.clamp(1, self.max_splits));
+        }
+        let base = self.cfg.heads.div_ceil(4) * rows;
+        let want = (8 * self.dev.info.sm_count as usize)
+            .div_ceil(base.max(1))
+            .max(1);
+        let lane_cap = if self.cfg.head_dim > 128 { 4 } else { 8 };
+        let by_ctx = (self.kv.max_ctx / 32).max(1);
+        let kw = want
+            .next_power_of_two()
+            .min(lane_cap)
+            .min(prev_power_of_two(by_ctx));
+        let by_ctx_splits = (self.kv.max_ctx / (kw * 32)).max(1);
+        let splits = want
+            .div_ceil(kw)
+            .min(by_ctx_splits)
+            .clamp(1, self.max_splits);
+        (kw, splits)
+    }
+}
+
+/// GAPSCOPE_ATTENTION_SHAPE=KW:SPLITS, for measuring decode attention shapes side by side
+/// (KW key lanes: 1, 2, 4 or 8; 4 at most for head_dim 256).
+fn attention_shape_override(head_dim: usize) -> Result<Option<(usize, usize)>> {
+    let Ok(v) = std::env::var("GAPSCOPE_ATTENTION_SHAPE") else {
+        return Ok(None);
+    };
+    let bad = || {
+        EngineError::invalid(format!(
+            "GAPSCOPE_ATTENTION_SHAPE={v:?}: expected KW:SPLITS with KW 1, 2, 4 or 8 (4 at most for head_dim 256) and SPLITS >= 1"
+        ))
+    };
+    let (a, b) = v.split_once(':').ok_or_else(bad)?;
+    let kw: usize = a.trim().parse().map_err(|_| bad())?;
+    let splits: usize = b.trim().parse().map_err(|_| bad())?;
+    let max_kw = if head_dim > 128 { 4 } else { 8 };
+    if !kw.is_power_of_two() || kw > max_kw || splits == 0 {
+        return Err(bad());
+    }
+    Ok(Some((kw, splits)))
+}
+
+/// The key-lane attention kernel of a head size.
+fn attention_kw_kernel(head_dim: usize) -> Result<Kernel> {
+    match head_dim {
+        64 => Ok(Kernel::AttnDecodeKwHd64Bf16),
+        128 => Ok(Kernel::AttnDecodeKwHd128Bf16),
+        256 => Ok(Kernel::AttnDecodeKwHd256Bf16),
+        d => Err(EngineError::invalid(format!(
+            "attention supports head_dim 64, 128 or 256, not {d}"
+        ))),
+    }
+}
+
+/// The largest power of two <= n (n >= 1).
+fn prev_power_of_two(n: usize) -> usize {
+    1 << (usize::BITS - 1 - n.max(1).leading_zeros())
 }
 
 impl Backend for CudaBackend {
@@ -631,11 +767,15 @@ impl Backend for CudaBackend {
     }
 
     fn rms_norm(&mut self, src: Act, norm: Norm, dst: Act, rows: usize) -> Result<()> {
+        if src == Act::X && dst == Act::Xn && self.norm_fused.take() == Some(norm) {
+            return Ok(()); // the previous GEMV's last block wrote it
+        }
+        self.norm_fused = None;
         let h = self.cfg.hidden;
-        let (w, layer) = match norm {
-            Norm::Attn(l) => (self.w.layers[l].attn_norm.ptr, l as i32),
-            Norm::Ffn(l) => (self.w.layers[l].ffn_norm.ptr, l as i32),
-            Norm::Final => (self.w.final_norm.ptr, -1),
+        let w = self.norm_weight(norm);
+        let layer = match norm {
+            Norm::Attn(l) | Norm::Ffn(l) => l as i32,
+            Norm::Final => -1,
         };
         let (s, d) = (self.act(src), self.act(dst));
         let eps = self.cfg.rms_eps;
@@ -645,7 +785,7 @@ impl Backend for CudaBackend {
             layer,
             "norm",
             (rows as u32, 1, 1),
-            1024,
+            RMS_THREADS,
             (rows * h * 6 + h * 4) as u64,
             (rows * h * 4) as u64,
             &[
@@ -676,6 +816,8 @@ impl Backend for CudaBackend {
             lin.bytes,
         );
         let path = self.levers.dispatch.path(fmt, rows);
+        self.norm_fused = None;
+        let fuse_norm = self.norm_after(which, path, rows, mode);
         let x = self.act(src);
         let layer = which.layer();
         let op = which.op();
@@ -741,7 +883,22 @@ impl Backend for CudaBackend {
                         yh: at(yh, n_out * 2),
                         ..ptrs
                     };
-                    let bytes = wbytes
+                    let (ptrs, norm_bytes) = match fuse_norm {
+                        Some(norm) if kern == Kernel::GemvBf16B1 => {
+                            self.norm_fused = Some(norm);
+                            let p = LinearPtrs {
+                                norm_w: self.norm_weight(norm),
+                                norm_out: self.a.xn.ptr,
+                                norm_counter: self.a.norm_counter.ptr,
+                                norm_eps: self.cfg.rms_eps,
+                                ..ptrs
+                            };
+                            (p, (n_out * 6 + n_out * 4) as u64)
+                        }
+                        _ => (ptrs, 0),
+                    };
+                    let bytes = norm_bytes
+                        + wbytes
                         + (nb * k) as u64 * if quant { 1 } else { 2 }
                         + (nb * n_out * out_elem) as u64;
                     let flops = 2 * (n * k * nb) as u64;
@@ -857,9 +1014,12 @@ impl Backend for CudaBackend {
     }
 
     fn rope_kv_append(&mut self, layer: usize, rows: usize) -> Result<()> {
+        if self.fused_rope() {
+            // attention() applies RoPE and appends K and V in its own launch.
+            return Ok(());
+        }
+        let (bytes, flops) = self.rope_cost(rows);
         let c = &self.cfg;
-        let bytes = (rows * (c.q_dim() * 8 + c.kv_dim() * 4 * 2 + c.kv_dim() * 2 * 2)) as u64;
-        let flops = (rows * (c.q_dim() + c.kv_dim()) * 3) as u64;
         let (nq, nkv, hd, stride) = (
             c.heads as i32,
             c.kv_heads as i32,
@@ -932,9 +1092,10 @@ impl Backend for CudaBackend {
             )?;
             (kg, vg, self.meta_ptr(self.layout.identity))
         };
-        let splits = self.attention_splits(rows);
+        let (kw, splits) = self.attention_shape(rows);
         let chunk = self.kv.max_ctx.div_ceil(splits).div_ceil(ATT_CHUNK) * ATT_CHUNK;
         let (bytes, flops) = self.attention_cost(rows);
+        let fused = self.fused_rope();
         let args = [
             Arg::Ptr(self.a.qkv.ptr),
             Arg::I32(c.qkv_dim() as i32),
@@ -945,6 +1106,11 @@ impl Backend for CudaBackend {
             Arg::I32(BLOCK as i32),
             Arg::Ptr(self.meta_ptr(self.layout.row_seq)),
             Arg::Ptr(self.meta_ptr(self.layout.row_pos)),
+            Arg::Ptr(self.meta_ptr(self.layout.row_slot)),
+            Arg::Ptr(self.inv_freq.ptr),
+            Arg::I32(i32::from(fused)),
+            Arg::Ptr(self.k_cache[layer].ptr),
+            Arg::Ptr(self.v_cache[layer].ptr),
             Arg::Ptr(self.a.attn.ptr),
             Arg::Ptr(self.a.part_acc.ptr),
             Arg::Ptr(self.a.part_ml.ptr),
@@ -955,13 +1121,25 @@ impl Backend for CudaBackend {
             Arg::I32(chunk as i32),
             Arg::F32(1.0 / (c.head_dim as f32).sqrt()),
         ];
+        let kern = if kw > 1 {
+            attention_kw_kernel(c.head_dim)?
+        } else {
+            Kernel::AttnDecodeBf16
+        };
+        // The fused append also writes the new K and V rows and reads their qkv row.
+        let (bytes, flops) = if fused {
+            let (rb, rf) = self.rope_cost(rows);
+            (bytes + rb, flops + rf)
+        } else {
+            (bytes, flops)
+        };
         self.kernel(
-            Kernel::AttnDecodeBf16,
-            "attention",
+            kern,
+            if fused { "rope_attention" } else { "attention" },
             layer as i32,
             "attention",
             (c.heads.div_ceil(4) as u32, rows as u32, splits as u32),
-            128,
+            128 * kw as u32,
             bytes,
             flops,
             &args,
@@ -997,16 +1175,26 @@ impl Backend for CudaBackend {
     fn argmax(&mut self, rows: usize) -> Result<()> {
         let v = self.cfg.vocab;
         let (l, s) = (self.a.logits.ptr, self.a.sampled.ptr);
+        let slices = v
+            .div_ceil(ARGMAX_THREADS as usize * ARGMAX_PER_THREAD)
+            .clamp(1, ARGMAX_MAX_SLICES);
         self.kernel(
             Kernel::ArgmaxF32,
             "argmax",
             -1,
             "sampling",
-            (rows as u32, 1, 1),
-            1024,
+            (rows as u32, slices as u32, 1),
+            ARGMAX_THREADS,
             (rows * v * 4) as u64,
             (rows * v) as u64,
-            &[Arg::Ptr(l), Arg::I32(v as i32), Arg::Ptr(s)],
+            &[
+                Arg::Ptr(l),
+                Arg::I32(v as i32),
+                Arg::Ptr(s),
+                Arg::Ptr(self.a.argmax_v.ptr),
+                Arg::Ptr(self.a.argmax_i.ptr),
+                Arg::Ptr(self.a.argmax_counters.ptr),
+            ],
         )?;
         // Feed the sampled tokens back as the next step's input, on the device.
         let t = self.a.tokens.ptr;

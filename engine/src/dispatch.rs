@@ -54,6 +54,8 @@ pub struct Levers {
     pub pdl: bool,
     /// Fused decode kernels: RoPE and the KV append run inside the attention kernel (one launch
     /// per layer fewer). Prefill keeps them separate. Results are bit-identical either way.
+    /// (An RMSNorm fused into the batch-1 GEMV's last block was measured and dropped: its serial
+    /// tail cost more than the separate 2 us kernel, docs/BENCHMARKS.md §8.)
     pub fusion: bool,
 }
 

@@ -354,62 +354,6 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                             tol,
                         );
                     }
-                    if rows == 1 {
-                        // Accumulate with the next RMSNorm fused into the last block, twice (the
-                        // ticket must reset): bitwise equal to rms_norm_f32 over the same row.
-                        let base = c.randf(n, 1.0);
-                        let nw: Vec<f32> = c.randf(n, 0.1).iter().map(|v| 1.0 + v).collect();
-                        let (yb, nwb) = (c.up(&base)?, c.up(&nw)?);
-                        let (xn, xn_ref) = (c.poisoned(n * 2)?, c.poisoned(n * 2)?);
-                        let counter = c.up(&[0i32])?;
-                        for pass in 0..2 {
-                            let ptrs = LinearPtrs {
-                                w: wv.ptr,
-                                x: xb.ptr,
-                                y: yb.ptr,
-                                norm_w: nwb.ptr,
-                                norm_out: xn.ptr,
-                                norm_counter: counter.ptr,
-                                norm_eps: 1e-5,
-                                ..LinearPtrs::default()
-                            };
-                            let kern = Kernel::GemvBf16B1;
-                            dev.launch(
-                                kern,
-                                (n.div_ceil(4).min(97) as u32, 1, 1),
-                                launch_block(kern),
-                                &linear::vector_args(kern, &ptrs, n, k, 1, 1),
-                            )?;
-                            dev.launch(
-                                Kernel::RmsNormF32,
-                                (1, 1, 1),
-                                256,
-                                &[
-                                    Arg::Ptr(yb.ptr),
-                                    Arg::Ptr(nwb.ptr),
-                                    Arg::Ptr(xn_ref.ptr),
-                                    Arg::I32(n as i32),
-                                    Arg::F32(1e-5),
-                                ],
-                            )?;
-                            let y = c.read_f32(&yb, n)?;
-                            let (got, sep) = (c.read_bf16(&xn, n)?, c.read_bf16(&xn_ref, n)?);
-                            c.check(
-                                format!(
-                                    "{name} {n}x{k} accumulate + fused rms_norm pass {pass} vs CPU"
-                                ),
-                                &got,
-                                &ops::rms_norm(&y, &nw, n, 1e-5),
-                                TOL_BF16,
-                            );
-                            c.check(
-                                format!("{name} {n}x{k} fused rms_norm pass {pass} vs rms_norm_f32 (bitwise)"),
-                                &got,
-                                &sep,
-                                0.0,
-                            );
-                        }
-                    }
                 } else {
                     let blocks = rows * k / QK;
                     let (qx, dx, sx) = (

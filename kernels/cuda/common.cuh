@@ -70,37 +70,6 @@ __device__ __forceinline__ int dp4a_us(unsigned int a, int b, int c) {
     return d;
 }
 
-// RMSNorm of one f32 row by the calling block: out = bf16(x * rsqrt(mean(x^2) + eps) * w).
-// The sum runs in a fixed order for a given blockDim (a multiple of 32), so rms_norm_f32 and the
-// norm fused into the batch-1 GEMV's last block, both at RMS_THREADS, give the same bits. Reads
-// go through L2 (the fused caller reads what other blocks just wrote).
-#define RMS_THREADS 256
-__device__ __forceinline__ void rms_norm_row(const float* x, const float* __restrict__ w, bf16_t* __restrict__ out,
-                                             int n, float eps) {
-    __shared__ float partial[32];
-    __shared__ float total;
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const float v = __ldcg(x + i);
-        ss = fmaf(v, v, ss);
-    }
-    ss = warp_sum(ss);
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (lane == 0) partial[warp] = ss;
-    __syncthreads();
-    if (warp == 0) {
-        const int nw = (blockDim.x + 31) >> 5;
-        float v = lane < nw ? partial[lane] : 0.0f;
-        v = warp_sum(v);
-        if (lane == 0) total = v;
-    }
-    __syncthreads();
-    const float scale = rsqrtf(total / (float)n + eps);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        out[i] = f32_to_bf16(__fmul_rn(__fmul_rn(__ldcg(x + i), scale), w[i]));
-    }
-}
-
 // rotate_half RoPE of one (x0, x1) pair at angle pos * inv_freq, each product and sum rounded
 // on its own (no FMA contraction): the unfused rope kernel and the rope fused into decode
 // attention give the same bits, and the f32 CPU reference computes the same operations.

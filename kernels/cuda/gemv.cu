@@ -103,9 +103,7 @@ __device__ __forceinline__ void gemv_impl(const bf16_t* __restrict__ W, const bf
 template <int R>
 __device__ __forceinline__ void gemv_b1_impl(const bf16_t* __restrict__ W, const bf16_t* __restrict__ x,
                                              float* __restrict__ y, bf16_t* __restrict__ yh,
-                                             const float* __restrict__ bias, int n_out, int K, int mode,
-                                             const float* __restrict__ norm_w, bf16_t* __restrict__ norm_out,
-                                             int* __restrict__ counter, float eps) {
+                                             const float* __restrict__ bias, int n_out, int K, int mode) {
     __shared__ float red[GEMV_B1_WARPS][GEMV_B1_T * R];
     pdl_enter();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -179,41 +177,21 @@ __device__ __forceinline__ void gemv_b1_impl(const bf16_t* __restrict__ W, const
         }
         __syncthreads();
     }
-    if (norm_w == 0) return;
-    // Fused RMSNorm of the finished row y (the residual this GEMV accumulated into): the last
-    // block to finish normalises it into norm_out with rms_norm_f32's own code and resets the
-    // ticket. Needs blockDim == RMS_THREADS for the same bits as the separate kernel.
-    __shared__ int last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const int ticket = atomicAdd(counter, 1);
-        last = ticket == gridDim.x - 1;
-        if (last) *counter = 0;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    rms_norm_row(y, norm_w, norm_out, n_out, eps);
 }
 
 // block = 32 * GEMV_B1_WARPS (256); any grid.x, ideally the resident capacity. One entry per
 // output shape (plain rows, or gate/up pairs for SwiGLU), each with its own registers.
-// With norm_w set (OUT_ACCUMULATE only), the next RMSNorm is fused in: see gemv_b1_impl.
 extern "C" __global__ void __launch_bounds__(256) gemv_bf16_b1(const bf16_t* __restrict__ W, const bf16_t* __restrict__ x,
                                                               float* __restrict__ y, bf16_t* __restrict__ yh,
-                                                              const float* __restrict__ bias, int n_out, int K, int mode,
-                                                              const float* __restrict__ norm_w,
-                                                              bf16_t* __restrict__ norm_out, int* __restrict__ counter,
-                                                              float eps) {
-    gemv_b1_impl<1>(W, x, y, yh, bias, n_out, K, mode, norm_w, norm_out, counter, eps);
+                                                              const float* __restrict__ bias, int n_out, int K, int mode) {
+    gemv_b1_impl<1>(W, x, y, yh, bias, n_out, K, mode);
 }
 
 extern "C" __global__ void __launch_bounds__(256) gemv_bf16_b1_swiglu(const bf16_t* __restrict__ W,
                                                                      const bf16_t* __restrict__ x, float* __restrict__ y,
                                                                      bf16_t* __restrict__ yh, const float* __restrict__ bias,
                                                                      int n_out, int K, int mode) {
-    gemv_b1_impl<2>(W, x, y, yh, bias, n_out, K, mode, 0, 0, 0, 0.0f);
+    gemv_b1_impl<2>(W, x, y, yh, bias, n_out, K, mode);
 }
 
 // W: [n_rows, K] bf16 row-major; x: [nb, K] bf16; mode OUT_*; for OUT_SWIGLU n_out = n_rows / 2

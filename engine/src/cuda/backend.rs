@@ -30,8 +30,8 @@ pub struct Capacity {
 
 /// Granularity of a split-K attention chunk (positions).
 const ATT_CHUNK: usize = 16;
-/// Block size of rms_norm_f32 and of the GEMV that fuses it (RMS_THREADS in common.cuh): the
-/// same block size gives the same summation order, so fused and separate norms agree bitwise.
+/// Block size of rms_norm_f32 (RMS_THREADS in common.cuh): 256 threads with every float4 load
+/// in flight at once (a 1024-thread block took 3.8 us per 4096-wide row on the H200, this 2.1).
 const RMS_THREADS: u32 = 256;
 /// Argmax: threads per block, and at most this many blocks per logits row, each taking a slice
 /// of about ARGMAX_PER_THREAD values per thread.
@@ -58,8 +58,6 @@ struct Acts {
     part_ml: DevBuf,
     /// Split-completion tickets of the fused attention reduction (zero between launches).
     att_counters: DevBuf,
-    /// Completion ticket of the RMSNorm fused into the batch-1 GEMV (zero between launches).
-    norm_counter: DevBuf,
     /// Slice winners and completion tickets of the multi-block argmax (tickets zero between
     /// launches).
     argmax_v: DevBuf,
@@ -111,9 +109,6 @@ pub struct CudaBackend {
     attended: usize,
     logit_rows: usize,
     prefill: bool,
-    /// The RMSNorm the last linear launch already computed in its epilogue (fusion lever):
-    /// the matching rms_norm call launches nothing.
-    norm_fused: Option<Norm>,
     pub rec: Recorder,
     graphs: HashMap<(usize, usize, Timing), GraphEntry>,
     parity: usize,
@@ -182,7 +177,6 @@ impl CudaBackend {
             part_acc: DevBuf::alloc(s * cfg.heads * max_splits * cfg.head_dim * f32b)?,
             part_ml: DevBuf::alloc(s * cfg.heads * max_splits * 2 * f32b)?,
             att_counters: DevBuf::upload(&vec![0i32; s * cfg.heads.div_ceil(4)], &stream)?,
-            norm_counter: DevBuf::upload(&[0i32], &stream)?,
             argmax_v: DevBuf::alloc(s * ARGMAX_MAX_SLICES * f32b)?,
             argmax_i: DevBuf::alloc(s * ARGMAX_MAX_SLICES * 4)?,
             argmax_counters: DevBuf::upload(&vec![0i32; s], &stream)?,
@@ -248,7 +242,6 @@ impl CudaBackend {
             attended: 0,
             logit_rows: 0,
             prefill: false,
-            norm_fused: None,
             rec,
             graphs: HashMap::new(),
             parity: 0,
@@ -599,32 +592,6 @@ impl CudaBackend {
         }
     }
 
-    /// The RMSNorm that follows a batch-1 bf16 GEMV accumulating into the residual, which that
-    /// GEMV then computes in its last block (fusion lever): after o_proj the FFN norm, after
-    /// down_proj the next layer's attention norm or the final norm.
-    fn norm_after(
-        &self,
-        which: Linear,
-        path: LinearPath,
-        rows: usize,
-        mode: OutMode,
-    ) -> Option<Norm> {
-        if !self.levers.fusion
-            || rows != 1
-            || path != LinearPath::GemvBf16
-            || mode != OutMode::Accumulate
-            || self.prefill
-        {
-            return None;
-        }
-        match which {
-            Linear::O(l) => Some(Norm::Ffn(l)),
-            Linear::Down(l) if l + 1 < self.cfg.layers => Some(Norm::Attn(l + 1)),
-            Linear::Down(_) => Some(Norm::Final),
-            _ => None,
-        }
-    }
-
     fn norm_weight(&self, norm: Norm) -> u64 {
         match norm {
             Norm::Attn(l) => self.w.layers[l].attn_norm.ptr,
@@ -640,9 +607,11 @@ impl CudaBackend {
     }
 
     /// (key lanes per query head inside a block, splits across blocks) of one attention launch.
-    /// Parallelism first comes from key lanes, combined on chip, while each lane keeps at least
-    /// 32 keys of the capacity; splits, combined through global memory, only beyond that. Both
-    /// depend on the batch and the capacity alone, so every lever setting sums alike.
+    /// Measured on an H200 (docs/BENCHMARKS.md §8): while the unsplit grid would leave most SMs
+    /// idle (batch 1-8 of an 8B model), splits come first, up to eight blocks per SM, and key
+    /// lanes only for splits of more than 128 keys; beyond that, key lanes (combined on chip) up to about eight warps per SM,
+    /// each keeping at least 32 keys of the capacity. Both depend on the batch and the capacity
+    /// alone, so every lever setting sums alike.
     fn attention_shape(&self, rows: usize) -> (usize, usize) {
         if self.prefill {
             return (1, 1);
@@ -650,22 +619,20 @@ impl CudaBackend {
         if let Some((kw, splits)) = self.att_shape_override {
             return (kw, splits.clamp(1, self.max_splits));
         }
+        let sms = self.dev.info.sm_count as usize;
         let base = self.cfg.heads.div_ceil(4) * rows;
-        let want = (8 * self.dev.info.sm_count as usize)
-            .div_ceil(base.max(1))
-            .max(1);
         let lane_cap = if self.cfg.head_dim > 128 { 4 } else { 8 };
-        let by_ctx = (self.kv.max_ctx / 32).max(1);
-        let kw = want
-            .next_power_of_two()
-            .min(lane_cap)
-            .min(prev_power_of_two(by_ctx));
-        let by_ctx_splits = (self.kv.max_ctx / (kw * 32)).max(1);
-        let splits = want
-            .div_ceil(kw)
-            .min(by_ctx_splits)
-            .clamp(1, self.max_splits);
-        (kw, splits)
+        if 2 * base < sms {
+            let splits = (8 * sms).div_ceil(base).clamp(1, self.max_splits);
+            let chunk = self.kv.max_ctx.div_ceil(splits);
+            let kw = prev_power_of_two(chunk / 64).min(lane_cap);
+            (kw, splits)
+        } else {
+            let kw = prev_power_of_two((8 * sms).div_ceil(base))
+                .min(lane_cap)
+                .min(prev_power_of_two(self.kv.max_ctx / 32));
+            (kw, 1)
+        }
     }
 }
 
@@ -767,10 +734,6 @@ impl Backend for CudaBackend {
     }
 
     fn rms_norm(&mut self, src: Act, norm: Norm, dst: Act, rows: usize) -> Result<()> {
-        if src == Act::X && dst == Act::Xn && self.norm_fused.take() == Some(norm) {
-            return Ok(()); // the previous GEMV's last block wrote it
-        }
-        self.norm_fused = None;
         let h = self.cfg.hidden;
         let w = self.norm_weight(norm);
         let layer = match norm {
@@ -816,8 +779,6 @@ impl Backend for CudaBackend {
             lin.bytes,
         );
         let path = self.levers.dispatch.path(fmt, rows);
-        self.norm_fused = None;
-        let fuse_norm = self.norm_after(which, path, rows, mode);
         let x = self.act(src);
         let layer = which.layer();
         let op = which.op();
@@ -883,22 +844,7 @@ impl Backend for CudaBackend {
                         yh: at(yh, n_out * 2),
                         ..ptrs
                     };
-                    let (ptrs, norm_bytes) = match fuse_norm {
-                        Some(norm) if kern == Kernel::GemvBf16B1 => {
-                            self.norm_fused = Some(norm);
-                            let p = LinearPtrs {
-                                norm_w: self.norm_weight(norm),
-                                norm_out: self.a.xn.ptr,
-                                norm_counter: self.a.norm_counter.ptr,
-                                norm_eps: self.cfg.rms_eps,
-                                ..ptrs
-                            };
-                            (p, (n_out * 6 + n_out * 4) as u64)
-                        }
-                        _ => (ptrs, 0),
-                    };
-                    let bytes = norm_bytes
-                        + wbytes
+                    let bytes = wbytes
                         + (nb * k) as u64 * if quant { 1 } else { 2 }
                         + (nb * n_out * out_elem) as u64;
                     let flops = 2 * (n * k * nb) as u64;

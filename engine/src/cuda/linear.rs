@@ -45,12 +45,6 @@ pub struct LinearPtrs {
     /// bf16 output of the SwiGLU epilogue, or 0.
     pub yh: u64,
     pub bias: u64,
-    /// The batch-1 bf16 GEMV in accumulate mode can end with the next RMSNorm of the row it
-    /// accumulated into: its weights, the bf16 output, a zeroed ticket and eps (0 = not fused).
-    pub norm_w: u64,
-    pub norm_out: u64,
-    pub norm_counter: u64,
-    pub norm_eps: f32,
 }
 
 /// Arguments of a GEMV or MMVQ entry (`vector_kernel`).
@@ -69,21 +63,7 @@ pub fn vector_args(
     );
     let (y, yh, bias) = (Arg::Ptr(p.y), Arg::Ptr(p.yh), Arg::Ptr(p.bias));
     match kernel {
-        Kernel::GemvBf16B1 => vec![
-            Arg::Ptr(p.w),
-            Arg::Ptr(p.x),
-            y,
-            yh,
-            bias,
-            n_out,
-            k,
-            Arg::I32(mode),
-            Arg::Ptr(p.norm_w),
-            Arg::Ptr(p.norm_out),
-            Arg::Ptr(p.norm_counter),
-            Arg::F32(p.norm_eps),
-        ],
-        Kernel::GemvBf16B1Swiglu => vec![
+        Kernel::GemvBf16B1 | Kernel::GemvBf16B1Swiglu => vec![
             Arg::Ptr(p.w),
             Arg::Ptr(p.x),
             y,

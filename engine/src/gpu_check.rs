@@ -354,6 +354,78 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                             tol,
                         );
                     }
+                    if rows == 1 && k <= linear::GEMV_NORM_MAX {
+                        // The entries with the input RMSNorm fused in: bitwise equal to
+                        // rms_norm_f32 followed by the plain entry, and close to the CPU.
+                        let resid = c.randf(k, 2.0);
+                        let nw: Vec<f32> = c.randf(k, 0.1).iter().map(|v| 1.0 + v).collect();
+                        let (rb, nwb, xn) = (c.up(&resid)?, c.up(&nw)?, c.poisoned(k * 2)?);
+                        dev.launch(
+                            Kernel::RmsNormF32,
+                            (1, 1, 1),
+                            256,
+                            &[
+                                Arg::Ptr(rb.ptr),
+                                Arg::Ptr(nwb.ptr),
+                                Arg::Ptr(xn.ptr),
+                                Arg::I32(k as i32),
+                                Arg::F32(1e-5),
+                            ],
+                        )?;
+                        let xn_cpu = ops::rms_norm(&resid, &nw, k, 1e-5);
+                        let want_n = ops::linear(&m, &xn_cpu, 1);
+                        for mode in [0, 2] {
+                            let n_out = if mode == 2 { n / 2 } else { n };
+                            let plain = linear::vector_kernel(fmt, 1, mode == 2);
+                            let Some(fused) = linear::norm_kernel(plain) else {
+                                continue;
+                            };
+                            let mut outs = Vec::new();
+                            for (kern, norm) in [(plain, false), (fused, true)] {
+                                let yb = c.poisoned(n_out * 4)?;
+                                let yh = c.poisoned(n_out * 2)?;
+                                let (y, h) = if mode == 2 { (0, yh.ptr) } else { (yb.ptr, 0) };
+                                let ptrs = LinearPtrs {
+                                    w: wv.ptr,
+                                    x: if norm { 0 } else { xn.ptr },
+                                    y,
+                                    yh: h,
+                                    norm_x: if norm { rb.ptr } else { 0 },
+                                    norm_w: if norm { nwb.ptr } else { 0 },
+                                    norm_eps: 1e-5,
+                                    ..LinearPtrs::default()
+                                };
+                                dev.launch(
+                                    kern,
+                                    (n_out.div_ceil(4).min(97) as u32, 1, 1),
+                                    launch_block(kern),
+                                    &linear::vector_args(kern, &ptrs, n_out, k, 1, mode),
+                                )?;
+                                outs.push(if mode == 2 {
+                                    c.read_bf16(&yh, n_out)?
+                                } else {
+                                    c.read_f32(&yb, n_out)?
+                                });
+                            }
+                            let exp = if mode == 2 {
+                                ops::swiglu(&want_n)
+                            } else {
+                                want_n.clone()
+                            };
+                            c.check(
+                                format!("{name} {n}x{k} fused rms_norm mode={mode} vs CPU"),
+                                &outs[1],
+                                &exp,
+                                TOL_BF16,
+                            );
+                            c.check(
+                                format!("{name} {n}x{k} fused rms_norm mode={mode} vs rms_norm_f32 + GEMV (bitwise)"),
+                                &outs[1],
+                                &outs[0],
+                                0.0,
+                            );
+                        }
+                    }
                 } else {
                     let blocks = rows * k / QK;
                     let (qx, dx, sx) = (

@@ -9,7 +9,6 @@
 
 #define ATT_THREADS 128
 #define ATT_WARPS (ATT_THREADS / 32)
-#define ATT_U 8
 #define ATT_MAX_TABLE 1024
 #define ATT_MAX_KW 8
 
@@ -34,7 +33,8 @@ __device__ __forceinline__ unsigned int pack_bf16(float lo, float hi) {
 
 // One warp per (row, query head, split, key lane). Lane l holds head dims [l * EPL, (l + 1) * EPL)
 // of q (pre-scaled) and of the output accumulator; the warp takes keys ATT_U at a time with all
-// their K and V loads in flight, key groups start + (kw + KW * j) * ATT_U for j = 0, 1, ...; the
+// their K and V loads in flight (16, or 8 where registers are short: hd 256 and the key-lane
+// kernels), key groups start + (kw + KW * j) * ATT_U for j = 0, 1, ...; the
 // row's block table sits in shared memory, so no key waits on a dependent global load. Query
 // heads of one block share a KV head (GQA) and so its rows in L1.
 //
@@ -42,7 +42,7 @@ __device__ __forceinline__ unsigned int pack_bf16(float lo, float hi) {
 // row): q and the row's own k are rotated in registers (the partner of dim d < hd/2 is held by
 // lane ^ 16), the position len - 1 uses that k and v instead of the cache, and the caller writes
 // them to the cache. The operations are those of rope_kv_append_f32, so the bits are the same.
-template <int EPL>
+template <int EPL, int ATT_U>
 __device__ __forceinline__ void attn_impl(
     const float* __restrict__ qkv, int q_stride, const bf16_t* __restrict__ k_cache,
     const bf16_t* __restrict__ v_cache, const int* __restrict__ table_s, int block_size, int row, int qh,
@@ -137,7 +137,7 @@ __device__ __forceinline__ void attn_impl(
 
 // Shared body of the decode kernels, for EPL = hd / 32. blockDim = ATT_THREADS * KW: warp w serves query head slot
 // w % ATT_WARPS with key lane w / ATT_WARPS; KW > 1 needs the combine buffers `cm` / `ca`.
-template <int EPL>
+template <int EPL, int U>
 __device__ __forceinline__ void attn_decode_body(
     const float* __restrict__ qkv, int q_stride, const bf16_t* __restrict__ k_cache, const bf16_t* __restrict__ v_cache,
     const int* __restrict__ block_table, int max_blocks, int block_size, const int* __restrict__ row_seq,
@@ -165,7 +165,7 @@ __device__ __forceinline__ void attn_decode_body(
     float acc[8];
     unsigned int kcur[EPL / 2], vcur[EPL / 2];
     float m, l;
-    attn_impl<EPL>(qkv, q_stride, k_cache, v_cache, table_s, block_size, row, qh, active, len, start, end, nq,
+    attn_impl<EPL, U>(qkv, q_stride, k_cache, v_cache, table_s, block_size, row, qh, active, len, start, end, nq,
                    nkv, hd, scale, kw, KW, inv_freq, rope, kcur, vcur, acc, m, l);
     // The fused KV append: one warp per KV head (the group's first query head, split 0, key
     // lane 0) writes the row's rotated k and its v to the cache.
@@ -316,15 +316,15 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_decode_bf16(
     int hd, int chunk, float scale) {
     __shared__ int table_s[ATT_MAX_TABLE];
     if (hd == 256) {
-        attn_decode_body<8>(qkv, q_stride, k_cache, v_cache, block_table, max_blocks, block_size, row_seq, row_pos,
+        attn_decode_body<8, 8>(qkv, q_stride, k_cache, v_cache, block_table, max_blocks, block_size, row_seq, row_pos,
             row_slot, inv_freq, rope_fused, wk_cache, wv_cache, out, part_acc, part_ml, counters, nq, nkv, hd, chunk,
             scale, table_s, 0, 0);
     } else if (hd == 128) {
-        attn_decode_body<4>(qkv, q_stride, k_cache, v_cache, block_table, max_blocks, block_size, row_seq, row_pos,
+        attn_decode_body<4, 16>(qkv, q_stride, k_cache, v_cache, block_table, max_blocks, block_size, row_seq, row_pos,
             row_slot, inv_freq, rope_fused, wk_cache, wv_cache, out, part_acc, part_ml, counters, nq, nkv, hd, chunk,
             scale, table_s, 0, 0);
     } else {
-        attn_decode_body<2>(qkv, q_stride, k_cache, v_cache, block_table, max_blocks, block_size, row_seq, row_pos,
+        attn_decode_body<2, 16>(qkv, q_stride, k_cache, v_cache, block_table, max_blocks, block_size, row_seq, row_pos,
             row_slot, inv_freq, rope_fused, wk_cache, wv_cache, out, part_acc, part_ml, counters, nq, nkv, hd, chunk,
             scale, table_s, 0, 0);
     }
@@ -345,7 +345,7 @@ __device__ __forceinline__ void attn_decode_kw(
     __shared__ int table_s[ATT_MAX_TABLE];
     __shared__ float cm[ATT_MAX_KW * ATT_WARPS * 2];
     __shared__ float ca[(MAXT / 32) * EPL * 32];
-    attn_decode_body<EPL>(qkv, q_stride, k_cache, v_cache, block_table, max_blocks, block_size, row_seq, row_pos, row_slot,
+    attn_decode_body<EPL, 8>(qkv, q_stride, k_cache, v_cache, block_table, max_blocks, block_size, row_seq, row_pos, row_slot,
         inv_freq, rope_fused, wk_cache, wv_cache, out, part_acc, part_ml, counters, nq, nkv, hd, chunk, scale,
         table_s, cm, ca);
 }

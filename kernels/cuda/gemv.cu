@@ -100,12 +100,19 @@ __device__ __forceinline__ void gemv_impl(const bf16_t* __restrict__ W, const bf
 #define GEMV_B1_WARPS 8
 #define GEMV_B1_T 4
 
-template <int R>
-__device__ __forceinline__ void gemv_b1_impl(const bf16_t* __restrict__ W, const bf16_t* __restrict__ x,
+template <int R, bool NORM>
+__device__ __forceinline__ void gemv_b1_impl(const bf16_t* __restrict__ W, const bf16_t* __restrict__ xg,
                                              float* __restrict__ y, bf16_t* __restrict__ yh,
-                                             const float* __restrict__ bias, int n_out, int K, int mode) {
+                                             const float* __restrict__ bias, int n_out, int K, int mode,
+                                             const float* __restrict__ norm_x, const float* __restrict__ norm_w,
+                                             float eps, bf16_t* xs) {
     __shared__ float red[GEMV_B1_WARPS][GEMV_B1_T * R];
     pdl_enter();
+    if (NORM) {
+        rms_norm_row(norm_x, norm_w, xs, K, eps);
+        __syncthreads();
+    }
+    const bf16_t* __restrict__ x = NORM ? xs : xg;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int seg = ((K / 8 + GEMV_B1_WARPS - 1) / GEMV_B1_WARPS) * 8;  // elements per warp
     const int k_begin = warp * seg;
@@ -179,19 +186,44 @@ __device__ __forceinline__ void gemv_b1_impl(const bf16_t* __restrict__ W, const
     }
 }
 
-// block = 32 * GEMV_B1_WARPS (256); any grid.x, ideally the resident capacity. One entry per
-// output shape (plain rows, or gate/up pairs for SwiGLU), each with its own registers.
+// block = 32 * GEMV_B1_WARPS (256 = RMS_THREADS); any grid.x, ideally the resident capacity. One
+// entry per output shape (plain rows, or gate/up pairs for SwiGLU), each with its own registers.
 extern "C" __global__ void __launch_bounds__(256) gemv_bf16_b1(const bf16_t* __restrict__ W, const bf16_t* __restrict__ x,
                                                               float* __restrict__ y, bf16_t* __restrict__ yh,
                                                               const float* __restrict__ bias, int n_out, int K, int mode) {
-    gemv_b1_impl<1>(W, x, y, yh, bias, n_out, K, mode);
+    gemv_b1_impl<1, false>(W, x, y, yh, bias, n_out, K, mode, 0, 0, 0.0f, 0);
 }
 
 extern "C" __global__ void __launch_bounds__(256) gemv_bf16_b1_swiglu(const bf16_t* __restrict__ W,
                                                                      const bf16_t* __restrict__ x, float* __restrict__ y,
                                                                      bf16_t* __restrict__ yh, const float* __restrict__ bias,
                                                                      int n_out, int K, int mode) {
-    gemv_b1_impl<2>(W, x, y, yh, bias, n_out, K, mode);
+    gemv_b1_impl<2, false>(W, x, y, yh, bias, n_out, K, mode, 0, 0, 0.0f, 0);
+}
+
+// The same with the preceding RMSNorm fused in: x is not an argument; every block computes
+// rms_norm(norm_x, norm_w) itself into shared memory (K <= GEMV_NORM_MAX) with rms_norm_f32's
+// code and block size, so the bits are those of the separate kernel, one launch fewer per norm.
+#define GEMV_NORM_MAX 8192
+
+extern "C" __global__ void __launch_bounds__(256) gemv_bf16_b1_norm(const bf16_t* __restrict__ W,
+                                                                   const float* __restrict__ norm_x,
+                                                                   const float* __restrict__ norm_w, float eps,
+                                                                   float* __restrict__ y, bf16_t* __restrict__ yh,
+                                                                   const float* __restrict__ bias, int n_out, int K,
+                                                                   int mode) {
+    __shared__ __align__(16) bf16_t xs[GEMV_NORM_MAX];
+    gemv_b1_impl<1, true>(W, 0, y, yh, bias, n_out, K, mode, norm_x, norm_w, eps, xs);
+}
+
+extern "C" __global__ void __launch_bounds__(256) gemv_bf16_b1_swiglu_norm(const bf16_t* __restrict__ W,
+                                                                          const float* __restrict__ norm_x,
+                                                                          const float* __restrict__ norm_w, float eps,
+                                                                          float* __restrict__ y, bf16_t* __restrict__ yh,
+                                                                          const float* __restrict__ bias, int n_out,
+                                                                          int K, int mode) {
+    __shared__ __align__(16) bf16_t xs[GEMV_NORM_MAX];
+    gemv_b1_impl<2, true>(W, 0, y, yh, bias, n_out, K, mode, norm_x, norm_w, eps, xs);
 }
 
 // W: [n_rows, K] bf16 row-major; x: [nb, K] bf16; mode OUT_*; for OUT_SWIGLU n_out = n_rows / 2

@@ -55,6 +55,8 @@ pub enum Kernel {
     GemvBf16,
     GemvBf16B1,
     GemvBf16B1Swiglu,
+    GemvBf16B1Norm,
+    GemvBf16B1SwigluNorm,
     QuantizeQ8_1Bf16,
     MmvqQ8_0,
     MmvqQ8_0B1,
@@ -74,7 +76,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 27] = [
+    pub const ALL: [Kernel; 29] = [
         Kernel::GetRowsBf16,
         Kernel::GetRowsF32,
         Kernel::KvGatherBf16,
@@ -86,6 +88,8 @@ impl Kernel {
         Kernel::GemvBf16,
         Kernel::GemvBf16B1,
         Kernel::GemvBf16B1Swiglu,
+        Kernel::GemvBf16B1Norm,
+        Kernel::GemvBf16B1SwigluNorm,
         Kernel::QuantizeQ8_1Bf16,
         Kernel::MmvqQ8_0,
         Kernel::MmvqQ8_0B1,
@@ -118,6 +122,8 @@ impl Kernel {
             Kernel::GemvBf16 => "gemv_bf16",
             Kernel::GemvBf16B1 => "gemv_bf16_b1",
             Kernel::GemvBf16B1Swiglu => "gemv_bf16_b1_swiglu",
+            Kernel::GemvBf16B1Norm => "gemv_bf16_b1_norm",
+            Kernel::GemvBf16B1SwigluNorm => "gemv_bf16_b1_swiglu_norm",
             Kernel::QuantizeQ8_1Bf16 => "quantize_q8_1_bf16",
             Kernel::MmvqQ8_0 => "mmvq_q8_0",
             Kernel::MmvqQ8_0B1 => "mmvq_q8_0_b1",
@@ -154,7 +160,16 @@ pub const MODULES: &[Module] = &[
     module!("norm", [RmsNormF32, HeadRmsNormF32]),
     module!("rope", [RopeKvAppendF32]),
     module!("elementwise", [SwigluF32, AddBiasF32]),
-    module!("gemv", [GemvBf16, GemvBf16B1, GemvBf16B1Swiglu]),
+    module!(
+        "gemv",
+        [
+            GemvBf16,
+            GemvBf16B1,
+            GemvBf16B1Swiglu,
+            GemvBf16B1Norm,
+            GemvBf16B1SwigluNorm
+        ]
+    ),
     module!("quantize", [QuantizeQ8_1Bf16]),
     module!(
         "mmvq",

@@ -109,6 +109,9 @@ pub struct CudaBackend {
     attended: usize,
     logit_rows: usize,
     prefill: bool,
+    /// An RMSNorm (source, which) held back for the next linear to compute in its prologue
+    /// (fusion lever, batch-1 bf16 GEMV); any other op launches it first.
+    pending_norm: Option<(Act, Norm)>,
     pub rec: Recorder,
     graphs: HashMap<(usize, usize, Timing), GraphEntry>,
     parity: usize,
@@ -242,6 +245,7 @@ impl CudaBackend {
             attended: 0,
             logit_rows: 0,
             prefill: false,
+            pending_norm: None,
             rec,
             graphs: HashMap::new(),
             parity: 0,
@@ -600,6 +604,54 @@ impl CudaBackend {
         }
     }
 
+    /// One rms_norm_f32 launch.
+    fn launch_norm(&mut self, src: Act, norm: Norm, dst: Act, rows: usize) -> Result<()> {
+        let h = self.cfg.hidden;
+
+        let w = self.norm_weight(norm);
+        let layer = match norm {
+            Norm::Attn(l) | Norm::Ffn(l) => l as i32,
+            Norm::Final => -1,
+        };
+        let (s, d) = (self.act(src), self.act(dst));
+        let eps = self.cfg.rms_eps;
+        self.kernel(
+            Kernel::RmsNormF32,
+            "rms_norm",
+            layer,
+            "norm",
+            (rows as u32, 1, 1),
+            RMS_THREADS,
+            (rows * h * 6 + h * 4) as u64,
+            (rows * h * 4) as u64,
+            &[
+                Arg::Ptr(s),
+                Arg::Ptr(w),
+                Arg::Ptr(d),
+                Arg::I32(h as i32),
+                Arg::F32(eps),
+            ],
+        )
+    }
+
+    /// Launches a held-back RMSNorm (before any op other than the linear that fuses it).
+    fn flush_norm(&mut self) -> Result<()> {
+        match self.pending_norm.take() {
+            Some((src, norm)) => self.launch_norm(src, norm, Act::Xn, 1),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the linear after an RMSNorm of `rows` rows computes it itself: decode at batch 1
+    /// on the bf16 GEMV with the fusion lever on.
+    fn norm_fusible(&self, rows: usize) -> bool {
+        self.levers.fusion
+            && rows == 1
+            && !self.prefill
+            && self.cfg.hidden <= linear::GEMV_NORM_MAX
+            && self.levers.dispatch.path(self.w_format(), 1) == LinearPath::GemvBf16
+    }
+
     /// RoPE and the KV append run inside attention: decode steps (one new position per
     /// sequence) with the fusion lever on.
     fn fused_rope(&self) -> bool {
@@ -714,10 +766,12 @@ impl Backend for CudaBackend {
         self.attended = batch.pos.iter().map(|&p| p as usize + 1).sum();
         self.logit_rows = batch.logit_rows();
         self.prefill = batch.out_rows.is_some();
+        self.pending_norm = None;
         Ok(())
     }
 
     fn embed(&mut self, rows: usize) -> Result<()> {
+        self.flush_norm()?;
         let h = self.cfg.hidden;
         let (t, e, x) = (self.a.tokens.ptr, self.w.embed.ptr, self.a.x.ptr);
         self.kernel(
@@ -734,31 +788,12 @@ impl Backend for CudaBackend {
     }
 
     fn rms_norm(&mut self, src: Act, norm: Norm, dst: Act, rows: usize) -> Result<()> {
-        let h = self.cfg.hidden;
-        let w = self.norm_weight(norm);
-        let layer = match norm {
-            Norm::Attn(l) | Norm::Ffn(l) => l as i32,
-            Norm::Final => -1,
-        };
-        let (s, d) = (self.act(src), self.act(dst));
-        let eps = self.cfg.rms_eps;
-        self.kernel(
-            Kernel::RmsNormF32,
-            "rms_norm",
-            layer,
-            "norm",
-            (rows as u32, 1, 1),
-            RMS_THREADS,
-            (rows * h * 6 + h * 4) as u64,
-            (rows * h * 4) as u64,
-            &[
-                Arg::Ptr(s),
-                Arg::Ptr(w),
-                Arg::Ptr(d),
-                Arg::I32(h as i32),
-                Arg::F32(eps),
-            ],
-        )
+        self.flush_norm()?;
+        if dst == Act::Xn && self.norm_fusible(rows) {
+            self.pending_norm = Some((src, norm));
+            return Ok(());
+        }
+        self.launch_norm(src, norm, dst, rows)
     }
 
     fn linear(
@@ -779,6 +814,17 @@ impl Backend for CudaBackend {
             lin.bytes,
         );
         let path = self.levers.dispatch.path(fmt, rows);
+        // A held-back RMSNorm into this linear's input: fused into the batch-1 GEMV, else run now.
+        let fused_norm = match self.pending_norm {
+            Some((nsrc, norm)) if src == Act::Xn && rows == 1 && path == LinearPath::GemvBf16 => {
+                self.pending_norm = None;
+                Some((nsrc, norm))
+            }
+            _ => {
+                self.flush_norm()?;
+                None
+            }
+        };
         let x = self.act(src);
         let layer = which.layer();
         let op = which.op();
@@ -844,7 +890,28 @@ impl Backend for CudaBackend {
                         yh: at(yh, n_out * 2),
                         ..ptrs
                     };
-                    let bytes = wbytes
+                    let (kern, ptrs, norm_bytes) = match (fused_norm, linear::norm_kernel(kern)) {
+                        (Some((nsrc, norm)), Some(nk)) => (
+                            nk,
+                            LinearPtrs {
+                                norm_x: self.act(nsrc),
+                                norm_w: self.norm_weight(norm),
+                                norm_eps: self.cfg.rms_eps,
+                                ..ptrs
+                            },
+                            (k * 8) as u64,
+                        ),
+                        (Some((nsrc, norm)), None) => {
+                            self.launch_norm(nsrc, norm, Act::Xn, rows)?;
+                            (kern, ptrs, 0)
+                        }
+                        (None, _) => (kern, ptrs, 0),
+                    };
+                    // Resident capacity of the entry actually launched (the fused-norm entries
+                    // have their own registers and shared memory).
+                    let grid = (self.dev.stride_grid(kern, n_out, 4), grid.1, grid.2);
+                    let bytes = norm_bytes
+                        + wbytes
                         + (nb * k) as u64 * if quant { 1 } else { 2 }
                         + (nb * n_out * out_elem) as u64;
                     let flops = 2 * (n * k * nb) as u64;
@@ -917,6 +984,7 @@ impl Backend for CudaBackend {
     }
 
     fn head_norm(&mut self, layer: usize, rows: usize) -> Result<()> {
+        self.flush_norm()?;
         let lw = &self.w.layers[layer];
         let (Some(q), Some(k)) = (
             lw.q_norm.as_ref().map(|b| b.ptr),
@@ -960,6 +1028,7 @@ impl Backend for CudaBackend {
     }
 
     fn rope_kv_append(&mut self, layer: usize, rows: usize) -> Result<()> {
+        self.flush_norm()?;
         if self.fused_rope() {
             // attention() applies RoPE and appends K and V in its own launch.
             return Ok(());
@@ -998,6 +1067,7 @@ impl Backend for CudaBackend {
     }
 
     fn attention(&mut self, layer: usize, rows: usize) -> Result<()> {
+        self.flush_norm()?;
         let c = self.cfg.clone();
         let kv_row_bytes = c.kv_dim() * 2;
         let s = self.cap.max_seqs;
@@ -1094,6 +1164,7 @@ impl Backend for CudaBackend {
     }
 
     fn gather_last(&mut self, n: usize) -> Result<()> {
+        self.flush_norm()?;
         let h = self.cfg.hidden;
         let (x, ids, out) = (
             self.a.x.ptr,
@@ -1119,6 +1190,7 @@ impl Backend for CudaBackend {
     }
 
     fn argmax(&mut self, rows: usize) -> Result<()> {
+        self.flush_norm()?;
         let v = self.cfg.vocab;
         let (l, s) = (self.a.logits.ptr, self.a.sampled.ptr);
         let slices = v

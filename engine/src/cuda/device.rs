@@ -103,7 +103,10 @@ impl Arg {
 /// Threads per block of the grid-stride kernels (the block size their occupancy assumes).
 pub fn launch_block(k: Kernel) -> u32 {
     match k {
-        Kernel::GemvBf16B1 | Kernel::GemvBf16B1Swiglu => 256,
+        Kernel::GemvBf16B1
+        | Kernel::GemvBf16B1Swiglu
+        | Kernel::GemvBf16B1Norm
+        | Kernel::GemvBf16B1SwigluNorm => 256,
         _ => 128,
     }
 }

@@ -45,7 +45,24 @@ pub struct LinearPtrs {
     /// bf16 output of the SwiGLU epilogue, or 0.
     pub yh: u64,
     pub bias: u64,
+    /// The batch-1 bf16 GEMV's fused RMSNorm (`norm_kernel`): the f32 rows it normalises
+    /// instead of reading `x`, the norm weights and eps.
+    pub norm_x: u64,
+    pub norm_w: u64,
+    pub norm_eps: f32,
 }
+
+/// The batch-1 bf16 GEMV entry that computes its own input RMSNorm, if `kernel` has one.
+pub fn norm_kernel(kernel: Kernel) -> Option<Kernel> {
+    match kernel {
+        Kernel::GemvBf16B1 => Some(Kernel::GemvBf16B1Norm),
+        Kernel::GemvBf16B1Swiglu => Some(Kernel::GemvBf16B1SwigluNorm),
+        _ => None,
+    }
+}
+
+/// Widest row the fused-norm GEMV keeps in shared memory (GEMV_NORM_MAX in gemv.cu).
+pub const GEMV_NORM_MAX: usize = 8192;
 
 /// Arguments of a GEMV or MMVQ entry (`vector_kernel`).
 pub fn vector_args(
@@ -66,6 +83,18 @@ pub fn vector_args(
         Kernel::GemvBf16B1 | Kernel::GemvBf16B1Swiglu => vec![
             Arg::Ptr(p.w),
             Arg::Ptr(p.x),
+            y,
+            yh,
+            bias,
+            n_out,
+            k,
+            Arg::I32(mode),
+        ],
+        Kernel::GemvBf16B1Norm | Kernel::GemvBf16B1SwigluNorm => vec![
+            Arg::Ptr(p.w),
+            Arg::Ptr(p.norm_x),
+            Arg::Ptr(p.norm_w),
+            Arg::F32(p.norm_eps),
             y,
             yh,
             bias,

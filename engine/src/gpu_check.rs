@@ -377,7 +377,7 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                         for mode in [0, 2] {
                             let n_out = if mode == 2 { n / 2 } else { n };
                             let plain = linear::vector_kernel(fmt, 1, mode == 2);
-                            let Some(fused) = linear::norm_kernel(plain) else {
+                            let Some(fused) = linear::norm_kernel_any(plain) else {
                                 continue;
                             };
                             let mut outs = Vec::new();

@@ -642,10 +642,12 @@ impl CudaBackend {
         }
     }
 
-    /// Whether the linear after an RMSNorm of `rows` rows computes it itself: decode at batch 1
-    /// on the bf16 GEMV with the fusion lever on.
-    fn norm_fusible(&self, rows: usize) -> bool {
-        self.levers.fusion
+    /// Whether the linear after this RMSNorm computes it itself: the attention and final norms
+    /// (into q|k|v and the LM head) at decode batch 1 on the bf16 GEMV with the fusion lever on.
+    /// (The FFN norm stays separate: see `linear::norm_kernel`.)
+    fn norm_fusible(&self, norm: Norm, rows: usize) -> bool {
+        matches!(norm, Norm::Attn(_) | Norm::Final)
+            && self.levers.fusion
             && rows == 1
             && !self.prefill
             && self.cfg.hidden <= linear::GEMV_NORM_MAX
@@ -789,7 +791,7 @@ impl Backend for CudaBackend {
 
     fn rms_norm(&mut self, src: Act, norm: Norm, dst: Act, rows: usize) -> Result<()> {
         self.flush_norm()?;
-        if dst == Act::Xn && self.norm_fusible(rows) {
+        if dst == Act::Xn && self.norm_fusible(norm, rows) {
             self.pending_norm = Some((src, norm));
             return Ok(());
         }

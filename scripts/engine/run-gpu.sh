@@ -7,9 +7,11 @@
 #   selftest  kernels and whole-model logits vs the CPU reference, fresh seed
 #   gputests  the ignored GPU tests
 #   kbench    single kernels (base and new when the base binary is there)
-#   b1        Llama-3-8B bf16 batch 1, timing off: new with PDL, new --no-pdl, base, alternated
+#   b1        Llama-3-8B bf16 batch 1, timing off: new, new --no-pdl, new --no-fusion, base, alternated
 #   levers    greedy md5 over every lever setting (Llama-3.2-1B bf16 and Q8_0, Qwen3-0.6B Q4_0)
 #   sweep     npl 1..128 for 8B bf16 and Q8_0, then HF transformers eager, same call
+#   hflogits  tiny random Llama/Qwen3/Qwen2 built and run by HF transformers (bf16 eager), the
+#             engine's teacher-forced logits compared (strict top-1, and with exact HF ties counted)
 # Results go to $OUT (or ./gpu-out); the console summary is the last thing printed.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
@@ -17,7 +19,7 @@ mkdir -p "$OUT"
 export LD_LIBRARY_PATH=/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
 E=.device/gapscope-engine
 B=.device/gapscope-engine-base
-STEPS=${STEPS:-selftest,gputests,kbench,b1,levers,sweep}
+STEPS=${STEPS:-selftest,gputests,kbench,b1,levers,sweep,hflogits}
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
 log="$OUT/run.log"
 say() { echo "$@" | tee -a "$log"; }
@@ -46,6 +48,8 @@ if has b1; then
     $E "${common[@]}" --json "$OUT/b1-new-$round.json" 2>&1 | grep -E "^ +1 |copy|TPOT" | tee -a "$log"
     say "== b1 round $round: new --no-pdl"
     $E "${common[@]}" --no-pdl --json "$OUT/b1-nopdl-$round.json" 2>&1 | grep -E "^ +1 |copy|TPOT" | tee -a "$log"
+    say "== b1 round $round: new --no-fusion"
+    $E "${common[@]}" --no-fusion --json "$OUT/b1-nofusion-$round.json" 2>&1 | grep -E "^ +1 |copy|TPOT" | tee -a "$log"
     if [ -x "$B" ]; then
       say "== b1 round $round: base"
       $B "${common[@]}" --json "$OUT/b1-base-$round.json" 2>&1 | grep -E "^ +1 |copy|TPOT" | tee -a "$log"
@@ -70,6 +74,20 @@ if has sweep; then
     python3 scripts/engine/hf_bench.py --config models/llama-3-8b.json --npl ${NPL:-1,8,16,32,64,128} --npp 128 --ntg 128 --reps 3 --warmup 1 \
       --json "$OUT/hf_bench.json" 2>&1 | tail -n 12 | tee -a "$log"
   fi
+fi
+if has hflogits; then
+  D=$(mktemp -d)
+  say "== HF tiny models vs the engine"
+  python3 scripts/engine/hf_tiny_models.py --out "$D" > "$OUT/hf_tiny.log" 2>&1
+  say "hf_tiny_models.py rc=$?"
+  for m in tiny-llama tiny-qwen3 tiny-qwen2; do
+    [ -d "$D/$m" ] || continue
+    $E logits --model "$D/$m" --tokens "$D/$m/tokens.json" --out "$D/$m/engine.f32" 2>&1 | tail -n 1 | tee -a "$log"
+    cp "$D/$m/hf_meta.json" "$OUT/$m-hf_meta.json"
+    python3 scripts/engine/compare_logits.py "$D/$m" --engine "$D/$m/engine.f32" --json "$OUT/$m-cmp.json" 2>&1 | tee -a "$log"
+    python3 scripts/engine/compare_logits.py "$D/$m" --engine "$D/$m/engine.f32" --tie-tol 0 --json "$OUT/$m-cmp-tie.json" 2>&1 | tee -a "$log"
+  done
+  rm -rf "$D"
 fi
 # The device tool brings back at most 8 files: pack everything into one archive.
 if [ -n "${PACK:-}" ]; then

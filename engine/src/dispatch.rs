@@ -49,7 +49,7 @@ pub struct Levers {
     pub paged_kv: bool,
     pub dispatch: DispatchPolicy,
     /// Programmatic dependent launch: each kernel may start while the previous one drains (MMQ
-    /// also warms L2 with its weight tile first). sm_90+; off for launches timed with events,
+    /// warms L2 with its weight tile, the batch-1 GEMV loads its first weights, before waiting). sm_90+; off for launches timed with events,
     /// whose event nodes sit between the kernels. Results are bit-identical either way.
     pub pdl: bool,
     /// Fused decode kernels: RoPE and the KV append run inside the attention kernel (one launch

@@ -96,7 +96,9 @@ __device__ __forceinline__ void gemv_impl(const bf16_t* __restrict__ W, const bf
 // K dimension split across its warps (each warp streams a contiguous segment of every row, two
 // chunks deep, all rows' loads in flight), then reduces through shared memory in a fixed order
 // (deterministic). Blocks stride over output tiles. This keeps many rows and many bytes in
-// flight even for the small q|k|v and o projections, where one warp per row starves.
+// flight even for the small q|k|v and o projections, where one warp per row starves. With PDL
+// each block's first weight loads are in flight before it waits for the previous kernel: on an
+// H200 that took Llama-3-8B bf16 batch 1 from 4.229 to 4.165 ms/step (docs/BENCHMARKS.md §8).
 #define GEMV_B1_WARPS 8
 #define GEMV_B1_T 4
 
@@ -107,33 +109,61 @@ __device__ __forceinline__ void gemv_b1_impl(const bf16_t* __restrict__ W, const
                                              const float* __restrict__ norm_x, const float* __restrict__ norm_w,
                                              float eps, bf16_t* xs) {
     __shared__ float red[GEMV_B1_WARPS][GEMV_B1_T * R];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int seg = ((K / 8 + GEMV_B1_WARPS - 1) / GEMV_B1_WARPS) * 8;  // elements per warp
+    const int k_begin = warp * seg;
+    const int k_end = min(K, k_begin + seg);
+    // The first tile's first K step is loaded before the PDL wait: weights depend on no kernel,
+    // so they stream while the previous kernel drains. Later steps load at the end of the one
+    // before (the same order as loading at the top of each step).
+    int tile = blockIdx.x;
+    int k = k_begin + lane * 8;
+    const bf16_t* rows[GEMV_B1_T * R];
+    uint4 w0[GEMV_B1_T * R], w1[GEMV_B1_T * R];
+    // (Not with the fused norm: holding the loads across its prologue costs registers.)
+    if (!NORM && tile * GEMV_B1_T < n_out) {
+#pragma unroll
+        for (int j = 0; j < GEMV_B1_T * R; ++j) {
+            const int o = min(tile * GEMV_B1_T + j / R, n_out - 1);
+            rows[j] = W + (i64)(o * R + j % R) * K;
+        }
+        if (k < k_end) {
+            const bool second = k + 256 < k_end;
+#pragma unroll
+            for (int j = 0; j < GEMV_B1_T * R; ++j) {
+                w0[j] = ldg_stream(rows[j] + k);
+                w1[j] = second ? ldg_stream(rows[j] + k + 256) : uint4_zero();
+            }
+        }
+    }
     pdl_enter();
     if (NORM) {
         rms_norm_row(norm_x, norm_w, xs, K, eps);
         __syncthreads();
     }
     const bf16_t* __restrict__ x = NORM ? xs : xg;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int seg = ((K / 8 + GEMV_B1_WARPS - 1) / GEMV_B1_WARPS) * 8;  // elements per warp
-    const int k_begin = warp * seg;
-    const int k_end = min(K, k_begin + seg);
-    for (int tile = blockIdx.x; tile * GEMV_B1_T < n_out; tile += gridDim.x) {
+    for (bool first = true; tile * GEMV_B1_T < n_out; tile += gridDim.x, first = false) {
         float acc[GEMV_B1_T * R];
-        const bf16_t* rows[GEMV_B1_T * R];
 #pragma unroll
-        for (int j = 0; j < GEMV_B1_T * R; ++j) {
-            acc[j] = 0.0f;
-            const int o = min(tile * GEMV_B1_T + j / R, n_out - 1);
-            rows[j] = W + (i64)(o * R + j % R) * K;
-        }
-        for (int k = k_begin + lane * 8; k < k_end; k += 2 * 256) {
-            const bool second = k + 256 < k_end;
-            uint4 w0[GEMV_B1_T * R], w1[GEMV_B1_T * R];
+        for (int j = 0; j < GEMV_B1_T * R; ++j) acc[j] = 0.0f;
+        if (NORM || !first) {
+            k = k_begin + lane * 8;
 #pragma unroll
             for (int j = 0; j < GEMV_B1_T * R; ++j) {
-                w0[j] = ldg_stream(rows[j] + k);
-                w1[j] = second ? ldg_stream(rows[j] + k + 256) : uint4_zero();
+                const int o = min(tile * GEMV_B1_T + j / R, n_out - 1);
+                rows[j] = W + (i64)(o * R + j % R) * K;
             }
+            if (k < k_end) {
+                const bool second = k + 256 < k_end;
+#pragma unroll
+                for (int j = 0; j < GEMV_B1_T * R; ++j) {
+                    w0[j] = ldg_stream(rows[j] + k);
+                    w1[j] = second ? ldg_stream(rows[j] + k + 256) : uint4_zero();
+                }
+            }
+        }
+        while (k < k_end) {
+            const bool second = k + 256 < k_end;
             const uint4 xa = *reinterpret_cast<const uint4*>(x + k);
             const uint4 xb = second ? *reinterpret_cast<const uint4*>(x + k + 256) : uint4_zero();
 #pragma unroll
@@ -156,6 +186,15 @@ __device__ __forceinline__ void gemv_b1_impl(const bf16_t* __restrict__ W, const
                 a = fmaf(bf16_lo(w1[j].w), bf16_lo(xb.w), a);
                 a = fmaf(bf16_hi(w1[j].w), bf16_hi(xb.w), a);
                 acc[j] = a;
+            }
+            k += 2 * 256;
+            if (k < k_end) {
+                const bool next_second = k + 256 < k_end;
+#pragma unroll
+                for (int j = 0; j < GEMV_B1_T * R; ++j) {
+                    w0[j] = ldg_stream(rows[j] + k);
+                    w1[j] = next_second ? ldg_stream(rows[j] + k + 256) : uint4_zero();
+                }
             }
         }
 #pragma unroll

@@ -2,6 +2,7 @@
 //! dispatches linears by batch size, manages the KV cache, captures decode steps as CUDA
 //! graphs, and records every launch with its op, layer, bucket, bytes and FLOPs.
 
+use super::attention_shape::{self, AttentionDims};
 use super::device::{Arg, DevBuf, Device};
 use super::linear::{self, LinearPtrs};
 use super::recorder::{Recorder, StepInfo, Timing};
@@ -251,7 +252,7 @@ impl CudaBackend {
             parity: 0,
             next_graph_id: 1,
             max_splits,
-            att_shape_override: attention_shape_override(cfg.head_dim)?,
+            att_shape_override: attention_shape::override_from_env(cfg.head_dim)?,
         })
     }
 
@@ -660,12 +661,8 @@ impl CudaBackend {
         self.levers.fusion && !self.prefill
     }
 
-    /// (key lanes per query head inside a block, splits across blocks) of one attention launch.
-    /// Measured on an H200 (docs/BENCHMARKS.md §8): while the unsplit grid would leave most SMs
-    /// idle (batch 1-8 of an 8B model), splits come first, up to eight blocks per SM, and key
-    /// lanes only for splits of more than 128 keys; beyond that, key lanes (combined on chip) up to about eight warps per SM,
-    /// each keeping at least 32 keys of the capacity. Both depend on the batch and the capacity
-    /// alone, so every lever setting sums alike.
+    /// (key lanes, splits) of one attention launch: `attention_shape::decode_shape`, or the
+    /// GAPSCOPE_ATTENTION_SHAPE override; prefill runs one split with one lane.
     fn attention_shape(&self, rows: usize) -> (usize, usize) {
         if self.prefill {
             return (1, 1);
@@ -673,59 +670,15 @@ impl CudaBackend {
         if let Some((kw, splits)) = self.att_shape_override {
             return (kw, splits.clamp(1, self.max_splits));
         }
-        let sms = self.dev.info.sm_count as usize;
-        let base = self.cfg.heads.div_ceil(4) * rows;
-        let lane_cap = if self.cfg.head_dim > 128 { 4 } else { 8 };
-        if 2 * base < sms {
-            let splits = (8 * sms).div_ceil(base).clamp(1, self.max_splits);
-            let chunk = self.kv.max_ctx.div_ceil(splits);
-            let kw = prev_power_of_two(chunk / 64).min(lane_cap);
-            (kw, splits)
-        } else {
-            let kw = prev_power_of_two((8 * sms).div_ceil(base))
-                .min(lane_cap)
-                .min(prev_power_of_two(self.kv.max_ctx / 32));
-            (kw, 1)
-        }
+        attention_shape::decode_shape(AttentionDims {
+            heads: self.cfg.heads,
+            head_dim: self.cfg.head_dim,
+            rows,
+            sm_count: self.dev.info.sm_count as usize,
+            max_ctx: self.kv.max_ctx,
+            max_splits: self.max_splits,
+        })
     }
-}
-
-/// GAPSCOPE_ATTENTION_SHAPE=KW:SPLITS, for measuring decode attention shapes side by side
-/// (KW key lanes: 1, 2, 4 or 8; 4 at most for head_dim 256).
-fn attention_shape_override(head_dim: usize) -> Result<Option<(usize, usize)>> {
-    let Ok(v) = std::env::var("GAPSCOPE_ATTENTION_SHAPE") else {
-        return Ok(None);
-    };
-    let bad = || {
-        EngineError::invalid(format!(
-            "GAPSCOPE_ATTENTION_SHAPE={v:?}: expected KW:SPLITS with KW 1, 2, 4 or 8 (4 at most for head_dim 256) and SPLITS >= 1"
-        ))
-    };
-    let (a, b) = v.split_once(':').ok_or_else(bad)?;
-    let kw: usize = a.trim().parse().map_err(|_| bad())?;
-    let splits: usize = b.trim().parse().map_err(|_| bad())?;
-    let max_kw = if head_dim > 128 { 4 } else { 8 };
-    if !kw.is_power_of_two() || kw > max_kw || splits == 0 {
-        return Err(bad());
-    }
-    Ok(Some((kw, splits)))
-}
-
-/// The key-lane attention kernel of a head size.
-fn attention_kw_kernel(head_dim: usize) -> Result<Kernel> {
-    match head_dim {
-        64 => Ok(Kernel::AttnDecodeKwHd64Bf16),
-        128 => Ok(Kernel::AttnDecodeKwHd128Bf16),
-        256 => Ok(Kernel::AttnDecodeKwHd256Bf16),
-        d => Err(EngineError::invalid(format!(
-            "attention supports head_dim 64, 128 or 256, not {d}"
-        ))),
-    }
-}
-
-/// The largest power of two <= n (n >= 1).
-fn prev_power_of_two(n: usize) -> usize {
-    1 << (usize::BITS - 1 - n.max(1).leading_zeros())
 }
 
 impl Backend for CudaBackend {
@@ -1140,7 +1093,7 @@ impl Backend for CudaBackend {
             Arg::F32(1.0 / (c.head_dim as f32).sqrt()),
         ];
         let kern = if kw > 1 {
-            attention_kw_kernel(c.head_dim)?
+            attention_shape::key_lane_kernel(c.head_dim)?
         } else {
             Kernel::AttnDecodeBf16
         };

@@ -102,6 +102,18 @@ __device__ __forceinline__ void gemv_impl(const bf16_t* __restrict__ W, const bf
 #define GEMV_B1_WARPS 8
 #define GEMV_B1_T 4
 
+// One K step's weight loads for a tile's rows: 16 bytes at k and, when it is inside the
+// segment, at k + 256 (zeros otherwise).
+template <int N>
+__device__ __forceinline__ void gemv_b1_load(const bf16_t* const rows[N], int k, int k_end, uint4 w0[N], uint4 w1[N]) {
+    const bool second = k + 256 < k_end;
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+        w0[j] = ldg_stream(rows[j] + k);
+        w1[j] = second ? ldg_stream(rows[j] + k + 256) : uint4_zero();
+    }
+}
+
 template <int R, bool NORM>
 __device__ __forceinline__ void gemv_b1_impl(const bf16_t* __restrict__ W, const bf16_t* __restrict__ xg,
                                              float* __restrict__ y, bf16_t* __restrict__ yh,
@@ -127,14 +139,7 @@ __device__ __forceinline__ void gemv_b1_impl(const bf16_t* __restrict__ W, const
             const int o = min(tile * GEMV_B1_T + j / R, n_out - 1);
             rows[j] = W + (i64)(o * R + j % R) * K;
         }
-        if (k < k_end) {
-            const bool second = k + 256 < k_end;
-#pragma unroll
-            for (int j = 0; j < GEMV_B1_T * R; ++j) {
-                w0[j] = ldg_stream(rows[j] + k);
-                w1[j] = second ? ldg_stream(rows[j] + k + 256) : uint4_zero();
-            }
-        }
+        if (k < k_end) gemv_b1_load<GEMV_B1_T * R>(rows, k, k_end, w0, w1);
     }
     pdl_enter();
     if (NORM) {
@@ -153,14 +158,7 @@ __device__ __forceinline__ void gemv_b1_impl(const bf16_t* __restrict__ W, const
                 const int o = min(tile * GEMV_B1_T + j / R, n_out - 1);
                 rows[j] = W + (i64)(o * R + j % R) * K;
             }
-            if (k < k_end) {
-                const bool second = k + 256 < k_end;
-#pragma unroll
-                for (int j = 0; j < GEMV_B1_T * R; ++j) {
-                    w0[j] = ldg_stream(rows[j] + k);
-                    w1[j] = second ? ldg_stream(rows[j] + k + 256) : uint4_zero();
-                }
-            }
+            if (k < k_end) gemv_b1_load<GEMV_B1_T * R>(rows, k, k_end, w0, w1);
         }
         while (k < k_end) {
             const bool second = k + 256 < k_end;
@@ -188,14 +186,7 @@ __device__ __forceinline__ void gemv_b1_impl(const bf16_t* __restrict__ W, const
                 acc[j] = a;
             }
             k += 2 * 256;
-            if (k < k_end) {
-                const bool next_second = k + 256 < k_end;
-#pragma unroll
-                for (int j = 0; j < GEMV_B1_T * R; ++j) {
-                    w0[j] = ldg_stream(rows[j] + k);
-                    w1[j] = next_second ? ldg_stream(rows[j] + k + 256) : uint4_zero();
-                }
-            }
+            if (k < k_end) gemv_b1_load<GEMV_B1_T * R>(rows, k, k_end, w0, w1);
         }
 #pragma unroll
         for (int j = 0; j < GEMV_B1_T * R; ++j) {

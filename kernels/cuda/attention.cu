@@ -304,29 +304,32 @@ __device__ __forceinline__ void attn_decode_body(
     for (int e = 0; e < EPL; ++e) out[(i64)row * nq * hd + (i64)qh * hd + lane * EPL + e] = f32_to_bf16(o[e] / L);
 }
 
+// The decode kernels' common parameter list and the same names as arguments (one definition,
+// four entries).
+#define ATT_PARAMS                                                                                        \
+    const float* __restrict__ qkv, int q_stride, const bf16_t* __restrict__ k_cache,                      \
+        const bf16_t* __restrict__ v_cache, const int* __restrict__ block_table, int max_blocks,            \
+        int block_size, const int* __restrict__ row_seq, const int* __restrict__ row_pos,                  \
+        const int* __restrict__ row_slot, const float* __restrict__ inv_freq, int rope_fused,              \
+        bf16_t* wk_cache, bf16_t* wv_cache, bf16_t* __restrict__ out, float* __restrict__ part_acc,        \
+        float* __restrict__ part_ml, int* __restrict__ counters, int nq, int nkv, int hd, int chunk,       \
+        float scale
+#define ATT_ARGS                                                                                          \
+    qkv, q_stride, k_cache, v_cache, block_table, max_blocks, block_size, row_seq, row_pos, row_slot,      \
+        inv_freq, rope_fused, wk_cache, wv_cache, out, part_acc, part_ml, counters, nq, nkv, hd, chunk, scale
+
 // grid = (ceil(nq / ATT_WARPS), rows, splits), block = ATT_THREADS; hd in {64, 128, 256}.
 // `k_cache`/`v_cache` are what attention reads (the cache, or the gathered copy of a contiguous
 // cache); `wk_cache`/`wv_cache` the cache itself, which the fused append writes at row_slot.
 extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_decode_bf16(
-    const float* __restrict__ qkv, int q_stride, const bf16_t* __restrict__ k_cache, const bf16_t* __restrict__ v_cache,
-    const int* __restrict__ block_table, int max_blocks, int block_size, const int* __restrict__ row_seq,
-    const int* __restrict__ row_pos, const int* __restrict__ row_slot, const float* __restrict__ inv_freq,
-    int rope_fused, bf16_t* wk_cache, bf16_t* wv_cache, bf16_t* __restrict__ out,
-    float* __restrict__ part_acc, float* __restrict__ part_ml, int* __restrict__ counters, int nq, int nkv,
-    int hd, int chunk, float scale) {
+    ATT_PARAMS) {
     __shared__ int table_s[ATT_MAX_TABLE];
     if (hd == 256) {
-        attn_decode_body<8, 8>(qkv, q_stride, k_cache, v_cache, block_table, max_blocks, block_size, row_seq, row_pos,
-            row_slot, inv_freq, rope_fused, wk_cache, wv_cache, out, part_acc, part_ml, counters, nq, nkv, hd, chunk,
-            scale, table_s, 0, 0);
+        attn_decode_body<8, 8>(ATT_ARGS, table_s, 0, 0);
     } else if (hd == 128) {
-        attn_decode_body<4, 16>(qkv, q_stride, k_cache, v_cache, block_table, max_blocks, block_size, row_seq, row_pos,
-            row_slot, inv_freq, rope_fused, wk_cache, wv_cache, out, part_acc, part_ml, counters, nq, nkv, hd, chunk,
-            scale, table_s, 0, 0);
+        attn_decode_body<4, 16>(ATT_ARGS, table_s, 0, 0);
     } else {
-        attn_decode_body<2, 16>(qkv, q_stride, k_cache, v_cache, block_table, max_blocks, block_size, row_seq, row_pos,
-            row_slot, inv_freq, rope_fused, wk_cache, wv_cache, out, part_acc, part_ml, counters, nq, nkv, hd, chunk,
-            scale, table_s, 0, 0);
+        attn_decode_body<2, 16>(ATT_ARGS, table_s, 0, 0);
     }
 }
 
@@ -336,51 +339,26 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_decode_bf16(
 // each within the register budget of its block size (KW <= 4 for hd 256).
 template <int EPL, int MAXT>
 __device__ __forceinline__ void attn_decode_kw(
-    const float* __restrict__ qkv, int q_stride, const bf16_t* __restrict__ k_cache, const bf16_t* __restrict__ v_cache,
-    const int* __restrict__ block_table, int max_blocks, int block_size, const int* __restrict__ row_seq,
-    const int* __restrict__ row_pos, const int* __restrict__ row_slot, const float* __restrict__ inv_freq,
-    int rope_fused, bf16_t* wk_cache, bf16_t* wv_cache, bf16_t* __restrict__ out,
-    float* __restrict__ part_acc, float* __restrict__ part_ml, int* __restrict__ counters, int nq, int nkv,
-    int hd, int chunk, float scale) {
+    ATT_PARAMS) {
     __shared__ int table_s[ATT_MAX_TABLE];
     __shared__ float cm[ATT_MAX_KW * ATT_WARPS * 2];
     __shared__ float ca[(MAXT / 32) * EPL * 32];
-    attn_decode_body<EPL, 8>(qkv, q_stride, k_cache, v_cache, block_table, max_blocks, block_size, row_seq, row_pos, row_slot,
-        inv_freq, rope_fused, wk_cache, wv_cache, out, part_acc, part_ml, counters, nq, nkv, hd, chunk, scale,
-        table_s, cm, ca);
+    attn_decode_body<EPL, 8>(ATT_ARGS, table_s, cm, ca);
 }
 
 extern "C" __global__ void __launch_bounds__(ATT_THREADS * ATT_MAX_KW) attn_decode_kw_hd64_bf16(
-    const float* __restrict__ qkv, int q_stride, const bf16_t* __restrict__ k_cache, const bf16_t* __restrict__ v_cache,
-    const int* __restrict__ block_table, int max_blocks, int block_size, const int* __restrict__ row_seq,
-    const int* __restrict__ row_pos, const int* __restrict__ row_slot, const float* __restrict__ inv_freq,
-    int rope_fused, bf16_t* wk_cache, bf16_t* wv_cache, bf16_t* __restrict__ out,
-    float* __restrict__ part_acc, float* __restrict__ part_ml, int* __restrict__ counters, int nq, int nkv,
-    int hd, int chunk, float scale) {
-    attn_decode_kw<2, ATT_THREADS * ATT_MAX_KW>(qkv, q_stride, k_cache, v_cache, block_table, max_blocks, block_size, row_seq, row_pos, row_slot,
-        inv_freq, rope_fused, wk_cache, wv_cache, out, part_acc, part_ml, counters, nq, nkv, hd, chunk, scale);
+    ATT_PARAMS) {
+    attn_decode_kw<2, ATT_THREADS * ATT_MAX_KW>(ATT_ARGS);
 }
 
 extern "C" __global__ void __launch_bounds__(ATT_THREADS * ATT_MAX_KW) attn_decode_kw_hd128_bf16(
-    const float* __restrict__ qkv, int q_stride, const bf16_t* __restrict__ k_cache, const bf16_t* __restrict__ v_cache,
-    const int* __restrict__ block_table, int max_blocks, int block_size, const int* __restrict__ row_seq,
-    const int* __restrict__ row_pos, const int* __restrict__ row_slot, const float* __restrict__ inv_freq,
-    int rope_fused, bf16_t* wk_cache, bf16_t* wv_cache, bf16_t* __restrict__ out,
-    float* __restrict__ part_acc, float* __restrict__ part_ml, int* __restrict__ counters, int nq, int nkv,
-    int hd, int chunk, float scale) {
-    attn_decode_kw<4, ATT_THREADS * ATT_MAX_KW>(qkv, q_stride, k_cache, v_cache, block_table, max_blocks, block_size, row_seq, row_pos, row_slot,
-        inv_freq, rope_fused, wk_cache, wv_cache, out, part_acc, part_ml, counters, nq, nkv, hd, chunk, scale);
+    ATT_PARAMS) {
+    attn_decode_kw<4, ATT_THREADS * ATT_MAX_KW>(ATT_ARGS);
 }
 
 extern "C" __global__ void __launch_bounds__(ATT_THREADS * ATT_MAX_KW / 2) attn_decode_kw_hd256_bf16(
-    const float* __restrict__ qkv, int q_stride, const bf16_t* __restrict__ k_cache, const bf16_t* __restrict__ v_cache,
-    const int* __restrict__ block_table, int max_blocks, int block_size, const int* __restrict__ row_seq,
-    const int* __restrict__ row_pos, const int* __restrict__ row_slot, const float* __restrict__ inv_freq,
-    int rope_fused, bf16_t* wk_cache, bf16_t* wv_cache, bf16_t* __restrict__ out,
-    float* __restrict__ part_acc, float* __restrict__ part_ml, int* __restrict__ counters, int nq, int nkv,
-    int hd, int chunk, float scale) {
-    attn_decode_kw<8, ATT_THREADS * ATT_MAX_KW / 2>(qkv, q_stride, k_cache, v_cache, block_table, max_blocks, block_size, row_seq, row_pos, row_slot,
-        inv_freq, rope_fused, wk_cache, wv_cache, out, part_acc, part_ml, counters, nq, nkv, hd, chunk, scale);
+    ATT_PARAMS) {
+    attn_decode_kw<8, ATT_THREADS * ATT_MAX_KW / 2>(ATT_ARGS);
 }
 
 // Combine split partials: grid = rows * nq, block = hd threads.

@@ -163,7 +163,7 @@ __device__ __forceinline__ void attn_decode_body(
     __syncthreads();
     const bool rope = rope_fused != 0;
     float acc[8];
-    unsigned int kcur[EPL / 2], vcur[EPL / 2];
+    unsigned int kcur[EPL / 2], vcur[EPL / 2];  // set, and read, only with rope
     float m, l;
     attn_impl<EPL, U>(qkv, q_stride, k_cache, v_cache, table_s, block_size, row, qh, active, len, start, end, nq,
                    nkv, hd, scale, kw, KW, inv_freq, rope, kcur, vcur, acc, m, l);
@@ -305,7 +305,9 @@ __device__ __forceinline__ void attn_decode_body(
 }
 
 // The decode kernels' common parameter list and the same names as arguments (one definition,
-// four entries).
+// four entries). With a paged cache and rope_fused, k_cache/v_cache and wk_cache/wv_cache are
+// the same buffer despite __restrict__: the only location both read and written is the row's
+// own new slot, whose loaded value attn_impl always replaces by the registers it writes.
 #define ATT_PARAMS                                                                                        \
     const float* __restrict__ qkv, int q_stride, const bf16_t* __restrict__ k_cache,                      \
         const bf16_t* __restrict__ v_cache, const int* __restrict__ block_table, int max_blocks,            \

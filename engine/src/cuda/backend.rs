@@ -113,6 +113,9 @@ pub struct CudaBackend {
     /// An RMSNorm (source, which) held back for the next linear to compute in its prologue
     /// (fusion lever, batch-1 bf16 GEMV); any other op launches it first.
     pending_norm: Option<(Act, Norm)>,
+    /// Every row of the current batch belongs to a different sequence (the fused KV append
+    /// needs it: a row must not read a position another block of the same launch writes).
+    rows_distinct: bool,
     pub rec: Recorder,
     graphs: HashMap<(usize, usize, Timing), GraphEntry>,
     parity: usize,
@@ -247,6 +250,7 @@ impl CudaBackend {
             logit_rows: 0,
             prefill: false,
             pending_norm: None,
+            rows_distinct: false,
             rec,
             graphs: HashMap::new(),
             parity: 0,
@@ -647,18 +651,22 @@ impl CudaBackend {
     /// (into q|k|v and the LM head) at decode batch 1 on the bf16 GEMV with the fusion lever on.
     /// (The FFN norm stays separate: see `linear::norm_kernel`.)
     fn norm_fusible(&self, norm: Norm, rows: usize) -> bool {
-        matches!(norm, Norm::Attn(_) | Norm::Final)
-            && self.levers.fusion
+        let consumer = match norm {
+            Norm::Attn(l) => Linear::Qkv(l),
+            Norm::Final => Linear::LmHead,
+            Norm::Ffn(_) => return false,
+        };
+        self.levers.fusion
             && rows == 1
             && !self.prefill
             && self.cfg.hidden <= linear::GEMV_NORM_MAX
-            && self.levers.dispatch.path(self.w_format(), 1) == LinearPath::GemvBf16
+            && self.levers.dispatch.path(self.weight(consumer).0.format, 1) == LinearPath::GemvBf16
     }
 
-    /// RoPE and the KV append run inside attention: decode steps (one new position per
-    /// sequence) with the fusion lever on.
+    /// RoPE and the KV append run inside attention: decode steps with one new position per
+    /// sequence (no row reads a slot another row writes) and the fusion lever on.
     fn fused_rope(&self) -> bool {
-        self.levers.fusion && !self.prefill
+        self.levers.fusion && !self.prefill && self.rows_distinct
     }
 
     /// (key lanes, splits) of one attention launch: `attention_shape::decode_shape`, or the
@@ -722,6 +730,10 @@ impl Backend for CudaBackend {
         self.logit_rows = batch.logit_rows();
         self.prefill = batch.out_rows.is_some();
         self.pending_norm = None;
+        let mut seqs: Vec<i32> = batch.seq.clone();
+        seqs.sort_unstable();
+        seqs.dedup();
+        self.rows_distinct = seqs.len() == batch.seq.len();
         Ok(())
     }
 

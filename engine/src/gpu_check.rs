@@ -15,6 +15,8 @@ use gapscope_kernels::Kernel;
 use gapscope_traces::Phase;
 use half::bf16;
 
+use crate::cuda::attention_args::{AttnArgs, RopeArgs};
+use crate::cuda::attention_shape;
 use crate::cuda::device::{Arg, launch_block};
 use crate::cuda::linear::{self, LinearPtrs};
 
@@ -227,22 +229,23 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
             c.poisoned(nslots * nkv * hd * 2)?,
             c.poisoned(nslots * nkv * hd * 2)?,
         );
+        let rope = RopeArgs {
+            qkv: qkvb.ptr,
+            pos: pb.ptr,
+            slots: sb.ptr,
+            inv_freq: fb.ptr,
+            k_cache: kc.ptr,
+            v_cache: vc.ptr,
+            heads: nq,
+            kv_heads: nkv,
+            head_dim: hd,
+            row_stride: stride,
+        };
         dev.launch(
             Kernel::RopeKvAppendF32,
             (rows as u32, 1, 1),
             128,
-            &[
-                Arg::Ptr(qkvb.ptr),
-                Arg::Ptr(pb.ptr),
-                Arg::Ptr(sb.ptr),
-                Arg::Ptr(fb.ptr),
-                Arg::Ptr(kc.ptr),
-                Arg::Ptr(vc.ptr),
-                Arg::I32(nq as i32),
-                Arg::I32(nkv as i32),
-                Arg::I32(hd as i32),
-                Arg::I32(stride as i32),
-            ],
+            &rope.args(),
         )?;
         let got_q = c.read_f32(&qkvb, rows * stride)?;
         let kall = c.read_bf16(&kc, nslots * nkv * hd)?;
@@ -567,12 +570,7 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
             c.poisoned(rows * nq * max_splits * hd * 4)?,
             c.poisoned(rows * nq * max_splits * 2 * 4)?,
         );
-        let kw_kernel = match hd {
-            64 => Kernel::AttnDecodeKwHd64Bf16,
-            128 => Kernel::AttnDecodeKwHd128Bf16,
-            _ => Kernel::AttnDecodeKwHd256Bf16,
-        };
-        let max_kw = if hd > 128 { 4 } else { 8 };
+        let max_kw = attention_shape::max_key_lanes(hd);
         // (qkv, stride, read caches, write caches, rope flag, key lanes, splits, in-kernel combine)
         #[allow(clippy::too_many_arguments)]
         let launch = |qkv: u64,
@@ -585,41 +583,32 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                       combine: bool,
                       out: u64|
          -> Result<()> {
-            let chunk = (max_blocks * bs).div_ceil(splits).div_ceil(16) * 16;
-            dev.launch(
-                if kw > 1 {
-                    kw_kernel
-                } else {
-                    Kernel::AttnDecodeBf16
-                },
-                (nq.div_ceil(4) as u32, rows as u32, splits as u32),
-                128 * kw as u32,
-                &[
-                    Arg::Ptr(qkv),
-                    Arg::I32(stride as i32),
-                    Arg::Ptr(kr),
-                    Arg::Ptr(vr),
-                    Arg::Ptr(tb.ptr),
-                    Arg::I32(max_blocks as i32),
-                    Arg::I32(bs as i32),
-                    Arg::Ptr(rsb.ptr),
-                    Arg::Ptr(rpb.ptr),
-                    Arg::Ptr(rlb.ptr),
-                    Arg::Ptr(fb.ptr),
-                    Arg::I32(i32::from(rope)),
-                    Arg::Ptr(kw_),
-                    Arg::Ptr(vw_),
-                    Arg::Ptr(out),
-                    Arg::Ptr(pa.ptr),
-                    Arg::Ptr(pm.ptr),
-                    Arg::Ptr(if combine { counters.ptr } else { 0 }),
-                    Arg::I32(nq as i32),
-                    Arg::I32(nkv as i32),
-                    Arg::I32(hd as i32),
-                    Arg::I32(chunk as i32),
-                    Arg::F32(1.0 / (hd as f32).sqrt()),
-                ],
-            )?;
+            let attn = AttnArgs {
+                qkv,
+                q_stride: stride,
+                k_read: kr,
+                v_read: vr,
+                block_table: tb.ptr,
+                max_blocks,
+                block_size: bs,
+                row_seq: rsb.ptr,
+                row_pos: rpb.ptr,
+                row_slot: rlb.ptr,
+                inv_freq: fb.ptr,
+                rope,
+                k_cache: kw_,
+                v_cache: vw_,
+                out,
+                part_acc: pa.ptr,
+                part_ml: pm.ptr,
+                counters: if combine { counters.ptr } else { 0 },
+                heads: nq,
+                kv_heads: nkv,
+                head_dim: hd,
+                chunk: (max_blocks * bs).div_ceil(splits).div_ceil(16) * 16,
+            };
+            let (kern, grid, block) = attn.launch(rows, kw, splits)?;
+            dev.launch(kern, grid, block, &attn.args())?;
             if splits > 1 && !combine {
                 dev.launch(
                     Kernel::AttnReduceF32,
@@ -699,22 +688,23 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                 c.up(&to_bf16_bits(&v))?,
                 c.up(&qkv)?,
             );
+            let rope = RopeArgs {
+                qkv: qa.ptr,
+                pos: rpb.ptr,
+                slots: rlb.ptr,
+                inv_freq: fb.ptr,
+                k_cache: ka.ptr,
+                v_cache: va.ptr,
+                heads: nq,
+                kv_heads: nkv,
+                head_dim: hd,
+                row_stride: stride,
+            };
             dev.launch(
                 Kernel::RopeKvAppendF32,
                 (rows as u32, 1, 1),
                 512,
-                &[
-                    Arg::Ptr(qa.ptr),
-                    Arg::Ptr(rpb.ptr),
-                    Arg::Ptr(rlb.ptr),
-                    Arg::Ptr(fb.ptr),
-                    Arg::Ptr(ka.ptr),
-                    Arg::Ptr(va.ptr),
-                    Arg::I32(nq as i32),
-                    Arg::I32(nkv as i32),
-                    Arg::I32(hd as i32),
-                    Arg::I32(stride as i32),
-                ],
+                &rope.args(),
             )?;
             let oa = c.poisoned(rows * nq * hd * 2)?;
             launch(

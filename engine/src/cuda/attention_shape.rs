@@ -6,7 +6,7 @@ use crate::error::{EngineError, Result};
 use gapscope_kernels::Kernel;
 
 /// Query heads one attention block serves (ATT_WARPS in attention.cu).
-const HEADS_PER_BLOCK: usize = 4;
+pub const HEADS_PER_BLOCK: usize = 4;
 
 /// What the layout depends on.
 #[derive(Debug, Clone, Copy)]

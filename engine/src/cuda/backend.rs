@@ -2,6 +2,7 @@
 //! dispatches linears by batch size, manages the KV cache, captures decode steps as CUDA
 //! graphs, and records every launch with its op, layer, bucket, bytes and FLOPs.
 
+use super::attention_args::{AttnArgs, RopeArgs};
 use super::attention_shape::{self, AttentionDims};
 use super::device::{Arg, DevBuf, Device};
 use super::linear::{self, LinearPtrs};
@@ -612,7 +613,6 @@ impl CudaBackend {
     /// One rms_norm_f32 launch.
     fn launch_norm(&mut self, src: Act, norm: Norm, dst: Act, rows: usize) -> Result<()> {
         let h = self.cfg.hidden;
-
         let w = self.norm_weight(norm);
         let layer = match norm {
             Norm::Attn(l) | Norm::Ffn(l) => l as i32,
@@ -829,9 +829,6 @@ impl Backend for CudaBackend {
                 for c in (0..rows).step_by(8) {
                     let nb = (rows - c).min(8);
                     let kern = linear::vector_kernel(fmt, nb, mode == OutMode::Swiglu);
-                    // Outputs per block and pass (GEMV_B1_T, or the MMVQ/GEMV warps).
-                    let grid = (self.dev.stride_grid(kern, n_out, 4), 1, 1);
-                    let block = super::device::launch_block(kern);
                     let at = |p: u64, bytes_per_row: usize| {
                         if p == 0 {
                             0
@@ -874,9 +871,11 @@ impl Backend for CudaBackend {
                         }
                         (None, _) => (kern, ptrs, 0),
                     };
-                    // Resident capacity of the entry actually launched (the fused-norm entries
+                    // Outputs per block and pass (GEMV_B1_T, or the MMVQ/GEMV warps), over the
+                    // resident capacity of the entry actually launched (the fused-norm entries
                     // have their own registers and shared memory).
-                    let grid = (self.dev.stride_grid(kern, n_out, 4), grid.1, grid.2);
+                    let grid = (self.dev.stride_grid(kern, n_out, 4), 1, 1);
+                    let block = super::device::launch_block(kern);
                     let bytes = norm_bytes
                         + wbytes
                         + (nb * k) as u64 * if quant { 1 } else { 2 }
@@ -1002,24 +1001,19 @@ impl Backend for CudaBackend {
         }
         let (bytes, flops) = self.rope_cost(rows);
         let c = &self.cfg;
-        let (nq, nkv, hd, stride) = (
-            c.heads as i32,
-            c.kv_heads as i32,
-            c.head_dim as i32,
-            c.qkv_dim() as i32,
-        );
-        let args = [
-            Arg::Ptr(self.a.qkv.ptr),
-            Arg::Ptr(self.meta_ptr(self.layout.row_pos)),
-            Arg::Ptr(self.meta_ptr(self.layout.row_slot)),
-            Arg::Ptr(self.inv_freq.ptr),
-            Arg::Ptr(self.k_cache[layer].ptr),
-            Arg::Ptr(self.v_cache[layer].ptr),
-            Arg::I32(nq),
-            Arg::I32(nkv),
-            Arg::I32(hd),
-            Arg::I32(stride),
-        ];
+        let args = RopeArgs {
+            qkv: self.a.qkv.ptr,
+            pos: self.meta_ptr(self.layout.row_pos),
+            slots: self.meta_ptr(self.layout.row_slot),
+            inv_freq: self.inv_freq.ptr,
+            k_cache: self.k_cache[layer].ptr,
+            v_cache: self.v_cache[layer].ptr,
+            heads: c.heads,
+            kv_heads: c.kv_heads,
+            head_dim: c.head_dim,
+            row_stride: c.qkv_dim(),
+        }
+        .args();
         self.kernel(
             Kernel::RopeKvAppendF32,
             "rope_kv_append",
@@ -1079,36 +1073,31 @@ impl Backend for CudaBackend {
         let chunk = self.kv.max_ctx.div_ceil(splits).div_ceil(ATT_CHUNK) * ATT_CHUNK;
         let (bytes, flops) = self.attention_cost(rows);
         let fused = self.fused_rope();
-        let args = [
-            Arg::Ptr(self.a.qkv.ptr),
-            Arg::I32(c.qkv_dim() as i32),
-            Arg::Ptr(kc),
-            Arg::Ptr(vc),
-            Arg::Ptr(table),
-            Arg::I32(self.kv.max_blocks as i32),
-            Arg::I32(BLOCK as i32),
-            Arg::Ptr(self.meta_ptr(self.layout.row_seq)),
-            Arg::Ptr(self.meta_ptr(self.layout.row_pos)),
-            Arg::Ptr(self.meta_ptr(self.layout.row_slot)),
-            Arg::Ptr(self.inv_freq.ptr),
-            Arg::I32(i32::from(fused)),
-            Arg::Ptr(self.k_cache[layer].ptr),
-            Arg::Ptr(self.v_cache[layer].ptr),
-            Arg::Ptr(self.a.attn.ptr),
-            Arg::Ptr(self.a.part_acc.ptr),
-            Arg::Ptr(self.a.part_ml.ptr),
-            Arg::Ptr(self.a.att_counters.ptr),
-            Arg::I32(c.heads as i32),
-            Arg::I32(c.kv_heads as i32),
-            Arg::I32(c.head_dim as i32),
-            Arg::I32(chunk as i32),
-            Arg::F32(1.0 / (c.head_dim as f32).sqrt()),
-        ];
-        let kern = if kw > 1 {
-            attention_shape::key_lane_kernel(c.head_dim)?
-        } else {
-            Kernel::AttnDecodeBf16
+        let attn = AttnArgs {
+            qkv: self.a.qkv.ptr,
+            q_stride: c.qkv_dim(),
+            k_read: kc,
+            v_read: vc,
+            block_table: table,
+            max_blocks: self.kv.max_blocks,
+            block_size: BLOCK,
+            row_seq: self.meta_ptr(self.layout.row_seq),
+            row_pos: self.meta_ptr(self.layout.row_pos),
+            row_slot: self.meta_ptr(self.layout.row_slot),
+            inv_freq: self.inv_freq.ptr,
+            rope: fused,
+            k_cache: self.k_cache[layer].ptr,
+            v_cache: self.v_cache[layer].ptr,
+            out: self.a.attn.ptr,
+            part_acc: self.a.part_acc.ptr,
+            part_ml: self.a.part_ml.ptr,
+            counters: self.a.att_counters.ptr,
+            heads: c.heads,
+            kv_heads: c.kv_heads,
+            head_dim: c.head_dim,
+            chunk,
         };
+        let (kern, grid, block) = attn.launch(rows, kw, splits)?;
         // The fused append also writes the new K and V rows and reads their qkv row.
         let (bytes, flops) = if fused {
             let (rb, rf) = self.rope_cost(rows);
@@ -1121,11 +1110,11 @@ impl Backend for CudaBackend {
             if fused { "rope_attention" } else { "attention" },
             layer as i32,
             "attention",
-            (c.heads.div_ceil(4) as u32, rows as u32, splits as u32),
-            128 * kw as u32,
+            grid,
+            block,
             bytes,
             flops,
-            &args,
+            &attn.args(),
         )?;
         Ok(())
     }

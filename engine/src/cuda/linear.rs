@@ -213,6 +213,8 @@ mod tests {
         for k in [
             Kernel::GemvBf16B1,
             Kernel::GemvBf16B1Swiglu,
+            Kernel::GemvBf16B1Norm,
+            Kernel::GemvBf16B1SwigluNorm,
             Kernel::GemvBf16,
             Kernel::MmvqQ8_0,
             Kernel::MmvqQ8_0B1Swiglu,

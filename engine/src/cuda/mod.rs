@@ -1,5 +1,6 @@
 //! The CUDA backend (cudarc, dynamically loaded: it builds with no CUDA toolkit and fails with
 //! a clear message at run time on a machine without a GPU).
+pub mod attention_args;
 pub mod attention_shape;
 pub mod backend;
 pub mod device;

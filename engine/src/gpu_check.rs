@@ -284,7 +284,8 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
         c.check("swiglu_f32", &got, &ops::swiglu(&gu), TOL_BF16);
     }
     // Linears: bf16 GEMV, MMVQ and MMQ against the CPU's identical math.
-    for &(n, k) in &[(512usize, 4096usize), (4096, 1024), (96, 14336)] {
+    // (64, 1120): 35 quant blocks, so the last summation group and MMQ's last split are partial.
+    for &(n, k) in &[(512usize, 4096usize), (4096, 1024), (96, 14336), (64, 1120)] {
         let wf = c.randf(n * k, 0.05);
         for fmt in [WeightFormat::Bf16, WeightFormat::Q8_0, WeightFormat::Q4_0] {
             let m = Matrix::from_f32(fmt, n, k, &wf);
@@ -495,6 +496,25 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                     }
                     let got = c.read_f32(&yb, rows * n)?;
                     c.check(format!("{name} {n}x{k} rows={rows}"), &got, &want, TOL_INT8);
+                    // Dispatch invariance: at a batch both paths can run, MMQ must give
+                    // MMVQ's bits, or moving the threshold changes greedy output.
+                    if small && rows > 1 {
+                        let yq = c.poisoned(rows * n * 4)?;
+                        let args =
+                            linear::mmq_args(&LinearPtrs { y: yq.ptr, ..ptrs }, n, k, rows, 0);
+                        dev.launch(
+                            linear::mmq_kernel(fmt),
+                            linear::mmq_grid(n, rows),
+                            128,
+                            &args,
+                        )?;
+                        c.check(
+                            format!("mmq vs {name} {n}x{k} rows={rows} (bitwise)"),
+                            &c.read_f32(&yq, rows * n)?,
+                            &got,
+                            0.0,
+                        );
+                    }
                 }
             }
         }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compile gapscope's CUDA kernels on a machine without a GPU: NVRTC (the same text the engine
 hands it: common.cuh, then the module) to PTX, then ptxas for sm_90 (or --arch), printing each
-kernel's registers, spills and shared memory. With --cubin-dir the cubins are kept, so two
+kernel's registers, spills and shared memory. With --keep DIR the PTX and cubins are kept, so two
 source trees can be compared machine code for machine code (`--compare OTHER_ROOT` does it
 per kernel: a refactor that leaves every .text section byte-identical changes nothing on the
 GPU).
@@ -82,6 +82,8 @@ def main():
     p.add_argument("--root", default=".", help="repository root (default .)")
     p.add_argument("--compare", metavar="OTHER_ROOT", help="another tree whose machine code to compare")
     p.add_argument("--arch", default="sm_90")
+    p.add_argument("--keep", metavar="DIR", help="keep each module's PTX and cubin in DIR "
+                   "(read the SASS with cuobjdump -sass DIR/MODULE.cubin)")
     a = p.parse_args()
     lib, ptxas = find_cuda()
     if not lib:
@@ -97,7 +99,7 @@ def main():
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         for m in mods:
-            here, other = os.path.join(tmp, "a"), os.path.join(tmp, "b")
+            here, other = a.keep or os.path.join(tmp, "a"), os.path.join(tmp, "b")
             os.makedirs(here, exist_ok=True)
             good, lines, cubin = compile_module(nvrtc, ptxas, a.root, m, a.arch, here)
             print("\n".join(lines))

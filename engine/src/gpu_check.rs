@@ -449,6 +449,61 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                             Arg::I64(blocks as i64),
                         ],
                     )?;
+                    // The same blocks k-major, as MMQ reads them.
+                    let (qxk, dxk, sxk) = (
+                        c.poisoned(rows * k)?,
+                        c.poisoned(blocks * 4)?,
+                        c.poisoned(blocks * 4)?,
+                    );
+                    dev.launch(
+                        Kernel::QuantizeQ8_1Bf16KMajor,
+                        (blocks.div_ceil(8) as u32, 1, 1),
+                        256,
+                        &[
+                            Arg::Ptr(xb.ptr),
+                            Arg::Ptr(qxk.ptr),
+                            Arg::Ptr(dxk.ptr),
+                            Arg::Ptr(sxk.ptr),
+                            Arg::I64(blocks as i64),
+                            Arg::I32((k / QK) as i32),
+                        ],
+                    )?;
+                    if rows == 5 && n == 512 {
+                        let st = &dev.stream;
+                        let kb = k / QK;
+                        let row_major: Vec<i8> = qx.read::<i8>(rows * k, st)?;
+                        let k_major: Vec<i8> = qxk.read::<i8>(rows * k, st)?;
+                        let moved = |i: usize| {
+                            let (r, b, j) = (i / k, (i % k) / QK, i % QK);
+                            f32::from(k_major[(b * rows + r) * QK + j])
+                        };
+                        let got: Vec<f32> = (0..rows * k).map(moved).collect();
+                        let want: Vec<f32> = row_major.iter().map(|&v| f32::from(v)).collect();
+                        c.check(
+                            format!("quantize_q8_1_bf16_kmajor k={k} values (bitwise)"),
+                            &got,
+                            &want,
+                            0.0,
+                        );
+                        for (what, a, b) in [("scales", &dx, &dxk), ("sums", &sx, &sxk)] {
+                            let rm = c.read_f32(a, blocks)?;
+                            let km = c.read_f32(b, blocks)?;
+                            let got: Vec<f32> =
+                                (0..blocks).map(|i| km[(i % kb) * rows + i / kb]).collect();
+                            c.check(
+                                format!("quantize_q8_1_bf16_kmajor k={k} {what} (bitwise)"),
+                                &got,
+                                &rm,
+                                0.0,
+                            );
+                        }
+                    }
+                    let mmq_in = |ptrs: LinearPtrs| LinearPtrs {
+                        x: qxk.ptr,
+                        dx: dxk.ptr,
+                        sx: sxk.ptr,
+                        ..ptrs
+                    };
                     if rows == 1 && n == 512 {
                         let q = quantize_q8_1(&x);
                         let gq: Vec<f32> = qx
@@ -486,7 +541,7 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                         let args = linear::vector_args(kern, &ptrs, n, k, rows, 0);
                         dev.launch(kern, (n.div_ceil(4) as u32, 1, 1), 128, &args)?;
                     } else {
-                        let args = linear::mmq_args(&ptrs, n, k, rows, 0);
+                        let args = linear::mmq_args(&mmq_in(ptrs), n, k, rows, 0);
                         dev.launch(
                             linear::mmq_kernel(fmt),
                             linear::mmq_grid(n, rows),
@@ -500,8 +555,13 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                     // MMVQ's bits, or moving the threshold changes greedy output.
                     if small && rows > 1 {
                         let yq = c.poisoned(rows * n * 4)?;
-                        let args =
-                            linear::mmq_args(&LinearPtrs { y: yq.ptr, ..ptrs }, n, k, rows, 0);
+                        let args = linear::mmq_args(
+                            &mmq_in(LinearPtrs { y: yq.ptr, ..ptrs }),
+                            n,
+                            k,
+                            rows,
+                            0,
+                        );
                         dev.launch(
                             linear::mmq_kernel(fmt),
                             linear::mmq_grid(n, rows),

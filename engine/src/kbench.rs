@@ -109,6 +109,15 @@ pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
             DevBuf::upload(&q.d, s)?,
             DevBuf::upload(&q.s, s)?,
         );
+        // MMQ reads them k-major (quantize_q8_1_bf16_kmajor), per batch size.
+        let k_major = |rows: usize| -> Result<(DevBuf, DevBuf, DevBuf)> {
+            let m = q.rows_k_major(rows, k);
+            Ok((
+                DevBuf::upload(&m.qs, s)?,
+                DevBuf::upload(&m.d, s)?,
+                DevBuf::upload(&m.s, s)?,
+            ))
+        };
         for fmt in [WeightFormat::Bf16, WeightFormat::Q8_0] {
             let m = Matrix::from_f32(fmt, n, k, &wf);
             let copies: Vec<DevMat> = (0..COPIES)
@@ -156,8 +165,15 @@ pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
             });
             if fmt == WeightFormat::Q8_0 && n == 14336 {
                 for batch in [64usize, 128] {
+                    let (qxk, dxk, sxk) = k_major(batch)?;
                     let mmq = time_us(dev, reps, |i| {
-                        let args = linear::mmq_args(&input(&copies[i % COPIES]), n, k, batch, 0);
+                        let p = LinearPtrs {
+                            x: qxk.ptr,
+                            dx: dxk.ptr,
+                            sx: sxk.ptr,
+                            ..input(&copies[i % COPIES])
+                        };
+                        let args = linear::mmq_args(&p, n, k, batch, 0);
                         dev.launch(Kernel::MmqQ8_0, linear::mmq_grid(n, batch), 128, &args)
                     })?;
                     let mmvq = time_us(dev, reps, |i| {

@@ -279,6 +279,28 @@ pub fn quantize_q8_1(x: &[f32]) -> Q8_1 {
     Q8_1 { qs, d, s }
 }
 
+impl Q8_1 {
+    /// The first `rows` rows of `k` values k-major, as `quantize_q8_1_bf16_kmajor` lays them
+    /// out for MMQ: block `b` of every row side by side (`qs [k/32, rows, 32]`, `d`, `s [k/32, rows]`).
+    pub fn rows_k_major(&self, rows: usize, k: usize) -> Q8_1 {
+        let kb = k / QK;
+        let mut out = Q8_1 {
+            qs: Vec::with_capacity(rows * k),
+            d: Vec::with_capacity(rows * kb),
+            s: Vec::with_capacity(rows * kb),
+        };
+        for b in 0..kb {
+            for r in 0..rows {
+                out.qs
+                    .extend_from_slice(&self.qs[r * k + b * QK..r * k + (b + 1) * QK]);
+                out.d.push(self.d[r * kb + b]);
+                out.s.push(self.s[r * kb + b]);
+            }
+        }
+        out
+    }
+}
+
 /// Rounds to the nearest bf16 value (ties to even), the precision of every GEMM input.
 pub fn round_bf16(x: f32) -> f32 {
     bf16::from_f32(x).to_f32()
@@ -292,6 +314,22 @@ mod tests {
         (0..n)
             .map(|i| ((i * 37 % 101) as f32 - 50.0) / 40.0)
             .collect()
+    }
+
+    #[test]
+    fn k_major_puts_each_block_of_every_row_side_by_side() {
+        let (rows, k) = (3, 64);
+        let q = quantize_q8_1(&ramp(rows * k));
+        let m = q.rows_k_major(rows, k);
+        for r in 0..rows {
+            for b in 0..k / QK {
+                assert_eq!(m.d[b * rows + r], q.d[r * 2 + b]);
+                assert_eq!(m.s[b * rows + r], q.s[r * 2 + b]);
+                for j in 0..QK {
+                    assert_eq!(m.qs[(b * rows + r) * QK + j], q.qs[r * k + b * QK + j]);
+                }
+            }
+        }
     }
 
     #[test]

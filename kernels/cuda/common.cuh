@@ -193,32 +193,15 @@ __device__ __forceinline__ float exact_i2f(int s) {
 }
 
 // One quant block's contribution, computed with the same rounded f32 operations in every
-// int8 kernel (no contraction), then summed in groups of QGROUP blocks in f32 and the groups in
-// f64: MMVQ and MMQ differ only in the order of the f64 sum, which is invisible after the final
-// rounding to f32, so switching the dispatch threshold keeps greedy output identical.
+// int8 kernel (no contraction), then summed in f64: MMVQ and MMQ differ only in summation
+// order, which f64 makes invisible after the final rounding to f32, so switching the
+// dispatch threshold keeps greedy output identical.
 __device__ __forceinline__ float block_term_q8(float dw, float dx, int s) {
     return __fmul_rn(__fmul_rn(dw, dx), exact_i2f(s));
 }
 
 __device__ __forceinline__ float block_term_q4(float dw, float dx, float sx, int s) {
     return __fmul_rn(dw, __fsub_rn(__fmul_rn(dx, exact_i2f(s)), __fmul_rn(8.0f, sx)));
-}
-
-// Quant blocks per summation group. Every int8 kernel adds the f32 terms of the blocks
-// [4j, 4j + 4) of a row in order (missing blocks past K add +0), and only these group sums are
-// widened to f64 and summed: the f64 sum of f32 values is exact in practice, so its order
-// (MMVQ's lanes, MMQ's split K) stays invisible, and one f64 widening per four blocks instead of
-// one per block takes most of the conversion work out of the MMQ inner loop.
-#define QGROUP 4
-
-// MMVQ's group sum: lane 4j + i holds block 4j' + i's term; lane 4j gets
-// ((t0 + t1) + t2) + t3, the order MMQ and the CPU reference use.
-__device__ __forceinline__ float lane_group_sum(float t) {
-    static_assert(QGROUP == 4, "lane_group_sum adds four lanes");
-    const float t1 = __shfl_down_sync(0xffffffffu, t, 1);
-    const float t2 = __shfl_down_sync(0xffffffffu, t, 2);
-    const float t3 = __shfl_down_sync(0xffffffffu, t, 3);
-    return __fadd_rn(__fadd_rn(__fadd_rn(t, t1), t2), t3);
 }
 
 __device__ __forceinline__ double warp_sum_f64(double v) {

@@ -1,7 +1,6 @@
 // Quantized GEMM (MMQ-like) for larger batches: int8 tensor-core mma.sync m16n8k32, one MMA
 // k-step per 32-value quant block, so each block's int32 result is scaled by its weight and
-// activation scales, summed in QGROUP groups in f32 and the groups in f64, exactly as MMVQ sums
-// them (dispatch-invariant output).
+// activation scales and summed in f64 exactly as MMVQ sums it (dispatch-invariant output).
 //
 // A block of MMQ_WARPS warps owns 16 weight rows and up to 64 batch columns (NT 8-column MMA
 // tiles); its warps split K into contiguous quarters and add their f64 partials through shared
@@ -9,7 +8,9 @@
 // 14336-row matrix is 3584 warps), which a decode-sized GEMM needs to reach memory bandwidth,
 // and no shared-memory staging or barriers are needed inside the K loop: weights stream straight
 // into registers (the next stage loads while this one computes) and the small activation
-// matrix is read through L1/L2. Grid: x = column block (so the column blocks of one row tile run
+// matrix is read through L1/L2, k-major, so one quant block of 8 adjacent columns is 256
+// contiguous bytes (row-major it was 8 scattered 32-byte pieces, and MMQ ran bound on L1
+// wavefronts: docs/BENCHMARKS.md §8). Grid: x = column block (so the column blocks of one row tile run
 // together and the second reads its weights from L2), y = row tile.
 //
 // Q8_0 fragments use a k permutation that both operands share (lane t holds bytes t*8..t*8+7 of
@@ -83,8 +84,7 @@ __device__ __forceinline__ void mmq_impl(const u8* __restrict__ qw, const f16_t*
     const int kblocks = K >> 5;
     // Rows past N load row N-1 (valid memory) and are never stored.
     const int r0 = min(m0 + g, N - 1), r1 = min(m0 + g + 8, N - 1);
-    // Each warp's K range starts on a QGROUP boundary, so its groups are whole.
-    const int kper = ((kblocks + MMQ_WARPS - 1) / MMQ_WARPS + QGROUP - 1) / QGROUP * QGROUP;
+    const int kper = (kblocks + MMQ_WARPS - 1) / MMQ_WARPS;
     const int kbeg = min(kblocks, warp * kper), kend = min(kblocks, kbeg + kper);
     {
         const i64 row_bytes = Q4 ? (K >> 1) : K;
@@ -95,11 +95,10 @@ __device__ __forceinline__ void mmq_impl(const u8* __restrict__ qw, const f16_t*
     // Columns this lane reads (B fragments: column n0 + nt*8 + g) and owns (C: + t*2, + t*2+1),
     // clamped to the last column; out-of-range columns are never stored.
     double acc[NT][4];
-    float grp[NT][4];  // the current QGROUP group's f32 sum
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0, grp[nt][i] = 0.0f;
+        for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0;
     MmqStage<Q4> cur, nxt;
     if (kbeg < kend) mmq_load<Q4>(cur, qw, dw, K, kblocks, kbeg, kend, r0, r1, t);
     for (int kb0 = kbeg; kb0 < kend; kb0 += MMQ_KB) {
@@ -109,48 +108,36 @@ __device__ __forceinline__ void mmq_impl(const u8* __restrict__ qw, const f16_t*
         for (int u = 0; u < MMQ_KB; ++u) {
             const int kb = kb0 + u;
             if (kb >= kend) break;
-            const bool opens = (kb & (QGROUP - 1)) == 0;  // warp-uniform
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
                 const int cb = min(n0 + nt * 8 + g, nb - 1);
                 const int ca = min(n0 + nt * 8 + t * 2, nb - 1), cc = min(n0 + nt * 8 + t * 2 + 1, nb - 1);
                 int b0, b1;
                 if (Q4) {
-                    const i8* xp = qx + (i64)cb * K + kb * 32 + t * 4;
+                    const i8* xp = qx + ((i64)kb * nb + cb) * 32 + t * 4;
                     b0 = __ldg(reinterpret_cast<const int*>(xp));
                     b1 = __ldg(reinterpret_cast<const int*>(xp + 16));
                 } else {
-                    const uint2 xv = __ldg(reinterpret_cast<const uint2*>(qx + (i64)cb * K + kb * 32 + t * 8));
+                    const uint2 xv = __ldg(reinterpret_cast<const uint2*>(qx + ((i64)kb * nb + cb) * 32 + t * 8));
                     b0 = (int)xv.x;
                     b1 = (int)xv.y;
                 }
-                const float xa = __ldg(dx + (i64)ca * kblocks + kb), xb = __ldg(dx + (i64)cc * kblocks + kb);
+                const float xa = __ldg(dx + (i64)kb * nb + ca), xb = __ldg(dx + (i64)kb * nb + cc);
                 int c[4] = {0, 0, 0, 0};
-                float t[4];
                 if (Q4) {
                     mma_u8s8(c, cur.a[u][0], cur.a[u][1], cur.a[u][2], cur.a[u][3], b0, b1);
-                    const float sa = __ldg(sx + (i64)ca * kblocks + kb), sb = __ldg(sx + (i64)cc * kblocks + kb);
-                    t[0] = block_term_q4(cur.d0[u], xa, sa, c[0]);
-                    t[1] = block_term_q4(cur.d0[u], xb, sb, c[1]);
-                    t[2] = block_term_q4(cur.d1[u], xa, sa, c[2]);
-                    t[3] = block_term_q4(cur.d1[u], xb, sb, c[3]);
+                    const float sa = __ldg(sx + (i64)kb * nb + ca), sb = __ldg(sx + (i64)kb * nb + cc);
+                    acc[nt][0] += (double)block_term_q4(cur.d0[u], xa, sa, c[0]);
+                    acc[nt][1] += (double)block_term_q4(cur.d0[u], xb, sb, c[1]);
+                    acc[nt][2] += (double)block_term_q4(cur.d1[u], xa, sa, c[2]);
+                    acc[nt][3] += (double)block_term_q4(cur.d1[u], xb, sb, c[3]);
                 } else {
                     mma_s8s8(c, cur.a[u][0], cur.a[u][1], cur.a[u][2], cur.a[u][3], b0, b1);
-                    t[0] = block_term_q8(cur.d0[u], xa, c[0]);
-                    t[1] = block_term_q8(cur.d0[u], xb, c[1]);
-                    t[2] = block_term_q8(cur.d1[u], xa, c[2]);
-                    t[3] = block_term_q8(cur.d1[u], xb, c[3]);
+                    acc[nt][0] += (double)block_term_q8(cur.d0[u], xa, c[0]);
+                    acc[nt][1] += (double)block_term_q8(cur.d0[u], xb, c[1]);
+                    acc[nt][2] += (double)block_term_q8(cur.d1[u], xa, c[2]);
+                    acc[nt][3] += (double)block_term_q8(cur.d1[u], xb, c[3]);
                 }
-#pragma unroll
-                for (int i = 0; i < 4; ++i) grp[nt][i] = opens ? t[i] : __fadd_rn(grp[nt][i], t[i]);
-            }
-            // Group closed (or K ended inside it: the missing blocks add +0, as in MMVQ).
-            const bool full = (kb & (QGROUP - 1)) == QGROUP - 1;
-            if (full || kb + 1 == kend) {
-#pragma unroll
-                for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) acc[nt][i] += (double)(full ? grp[nt][i] : __fadd_rn(grp[nt][i], 0.0f));
             }
         }
         if (more) cur = nxt;
@@ -193,8 +180,9 @@ __device__ __forceinline__ void mmq_impl(const u8* __restrict__ qw, const f16_t*
         default: mmq_impl<Q4, 4>(qw, dw, qx, dx, sx, y, bias, N, K, nb, mode, red); break;  \
     }
 
-// y [nb, N] f32. grid = (ceil(nb / 64), ceil(N / 16)), block = 32 * MMQ_WARPS. K % 32 == 0.
-extern "C" __global__ void __launch_bounds__(128, 4) mmq_q8_0(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
+// Activations k-major (quantize_q8_1_bf16_kmajor): qx [K/32, nb, 32], dx and sx [K/32, nb].
+// y [nb, N] f32. grid = (ceil(nb / MMQ_BN), ceil(N / 16)), block = 32 * MMQ_WARPS. K % 32 == 0.
+extern "C" __global__ void __launch_bounds__(128) mmq_q8_0(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
                                                           const i8* __restrict__ qx, const float* __restrict__ dx,
                                                           const float* __restrict__ sx, float* __restrict__ y,
                                                           const float* __restrict__ bias, int N, int K, int nb,
@@ -203,7 +191,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) mmq_q8_0(const u8* __restri
     MMQ_CASES(false)
 }
 
-extern "C" __global__ void __launch_bounds__(128, 4) mmq_q4_0(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
+extern "C" __global__ void __launch_bounds__(128) mmq_q4_0(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
                                                           const i8* __restrict__ qx, const float* __restrict__ dx,
                                                           const float* __restrict__ sx, float* __restrict__ y,
                                                           const float* __restrict__ bias, int N, int K, int nb,

@@ -29,8 +29,7 @@ __device__ __forceinline__ void mmvq_store(double acc[R][NB], float* __restrict_
 }
 
 // Each lane takes whole quant blocks (lane, lane + 32, ...), four blocks' loads in flight;
-// warps stride over outputs so a resident-sized grid has no tail wave. Lanes 4j..4j+3 hold four
-// consecutive blocks, so a QGROUP group sum is three shuffles (lane_group_sum).
+// warps stride over outputs so a resident-sized grid has no tail wave.
 template <int NB, int R>
 __device__ __forceinline__ void mmvq_q8_0_impl(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
                                                const i8* __restrict__ qx, const float* __restrict__ dx,
@@ -45,12 +44,12 @@ __device__ __forceinline__ void mmvq_q8_0_impl(const i8* __restrict__ qw, const 
         for (int r = 0; r < R; ++r)
 #pragma unroll
             for (int b = 0; b < NB; ++b) acc[r][b] = 0.0;
-        for (int c0 = 0; c0 < kblocks; c0 += 4 * 32) {
+        for (int b0 = lane; b0 < kblocks; b0 += 4 * 32) {
             uint4 w[4][R][2];
             float d[4][R];
 #pragma unroll
             for (int u = 0; u < 4; ++u) {
-                const int blk = c0 + u * 32 + lane;
+                const int blk = b0 + u * 32;
 #pragma unroll
                 for (int r = 0; r < R; ++r) {
                     const i64 row = (i64)(o * R + r);
@@ -62,14 +61,13 @@ __device__ __forceinline__ void mmvq_q8_0_impl(const i8* __restrict__ qw, const 
             }
 #pragma unroll
             for (int u = 0; u < 4; ++u) {
-                if (c0 + u * 32 >= kblocks) break;  // warp-uniform: no lane has a block here
-                const int blk = c0 + u * 32 + lane;
-                const bool ok = blk < kblocks;
+                const int blk = b0 + u * 32;
+                if (blk >= kblocks) break;
 #pragma unroll
                 for (int b = 0; b < NB; ++b) {
-                    const int4 x0 = ok ? *reinterpret_cast<const int4*>(qx + (i64)b * K + blk * 32) : int4_zero();
-                    const int4 x1 = ok ? *reinterpret_cast<const int4*>(qx + (i64)b * K + blk * 32 + 16) : int4_zero();
-                    const float db = ok ? dx[(i64)b * kblocks + blk] : 0.0f;
+                    const int4 x0 = *reinterpret_cast<const int4*>(qx + (i64)b * K + blk * 32);
+                    const int4 x1 = *reinterpret_cast<const int4*>(qx + (i64)b * K + blk * 32 + 16);
+                    const float db = dx[(i64)b * kblocks + blk];
 #pragma unroll
                     for (int r = 0; r < R; ++r) {
                         const uint4 a = w[u][r][0], c = w[u][r][1];
@@ -81,8 +79,7 @@ __device__ __forceinline__ void mmvq_q8_0_impl(const i8* __restrict__ qw, const 
                         s = dp4a_ss((int)c.y, x1.y, s);
                         s = dp4a_ss((int)c.z, x1.z, s);
                         s = dp4a_ss((int)c.w, x1.w, s);
-                        const float g = lane_group_sum(ok ? block_term_q8(d[u][r], db, s) : 0.0f);
-                        if ((lane & 3) == 0) acc[r][b] += (double)g;
+                        acc[r][b] += (double)block_term_q8(d[u][r], db, s);
                     }
                 }
             }
@@ -106,12 +103,12 @@ __device__ __forceinline__ void mmvq_q4_0_impl(const u8* __restrict__ qw, const 
         for (int r = 0; r < R; ++r)
 #pragma unroll
             for (int b = 0; b < NB; ++b) acc[r][b] = 0.0;
-        for (int c0 = 0; c0 < kblocks; c0 += 4 * 32) {
+        for (int b0 = lane; b0 < kblocks; b0 += 4 * 32) {
             uint4 w[4][R];
             float d[4][R];
 #pragma unroll
             for (int u = 0; u < 4; ++u) {
-                const int blk = c0 + u * 32 + lane;
+                const int blk = b0 + u * 32;
 #pragma unroll
                 for (int r = 0; r < R; ++r) {
                     const i64 row = (i64)(o * R + r);
@@ -122,15 +119,14 @@ __device__ __forceinline__ void mmvq_q4_0_impl(const u8* __restrict__ qw, const 
             }
 #pragma unroll
             for (int u = 0; u < 4; ++u) {
-                if (c0 + u * 32 >= kblocks) break;  // warp-uniform: no lane has a block here
-                const int blk = c0 + u * 32 + lane;
-                const bool ok = blk < kblocks;
+                const int blk = b0 + u * 32;
+                if (blk >= kblocks) break;
 #pragma unroll
                 for (int b = 0; b < NB; ++b) {
-                    const int4 xlo = ok ? *reinterpret_cast<const int4*>(qx + (i64)b * K + blk * 32) : int4_zero();
-                    const int4 xhi = ok ? *reinterpret_cast<const int4*>(qx + (i64)b * K + blk * 32 + 16) : int4_zero();
-                    const float db = ok ? dx[(i64)b * kblocks + blk] : 0.0f;
-                    const float sb = ok ? sx[(i64)b * kblocks + blk] : 0.0f;
+                    const int4 xlo = *reinterpret_cast<const int4*>(qx + (i64)b * K + blk * 32);
+                    const int4 xhi = *reinterpret_cast<const int4*>(qx + (i64)b * K + blk * 32 + 16);
+                    const float db = dx[(i64)b * kblocks + blk];
+                    const float sb = sx[(i64)b * kblocks + blk];
 #pragma unroll
                     for (int r = 0; r < R; ++r) {
                         const uint4 wr = w[u][r];
@@ -142,8 +138,7 @@ __device__ __forceinline__ void mmvq_q4_0_impl(const u8* __restrict__ qw, const 
                         s = dp4a_us((wr.y >> 4) & 0x0f0f0f0fu, xhi.y, s);
                         s = dp4a_us((wr.z >> 4) & 0x0f0f0f0fu, xhi.z, s);
                         s = dp4a_us((wr.w >> 4) & 0x0f0f0f0fu, xhi.w, s);
-                        const float g = lane_group_sum(ok ? block_term_q4(d[u][r], db, sb, s) : 0.0f);
-                        if ((lane & 3) == 0) acc[r][b] += (double)g;
+                        acc[r][b] += (double)block_term_q4(d[u][r], db, sb, s);
                     }
                 }
             }

@@ -58,6 +58,7 @@ pub enum Kernel {
     GemvBf16B1Norm,
     GemvBf16B1SwigluNorm,
     QuantizeQ8_1Bf16,
+    QuantizeQ8_1Bf16KMajor,
     MmvqQ8_0,
     MmvqQ8_0B1,
     MmvqQ8_0B1Swiglu,
@@ -76,7 +77,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 29] = [
+    pub const ALL: [Kernel; 30] = [
         Kernel::GetRowsBf16,
         Kernel::GetRowsF32,
         Kernel::KvGatherBf16,
@@ -91,6 +92,7 @@ impl Kernel {
         Kernel::GemvBf16B1Norm,
         Kernel::GemvBf16B1SwigluNorm,
         Kernel::QuantizeQ8_1Bf16,
+        Kernel::QuantizeQ8_1Bf16KMajor,
         Kernel::MmvqQ8_0,
         Kernel::MmvqQ8_0B1,
         Kernel::MmvqQ8_0B1Swiglu,
@@ -125,6 +127,7 @@ impl Kernel {
             Kernel::GemvBf16B1Norm => "gemv_bf16_b1_norm",
             Kernel::GemvBf16B1SwigluNorm => "gemv_bf16_b1_swiglu_norm",
             Kernel::QuantizeQ8_1Bf16 => "quantize_q8_1_bf16",
+            Kernel::QuantizeQ8_1Bf16KMajor => "quantize_q8_1_bf16_kmajor",
             Kernel::MmvqQ8_0 => "mmvq_q8_0",
             Kernel::MmvqQ8_0B1 => "mmvq_q8_0_b1",
             Kernel::MmvqQ8_0B1Swiglu => "mmvq_q8_0_b1_swiglu",
@@ -170,7 +173,7 @@ pub const MODULES: &[Module] = &[
             GemvBf16B1SwigluNorm
         ]
     ),
-    module!("quantize", [QuantizeQ8_1Bf16]),
+    module!("quantize", [QuantizeQ8_1Bf16, QuantizeQ8_1Bf16KMajor]),
     module!(
         "mmvq",
         [

@@ -49,7 +49,8 @@ pub fn linear(w: &Matrix, x: &[f32], rows: usize) -> Vec<f32> {
             for r in 0..rows {
                 let qx = quantize_q8_1(&x[r * k..(r + 1) * k]);
                 for o in 0..n {
-                    let terms = (0..k / QK).map(|b| {
+                    let mut acc = 0f64;
+                    for b in 0..k / QK {
                         let wq = &qs[o * k + b * QK..o * k + (b + 1) * QK];
                         let xq = &qx.qs[b * QK..(b + 1) * QK];
                         let s: i32 = wq
@@ -57,9 +58,13 @@ pub fn linear(w: &Matrix, x: &[f32], rows: usize) -> Vec<f32> {
                             .zip(xq)
                             .map(|(&a, &c)| i32::from(a) * i32::from(c))
                             .sum();
-                        block_term_q8(f16::from_bits(d[o * (k / QK) + b]).to_f32(), qx.d[b], s)
-                    });
-                    y[r * n + o] = sum_block_terms(terms);
+                        acc += f64::from(block_term_q8(
+                            f16::from_bits(d[o * (k / QK) + b]).to_f32(),
+                            qx.d[b],
+                            s,
+                        ));
+                    }
+                    y[r * n + o] = acc as f32;
                 }
             }
         }
@@ -67,7 +72,8 @@ pub fn linear(w: &Matrix, x: &[f32], rows: usize) -> Vec<f32> {
             for r in 0..rows {
                 let qx = quantize_q8_1(&x[r * k..(r + 1) * k]);
                 for o in 0..n {
-                    let terms = (0..k / QK).map(|b| {
+                    let mut acc = 0f64;
+                    for b in 0..k / QK {
                         let wq = &qs[(o * k + b * QK) / 2..(o * k + (b + 1) * QK) / 2];
                         let xq = &qx.qs[b * QK..(b + 1) * QK];
                         let mut s = 0i32;
@@ -76,9 +82,9 @@ pub fn linear(w: &Matrix, x: &[f32], rows: usize) -> Vec<f32> {
                             s += i32::from(wq[j] >> 4) * i32::from(xq[j + QK / 2]);
                         }
                         let dw = f16::from_bits(d[o * (k / QK) + b]).to_f32();
-                        block_term_q4(dw, qx.d[b], qx.s[b], s)
-                    });
-                    y[r * n + o] = sum_block_terms(terms);
+                        acc += f64::from(block_term_q4(dw, qx.d[b], qx.s[b], s));
+                    }
+                    y[r * n + o] = acc as f32;
                 }
             }
         }
@@ -86,31 +92,8 @@ pub fn linear(w: &Matrix, x: &[f32], rows: usize) -> Vec<f32> {
     y
 }
 
-/// Quant blocks per summation group, as `QGROUP` in `kernels/cuda/common.cuh`.
-pub const QGROUP: usize = 4;
-
-/// A row's block terms summed as every int8 kernel sums them: each group of `QGROUP`
-/// consecutive blocks in order in f32 (a partial last group padded with +0), then the groups in
-/// f64, rounded once to f32.
-pub fn sum_block_terms(terms: impl Iterator<Item = f32>) -> f32 {
-    let mut acc = 0f64;
-    let (mut group, mut len) = (0f32, 0usize);
-    for t in terms {
-        group = if len == 0 { t } else { group + t };
-        len += 1;
-        if len == QGROUP {
-            acc += f64::from(group);
-            len = 0;
-        }
-    }
-    if len > 0 {
-        acc += f64::from(group + 0.0);
-    }
-    acc as f32
-}
-
 /// One Q8_0 block's contribution, with the kernels' rounding: (dw * dx) * s, each step rounded
-/// to f32 (Rust never contracts to FMA). Block terms are summed by `sum_block_terms`.
+/// to f32 (Rust never contracts to FMA). Block terms are summed in f64, as on the GPU.
 pub fn block_term_q8(dw: f32, dx: f32, s: i32) -> f32 {
     (dw * dx) * s as f32
 }
@@ -208,20 +191,6 @@ mod tests {
         let y = rms_norm(&[3.0, 4.0], &[1.0, 2.0], 2, 0.0);
         let s = 1.0 / 12.5f32.sqrt();
         assert_eq!(y, vec![round_bf16(3.0 * s), round_bf16(8.0 * s)]);
-    }
-
-    #[test]
-    fn block_terms_sum_in_f32_groups_of_four_then_f64() {
-        // Within a group, 1 + 2^-24 rounds back to 1 in f32 (twice); a per-term f64 sum
-        // would keep both halves.
-        let tiny = 2f32.powi(-24);
-        assert_eq!(sum_block_terms([1.0, tiny, tiny, 0.0].into_iter()), 1.0);
-        // The second group's two tiny terms sum exactly in f32, and the groups in f64.
-        let v = sum_block_terms([1.0, 0.0, 0.0, 0.0, tiny, tiny].into_iter());
-        assert_eq!(v, 1.0 + 2f32.powi(-23));
-        // A partial last group of -0 adds +0; an empty row is 0.
-        assert_eq!(sum_block_terms([-0.0f32].into_iter()).to_bits(), 0);
-        assert_eq!(sum_block_terms(std::iter::empty()), 0.0);
     }
 
     #[test]

@@ -824,7 +824,7 @@ impl Backend for CudaBackend {
             LinearPath::GemvBf16 | LinearPath::Mmvq => {
                 let quant = path == LinearPath::Mmvq;
                 if quant {
-                    self.quantize(x, rows, k, layer)?;
+                    self.quantize(x, rows, k, layer, false)?;
                 }
                 for c in (0..rows).step_by(8) {
                     let nb = (rows - c).min(8);
@@ -918,7 +918,7 @@ impl Backend for CudaBackend {
                         )?;
                     }
                 } else {
-                    self.quantize(x, rows, k, layer)?;
+                    self.quantize(x, rows, k, layer, true)?;
                     let kern = linear::mmq_kernel(fmt);
                     let bytes = wbytes + (rows * k) as u64 + out_bytes;
                     let ptrs = LinearPtrs {
@@ -1177,12 +1177,26 @@ impl Backend for CudaBackend {
 }
 
 impl CudaBackend {
-    fn quantize(&mut self, x: u64, rows: usize, k: usize, layer: i32) -> Result<()> {
+    /// Quantizes `rows` activation rows to q8_1: row-major for MMVQ, k-major for MMQ.
+    fn quantize(&mut self, x: u64, rows: usize, k: usize, layer: i32, k_major: bool) -> Result<()> {
         let blocks = rows * k / 32;
         let grid = (blocks.div_ceil(8) as u32, 1, 1);
         let (qx, dx, sx) = (self.a.qx.ptr, self.a.dx.ptr, self.a.sx.ptr);
+        let mut args = vec![
+            Arg::Ptr(x),
+            Arg::Ptr(qx),
+            Arg::Ptr(dx),
+            Arg::Ptr(sx),
+            Arg::I64(blocks as i64),
+        ];
+        let kern = if k_major {
+            args.push(Arg::I32((k / 32) as i32));
+            Kernel::QuantizeQ8_1Bf16KMajor
+        } else {
+            Kernel::QuantizeQ8_1Bf16
+        };
         self.kernel(
-            Kernel::QuantizeQ8_1Bf16,
+            kern,
             "quantize_q8_1",
             layer,
             "act_elementwise",
@@ -1190,13 +1204,7 @@ impl CudaBackend {
             256,
             (rows * k * 3 + blocks * 8) as u64,
             (rows * k * 3) as u64,
-            &[
-                Arg::Ptr(x),
-                Arg::Ptr(qx),
-                Arg::Ptr(dx),
-                Arg::Ptr(sx),
-                Arg::I64(blocks as i64),
-            ],
+            &args,
         )
     }
 }

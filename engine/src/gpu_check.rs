@@ -541,7 +541,7 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                         let args = linear::vector_args(kern, &ptrs, n, k, rows, 0);
                         dev.launch(kern, (n.div_ceil(4) as u32, 1, 1), 128, &args)?;
                     } else {
-                        let args = linear::mmq_args(&mmq_in(ptrs), n, k, rows, 0);
+                        let args = linear::mmq_args(&mmq_in(ptrs), n, k, rows, 0, true);
                         dev.launch(
                             linear::mmq_kernel(fmt),
                             linear::mmq_grid(n, rows),
@@ -552,28 +552,32 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                     let got = c.read_f32(&yb, rows * n)?;
                     c.check(format!("{name} {n}x{k} rows={rows}"), &got, &want, TOL_INT8);
                     // Dispatch invariance: at a batch both paths can run, MMQ must give
-                    // MMVQ's bits, or moving the threshold changes greedy output.
-                    if small && rows > 1 {
-                        let yq = c.poisoned(rows * n * 4)?;
-                        let args = linear::mmq_args(
-                            &mmq_in(LinearPtrs { y: yq.ptr, ..ptrs }),
-                            n,
-                            k,
-                            rows,
-                            0,
-                        );
-                        dev.launch(
-                            linear::mmq_kernel(fmt),
-                            linear::mmq_grid(n, rows),
-                            128,
-                            &args,
-                        )?;
-                        c.check(
-                            format!("mmq vs {name} {n}x{k} rows={rows} (bitwise)"),
-                            &c.read_f32(&yq, rows * n)?,
-                            &got,
-                            0.0,
-                        );
+                    // MMVQ's bits, or moving the threshold changes greedy output; and MMQ's two
+                    // activation layouts must give each other's bits.
+                    if rows > 1 {
+                        for k_major in [false, true] {
+                            if !small && k_major {
+                                continue; // that is `got` itself
+                            }
+                            let yq = c.poisoned(rows * n * 4)?;
+                            let p = LinearPtrs { y: yq.ptr, ..ptrs };
+                            let p = if k_major { mmq_in(p) } else { p };
+                            let args = linear::mmq_args(&p, n, k, rows, 0, k_major);
+                            dev.launch(
+                                linear::mmq_kernel(fmt),
+                                linear::mmq_grid(n, rows),
+                                128,
+                                &args,
+                            )?;
+                            let layout = if k_major { "k-major" } else { "row-major" };
+                            let of = if small { "" } else { " k-major" };
+                            c.check(
+                                format!("mmq {layout} vs {name}{of} {n}x{k} rows={rows} (bitwise)"),
+                                &c.read_f32(&yq, rows * n)?,
+                                &got,
+                                0.0,
+                            );
+                        }
                     }
                 }
             }

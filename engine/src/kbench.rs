@@ -1,6 +1,7 @@
 //! Single-kernel benchmarks against the copy bandwidth measured in the same run: the bf16 GEMV
-//! and Q8_0 MMVQ at Llama-3-8B FFN shapes (batch 1), and MMQ against chunked MMVQ at batch 64
-//! and 128. Weights rotate over several copies so no repeat reads a warm L2.
+//! and Q8_0 MMVQ at Llama-3-8B FFN shapes (batch 1), MMQ against chunked MMVQ at batch 64
+//! and 128, and MMQ on its two activation layouts at batch 16 to 128. Weights rotate over
+//! several copies so no repeat reads a warm L2.
 
 use crate::bench::copy_bandwidth;
 use crate::cuda::device::launch_block;
@@ -32,6 +33,18 @@ pub struct KernelBenchReport {
     pub kernels: Vec<KernelBench>,
     /// (batch, MMQ µs, chunked-MMVQ µs, speed-up)
     pub mmq_vs_mmvq: Vec<(usize, f64, f64, f64)>,
+    /// MMQ on row-major vs k-major activations, side by side (the `mmq_k_major` policy's data).
+    pub mmq_layouts: Vec<MmqLayoutBench>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MmqLayoutBench {
+    pub shape: String,
+    pub batch: usize,
+    pub row_major_us: Spread,
+    pub k_major_us: Spread,
+    /// The layout `mmq_k_major` picks at this batch.
+    pub policy_k_major: bool,
 }
 
 /// Weight copies rotated through, so consecutive launches never find the weights in L2.
@@ -89,6 +102,7 @@ pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
     let bw = copy_bandwidth(dev, 1 << 30, 20)?;
     let mut kernels = Vec::new();
     let mut mmq_vs_mmvq = Vec::new();
+    let mut mmq_layouts = Vec::new();
     let s = &dev.stream;
     for &(n, k) in &[(14336usize, 4096usize), (4096, 14336)] {
         let mut wf = vec![0f32; n * k];
@@ -163,19 +177,44 @@ pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
                 registers_per_thread: dev.attrs(kern).0,
                 blocks_per_sm: dev.occupancy(kern),
             });
-            if fmt == WeightFormat::Q8_0 && n == 14336 {
-                for batch in [64usize, 128] {
-                    let (qxk, dxk, sxk) = k_major(batch)?;
-                    let mmq = time_us(dev, reps, |i| {
-                        let p = LinearPtrs {
+            // MMQ at `batch` on either activation layout.
+            let mmq_time = |batch: usize, k_major_layout: bool| -> Result<Spread> {
+                let km = if k_major_layout {
+                    Some(k_major(batch)?)
+                } else {
+                    None
+                };
+                time_us(dev, reps, |i| {
+                    let p = input(&copies[i % COPIES]);
+                    let p = match &km {
+                        Some((qxk, dxk, sxk)) => LinearPtrs {
                             x: qxk.ptr,
                             dx: dxk.ptr,
                             sx: sxk.ptr,
-                            ..input(&copies[i % COPIES])
-                        };
-                        let args = linear::mmq_args(&p, n, k, batch, 0);
-                        dev.launch(Kernel::MmqQ8_0, linear::mmq_grid(n, batch), 128, &args)
-                    })?;
+                            ..p
+                        },
+                        None => p,
+                    };
+                    let args = linear::mmq_args(&p, n, k, batch, 0, k_major_layout);
+                    dev.launch(Kernel::MmqQ8_0, linear::mmq_grid(n, batch), 128, &args)
+                })
+            };
+            if fmt == WeightFormat::Q8_0 {
+                for batch in [16usize, 24, 32, 48, 64, 96, 128] {
+                    let row_major_us = mmq_time(batch, false)?;
+                    let k_major_us = mmq_time(batch, true)?;
+                    mmq_layouts.push(MmqLayoutBench {
+                        shape: format!("{n}x{k}"),
+                        batch,
+                        row_major_us,
+                        k_major_us,
+                        policy_k_major: linear::mmq_k_major(batch),
+                    });
+                }
+            }
+            if fmt == WeightFormat::Q8_0 && n == 14336 {
+                for batch in [64usize, 128] {
+                    let mmq = mmq_time(batch, linear::mmq_k_major(batch))?;
                     let mmvq = time_us(dev, reps, |i| {
                         let p = input(&copies[i % COPIES]);
                         for c in (0..batch).step_by(8) {
@@ -201,5 +240,6 @@ pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
         copy_bw_bytes_per_s: bw,
         kernels,
         mmq_vs_mmvq,
+        mmq_layouts,
     })
 }

@@ -656,6 +656,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     "batch {b:<4} MMQ {mmq:>9.2} us  MMVQ (chunks of 8) {mmvq:>9.2} us  MMQ faster by {x:.2}x"
                 );
             }
+            for l in &r.mmq_layouts {
+                println!(
+                    "mmq_q8_0 {:<10} batch {:<4} row-major {:>8.2} us  k-major {:>8.2} us  k-major/row-major {:.3}  (policy: {})",
+                    l.shape,
+                    l.batch,
+                    l.row_major_us.median,
+                    l.k_major_us.median,
+                    l.k_major_us.median / l.row_major_us.median,
+                    if l.policy_k_major {
+                        "k-major"
+                    } else {
+                        "row-major"
+                    }
+                );
+            }
             write_json(&json, &r)?;
             Ok(ExitCode::SUCCESS)
         }

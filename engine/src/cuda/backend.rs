@@ -918,7 +918,8 @@ impl Backend for CudaBackend {
                         )?;
                     }
                 } else {
-                    self.quantize(x, rows, k, layer, true)?;
+                    let k_major = linear::mmq_k_major(rows);
+                    self.quantize(x, rows, k, layer, k_major)?;
                     let kern = linear::mmq_kernel(fmt);
                     let bytes = wbytes + (rows * k) as u64 + out_bytes;
                     let ptrs = LinearPtrs {
@@ -928,7 +929,7 @@ impl Backend for CudaBackend {
                         y: target,
                         ..base
                     };
-                    let args = linear::mmq_args(&ptrs, n, k, rows, i32::from(accumulate));
+                    let args = linear::mmq_args(&ptrs, n, k, rows, i32::from(accumulate), k_major);
                     self.kernel(
                         kern,
                         op,

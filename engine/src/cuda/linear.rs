@@ -140,8 +140,16 @@ pub fn vector_args(
     }
 }
 
-/// Arguments of an MMQ entry (`mmq_kernel`): output f32 `[nb, n]` at `p.y`.
-pub fn mmq_args(p: &LinearPtrs, n: usize, k: usize, nb: usize, mode: i32) -> Vec<Arg> {
+/// Arguments of an MMQ entry (`mmq_kernel`): output f32 `[nb, n]` at `p.y`; the activations at
+/// `p.x`/`p.dx`/`p.sx` are k-major when `k_major` (see `mmq_k_major`), row-major otherwise.
+pub fn mmq_args(
+    p: &LinearPtrs,
+    n: usize,
+    k: usize,
+    nb: usize,
+    mode: i32,
+    k_major: bool,
+) -> Vec<Arg> {
     vec![
         Arg::Ptr(p.w),
         Arg::Ptr(p.scales),
@@ -154,8 +162,21 @@ pub fn mmq_args(p: &LinearPtrs, n: usize, k: usize, nb: usize, mode: i32) -> Vec
         Arg::I32(k as i32),
         Arg::I32(nb as i32),
         Arg::I32(mode),
+        Arg::I32(i32::from(k_major)),
     ]
 }
+
+/// Which activation layout MMQ reads at batch `nb`: k-major (`quantize_q8_1_bf16_kmajor`) puts
+/// one quant block of 8 adjacent columns in 256 contiguous bytes, which relieves the L1 traffic
+/// MMQ is bound by at large batches; at small ones the row-major layout's reuse of each cache
+/// line over four quant blocks wins. Threshold from `gapscope-engine kbench`'s layout table on
+/// the H200 (docs/BENCHMARKS.md §8).
+pub fn mmq_k_major(nb: usize) -> bool {
+    nb >= MMQ_K_MAJOR_MIN_BATCH
+}
+
+/// The smallest batch at which MMQ reads k-major activations.
+pub const MMQ_K_MAJOR_MIN_BATCH: usize = 1;
 
 /// The MMQ grid: x = blocks of 32 batch columns (adjacent, so they share each weight tile in
 /// L2), y = tiles of 16 weight rows.
@@ -184,7 +205,7 @@ mod tests {
                 count
             );
         }
-        assert_eq!(mmq_args(&p, 8, 64, 16, 0).len(), 11);
+        assert_eq!(mmq_args(&p, 8, 64, 16, 0, true).len(), 12);
         assert_eq!(mmq_kernel(WeightFormat::Q4_0), Kernel::MmqQ4_0);
         assert_eq!(
             vector_kernel(WeightFormat::Q8_0, 1, true),
@@ -229,7 +250,7 @@ mod tests {
         }
         for k in [Kernel::MmqQ8_0, Kernel::MmqQ4_0] {
             assert_eq!(
-                kinds(&mmq_args(&p, 1, 32, 1, 0)),
+                kinds(&mmq_args(&p, 1, 32, 1, 0, false)),
                 pointers(k),
                 "{}",
                 k.name()

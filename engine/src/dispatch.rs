@@ -10,11 +10,23 @@ pub struct DispatchPolicy {
     /// `MMVQ_MAX_BATCH_SIZE`; larger batches use cuBLAS (bf16) or MMQ (quantized). A value
     /// above 8 runs the GEMV kernels in chunks of 8 rows, re-reading the weights per chunk.
     pub mmvq_max_batch: usize,
+    /// Smallest MMQ batch that reads k-major activations (`quantize_q8_1_bf16_kmajor`: one
+    /// quant block of 8 adjacent columns in 256 contiguous bytes, which relieves the L1
+    /// traffic MMQ is bound by at large batches); smaller batches read them row-major, whose
+    /// cache lines each serve four quant blocks. Both layouts give the same bits.
+    pub mmq_k_major_min_batch: usize,
 }
+
+/// Default of `DispatchPolicy::mmq_k_major_min_batch`, from the layout table of
+/// `gapscope-engine kbench` and the decode sweep on the H200 (docs/BENCHMARKS.md §8).
+pub const MMQ_K_MAJOR_MIN_BATCH: usize = 1;
 
 impl Default for DispatchPolicy {
     fn default() -> Self {
-        Self { mmvq_max_batch: 8 }
+        Self {
+            mmvq_max_batch: 8,
+            mmq_k_major_min_batch: MMQ_K_MAJOR_MIN_BATCH,
+        }
     }
 }
 
@@ -28,6 +40,11 @@ pub enum LinearPath {
 }
 
 impl DispatchPolicy {
+    /// Whether MMQ at `rows` reads k-major activations.
+    pub fn mmq_k_major(&self, rows: usize) -> bool {
+        rows >= self.mmq_k_major_min_batch
+    }
+
     pub fn path(&self, format: WeightFormat, rows: usize) -> LinearPath {
         let small = rows <= self.mmvq_max_batch;
         match (format, small) {
@@ -82,7 +99,10 @@ mod tests {
         assert_eq!(p.path(WeightFormat::Q8_0, 9), LinearPath::Mmq);
         assert_eq!(p.path(WeightFormat::Bf16, 1), LinearPath::GemvBf16);
         assert_eq!(p.path(WeightFormat::Bf16, 16), LinearPath::CublasBf16);
-        let never = DispatchPolicy { mmvq_max_batch: 0 };
+        let never = DispatchPolicy {
+            mmvq_max_batch: 0,
+            ..DispatchPolicy::default()
+        };
         assert_eq!(never.path(WeightFormat::Q4_0, 1), LinearPath::Mmq);
     }
 }

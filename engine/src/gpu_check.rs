@@ -923,6 +923,7 @@ pub fn model_checks(seed: u64) -> Result<Vec<Check>> {
                     paged_kv: paged,
                     dispatch: DispatchPolicy {
                         mmvq_max_batch: thr,
+                        ..DispatchPolicy::default()
                     },
                     pdl,
                     fusion,

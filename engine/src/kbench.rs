@@ -7,6 +7,7 @@ use crate::bench::copy_bandwidth;
 use crate::cuda::device::launch_block;
 use crate::cuda::linear::{self, LinearPtrs};
 use crate::cuda::{DevBuf, Device};
+use crate::dispatch::DispatchPolicy;
 use crate::error::Result;
 use crate::quant::{Matrix, WeightFormat};
 use crate::rng;
@@ -33,7 +34,8 @@ pub struct KernelBenchReport {
     pub kernels: Vec<KernelBench>,
     /// (batch, MMQ µs, chunked-MMVQ µs, speed-up)
     pub mmq_vs_mmvq: Vec<(usize, f64, f64, f64)>,
-    /// MMQ on row-major vs k-major activations, side by side (the `mmq_k_major` policy's data).
+    /// MMQ on row-major vs k-major activations, side by side (the data behind
+    /// `DispatchPolicy::mmq_k_major_min_batch`).
     pub mmq_layouts: Vec<MmqLayoutBench>,
 }
 
@@ -43,7 +45,7 @@ pub struct MmqLayoutBench {
     pub batch: usize,
     pub row_major_us: Spread,
     pub k_major_us: Spread,
-    /// The layout `mmq_k_major` picks at this batch.
+    /// The layout the default `DispatchPolicy` picks at this batch.
     pub policy_k_major: bool,
 }
 
@@ -208,13 +210,13 @@ pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
                         batch,
                         row_major_us,
                         k_major_us,
-                        policy_k_major: linear::mmq_k_major(batch),
+                        policy_k_major: DispatchPolicy::default().mmq_k_major(batch),
                     });
                 }
             }
             if fmt == WeightFormat::Q8_0 && n == 14336 {
                 for batch in [64usize, 128] {
-                    let mmq = mmq_time(batch, linear::mmq_k_major(batch))?;
+                    let mmq = mmq_time(batch, DispatchPolicy::default().mmq_k_major(batch))?;
                     let mmvq = time_us(dev, reps, |i| {
                         let p = input(&copies[i % COPIES]);
                         for c in (0..batch).step_by(8) {

@@ -76,6 +76,7 @@ fn levers_keep_greedy_output_identical() {
                     paged_kv: paged,
                     dispatch: DispatchPolicy {
                         mmvq_max_batch: thr,
+                        ..DispatchPolicy::default()
                     },
                     pdl,
                     fusion,

@@ -81,6 +81,10 @@ struct LeverArgs {
     /// Largest batch run as GEMV/MMVQ (llama.cpp's MMVQ_MAX_BATCH_SIZE).
     #[arg(long, default_value_t = 8)]
     mmvq_max_batch: usize,
+    /// Smallest MMQ batch that reads k-major activations (smaller ones read row-major; both
+    /// give the same bits). 0 = always k-major; a value above any batch = always row-major.
+    #[arg(long, default_value_t = gapscope_engine::dispatch::MMQ_K_MAJOR_MIN_BATCH)]
+    mmq_k_major_min_batch: usize,
     #[arg(long, default_value_t = 0)]
     device: usize,
 }
@@ -253,6 +257,7 @@ fn levers_of(a: &LeverArgs) -> Levers {
         paged_kv: matches!(a.kv, KvMode::Paged),
         dispatch: DispatchPolicy {
             mmvq_max_batch: a.mmvq_max_batch,
+            mmq_k_major_min_batch: a.mmq_k_major_min_batch,
         },
         pdl: !a.no_pdl,
         fusion: !a.no_fusion,
@@ -552,6 +557,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     paged_kv: paged,
                     dispatch: DispatchPolicy {
                         mmvq_max_batch: thr,
+                        ..DispatchPolicy::default()
                     },
                     pdl,
                     fusion,

@@ -918,7 +918,7 @@ impl Backend for CudaBackend {
                         )?;
                     }
                 } else {
-                    let k_major = linear::mmq_k_major(rows);
+                    let k_major = self.levers.dispatch.mmq_k_major(rows);
                     self.quantize(x, rows, k, layer, k_major)?;
                     let kern = linear::mmq_kernel(fmt);
                     let bytes = wbytes + (rows * k) as u64 + out_bytes;

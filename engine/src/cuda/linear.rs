@@ -141,7 +141,7 @@ pub fn vector_args(
 }
 
 /// Arguments of an MMQ entry (`mmq_kernel`): output f32 `[nb, n]` at `p.y`; the activations at
-/// `p.x`/`p.dx`/`p.sx` are k-major when `k_major` (see `mmq_k_major`), row-major otherwise.
+/// `p.x`/`p.dx`/`p.sx` are k-major when `k_major` (`DispatchPolicy::mmq_k_major`), row-major otherwise.
 pub fn mmq_args(
     p: &LinearPtrs,
     n: usize,
@@ -165,18 +165,6 @@ pub fn mmq_args(
         Arg::I32(i32::from(k_major)),
     ]
 }
-
-/// Which activation layout MMQ reads at batch `nb`: k-major (`quantize_q8_1_bf16_kmajor`) puts
-/// one quant block of 8 adjacent columns in 256 contiguous bytes, which relieves the L1 traffic
-/// MMQ is bound by at large batches; at small ones the row-major layout's reuse of each cache
-/// line over four quant blocks wins. Threshold from `gapscope-engine kbench`'s layout table on
-/// the H200 (docs/BENCHMARKS.md §8).
-pub fn mmq_k_major(nb: usize) -> bool {
-    nb >= MMQ_K_MAJOR_MIN_BATCH
-}
-
-/// The smallest batch at which MMQ reads k-major activations.
-pub const MMQ_K_MAJOR_MIN_BATCH: usize = 1;
 
 /// The MMQ grid: x = blocks of 32 batch columns (adjacent, so they share each weight tile in
 /// L2), y = tiles of 16 weight rows.

@@ -541,9 +541,9 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                         let args = linear::vector_args(kern, &ptrs, n, k, rows, 0);
                         dev.launch(kern, (n.div_ceil(4) as u32, 1, 1), 128, &args)?;
                     } else {
-                        let args = linear::mmq_args(&mmq_in(ptrs), n, k, rows, 0, true);
+                        let args = linear::mmq_args(&mmq_in(ptrs), n, k, rows, 0);
                         dev.launch(
-                            linear::mmq_kernel(fmt),
+                            linear::mmq_kernel(fmt, true),
                             linear::mmq_grid(n, rows),
                             128,
                             &args,
@@ -562,9 +562,9 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                             let yq = c.poisoned(rows * n * 4)?;
                             let p = LinearPtrs { y: yq.ptr, ..ptrs };
                             let p = if k_major { mmq_in(p) } else { p };
-                            let args = linear::mmq_args(&p, n, k, rows, 0, k_major);
+                            let args = linear::mmq_args(&p, n, k, rows, 0);
                             dev.launch(
-                                linear::mmq_kernel(fmt),
+                                linear::mmq_kernel(fmt, k_major),
                                 linear::mmq_grid(n, rows),
                                 128,
                                 &args,

@@ -197,8 +197,9 @@ pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
                         },
                         None => p,
                     };
-                    let args = linear::mmq_args(&p, n, k, batch, 0, k_major_layout);
-                    dev.launch(Kernel::MmqQ8_0, linear::mmq_grid(n, batch), 128, &args)
+                    let args = linear::mmq_args(&p, n, k, batch, 0);
+                    let kern = linear::mmq_kernel(WeightFormat::Q8_0, k_major_layout);
+                    dev.launch(kern, linear::mmq_grid(n, batch), 128, &args)
                 })
             };
             if fmt == WeightFormat::Q8_0 {

@@ -8,7 +8,8 @@
 // 14336-row matrix is 3584 warps), which a decode-sized GEMM needs to reach memory bandwidth,
 // and no shared-memory staging or barriers are needed inside the K loop: weights stream straight
 // into registers (the next stage loads while this one computes) and the small activation
-// matrix is read through L1/L2, in the layout the host picked for this batch (`kmajor`): k-major
+// matrix is read through L1/L2, in the layout the host picked for this batch (the _kmajor entries
+// or not): k-major
 // makes one quant block of 8 adjacent columns 256 contiguous bytes instead of 8 scattered
 // 32-byte pieces, which relieves L1 at large batches (docs/BENCHMARKS.md §8). Grid: x = column block (so the column blocks of one row tile run
 // together and the second reads its weights from L2), y = row tile.
@@ -71,21 +72,17 @@ __device__ __forceinline__ void mmq_load(MmqStage<Q4>& st, const u8* __restrict_
     }
 }
 
-template <bool Q4, int NT>
+template <bool Q4, int NT, bool KMAJOR>
 __device__ __forceinline__ void mmq_impl(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
                                          const i8* __restrict__ qx, const float* __restrict__ dx,
                                          const float* __restrict__ sx, float* __restrict__ y,
-                                         const float* __restrict__ bias, int N, int K, int nb, int mode, int kmajor,
+                                         const float* __restrict__ bias, int N, int K, int nb, int mode,
                                          double (*red)[MMQ_BN / 2][32]) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int n0 = blockIdx.x * MMQ_BN;
     const int m0 = blockIdx.y * 16;
     const int kblocks = K >> 5;
-    // Activation strides per quant block and per column: row-major [nb, K] (quantize_q8_1_bf16)
-    // or k-major [K/32, nb, 32] (quantize_q8_1_bf16_kmajor); scales alike.
-    const int qs_kb = kmajor ? nb * 32 : 32, qs_col = kmajor ? 32 : K;
-    const int ds_kb = kmajor ? nb : 1, ds_col = kmajor ? 1 : kblocks;
     // Rows past N load row N-1 (valid memory) and are never stored.
     const int r0 = min(m0 + g, N - 1), r1 = min(m0 + g + 8, N - 1);
     const int kper = (kblocks + MMQ_WARPS - 1) / MMQ_WARPS;
@@ -118,19 +115,23 @@ __device__ __forceinline__ void mmq_impl(const u8* __restrict__ qw, const f16_t*
                 const int ca = min(n0 + nt * 8 + t * 2, nb - 1), cc = min(n0 + nt * 8 + t * 2 + 1, nb - 1);
                 int b0, b1;
                 if (Q4) {
-                    const i8* xp = qx + (i64)kb * qs_kb + (i64)cb * qs_col + t * 4;
+                    const i8* xp = KMAJOR ? qx + ((i64)kb * nb + cb) * 32 + t * 4 : qx + (i64)cb * K + kb * 32 + t * 4;
                     b0 = __ldg(reinterpret_cast<const int*>(xp));
                     b1 = __ldg(reinterpret_cast<const int*>(xp + 16));
                 } else {
-                    const uint2 xv = __ldg(reinterpret_cast<const uint2*>(qx + (i64)kb * qs_kb + (i64)cb * qs_col + t * 8));
+                    const i8* xp = KMAJOR ? qx + ((i64)kb * nb + cb) * 32 + t * 8 : qx + (i64)cb * K + kb * 32 + t * 8;
+                    const uint2 xv = __ldg(reinterpret_cast<const uint2*>(xp));
                     b0 = (int)xv.x;
                     b1 = (int)xv.y;
                 }
-                const float xa = __ldg(dx + (i64)kb * ds_kb + (i64)ca * ds_col), xb = __ldg(dx + (i64)kb * ds_kb + (i64)cc * ds_col);
+                // Scales of this lane's two columns, [K/32, nb] (k-major) or [nb, K/32].
+                const i64 ia = KMAJOR ? (i64)kb * nb + ca : (i64)ca * kblocks + kb;
+                const i64 ic = KMAJOR ? (i64)kb * nb + cc : (i64)cc * kblocks + kb;
+                const float xa = __ldg(dx + ia), xb = __ldg(dx + ic);
                 int c[4] = {0, 0, 0, 0};
                 if (Q4) {
                     mma_u8s8(c, cur.a[u][0], cur.a[u][1], cur.a[u][2], cur.a[u][3], b0, b1);
-                    const float sa = __ldg(sx + (i64)kb * ds_kb + (i64)ca * ds_col), sb = __ldg(sx + (i64)kb * ds_kb + (i64)cc * ds_col);
+                    const float sa = __ldg(sx + ia), sb = __ldg(sx + ic);
                     acc[nt][0] += (double)block_term_q4(cur.d0[u], xa, sa, c[0]);
                     acc[nt][1] += (double)block_term_q4(cur.d0[u], xb, sb, c[1]);
                     acc[nt][2] += (double)block_term_q4(cur.d1[u], xa, sa, c[2]);
@@ -176,31 +177,50 @@ __device__ __forceinline__ void mmq_impl(const u8* __restrict__ qw, const f16_t*
     }
 }
 
-#define MMQ_CASES(Q4)                                                                  \
-    switch (min(MMQ_BN / 8, (nb - (int)blockIdx.x * MMQ_BN + 7) >> 3)) {              \
-        case 1: mmq_impl<Q4, 1>(qw, dw, qx, dx, sx, y, bias, N, K, nb, mode, kmajor, red); break;   \
-        case 2: mmq_impl<Q4, 2>(qw, dw, qx, dx, sx, y, bias, N, K, nb, mode, kmajor, red); break;   \
-        case 3: mmq_impl<Q4, 3>(qw, dw, qx, dx, sx, y, bias, N, K, nb, mode, kmajor, red); break;   \
-        default: mmq_impl<Q4, 4>(qw, dw, qx, dx, sx, y, bias, N, K, nb, mode, kmajor, red); break;  \
+#define MMQ_NT_CASES(Q4, KM)                                                                    \
+    switch (min(MMQ_BN / 8, (nb - (int)blockIdx.x * MMQ_BN + 7) >> 3)) {                       \
+        case 1: mmq_impl<Q4, 1, KM>(qw, dw, qx, dx, sx, y, bias, N, K, nb, mode, red); break;  \
+        case 2: mmq_impl<Q4, 2, KM>(qw, dw, qx, dx, sx, y, bias, N, K, nb, mode, red); break;  \
+        case 3: mmq_impl<Q4, 3, KM>(qw, dw, qx, dx, sx, y, bias, N, K, nb, mode, red); break;  \
+        default: mmq_impl<Q4, 4, KM>(qw, dw, qx, dx, sx, y, bias, N, K, nb, mode, red); break; \
     }
 
-// Activations row-major (kmajor = 0: qx [nb, K], dx and sx [nb, K/32], from quantize_q8_1_bf16)
-// or k-major (kmajor = 1: qx [K/32, nb, 32], dx and sx [K/32, nb], quantize_q8_1_bf16_kmajor).
+// Activations row-major (qx [nb, K], dx and sx [nb, K/32], from quantize_q8_1_bf16), or k-major
+// in the _kmajor entries (qx [K/32, nb, 32], dx and sx [K/32, nb], quantize_q8_1_bf16_kmajor);
+// separate entries, so each layout gets its own register allocation.
 // y [nb, N] f32. grid = (ceil(nb / MMQ_BN), ceil(N / 16)), block = 32 * MMQ_WARPS. K % 32 == 0.
 extern "C" __global__ void __launch_bounds__(128) mmq_q8_0(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
                                                           const i8* __restrict__ qx, const float* __restrict__ dx,
                                                           const float* __restrict__ sx, float* __restrict__ y,
                                                           const float* __restrict__ bias, int N, int K, int nb,
-                                                          int mode, int kmajor) {
+                                                          int mode) {
     __shared__ double red[MMQ_WARPS - 1][MMQ_BN / 2][32];  // split-K partials of warps 1..3
-    MMQ_CASES(false)
+    MMQ_NT_CASES(false, false)
 }
 
 extern "C" __global__ void __launch_bounds__(128) mmq_q4_0(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
                                                           const i8* __restrict__ qx, const float* __restrict__ dx,
                                                           const float* __restrict__ sx, float* __restrict__ y,
                                                           const float* __restrict__ bias, int N, int K, int nb,
-                                                          int mode, int kmajor) {
+                                                          int mode) {
     __shared__ double red[MMQ_WARPS - 1][MMQ_BN / 2][32];  // split-K partials of warps 1..3
-    MMQ_CASES(true)
+    MMQ_NT_CASES(true, false)
+}
+
+extern "C" __global__ void __launch_bounds__(128) mmq_q8_0_kmajor(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
+                                                          const i8* __restrict__ qx, const float* __restrict__ dx,
+                                                          const float* __restrict__ sx, float* __restrict__ y,
+                                                          const float* __restrict__ bias, int N, int K, int nb,
+                                                          int mode) {
+    __shared__ double red[MMQ_WARPS - 1][MMQ_BN / 2][32];  // split-K partials of warps 1..3
+    MMQ_NT_CASES(false, true)
+}
+
+extern "C" __global__ void __launch_bounds__(128) mmq_q4_0_kmajor(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
+                                                          const i8* __restrict__ qx, const float* __restrict__ dx,
+                                                          const float* __restrict__ sx, float* __restrict__ y,
+                                                          const float* __restrict__ bias, int N, int K, int nb,
+                                                          int mode) {
+    __shared__ double red[MMQ_WARPS - 1][MMQ_BN / 2][32];  // split-K partials of warps 1..3
+    MMQ_NT_CASES(true, true)
 }

@@ -67,6 +67,8 @@ pub enum Kernel {
     MmvqQ4_0B1Swiglu,
     MmqQ8_0,
     MmqQ4_0,
+    MmqQ8_0KMajor,
+    MmqQ4_0KMajor,
     AttnDecodeBf16,
     AttnDecodeKwHd64Bf16,
     AttnDecodeKwHd128Bf16,
@@ -77,7 +79,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 30] = [
+    pub const ALL: [Kernel; 32] = [
         Kernel::GetRowsBf16,
         Kernel::GetRowsF32,
         Kernel::KvGatherBf16,
@@ -101,6 +103,8 @@ impl Kernel {
         Kernel::MmvqQ4_0B1Swiglu,
         Kernel::MmqQ8_0,
         Kernel::MmqQ4_0,
+        Kernel::MmqQ8_0KMajor,
+        Kernel::MmqQ4_0KMajor,
         Kernel::AttnDecodeBf16,
         Kernel::AttnDecodeKwHd64Bf16,
         Kernel::AttnDecodeKwHd128Bf16,
@@ -136,6 +140,8 @@ impl Kernel {
             Kernel::MmvqQ4_0B1Swiglu => "mmvq_q4_0_b1_swiglu",
             Kernel::MmqQ8_0 => "mmq_q8_0",
             Kernel::MmqQ4_0 => "mmq_q4_0",
+            Kernel::MmqQ8_0KMajor => "mmq_q8_0_kmajor",
+            Kernel::MmqQ4_0KMajor => "mmq_q4_0_kmajor",
             Kernel::AttnDecodeBf16 => "attn_decode_bf16",
             Kernel::AttnDecodeKwHd64Bf16 => "attn_decode_kw_hd64_bf16",
             Kernel::AttnDecodeKwHd128Bf16 => "attn_decode_kw_hd128_bf16",
@@ -185,7 +191,7 @@ pub const MODULES: &[Module] = &[
             MmvqQ4_0B1Swiglu
         ]
     ),
-    module!("mmq", [MmqQ8_0, MmqQ4_0]),
+    module!("mmq", [MmqQ8_0, MmqQ4_0, MmqQ8_0KMajor, MmqQ4_0KMajor]),
     module!(
         "attention",
         [

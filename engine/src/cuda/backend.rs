@@ -920,7 +920,7 @@ impl Backend for CudaBackend {
                 } else {
                     let k_major = self.levers.dispatch.mmq_k_major(rows);
                     self.quantize(x, rows, k, layer, k_major)?;
-                    let kern = linear::mmq_kernel(fmt);
+                    let kern = linear::mmq_kernel(fmt, k_major);
                     let bytes = wbytes + (rows * k) as u64 + out_bytes;
                     let ptrs = LinearPtrs {
                         x: self.a.qx.ptr,
@@ -929,7 +929,7 @@ impl Backend for CudaBackend {
                         y: target,
                         ..base
                     };
-                    let args = linear::mmq_args(&ptrs, n, k, rows, i32::from(accumulate), k_major);
+                    let args = linear::mmq_args(&ptrs, n, k, rows, i32::from(accumulate));
                     self.kernel(
                         kern,
                         op,

@@ -23,11 +23,14 @@ pub fn vector_kernel(format: WeightFormat, nb: usize, swiglu: bool) -> Kernel {
 }
 
 /// The MMQ entry of a quantized format (bf16 batches above the threshold go to cuBLAS).
-pub fn mmq_kernel(format: WeightFormat) -> Kernel {
-    if format == WeightFormat::Q4_0 {
-        Kernel::MmqQ4_0
-    } else {
-        Kernel::MmqQ8_0
+/// The MMQ entry for `format`, reading k-major activations (`quantize_q8_1_bf16_kmajor`) when
+/// `k_major`, row-major ones otherwise (`DispatchPolicy::mmq_k_major`).
+pub fn mmq_kernel(format: WeightFormat, k_major: bool) -> Kernel {
+    match (format == WeightFormat::Q4_0, k_major) {
+        (true, false) => Kernel::MmqQ4_0,
+        (true, true) => Kernel::MmqQ4_0KMajor,
+        (false, false) => Kernel::MmqQ8_0,
+        (false, true) => Kernel::MmqQ8_0KMajor,
     }
 }
 
@@ -141,15 +144,8 @@ pub fn vector_args(
 }
 
 /// Arguments of an MMQ entry (`mmq_kernel`): output f32 `[nb, n]` at `p.y`; the activations at
-/// `p.x`/`p.dx`/`p.sx` are k-major when `k_major` (`DispatchPolicy::mmq_k_major`), row-major otherwise.
-pub fn mmq_args(
-    p: &LinearPtrs,
-    n: usize,
-    k: usize,
-    nb: usize,
-    mode: i32,
-    k_major: bool,
-) -> Vec<Arg> {
+/// `p.x`/`p.dx`/`p.sx` in the entry's layout.
+pub fn mmq_args(p: &LinearPtrs, n: usize, k: usize, nb: usize, mode: i32) -> Vec<Arg> {
     vec![
         Arg::Ptr(p.w),
         Arg::Ptr(p.scales),
@@ -162,7 +158,6 @@ pub fn mmq_args(
         Arg::I32(k as i32),
         Arg::I32(nb as i32),
         Arg::I32(mode),
-        Arg::I32(i32::from(k_major)),
     ]
 }
 
@@ -193,8 +188,9 @@ mod tests {
                 count
             );
         }
-        assert_eq!(mmq_args(&p, 8, 64, 16, 0, true).len(), 12);
-        assert_eq!(mmq_kernel(WeightFormat::Q4_0), Kernel::MmqQ4_0);
+        assert_eq!(mmq_args(&p, 8, 64, 16, 0).len(), 11);
+        assert_eq!(mmq_kernel(WeightFormat::Q4_0, false), Kernel::MmqQ4_0);
+        assert_eq!(mmq_kernel(WeightFormat::Q8_0, true), Kernel::MmqQ8_0KMajor);
         assert_eq!(
             vector_kernel(WeightFormat::Q8_0, 1, true),
             Kernel::MmvqQ8_0B1Swiglu
@@ -236,9 +232,14 @@ mod tests {
                 k.name()
             );
         }
-        for k in [Kernel::MmqQ8_0, Kernel::MmqQ4_0] {
+        for k in [
+            Kernel::MmqQ8_0,
+            Kernel::MmqQ4_0,
+            Kernel::MmqQ8_0KMajor,
+            Kernel::MmqQ4_0KMajor,
+        ] {
             assert_eq!(
-                kinds(&mmq_args(&p, 1, 32, 1, 0, false)),
+                kinds(&mmq_args(&p, 1, 32, 1, 0)),
                 pointers(k),
                 "{}",
                 k.name()

@@ -10,21 +10,26 @@ pub struct DispatchPolicy {
     /// `MMVQ_MAX_BATCH_SIZE`; larger batches use cuBLAS (bf16) or MMQ (quantized). A value
     /// above 8 runs the GEMV kernels in chunks of 8 rows, re-reading the weights per chunk.
     pub mmvq_max_batch: usize,
-    /// Smallest MMQ batch that reads k-major activations (`quantize_q8_1_bf16_kmajor`: one
-    /// quant block of 8 adjacent columns in 256 contiguous bytes, which relieves the L1
-    /// traffic MMQ is bound by at large batches); smaller batches read them row-major, whose
-    /// cache lines each serve four quant blocks. Both layouts give the same bits.
+    /// MMQ reads k-major activations (`quantize_q8_1_bf16_kmajor`: one quant block of 8 adjacent
+    /// columns in 256 contiguous bytes, which relieves the L1 traffic MMQ is bound by) when the
+    /// linear's K is at most `mmq_k_major_max_k`, or its batch at least
+    /// `mmq_k_major_min_batch`; otherwise row-major. Both layouts give the same bits.
+    pub mmq_k_major_max_k: usize,
     pub mmq_k_major_min_batch: usize,
 }
 
-/// Default of `DispatchPolicy::mmq_k_major_min_batch`, from the layout table of
-/// `gapscope-engine kbench` and the decode sweep on the H200 (docs/BENCHMARKS.md §8).
-pub const MMQ_K_MAJOR_MIN_BATCH: usize = 1;
+/// Defaults of the MMQ layout policy, from `gapscope-engine kbench`'s layout table and the
+/// decode sweep on the H200 (docs/BENCHMARKS.md §8): k-major won at K = 4096 at every batch
+/// from 16 to 128; at K = 14336 (ffn_down) it lost 14-39% at batch 16-32 and won 3-7% at 48,
+/// 64 and 128.
+pub const MMQ_K_MAJOR_MAX_K: usize = 8192;
+pub const MMQ_K_MAJOR_MIN_BATCH: usize = 48;
 
 impl Default for DispatchPolicy {
     fn default() -> Self {
         Self {
             mmvq_max_batch: 8,
+            mmq_k_major_max_k: MMQ_K_MAJOR_MAX_K,
             mmq_k_major_min_batch: MMQ_K_MAJOR_MIN_BATCH,
         }
     }
@@ -40,9 +45,9 @@ pub enum LinearPath {
 }
 
 impl DispatchPolicy {
-    /// Whether MMQ at `rows` reads k-major activations.
-    pub fn mmq_k_major(&self, rows: usize) -> bool {
-        rows >= self.mmq_k_major_min_batch
+    /// Whether MMQ at `rows` over a K of `k` reads k-major activations.
+    pub fn mmq_k_major(&self, rows: usize, k: usize) -> bool {
+        k <= self.mmq_k_major_max_k || rows >= self.mmq_k_major_min_batch
     }
 
     pub fn path(&self, format: WeightFormat, rows: usize) -> LinearPath {
@@ -91,6 +96,22 @@ impl Default for Levers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mmq_layout_follows_k_then_batch() {
+        let p = DispatchPolicy::default();
+        // Llama-3-8B: K = 4096 linears always k-major; ffn_down (K = 14336) from batch 48.
+        assert!(p.mmq_k_major(16, 4096));
+        assert!(!p.mmq_k_major(32, 14336));
+        assert!(p.mmq_k_major(48, 14336));
+        assert!(p.mmq_k_major(128, 14336));
+        let rows_only = DispatchPolicy {
+            mmq_k_major_max_k: 0,
+            mmq_k_major_min_batch: usize::MAX,
+            ..p
+        };
+        assert!(!rows_only.mmq_k_major(128, 4096));
+    }
 
     #[test]
     fn threshold_switches_gemv_to_gemm() {

@@ -211,13 +211,13 @@ pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
                         batch,
                         row_major_us,
                         k_major_us,
-                        policy_k_major: DispatchPolicy::default().mmq_k_major(batch),
+                        policy_k_major: DispatchPolicy::default().mmq_k_major(batch, k),
                     });
                 }
             }
             if fmt == WeightFormat::Q8_0 && n == 14336 {
                 for batch in [64usize, 128] {
-                    let mmq = mmq_time(batch, DispatchPolicy::default().mmq_k_major(batch))?;
+                    let mmq = mmq_time(batch, DispatchPolicy::default().mmq_k_major(batch, k))?;
                     let mmvq = time_us(dev, reps, |i| {
                         let p = input(&copies[i % COPIES]);
                         for c in (0..batch).step_by(8) {

@@ -81,8 +81,12 @@ struct LeverArgs {
     /// Largest batch run as GEMV/MMVQ (llama.cpp's MMVQ_MAX_BATCH_SIZE).
     #[arg(long, default_value_t = 8)]
     mmvq_max_batch: usize,
-    /// Smallest MMQ batch that reads k-major activations (smaller ones read row-major; both
-    /// give the same bits). 0 = always k-major; a value above any batch = always row-major.
+    /// MMQ reads k-major activations for linears with K up to this (both layouts give the
+    /// same bits; 0 = only by batch, see --mmq-k-major-min-batch).
+    #[arg(long, default_value_t = gapscope_engine::dispatch::MMQ_K_MAJOR_MAX_K)]
+    mmq_k_major_max_k: usize,
+    /// ... and for any K from this batch on (0 = always k-major; with --mmq-k-major-max-k 0
+    /// and a value above any batch, always row-major).
     #[arg(long, default_value_t = gapscope_engine::dispatch::MMQ_K_MAJOR_MIN_BATCH)]
     mmq_k_major_min_batch: usize,
     #[arg(long, default_value_t = 0)]
@@ -257,6 +261,7 @@ fn levers_of(a: &LeverArgs) -> Levers {
         paged_kv: matches!(a.kv, KvMode::Paged),
         dispatch: DispatchPolicy {
             mmvq_max_batch: a.mmvq_max_batch,
+            mmq_k_major_max_k: a.mmq_k_major_max_k,
             mmq_k_major_min_batch: a.mmq_k_major_min_batch,
         },
         pdl: !a.no_pdl,

@@ -918,7 +918,7 @@ impl Backend for CudaBackend {
                         )?;
                     }
                 } else {
-                    let k_major = self.levers.dispatch.mmq_k_major(rows);
+                    let k_major = self.levers.dispatch.mmq_k_major(rows, k);
                     self.quantize(x, rows, k, layer, k_major)?;
                     let kern = linear::mmq_kernel(fmt, k_major);
                     let bytes = wbytes + (rows * k) as u64 + out_bytes;

@@ -11,26 +11,27 @@ pub struct DispatchPolicy {
     /// above 8 runs the GEMV kernels in chunks of 8 rows, re-reading the weights per chunk.
     pub mmvq_max_batch: usize,
     /// MMQ reads k-major activations (`quantize_q8_1_bf16_kmajor`: one quant block of 8 adjacent
-    /// columns in 256 contiguous bytes, which relieves the L1 traffic MMQ is bound by) when the
-    /// linear's K is at most `mmq_k_major_max_k`, or its batch at least
-    /// `mmq_k_major_min_batch`; otherwise row-major. Both layouts give the same bits.
+    /// columns in 256 contiguous bytes, which relieves the L1 traffic MMQ is bound by), except
+    /// for linears with K above `mmq_k_major_max_k` at batches in `mmq_row_major_batches`
+    /// (inclusive), which read row-major. Both layouts give the same bits.
     pub mmq_k_major_max_k: usize,
-    pub mmq_k_major_min_batch: usize,
+    pub mmq_row_major_batches: (usize, usize),
 }
 
 /// Defaults of the MMQ layout policy, from `gapscope-engine kbench`'s layout table and the
-/// decode sweep on the H200 (docs/BENCHMARKS.md §8): k-major won at K = 4096 at every batch
-/// from 16 to 128; at K = 14336 (ffn_down) it lost 14-39% at batch 16-32 and won 3-7% at 48,
-/// 64 and 128.
+/// decode A/B on the H200 (docs/BENCHMARKS.md §8): k-major won at K = 4096 at every batch
+/// from 16 to 128; at K = 14336 (ffn_down) it lost 36-39% in the kernel table at batch 24-32,
+/// and the whole decode at npl 24 and 32 ran 6-9% faster row-major, while npl 16 and 48-128
+/// ran 7-11% faster k-major.
 pub const MMQ_K_MAJOR_MAX_K: usize = 8192;
-pub const MMQ_K_MAJOR_MIN_BATCH: usize = 48;
+pub const MMQ_ROW_MAJOR_BATCHES: (usize, usize) = (17, 47);
 
 impl Default for DispatchPolicy {
     fn default() -> Self {
         Self {
             mmvq_max_batch: 8,
             mmq_k_major_max_k: MMQ_K_MAJOR_MAX_K,
-            mmq_k_major_min_batch: MMQ_K_MAJOR_MIN_BATCH,
+            mmq_row_major_batches: MMQ_ROW_MAJOR_BATCHES,
         }
     }
 }
@@ -47,7 +48,8 @@ pub enum LinearPath {
 impl DispatchPolicy {
     /// Whether MMQ at `rows` over a K of `k` reads k-major activations.
     pub fn mmq_k_major(&self, rows: usize, k: usize) -> bool {
-        k <= self.mmq_k_major_max_k || rows >= self.mmq_k_major_min_batch
+        let (lo, hi) = self.mmq_row_major_batches;
+        k <= self.mmq_k_major_max_k || !(lo..=hi).contains(&rows)
     }
 
     pub fn path(&self, format: WeightFormat, rows: usize) -> LinearPath {
@@ -100,14 +102,16 @@ mod tests {
     #[test]
     fn mmq_layout_follows_k_then_batch() {
         let p = DispatchPolicy::default();
-        // Llama-3-8B: K = 4096 linears always k-major; ffn_down (K = 14336) from batch 48.
-        assert!(p.mmq_k_major(16, 4096));
-        assert!(!p.mmq_k_major(32, 14336));
+        // Llama-3-8B: K = 4096 linears always k-major; ffn_down (K = 14336) row-major at 17-47.
+        assert!(p.mmq_k_major(32, 4096));
+        assert!(p.mmq_k_major(16, 14336));
+        assert!(!p.mmq_k_major(17, 14336));
+        assert!(!p.mmq_k_major(47, 14336));
         assert!(p.mmq_k_major(48, 14336));
         assert!(p.mmq_k_major(128, 14336));
         let rows_only = DispatchPolicy {
             mmq_k_major_max_k: 0,
-            mmq_k_major_min_batch: usize::MAX,
+            mmq_row_major_batches: (0, usize::MAX),
             ..p
         };
         assert!(!rows_only.mmq_k_major(128, 4096));

@@ -81,14 +81,14 @@ struct LeverArgs {
     /// Largest batch run as GEMV/MMVQ (llama.cpp's MMVQ_MAX_BATCH_SIZE).
     #[arg(long, default_value_t = 8)]
     mmvq_max_batch: usize,
-    /// MMQ reads k-major activations for linears with K up to this (both layouts give the
-    /// same bits; 0 = only by batch, see --mmq-k-major-min-batch).
+    /// MMQ reads k-major activations, except for linears with K above this at the batches of
+    /// --mmq-row-major-batches (both layouts give the same bits).
     #[arg(long, default_value_t = gapscope_engine::dispatch::MMQ_K_MAJOR_MAX_K)]
     mmq_k_major_max_k: usize,
-    /// ... and for any K from this batch on (0 = always k-major; with --mmq-k-major-max-k 0
-    /// and a value above any batch, always row-major).
-    #[arg(long, default_value_t = gapscope_engine::dispatch::MMQ_K_MAJOR_MIN_BATCH)]
-    mmq_k_major_min_batch: usize,
+    /// LO:HI, the batches (inclusive) at which large-K linears read row-major activations
+    /// (`0:0` = never; with --mmq-k-major-max-k 0, `0:100000` = always).
+    #[arg(long, default_value = "17:47", value_parser = parse_batch_range)]
+    mmq_row_major_batches: (usize, usize),
     #[arg(long, default_value_t = 0)]
     device: usize,
 }
@@ -262,7 +262,7 @@ fn levers_of(a: &LeverArgs) -> Levers {
         dispatch: DispatchPolicy {
             mmvq_max_batch: a.mmvq_max_batch,
             mmq_k_major_max_k: a.mmq_k_major_max_k,
-            mmq_k_major_min_batch: a.mmq_k_major_min_batch,
+            mmq_row_major_batches: a.mmq_row_major_batches,
         },
         pdl: !a.no_pdl,
         fusion: !a.no_fusion,
@@ -908,5 +908,39 @@ fn main() -> ExitCode {
             eprintln!("gapscope-engine: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// `LO:HI` -> (LO, HI), for --mmq-row-major-batches.
+fn parse_batch_range(s: &str) -> std::result::Result<(usize, usize), String> {
+    let (lo, hi) = s
+        .split_once(':')
+        .ok_or_else(|| format!("expected LO:HI (two batch sizes), got {s:?}"))?;
+    let num = |v: &str| {
+        v.trim()
+            .parse::<usize>()
+            .map_err(|e| format!("{v:?} in {s:?}: {e}"))
+    };
+    let (lo, hi) = (num(lo)?, num(hi)?);
+    if lo > hi {
+        return Err(format!("{s:?}: LO is above HI"));
+    }
+    Ok((lo, hi))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_batch_range;
+
+    #[test]
+    fn batch_range_default_matches_the_policy_and_bad_input_says_why() {
+        assert_eq!(
+            parse_batch_range("17:47"),
+            Ok(gapscope_engine::dispatch::MMQ_ROW_MAJOR_BATCHES)
+        );
+        assert_eq!(parse_batch_range("0:0"), Ok((0, 0)));
+        assert!(parse_batch_range("47").unwrap_err().contains("LO:HI"));
+        assert!(parse_batch_range("9:x").unwrap_err().contains("\"x\""));
+        assert!(parse_batch_range("48:17").unwrap_err().contains("above"));
     }
 }

@@ -32,7 +32,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default="models/llama-3.2-1b.json")
-    p.add_argument("--mode", choices=("plain", "torchprof"), default="plain")
+    p.add_argument(
+        "--mode",
+        choices=("plain", "torchprof", "torchprof-early"),
+        default="plain",
+        help="torchprof-early: torch.profiler attaches before the model is built (its warm-up "
+        "phase spans build, prefill and warm-up steps, whose records it discards), so CUDA "
+        "modules load while CUPTI is on, as under gapscope-record",
+    )
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--prompt", type=int, default=32)
     p.add_argument("--warmup", type=int, default=4)
@@ -44,6 +51,19 @@ def main() -> int:
     import torch
     import hf_bench
 
+    early = None
+    if a.mode == "torchprof-early":
+        from torch.profiler import ProfilerActivity, profile, schedule
+
+        def export(prof):
+            prof.export_chrome_trace(a.trace)
+
+        early = profile(
+            activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+            schedule=schedule(wait=0, warmup=1 + a.warmup, active=a.steps, repeat=1),
+            on_trace_ready=export,
+        )
+        early.start()
     cfg = hf_bench.build_config(hf_bench.read_config_json(a.config))
     model, _ = hf_bench.build_model(cfg, a.seed)
     gen = torch.Generator(device="cuda").manual_seed(a.seed)
@@ -60,20 +80,36 @@ def main() -> int:
             past = o.past_key_values
             tok = o.logits[:, -1:].argmax(-1)
 
+        if early is not None:
+            torch.cuda.synchronize()
+            early.step()  # build + prefill: one warm-up step of the schedule
         for _ in range(a.warmup):
             step()
+            if early is not None:
+                torch.cuda.synchronize()
+                early.step()
         torch.cuda.synchronize()
         res = {"mode": a.mode, "steps": a.steps, "batch": a.batch, "config": a.config}
-        if a.mode == "torchprof":
+        if early is not None:
+            t0 = time.perf_counter()
+            for _ in range(a.steps):
+                step()
+                torch.cuda.synchronize()  # the last step's kernels complete inside the window
+                early.step()
+            torch.cuda.synchronize()
+            dt = time.perf_counter() - t0
+            early.stop()
+        if a.mode.startswith("torchprof"):
             from torch.profiler import ProfilerActivity, profile
 
-            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                t0 = time.perf_counter()
-                for _ in range(a.steps):
-                    step()
-                torch.cuda.synchronize()
-                dt = time.perf_counter() - t0
-            prof.export_chrome_trace(a.trace)
+            if early is None:
+                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                    t0 = time.perf_counter()
+                    for _ in range(a.steps):
+                        step()
+                    torch.cuda.synchronize()
+                    dt = time.perf_counter() - t0
+                prof.export_chrome_trace(a.trace)
             with open(a.trace) as f:
                 ev = json.load(f).get("traceEvents", [])
             res["kernels"] = sum(1 for e in ev if e.get("cat") == "kernel")

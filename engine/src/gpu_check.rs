@@ -437,37 +437,19 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                         c.poisoned(blocks * 4)?,
                         c.poisoned(blocks * 4)?,
                     );
-                    dev.launch(
-                        Kernel::QuantizeQ8_1Bf16,
-                        (blocks.div_ceil(8) as u32, 1, 1),
-                        256,
-                        &[
-                            Arg::Ptr(xb.ptr),
-                            Arg::Ptr(qx.ptr),
-                            Arg::Ptr(dx.ptr),
-                            Arg::Ptr(sx.ptr),
-                            Arg::I64(blocks as i64),
-                        ],
-                    )?;
                     // The same blocks k-major, as MMQ reads them.
                     let (qxk, dxk, sxk) = (
                         c.poisoned(rows * k)?,
                         c.poisoned(blocks * 4)?,
                         c.poisoned(blocks * 4)?,
                     );
-                    dev.launch(
-                        Kernel::QuantizeQ8_1Bf16KMajor,
-                        (blocks.div_ceil(8) as u32, 1, 1),
-                        256,
-                        &[
-                            Arg::Ptr(xb.ptr),
-                            Arg::Ptr(qxk.ptr),
-                            Arg::Ptr(dxk.ptr),
-                            Arg::Ptr(sxk.ptr),
-                            Arg::I64(blocks as i64),
-                            Arg::I32((k / QK) as i32),
-                        ],
-                    )?;
+                    for (k_major, (q, d, s)) in
+                        [(false, (&qx, &dx, &sx)), (true, (&qxk, &dxk, &sxk))]
+                    {
+                        let (kern, grid, args) =
+                            linear::quantize_launch(xb.ptr, q.ptr, d.ptr, s.ptr, rows, k, k_major);
+                        dev.launch(kern, grid, linear::QUANTIZE_BLOCK, &args)?;
+                    }
                     if rows == 5 && n == 512 {
                         let st = &dev.stream;
                         let kb = k / QK;

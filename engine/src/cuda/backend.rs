@@ -1181,28 +1181,15 @@ impl CudaBackend {
     /// Quantizes `rows` activation rows to q8_1: row-major for MMVQ, k-major for MMQ.
     fn quantize(&mut self, x: u64, rows: usize, k: usize, layer: i32, k_major: bool) -> Result<()> {
         let blocks = rows * k / 32;
-        let grid = (blocks.div_ceil(8) as u32, 1, 1);
         let (qx, dx, sx) = (self.a.qx.ptr, self.a.dx.ptr, self.a.sx.ptr);
-        let mut args = vec![
-            Arg::Ptr(x),
-            Arg::Ptr(qx),
-            Arg::Ptr(dx),
-            Arg::Ptr(sx),
-            Arg::I64(blocks as i64),
-        ];
-        let kern = if k_major {
-            args.push(Arg::I32((k / 32) as i32));
-            Kernel::QuantizeQ8_1Bf16KMajor
-        } else {
-            Kernel::QuantizeQ8_1Bf16
-        };
+        let (kern, grid, args) = linear::quantize_launch(x, qx, dx, sx, rows, k, k_major);
         self.kernel(
             kern,
             "quantize_q8_1",
             layer,
             "act_elementwise",
             grid,
-            256,
+            linear::QUANTIZE_BLOCK,
             (rows * k * 3 + blocks * 8) as u64,
             (rows * k * 3) as u64,
             &args,

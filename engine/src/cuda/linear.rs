@@ -161,6 +161,39 @@ pub fn mmq_args(p: &LinearPtrs, n: usize, k: usize, nb: usize, mode: i32) -> Vec
     ]
 }
 
+/// The activation quantization before an MMVQ (row-major) or MMQ (`k_major`, as the MMQ entry
+/// of `mmq_kernel(_, k_major)` reads it) launch of `rows` rows of `k` bf16 values at `x`, into
+/// `qx`/`dx`/`sx`: the kernel, its grid (a warp per 32-value block, 8 warps per block) and its
+/// arguments.
+pub fn quantize_launch(
+    x: u64,
+    qx: u64,
+    dx: u64,
+    sx: u64,
+    rows: usize,
+    k: usize,
+    k_major: bool,
+) -> (Kernel, (u32, u32, u32), Vec<Arg>) {
+    let blocks = rows * k / 32;
+    let mut args = vec![
+        Arg::Ptr(x),
+        Arg::Ptr(qx),
+        Arg::Ptr(dx),
+        Arg::Ptr(sx),
+        Arg::I64(blocks as i64),
+    ];
+    let kern = if k_major {
+        args.push(Arg::I32((k / 32) as i32));
+        Kernel::QuantizeQ8_1Bf16KMajor
+    } else {
+        Kernel::QuantizeQ8_1Bf16
+    };
+    (kern, (blocks.div_ceil(8) as u32, 1, 1), args)
+}
+
+/// Threads per block of the quantize entries (`quantize_launch`'s grid assumes 8 warps).
+pub const QUANTIZE_BLOCK: u32 = 256;
+
 /// The MMQ grid: x = blocks of 32 batch columns (adjacent, so they share each weight tile in
 /// L2), y = tiles of 16 weight rows.
 pub fn mmq_grid(n: usize, nb: usize) -> (u32, u32, u32) {
@@ -231,6 +264,11 @@ mod tests {
                 "{}",
                 k.name()
             );
+        }
+        for k_major in [false, true] {
+            let (k, grid, args) = quantize_launch(1, 2, 3, 4, 3, 64, k_major);
+            assert_eq!(kinds(&args), pointers(k), "{}", k.name());
+            assert_eq!(grid, (1, 1, 1));
         }
         for k in [
             Kernel::MmqQ8_0,

@@ -1,10 +1,12 @@
 //! The engine's levers and its kernel-dispatch policy. Every lever is a switch that keeps
-//! greedy output identical (checked by md5 of the generated tokens).
+//! greedy output identical (checked by md5 of the generated tokens; MMQ's activation layout by
+//! the selftest, which compares the two layouts' outputs bitwise).
 
 use crate::quant::WeightFormat;
 
 /// Which kernel family computes a linear layer for a given number of rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct DispatchPolicy {
     /// Largest batch that runs as a GEMV (bf16) or MMVQ (quantized), as llama.cpp's
     /// `MMVQ_MAX_BATCH_SIZE`; larger batches use cuBLAS (bf16) or MMQ (quantized). A value
@@ -15,14 +17,18 @@ pub struct DispatchPolicy {
     /// for linears with K above `mmq_k_major_max_k` at batches in `mmq_row_major_batches`
     /// (inclusive), which read row-major. Both layouts give the same bits.
     pub mmq_k_major_max_k: usize,
+    /// The batches (inclusive) at which linears with K above `mmq_k_major_max_k` read
+    /// row-major activations.
     pub mmq_row_major_batches: (usize, usize),
 }
 
 /// Defaults of the MMQ layout policy, from `gapscope-engine kbench`'s layout table and the
 /// decode A/B on the H200 (docs/BENCHMARKS.md §8): k-major won at K = 4096 at every batch
-/// from 16 to 128; at K = 14336 (ffn_down) it lost 36-39% in the kernel table at batch 24-32,
-/// and the whole decode at npl 24 and 32 ran 6-9% faster row-major, while npl 16 and 48-128
-/// ran 7-11% faster k-major.
+/// from 16 to 128; at K = 14336 (ffn_down) it lost 36-39% in the kernel table at batch 24-32
+/// (also 14% at 16 and 16% at 96), and the whole decode at npl 24 and 32 ran 6-9% faster
+/// row-major, while npl 16 and 48-128 ran 7-11% faster k-major. The band follows the decode;
+/// batches it did not measure (33-47, 49-63, 65-127) take the nearest measured choice, which
+/// at 96 goes against the kernel table.
 pub const MMQ_K_MAJOR_MAX_K: usize = 8192;
 pub const MMQ_ROW_MAJOR_BATCHES: (usize, usize) = (17, 47);
 

@@ -34,8 +34,8 @@ pub struct KernelBenchReport {
     pub kernels: Vec<KernelBench>,
     /// (batch, MMQ µs, chunked-MMVQ µs, speed-up)
     pub mmq_vs_mmvq: Vec<(usize, f64, f64, f64)>,
-    /// MMQ on row-major vs k-major activations, side by side (the data behind
-    /// `DispatchPolicy::mmq_k_major_min_batch`).
+    /// MMQ on row-major vs k-major activations, side by side (data behind the MMQ layout
+    /// policy, `DispatchPolicy::mmq_k_major`).
     pub mmq_layouts: Vec<MmqLayoutBench>,
 }
 

@@ -2,16 +2,17 @@
 // k-step per 32-value quant block, so each block's int32 result is scaled by its weight and
 // activation scales and summed in f64 exactly as MMVQ sums it (dispatch-invariant output).
 //
-// A block of MMQ_WARPS warps owns 16 weight rows and up to 64 batch columns (NT 8-column MMA
-// tiles); its warps split K into contiguous quarters and add their f64 partials through shared
-// memory in warp order at the end. Split K gives every SM many independent weight streams (a
-// 14336-row matrix is 3584 warps), which a decode-sized GEMM needs to reach memory bandwidth,
+// A block of MMQ_WARPS warps owns 16 weight rows and up to MMQ_BN (32) batch columns (NT 8-column
+// MMA tiles); its warps split K into contiguous quarters and add their f64 partials through
+// shared memory in warp order at the end. Split K gives every SM many independent weight streams
+// (a 14336-row matrix is 3584 warps), which a decode-sized GEMM needs to reach memory bandwidth,
 // and no shared-memory staging or barriers are needed inside the K loop: weights stream straight
-// into registers (the next stage loads while this one computes) and the small activation
-// matrix is read through L1/L2, in the layout the host picked for this batch (the _kmajor entries
-// or not): k-major
-// makes one quant block of 8 adjacent columns 256 contiguous bytes instead of 8 scattered
-// 32-byte pieces, which relieves L1 at large batches (docs/BENCHMARKS.md §8). Grid: x = column block (so the column blocks of one row tile run
+// into registers (the next stage loads while this one computes) and the small activation matrix
+// is read through L1/L2, in the layout the host picked for this batch: the _kmajor entries read
+// it k-major, where one quant block of 8 adjacent columns is 256 contiguous bytes instead of 8
+// scattered 32-byte pieces, which relieves L1 at large batches (docs/BENCHMARKS.md §8). k-major
+// strides by `nb`, so `nb` must be the number of rows that were quantized (no offset subsets of
+// rows, unlike row-major). Grid: x = column block (so the column blocks of one row tile run
 // together and the second reads its weights from L2), y = row tile.
 //
 // Q8_0 fragments use a k permutation that both operands share (lane t holds bytes t*8..t*8+7 of

@@ -144,7 +144,8 @@ pub fn vector_args(
 }
 
 /// Arguments of an MMQ entry (`mmq_kernel`): output f32 `[nb, n]` at `p.y`; the activations at
-/// `p.x`/`p.dx`/`p.sx` in the entry's layout.
+/// `p.x`/`p.dx`/`p.sx` in the entry's layout. The k-major entries stride by `nb`, so `nb` must be
+/// the number of rows `quantize_launch` quantized.
 pub fn mmq_args(p: &LinearPtrs, n: usize, k: usize, nb: usize, mode: i32) -> Vec<Arg> {
     vec![
         Arg::Ptr(p.w),

@@ -157,18 +157,8 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
             .map(|v| 1.0 + 0.1 * v)
             .collect::<Vec<_>>();
         let (xb, wb, ob) = (c.up(&x)?, c.up(&w)?, c.poisoned(rows * h * 2)?);
-        dev.launch(
-            Kernel::RmsNormF32,
-            (rows as u32, 1, 1),
-            256,
-            &[
-                Arg::Ptr(xb.ptr),
-                Arg::Ptr(wb.ptr),
-                Arg::Ptr(ob.ptr),
-                Arg::I32(h as i32),
-                Arg::F32(1e-5),
-            ],
-        )?;
+        let (grid, block, args) = linear::rms_norm_launch(xb.ptr, wb.ptr, ob.ptr, rows, h, 1e-5);
+        dev.launch(Kernel::RmsNormF32, grid, block, &args)?;
         let got = c.read_bf16(&ob, rows * h)?;
         c.check(
             format!("rms_norm_f32 h={h}"),
@@ -364,18 +354,9 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                         let resid = c.randf(k, 2.0);
                         let nw: Vec<f32> = c.randf(k, 0.1).iter().map(|v| 1.0 + v).collect();
                         let (rb, nwb, xn) = (c.up(&resid)?, c.up(&nw)?, c.poisoned(k * 2)?);
-                        dev.launch(
-                            Kernel::RmsNormF32,
-                            (1, 1, 1),
-                            256,
-                            &[
-                                Arg::Ptr(rb.ptr),
-                                Arg::Ptr(nwb.ptr),
-                                Arg::Ptr(xn.ptr),
-                                Arg::I32(k as i32),
-                                Arg::F32(1e-5),
-                            ],
-                        )?;
+                        let (grid, block, args) =
+                            linear::rms_norm_launch(rb.ptr, nwb.ptr, xn.ptr, 1, k, 1e-5);
+                        dev.launch(Kernel::RmsNormF32, grid, block, &args)?;
                         let xn_cpu = ops::rms_norm(&resid, &nw, k, 1e-5);
                         let want_n = ops::linear(&m, &xn_cpu, 1);
                         for mode in [0, 2] {

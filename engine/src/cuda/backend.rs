@@ -32,9 +32,6 @@ pub struct Capacity {
 
 /// Granularity of a split-K attention chunk (positions).
 const ATT_CHUNK: usize = 16;
-/// Block size of rms_norm_f32 (RMS_THREADS in common.cuh): 256 threads with every float4 load
-/// in flight at once (a 1024-thread block took 3.8 us per 4096-wide row on the H200, this 2.1).
-const RMS_THREADS: u32 = 256;
 /// Argmax: threads per block, and at most this many blocks per logits row, each taking a slice
 /// of about ARGMAX_PER_THREAD values per thread.
 const ARGMAX_THREADS: u32 = 512;
@@ -619,23 +616,17 @@ impl CudaBackend {
             Norm::Final => -1,
         };
         let (s, d) = (self.act(src), self.act(dst));
-        let eps = self.cfg.rms_eps;
+        let (grid, block, args) = linear::rms_norm_launch(s, w, d, rows, h, self.cfg.rms_eps);
         self.kernel(
             Kernel::RmsNormF32,
             "rms_norm",
             layer,
             "norm",
-            (rows as u32, 1, 1),
-            RMS_THREADS,
+            grid,
+            block,
             (rows * h * 6 + h * 4) as u64,
             (rows * h * 4) as u64,
-            &[
-                Arg::Ptr(s),
-                Arg::Ptr(w),
-                Arg::Ptr(d),
-                Arg::I32(h as i32),
-                Arg::F32(eps),
-            ],
+            &args,
         )
     }
 

@@ -217,7 +217,16 @@ pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
             }
             if fmt == WeightFormat::Q8_0 && n == 14336 {
                 for batch in [64usize, 128] {
-                    let mmq = mmq_time(batch, DispatchPolicy::default().mmq_k_major(batch, k))?;
+                    // MMQ in the layout the policy picks, as the layout table just timed it.
+                    let l = mmq_layouts
+                        .iter()
+                        .rfind(|l| l.batch == batch)
+                        .expect("the layout table covers batch 64 and 128");
+                    let mmq = if l.policy_k_major {
+                        &l.k_major_us
+                    } else {
+                        &l.row_major_us
+                    };
                     let mmvq = time_us(dev, reps, |i| {
                         let p = input(&copies[i % COPIES]);
                         for c in (0..batch).step_by(8) {

@@ -13,6 +13,7 @@ use gapscope_traces::{
     StringTable, TraceWriter,
 };
 
+use crate::collect_range::{is_profiler_start, is_profiler_stop, windows_from_marks};
 use crate::decode::{self, Activity};
 use crate::error::Result;
 use crate::layout::{api_domain, cuda_release_of, marker_flag};
@@ -73,6 +74,8 @@ struct Facts {
     api_names: HashMap<(u32, u32), String>,
     /// (cupti_ns, realtime_ns) pairs.
     calibration: Vec<(u64, i64)>,
+    /// (on, cupti_ns): where `--collect range` switched collection, in spool order.
+    collect_marks: Vec<(bool, u64)>,
     devices: Vec<decode::Device>,
     dropped: u64,
     notes: Vec<String>,
@@ -101,6 +104,9 @@ fn pass_facts(path: &Path) -> Result<Facts> {
             }
             tag::CALIBRATION if p.len() >= 24 => f.calibration.push((rd_u64(p, 0), rd_i64(p, 8))),
             tag::DROPPED if p.len() >= 16 => f.dropped += rd_u64(p, 8),
+            tag::COLLECT if p.len() >= 12 => {
+                f.collect_marks.push((rd_u32(p, 0) != 0, rd_u64(p, 4)))
+            }
             tag::NOTE => f.notes.push(String::from_utf8_lossy(p).into_owned()),
             tag::RECORD => match decode::decode(p) {
                 Ok(Activity::Device(d)) => f.devices.push(d),
@@ -129,14 +135,6 @@ fn clock_offset(cal: &[(u64, i64)]) -> Option<i64> {
     }
     d.sort_unstable();
     Some(d[d.len() / 2])
-}
-
-fn is_profiler_start(name: &str) -> bool {
-    name.starts_with("cudaProfilerStart") || name.starts_with("cuProfilerStart")
-}
-
-fn is_profiler_stop(name: &str) -> bool {
-    name.starts_with("cudaProfilerStop") || name.starts_with("cuProfilerStop")
 }
 
 /// Host API calls worth a row in the launches table: launches, copies, sets, graph calls,
@@ -312,7 +310,10 @@ pub fn assemble(
     let offset = clock_offset(&facts.calibration);
     let mut windows: Vec<(u64, u64)> = Vec::new();
     let mut notes: Vec<String> = facts.notes.clone();
-    if s.capture.profiler_api {
+    if !facts.collect_marks.is_empty() {
+        // Collection itself followed the range: keep exactly what it was on for.
+        windows = windows_from_marks(&facts.collect_marks);
+    } else if s.capture.profiler_api {
         windows = pass_profiler_windows(spool, &facts)?;
         if windows.is_empty() {
             notes.push("capture range cudaProfilerApi: the program never called cudaProfilerStart, so nothing was kept".into());
@@ -343,7 +344,8 @@ pub fn assemble(
             }
         }
     }
-    let filtering = s.capture.profiler_api || !windows.is_empty();
+    let filtering =
+        s.capture.profiler_api || !facts.collect_marks.is_empty() || !windows.is_empty();
     let keep = |t: u64| !filtering || windows.iter().any(|&(a, b)| t >= a && t < b);
 
     let header = facts.header.clone().unwrap_or_default();

@@ -11,6 +11,9 @@ use crate::layout::{SUPPORTED_CUPTI_API_VERSIONS, cuda_release_of};
 pub type CuptiResult = c_int;
 pub type BufferRequested = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
 pub type BufferCompleted = unsafe extern "C" fn(*mut std::ffi::c_void, u32, *mut u8, usize, usize);
+/// `CUpti_CallbackFunc`: (userdata, domain, cbid, callback data).
+pub type CallbackFunc =
+    unsafe extern "C" fn(*mut std::ffi::c_void, u32, u32, *const std::ffi::c_void);
 
 /// The CUPTI entry points the recorder calls.
 pub struct CuptiLib {
@@ -26,6 +29,15 @@ pub struct CuptiLib {
     pub get_num_dropped:
         unsafe extern "C" fn(*mut std::ffi::c_void, u32, *mut usize) -> CuptiResult,
     pub get_callback_name: unsafe extern "C" fn(u32, u32, *mut *const c_char) -> CuptiResult,
+    pub disable: unsafe extern "C" fn(u32) -> CuptiResult,
+    /// `cuptiSubscribe(&handle, callback, userdata)`; the handle is an opaque pointer.
+    pub subscribe: unsafe extern "C" fn(
+        *mut *mut std::ffi::c_void,
+        CallbackFunc,
+        *mut std::ffi::c_void,
+    ) -> CuptiResult,
+    /// `cuptiEnableCallback(enable, handle, domain, cbid)`.
+    pub enable_callback: unsafe extern "C" fn(u32, *mut std::ffi::c_void, u32, u32) -> CuptiResult,
 }
 
 /// `CUPTI_ERROR_MAX_LIMIT_REACHED`: no more records in a buffer.
@@ -63,6 +75,9 @@ impl CuptiLib {
             get_next_record: sym!("cuptiActivityGetNextRecord"),
             get_num_dropped: sym!("cuptiActivityGetNumDroppedRecords"),
             get_callback_name: sym!("cuptiGetCallbackName"),
+            disable: sym!("cuptiActivityDisable"),
+            subscribe: sym!("cuptiSubscribe"),
+            enable_callback: sym!("cuptiEnableCallback"),
             path: path.to_owned(),
             _lib: lib,
         })
@@ -99,6 +114,15 @@ impl CuptiLib {
         } else {
             format!("CUPTI error {r}")
         }
+    }
+
+    /// `cuptiGetCallbackName`, or None for a cbid the library does not know.
+    pub fn callback_name(&self, domain: u32, cbid: u32) -> Option<Vec<u8>> {
+        let mut p: *const c_char = std::ptr::null();
+        // SAFETY: valid out-pointer; CUPTI returns a static string.
+        let ok = unsafe { (self.get_callback_name)(domain, cbid, &mut p) } == 0 && !p.is_null();
+        // SAFETY: non-null NUL-terminated static string.
+        ok.then(|| unsafe { CStr::from_ptr(p) }.to_bytes().to_vec())
     }
 
     pub fn timestamp(&self) -> u64 {

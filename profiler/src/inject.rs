@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
+use crate::collect_range::{RangeCollector, callback_site, profiler_callbacks};
 use crate::cupti_lib::{CUPTI_ERROR_MAX_LIMIT_REACHED, CuptiLib};
 use crate::layout::{self, kind};
 use crate::spool::{FrameBuf, SpoolEnd, SpoolHeader, tag};
@@ -31,6 +32,9 @@ pub struct InjectSettings {
     /// Record CUDA driver API calls (programs that launch through the driver, as cudarc
     /// does).
     pub driver_api: bool,
+    /// Enable the activity kinds only between cudaProfilerStart and cudaProfilerStop, as
+    /// torch.profiler does at `profile()`, instead of when CUDA initialises.
+    pub collect_in_range: bool,
 }
 
 impl InjectSettings {
@@ -40,6 +44,7 @@ impl InjectSettings {
     pub const BUFFER_BYTES: &'static str = "GAPSCOPE_BUFFER_BYTES";
     pub const FLUSH_MS: &'static str = "GAPSCOPE_FLUSH_MS";
     pub const API: &'static str = "GAPSCOPE_API";
+    pub const COLLECT: &'static str = "GAPSCOPE_COLLECT";
 
     pub fn to_env(&self) -> Vec<(&'static str, String)> {
         vec![
@@ -55,6 +60,15 @@ impl InjectSettings {
                     (true, false) => "runtime",
                     (false, true) => "driver",
                     (false, false) => "none",
+                }
+                .to_owned(),
+            ),
+            (
+                Self::COLLECT,
+                if self.collect_in_range {
+                    "range"
+                } else {
+                    "init"
                 }
                 .to_owned(),
             ),
@@ -81,10 +95,39 @@ impl InjectSettings {
             flush_ms: num(Self::FLUSH_MS, 200)?,
             runtime_api: env(Self::API).is_none_or(|v| v.split(',').any(|x| x == "runtime")),
             driver_api: env(Self::API).is_none_or(|v| v.split(',').any(|x| x == "driver")),
+            collect_in_range: match env(Self::COLLECT).as_deref() {
+                None | Some("init") => false,
+                Some("range") => true,
+                Some(v) => {
+                    return Err(format!("{}={v:?} is neither init nor range", Self::COLLECT));
+                }
+            },
         })
     }
 
-    /// The kinds to enable, in order.
+    /// The kinds to enable when CUDA initialises: all of them, or only the device records
+    /// when collection waits for the capture range.
+    pub fn kinds_at_init(&self) -> Vec<u32> {
+        if self.collect_in_range {
+            vec![kind::DEVICE]
+        } else {
+            self.kinds()
+        }
+    }
+
+    /// The kinds switched on at cudaProfilerStart and off at cudaProfilerStop.
+    pub fn kinds_in_range(&self) -> Vec<u32> {
+        if self.collect_in_range {
+            self.kinds()
+                .into_iter()
+                .filter(|&k| k != kind::DEVICE)
+                .collect()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Every kind recorded, in order.
     pub fn kinds(&self) -> Vec<u32> {
         let mut k = vec![
             kind::DEVICE,
@@ -233,7 +276,19 @@ fn init() -> Result<(), String> {
         ));
     }
     let mut notes = Vec::new();
-    for k in s.kinds() {
+    let mut at_init = s.kinds_at_init();
+    if s.collect_in_range {
+        match subscribe_range(&inj.cupti, s.kinds_in_range()) {
+            Ok(()) => {}
+            Err(e) => {
+                notes.push(format!(
+                    "--collect range: {e}; collecting from initialisation instead"
+                ));
+                at_init = s.kinds();
+            }
+        }
+    }
+    for k in at_init {
         // SAFETY: plain call with an activity kind code.
         let r = unsafe { (inj.cupti.enable)(k) };
         if r != 0 {
@@ -267,6 +322,55 @@ fn init() -> Result<(), String> {
     // SAFETY: registering a plain extern "C" fn.
     unsafe { libc::atexit(at_exit) };
     Ok(())
+}
+
+static RANGE: OnceLock<RangeCollector> = OnceLock::new();
+
+/// Subscribes to the profiler start/stop calls so `kinds` follow the capture range.
+fn subscribe_range(cupti: &CuptiLib, kinds: Vec<u32>) -> Result<(), String> {
+    let (start, stop) = profiler_callbacks(cupti);
+    if start.is_empty() || stop.is_empty() {
+        return Err("this CUPTI names no cudaProfilerStart/Stop callbacks".into());
+    }
+    let rc = RANGE.get_or_init(|| RangeCollector::new(kinds, start, stop));
+    let mut handle: *mut c_void = std::ptr::null_mut();
+    // SAFETY: valid out-pointer; range_callback has CUpti_CallbackFunc's signature.
+    let r = unsafe { (cupti.subscribe)(&mut handle, range_callback, std::ptr::null_mut()) };
+    if r != 0 {
+        return Err(format!("cuptiSubscribe: {}", cupti.result_string(r)));
+    }
+    for &(domain, cbid) in rc.start.iter().chain(&rc.stop) {
+        // SAFETY: handle from cuptiSubscribe; ids from cuptiGetCallbackName.
+        let r = unsafe { (cupti.enable_callback)(1, handle, domain, cbid) };
+        if r != 0 {
+            return Err(format!(
+                "cuptiEnableCallback({domain}, {cbid}): {}",
+                cupti.result_string(r)
+            ));
+        }
+    }
+    Ok(())
+}
+
+unsafe extern "C" fn range_callback(
+    _userdata: *mut c_void,
+    domain: u32,
+    cbid: u32,
+    cbdata: *const c_void,
+) {
+    let _ = std::panic::catch_unwind(|| {
+        let (Some(inj), Some(rc)) = (INJECTOR.get(), RANGE.get()) else {
+            return;
+        };
+        // SAFETY: CUPTI passes API callback data for the API domains subscribed to.
+        let Some(site) = (unsafe { callback_site(cbdata) }) else {
+            return;
+        };
+        if let Some(sw) = rc.decide(domain, cbid, site) {
+            let fb = rc.apply(&inj.cupti, sw);
+            inj.write(&fb.bytes);
+        }
+    });
 }
 
 extern "C" fn at_exit() {
@@ -431,17 +535,10 @@ impl Injector {
                     );
                     let domain = layout::api_domain(k == kind::RUNTIME);
                     if names.api.insert((domain, cbid)) {
-                        let mut p: *const c_char = std::ptr::null();
-                        // SAFETY: valid out-pointer; CUPTI returns a static string.
-                        let ok = unsafe { (self.cupti.get_callback_name)(domain, cbid, &mut p) }
-                            == 0
-                            && !p.is_null();
-                        let name = if ok {
-                            // SAFETY: non-null NUL-terminated static string.
-                            unsafe { CStr::from_ptr(p) }.to_bytes().to_vec()
-                        } else {
-                            format!("cbid_{cbid}").into_bytes()
-                        };
+                        let name = self
+                            .cupti
+                            .callback_name(domain, cbid)
+                            .unwrap_or_else(|| format!("cbid_{cbid}").into_bytes());
                         let mut payload = Vec::with_capacity(8 + name.len());
                         payload.extend_from_slice(&domain.to_le_bytes());
                         payload.extend_from_slice(&cbid.to_le_bytes());
@@ -480,12 +577,32 @@ mod tests {
             flush_ms: 50,
             runtime_api: true,
             driver_api: false,
+            collect_in_range: true,
         };
         let env: HashMap<_, _> = s.to_env().into_iter().collect();
         let back = InjectSettings::from_env(&|k| env.get(k).cloned()).unwrap();
         assert_eq!(back, s);
         assert!(!back.kinds().contains(&kind::MEMCPY));
         assert!(back.kinds().contains(&kind::RUNTIME) && !back.kinds().contains(&kind::DRIVER));
+        assert_eq!(back.kinds_at_init(), vec![kind::DEVICE]);
+        assert!(back.kinds_in_range().contains(&kind::CONCURRENT_KERNEL));
+        assert!(!back.kinds_in_range().contains(&kind::DEVICE));
+        let whole = InjectSettings {
+            collect_in_range: false,
+            ..back.clone()
+        };
+        assert_eq!(whole.kinds_at_init(), whole.kinds());
+        assert!(whole.kinds_in_range().is_empty());
+        let odd = |k: &str| match k {
+            InjectSettings::SPOOL_DIR | InjectSettings::CUPTI_LIB => Some("x".to_owned()),
+            InjectSettings::COLLECT => Some("later".to_owned()),
+            _ => None,
+        };
+        assert!(
+            InjectSettings::from_env(&odd)
+                .unwrap_err()
+                .contains("GAPSCOPE_COLLECT")
+        );
         let e = InjectSettings::from_env(&|_| None).unwrap_err();
         assert!(e.contains("GAPSCOPE_SPOOL_DIR"), "{e}");
         let bad = |k: &str| match k {

@@ -7,6 +7,7 @@
 //! the sampler (with a fake source) and the launcher's argument handling.
 
 pub mod assemble;
+pub mod collect_range;
 pub mod cupti_lib;
 pub mod decode;
 pub mod error;

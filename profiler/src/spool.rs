@@ -38,6 +38,9 @@ pub mod tag {
     pub const BUFFER: u32 = 8;
     /// `domain: u32, cbid: u32` then the API function's name (domain 1 driver, 2 runtime).
     pub const API_NAME: u32 = 9;
+    /// `on: u32, cupti_ns: u64`: collection switched on or off at the capture range
+    /// (`--collect range`).
+    pub const COLLECT: u32 = 10;
 }
 
 /// What the injection library knew when it started in the recorded process.
@@ -99,6 +102,13 @@ impl FrameBuf {
         p[8..16].copy_from_slice(&realtime_ns.to_le_bytes());
         p[16..24].copy_from_slice(&monotonic_ns.to_le_bytes());
         self.frame(tag::CALIBRATION, &p);
+    }
+
+    pub fn collect_mark(&mut self, on: bool, cupti_ns: u64) {
+        let mut p = [0u8; 12];
+        p[0..4].copy_from_slice(&u32::from(on).to_le_bytes());
+        p[4..12].copy_from_slice(&cupti_ns.to_le_bytes());
+        self.frame(tag::COLLECT, &p);
     }
 
     pub fn dropped(&mut self, context: u32, stream: u32, dropped: u64) {

@@ -267,6 +267,38 @@ fn profiler_api_range_keeps_only_what_starts_inside_it() {
 }
 
 #[test]
+fn collection_marks_decide_the_window_over_the_api_records() {
+    // Under --collect range the injection library marks where it switched collection on and
+    // off; those marks, not the API records, bound what is kept.
+    let d = tempfile::tempdir().unwrap();
+    let mut bytes = spool(true);
+    let mut fb = FrameBuf::default();
+    fb.collect_mark(true, T0 + 500);
+    fb.collect_mark(false, T0 + 3500);
+    bytes.extend_from_slice(&fb.bytes);
+    let s = AssembleSettings {
+        capture: CaptureRange {
+            profiler_api: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let (sum, t) = run(&bytes, &s, d.path());
+    // Kernels 1, 2 and 3 start in [T0+500, T0+3500).
+    assert_eq!(t.kernels.len(), 3);
+    assert_eq!(t.kernels.gpu_start_ns[0], T0 as i64 + 1000);
+    assert!(sum.outside_capture >= 2, "{}", sum.outside_capture);
+    // An "on" with no "off" keeps everything after it, whatever the API records say.
+    let mut bytes = spool(true);
+    let mut fb = FrameBuf::default();
+    fb.collect_mark(true, T0 + 3500);
+    bytes.extend_from_slice(&fb.bytes);
+    let (_, t) = run(&bytes, &s, d.path());
+    assert_eq!(t.kernels.len(), 1);
+    assert_eq!(t.memops.len(), 2);
+}
+
+#[test]
 fn delay_and_duration_cut_on_the_launcher_clock() {
     let d = tempfile::tempdir().unwrap();
     // The launcher started the child 1 µs of CUPTI time before the first kernel.

@@ -73,6 +73,8 @@ fn recorder_errors_are_one_line_and_exit_2() {
         "true",
     ]);
     one_line_error(&o, 2, "drop --api none");
+    let o = record(&["--collect", "range", "-o", out, "--", "true"]);
+    one_line_error(&o, 2, "add --capture-range cudaProfilerApi");
     let o = record(&["--buffer-mb", "0", "-o", out, "--", "true"]);
     one_line_error(&o, 2, "--buffer-mb must be between 1 and 256");
     // An output that is something else is never overwritten.

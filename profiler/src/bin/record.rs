@@ -29,6 +29,15 @@ enum CaptureRangeArg {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum CollectArg {
+    /// Switch CUPTI's activity kinds on when CUDA initialises (before any module loads).
+    Init,
+    /// Switch them on at cudaProfilerStart and off at cudaProfilerStop, as torch.profiler
+    /// does at profile(); needs --capture-range cudaProfilerApi.
+    Range,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum ApiArg {
     Both,
     Runtime,
@@ -76,6 +85,12 @@ struct Args {
     /// Which part of the run to keep.
     #[arg(long, value_enum, default_value = "none")]
     capture_range: CaptureRangeArg,
+    /// When CUPTI starts collecting. `init` traces from CUDA's initialisation and cuts the
+    /// capture range out afterwards; `range` attaches at cudaProfilerStart, so the modules the
+    /// program loaded before are not instrumented, which is what torch.profiler sees
+    /// (docs/RECORD.md, "When collection starts").
+    #[arg(long, value_enum, default_value = "init")]
+    collect: CollectArg,
     /// How often the injection library hands partly filled CUPTI buffers over, bounding
     /// what a crash can lose; 0 = only when buffers fill and at exit.
     #[arg(long, default_value_t = 200, value_name = "MS")]
@@ -216,7 +231,12 @@ fn run(a: &Args) -> Result<ExitCode, (String, u8)> {
         duration_ns: secs_to_ns(a.duration, "duration")?,
         profiler_api: a.capture_range == CaptureRangeArg::CudaProfilerApi,
     };
-    if capture.profiler_api && a.api == ApiArg::None {
+    if a.collect == CollectArg::Range && !capture.profiler_api {
+        return Err(usage(
+            "--collect range switches collection at cudaProfilerStart/Stop; add --capture-range cudaProfilerApi".into(),
+        ));
+    }
+    if capture.profiler_api && a.api == ApiArg::None && a.collect == CollectArg::Init {
         return Err(usage(
             "--capture-range cudaProfilerApi needs the API records that hold the cudaProfilerStart/Stop calls; drop --api none".into(),
         ));
@@ -289,6 +309,7 @@ fn run(a: &Args) -> Result<ExitCode, (String, u8)> {
         flush_ms: a.flush_ms,
         runtime_api: matches!(a.api, ApiArg::Both | ApiArg::Runtime),
         driver_api: matches!(a.api, ApiArg::Both | ApiArg::Driver),
+        collect_in_range: a.collect == CollectArg::Range,
     };
 
     let (sampler, no_nvml) = if a.nvml_interval_ms == 0 {

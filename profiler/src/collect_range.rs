@@ -31,9 +31,12 @@ pub fn is_profiler_stop(name: &str) -> bool {
     name.starts_with("cudaProfilerStop") || name.starts_with("cuProfilerStop")
 }
 
-/// The (domain, cbid) of every profiler start/stop function this CUPTI knows, found by
-/// name so no callback id of one CUDA release is built in.
-pub fn profiler_callbacks(cupti: &CuptiLib) -> (Vec<(u32, u32)>, Vec<(u32, u32)>) {
+/// An API function as CUPTI's callback API names it: (domain, cbid).
+pub type ApiId = (u32, u32);
+
+/// The ids of every profiler start and stop function this CUPTI knows, found by name so no
+/// callback id of one CUDA release is built in.
+pub fn profiler_callbacks(cupti: &CuptiLib) -> (Vec<ApiId>, Vec<ApiId>) {
     let (mut start, mut stop) = (Vec::new(), Vec::new());
     for domain in [api_domain(false), api_domain(true)] {
         for cbid in 1..MAX_CBID {
@@ -54,8 +57,8 @@ pub fn profiler_callbacks(cupti: &CuptiLib) -> (Vec<(u32, u32)>, Vec<(u32, u32)>
 /// What the callback needs: the library, the kinds it switches, and where marks go.
 pub struct RangeCollector {
     pub kinds: Vec<u32>,
-    pub start: Vec<(u32, u32)>,
-    pub stop: Vec<(u32, u32)>,
+    pub start: Vec<ApiId>,
+    pub stop: Vec<ApiId>,
     /// Collection is on. A runtime start call runs the driver's inside it, so the second
     /// start (and a stop with nothing on) changes nothing.
     on: Mutex<bool>,
@@ -69,7 +72,7 @@ pub enum Switch {
 }
 
 impl RangeCollector {
-    pub fn new(kinds: Vec<u32>, start: Vec<(u32, u32)>, stop: Vec<(u32, u32)>) -> Self {
+    pub fn new(kinds: Vec<u32>, start: Vec<ApiId>, stop: Vec<ApiId>) -> Self {
         Self {
             kinds,
             start,

@@ -502,7 +502,12 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                     if small {
                         let kern = linear::vector_kernel(fmt, rows, false);
                         let args = linear::vector_args(kern, &ptrs, n, k, rows, 0);
-                        dev.launch(kern, (n.div_ceil(4) as u32, 1, 1), 128, &args)?;
+                        dev.launch(
+                            kern,
+                            (n.div_ceil(4) as u32, 1, 1),
+                            launch_block(kern),
+                            &args,
+                        )?;
                     } else {
                         let args = linear::mmq_args(&mmq_in(ptrs), n, k, rows, 0);
                         dev.launch(
@@ -513,6 +518,25 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                         )?;
                     }
                     let got = c.read_f32(&yb, rows * n)?;
+                    if rows == 1 {
+                        // The batch-1 entry (its own tiling and K split) and the general entry at
+                        // nb = 1 sum the same block terms in f64: the same bits.
+                        let general = linear::vector_kernel(fmt, 2, false);
+                        let yg = c.poisoned(n * 4)?;
+                        let p = LinearPtrs { y: yg.ptr, ..ptrs };
+                        dev.launch(
+                            general,
+                            (n.div_ceil(4) as u32, 1, 1),
+                            launch_block(general),
+                            &linear::vector_args(general, &p, n, k, 1, 0),
+                        )?;
+                        c.check(
+                            format!("{name}_b1 vs {name} nb=1 {n}x{k} (bitwise)"),
+                            &got,
+                            &c.read_f32(&yg, n)?,
+                            0.0,
+                        );
+                    }
                     c.check(format!("{name} {n}x{k} rows={rows}"), &got, &want, TOL_INT8);
                     // Dispatch invariance: at a batch both paths can run, MMQ must give
                     // MMVQ's bits, or moving the threshold changes greedy output; and MMQ's two

@@ -4,7 +4,7 @@
 //! several copies so no repeat reads a warm L2.
 
 use crate::bench::copy_bandwidth;
-use crate::cuda::device::launch_block;
+use crate::cuda::device::{launch_block, outputs_per_block};
 use crate::cuda::linear::{self, LinearPtrs};
 use crate::cuda::{DevBuf, Device};
 use crate::dispatch::DispatchPolicy;
@@ -144,7 +144,7 @@ pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
                 + (n * 4) as u64;
             let kern = linear::vector_kernel(fmt, 1, false);
             let name = kern.name();
-            let grid = (dev.stride_grid(kern, n, 4), 1, 1);
+            let grid = (dev.stride_grid(kern, n, outputs_per_block(kern)), 1, 1);
             let block = launch_block(kern);
             let grid8 = (dev.stride_grid(Kernel::MmvqQ8_0, n, 4), 1, 1);
             // Activations: bf16 for the GEMV, q8_1 for the int8 kernels.

@@ -147,6 +147,125 @@ __device__ __forceinline__ void mmvq_q4_0_impl(const u8* __restrict__ qw, const 
     }
 }
 
+// Batch-1 Q8_0 MMVQ shaped like gemv_bf16_b1, which reaches 90% of copy bandwidth where the
+// one-warp-per-row kernel above reached 70.6% (4096x14336: each warp's 448 blocks ran as four
+// dependent load rounds, the last half empty). A block of MMVQ_B1_WARPS warps computes
+// MMVQ_B1_ROWS weight rows (MMVQ_B1_ROWS / R outputs) at a time with K split across its warps;
+// in a warp a lane pair takes one quant block per step (16 bytes each, the pair's int8 sums
+// added exactly by a shuffle), two steps' loads in flight for all the tile's rows, the first
+// before the PDL wait (weights depend on no earlier kernel). Block terms are the same f32
+// values as mmvq_q8_0_impl's and are summed in f64, so the result is the one-warp kernel's
+// and MMQ's for any split (the f64 sums of these terms are exact).
+#define MMVQ_B1_WARPS 8
+#define MMVQ_B1_ROWS 4
+
+// Loads one step pair (blocks bb + lane/2 and bb + 16 + lane/2, this lane's half) of the tile's
+// rows, which are consecutive from `row0`; zeros past the warp's segment or the last row.
+__device__ __forceinline__ void mmvq_b1_load_q8(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
+                                                i64 row0, int rows, int K, int kblocks, int bb, int b_end,
+                                                int lane, uint4 w0[MMVQ_B1_ROWS], uint4 w1[MMVQ_B1_ROWS],
+                                                unsigned int d[MMVQ_B1_ROWS]) {
+    const int blk0 = bb + (lane >> 1), blk1 = blk0 + 16;
+    const i8* wp = qw + row0 * K + blk0 * 32 + (lane & 1) * 16;
+    const f16_t* dp = dw + row0 * kblocks + blk0;
+    const bool ok0 = blk0 < b_end, ok1 = blk1 < b_end;
+#pragma unroll
+    for (int j = 0; j < MMVQ_B1_ROWS; ++j) {
+        const bool r = j < rows;
+        w0[j] = r && ok0 ? ldg_stream(wp + j * K) : uint4_zero();
+        w1[j] = r && ok1 ? ldg_stream(wp + j * K + 16 * 32) : uint4_zero();
+        // Both scales as raw f16 in one register (zero is +0.0).
+        const unsigned int lo = r && ok0 ? __ldg(dp + j * kblocks) : 0u;
+        const unsigned int hi = r && ok1 ? __ldg(dp + j * kblocks + 16) : 0u;
+        d[j] = lo | (hi << 16);
+    }
+}
+
+// The int8 dot product of 16 weight bytes with 16 activation bytes, summed over the lane pair.
+__device__ __forceinline__ int mmvq_b1_pair_dot(uint4 w, int4 x) {
+    int s = dp4a_ss((int)w.x, x.x, 0);
+    s = dp4a_ss((int)w.y, x.y, s);
+    s = dp4a_ss((int)w.z, x.z, s);
+    s = dp4a_ss((int)w.w, x.w, s);
+    return s + __shfl_xor_sync(0xffffffffu, s, 1);
+}
+
+template <int R>
+__device__ __forceinline__ void mmvq_q8_0_b1_impl(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
+                                                  const i8* __restrict__ qx, const float* __restrict__ dx,
+                                                  float* __restrict__ y, bf16_t* __restrict__ yh,
+                                                  const float* __restrict__ bias, int n_out, int K, int mode) {
+    constexpr int T = MMVQ_B1_ROWS / R;  // outputs per tile
+    __shared__ double red[MMVQ_B1_WARPS][MMVQ_B1_ROWS];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int kblocks = K >> 5;
+    const int seg = (kblocks + MMVQ_B1_WARPS - 1) / MMVQ_B1_WARPS;  // quant blocks per warp
+    const int b_begin = min(kblocks, warp * seg);
+    const int b_end = min(kblocks, b_begin + seg);
+    uint4 w0[MMVQ_B1_ROWS], w1[MMVQ_B1_ROWS];
+    unsigned int d[MMVQ_B1_ROWS];
+    int tile = blockIdx.x;
+    // The tile's first weight row, and how many of its MMVQ_B1_ROWS rows exist.
+    const int n_rows = n_out * R;
+    i64 row0 = (i64)tile * MMVQ_B1_ROWS;
+    int rows = min(MMVQ_B1_ROWS, n_rows - tile * MMVQ_B1_ROWS);
+    if (tile * T < n_out) mmvq_b1_load_q8(qw, dw, row0, rows, K, kblocks, b_begin, b_end, lane, w0, w1, d);
+    pdl_enter();
+    for (bool first = true; tile * T < n_out; tile += gridDim.x, first = false) {
+        if (!first) {
+            row0 = (i64)tile * MMVQ_B1_ROWS;
+            rows = min(MMVQ_B1_ROWS, n_rows - tile * MMVQ_B1_ROWS);
+            mmvq_b1_load_q8(qw, dw, row0, rows, K, kblocks, b_begin, b_end, lane, w0, w1, d);
+        }
+        double acc[MMVQ_B1_ROWS];
+#pragma unroll
+        for (int j = 0; j < MMVQ_B1_ROWS; ++j) acc[j] = 0.0;
+        // bb is the same in every lane, so the pair shuffles always run with the full warp.
+        for (int bb = b_begin; bb < b_end;) {
+            const int blk0 = bb + (lane >> 1), blk1 = blk0 + 16, half = (lane & 1) * 16;
+            const bool ok0 = blk0 < b_end, ok1 = blk1 < b_end;
+            const int4 xa = ok0 ? *reinterpret_cast<const int4*>(qx + blk0 * 32 + half) : make_int4(0, 0, 0, 0);
+            const int4 xb = ok1 ? *reinterpret_cast<const int4*>(qx + blk1 * 32 + half) : make_int4(0, 0, 0, 0);
+            const float da = ok0 ? dx[blk0] : 0.0f, db = ok1 ? dx[blk1] : 0.0f;
+#pragma unroll
+            for (int j = 0; j < MMVQ_B1_ROWS; ++j) {
+                const int s0 = mmvq_b1_pair_dot(w0[j], xa);
+                const int s1 = mmvq_b1_pair_dot(w1[j], xb);
+                if ((lane & 1) == 0) {
+                    if (ok0) acc[j] += (double)block_term_q8(f16_to_f32((f16_t)(d[j] & 0xffffu)), da, s0);
+                    if (ok1) acc[j] += (double)block_term_q8(f16_to_f32((f16_t)(d[j] >> 16)), db, s1);
+                }
+            }
+            bb += 32;
+            if (bb < b_end) mmvq_b1_load_q8(qw, dw, row0, rows, K, kblocks, bb, b_end, lane, w0, w1, d);
+        }
+#pragma unroll
+        for (int j = 0; j < MMVQ_B1_ROWS; ++j) {
+            const double v = warp_sum_f64(acc[j]);
+            if (lane == 0) red[warp][j] = v;
+        }
+        __syncthreads();
+        if (threadIdx.x < T) {
+            const int o = tile * T + threadIdx.x;
+            if (o < n_out) {
+                double r0 = 0.0, r1 = 0.0;
+                for (int w = 0; w < MMVQ_B1_WARPS; ++w) {
+                    r0 += red[w][threadIdx.x * R];
+                    r1 += red[w][threadIdx.x * R + R - 1];
+                }
+                if (R == 2) {
+                    yh[o] = f32_to_bf16(silu((float)r0) * (float)r1);
+                } else if (mode == OUT_ACCUMULATE) {
+                    y[o] += (float)r0;
+                } else {
+                    y[o] = (float)r0 + (bias ? bias[o] : 0.0f);
+                }
+            }
+        }
+        __syncthreads();
+    }
+}
+
 #define MMVQ_CASES(CALL, R)                  \
     switch (nb) {                            \
         case 1: CALL(1, R); break;           \
@@ -164,20 +283,21 @@ __device__ __forceinline__ void mmvq_q4_0_impl(const u8* __restrict__ qw, const 
 
 // Batch-1 entries, one per output shape (plain rows, or gate/up pairs for the SwiGLU
 // epilogue), so each gets its own register allocation and occupancy (see gemv_bf16_b1).
-extern "C" __global__ void __launch_bounds__(128) mmvq_q8_0_b1(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
+// block = 32 * MMVQ_B1_WARPS, any grid.x (blocks stride over tiles of MMVQ_B1_ROWS / R outputs).
+extern "C" __global__ void __launch_bounds__(256, 4) mmvq_q8_0_b1(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
                                                               const i8* __restrict__ qx, const float* __restrict__ dx,
                                                               const float* __restrict__ sx, float* __restrict__ y,
                                                               bf16_t* __restrict__ yh, const float* __restrict__ bias,
                                                               int n_out, int K, int nb, int mode) {
-    CALL_Q8(1, 1);
+    mmvq_q8_0_b1_impl<1>(qw, dw, qx, dx, y, yh, bias, n_out, K, mode);
 }
 
-extern "C" __global__ void __launch_bounds__(128) mmvq_q8_0_b1_swiglu(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
+extern "C" __global__ void __launch_bounds__(256, 4) mmvq_q8_0_b1_swiglu(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
                                                                      const i8* __restrict__ qx, const float* __restrict__ dx,
                                                                      const float* __restrict__ sx, float* __restrict__ y,
                                                                      bf16_t* __restrict__ yh, const float* __restrict__ bias,
                                                                      int n_out, int K, int nb, int mode) {
-    CALL_Q8(1, 2);
+    mmvq_q8_0_b1_impl<2>(qw, dw, qx, dx, y, yh, bias, n_out, K, mode);
 }
 
 extern "C" __global__ void __launch_bounds__(128) mmvq_q4_0_b1(const u8* __restrict__ qw, const f16_t* __restrict__ dw,

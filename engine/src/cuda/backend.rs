@@ -865,7 +865,12 @@ impl Backend for CudaBackend {
                     // Outputs per block and pass (GEMV_B1_T, or the MMVQ/GEMV warps), over the
                     // resident capacity of the entry actually launched (the fused-norm entries
                     // have their own registers and shared memory).
-                    let grid = (self.dev.stride_grid(kern, n_out, 4), 1, 1);
+                    let grid = (
+                        self.dev
+                            .stride_grid(kern, n_out, super::device::outputs_per_block(kern)),
+                        1,
+                        1,
+                    );
                     let block = super::device::launch_block(kern);
                     let bytes = norm_bytes
                         + wbytes

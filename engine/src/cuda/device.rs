@@ -106,8 +106,19 @@ pub fn launch_block(k: Kernel) -> u32 {
         Kernel::GemvBf16B1
         | Kernel::GemvBf16B1Swiglu
         | Kernel::GemvBf16B1Norm
-        | Kernel::GemvBf16B1SwigluNorm => 256,
+        | Kernel::GemvBf16B1SwigluNorm
+        | Kernel::MmvqQ8_0B1
+        | Kernel::MmvqQ8_0B1Swiglu => 256,
         _ => 128,
+    }
+}
+
+/// Outputs a block of a grid-stride GEMV/MMVQ entry computes per pass, for sizing its grid:
+/// `MMVQ_B1_ROWS` (4) weight rows are 2 outputs when rows pair up as gate/up.
+pub fn outputs_per_block(k: Kernel) -> usize {
+    match k {
+        Kernel::MmvqQ8_0B1Swiglu => 2,
+        _ => 4,
     }
 }
 

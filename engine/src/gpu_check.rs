@@ -519,25 +519,42 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                     }
                     let got = c.read_f32(&yb, rows * n)?;
                     if rows == 1 {
-                        // The batch-1 entry (its own tiling and K split) and the general entry at
-                        // nb = 1 sum the same block terms in f64: the same bits.
+                        // The batch-1 entries (one warp per row, and for Q8_0 the K-split one)
+                        // and the general entry at nb = 1 sum the same block terms in f64: the
+                        // same bits.
                         let general = linear::vector_kernel(fmt, 2, false);
-                        let yg = c.poisoned(n * 4)?;
-                        let p = LinearPtrs { y: yg.ptr, ..ptrs };
-                        dev.launch(
-                            general,
-                            (n.div_ceil(4) as u32, 1, 1),
-                            launch_block(general),
-                            &linear::vector_args(general, &p, n, k, 1, 0),
-                        )?;
+                        let mut outs = Vec::new();
+                        let extra: &[Kernel] = if fmt == WeightFormat::Q8_0 {
+                            &[Kernel::MmvqQ8_0B1KSplit]
+                        } else {
+                            &[]
+                        };
+                        for &kern in std::iter::once(&general).chain(extra) {
+                            let yg = c.poisoned(n * 4)?;
+                            let p = LinearPtrs { y: yg.ptr, ..ptrs };
+                            dev.launch(
+                                kern,
+                                (n.div_ceil(4).min(97) as u32, 1, 1),
+                                launch_block(kern),
+                                &linear::vector_args(kern, &p, n, k, 1, 0),
+                            )?;
+                            outs.push((kern, c.read_f32(&yg, n)?));
+                        }
+                        for (kern, out) in &outs[1..] {
+                            c.check(
+                                format!("{} vs {name}_b1 {n}x{k} (bitwise)", kern.name()),
+                                out,
+                                &got,
+                                0.0,
+                            );
+                        }
                         c.check(
                             format!("{name}_b1 vs {name} nb=1 {n}x{k} (bitwise)"),
                             &got,
-                            &c.read_f32(&yg, n)?,
+                            &outs[0].1,
                             0.0,
                         );
                     }
-                    c.check(format!("{name} {n}x{k} rows={rows}"), &got, &want, TOL_INT8);
                     // Dispatch invariance: at a batch both paths can run, MMQ must give
                     // MMVQ's bits, or moving the threshold changes greedy output; and MMQ's two
                     // activation layouts must give each other's bits.

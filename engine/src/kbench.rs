@@ -4,7 +4,7 @@
 //! several copies so no repeat reads a warm L2.
 
 use crate::bench::copy_bandwidth;
-use crate::cuda::device::{launch_block, outputs_per_block};
+use crate::cuda::device::launch_block;
 use crate::cuda::linear::{self, LinearPtrs};
 use crate::cuda::{DevBuf, Device};
 use crate::dispatch::DispatchPolicy;
@@ -143,9 +143,6 @@ pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
                 + (k * if fmt == WeightFormat::Bf16 { 2 } else { 1 }) as u64
                 + (n * 4) as u64;
             let kern = linear::vector_kernel(fmt, 1, false);
-            let name = kern.name();
-            let grid = (dev.stride_grid(kern, n, outputs_per_block(kern)), 1, 1);
-            let block = launch_block(kern);
             let grid8 = (dev.stride_grid(Kernel::MmvqQ8_0, n, 4), 1, 1);
             // Activations: bf16 for the GEMV, q8_1 for the int8 kernels.
             let input = |w: &DevMat| {
@@ -166,19 +163,43 @@ pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
                     }
                 }
             };
-            let t = time_us(dev, reps, |i| {
-                let args = linear::vector_args(kern, &input(&copies[i % COPIES]), n, k, 1, 0);
-                dev.launch(kern, grid, block, &args)
-            })?;
-            kernels.push(KernelBench {
-                name: name.into(),
-                shape: format!("{n}x{k} batch 1"),
-                pct_of_copy_bw: 100.0 * (bytes as f64 / (t.median * 1e-6)) / bw.median,
-                time_us: t,
-                bytes,
-                registers_per_thread: dev.attrs(kern).0,
-                blocks_per_sm: dev.occupancy(kern),
-            });
+            // The batch-1 entry, and for Q8_0 also the K-split one, side by side; the shape
+            // says which of the two the default policy picks.
+            let picked = linear::b1_k_split(
+                kern,
+                n,
+                k,
+                DispatchPolicy::default().mmvq_b1_k_split_min_k,
+                dev.resident_warps(Kernel::MmvqQ8_0B1),
+            );
+            let entries: &[Kernel] = if fmt == WeightFormat::Q8_0 {
+                &[kern, Kernel::MmvqQ8_0B1KSplit]
+            } else {
+                &[kern]
+            };
+            for &entry in entries {
+                let grid = (dev.stride_grid(entry, n, 4), 1, 1);
+                let t = time_us(dev, reps, |i| {
+                    let args = linear::vector_args(entry, &input(&copies[i % COPIES]), n, k, 1, 0);
+                    dev.launch(entry, grid, launch_block(entry), &args)
+                })?;
+                kernels.push(KernelBench {
+                    name: entry.name().into(),
+                    shape: format!(
+                        "{n}x{k} batch 1{}",
+                        if entries.len() > 1 && entry == picked {
+                            " (policy)"
+                        } else {
+                            ""
+                        }
+                    ),
+                    pct_of_copy_bw: 100.0 * (bytes as f64 / (t.median * 1e-6)) / bw.median,
+                    time_us: t,
+                    bytes,
+                    registers_per_thread: dev.attrs(entry).0,
+                    blocks_per_sm: dev.occupancy(entry),
+                });
+            }
             // MMQ at `batch` on either activation layout.
             let mmq_time = |batch: usize, k_major_layout: bool| -> Result<Spread> {
                 let km = if k_major_layout {

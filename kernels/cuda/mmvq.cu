@@ -147,15 +147,19 @@ __device__ __forceinline__ void mmvq_q4_0_impl(const u8* __restrict__ qw, const 
     }
 }
 
-// Batch-1 Q8_0 MMVQ shaped like gemv_bf16_b1, which reaches 90% of copy bandwidth where the
-// one-warp-per-row kernel above reached 70.6% (4096x14336: each warp's 448 blocks ran as four
-// dependent load rounds, the last half empty). A block of MMVQ_B1_WARPS warps computes
-// MMVQ_B1_ROWS weight rows (MMVQ_B1_ROWS / R outputs) at a time with K split across its warps;
+// Batch-1 Q8_0 MMVQ for few long rows (ffn_down), shaped like gemv_bf16_b1: where the rows
+// fit in one pass of the one-warp-per-row kernel, each warp's whole row is a chain of
+// dependent load rounds (4096x14336: 448 blocks in four rounds, the last half empty) and that
+// kernel reached 70-71% of copy bandwidth; this one 75-76% (docs/BENCHMARKS.md §8, round 7).
+// On many short rows (14336x4096) it is slower (59% vs 75%), so dispatch picks it by shape
+// (DispatchPolicy::mmvq_b1_k_split_min_k). A block of MMVQ_B1_WARPS warps computes
+// MMVQ_B1_ROWS outputs at a time with K split across its warps;
 // in a warp a lane pair takes one quant block per step (16 bytes each, the pair's int8 sums
 // added exactly by a shuffle), two steps' loads in flight for all the tile's rows, the first
 // before the PDL wait (weights depend on no earlier kernel). Block terms are the same f32
-// values as mmvq_q8_0_impl's and are summed in f64, so the result is the one-warp kernel's
-// and MMQ's for any split (the f64 sums of these terms are exact).
+// values as mmvq_q8_0_impl's and are summed in f64, which is exact (so the result is the
+// one-warp kernel's and MMQ's, whatever the split) unless a row's terms span more than about
+// 2^20 in magnitude; the selftest compares the bits.
 #define MMVQ_B1_WARPS 8
 #define MMVQ_B1_ROWS 4
 
@@ -190,12 +194,11 @@ __device__ __forceinline__ int mmvq_b1_pair_dot(uint4 w, int4 x) {
     return s + __shfl_xor_sync(0xffffffffu, s, 1);
 }
 
-template <int R>
-__device__ __forceinline__ void mmvq_q8_0_b1_impl(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
+__device__ __forceinline__ void mmvq_q8_0_b1_ksplit_impl(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
                                                   const i8* __restrict__ qx, const float* __restrict__ dx,
                                                   float* __restrict__ y, bf16_t* __restrict__ yh,
                                                   const float* __restrict__ bias, int n_out, int K, int mode) {
-    constexpr int T = MMVQ_B1_ROWS / R;  // outputs per tile
+    constexpr int T = MMVQ_B1_ROWS;  // outputs per tile (plain rows; no SwiGLU pairs)
     __shared__ double red[MMVQ_B1_WARPS][MMVQ_B1_ROWS];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int kblocks = K >> 5;
@@ -206,7 +209,7 @@ __device__ __forceinline__ void mmvq_q8_0_b1_impl(const i8* __restrict__ qw, con
     unsigned int d[MMVQ_B1_ROWS];
     int tile = blockIdx.x;
     // The tile's first weight row, and how many of its MMVQ_B1_ROWS rows exist.
-    const int n_rows = n_out * R;
+    const int n_rows = n_out;
     i64 row0 = (i64)tile * MMVQ_B1_ROWS;
     int rows = min(MMVQ_B1_ROWS, n_rows - tile * MMVQ_B1_ROWS);
     if (tile * T < n_out) mmvq_b1_load_q8(qw, dw, row0, rows, K, kblocks, b_begin, b_end, lane, w0, w1, d);
@@ -248,14 +251,9 @@ __device__ __forceinline__ void mmvq_q8_0_b1_impl(const i8* __restrict__ qw, con
         if (threadIdx.x < T) {
             const int o = tile * T + threadIdx.x;
             if (o < n_out) {
-                double r0 = 0.0, r1 = 0.0;
-                for (int w = 0; w < MMVQ_B1_WARPS; ++w) {
-                    r0 += red[w][threadIdx.x * R];
-                    r1 += red[w][threadIdx.x * R + R - 1];
-                }
-                if (R == 2) {
-                    yh[o] = f32_to_bf16(silu((float)r0) * (float)r1);
-                } else if (mode == OUT_ACCUMULATE) {
+                double r0 = 0.0;
+                for (int w = 0; w < MMVQ_B1_WARPS; ++w) r0 += red[w][threadIdx.x];
+                if (mode == OUT_ACCUMULATE) {
                     y[o] += (float)r0;
                 } else {
                     y[o] = (float)r0 + (bias ? bias[o] : 0.0f);
@@ -283,21 +281,30 @@ __device__ __forceinline__ void mmvq_q8_0_b1_impl(const i8* __restrict__ qw, con
 
 // Batch-1 entries, one per output shape (plain rows, or gate/up pairs for the SwiGLU
 // epilogue), so each gets its own register allocation and occupancy (see gemv_bf16_b1).
-// block = 32 * MMVQ_B1_WARPS, any grid.x (blocks stride over tiles of MMVQ_B1_ROWS / R outputs).
-extern "C" __global__ void __launch_bounds__(256, 4) mmvq_q8_0_b1(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
+extern "C" __global__ void __launch_bounds__(128) mmvq_q8_0_b1(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
                                                               const i8* __restrict__ qx, const float* __restrict__ dx,
                                                               const float* __restrict__ sx, float* __restrict__ y,
                                                               bf16_t* __restrict__ yh, const float* __restrict__ bias,
                                                               int n_out, int K, int nb, int mode) {
-    mmvq_q8_0_b1_impl<1>(qw, dw, qx, dx, y, yh, bias, n_out, K, mode);
+    CALL_Q8(1, 1);
 }
 
-extern "C" __global__ void __launch_bounds__(256, 4) mmvq_q8_0_b1_swiglu(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
+extern "C" __global__ void __launch_bounds__(128) mmvq_q8_0_b1_swiglu(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
                                                                      const i8* __restrict__ qx, const float* __restrict__ dx,
                                                                      const float* __restrict__ sx, float* __restrict__ y,
                                                                      bf16_t* __restrict__ yh, const float* __restrict__ bias,
                                                                      int n_out, int K, int nb, int mode) {
-    mmvq_q8_0_b1_impl<2>(qw, dw, qx, dx, y, yh, bias, n_out, K, mode);
+    CALL_Q8(1, 2);
+}
+
+// block = 32 * MMVQ_B1_WARPS, any grid.x (blocks stride over tiles of MMVQ_B1_ROWS outputs).
+// At most 3 blocks per SM: the register budget of 4 (64) spills, and measured slower.
+extern "C" __global__ void __launch_bounds__(256, 3) mmvq_q8_0_b1_ksplit(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
+                                                                        const i8* __restrict__ qx, const float* __restrict__ dx,
+                                                                        const float* __restrict__ sx, float* __restrict__ y,
+                                                                        bf16_t* __restrict__ yh, const float* __restrict__ bias,
+                                                                        int n_out, int K, int nb, int mode) {
+    mmvq_q8_0_b1_ksplit_impl(qw, dw, qx, dx, y, yh, bias, n_out, K, mode);
 }
 
 extern "C" __global__ void __launch_bounds__(128) mmvq_q4_0_b1(const u8* __restrict__ qw, const f16_t* __restrict__ dw,

@@ -62,6 +62,7 @@ pub enum Kernel {
     MmvqQ8_0,
     MmvqQ8_0B1,
     MmvqQ8_0B1Swiglu,
+    MmvqQ8_0B1KSplit,
     MmvqQ4_0,
     MmvqQ4_0B1,
     MmvqQ4_0B1Swiglu,
@@ -79,7 +80,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 32] = [
+    pub const ALL: [Kernel; 33] = [
         Kernel::GetRowsBf16,
         Kernel::GetRowsF32,
         Kernel::KvGatherBf16,
@@ -98,6 +99,7 @@ impl Kernel {
         Kernel::MmvqQ8_0,
         Kernel::MmvqQ8_0B1,
         Kernel::MmvqQ8_0B1Swiglu,
+        Kernel::MmvqQ8_0B1KSplit,
         Kernel::MmvqQ4_0,
         Kernel::MmvqQ4_0B1,
         Kernel::MmvqQ4_0B1Swiglu,
@@ -135,6 +137,7 @@ impl Kernel {
             Kernel::MmvqQ8_0 => "mmvq_q8_0",
             Kernel::MmvqQ8_0B1 => "mmvq_q8_0_b1",
             Kernel::MmvqQ8_0B1Swiglu => "mmvq_q8_0_b1_swiglu",
+            Kernel::MmvqQ8_0B1KSplit => "mmvq_q8_0_b1_ksplit",
             Kernel::MmvqQ4_0 => "mmvq_q4_0",
             Kernel::MmvqQ4_0B1 => "mmvq_q4_0_b1",
             Kernel::MmvqQ4_0B1Swiglu => "mmvq_q4_0_b1_swiglu",
@@ -186,6 +189,7 @@ pub const MODULES: &[Module] = &[
             MmvqQ8_0,
             MmvqQ8_0B1,
             MmvqQ8_0B1Swiglu,
+            MmvqQ8_0B1KSplit,
             MmvqQ4_0,
             MmvqQ4_0B1,
             MmvqQ4_0B1Swiglu

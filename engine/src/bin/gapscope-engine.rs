@@ -89,6 +89,10 @@ struct LeverArgs {
     /// (`0:0` = never; with --mmq-k-major-max-k 0, `0:100000` = always).
     #[arg(long, default_value = "17:47", value_parser = parse_batch_range)]
     mmq_row_major_batches: (usize, usize),
+    /// Batch-1 Q8_0 linears with K at least this use the K-split MMVQ entry when their rows
+    /// fit in one pass of the one-warp-per-row entry (0 = whenever they fit; same bits).
+    #[arg(long, default_value_t = gapscope_engine::dispatch::MMVQ_B1_K_SPLIT_MIN_K)]
+    mmvq_b1_k_split_min_k: usize,
     #[arg(long, default_value_t = 0)]
     device: usize,
 }
@@ -263,6 +267,7 @@ fn levers_of(a: &LeverArgs) -> Levers {
             mmvq_max_batch: a.mmvq_max_batch,
             mmq_k_major_max_k: a.mmq_k_major_max_k,
             mmq_row_major_batches: a.mmq_row_major_batches,
+            mmvq_b1_k_split_min_k: a.mmvq_b1_k_split_min_k,
         },
         pdl: !a.no_pdl,
         fusion: !a.no_fusion,
@@ -536,12 +541,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mut results = Vec::new();
             // PDL follows the graphs lever instead of doubling the matrix: graph replays run with
             // it, eager steps without, so any PDL effect on the output shows as a second md5.
-            // Fusion is on throughout, plus four settings with it off at the default threshold.
+            // Fusion is on throughout, plus four settings with it off at the default threshold;
+            // then the batch-1 K-split MMVQ forced on (0) and off (max) at the defaults.
+            let ks_default = DispatchPolicy::default().mmvq_b1_k_split_min_k;
             let mut matrix = Vec::new();
             for graphs in [true, false] {
                 for paged in [true, false] {
                     for thr in [0usize, 4, 8, 16, 256] {
-                        matrix.push((graphs, paged, thr, true));
+                        matrix.push((graphs, paged, thr, true, ks_default));
                     }
                 }
             }
@@ -552,16 +559,27 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         paged,
                         DispatchPolicy::default().mmvq_max_batch,
                         false,
+                        ks_default,
                     ));
                 }
             }
-            for (graphs, paged, thr, fusion) in matrix {
+            for ks in [0, usize::MAX] {
+                matrix.push((
+                    true,
+                    true,
+                    DispatchPolicy::default().mmvq_max_batch,
+                    true,
+                    ks,
+                ));
+            }
+            for (graphs, paged, thr, fusion, ks) in matrix {
                 let pdl = graphs;
                 let lv = Levers {
                     graphs,
                     paged_kv: paged,
                     dispatch: DispatchPolicy {
                         mmvq_max_batch: thr,
+                        mmvq_b1_k_split_min_k: ks,
                         ..DispatchPolicy::default()
                     },
                     pdl,
@@ -572,13 +590,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 let rows = bench::run(&mut be, &settings, None, |_| Ok(()), |_| {})?;
                 for r in rows {
                     println!(
-                        "graphs={graphs:<5} pdl={pdl:<5} fusion={fusion:<5} kv={:<10} mmvq_max_batch={thr:<3} npl={:<4} md5={} S_TG={:.1}",
+                        "graphs={graphs:<5} pdl={pdl:<5} fusion={fusion:<5} kv={:<10} mmvq_max_batch={thr:<3} b1_k_split_min_k={:<20} npl={:<4} md5={} S_TG={:.1}",
                         if paged { "paged" } else { "contiguous" },
+                        ks,
                         r.npl,
                         r.md5,
                         r.s_tg.median
                     );
-                    results.push(serde_json::json!({"graphs": graphs, "pdl": pdl, "fusion": fusion, "paged_kv": paged, "mmvq_max_batch": thr, "npl": r.npl, "md5": r.md5, "s_tg": r.s_tg.median}));
+                    results.push(serde_json::json!({"graphs": graphs, "pdl": pdl, "fusion": fusion, "paged_kv": paged, "mmvq_max_batch": thr, "mmvq_b1_k_split_min_k": ks, "npl": r.npl, "md5": r.md5, "s_tg": r.s_tg.median}));
                 }
             }
             let mut ok = true;

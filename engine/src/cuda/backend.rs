@@ -819,7 +819,13 @@ impl Backend for CudaBackend {
                 }
                 for c in (0..rows).step_by(8) {
                     let nb = (rows - c).min(8);
-                    let kern = linear::vector_kernel(fmt, nb, mode == OutMode::Swiglu);
+                    let kern = linear::b1_k_split(
+                        linear::vector_kernel(fmt, nb, mode == OutMode::Swiglu),
+                        n_out,
+                        k,
+                        self.levers.dispatch.mmvq_b1_k_split_min_k,
+                        self.dev.resident_warps(Kernel::MmvqQ8_0B1),
+                    );
                     let at = |p: u64, bytes_per_row: usize| {
                         if p == 0 {
                             0
@@ -865,12 +871,7 @@ impl Backend for CudaBackend {
                     // Outputs per block and pass (GEMV_B1_T, or the MMVQ/GEMV warps), over the
                     // resident capacity of the entry actually launched (the fused-norm entries
                     // have their own registers and shared memory).
-                    let grid = (
-                        self.dev
-                            .stride_grid(kern, n_out, super::device::outputs_per_block(kern)),
-                        1,
-                        1,
-                    );
+                    let grid = (self.dev.stride_grid(kern, n_out, 4), 1, 1);
                     let block = super::device::launch_block(kern);
                     let bytes = norm_bytes
                         + wbytes

@@ -107,18 +107,8 @@ pub fn launch_block(k: Kernel) -> u32 {
         | Kernel::GemvBf16B1Swiglu
         | Kernel::GemvBf16B1Norm
         | Kernel::GemvBf16B1SwigluNorm
-        | Kernel::MmvqQ8_0B1
-        | Kernel::MmvqQ8_0B1Swiglu => 256,
+        | Kernel::MmvqQ8_0B1KSplit => 256,
         _ => 128,
-    }
-}
-
-/// Outputs a block of a grid-stride GEMV/MMVQ entry computes per pass, for sizing its grid:
-/// `MMVQ_B1_ROWS` (4) weight rows are 2 outputs when rows pair up as gate/up.
-pub fn outputs_per_block(k: Kernel) -> usize {
-    match k {
-        Kernel::MmvqQ8_0B1Swiglu => 2,
-        _ => 4,
     }
 }
 
@@ -300,6 +290,13 @@ impl Device {
     /// Resident blocks per SM at the kernel's `launch_block` size.
     pub fn occupancy(&self, kernel: Kernel) -> u32 {
         self.occupancy.get(&kernel).copied().unwrap_or(0)
+    }
+
+    /// Warps of `kernel` resident at once on the whole GPU.
+    pub fn resident_warps(&self, kernel: Kernel) -> usize {
+        self.occupancy(kernel) as usize
+            * self.info.sm_count as usize
+            * (launch_block(kernel) / 32) as usize
     }
 
     /// A grid for a grid-stride kernel (blocks of `launch_block(kernel)` threads): see

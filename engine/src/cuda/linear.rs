@@ -22,6 +22,24 @@ pub fn vector_kernel(format: WeightFormat, nb: usize, swiglu: bool) -> Kernel {
     }
 }
 
+/// The batch-1 Q8_0 entry for `n_out` plain rows over a K of `k`: the K-split entry
+/// (`mmvq_q8_0_b1_ksplit`) when K is at least `min_k` and the rows fit in one pass of the
+/// one-warp-per-row entry (`resident_warps` of it), where each warp's whole row would be one
+/// chain of dependent loads; `kernel` otherwise. Both give the same bits.
+pub fn b1_k_split(
+    kernel: Kernel,
+    n_out: usize,
+    k: usize,
+    min_k: usize,
+    resident_warps: usize,
+) -> Kernel {
+    if kernel == Kernel::MmvqQ8_0B1 && k >= min_k && n_out <= resident_warps {
+        Kernel::MmvqQ8_0B1KSplit
+    } else {
+        kernel
+    }
+}
+
 /// The MMQ entry of a quantized format (bf16 batches above the threshold go to cuBLAS).
 /// The MMQ entry for `format`, reading k-major activations (`quantize_q8_1_bf16_kmajor`) when
 /// `k_major`, row-major ones otherwise (`DispatchPolicy::mmq_k_major`).
@@ -256,6 +274,33 @@ mod tests {
             Kernel::MmvqQ8_0B1Swiglu
         );
         assert_eq!(mmq_grid(14336, 65), (3, 896, 1));
+        // 8B ffn_down on an H200 (MMVQ b1 at 9 blocks/SM of 4 warps): split; ffn_up, q/k/v and
+        // short K, SwiGLU pairs, other formats and a min_k above K: not.
+        let split = |kern, n, k, min_k| b1_k_split(kern, n, k, min_k, 9 * 132 * 4);
+        assert_eq!(
+            split(Kernel::MmvqQ8_0B1, 4096, 14336, 8192),
+            Kernel::MmvqQ8_0B1KSplit
+        );
+        assert_eq!(
+            split(Kernel::MmvqQ8_0B1, 14336, 4096, 0),
+            Kernel::MmvqQ8_0B1
+        );
+        assert_eq!(
+            split(Kernel::MmvqQ8_0B1, 4096, 4096, 8192),
+            Kernel::MmvqQ8_0B1
+        );
+        assert_eq!(
+            split(Kernel::MmvqQ8_0B1Swiglu, 4096, 14336, 0),
+            Kernel::MmvqQ8_0B1Swiglu
+        );
+        assert_eq!(
+            split(Kernel::MmvqQ4_0B1, 4096, 14336, 0),
+            Kernel::MmvqQ4_0B1
+        );
+        assert_eq!(
+            split(Kernel::MmvqQ8_0B1, 4096, 14336, usize::MAX),
+            Kernel::MmvqQ8_0B1
+        );
     }
 
     /// Each signature's parameters, read from the CUDA source: the lists must have as many
@@ -283,6 +328,7 @@ mod tests {
             Kernel::GemvBf16,
             Kernel::MmvqQ8_0,
             Kernel::MmvqQ8_0B1Swiglu,
+            Kernel::MmvqQ8_0B1KSplit,
             Kernel::MmvqQ4_0B1,
         ] {
             assert_eq!(

@@ -84,19 +84,26 @@ impl RangeCollector {
     /// Decides what one API callback means: on when a start call returns, off when a stop
     /// call begins (so the stop's own work is not recorded, as under Kineto).
     pub fn decide(&self, domain: u32, cbid: u32, site: u32) -> Option<Switch> {
+        if site == SITE_EXIT && self.start.contains(&(domain, cbid)) {
+            return self.flip(Switch::On);
+        }
+        if site == SITE_ENTER && self.stop.contains(&(domain, cbid)) {
+            return self.flip(Switch::Off);
+        }
+        None
+    }
+
+    /// Records the change to `want` and returns it, or None when collection is already so.
+    pub fn flip(&self, want: Switch) -> Option<Switch> {
         let mut on = match self.on.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
-        if site == SITE_EXIT && !*on && self.start.contains(&(domain, cbid)) {
-            *on = true;
-            return Some(Switch::On);
+        if *on == (want == Switch::On) {
+            return None;
         }
-        if site == SITE_ENTER && *on && self.stop.contains(&(domain, cbid)) {
-            *on = false;
-            return Some(Switch::Off);
-        }
-        None
+        *on = want == Switch::On;
+        Some(want)
     }
 
     /// Switches the kinds and returns the frames to write: the mark, then a note for each

@@ -32,9 +32,33 @@ pub struct InjectSettings {
     /// Record CUDA driver API calls (programs that launch through the driver, as cudarc
     /// does).
     pub driver_api: bool,
-    /// Enable the activity kinds only between cudaProfilerStart and cudaProfilerStop, as
-    /// torch.profiler does at `profile()`, instead of when CUDA initialises.
-    pub collect_in_range: bool,
+    /// When CUPTI starts collecting.
+    pub collect: Collect,
+}
+
+/// When CUPTI starts collecting (`gapscope-record --collect`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Collect {
+    /// Every kind on from CUDA's initialisation; the capture range is cut out afterwards.
+    #[default]
+    Init,
+    /// CUPTI attached at initialisation, the kinds switched on at cudaProfilerStart and off
+    /// at cudaProfilerStop (callback API): works for any program.
+    Range,
+    /// CUPTI untouched until the program calls cudaProfilerStart through a shared libcudart
+    /// (interposed with LD_PRELOAD), then attached as torch.profiler attaches at `profile()`,
+    /// after the program's modules have loaded.
+    Late,
+}
+
+impl Collect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Collect::Init => "init",
+            Collect::Range => "range",
+            Collect::Late => "late",
+        }
+    }
 }
 
 impl InjectSettings {
@@ -63,15 +87,7 @@ impl InjectSettings {
                 }
                 .to_owned(),
             ),
-            (
-                Self::COLLECT,
-                if self.collect_in_range {
-                    "range"
-                } else {
-                    "init"
-                }
-                .to_owned(),
-            ),
+            (Self::COLLECT, self.collect.as_str().to_owned()),
         ]
     }
 
@@ -95,35 +111,40 @@ impl InjectSettings {
             flush_ms: num(Self::FLUSH_MS, 200)?,
             runtime_api: env(Self::API).is_none_or(|v| v.split(',').any(|x| x == "runtime")),
             driver_api: env(Self::API).is_none_or(|v| v.split(',').any(|x| x == "driver")),
-            collect_in_range: match env(Self::COLLECT).as_deref() {
-                None | Some("init") => false,
-                Some("range") => true,
+            collect: match env(Self::COLLECT).as_deref() {
+                None | Some("init") => Collect::Init,
+                Some("range") => Collect::Range,
+                Some("late") => Collect::Late,
                 Some(v) => {
-                    return Err(format!("{}={v:?} is neither init nor range", Self::COLLECT));
+                    return Err(format!(
+                        "{}={v:?} is none of init, range, late",
+                        Self::COLLECT
+                    ));
                 }
             },
         })
     }
 
-    /// The kinds to enable when CUDA initialises: all of them, or only the device records
-    /// when collection waits for the capture range.
+    /// The kinds to enable when CUDA initialises: all of them, only the device records when
+    /// collection waits for the capture range, none when CUPTI attaches late.
     pub fn kinds_at_init(&self) -> Vec<u32> {
-        if self.collect_in_range {
-            vec![kind::DEVICE]
-        } else {
-            self.kinds()
+        match self.collect {
+            Collect::Init => self.kinds(),
+            Collect::Range => vec![kind::DEVICE],
+            Collect::Late => Vec::new(),
         }
     }
 
     /// The kinds switched on at cudaProfilerStart and off at cudaProfilerStop.
     pub fn kinds_in_range(&self) -> Vec<u32> {
-        if self.collect_in_range {
-            self.kinds()
+        match self.collect {
+            Collect::Init => Vec::new(),
+            Collect::Range => self
+                .kinds()
                 .into_iter()
                 .filter(|&k| k != kind::DEVICE)
-                .collect()
-        } else {
-            Vec::new()
+                .collect(),
+            Collect::Late => self.kinds(),
         }
     }
 
@@ -148,10 +169,16 @@ impl InjectSettings {
     }
 }
 
-struct Injector {
-    cupti: CuptiLib,
-    pid: u32,
+pub(crate) struct Injector {
+    pub(crate) cupti: CuptiLib,
+    pub(crate) pid: u32,
     buffer_bytes: usize,
+    flush_ms: u64,
+    /// `--collect late`: CUPTI waits for the program's cudaProfilerStart (late_attach.rs).
+    pub(crate) late: bool,
+    /// CUPTI's buffer callbacks are registered (at initialisation, or for `--collect late`
+    /// at the first cudaProfilerStart).
+    pub(crate) attached: std::sync::atomic::AtomicBool,
     file: Mutex<File>,
     names: Mutex<Names>,
     buffers: AtomicU64,
@@ -165,7 +192,7 @@ struct Names {
     api: HashSet<(u32, u32)>,
 }
 
-static INJECTOR: OnceLock<Injector> = OnceLock::new();
+pub(crate) static INJECTOR: OnceLock<Injector> = OnceLock::new();
 
 /// Entry point CUDA calls in the recorded process. Returns 1 on success; on failure it
 /// prints one line and lets the program run unrecorded.
@@ -250,9 +277,10 @@ fn init() -> Result<(), String> {
                 .unwrap_or_default(),
             command_line: cmdline,
             kinds: s.kinds(),
+            collect: s.collect.as_str().to_owned(),
         },
     );
-    calibration(&mut fb, &cupti);
+    let late = s.collect == Collect::Late;
     file.write_all(&fb.bytes)
         .map_err(|e| format!("cannot write spool file {}: {e}", path.display()))?;
 
@@ -260,6 +288,9 @@ fn init() -> Result<(), String> {
         cupti,
         pid,
         buffer_bytes: s.buffer_bytes,
+        flush_ms: s.flush_ms,
+        late,
+        attached: std::sync::atomic::AtomicBool::new(false),
         file: Mutex::new(file),
         names: Mutex::new(Names::default()),
         buffers: AtomicU64::new(0),
@@ -267,64 +298,49 @@ fn init() -> Result<(), String> {
         skipped: AtomicU64::new(0),
     };
     let inj = INJECTOR.get_or_init(|| inj);
-    // SAFETY: the callbacks match CUPTI's buffer callback signatures.
-    let r = unsafe { (inj.cupti.register_callbacks)(buffer_requested, buffer_completed) };
-    if r != 0 {
-        return Err(format!(
-            "cuptiActivityRegisterCallbacks: {}",
-            inj.cupti.result_string(r)
+    if late {
+        // Nothing touches CUPTI until the program's cudaProfilerStart (late_attach.rs).
+        let _ = RANGE.set(RangeCollector::new(
+            s.kinds_in_range(),
+            Vec::new(),
+            Vec::new(),
         ));
-    }
-    let mut notes = Vec::new();
-    let mut at_init = s.kinds_at_init();
-    if s.collect_in_range {
-        match subscribe_range(&inj.cupti, s.kinds_in_range()) {
-            Ok(()) => {}
-            Err(e) => {
+    } else {
+        inj.attach()?;
+        let mut notes = Vec::new();
+        let mut at_init = s.kinds_at_init();
+        if s.collect == Collect::Range
+            && let Err(e) = subscribe_range(&inj.cupti, s.kinds_in_range())
+        {
+            notes.push(format!(
+                "--collect range: {e}; collecting from initialisation instead"
+            ));
+            at_init = s.kinds();
+        }
+        for k in at_init {
+            // SAFETY: plain call with an activity kind code.
+            let r = unsafe { (inj.cupti.enable)(k) };
+            if r != 0 {
                 notes.push(format!(
-                    "--collect range: {e}; collecting from initialisation instead"
+                    "cuptiActivityEnable({k}): {}",
+                    inj.cupti.result_string(r)
                 ));
-                at_init = s.kinds();
             }
         }
-    }
-    for k in at_init {
-        // SAFETY: plain call with an activity kind code.
-        let r = unsafe { (inj.cupti.enable)(k) };
-        if r != 0 {
-            notes.push(format!(
-                "cuptiActivityEnable({k}): {}",
-                inj.cupti.result_string(r)
-            ));
+        if !notes.is_empty() {
+            let mut fb = FrameBuf::default();
+            for n in &notes {
+                fb.frame(tag::NOTE, n.as_bytes());
+            }
+            inj.write(&fb.bytes);
         }
-    }
-    if !notes.is_empty() {
-        let mut fb = FrameBuf::default();
-        for n in &notes {
-            fb.frame(tag::NOTE, n.as_bytes());
-        }
-        inj.write(&fb.bytes);
-    }
-    if s.flush_ms > 0 {
-        let period = Duration::from_millis(s.flush_ms);
-        let _ = std::thread::Builder::new()
-            .name("gapscope-flush".into())
-            .spawn(move || {
-                loop {
-                    std::thread::sleep(period);
-                    if let Some(inj) = INJECTOR.get() {
-                        // SAFETY: plain call; 0 = deliver buffers with completed records.
-                        unsafe { (inj.cupti.flush_all)(0) };
-                    }
-                }
-            });
     }
     // SAFETY: registering a plain extern "C" fn.
     unsafe { libc::atexit(at_exit) };
     Ok(())
 }
 
-static RANGE: OnceLock<RangeCollector> = OnceLock::new();
+pub(crate) static RANGE: OnceLock<RangeCollector> = OnceLock::new();
 
 /// Subscribes to the profiler start/stop calls so `kinds` follow the capture range.
 fn subscribe_range(cupti: &CuptiLib, kinds: Vec<u32>) -> Result<(), String> {
@@ -376,7 +392,7 @@ unsafe extern "C" fn range_callback(
 extern "C" fn at_exit() {
     let _ = std::panic::catch_unwind(|| {
         let Some(inj) = INJECTOR.get() else { return };
-        if std::process::id() != inj.pid {
+        if std::process::id() != inj.pid || !inj.attached.load(Ordering::Acquire) {
             return;
         }
         // SAFETY: plain call; 1 = CUPTI_ACTIVITY_FLAG_FLUSH_FORCED.
@@ -458,7 +474,41 @@ unsafe extern "C" fn buffer_completed(
 }
 
 impl Injector {
-    fn write(&self, bytes: &[u8]) {
+    /// Registers CUPTI's buffer callbacks, writes a clock calibration and starts the flusher
+    /// thread; once per process.
+    pub(crate) fn attach(&self) -> Result<(), String> {
+        if self.attached.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        // SAFETY: the callbacks match CUPTI's buffer callback signatures.
+        let r = unsafe { (self.cupti.register_callbacks)(buffer_requested, buffer_completed) };
+        if r != 0 {
+            return Err(format!(
+                "cuptiActivityRegisterCallbacks: {}",
+                self.cupti.result_string(r)
+            ));
+        }
+        let mut fb = FrameBuf::default();
+        calibration(&mut fb, &self.cupti);
+        self.write(&fb.bytes);
+        if self.flush_ms > 0 {
+            let period = Duration::from_millis(self.flush_ms);
+            let _ = std::thread::Builder::new()
+                .name("gapscope-flush".into())
+                .spawn(move || {
+                    loop {
+                        std::thread::sleep(period);
+                        if let Some(inj) = INJECTOR.get() {
+                            // SAFETY: plain call; 0 = deliver buffers with completed records.
+                            unsafe { (inj.cupti.flush_all)(0) };
+                        }
+                    }
+                });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn write(&self, bytes: &[u8]) {
         if let Ok(mut f) = self.file.lock() {
             let _ = f.write_all(bytes);
         }
@@ -577,7 +627,7 @@ mod tests {
             flush_ms: 50,
             runtime_api: true,
             driver_api: false,
-            collect_in_range: true,
+            collect: Collect::Range,
         };
         let env: HashMap<_, _> = s.to_env().into_iter().collect();
         let back = InjectSettings::from_env(&|k| env.get(k).cloned()).unwrap();
@@ -588,11 +638,22 @@ mod tests {
         assert!(back.kinds_in_range().contains(&kind::CONCURRENT_KERNEL));
         assert!(!back.kinds_in_range().contains(&kind::DEVICE));
         let whole = InjectSettings {
-            collect_in_range: false,
+            collect: Collect::Init,
             ..back.clone()
         };
         assert_eq!(whole.kinds_at_init(), whole.kinds());
         assert!(whole.kinds_in_range().is_empty());
+        let late = InjectSettings {
+            collect: Collect::Late,
+            ..back.clone()
+        };
+        assert!(late.kinds_at_init().is_empty());
+        assert_eq!(late.kinds_in_range(), late.kinds());
+        let env: HashMap<_, _> = late.to_env().into_iter().collect();
+        assert_eq!(
+            InjectSettings::from_env(&|k| env.get(k).cloned()).unwrap(),
+            late
+        );
         let odd = |k: &str| match k {
             InjectSettings::SPOOL_DIR | InjectSettings::CUPTI_LIB => Some("x".to_owned()),
             InjectSettings::COLLECT => Some("later".to_owned()),

@@ -12,6 +12,7 @@ pub mod cupti_lib;
 pub mod decode;
 pub mod error;
 pub mod inject;
+pub mod late_attach;
 pub mod layout;
 pub mod nvml;
 pub mod spool;

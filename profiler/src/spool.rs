@@ -55,6 +55,8 @@ pub struct SpoolHeader {
     pub command_line: String,
     /// Activity kinds enabled, by CUPTI code.
     pub kinds: Vec<u32>,
+    /// When collection started: init, range or late (`--collect`); empty in older spools.
+    pub collect: String,
 }
 
 /// Written at a normal exit, after the final flush.

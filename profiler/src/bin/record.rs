@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use clap::{Parser, ValueEnum};
 use gapscope_profiler::assemble::{AssembleSettings, AssembleSummary, CaptureRange, assemble};
 use gapscope_profiler::cupti_lib::{CuptiLib, find_cupti};
-use gapscope_profiler::inject::InjectSettings;
+use gapscope_profiler::inject::{Collect, InjectSettings};
 use gapscope_profiler::nvml::{NvmlSource, Sampler, realtime_ns};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -32,9 +32,13 @@ enum CaptureRangeArg {
 enum CollectArg {
     /// Switch CUPTI's activity kinds on when CUDA initialises (before any module loads).
     Init,
-    /// Switch them on at cudaProfilerStart and off at cudaProfilerStop, as torch.profiler
-    /// does at profile(); needs --capture-range cudaProfilerApi.
+    /// Attach CUPTI at initialisation but switch the kinds on at cudaProfilerStart and off at
+    /// cudaProfilerStop; needs --capture-range cudaProfilerApi.
     Range,
+    /// Leave CUPTI out of the program until it calls cudaProfilerStart through a shared
+    /// libcudart (preloaded interposer), then attach, as torch.profiler attaches at
+    /// profile(); needs --capture-range cudaProfilerApi.
+    Late,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -86,9 +90,9 @@ struct Args {
     #[arg(long, value_enum, default_value = "none")]
     capture_range: CaptureRangeArg,
     /// When CUPTI starts collecting. `init` traces from CUDA's initialisation and cuts the
-    /// capture range out afterwards; `range` attaches at cudaProfilerStart, so the modules the
-    /// program loaded before are not instrumented, which is what torch.profiler sees
-    /// (docs/RECORD.md, "When collection starts").
+    /// capture range out afterwards; `range` switches the activity kinds at the range; `late`
+    /// attaches CUPTI itself at cudaProfilerStart, as torch.profiler does, for programs with
+    /// a shared libcudart (docs/RECORD.md, "When collection starts").
     #[arg(long, value_enum, default_value = "init")]
     collect: CollectArg,
     /// How often the injection library hands partly filled CUPTI buffers over, bounding
@@ -231,10 +235,15 @@ fn run(a: &Args) -> Result<ExitCode, (String, u8)> {
         duration_ns: secs_to_ns(a.duration, "duration")?,
         profiler_api: a.capture_range == CaptureRangeArg::CudaProfilerApi,
     };
-    if a.collect == CollectArg::Range && !capture.profiler_api {
-        return Err(usage(
-            "--collect range switches collection at cudaProfilerStart/Stop; add --capture-range cudaProfilerApi".into(),
-        ));
+    if a.collect != CollectArg::Init && !capture.profiler_api {
+        return Err(usage(format!(
+            "--collect {} switches collection at cudaProfilerStart/Stop; add --capture-range cudaProfilerApi",
+            if a.collect == CollectArg::Range {
+                "range"
+            } else {
+                "late"
+            }
+        )));
     }
     if capture.profiler_api && a.api == ApiArg::None && a.collect == CollectArg::Init {
         return Err(usage(
@@ -309,7 +318,11 @@ fn run(a: &Args) -> Result<ExitCode, (String, u8)> {
         flush_ms: a.flush_ms,
         runtime_api: matches!(a.api, ApiArg::Both | ApiArg::Runtime),
         driver_api: matches!(a.api, ApiArg::Both | ApiArg::Driver),
-        collect_in_range: a.collect == CollectArg::Range,
+        collect: match a.collect {
+            CollectArg::Init => Collect::Init,
+            CollectArg::Range => Collect::Range,
+            CollectArg::Late => Collect::Late,
+        },
     };
 
     let (sampler, no_nvml) = if a.nvml_interval_ms == 0 {
@@ -336,7 +349,16 @@ fn run(a: &Args) -> Result<ExitCode, (String, u8)> {
         cmd.env(k, v);
     }
     cmd.env("CUDA_INJECTION64_PATH", &inject);
-    if std::env::var_os("NVTX_INJECTION64_PATH").is_none() {
+    if settings.collect == Collect::Late {
+        // The interposed cudaProfilerStart/Stop (late_attach.rs). NVTX stays out: its
+        // injection would load CUPTI at the program's first NVTX call.
+        let mut pre = inject.as_os_str().to_owned();
+        if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+            pre.push(":");
+            pre.push(old);
+        }
+        cmd.env("LD_PRELOAD", pre);
+    } else if std::env::var_os("NVTX_INJECTION64_PATH").is_none() {
         cmd.env("NVTX_INJECTION64_PATH", &cupti_path);
     }
     let t0 = Instant::now();

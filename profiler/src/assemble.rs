@@ -15,6 +15,7 @@ use gapscope_traces::{
 
 use crate::collect_range::{is_profiler_start, is_profiler_stop, windows_from_marks};
 use crate::decode::{self, Activity};
+use crate::driver_devices::DeviceInfo;
 use crate::error::Result;
 use crate::layout::{api_domain, cuda_release_of, marker_flag};
 use crate::nvml::Telemetry;
@@ -86,6 +87,7 @@ struct Facts {
 
 fn pass_facts(path: &Path) -> Result<Facts> {
     let mut f = Facts::default();
+    let mut driver_devices: Vec<DeviceInfo> = Vec::new();
     let mut r = SpoolReader::open(path)?;
     while let Some(fr) = r.next_frame()? {
         let p = &fr.payload;
@@ -104,6 +106,11 @@ fn pass_facts(path: &Path) -> Result<Facts> {
             }
             tag::CALIBRATION if p.len() >= 24 => f.calibration.push((rd_u64(p, 0), rd_i64(p, 8))),
             tag::DROPPED if p.len() >= 16 => f.dropped += rd_u64(p, 8),
+            tag::DEVICE_INFO => {
+                if let Ok(d) = serde_json::from_slice::<DeviceInfo>(p) {
+                    driver_devices.push(d);
+                }
+            }
             tag::COLLECT if p.len() >= 12 => {
                 f.collect_marks.push((rd_u32(p, 0) != 0, rd_u64(p, 4)))
             }
@@ -124,6 +131,25 @@ fn pass_facts(path: &Path) -> Result<Facts> {
         }
     }
     f.torn_tail = r.torn_tail;
+    // Devices CUPTI did not report (it attached late) come from the driver's facts.
+    for d in driver_devices {
+        if f.devices.iter().any(|c| c.id == d.id) {
+            continue;
+        }
+        let name_id = u64::MAX - u64::from(d.id);
+        f.strings.insert(name_id, d.name.clone());
+        f.devices.push(decode::Device {
+            id: d.id,
+            name: name_id,
+            sm_count: d.sm_count,
+            memory_bytes: d.memory_bytes,
+            memory_bandwidth_kbps: 0,
+            l2_bytes: d.l2_bytes,
+            core_clock_khz: d.core_clock_khz,
+            cc: d.cc,
+            uuid: d.uuid,
+        });
+    }
     Ok(f)
 }
 

@@ -490,6 +490,13 @@ impl Injector {
         }
         let mut fb = FrameBuf::default();
         calibration(&mut fb, &self.cupti);
+        if self.late {
+            // CUPTI saw no context created, so it will report no devices: ask the driver.
+            match crate::driver_devices::query() {
+                Ok(devs) => devs.iter().for_each(|d| fb.json(tag::DEVICE_INFO, d)),
+                Err(e) => fb.frame(tag::NOTE, format!("no device facts: {e}").as_bytes()),
+            }
+        }
         self.write(&fb.bytes);
         if self.flush_ms > 0 {
             let period = Duration::from_millis(self.flush_ms);

@@ -10,6 +10,7 @@ pub mod assemble;
 pub mod collect_range;
 pub mod cupti_lib;
 pub mod decode;
+pub mod driver_devices;
 pub mod error;
 pub mod inject;
 pub mod late_attach;

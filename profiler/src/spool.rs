@@ -41,6 +41,9 @@ pub mod tag {
     /// `on: u32, cupti_ns: u64`: collection switched on or off at the capture range
     /// (`--collect range`).
     pub const COLLECT: u32 = 10;
+    /// JSON [`crate::driver_devices::DeviceInfo`]: a device's facts from the CUDA driver,
+    /// written when CUPTI attached too late to report its devices (`--collect late`).
+    pub const DEVICE_INFO: u32 = 11;
 }
 
 /// What the injection library knew when it started in the recorded process.

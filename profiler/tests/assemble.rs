@@ -6,6 +6,7 @@ use std::path::Path;
 
 use gapscope_profiler::assemble::{AssembleSettings, CaptureRange, assemble};
 use gapscope_profiler::decode::{blank_record, put};
+use gapscope_profiler::driver_devices::DeviceInfo;
 use gapscope_profiler::layout::{api, device, kernel, kind, marker, marker_flag, memcpy, memset};
 use gapscope_profiler::nvml::{GpuFacts, Sample, Telemetry};
 use gapscope_profiler::spool::{FrameBuf, SpoolEnd, SpoolHeader, tag};
@@ -296,6 +297,63 @@ fn collection_marks_decide_the_window_over_the_api_records() {
     let (_, t) = run(&bytes, &s, d.path());
     assert_eq!(t.kernels.len(), 1);
     assert_eq!(t.memops.len(), 2);
+}
+
+#[test]
+fn driver_device_facts_stand_in_when_cupti_reported_no_device() {
+    // --collect late: CUPTI attached after the context existed and wrote no DEVICE record;
+    // the injection library's DEVICE_INFO frame names the GPU and lets NVML samples match.
+    let d = tempfile::tempdir().unwrap();
+    let mut fb = FrameBuf::spool_start();
+    fb.json(
+        tag::HEADER,
+        &SpoolHeader {
+            pid: 42,
+            cupti_api_version: 130001,
+            collect: "late".into(),
+            ..Default::default()
+        },
+    );
+    fb.calibration(T0, T0 as i64 - OFFSET, 0);
+    fb.json(
+        tag::DEVICE_INFO,
+        &DeviceInfo {
+            id: 0,
+            name: "NVIDIA H200".into(),
+            sm_count: 132,
+            memory_bytes: 150 << 30,
+            l2_bytes: 60 << 20,
+            core_clock_khz: 1_980_000,
+            cc: (9, 0),
+            uuid: UUID,
+        },
+    );
+    fb.collect_mark(true, T0 - 10);
+    fb.string(1, b"gemv_bf16");
+    let mut k = blank_record(kind::CONCURRENT_KERNEL);
+    put(&mut k, kernel::START, T0.to_le_bytes());
+    put(&mut k, kernel::END, (T0 + 500).to_le_bytes());
+    put(&mut k, kernel::NAME, 1u64.to_le_bytes());
+    fb.frame(tag::RECORD, &k);
+    fb.collect_mark(false, T0 + 1000);
+    let s = AssembleSettings {
+        capture: CaptureRange {
+            profiler_api: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let (sum, t) = run(&fb.bytes, &s, d.path());
+    assert_eq!(t.kernels.len(), 1);
+    assert_eq!(t.manifest.gpus.len(), 1);
+    assert_eq!(t.manifest.gpus[0].name, "NVIDIA H200");
+    assert_eq!(t.manifest.gpus[0].sm_count, Some(132));
+    assert_eq!(
+        t.manifest.gpus[0].compute_capability.as_deref(),
+        Some("9.0")
+    );
+    // The GPU-0 sample (50 ns after T0) is inside the window and matched by UUID.
+    assert_eq!(sum.samples, 1, "{:?}", sum.notes);
 }
 
 #[test]

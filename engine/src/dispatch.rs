@@ -20,8 +20,8 @@ pub struct DispatchPolicy {
     /// The batches (inclusive) at which linears with K above `mmq_k_major_max_k` read
     /// row-major activations.
     pub mmq_row_major_batches: (usize, usize),
-    /// Batch-1 Q8_0 linears with K at least this large use the K-split MMVQ entry when their
-    /// rows fit in one pass of the one-warp-per-row entry (`linear::b1_k_split`); same bits.
+    /// Batch-1 Q8_0 linears with K at least this large and no more rows than K use the K-split
+    /// MMVQ entry (`linear::b1_k_split`); same bits.
     pub mmvq_b1_k_split_min_k: usize,
 }
 
@@ -35,8 +35,8 @@ pub struct DispatchPolicy {
 pub const MMQ_K_MAJOR_MAX_K: usize = 8192;
 pub const MMQ_ROW_MAJOR_BATCHES: (usize, usize) = (17, 47);
 
-/// Default of the batch-1 K-split: on the H200 it took the 4096x14336 Q8_0 MMVQ from 70-71% to
-/// 75-76% of copy bandwidth, and lost on 14336x4096 (59% vs 75%); K = 4096 linears keep the
+/// Default of the batch-1 K-split: on the H200 it took the 4096x14336 Q8_0 MMVQ from 70-72% to
+/// 76-78% of copy bandwidth, and lost on 14336x4096 (59% vs 74-75%); K = 4096 linears keep the
 /// one-warp-per-row entry (docs/BENCHMARKS.md §8, round 7).
 pub const MMVQ_B1_K_SPLIT_MIN_K: usize = 8192;
 

@@ -88,6 +88,71 @@ __device__ __forceinline__ void mmvq_q8_0_impl(const i8* __restrict__ qw, const 
     }
 }
 
+// The int8 dot product of 16 weight bytes with 16 activation bytes, summed over the lane pair.
+__device__ __forceinline__ int mmvq_b1_pair_dot(uint4 w, int4 x) {
+    int s = dp4a_ss((int)w.x, x.x, 0);
+    s = dp4a_ss((int)w.y, x.y, s);
+    s = dp4a_ss((int)w.z, x.z, s);
+    s = dp4a_ss((int)w.w, x.w, s);
+    return s + __shfl_xor_sync(0xffffffffu, s, 1);
+}
+
+// Batch-1 Q8_0 rows with contiguous loads: in each chunk of 32 blocks a lane pair covers
+// blocks m and m + 16 (lane 2m the first 16 bytes of each, lane 2m + 1 the last), so one warp
+// load instruction reads 512 contiguous bytes where mmvq_q8_0_impl's reads 16 of every 32.
+// The pair's int8 sums meet by a shuffle (exact); lane 2m adds block m's term, lane 2m + 1
+// block m + 16's, in f64 as before, so the bits are the same. On the H200, 14336x4096 went
+// from 73.6-75.1% to 77.0-77.7% of copy bandwidth (docs/BENCHMARKS.md §8, round 7). Used for
+// plain rows (R = 1); the gate/up pairs keep mmvq_q8_0_impl, where this layout needed 119
+// registers and the decode ran 2.8% slower.
+template <int R>
+__device__ __forceinline__ void mmvq_q8_0_b1_pair_impl(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
+                                                       const i8* __restrict__ qx, const float* __restrict__ dx,
+                                                       float* __restrict__ y, bf16_t* __restrict__ yh,
+                                                       const float* __restrict__ bias, int n_out, int K, int mode) {
+    pdl_enter();
+    const int lane = threadIdx.x & 31;
+    const int half = (lane & 1) * 16, m = lane >> 1, mine = (lane & 1) * 16;
+    const int kblocks = K >> 5;
+    for (int o = blockIdx.x * MMVQ_WARPS + (threadIdx.x >> 5); o < n_out; o += gridDim.x * MMVQ_WARPS) {
+        double acc[R][1];
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r][0] = 0.0;
+        for (int base = 0; base < kblocks; base += 4 * 32) {
+            uint4 w[4][R][2];
+            float d[4][R];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int cb = base + u * 32;
+                const int b0 = cb + m, b1 = cb + 16 + m, bt = cb + mine + m;
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    const i64 row = (i64)(o * R + r);
+                    w[u][r][0] = b0 < kblocks ? ldg_stream(qw + row * K + b0 * 32 + half) : uint4_zero();
+                    w[u][r][1] = b1 < kblocks ? ldg_stream(qw + row * K + b1 * 32 + half) : uint4_zero();
+                    d[u][r] = bt < kblocks ? f16_to_f32(__ldg(dw + row * kblocks + bt)) : 0.0f;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int cb = base + u * 32;
+                if (cb >= kblocks) break;  // the same in every lane
+                const int b0 = cb + m, b1 = cb + 16 + m, bt = cb + mine + m;
+                const int4 x0 = b0 < kblocks ? *reinterpret_cast<const int4*>(qx + b0 * 32 + half) : make_int4(0, 0, 0, 0);
+                const int4 x1 = b1 < kblocks ? *reinterpret_cast<const int4*>(qx + b1 * 32 + half) : make_int4(0, 0, 0, 0);
+                const float db = bt < kblocks ? dx[bt] : 0.0f;
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    const int s0 = mmvq_b1_pair_dot(w[u][r][0], x0);
+                    const int s1 = mmvq_b1_pair_dot(w[u][r][1], x1);
+                    if (bt < kblocks) acc[r][0] += (double)block_term_q8(d[u][r], db, (lane & 1) ? s1 : s0);
+                }
+            }
+        }
+        mmvq_store<1, R>(acc, y, yh, bias, o, n_out, mode);
+    }
+}
+
 template <int NB, int R>
 __device__ __forceinline__ void mmvq_q4_0_impl(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
                                                const i8* __restrict__ qx, const float* __restrict__ dx,
@@ -185,15 +250,6 @@ __device__ __forceinline__ void mmvq_b1_load_q8(const i8* __restrict__ qw, const
     }
 }
 
-// The int8 dot product of 16 weight bytes with 16 activation bytes, summed over the lane pair.
-__device__ __forceinline__ int mmvq_b1_pair_dot(uint4 w, int4 x) {
-    int s = dp4a_ss((int)w.x, x.x, 0);
-    s = dp4a_ss((int)w.y, x.y, s);
-    s = dp4a_ss((int)w.z, x.z, s);
-    s = dp4a_ss((int)w.w, x.w, s);
-    return s + __shfl_xor_sync(0xffffffffu, s, 1);
-}
-
 __device__ __forceinline__ void mmvq_q8_0_b1_ksplit_impl(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
                                                   const i8* __restrict__ qx, const float* __restrict__ dx,
                                                   float* __restrict__ y, bf16_t* __restrict__ yh,
@@ -286,7 +342,7 @@ extern "C" __global__ void __launch_bounds__(128) mmvq_q8_0_b1(const i8* __restr
                                                               const float* __restrict__ sx, float* __restrict__ y,
                                                               bf16_t* __restrict__ yh, const float* __restrict__ bias,
                                                               int n_out, int K, int nb, int mode) {
-    CALL_Q8(1, 1);
+    mmvq_q8_0_b1_pair_impl<1>(qw, dw, qx, dx, y, yh, bias, n_out, K, mode);
 }
 
 extern "C" __global__ void __launch_bounds__(128) mmvq_q8_0_b1_swiglu(const i8* __restrict__ qw, const f16_t* __restrict__ dw,

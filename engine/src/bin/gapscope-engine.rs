@@ -89,8 +89,8 @@ struct LeverArgs {
     /// (`0:0` = never; with --mmq-k-major-max-k 0, `0:100000` = always).
     #[arg(long, default_value = "17:47", value_parser = parse_batch_range)]
     mmq_row_major_batches: (usize, usize),
-    /// Batch-1 Q8_0 linears with K at least this use the K-split MMVQ entry when their rows
-    /// fit in one pass of the one-warp-per-row entry (0 = whenever they fit; same bits).
+    /// Batch-1 Q8_0 linears with K at least this (and no more rows than K) use the K-split
+    /// MMVQ entry (0 = every such linear; same bits).
     #[arg(long, default_value_t = gapscope_engine::dispatch::MMVQ_B1_K_SPLIT_MIN_K)]
     mmvq_b1_k_split_min_k: usize,
     #[arg(long, default_value_t = 0)]

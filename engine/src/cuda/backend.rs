@@ -824,7 +824,6 @@ impl Backend for CudaBackend {
                         n_out,
                         k,
                         self.levers.dispatch.mmvq_b1_k_split_min_k,
-                        self.dev.resident_warps(Kernel::MmvqQ8_0B1),
                     );
                     let at = |p: u64, bytes_per_row: usize| {
                         if p == 0 {

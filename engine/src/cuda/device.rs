@@ -292,13 +292,6 @@ impl Device {
         self.occupancy.get(&kernel).copied().unwrap_or(0)
     }
 
-    /// Warps of `kernel` resident at once on the whole GPU.
-    pub fn resident_warps(&self, kernel: Kernel) -> usize {
-        self.occupancy(kernel) as usize
-            * self.info.sm_count as usize
-            * (launch_block(kernel) / 32) as usize
-    }
-
     /// A grid for a grid-stride kernel (blocks of `launch_block(kernel)` threads): see
     /// `balanced_grid`, with the resident capacity of this kernel on this GPU.
     pub fn stride_grid(&self, kernel: Kernel, work: usize, per_block: usize) -> u32 {

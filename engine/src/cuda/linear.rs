@@ -23,17 +23,11 @@ pub fn vector_kernel(format: WeightFormat, nb: usize, swiglu: bool) -> Kernel {
 }
 
 /// The batch-1 Q8_0 entry for `n_out` plain rows over a K of `k`: the K-split entry
-/// (`mmvq_q8_0_b1_ksplit`) when K is at least `min_k` and the rows fit in one pass of the
-/// one-warp-per-row entry (`resident_warps` of it), where each warp's whole row would be one
-/// chain of dependent loads; `kernel` otherwise. Both give the same bits.
-pub fn b1_k_split(
-    kernel: Kernel,
-    n_out: usize,
-    k: usize,
-    min_k: usize,
-    resident_warps: usize,
-) -> Kernel {
-    if kernel == Kernel::MmvqQ8_0B1 && k >= min_k && n_out <= resident_warps {
+/// (`mmvq_q8_0_b1_ksplit`) for long rows, K at least `min_k` and no more rows than K (ffn_down,
+/// where the one-warp-per-row entry's warps each stream a whole long row as one dependent
+/// chain); `kernel` otherwise. Both give the same bits.
+pub fn b1_k_split(kernel: Kernel, n_out: usize, k: usize, min_k: usize) -> Kernel {
+    if kernel == Kernel::MmvqQ8_0B1 && k >= min_k && n_out <= k {
         Kernel::MmvqQ8_0B1KSplit
     } else {
         kernel
@@ -274,9 +268,9 @@ mod tests {
             Kernel::MmvqQ8_0B1Swiglu
         );
         assert_eq!(mmq_grid(14336, 65), (3, 896, 1));
-        // 8B ffn_down on an H200 (MMVQ b1 at 9 blocks/SM of 4 warps): split; ffn_up, q/k/v and
-        // short K, SwiGLU pairs, other formats and a min_k above K: not.
-        let split = |kern, n, k, min_k| b1_k_split(kern, n, k, min_k, 9 * 132 * 4);
+        // 8B ffn_down: split; ffn_up (more rows than K), q/k/v and short K, SwiGLU pairs,
+        // other formats and a min_k above K: not.
+        let split = b1_k_split;
         assert_eq!(
             split(Kernel::MmvqQ8_0B1, 4096, 14336, 8192),
             Kernel::MmvqQ8_0B1KSplit

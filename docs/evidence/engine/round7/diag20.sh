@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Round 7, call 5 (issue 3): the landed batch-1 Q8_0 entries (contiguous lane-pair loads for
+# plain rows, K-split for rows <= K) against the previous binary (one-block-per-lane plain rows,
+# occupancy-based split rule): selftest, kbench twice, decode npl 1,8 alternating, levers md5,
+# GPU tests.
+set -uo pipefail
+export LD_LIBRARY_PATH=/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
+R=$OUT/d20; mkdir -p $R; log=$R/run.log
+E=.device/gapscope-engine; P=.device/gapscope-engine-prev
+say() { echo "$@" | tee -a "$log"; }
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a $log
+$E selftest --seed "$(date +%s%N)" --json $R/selftest.json > "$R/selftest.txt" 2>&1
+say "selftest rc=$?: $(tail -n 1 "$R/selftest.txt")"
+grep -iE "fail" "$R/selftest.txt" | head -n 12 | tee -a "$log"
+for round in 1 2; do
+  say "== kbench round $round"
+  $E kbench --reps 30 --json $R/kbench-$round.json 2>&1 | grep -vE "^kernels:|^$" | tee -a $log
+done
+for round in 1 2; do
+  for v in prev new; do
+    bin=$E; [ $v = prev ] && bin=$P
+    say "== decode 8B q8_0 npl 1,8 $v round $round"
+    $bin bench --config models/llama-3-8b.json --random-weights --weights q8_0 --npl 1,8 --npp 128 --ntg 128 --reps 3 --warmup 1 --timing off \
+      --json $R/b1-$v-$round.json 2>&1 | grep -E "^ +[0-9]+ |copy" | tee -a $log
+  done
+done
+for spec in "llama-3.2-1b.json q8_0" "qwen3-0.6b.json q4_0"; do
+  set -- $spec
+  say "== levers $1 $2"
+  $E levers --config "models/$1" --random-weights --weights "$2" --npl 1,8,16,32 --json "$R/levers-${1%.json}-$2.json" 2>&1 | grep -E "distinct|error" | tee -a "$log"
+done
+.device/engine-gpu-tests --ignored --test-threads 1 > "$R/gputests.txt" 2>&1
+say "gpu tests rc=$?: $(grep 'test result' "$R/gputests.txt")"
+tar czf $OUT/d20.tgz -C $OUT d20 && rm -rf $R

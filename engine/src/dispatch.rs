@@ -23,6 +23,9 @@ pub struct DispatchPolicy {
     /// Batch-1 Q8_0 linears with K at least this large and no more rows than K use the K-split
     /// MMVQ entry (`linear::b1_k_split`); same bits.
     pub mmvq_b1_k_split_min_k: usize,
+    /// Batch-1 Q8_0 linears with at least this many rows per column of K (and no K-split)
+    /// use the contiguous-load MMVQ entry (`linear::b1_entry`); same bits.
+    pub mmvq_b1_pair_min_rows_per_k: usize,
 }
 
 /// Defaults of the MMQ layout policy, from `gapscope-engine kbench`'s layout table and the
@@ -40,6 +43,11 @@ pub const MMQ_ROW_MAJOR_BATCHES: (usize, usize) = (17, 47);
 /// one-warp-per-row entry (docs/BENCHMARKS.md §8, round 7).
 pub const MMVQ_B1_K_SPLIT_MIN_K: usize = 8192;
 
+/// Default of the contiguous-load batch-1 entry: it won on 14336x4096 (76.8-78.1% against
+/// 73.6-75.1%) and lost on 4096-row linears, where its 6 blocks per SM (against 9) leave rows
+/// waiting; ffn_up (3.5 rows per column) and the LM head qualify, q/k/v/o do not.
+pub const MMVQ_B1_PAIR_MIN_ROWS_PER_K: usize = 2;
+
 impl Default for DispatchPolicy {
     fn default() -> Self {
         Self {
@@ -47,6 +55,7 @@ impl Default for DispatchPolicy {
             mmq_k_major_max_k: MMQ_K_MAJOR_MAX_K,
             mmq_row_major_batches: MMQ_ROW_MAJOR_BATCHES,
             mmvq_b1_k_split_min_k: MMVQ_B1_K_SPLIT_MIN_K,
+            mmvq_b1_pair_min_rows_per_k: MMVQ_B1_PAIR_MIN_ROWS_PER_K,
         }
     }
 }

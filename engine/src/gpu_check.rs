@@ -520,13 +520,14 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                     let got = c.read_f32(&yb, rows * n)?;
                     c.check(format!("{name} {n}x{k} rows={rows}"), &got, &want, TOL_INT8);
                     if rows == 1 {
-                        // The batch-1 entries (one warp per row, and for Q8_0 the K-split one)
+                        // The batch-1 entries (one warp per row, and for Q8_0 the K-split and
+                        // contiguous-load ones)
                         // and the general entry at nb = 1 sum the same block terms in f64: the
                         // same bits.
                         let general = linear::vector_kernel(fmt, 2, false);
                         let mut outs = Vec::new();
                         let extra: &[Kernel] = if fmt == WeightFormat::Q8_0 {
-                            &[Kernel::MmvqQ8_0B1KSplit]
+                            &[Kernel::MmvqQ8_0B1KSplit, Kernel::MmvqQ8_0B1Pair]
                         } else {
                             &[]
                         };

@@ -163,12 +163,11 @@ pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
                     }
                 }
             };
-            // The batch-1 entry, and for Q8_0 also the K-split one, side by side; the shape
-            // says which of the two the default policy picks.
-            let picked =
-                linear::b1_k_split(kern, n, k, DispatchPolicy::default().mmvq_b1_k_split_min_k);
+            // The batch-1 entry, and for Q8_0 also the contiguous-load and K-split ones, side by
+            // side; the shape says which the default policy picks.
+            let picked = linear::b1_entry(kern, n, k, &DispatchPolicy::default());
             let entries: &[Kernel] = if fmt == WeightFormat::Q8_0 {
-                &[kern, Kernel::MmvqQ8_0B1KSplit]
+                &[kern, Kernel::MmvqQ8_0B1Pair, Kernel::MmvqQ8_0B1KSplit]
             } else {
                 &[kern]
             };

@@ -101,10 +101,11 @@ __device__ __forceinline__ int mmvq_b1_pair_dot(uint4 w, int4 x) {
 // blocks m and m + 16 (lane 2m the first 16 bytes of each, lane 2m + 1 the last), so one warp
 // load instruction reads 512 contiguous bytes where mmvq_q8_0_impl's reads 16 of every 32.
 // The pair's int8 sums meet by a shuffle (exact); lane 2m adds block m's term, lane 2m + 1
-// block m + 16's, in f64 as before, so the bits are the same. On the H200, 14336x4096 went
-// from 73.6-75.1% to 77.0-77.7% of copy bandwidth (docs/BENCHMARKS.md §8, round 7). Used for
-// plain rows (R = 1); the gate/up pairs keep mmvq_q8_0_impl, where this layout needed 119
-// registers and the decode ran 2.8% slower.
+// block m + 16's, in f64 as before, so the bits are the same. It needs 78 registers (6 blocks
+// per SM against 9): on the H200 it took 14336x4096 from 73.6-75.1% to 76.8-78.1% of copy
+// bandwidth, but 4096-row linears ran slower and the 8B decode at batch 1 lost 2.5% with it
+// on every plain row, so dispatch gives it only linears with many rows (docs/BENCHMARKS.md §8,
+// round 7). The gate/up pairs keep mmvq_q8_0_impl (this layout needed 119 registers there).
 template <int R>
 __device__ __forceinline__ void mmvq_q8_0_b1_pair_impl(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
                                                        const i8* __restrict__ qx, const float* __restrict__ dx,
@@ -342,7 +343,7 @@ extern "C" __global__ void __launch_bounds__(128) mmvq_q8_0_b1(const i8* __restr
                                                               const float* __restrict__ sx, float* __restrict__ y,
                                                               bf16_t* __restrict__ yh, const float* __restrict__ bias,
                                                               int n_out, int K, int nb, int mode) {
-    mmvq_q8_0_b1_pair_impl<1>(qw, dw, qx, dx, y, yh, bias, n_out, K, mode);
+    CALL_Q8(1, 1);
 }
 
 extern "C" __global__ void __launch_bounds__(128) mmvq_q8_0_b1_swiglu(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
@@ -351,6 +352,16 @@ extern "C" __global__ void __launch_bounds__(128) mmvq_q8_0_b1_swiglu(const i8* 
                                                                      bf16_t* __restrict__ yh, const float* __restrict__ bias,
                                                                      int n_out, int K, int nb, int mode) {
     CALL_Q8(1, 2);
+}
+
+// block = 32 * MMVQ_WARPS, any grid.x (warps stride over outputs): mmvq_q8_0_b1 with contiguous
+// lane-pair loads, for linears with many rows (DispatchPolicy::mmvq_b1_pair_min_rows_per_k).
+extern "C" __global__ void __launch_bounds__(128) mmvq_q8_0_b1_pair(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
+                                                                   const i8* __restrict__ qx, const float* __restrict__ dx,
+                                                                   const float* __restrict__ sx, float* __restrict__ y,
+                                                                   bf16_t* __restrict__ yh, const float* __restrict__ bias,
+                                                                   int n_out, int K, int nb, int mode) {
+    mmvq_q8_0_b1_pair_impl<1>(qw, dw, qx, dx, y, yh, bias, n_out, K, mode);
 }
 
 // block = 32 * MMVQ_B1_WARPS, any grid.x (blocks stride over tiles of MMVQ_B1_ROWS outputs).

@@ -63,6 +63,7 @@ pub enum Kernel {
     MmvqQ8_0B1,
     MmvqQ8_0B1Swiglu,
     MmvqQ8_0B1KSplit,
+    MmvqQ8_0B1Pair,
     MmvqQ4_0,
     MmvqQ4_0B1,
     MmvqQ4_0B1Swiglu,
@@ -80,7 +81,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 33] = [
+    pub const ALL: [Kernel; 34] = [
         Kernel::GetRowsBf16,
         Kernel::GetRowsF32,
         Kernel::KvGatherBf16,
@@ -100,6 +101,7 @@ impl Kernel {
         Kernel::MmvqQ8_0B1,
         Kernel::MmvqQ8_0B1Swiglu,
         Kernel::MmvqQ8_0B1KSplit,
+        Kernel::MmvqQ8_0B1Pair,
         Kernel::MmvqQ4_0,
         Kernel::MmvqQ4_0B1,
         Kernel::MmvqQ4_0B1Swiglu,
@@ -138,6 +140,7 @@ impl Kernel {
             Kernel::MmvqQ8_0B1 => "mmvq_q8_0_b1",
             Kernel::MmvqQ8_0B1Swiglu => "mmvq_q8_0_b1_swiglu",
             Kernel::MmvqQ8_0B1KSplit => "mmvq_q8_0_b1_ksplit",
+            Kernel::MmvqQ8_0B1Pair => "mmvq_q8_0_b1_pair",
             Kernel::MmvqQ4_0 => "mmvq_q4_0",
             Kernel::MmvqQ4_0B1 => "mmvq_q4_0_b1",
             Kernel::MmvqQ4_0B1Swiglu => "mmvq_q4_0_b1_swiglu",
@@ -190,6 +193,7 @@ pub const MODULES: &[Module] = &[
             MmvqQ8_0B1,
             MmvqQ8_0B1Swiglu,
             MmvqQ8_0B1KSplit,
+            MmvqQ8_0B1Pair,
             MmvqQ4_0,
             MmvqQ4_0B1,
             MmvqQ4_0B1Swiglu

@@ -93,6 +93,10 @@ struct LeverArgs {
     /// MMVQ entry (0 = every such linear; same bits).
     #[arg(long, default_value_t = gapscope_engine::dispatch::MMVQ_B1_K_SPLIT_MIN_K)]
     mmvq_b1_k_split_min_k: usize,
+    /// Batch-1 Q8_0 linears with at least this many rows per column of K use the
+    /// contiguous-load MMVQ entry (0 = every plain batch-1 Q8_0 linear not split; same bits).
+    #[arg(long, default_value_t = gapscope_engine::dispatch::MMVQ_B1_PAIR_MIN_ROWS_PER_K)]
+    mmvq_b1_pair_min_rows_per_k: usize,
     #[arg(long, default_value_t = 0)]
     device: usize,
 }
@@ -268,6 +272,7 @@ fn levers_of(a: &LeverArgs) -> Levers {
             mmq_k_major_max_k: a.mmq_k_major_max_k,
             mmq_row_major_batches: a.mmq_row_major_batches,
             mmvq_b1_k_split_min_k: a.mmvq_b1_k_split_min_k,
+            mmvq_b1_pair_min_rows_per_k: a.mmvq_b1_pair_min_rows_per_k,
         },
         pdl: !a.no_pdl,
         fusion: !a.no_fusion,
@@ -542,13 +547,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             // PDL follows the graphs lever instead of doubling the matrix: graph replays run with
             // it, eager steps without, so any PDL effect on the output shows as a second md5.
             // Fusion is on throughout, plus four settings with it off at the default threshold;
-            // then the batch-1 K-split MMVQ forced on (0) and off (max) at the defaults.
+            // then the batch-1 K-split MMVQ forced on (0) and off (max), and the contiguous-load
+            // batch-1 entry forced on and off (with the split off), at the defaults.
             let ks_default = DispatchPolicy::default().mmvq_b1_k_split_min_k;
+            let pr_default = DispatchPolicy::default().mmvq_b1_pair_min_rows_per_k;
             let mut matrix = Vec::new();
             for graphs in [true, false] {
                 for paged in [true, false] {
                     for thr in [0usize, 4, 8, 16, 256] {
-                        matrix.push((graphs, paged, thr, true, ks_default));
+                        matrix.push((graphs, paged, thr, true, ks_default, pr_default));
                     }
                 }
             }
@@ -560,19 +567,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         DispatchPolicy::default().mmvq_max_batch,
                         false,
                         ks_default,
+                        pr_default,
                     ));
                 }
             }
+            let thr_default = DispatchPolicy::default().mmvq_max_batch;
             for ks in [0, usize::MAX] {
-                matrix.push((
-                    true,
-                    true,
-                    DispatchPolicy::default().mmvq_max_batch,
-                    true,
-                    ks,
-                ));
+                matrix.push((true, true, thr_default, true, ks, pr_default));
             }
-            for (graphs, paged, thr, fusion, ks) in matrix {
+            for pr in [0, usize::MAX] {
+                matrix.push((true, true, thr_default, true, usize::MAX, pr));
+            }
+            for (graphs, paged, thr, fusion, ks, pr) in matrix {
                 let pdl = graphs;
                 let lv = Levers {
                     graphs,
@@ -580,6 +586,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     dispatch: DispatchPolicy {
                         mmvq_max_batch: thr,
                         mmvq_b1_k_split_min_k: ks,
+                        mmvq_b1_pair_min_rows_per_k: pr,
                         ..DispatchPolicy::default()
                     },
                     pdl,
@@ -590,14 +597,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 let rows = bench::run(&mut be, &settings, None, |_| Ok(()), |_| {})?;
                 for r in rows {
                     println!(
-                        "graphs={graphs:<5} pdl={pdl:<5} fusion={fusion:<5} kv={:<10} mmvq_max_batch={thr:<3} b1_k_split_min_k={:<20} npl={:<4} md5={} S_TG={:.1}",
+                        "graphs={graphs:<5} pdl={pdl:<5} fusion={fusion:<5} kv={:<10} mmvq_max_batch={thr:<3} b1_k_split_min_k={:<20} b1_pair_min_rows_per_k={:<20} npl={:<4} md5={} S_TG={:.1}",
                         if paged { "paged" } else { "contiguous" },
                         ks,
+                        pr,
                         r.npl,
                         r.md5,
                         r.s_tg.median
                     );
-                    results.push(serde_json::json!({"graphs": graphs, "pdl": pdl, "fusion": fusion, "paged_kv": paged, "mmvq_max_batch": thr, "mmvq_b1_k_split_min_k": ks, "npl": r.npl, "md5": r.md5, "s_tg": r.s_tg.median}));
+                    results.push(serde_json::json!({"graphs": graphs, "pdl": pdl, "fusion": fusion, "paged_kv": paged, "mmvq_max_batch": thr, "mmvq_b1_k_split_min_k": ks, "mmvq_b1_pair_min_rows_per_k": pr, "npl": r.npl, "md5": r.md5, "s_tg": r.s_tg.median}));
                 }
             }
             let mut ok = true;

@@ -819,11 +819,11 @@ impl Backend for CudaBackend {
                 }
                 for c in (0..rows).step_by(8) {
                     let nb = (rows - c).min(8);
-                    let kern = linear::b1_k_split(
+                    let kern = linear::b1_entry(
                         linear::vector_kernel(fmt, nb, mode == OutMode::Swiglu),
                         n_out,
                         k,
-                        self.levers.dispatch.mmvq_b1_k_split_min_k,
+                        &self.levers.dispatch,
                     );
                     let at = |p: u64, bytes_per_row: usize| {
                         if p == 0 {

@@ -3,6 +3,7 @@
 //! and kbench all call, so an argument order cannot drift between them.
 
 use super::device::Arg;
+use crate::dispatch::DispatchPolicy;
 use crate::quant::WeightFormat;
 use gapscope_kernels::Kernel;
 
@@ -22,13 +23,19 @@ pub fn vector_kernel(format: WeightFormat, nb: usize, swiglu: bool) -> Kernel {
     }
 }
 
-/// The batch-1 Q8_0 entry for `n_out` plain rows over a K of `k`: the K-split entry
-/// (`mmvq_q8_0_b1_ksplit`) for long rows, K at least `min_k` and no more rows than K (ffn_down,
-/// where the one-warp-per-row entry's warps each stream a whole long row as one dependent
-/// chain); `kernel` otherwise. Both give the same bits.
-pub fn b1_k_split(kernel: Kernel, n_out: usize, k: usize, min_k: usize) -> Kernel {
-    if kernel == Kernel::MmvqQ8_0B1 && k >= min_k && n_out <= k {
+/// The batch-1 Q8_0 entry for `n_out` plain rows over a K of `k`, by shape (all give the same
+/// bits): the K-split entry (`mmvq_q8_0_b1_ksplit`) for long rows, K at least
+/// `DispatchPolicy::mmvq_b1_k_split_min_k` and no more rows than K (ffn_down, where one warp
+/// per row streams each long row as one dependent chain); the contiguous-load entry
+/// (`mmvq_q8_0_b1_pair`) for at least `mmvq_b1_pair_min_rows_per_k` rows per column of K
+/// (ffn_up, the LM head), which have rows enough for its lower occupancy; `kernel` otherwise.
+pub fn b1_entry(kernel: Kernel, n_out: usize, k: usize, policy: &DispatchPolicy) -> Kernel {
+    if kernel != Kernel::MmvqQ8_0B1 {
+        kernel
+    } else if k >= policy.mmvq_b1_k_split_min_k && n_out <= k {
         Kernel::MmvqQ8_0B1KSplit
+    } else if n_out >= policy.mmvq_b1_pair_min_rows_per_k.saturating_mul(k) {
+        Kernel::MmvqQ8_0B1Pair
     } else {
         kernel
     }
@@ -268,32 +275,41 @@ mod tests {
             Kernel::MmvqQ8_0B1Swiglu
         );
         assert_eq!(mmq_grid(14336, 65), (3, 896, 1));
-        // 8B ffn_down: split; ffn_up (more rows than K), q/k/v and short K, SwiGLU pairs,
-        // other formats and a min_k above K: not.
-        let split = b1_k_split;
+        // 8B shapes with the default policy: ffn_down splits K, ffn_up and the LM head load
+        // in pairs, q/k/v/o keep one block per lane; SwiGLU pairs and other formats are
+        // never rerouted; the levers force each way.
+        let d = DispatchPolicy::default();
+        let b1 = |n, k| b1_entry(Kernel::MmvqQ8_0B1, n, k, &d);
+        assert_eq!(b1(4096, 14336), Kernel::MmvqQ8_0B1KSplit);
+        assert_eq!(b1(14336, 4096), Kernel::MmvqQ8_0B1Pair);
+        assert_eq!(b1(128256, 4096), Kernel::MmvqQ8_0B1Pair);
+        assert_eq!(b1(4096, 4096), Kernel::MmvqQ8_0B1);
+        assert_eq!(b1(6144, 4096), Kernel::MmvqQ8_0B1);
+        for kern in [Kernel::MmvqQ8_0B1Swiglu, Kernel::MmvqQ4_0B1] {
+            assert_eq!(b1_entry(kern, 4096, 14336, &d), kern);
+            assert_eq!(b1_entry(kern, 14336, 4096, &d), kern);
+        }
+        let never = DispatchPolicy {
+            mmvq_b1_k_split_min_k: usize::MAX,
+            mmvq_b1_pair_min_rows_per_k: usize::MAX,
+            ..d
+        };
         assert_eq!(
-            split(Kernel::MmvqQ8_0B1, 4096, 14336, 8192),
-            Kernel::MmvqQ8_0B1KSplit
-        );
-        assert_eq!(
-            split(Kernel::MmvqQ8_0B1, 14336, 4096, 0),
+            b1_entry(Kernel::MmvqQ8_0B1, 4096, 14336, &never),
             Kernel::MmvqQ8_0B1
         );
         assert_eq!(
-            split(Kernel::MmvqQ8_0B1, 4096, 4096, 8192),
+            b1_entry(Kernel::MmvqQ8_0B1, 128256, 4096, &never),
             Kernel::MmvqQ8_0B1
         );
+        let always = DispatchPolicy {
+            mmvq_b1_k_split_min_k: usize::MAX,
+            mmvq_b1_pair_min_rows_per_k: 0,
+            ..d
+        };
         assert_eq!(
-            split(Kernel::MmvqQ8_0B1Swiglu, 4096, 14336, 0),
-            Kernel::MmvqQ8_0B1Swiglu
-        );
-        assert_eq!(
-            split(Kernel::MmvqQ4_0B1, 4096, 14336, 0),
-            Kernel::MmvqQ4_0B1
-        );
-        assert_eq!(
-            split(Kernel::MmvqQ8_0B1, 4096, 14336, usize::MAX),
-            Kernel::MmvqQ8_0B1
+            b1_entry(Kernel::MmvqQ8_0B1, 64, 4096, &always),
+            Kernel::MmvqQ8_0B1Pair
         );
     }
 
@@ -323,6 +339,7 @@ mod tests {
             Kernel::MmvqQ8_0,
             Kernel::MmvqQ8_0B1Swiglu,
             Kernel::MmvqQ8_0B1KSplit,
+            Kernel::MmvqQ8_0B1Pair,
             Kernel::MmvqQ4_0B1,
         ] {
             assert_eq!(

@@ -341,7 +341,10 @@ pub fn assemble(
         windows = windows_from_marks(&facts.collect_marks);
     } else if s.capture.profiler_api {
         windows = pass_profiler_windows(spool, &facts)?;
-        if windows.is_empty() {
+        let late = facts.header.as_ref().is_some_and(|h| h.collect == "late");
+        if late {
+            notes.push("--collect late: no cudaProfilerStart reached the interposer (the program never called it, or called it through a static libcudart or the driver's cuProfilerStart), so nothing was recorded; --collect range works for those".into());
+        } else if windows.is_empty() {
             notes.push("capture range cudaProfilerApi: the program never called cudaProfilerStart, so nothing was kept".into());
         }
     }

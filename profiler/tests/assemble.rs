@@ -357,6 +357,36 @@ fn driver_device_facts_stand_in_when_cupti_reported_no_device() {
 }
 
 #[test]
+fn late_collection_that_never_started_says_why() {
+    let d = tempfile::tempdir().unwrap();
+    let mut fb = FrameBuf::spool_start();
+    fb.json(
+        tag::HEADER,
+        &SpoolHeader {
+            pid: 42,
+            collect: "late".into(),
+            ..Default::default()
+        },
+    );
+    let s = AssembleSettings {
+        capture: CaptureRange {
+            profiler_api: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let (sum, t) = run(&fb.bytes, &s, d.path());
+    assert_eq!(t.kernels.len(), 0);
+    assert!(
+        sum.notes
+            .iter()
+            .any(|n| n.contains("--collect late") && n.contains("--collect range")),
+        "{:?}",
+        sum.notes
+    );
+}
+
+#[test]
 fn delay_and_duration_cut_on_the_launcher_clock() {
     let d = tempfile::tempdir().unwrap();
     // The launcher started the child 1 µs of CUPTI time before the first kernel.

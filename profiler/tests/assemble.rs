@@ -117,6 +117,21 @@ fn spool(with_end: bool) -> Vec<u8> {
     fb.bytes
 }
 
+/// A spool that starts like the injection library's under `--collect late`.
+fn late_spool_start() -> FrameBuf {
+    let mut fb = FrameBuf::spool_start();
+    fb.json(
+        tag::HEADER,
+        &SpoolHeader {
+            pid: 42,
+            cupti_api_version: 130001,
+            collect: "late".into(),
+            ..Default::default()
+        },
+    );
+    fb
+}
+
 fn telemetry() -> Telemetry {
     let uuid = format!(
         "GPU-{}",
@@ -304,16 +319,7 @@ fn driver_device_facts_stand_in_when_cupti_reported_no_device() {
     // --collect late: CUPTI attached after the context existed and wrote no DEVICE record;
     // the injection library's DEVICE_INFO frame names the GPU and lets NVML samples match.
     let d = tempfile::tempdir().unwrap();
-    let mut fb = FrameBuf::spool_start();
-    fb.json(
-        tag::HEADER,
-        &SpoolHeader {
-            pid: 42,
-            cupti_api_version: 130001,
-            collect: "late".into(),
-            ..Default::default()
-        },
-    );
+    let mut fb = late_spool_start();
     fb.calibration(T0, T0 as i64 - OFFSET, 0);
     fb.json(
         tag::DEVICE_INFO,
@@ -359,15 +365,7 @@ fn driver_device_facts_stand_in_when_cupti_reported_no_device() {
 #[test]
 fn late_collection_that_never_started_says_why() {
     let d = tempfile::tempdir().unwrap();
-    let mut fb = FrameBuf::spool_start();
-    fb.json(
-        tag::HEADER,
-        &SpoolHeader {
-            pid: 42,
-            collect: "late".into(),
-            ..Default::default()
-        },
-    );
+    let fb = late_spool_start();
     let s = AssembleSettings {
         capture: CaptureRange {
             profiler_api: true,

@@ -21,7 +21,7 @@ pub struct DispatchPolicy {
     /// row-major activations.
     pub mmq_row_major_batches: (usize, usize),
     /// Batch-1 Q8_0 linears with K at least this large and no more rows than K use the K-split
-    /// MMVQ entry (`linear::b1_k_split`); same bits.
+    /// MMVQ entry (`linear::b1_entry`); same bits.
     pub mmvq_b1_k_split_min_k: usize,
     /// Batch-1 Q8_0 linears with at least this many rows per column of K (and no K-split)
     /// use the contiguous-load MMVQ entry (`linear::b1_entry`); same bits.

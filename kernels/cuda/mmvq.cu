@@ -221,7 +221,7 @@ __device__ __forceinline__ void mmvq_q4_0_impl(const u8* __restrict__ qw, const 
 // (DispatchPolicy::mmvq_b1_k_split_min_k). A block of MMVQ_B1_WARPS warps computes
 // MMVQ_B1_ROWS outputs at a time with K split across its warps;
 // in a warp a lane pair takes one quant block per step (16 bytes each, the pair's int8 sums
-// added exactly by a shuffle), two steps' loads in flight for all the tile's rows, the first
+// added exactly by a shuffle), one step pair (blocks m and m + 16 of 32) in flight for all the tile's rows, the first
 // before the PDL wait (weights depend on no earlier kernel). Block terms are the same f32
 // values as mmvq_q8_0_impl's and are summed in f64, which is exact (so the result is the
 // one-warp kernel's and MMQ's, whatever the split) unless a row's terms span more than about

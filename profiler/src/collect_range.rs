@@ -81,20 +81,22 @@ impl RangeCollector {
         }
     }
 
-    /// Decides what one API callback means: on when a start call returns, off when a stop
-    /// call begins (so the stop's own work is not recorded, as under Kineto).
-    pub fn decide(&self, domain: u32, cbid: u32, site: u32) -> Option<Switch> {
+    /// What one API callback asks for: on when a start call returns, off when a stop call
+    /// begins (so the stop's own work is not recorded, as under Kineto).
+    pub fn wanted(&self, domain: u32, cbid: u32, site: u32) -> Option<Switch> {
         if site == SITE_EXIT && self.start.contains(&(domain, cbid)) {
-            return self.flip(Switch::On);
+            Some(Switch::On)
+        } else if site == SITE_ENTER && self.stop.contains(&(domain, cbid)) {
+            Some(Switch::Off)
+        } else {
+            None
         }
-        if site == SITE_ENTER && self.stop.contains(&(domain, cbid)) {
-            return self.flip(Switch::Off);
-        }
-        None
     }
 
-    /// Records the change to `want` and returns it, or None when collection is already so.
-    pub fn flip(&self, want: Switch) -> Option<Switch> {
+    /// Runs `f` with the change to `want` when collection is not already so, all under one
+    /// lock, so a start and a stop on two threads cannot interleave their switching and marks.
+    /// `f` returns whether the switch took effect; if not, the state stays as it was.
+    pub fn switch_with(&self, want: Switch, f: impl FnOnce(Switch) -> bool) -> Option<Switch> {
         let mut on = match self.on.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
@@ -102,8 +104,12 @@ impl RangeCollector {
         if *on == (want == Switch::On) {
             return None;
         }
-        *on = want == Switch::On;
-        Some(want)
+        if f(want) {
+            *on = want == Switch::On;
+            Some(want)
+        } else {
+            None
+        }
     }
 
     /// Switches the kinds and returns the frames to write: the mark, then a note for each
@@ -190,20 +196,33 @@ mod tests {
     #[test]
     fn runtime_start_wrapping_the_driver_start_switches_once() {
         let c = RangeCollector::new(vec![10], vec![(2, 151), (1, 300)], vec![(2, 152), (1, 301)]);
+        let step = |domain, cbid, site| {
+            c.wanted(domain, cbid, site)
+                .and_then(|w| c.switch_with(w, |_| true))
+        };
         // cudaProfilerStart enter, cuProfilerStart enter/exit, cudaProfilerStart exit.
-        assert_eq!(c.decide(2, 151, SITE_ENTER), None);
-        assert_eq!(c.decide(1, 300, SITE_ENTER), None);
-        assert_eq!(c.decide(1, 300, SITE_EXIT), Some(Switch::On));
-        assert_eq!(c.decide(2, 151, SITE_EXIT), None);
+        assert_eq!(step(2, 151, SITE_ENTER), None);
+        assert_eq!(step(1, 300, SITE_ENTER), None);
+        assert_eq!(step(1, 300, SITE_EXIT), Some(Switch::On));
+        assert_eq!(step(2, 151, SITE_EXIT), None);
         // Unrelated calls change nothing.
-        assert_eq!(c.decide(2, 7, SITE_ENTER), None);
+        assert_eq!(step(2, 7, SITE_ENTER), None);
         // The stop switches off as it begins; its inner driver stop changes nothing.
-        assert_eq!(c.decide(2, 152, SITE_ENTER), Some(Switch::Off));
-        assert_eq!(c.decide(1, 301, SITE_ENTER), None);
-        assert_eq!(c.decide(2, 152, SITE_EXIT), None);
+        assert_eq!(step(2, 152, SITE_ENTER), Some(Switch::Off));
+        assert_eq!(step(1, 301, SITE_ENTER), None);
+        assert_eq!(step(2, 152, SITE_EXIT), None);
         // A stray stop, then a second range.
-        assert_eq!(c.decide(2, 152, SITE_ENTER), None);
-        assert_eq!(c.decide(2, 151, SITE_EXIT), Some(Switch::On));
+        assert_eq!(step(2, 152, SITE_ENTER), None);
+        assert_eq!(step(2, 151, SITE_EXIT), Some(Switch::On));
+    }
+
+    #[test]
+    fn a_switch_that_fails_leaves_the_state() {
+        let c = RangeCollector::new(vec![10], vec![], vec![]);
+        assert_eq!(c.switch_with(Switch::On, |_| false), None);
+        // Still off: a stop changes nothing, a start is tried again.
+        assert_eq!(c.switch_with(Switch::Off, |_| true), None);
+        assert_eq!(c.switch_with(Switch::On, |_| true), Some(Switch::On));
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub struct CuptiLib {
         CallbackFunc,
         *mut std::ffi::c_void,
     ) -> CuptiResult,
+    /// `cuptiUnsubscribe(handle)`.
+    pub unsubscribe: unsafe extern "C" fn(*mut std::ffi::c_void) -> CuptiResult,
     /// `cuptiEnableCallback(enable, handle, domain, cbid)`.
     pub enable_callback: unsafe extern "C" fn(u32, *mut std::ffi::c_void, u32, u32) -> CuptiResult,
 }
@@ -77,6 +79,7 @@ impl CuptiLib {
             get_callback_name: sym!("cuptiGetCallbackName"),
             disable: sym!("cuptiActivityDisable"),
             subscribe: sym!("cuptiSubscribe"),
+            unsubscribe: sym!("cuptiUnsubscribe"),
             enable_callback: sym!("cuptiEnableCallback"),
             path: path.to_owned(),
             _lib: lib,

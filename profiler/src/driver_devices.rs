@@ -52,6 +52,14 @@ pub fn query() -> Result<Vec<DeviceInfo>, String> {
     if h.is_null() {
         return Err("libcuda.so.1 is not loaded in this process".into());
     }
+    let r = query_with(h);
+    // The driver stays loaded (the program holds it); only our extra reference goes.
+    // SAFETY: the handle dlopen returned; no pointer from it is used after this.
+    unsafe { libc::dlclose(h) };
+    r
+}
+
+fn query_with(h: *mut c_void) -> Result<Vec<DeviceInfo>, String> {
     let missing = |n: &str| format!("libcuda.so.1 has no {n}");
     let count: GetCount = sym(h, c"cuDeviceGetCount").ok_or_else(|| missing("cuDeviceGetCount"))?;
     let get: Get = sym(h, c"cuDeviceGet").ok_or_else(|| missing("cuDeviceGet"))?;

@@ -194,6 +194,9 @@ struct Names {
 
 pub(crate) static INJECTOR: OnceLock<Injector> = OnceLock::new();
 
+/// Serialises `Injector::attach`.
+static ATTACH: Mutex<()> = Mutex::new(());
+
 /// Entry point CUDA calls in the recorded process. Returns 1 on success; on failure it
 /// prints one line and lets the program run unrecorded.
 #[unsafe(no_mangle)]
@@ -359,6 +362,9 @@ fn subscribe_range(cupti: &CuptiLib, kinds: Vec<u32>) -> Result<(), String> {
         // SAFETY: handle from cuptiSubscribe; ids from cuptiGetCallbackName.
         let r = unsafe { (cupti.enable_callback)(1, handle, domain, cbid) };
         if r != 0 {
+            // Nothing half-subscribed may switch the kinds of the fallback (all from init).
+            // SAFETY: the handle cuptiSubscribe gave.
+            unsafe { (cupti.unsubscribe)(handle) };
             return Err(format!(
                 "cuptiEnableCallback({domain}, {cbid}): {}",
                 cupti.result_string(r)
@@ -382,9 +388,12 @@ unsafe extern "C" fn range_callback(
         let Some(site) = (unsafe { callback_site(cbdata) }) else {
             return;
         };
-        if let Some(sw) = rc.decide(domain, cbid, site) {
-            let fb = rc.apply(&inj.cupti, sw);
-            inj.write(&fb.bytes);
+        if let Some(want) = rc.wanted(domain, cbid, site) {
+            rc.switch_with(want, |sw| {
+                let fb = rc.apply(&inj.cupti, sw);
+                inj.write(&fb.bytes);
+                true
+            });
         }
     });
 }
@@ -477,7 +486,13 @@ impl Injector {
     /// Registers CUPTI's buffer callbacks, writes a clock calibration and starts the flusher
     /// thread; once per process.
     pub(crate) fn attach(&self) -> Result<(), String> {
-        if self.attached.swap(true, Ordering::AcqRel) {
+        // One attach at a time; `attached` is set only once CUPTI took the callbacks, so a
+        // failed attach leaves the process unrecorded and a later start tries again.
+        let _one = match ATTACH.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if self.attached.load(Ordering::Acquire) {
             return Ok(());
         }
         // SAFETY: the callbacks match CUPTI's buffer callback signatures.
@@ -488,6 +503,7 @@ impl Injector {
                 self.cupti.result_string(r)
             ));
         }
+        self.attached.store(true, Ordering::Release);
         let mut fb = FrameBuf::default();
         calibration(&mut fb, &self.cupti);
         if self.late {

@@ -46,41 +46,59 @@ fn loaded_objects() -> Vec<CString> {
     all
 }
 
-/// Whether a loaded object's path names a CUDA runtime library.
+/// Whether a loaded object's path names a CUDA runtime library (also a renamed copy such as
+/// a wheel's `libcudart-1a2b3c4d.so.13`).
 pub fn is_cudart(path: &[u8]) -> bool {
     let file = path.rsplit(|&c| c == b'/').next().unwrap_or(path);
-    file.starts_with(b"libcudart.so")
+    file.starts_with(b"libcudart") && file.windows(3).any(|w| w == b".so")
 }
 
-/// The real `name`: from a loaded libcudart first (a Python extension loads it privately,
-/// where `RTLD_NEXT` does not look), else the next definition after this library. Never
-/// `own`, this library's definition.
+/// `name` as defined by the loaded object `path`, if it defines it and that is not `own`.
+fn defined_in(path: &CStr, name: &CStr, own: usize) -> Option<*mut c_void> {
+    // SAFETY: RTLD_NOLOAD only returns a handle to an object already loaded.
+    let h = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
+    if h.is_null() {
+        return None;
+    }
+    // SAFETY: valid handle and NUL-terminated name.
+    let p = unsafe { libc::dlsym(h, name.as_ptr()) };
+    // The object stays loaded (the program holds it); only our extra reference goes.
+    // SAFETY: the handle dlopen returned.
+    unsafe { libc::dlclose(h) };
+    (!p.is_null() && p as usize != own).then_some(p)
+}
+
+/// The real `name`: the next definition after this library (`RTLD_NEXT`), else a loaded
+/// libcudart's (a Python extension loads it privately, where `RTLD_NEXT` does not look), else
+/// any loaded object's. Never `own`, this library's definition.
 fn find_real(name: &CStr, own: usize) -> Option<ProfilerFn> {
-    let valid = |p: *mut c_void| (!p.is_null() && p as usize != own).then_some(p);
-    let from_cudart = loaded_objects()
-        .into_iter()
-        .filter(|o| is_cudart(o.as_bytes()))
-        .find_map(|o| {
-            // SAFETY: RTLD_NOLOAD only returns a handle to an object already loaded.
-            let h = unsafe { libc::dlopen(o.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
-            if h.is_null() {
-                return None;
-            }
-            // SAFETY: valid handle and NUL-terminated name.
-            valid(unsafe { libc::dlsym(h, name.as_ptr()) })
-        });
     // SAFETY: NUL-terminated name.
-    let p =
-        from_cudart.or_else(|| valid(unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) }))?;
+    let next = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+    let p = (!next.is_null() && next as usize != own)
+        .then_some(next)
+        .or_else(|| {
+            let objects = loaded_objects();
+            let (cudart, rest): (Vec<_>, Vec<_>) =
+                objects.into_iter().partition(|o| is_cudart(o.as_bytes()));
+            cudart
+                .iter()
+                .chain(&rest)
+                .find_map(|o| defined_in(o, name, own))
+        })?;
     // SAFETY: both functions are `cudaError_t f(void)`.
     Some(unsafe { std::mem::transmute::<*mut c_void, ProfilerFn>(p) })
 }
 
-fn forward(cache: &OnceLock<Option<usize>>, name: &CStr, own: usize) -> c_int {
-    let f = cache.get_or_init(|| find_real(name, own).map(|f| f as usize));
-    match f {
+/// Calls the real `name`, found once; a lookup that found nothing is tried again next time
+/// (the runtime may load later).
+fn forward(cache: &OnceLock<usize>, name: &CStr, own: usize) -> c_int {
+    let addr = match cache.get() {
+        Some(&a) => Some(a),
+        None => find_real(name, own).map(|f| *cache.get_or_init(|| f as usize)),
+    };
+    match addr {
         // SAFETY: the address came from dlsym for a `cudaError_t f(void)` function.
-        Some(addr) => unsafe { std::mem::transmute::<usize, ProfilerFn>(*addr)() },
+        Some(a) => unsafe { std::mem::transmute::<usize, ProfilerFn>(a)() },
         None => CUDA_ERROR_UNKNOWN,
     }
 }
@@ -94,38 +112,40 @@ fn switch(want: Switch) {
     if !inj.late || inj.pid != std::process::id() {
         return;
     }
-    let Some(sw) = rc.flip(want) else {
-        return;
-    };
-    if sw == Switch::On
-        && let Err(e) = inj.attach()
-    {
-        let mut fb = FrameBuf::default();
-        fb.frame(tag::NOTE, format!("--collect late: {e}").as_bytes());
+    rc.switch_with(want, |sw| {
+        if sw == Switch::On
+            && let Err(e) = inj.attach()
+        {
+            let mut fb = FrameBuf::default();
+            fb.frame(tag::NOTE, format!("--collect late: {e}").as_bytes());
+            inj.write(&fb.bytes);
+            return false;
+        }
+        let fb = rc.apply(&inj.cupti, sw);
         inj.write(&fb.bytes);
-        return;
-    }
-    let fb = rc.apply(&inj.cupti, sw);
-    inj.write(&fb.bytes);
-    if sw == Switch::Off && inj.attached.load(Ordering::Acquire) {
-        // SAFETY: plain call; 0 = deliver buffers with completed records.
-        unsafe { (inj.cupti.flush_all)(0) };
-    }
+        if sw == Switch::Off && inj.attached.load(Ordering::Acquire) {
+            // SAFETY: plain call; 0 = deliver buffers with completed records.
+            unsafe { (inj.cupti.flush_all)(0) };
+        }
+        true
+    });
 }
 
-static REAL_START: OnceLock<Option<usize>> = OnceLock::new();
-static REAL_STOP: OnceLock<Option<usize>> = OnceLock::new();
+static REAL_START: OnceLock<usize> = OnceLock::new();
+static REAL_STOP: OnceLock<usize> = OnceLock::new();
 
-/// Interposes libcudart's `cudaProfilerStart`: attaches CUPTI and switches collection on,
-/// then starts the runtime's own range.
+/// Interposes libcudart's `cudaProfilerStart`: starts the runtime's own range (which also
+/// initialises CUDA, and with it the injection library, when it is the program's first CUDA
+/// call), then attaches CUPTI and switches collection on.
 #[unsafe(no_mangle)]
 pub extern "C" fn cudaProfilerStart() -> c_int {
-    let _ = std::panic::catch_unwind(|| switch(Switch::On));
-    forward(
+    let r = forward(
         &REAL_START,
         c"cudaProfilerStart",
         cudaProfilerStart as *const () as usize,
-    )
+    );
+    let _ = std::panic::catch_unwind(|| switch(Switch::On));
+    r
 }
 
 /// Interposes libcudart's `cudaProfilerStop`: switches collection off, then stops the
@@ -150,6 +170,7 @@ mod tests {
             b"/usr/lib/python3/site-packages/nvidia/cu13/lib/libcudart.so.13"
         ));
         assert!(is_cudart(b"libcudart.so"));
+        assert!(is_cudart(b"/x/torch.libs/libcudart-1a2b3c4d.so.13"));
         assert!(!is_cudart(b"/opt/libcudart_static.a"));
         assert!(!is_cudart(b"/usr/lib/libcudart.so.13/../libcuda.so.1"));
         assert!(!is_cudart(b"/usr/lib/libcuda.so.1"));

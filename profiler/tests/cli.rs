@@ -75,6 +75,24 @@ fn recorder_errors_are_one_line_and_exit_2() {
     one_line_error(&o, 2, "drop --api none");
     let o = record(&["--collect", "range", "-o", out, "--", "true"]);
     one_line_error(&o, 2, "add --capture-range cudaProfilerApi");
+    // LD_PRELOAD cannot carry a path with a ':' in it.
+    let odd_dir = d.path().join("a:b");
+    std::fs::create_dir_all(&odd_dir).unwrap();
+    let odd = odd_dir.join("libgapscope_profiler.so");
+    std::fs::write(&odd, b"x").unwrap();
+    let o = record(&[
+        "--inject-lib",
+        odd.to_str().unwrap(),
+        "--capture-range",
+        "cudaProfilerApi",
+        "--collect",
+        "late",
+        "-o",
+        out,
+        "--",
+        "true",
+    ]);
+    one_line_error(&o, 2, "LD_PRELOAD cannot name");
     let o = record(&["--buffer-mb", "0", "-o", out, "--", "true"]);
     one_line_error(&o, 2, "--buffer-mb must be between 1 and 256");
     // An output that is something else is never overwritten.

@@ -280,6 +280,14 @@ fn run(a: &Args) -> Result<ExitCode, (String, u8)> {
         )));
     }
     let inject = inject.canonicalize().unwrap_or(inject);
+    if a.collect == CollectArg::Late {
+        let p = inject.to_string_lossy();
+        if p.contains(':') || p.contains(' ') {
+            return Err(usage(format!(
+                "--collect late preloads the injection library, and LD_PRELOAD cannot name {p} (a ':' or space in the path); move it or pass --inject-lib"
+            )));
+        }
+    }
     let env = |k: &str| std::env::var(k).ok();
     let cupti = match &a.cupti_lib {
         Some(p) => CuptiLib::load(p).and_then(|l| l.check_version().map(|_| l)),

@@ -521,9 +521,8 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                     c.check(format!("{name} {n}x{k} rows={rows}"), &got, &want, TOL_INT8);
                     if rows == 1 {
                         // The batch-1 entries (one warp per row, and for Q8_0 the K-split and
-                        // contiguous-load ones)
-                        // and the general entry at nb = 1 sum the same block terms in f64: the
-                        // same bits.
+                        // contiguous-load ones) and the general entry at nb = 1 sum the same
+                        // block terms in f64: the same bits.
                         let general = linear::vector_kernel(fmt, 2, false);
                         let mut outs = Vec::new();
                         let extra: &[Kernel] = if fmt == WeightFormat::Q8_0 {
@@ -556,6 +555,46 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                             &outs[0].1,
                             0.0,
                         );
+                        // The Q8_0 shape entries on a partial last tile (n - 3 rows), with a
+                        // bias (store) and onto a residual (accumulate), against the general
+                        // entry under the same settings.
+                        let n3 = n - 3;
+                        let bias_vals = c.randf(n3, 0.5);
+                        let bias = c.up(&bias_vals)?;
+                        let resid = c.randf(n3, 1.0);
+                        for mode in [0, 1].into_iter().filter(|_| !extra.is_empty()) {
+                            let mut outs = Vec::new();
+                            for &kern in std::iter::once(&general).chain(extra) {
+                                let yg = if mode == 1 {
+                                    c.up(&resid)?
+                                } else {
+                                    c.poisoned(n3 * 4)?
+                                };
+                                let p = LinearPtrs {
+                                    y: yg.ptr,
+                                    bias: if mode == 0 { bias.ptr } else { 0 },
+                                    ..ptrs
+                                };
+                                dev.launch(
+                                    kern,
+                                    (n3.div_ceil(4).min(97) as u32, 1, 1),
+                                    launch_block(kern),
+                                    &linear::vector_args(kern, &p, n3, k, 1, mode),
+                                )?;
+                                outs.push((kern, c.read_f32(&yg, n3)?));
+                            }
+                            for (kern, out) in &outs[1..] {
+                                c.check(
+                                    format!(
+                                        "{} vs {name} nb=1 {n3}x{k} mode={mode} (bitwise)",
+                                        kern.name()
+                                    ),
+                                    out,
+                                    &outs[0].1,
+                                    0.0,
+                                );
+                            }
+                        }
                     }
                     // Dispatch invariance: at a batch both paths can run, MMQ must give
                     // MMVQ's bits, or moving the threshold changes greedy output; and MMQ's two

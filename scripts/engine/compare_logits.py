@@ -48,6 +48,7 @@ import io
 import json
 import math
 import os
+import struct
 import sys
 import tempfile
 
@@ -164,7 +165,17 @@ def _argmax(seq) -> int:
     return best_i
 
 
-def metrics_python(hf: array.array, eng: array.array, rows: int, vocab: int, tie_tol: float = 0.0) -> dict:
+def bf16_round(v: float) -> float:
+    """v rounded to bfloat16 (nearest, ties to even), as torch's .to(torch.bfloat16) does."""
+    if not math.isfinite(v):
+        return v
+    u = struct.unpack("<I", struct.pack("<f", v))[0]
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return struct.unpack("<f", struct.pack("<I", u & 0xFFFFFFFF))[0]
+
+
+def metrics_python(hf: array.array, eng: array.array, rows: int, vocab: int, tie_tol: float = 0.0,
+                   engine_bf16: bool = False) -> dict:
     per_row = []
     matches = 0
     max_abs = 0.0
@@ -195,7 +206,7 @@ def metrics_python(hf: array.array, eng: array.array, rows: int, vocab: int, tie
         per_row.append(rel)
         max_abs = max(max_abs, row_abs)
         ah = _argmax(h)
-        ae = _argmax(e) if not bad else -1
+        ae = _argmax([bf16_round(v) for v in e] if engine_bf16 else e) if not bad else -1
         if ah == ae:
             matches += 1
         else:
@@ -203,7 +214,8 @@ def metrics_python(hf: array.array, eng: array.array, rows: int, vocab: int, tie
     return _summary(rows, vocab, matches, per_row, max_abs, nonfinite, mism, tie_tol)
 
 
-def metrics_torch(hf_path: str, eng_path: str, rows: int, vocab: int, tie_tol: float = 0.0) -> dict:
+def metrics_torch(hf_path: str, eng_path: str, rows: int, vocab: int, tie_tol: float = 0.0,
+                  engine_bf16: bool = False) -> dict:
     import torch
 
     def load(path):
@@ -228,6 +240,8 @@ def metrics_torch(hf_path: str, eng_path: str, rows: int, vocab: int, tie_tol: f
     row_abs = torch.where(bad_rows, torch.full_like(row_abs, math.inf), row_abs)
     ah = hf.argmax(dim=1)
     eng_clean = torch.where(finite, eng, torch.full_like(eng, -math.inf))
+    if engine_bf16:
+        eng_clean = eng_clean.float().to(torch.bfloat16).double()
     ae = torch.where(bad_rows, torch.full_like(ah, -1), eng_clean.argmax(dim=1))
     match = ah == ae
     mism = []
@@ -272,7 +286,8 @@ def have_torch() -> bool:
     return True
 
 
-def compare(model_dir: str, engine_path: str, backend: str = "auto", tie_tol: float = 0.0) -> dict:
+def compare(model_dir: str, engine_path: str, backend: str = "auto", tie_tol: float = 0.0,
+            engine_bf16: bool = False) -> dict:
     """Validate the inputs and compute the metrics (raises Malformed)."""
     if not os.path.isdir(model_dir):
         raise Malformed(f"model directory {model_dir!r} does not exist")
@@ -288,9 +303,11 @@ def compare(model_dir: str, engine_path: str, backend: str = "auto", tie_tol: fl
     if backend == "torch":
         if not have_torch():
             raise Malformed("--backend torch but torch cannot be imported")
-        m = metrics_torch(hf_path, engine_path, rows, vocab, tie_tol)
+        m = metrics_torch(hf_path, engine_path, rows, vocab, tie_tol, engine_bf16)
     else:
-        m = metrics_python(read_f32_python(hf_path), read_f32_python(engine_path), rows, vocab, tie_tol)
+        m = metrics_python(read_f32_python(hf_path), read_f32_python(engine_path), rows, vocab, tie_tol,
+                           engine_bf16)
+    m["engine_bf16"] = engine_bf16
     m["backend"] = backend
     m["model_dir"] = model_dir
     m["engine"] = engine_path
@@ -367,6 +384,7 @@ def self_test() -> int:
             row[(7 * r + 3) % vocab] = 6.0 + r * 0.25
             hf.append(row)
         hf[5][0] = hf[5][(7 * 5 + 3) % vocab] - 0.01  # a near-tie in row 5 (margin ~0.01)
+        hf[3][10] = hf[3][20] = 7.5  # an exact tie in row 3, as bf16 logits have (argmax: 10)
         flat = [v for row in hf for v in row]
         # float32-rounded reference, so expected numbers are exact for both backends
         flat32 = list(array.array("f", flat))
@@ -395,6 +413,11 @@ def self_test() -> int:
         tie_vals = list(flat32)
         tie_vals[5 * vocab + 0] += 0.02
         tie = engine_file("tie.f32", tie_vals)
+        # 5b. the exact tie of row 3 split by less than a bf16 step in the engine's favour of 20:
+        #     strict top-1 misses it, the engine's logits rounded to bf16 tie again and agree
+        bt_vals = list(flat32)
+        bt_vals[3 * vocab + 20] += 0.001
+        btie = engine_file("btie.f32", bt_vals)
         # 6. malformed: one row short, one float short
         short = engine_file("short.f32", flat32[:-vocab])
         ragged = engine_file("ragged.f32", flat32[:-1])
@@ -425,6 +448,18 @@ def self_test() -> int:
             check(not verdict(m, 0.99, None), "two changed argmaxes FAIL at --min-top1 0.99")
             check(verdict(m, 0.6, None), "... but pass at --min-top1 0.6")
 
+            m = compare(md, btie, be)
+            check(m["top1_matches"] == rows - 1 and [x["row"] for x in m["mismatches"]] == [3],
+                  "a tie split below bf16 resolution: strict top1 misses row 3")
+            m = compare(md, btie, be, engine_bf16=True)
+            # (Row 5's 0.01 margin is below bf16 resolution too, so rounding ties it where this
+            # float32 reference does not; a real HF reference is bf16 and ties there as well.)
+            check(m["engine_bf16"] and 3 not in [x["row"] for x in m["mismatches"]],
+                  "--engine-bf16: the split tie rounds back to a tie, first index agrees")
+            check(m["max_abs_diff"] > 0.0009, "--engine-bf16 keeps the error on float32 values")
+            check(bf16_round(7.501) == 7.5 and bf16_round(1.0 + 2 ** -8) == 1.0
+                  and bf16_round(1.0 + 3 * 2 ** -8) == 1.0 + 2 ** -6 and bf16_round(-7.5) == -7.5,
+                  "bf16 rounding is nearest-even")
             m = compare(md, tie, be, tie_tol=0.05)
             check(m["top1_agreement"] == 5 / 6 and m["top1_near_tie_mismatches"] == 1
                   and m["top1_agreement_tie_aware"] == 1.0 and abs(m["mismatches"][0]["hf_margin"] - 0.01) < 1e-5,
@@ -501,6 +536,10 @@ def main(argv=None) -> int:
                    help="judge by the tie-aware top-1 agreement: a mismatch where the HF logit of the "
                         "engine's token is within T of the HF maximum counts as agreeing (default: "
                         "strict top-1)")
+    p.add_argument("--engine-bf16", action="store_true",
+                   help="take the engine's top-1 from its logits rounded to bfloat16 (nearest even), "
+                        "the precision of the HF reference, first index on ties as torch.argmax; "
+                        "errors are still measured on the engine's float32 values")
     p.add_argument("--json", metavar="OUT", help="write the metrics as JSON to OUT")
     p.add_argument("--backend", choices=("auto", "torch", "python"), default="auto",
                    help="arithmetic backend (default auto: torch when importable)")
@@ -519,7 +558,7 @@ def main(argv=None) -> int:
         return EXIT_MALFORMED
     try:
         m = compare(args.model_dir, args.engine, args.backend,
-                    0.0 if args.tie_tol is None else args.tie_tol)
+                    0.0 if args.tie_tol is None else args.tie_tol, args.engine_bf16)
     except Malformed as e:
         print(f"compare_logits.py: error: {e}", file=sys.stderr)
         return EXIT_MALFORMED

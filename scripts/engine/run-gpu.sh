@@ -11,7 +11,8 @@
 #   levers    greedy md5 over every lever setting (Llama-3.2-1B bf16 and Q8_0, Qwen3-0.6B Q4_0)
 #   sweep     npl 1..128 for 8B bf16 and Q8_0, then HF transformers eager, same call
 #   hflogits  tiny random Llama/Qwen3/Qwen2 built and run by HF transformers (bf16 eager), the
-#             engine's teacher-forced logits compared (strict top-1, and with exact HF ties counted)
+#             engine's teacher-forced logits compared (strict top-1, with exact HF ties counted,
+#             and with the engine's logits rounded to bf16 like HF's)
 # Results go to $OUT (or ./gpu-out); the console summary is the last thing printed.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
@@ -86,6 +87,7 @@ if has hflogits; then
     cp "$D/$m/hf_meta.json" "$OUT/$m-hf_meta.json"
     python3 scripts/engine/compare_logits.py "$D/$m" --engine "$D/$m/engine.f32" --json "$OUT/$m-cmp.json" 2>&1 | tee -a "$log"
     python3 scripts/engine/compare_logits.py "$D/$m" --engine "$D/$m/engine.f32" --tie-tol 0 --json "$OUT/$m-cmp-tie.json" 2>&1 | tee -a "$log"
+    python3 scripts/engine/compare_logits.py "$D/$m" --engine "$D/$m/engine.f32" --engine-bf16 --json "$OUT/$m-cmp-bf16.json" 2>&1 | tee -a "$log"
   done
   rm -rf "$D"
 fi

@@ -524,22 +524,41 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                         // contiguous-load ones) and the general entry at nb = 1 sum the same
                         // block terms in f64: the same bits.
                         let general = linear::vector_kernel(fmt, 2, false);
-                        let mut outs = Vec::new();
                         let extra: &[Kernel] = if fmt == WeightFormat::Q8_0 {
-                            &[Kernel::MmvqQ8_0B1KSplit, Kernel::MmvqQ8_0B1Pair]
+                            &linear::B1_Q8_0_SHAPE_ENTRIES
                         } else {
                             &[]
                         };
-                        for &kern in std::iter::once(&general).chain(extra) {
-                            let yg = c.poisoned(n * 4)?;
-                            let p = LinearPtrs { y: yg.ptr, ..ptrs };
+                        // One launch of `kern` at nb = 1 over the first `n_out` rows, with more
+                        // blocks' work than blocks (grid-stride passes); accumulating onto
+                        // `resid` when given, into a poisoned output otherwise.
+                        let run = |c: &Ctx<'_>,
+                                   kern: Kernel,
+                                   n_out: usize,
+                                   mode: i32,
+                                   bias: u64,
+                                   resid: Option<&[f32]>|
+                         -> Result<Vec<f32>> {
+                            let yg = match resid {
+                                Some(r) => c.up(r)?,
+                                None => c.poisoned(n_out * 4)?,
+                            };
+                            let p = LinearPtrs {
+                                y: yg.ptr,
+                                bias,
+                                ..ptrs
+                            };
                             dev.launch(
                                 kern,
-                                (n.div_ceil(4).min(97) as u32, 1, 1),
+                                (n_out.div_ceil(4).min(97) as u32, 1, 1),
                                 launch_block(kern),
-                                &linear::vector_args(kern, &p, n, k, 1, 0),
+                                &linear::vector_args(kern, &p, n_out, k, 1, mode),
                             )?;
-                            outs.push((kern, c.read_f32(&yg, n)?));
+                            c.read_f32(&yg, n_out)
+                        };
+                        let mut outs = Vec::new();
+                        for &kern in std::iter::once(&general).chain(extra) {
+                            outs.push((kern, run(&c, kern, n, 0, ptrs.bias, None)?));
                         }
                         for (kern, out) in &outs[1..] {
                             c.check(
@@ -565,23 +584,12 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                         for mode in [0, 1].into_iter().filter(|_| !extra.is_empty()) {
                             let mut outs = Vec::new();
                             for &kern in std::iter::once(&general).chain(extra) {
-                                let yg = if mode == 1 {
-                                    c.up(&resid)?
+                                let out = if mode == 1 {
+                                    run(&c, kern, n3, mode, 0, Some(&resid))?
                                 } else {
-                                    c.poisoned(n3 * 4)?
+                                    run(&c, kern, n3, mode, bias.ptr, None)?
                                 };
-                                let p = LinearPtrs {
-                                    y: yg.ptr,
-                                    bias: if mode == 0 { bias.ptr } else { 0 },
-                                    ..ptrs
-                                };
-                                dev.launch(
-                                    kern,
-                                    (n3.div_ceil(4).min(97) as u32, 1, 1),
-                                    launch_block(kern),
-                                    &linear::vector_args(kern, &p, n3, k, 1, mode),
-                                )?;
-                                outs.push((kern, c.read_f32(&yg, n3)?));
+                                outs.push((kern, out));
                             }
                             for (kern, out) in &outs[1..] {
                                 c.check(

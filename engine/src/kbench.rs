@@ -166,12 +166,12 @@ pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
             // The batch-1 entry, and for Q8_0 also the contiguous-load and K-split ones, side by
             // side; the shape says which the default policy picks.
             let picked = linear::b1_entry(kern, n, k, &DispatchPolicy::default());
-            let entries: &[Kernel] = if fmt == WeightFormat::Q8_0 {
-                &[kern, Kernel::MmvqQ8_0B1Pair, Kernel::MmvqQ8_0B1KSplit]
+            let shape_entries: &[Kernel] = if fmt == WeightFormat::Q8_0 {
+                &linear::B1_Q8_0_SHAPE_ENTRIES
             } else {
-                &[kern]
+                &[]
             };
-            for &entry in entries {
+            for &entry in std::iter::once(&kern).chain(shape_entries) {
                 let grid = (dev.stride_grid(entry, n, 4), 1, 1);
                 let t = time_us(dev, reps, |i| {
                     let args = linear::vector_args(entry, &input(&copies[i % COPIES]), n, k, 1, 0);
@@ -181,7 +181,7 @@ pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
                     name: entry.name().into(),
                     shape: format!(
                         "{n}x{k} batch 1{}",
-                        if entries.len() > 1 && entry == picked {
+                        if !shape_entries.is_empty() && entry == picked {
                             " (policy)"
                         } else {
                             ""

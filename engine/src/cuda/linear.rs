@@ -23,6 +23,9 @@ pub fn vector_kernel(format: WeightFormat, nb: usize, swiglu: bool) -> Kernel {
     }
 }
 
+/// The batch-1 Q8_0 entries `b1_entry` may pick instead of `mmvq_q8_0_b1`.
+pub const B1_Q8_0_SHAPE_ENTRIES: [Kernel; 2] = [Kernel::MmvqQ8_0B1Pair, Kernel::MmvqQ8_0B1KSplit];
+
 /// The batch-1 Q8_0 entry for `n_out` plain rows over a K of `k`, by shape (all give the same
 /// bits): the K-split entry (`mmvq_q8_0_b1_ksplit`) for long rows, K at least
 /// `DispatchPolicy::mmvq_b1_k_split_min_k` and no more rows than K (ffn_down, where one warp

@@ -17,6 +17,7 @@ use crate::collect_range::{is_profiler_start, is_profiler_stop, windows_from_mar
 use crate::decode::{self, Activity};
 use crate::driver_devices::DeviceInfo;
 use crate::error::Result;
+use crate::inject::Collect;
 use crate::layout::{api_domain, cuda_release_of, marker_flag};
 use crate::nvml::Telemetry;
 use crate::spool::{SpoolEnd, SpoolHeader, SpoolReader, rd_i64, rd_u32, rd_u64, tag};
@@ -341,7 +342,10 @@ pub fn assemble(
         windows = windows_from_marks(&facts.collect_marks);
     } else if s.capture.profiler_api {
         windows = pass_profiler_windows(spool, &facts)?;
-        let late = facts.header.as_ref().is_some_and(|h| h.collect == "late");
+        let late = facts
+            .header
+            .as_ref()
+            .is_some_and(|h| Collect::from_name(&h.collect) == Some(Collect::Late));
         if late {
             notes.push("--collect late: no cudaProfilerStart reached the interposer (the program never called it, or called it through a static libcudart or the driver's cuProfilerStart), so nothing was recorded; --collect range works for those".into());
         } else if windows.is_empty() {

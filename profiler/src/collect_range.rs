@@ -116,35 +116,41 @@ impl RangeCollector {
     /// kind CUPTI refused.
     pub fn apply(&self, cupti: &CuptiLib, sw: Switch) -> FrameBuf {
         let mut fb = FrameBuf::default();
-        let mut failed = Vec::new();
         // Marked before switching either way, so nothing recorded starts before an "on" mark
         // and nothing after an "off" mark was recorded.
         fb.collect_mark(sw == Switch::On, cupti.timestamp());
-        for &k in &self.kinds {
-            // SAFETY: plain calls with an activity kind code.
-            let r = unsafe {
-                match sw {
-                    Switch::On => (cupti.enable)(k),
-                    Switch::Off => (cupti.disable)(k),
-                }
-            };
-            if r != 0 {
-                failed.push(format!(
-                    "cuptiActivity{}({k}) at the capture range: {}",
-                    if sw == Switch::On {
-                        "Enable"
-                    } else {
-                        "Disable"
-                    },
-                    cupti.result_string(r)
-                ));
-            }
-        }
-        for n in failed {
+        for n in switch_kinds(cupti, &self.kinds, sw, " at the capture range") {
             fb.frame(tag::NOTE, n.as_bytes());
         }
         fb
     }
+}
+
+/// Enables (`On`) or disables (`Off`) each activity kind, returning a note for each one CUPTI
+/// refused (`when` says at what point, for the note).
+pub fn switch_kinds(cupti: &CuptiLib, kinds: &[u32], sw: Switch, when: &str) -> Vec<String> {
+    let mut failed = Vec::new();
+    for &k in kinds {
+        // SAFETY: plain calls with an activity kind code.
+        let r = unsafe {
+            match sw {
+                Switch::On => (cupti.enable)(k),
+                Switch::Off => (cupti.disable)(k),
+            }
+        };
+        if r != 0 {
+            let verb = if sw == Switch::On {
+                "Enable"
+            } else {
+                "Disable"
+            };
+            failed.push(format!(
+                "cuptiActivity{verb}({k}){when}: {}",
+                cupti.result_string(r)
+            ));
+        }
+    }
+    failed
 }
 
 /// Reads `CUpti_CallbackData::callbackSite`, the struct's first field.

@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use crate::collect_range::{RangeCollector, callback_site, profiler_callbacks};
+use crate::collect_range::{
+    RangeCollector, Switch, callback_site, profiler_callbacks, switch_kinds,
+};
 use crate::cupti_lib::{CUPTI_ERROR_MAX_LIMIT_REACHED, CuptiLib};
 use crate::layout::{self, kind};
 use crate::spool::{FrameBuf, SpoolEnd, SpoolHeader, tag};
@@ -52,12 +54,19 @@ pub enum Collect {
 }
 
 impl Collect {
+    const ALL: [Collect; 3] = [Collect::Init, Collect::Range, Collect::Late];
+
+    /// The name the launcher passes, the spool header records and `--collect` takes.
     pub fn as_str(self) -> &'static str {
         match self {
             Collect::Init => "init",
             Collect::Range => "range",
             Collect::Late => "late",
         }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == name)
     }
 }
 
@@ -111,16 +120,11 @@ impl InjectSettings {
             flush_ms: num(Self::FLUSH_MS, 200)?,
             runtime_api: env(Self::API).is_none_or(|v| v.split(',').any(|x| x == "runtime")),
             driver_api: env(Self::API).is_none_or(|v| v.split(',').any(|x| x == "driver")),
-            collect: match env(Self::COLLECT).as_deref() {
-                None | Some("init") => Collect::Init,
-                Some("range") => Collect::Range,
-                Some("late") => Collect::Late,
-                Some(v) => {
-                    return Err(format!(
-                        "{}={v:?} is none of init, range, late",
-                        Self::COLLECT
-                    ));
-                }
+            collect: match env(Self::COLLECT) {
+                None => Collect::Init,
+                Some(v) => Collect::from_name(&v).ok_or_else(|| {
+                    format!("{}={v:?} is none of init, range, late", Self::COLLECT)
+                })?,
             },
         })
     }
@@ -320,16 +324,7 @@ fn init() -> Result<(), String> {
             ));
             at_init = s.kinds();
         }
-        for k in at_init {
-            // SAFETY: plain call with an activity kind code.
-            let r = unsafe { (inj.cupti.enable)(k) };
-            if r != 0 {
-                notes.push(format!(
-                    "cuptiActivityEnable({k}): {}",
-                    inj.cupti.result_string(r)
-                ));
-            }
-        }
+        notes.extend(switch_kinds(&inj.cupti, &at_init, Switch::On, ""));
         if !notes.is_empty() {
             let mut fb = FrameBuf::default();
             for n in &notes {

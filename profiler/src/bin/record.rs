@@ -235,17 +235,18 @@ fn run(a: &Args) -> Result<ExitCode, (String, u8)> {
         duration_ns: secs_to_ns(a.duration, "duration")?,
         profiler_api: a.capture_range == CaptureRangeArg::CudaProfilerApi,
     };
-    if a.collect != CollectArg::Init && !capture.profiler_api {
+    let collect = match a.collect {
+        CollectArg::Init => Collect::Init,
+        CollectArg::Range => Collect::Range,
+        CollectArg::Late => Collect::Late,
+    };
+    if collect != Collect::Init && !capture.profiler_api {
         return Err(usage(format!(
             "--collect {} switches collection at cudaProfilerStart/Stop; add --capture-range cudaProfilerApi",
-            if a.collect == CollectArg::Range {
-                "range"
-            } else {
-                "late"
-            }
+            collect.as_str()
         )));
     }
-    if capture.profiler_api && a.api == ApiArg::None && a.collect == CollectArg::Init {
+    if capture.profiler_api && a.api == ApiArg::None && collect == Collect::Init {
         return Err(usage(
             "--capture-range cudaProfilerApi needs the API records that hold the cudaProfilerStart/Stop calls; drop --api none".into(),
         ));
@@ -280,7 +281,7 @@ fn run(a: &Args) -> Result<ExitCode, (String, u8)> {
         )));
     }
     let inject = inject.canonicalize().unwrap_or(inject);
-    if a.collect == CollectArg::Late {
+    if collect == Collect::Late {
         let p = inject.to_string_lossy();
         if p.contains(':') || p.contains(' ') {
             return Err(usage(format!(
@@ -326,11 +327,7 @@ fn run(a: &Args) -> Result<ExitCode, (String, u8)> {
         flush_ms: a.flush_ms,
         runtime_api: matches!(a.api, ApiArg::Both | ApiArg::Runtime),
         driver_api: matches!(a.api, ApiArg::Both | ApiArg::Driver),
-        collect: match a.collect {
-            CollectArg::Init => Collect::Init,
-            CollectArg::Range => Collect::Range,
-            CollectArg::Late => Collect::Late,
-        },
+        collect,
     };
 
     let (sampler, no_nvml) = if a.nvml_interval_ms == 0 {

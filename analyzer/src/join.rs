@@ -4,7 +4,16 @@
 //! the join walks the engine's launches and the recorded kernels of the busiest stream side by
 //! side, matching by name. A library call the engine records once (`cublas*`) covers every
 //! recorded kernel up to the next engine launch's name; a kernel the engine did not record
-//! (or a record the tool missed) is skipped by a bounded resynchronisation.
+//! (or a record the tool missed) is skipped by a bounded resynchronisation, and a longer
+//! stretch of kernels the engine did not trace (another batch size's warm-up) by re-anchoring
+//! on the next run of engine names.
+//!
+//! The walk goes backwards from the end of both. A bench traces its measured repeats, not the
+//! warm-up run before them (nor the timing calibration before that), and a warm-up launches
+//! exactly the same kernels: walking forwards would put the measured run's metadata on the
+//! warm-up's kernels, whose durations differ (cold caches, first graph replays). From the end,
+//! the engine's last traced launch meets the recording's last kernel, and whatever ran before
+//! the traced launches is left alone.
 
 use gapscope_traces::{MarkerRow, MarkerSource, StrId, Trace};
 use std::collections::HashMap;
@@ -27,14 +36,19 @@ pub struct JoinReport {
     pub unmatched_engine: usize,
     /// Step markers carried over (their times are the recorded kernels' times).
     pub steps: usize,
+    /// Kernels of the walked stream before the first and after the last joined one (what ran
+    /// outside the traced launches: warm-up runs, calibration).
+    pub recorded_before: usize,
+    pub recorded_after: usize,
 }
 
-/// How far the walk looks ahead to resynchronise, and how many kernels one library call may
-/// cover.
+/// How far the walk looks ahead to resynchronise, how many kernels one library call may
+/// cover, and how many engine names in a row re-anchor the walk past a longer stretch.
 #[derive(Debug, Clone, Copy)]
 pub struct JoinSettings {
     pub max_skip: usize,
     pub max_library_kernels: usize,
+    pub anchor: usize,
 }
 
 impl Default for JoinSettings {
@@ -42,8 +56,19 @@ impl Default for JoinSettings {
         Self {
             max_skip: 16,
             max_library_kernels: 16,
+            anchor: 8,
         }
     }
+}
+
+/// The offset past `b` (beyond `min_off`) where the recording next holds `want` in a row.
+fn find_anchor(rnames: &[String], b: usize, min_off: usize, want: &[String]) -> Option<usize> {
+    if want.is_empty() {
+        return None;
+    }
+    (min_off..)
+        .take_while(|&o| b + o + want.len() <= rnames.len())
+        .find(|&o| rnames[b + o..b + o + want.len()] == *want)
 }
 
 fn is_library(name: &str) -> bool {
@@ -61,6 +86,8 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
     let ek = &engine.kernels;
     let mut eidx: Vec<usize> = (0..ek.len()).collect();
     eidx.sort_by_key(|&i| (ek.correlation[i], ek.gpu_start_ns[i]));
+    // Backwards: see the module's doc.
+    eidx.reverse();
 
     // The busiest (device, stream) of the recording carries the engine's work.
     let rk = &recorded.kernels;
@@ -80,6 +107,7 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
         .filter(|&i| (rk.device[i], rk.stream[i]) == stream)
         .collect();
     ridx.sort_by_key(|&i| (rk.gpu_start_ns[i], rk.correlation[i]));
+    ridx.reverse();
 
     let ename = |i: usize| engine.strings.get(ek.name[i]).to_owned();
     let rnames: Vec<String> = ridx
@@ -88,6 +116,11 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
         .collect();
     // recorded row -> engine row
     let mut assign: Vec<(usize, usize, bool)> = Vec::new(); // (recorded row, engine row, carries cost)
+    // The first and last walk positions that were joined.
+    let mut walked: Option<(usize, usize)> = None;
+    let mut mark = |j: usize| {
+        walked = Some(walked.map_or((j, j), |(lo, hi)| (lo.min(j), hi.max(j))));
+    };
     let (mut a, mut b) = (0usize, 0usize);
     while a < eidx.len() && b < ridx.len() {
         let name = ename(eidx[a]);
@@ -103,8 +136,10 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
             {
                 end += 1;
             }
-            for (n, j) in (b..end).enumerate() {
-                assign.push((ridx[j], eidx[a], n == 0));
+            // The call's earliest kernel (the walk's last) carries its bytes and FLOPs.
+            for (j, &r) in ridx.iter().enumerate().take(end).skip(b) {
+                assign.push((r, eidx[a], j + 1 == end));
+                mark(j);
             }
             rep.library_calls += 1;
             rep.library_kernels += end - b;
@@ -112,23 +147,56 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
             b = end;
             continue;
         }
-        if rnames[b] == name {
+        // A name matches when the next one does too (or is a library call or the end): at the
+        // edge of an untraced run of the same kernels, one equal name is not enough.
+        let fits = |j: usize| {
+            rnames[j] == name
+                && match eidx.get(a + 1).map(|&i| ename(i)) {
+                    None => true,
+                    Some(n) if is_library(&n) => true,
+                    Some(n) => rnames.get(j + 1) == Some(&n),
+                }
+        };
+        if fits(b) {
             assign.push((ridx[b], eidx[a], true));
+            mark(b);
             a += 1;
             b += 1;
             continue;
         }
         // Resynchronise: a recorded kernel the engine did not launch, or an engine launch the
         // tool did not record.
-        if let Some(off) = (1..=s.max_skip).find(|&o| b + o < ridx.len() && rnames[b + o] == name) {
+        if let Some(off) = (1..=s.max_skip).find(|&o| b + o < ridx.len() && fits(b + o)) {
             rep.skipped_recorded += off;
             b += off;
-        } else {
-            rep.unmatched_engine += 1;
-            a += 1;
+            continue;
+        }
+        // A longer stretch the engine did not trace: the next `anchor` engine names (up to a
+        // library call) in a row, further on.
+        let want: Vec<String> = eidx[a..]
+            .iter()
+            .take(s.anchor)
+            .map(|&i| ename(i))
+            .take_while(|n| !is_library(n))
+            .collect();
+        let enough = want.len() == s.anchor.min(eidx.len() - a);
+        match find_anchor(&rnames, b, s.max_skip + 1, &want).filter(|_| enough) {
+            Some(off) => {
+                rep.skipped_recorded += off;
+                b += off;
+            }
+            None => {
+                rep.unmatched_engine += 1;
+                a += 1;
+            }
         }
     }
     rep.unmatched_engine += eidx.len() - a;
+    if let Some((lo, hi)) = walked {
+        // The walk runs backwards: its first position is the latest kernel.
+        rep.recorded_after = lo;
+        rep.recorded_before = ridx.len() - 1 - hi;
+    }
 
     // Copy the metadata, interning the engine's strings into the recording's table.
     let mut interned: HashMap<StrId, StrId> = HashMap::new();
@@ -271,7 +339,9 @@ mod tests {
         assert_eq!(rep.stream, Some((0, 13)));
         assert_eq!(rep.joined, 5);
         assert_eq!((rep.library_calls, rep.library_kernels), (1, 2));
-        assert_eq!(rep.skipped_recorded, 1);
+        // The foreign kernel before the engine's launches is left alone, not skipped.
+        assert_eq!(rep.skipped_recorded, 0);
+        assert_eq!((rep.recorded_before, rep.recorded_after), (1, 0));
         assert_eq!(rep.unmatched_engine, 0);
         let k = &rec.kernels;
         let bucket = |i: usize| rec.strings.get(k.bucket[i]).to_owned();
@@ -285,6 +355,97 @@ mod tests {
         assert_eq!(rep.steps, 1);
         let m = rec.markers.row(0);
         assert_eq!((m.gpu_start_ns, m.gpu_end_ns, m.step), (5100, 5505, 4));
+    }
+
+    /// Names and start times of a recording's kernels on stream 13.
+    fn recording(names: &[&str]) -> Trace {
+        let mut rec = Trace::new(Manifest::new("cupti"));
+        for (i, n) in names.iter().enumerate() {
+            kernel(&mut rec, n, i as u64 + 1, 1000 * i as i64, 13);
+        }
+        rec
+    }
+
+    fn engine(names: &[&str]) -> Trace {
+        let mut eng = Trace::new(Manifest::new("engine"));
+        for (i, n) in names.iter().enumerate() {
+            kernel(&mut eng, n, i as u64 + 1, 10 * i as i64, 1);
+            let b = eng.strings.intern(&format!("e{i}"));
+            eng.kernels.bucket[i] = b;
+        }
+        eng
+    }
+
+    /// A bench traces its measured run, not the identical warm-up run before it (nor the
+    /// calibration probes before that): the metadata goes onto the last run's kernels.
+    #[test]
+    fn the_traced_run_is_the_last_not_the_identical_warm_up() {
+        let run = ["get_rows", "norm", "gemv", "attn", "gemv", "argmax"];
+        let eng = engine(&run);
+        let mut names = vec!["timing_probe"; 5];
+        names.extend(run); // warm-up
+        names.extend(run); // measured
+        let mut rec = recording(&names);
+        let rep = join_engine_metadata(&eng, &mut rec, JoinSettings::default());
+        assert_eq!(
+            (rep.joined, rep.unmatched_engine, rep.skipped_recorded),
+            (6, 0, 0)
+        );
+        assert_eq!((rep.recorded_before, rep.recorded_after), (11, 0));
+        let k = &rec.kernels;
+        for i in 0..11 {
+            assert_eq!(
+                rec.strings.get(k.bucket[i]),
+                "",
+                "kernel {i} is not the traced run"
+            );
+        }
+        for i in 0..6 {
+            assert_eq!(rec.strings.get(k.bucket[11 + i]), format!("e{i}"));
+        }
+    }
+
+    /// Two traced runs at different batch sizes, each after its own untraced warm-up: the
+    /// walk re-anchors past the second warm-up, which is longer than `max_skip`.
+    #[test]
+    fn re_anchors_past_an_untraced_stretch() {
+        let b1 = [
+            "get_rows",
+            "norm_gemv",
+            "attn",
+            "gemv",
+            "norm",
+            "swiglu",
+            "gemv",
+            "argmax",
+        ];
+        let b8 = [
+            "get_rows", "norm", "gemv8", "attn", "gemv8", "norm", "swiglu8", "argmax",
+        ];
+        let mut traced = b1.to_vec();
+        traced.extend(b8);
+        let eng = engine(&traced);
+        let mut names = Vec::new();
+        names.extend(b1); // warm-up, batch 1
+        names.extend(b1);
+        for _ in 0..3 {
+            names.extend(b8); // warm-up, batch 8, three steps: past max_skip
+        }
+        names.extend(b8);
+        let mut rec = recording(&names);
+        let s = JoinSettings {
+            max_skip: 4,
+            ..JoinSettings::default()
+        };
+        let rep = join_engine_metadata(&eng, &mut rec, s);
+        assert_eq!((rep.joined, rep.unmatched_engine), (16, 0));
+        assert_eq!(rep.skipped_recorded, 24);
+        let k = &rec.kernels;
+        let tagged: Vec<usize> = (0..names.len())
+            .filter(|&i| !rec.strings.get(k.bucket[i]).is_empty())
+            .collect();
+        let want: Vec<usize> = (8..16).chain(40..48).collect();
+        assert_eq!(tagged, want);
     }
 
     #[test]

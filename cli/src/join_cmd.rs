@@ -56,24 +56,28 @@ pub fn run(a: JoinArgs, g: &crate::Global) -> Result<ExitCode> {
         );
     }
     recorded.manifest.notes.push(format!(
-        "engine metadata joined from {} by launch order: {} of {} engine launches, {} recorded kernels skipped",
+        "engine metadata joined from {} by launch order, from the end: {} of {} engine launches, {} recorded kernels skipped, {} before the first joined kernel (untraced warm-up, calibration) and {} after the last left alone",
         a.engine.display(),
         rep.engine_launches - rep.unmatched_engine,
         rep.engine_launches,
-        rep.skipped_recorded
+        rep.skipped_recorded,
+        rep.recorded_before,
+        rep.recorded_after
     ));
     gapscope_traces::write_trace(&a.output, &recorded)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rep)?);
     } else {
         println!(
-            "joined {} recorded kernels from {} engine launches ({} library calls over {} kernels); {} recorded kernels skipped, {} engine launches unmatched; {} steps; wrote {}",
+            "joined {} recorded kernels from {} engine launches ({} library calls over {} kernels); {} recorded kernels skipped, {} engine launches unmatched; {} recorded kernels before the joined ones and {} after left alone; {} steps; wrote {}",
             rep.joined,
             rep.engine_launches,
             rep.library_calls,
             rep.library_kernels,
             rep.skipped_recorded,
             rep.unmatched_engine,
+            rep.recorded_before,
+            rep.recorded_after,
             rep.steps,
             a.output.display()
         );

@@ -104,6 +104,7 @@ pub fn calibrate_event_latency(
     modes: &[Timing],
     raw: bool,
     by_length: bool,
+    by_shape: bool,
 ) -> Result<Option<LatencyCalibration>> {
     if raw || !modes.contains(&Timing::Launch) {
         return Ok(None);
@@ -112,6 +113,10 @@ pub fn calibrate_event_latency(
     if by_length {
         c.by_probe_length =
             be.latency_by_probe_length(&crate::cuda::event_latency::PROBE_LENGTHS_NS, 50)?;
+    }
+    if by_shape {
+        c.by_probe_shape =
+            be.latency_by_probe_shape(&crate::cuda::event_latency::PROBE_SHAPES, 60)?;
     }
     Ok(Some(c))
 }
@@ -151,6 +156,29 @@ pub fn probe_length_line(c: &LatencyCalibration) -> String {
         .collect();
     format!(
         "event latency by probe length (later/first launch, us): {}",
+        pts.join(", ")
+    )
+}
+
+/// The line the bench prints about the latency by probe shape.
+pub fn probe_shape_line(c: &LatencyCalibration) -> String {
+    let pts: Vec<String> = c
+        .by_probe_shape
+        .iter()
+        .map(|p| {
+            format!(
+                "{}x{} x{} ({:.1} us): {:.2}/{:.2}",
+                p.shape.grid,
+                p.shape.block,
+                p.count,
+                p.probe_ns as f64 / 1e3,
+                p.latency_ns as f64 / 1e3,
+                p.first_latency_ns as f64 / 1e3
+            )
+        })
+        .collect();
+    format!(
+        "event latency by probe shape (grid x block x probes in the sequence, later/first launch, us): {}",
         pts.join(", ")
     )
 }
@@ -328,6 +356,7 @@ mod tests {
             first_mean_ns: 2_800,
             mean_ns: 3_050,
             by_probe_length: Vec::new(),
+            by_probe_shape: Vec::new(),
         };
         assert_eq!(
             event_latency_line(&c),

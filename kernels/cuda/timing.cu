@@ -25,3 +25,32 @@ extern "C" __global__ void timing_probe(unsigned long long* __restrict__ out, un
     __threadfence();
     out[2] = global_timer_ns();
 }
+
+// The same probe in any launch shape, to see how the event latency depends on a kernel's grid
+// and block (`bench --event-latency-by-shape`). Thread 0 of every block spins for spin_ns from
+// its own first reading; the block waits for it, every thread stores one value (a real kernel
+// ends with its stores), and thread 0 writes its block's t0, t1 and, once the block's stores
+// are visible, t2 at out[3 * block ..]. The host takes min t0 and max t2 over the blocks: the
+// kernel's own extent. The stores go to scratch[global thread index].
+extern "C" __global__ void timing_probe_grid(unsigned long long* __restrict__ out,
+                                             unsigned long long* __restrict__ scratch, unsigned long long spin_ns) {
+    __shared__ unsigned long long last;
+    unsigned long long t0 = 0;
+    if (threadIdx.x == 0) {
+        t0 = global_timer_ns();
+        unsigned long long t = t0;
+        while (t - t0 < spin_ns) t = global_timer_ns();
+        last = t;
+    }
+    __syncthreads();
+    const unsigned long long t1 = last;
+    scratch[(unsigned long long)blockIdx.x * blockDim.x + threadIdx.x] = t1;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        out[3 * blockIdx.x] = t0;
+        out[3 * blockIdx.x + 1] = t1;
+        __threadfence();
+        out[3 * blockIdx.x + 2] = global_timer_ns();
+    }
+}

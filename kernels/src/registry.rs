@@ -78,10 +78,11 @@ pub enum Kernel {
     AttnReduceF32,
     ArgmaxF32,
     TimingProbe,
+    TimingProbeGrid,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 34] = [
+    pub const ALL: [Kernel; 35] = [
         Kernel::GetRowsBf16,
         Kernel::GetRowsF32,
         Kernel::KvGatherBf16,
@@ -116,6 +117,7 @@ impl Kernel {
         Kernel::AttnReduceF32,
         Kernel::ArgmaxF32,
         Kernel::TimingProbe,
+        Kernel::TimingProbeGrid,
     ];
 
     /// The symbol in the compiled module.
@@ -155,6 +157,7 @@ impl Kernel {
             Kernel::AttnReduceF32 => "attn_reduce_f32",
             Kernel::ArgmaxF32 => "argmax_f32",
             Kernel::TimingProbe => "timing_probe",
+            Kernel::TimingProbeGrid => "timing_probe_grid",
         }
     }
 }
@@ -212,7 +215,7 @@ pub const MODULES: &[Module] = &[
     ),
     module!("sample", [ArgmaxF32]),
     // Not an op: calibrates the latency of the per-launch timing events (engine recorder).
-    module!("timing", [TimingProbe]),
+    module!("timing", [TimingProbe, TimingProbeGrid]),
 ];
 
 /// The module that defines `kernel`.

@@ -152,6 +152,11 @@ enum Cmd {
         /// correction).
         #[arg(long, conflicts_with = "raw_event_timing")]
         event_latency_by_length: bool,
+        /// Also measure the event latency with probes of the decode kernels' launch shapes
+        /// (one warp up to 528 blocks of 256 threads) and print it (a diagnostic of how the
+        /// latency depends on a kernel's grid and block; not used for the correction).
+        #[arg(long, conflicts_with = "raw_event_timing")]
+        event_latency_by_shape: bool,
     },
     /// Greedy generation from a prompt: prints the token ids, their md5 and, with a tokenizer,
     /// the text.
@@ -384,6 +389,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             tokenizer,
             raw_event_timing,
             event_latency_by_length,
+            event_latency_by_shape,
         } => {
             let modes: Vec<Timing> = timing
                 .iter()
@@ -418,12 +424,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 &modes,
                 raw_event_timing,
                 event_latency_by_length,
+                event_latency_by_shape,
             )?;
             match &event_latency {
                 Some(c) => {
                     eprintln!("{}", bench::event_latency_line(c));
                     if !c.by_probe_length.is_empty() {
                         eprintln!("{}", bench::probe_length_line(c));
+                    }
+                    if !c.by_probe_shape.is_empty() {
+                        eprintln!("{}", bench::probe_shape_line(c));
                     }
                 }
                 None if raw_event_timing && modes.contains(&Timing::Launch) => eprintln!(

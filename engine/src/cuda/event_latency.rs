@@ -19,6 +19,64 @@ use gapscope_kernels::Kernel;
 
 /// Probe lengths of the optional by-length series (ns; `bench --event-latency-by-length`).
 pub const PROBE_LENGTHS_NS: [i64; 7] = [1_000, 2_000, 3_000, 5_000, 10_000, 20_000, 50_000];
+
+/// The launch shape of a calibration probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ProbeShape {
+    pub grid: u32,
+    pub block: u32,
+}
+
+/// The shape the calibration uses: one warp (`timing_probe`).
+pub const CALIBRATION_SHAPE: ProbeShape = ProbeShape { grid: 1, block: 32 };
+
+/// Shapes of the optional by-shape series (`bench --event-latency-by-shape`): the calibration's
+/// one warp, then the shapes of the decode's own kernels (one block of 256 like the norms and
+/// the embedding gather, a few small blocks like attention, one wave and several blocks per SM
+/// like the GEMVs).
+/// Then the calibration's probe in longer step-like sequences (`count` probes, each between
+/// its own event pair, in one graph when graphs are on), as long as a decode step.
+pub const PROBE_SHAPES: [(ProbeShape, usize); 9] = [
+    (CALIBRATION_SHAPE, 2),
+    (
+        ProbeShape {
+            grid: 1,
+            block: 256,
+        },
+        2,
+    ),
+    (
+        ProbeShape {
+            grid: 8,
+            block: 128,
+        },
+        2,
+    ),
+    (
+        ProbeShape {
+            grid: 32,
+            block: 512,
+        },
+        2,
+    ),
+    (
+        ProbeShape {
+            grid: 132,
+            block: 256,
+        },
+        2,
+    ),
+    (
+        ProbeShape {
+            grid: 528,
+            block: 256,
+        },
+        2,
+    ),
+    (CALIBRATION_SHAPE, 8),
+    (CALIBRATION_SHAPE, 32),
+    (CALIBRATION_SHAPE, 200),
+];
 /// How long the probe spins: long against the timers' resolution, short for the run.
 const PROBE_SPIN_NS: i64 = 20_000;
 /// A kernel queued ahead of each measurement, long enough for the host to enqueue the
@@ -57,6 +115,21 @@ pub struct LatencyCalibration {
     /// length; not used for the correction). Empty unless asked for, so start-up does not
     /// pay for a diagnostic.
     pub by_probe_length: Vec<ProbePoint>,
+    /// The same with probes of other launch shapes (`PROBE_SHAPES`); empty unless asked for.
+    pub by_probe_shape: Vec<ShapePoint>,
+}
+
+/// The latency measured with a probe of one launch shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ShapePoint {
+    pub shape: ProbeShape,
+    /// Probes in the step-like sequence (a decode step has about 200 launches).
+    pub count: usize,
+    /// Median extent of the probe by `%globaltimer` (first block's start to last block's
+    /// stores), ns.
+    pub probe_ns: i64,
+    pub latency_ns: i64,
+    pub first_latency_ns: i64,
 }
 
 /// One measurement series (see `CudaBackend::measure`).
@@ -113,6 +186,28 @@ pub fn check_plausible(latency_ns: i64) -> Result<()> {
     }
 }
 
+/// The probe shape of one measurement and the scratch its stores go to.
+#[derive(Clone, Copy)]
+struct Shaped {
+    shape: ProbeShape,
+    scratch: u64,
+}
+
+/// One probe's (t0, t1, t2) from its blocks' words: the first block's start, the last
+/// block's end of spin and the last block's visible stores.
+pub fn extent(words: &[u64]) -> [u64; 3] {
+    let mut t = [u64::MAX, 0, 0];
+    for b in words.chunks_exact(3) {
+        t[0] = t[0].min(b[0]);
+        t[1] = t[1].max(b[1]);
+        t[2] = t[2].max(b[2]);
+    }
+    if t[0] == u64::MAX {
+        t[0] = 0;
+    }
+    t
+}
+
 fn ns(ms: f32) -> i64 {
     (f64::from(ms) * 1e6).round() as i64
 }
@@ -132,7 +227,7 @@ impl CudaBackend {
             ));
         }
         let graphs = self.levers.graphs;
-        let m = self.measure(PROBE_SPIN_NS, reps)?;
+        let m = self.measure(PROBE_SPIN_NS, reps, CALIBRATION_SHAPE, 2)?;
         let (latency, first, probe, tails) = (m.rest, m.first, m.probe, m.tails);
         let (median_ns, min_ns, max_ns) = summarize(&latency)
             .ok_or_else(|| EngineError::invalid("event latency calibration took no samples"))?;
@@ -156,13 +251,20 @@ impl CudaBackend {
             probe_ns: summarize(&probe).map_or(0, |s| s.0),
             store_tail_ns: summarize(&tails).map_or(0, |s| s.0),
             by_probe_length: Vec::new(),
+            by_probe_shape: Vec::new(),
         })
     }
 
-    /// One measurement series with probes spinning `spin_ns`: per repeat, the latency of
-    /// a step's first pair and of a later pair, the later probe's own time and the probes'
-    /// store tails.
-    fn measure(&mut self, spin_ns: i64, reps: usize) -> Result<Series> {
+    /// One measurement series with `count` (at least 2) probes of `shape` spinning `spin_ns`
+    /// in one step-like sequence: per repeat, the latency of the first pair and of each later
+    /// pair, the later probes' own times and the probes' store tails.
+    fn measure(
+        &mut self,
+        spin_ns: i64,
+        reps: usize,
+        shape: ProbeShape,
+        count: usize,
+    ) -> Result<Series> {
         let graphs = self.levers.graphs;
         let ev = || {
             self.dev
@@ -171,29 +273,46 @@ impl CudaBackend {
         };
         // A step records its start event, then a pair around each launch. The first pair of
         // a step follows the step's start event and is measured apart from the others:
-        // `start`, then probe 0 between a0/b0 (like a step's first launch), then probe 1
-        // between a1/b1 (like every later one).
-        let (start, a0, b0, a1, b1) = (ev()?, ev()?, ev()?, ev()?, ev()?);
-        // out[0..3] and out[4..7]: the two probes' t0, t1, t2; out[8..]: the blocker's.
-        let out = DevBuf::alloc(12 * 8)?;
-        let probes = [(&a0, &b0, out.ptr), (&a1, &b1, out.at(32))];
+        // `start`, then probe 0 between its pair (like a step's first launch), then the
+        // others, each between its own pair (like every later launch).
+        let count = count.max(2);
+        let start = ev()?;
+        let mut pairs = Vec::with_capacity(count);
+        for _ in 0..count {
+            pairs.push((ev()?, ev()?));
+        }
+        // Per probe, 3 words (t0, t1, t2) for each block, then the blocker's 3 words; the
+        // shaped probe's other stores go to `scratch`.
+        let per = 3 * shape.grid as usize;
+        let out = DevBuf::alloc((count * per + 3) * 8)?;
+        let scratch = DevBuf::alloc(shape.grid as usize * shape.block as usize * 8)?;
+        let probes: Vec<(&CudaEvent, &CudaEvent, u64)> = pairs
+            .iter()
+            .enumerate()
+            .map(|(k, (a, b))| (a, b, out.at(k * per * 8)))
+            .collect();
+        let last = &pairs[count - 1].1;
+        let shaped = Shaped {
+            shape,
+            scratch: scratch.ptr,
+        };
         let graph = if graphs {
-            Some(self.capture_probes(&start, &probes, spin_ns)?)
+            Some(self.capture_probes(&start, &probes, spin_ns, shaped)?)
         } else {
             None
         };
         let mut sr = Series::default();
         for i in 0..WARMUP + reps {
-            self.probe(out.at(64), BLOCKER_SPIN_NS)?;
+            self.probe(out.at(count * per * 8), BLOCKER_SPIN_NS)?;
             match &graph {
                 Some(g) => g.launch()?,
-                None => self.enqueue_probes(&start, &probes, false, spin_ns)?,
+                None => self.enqueue_probes(&start, &probes, false, spin_ns, shaped)?,
             }
-            b1.synchronize()?;
-            let all: Vec<u64> = out.read(8, &self.dev.stream)?;
+            last.synchronize()?;
+            let all: Vec<u64> = out.read(count * per, &self.dev.stream)?;
             for (k, (a, b, _)) in probes.iter().enumerate() {
                 let elapsed = ns(a.elapsed_ms(b)?);
-                let t = &all[4 * k..4 * k + 3];
+                let t = extent(&all[per * k..per * (k + 1)]);
                 // The probe's own time runs to t2, after its stores are visible: CUPTI counts
                 // a kernel's final stores as kernel time, so they are no part of the latency.
                 let spun = t[2].wrapping_sub(t[0]) as i64;
@@ -220,8 +339,30 @@ impl CudaBackend {
     ) -> Result<Vec<ProbePoint>> {
         let mut v = Vec::with_capacity(spins_ns.len());
         for &spin in spins_ns {
-            let m = self.measure(spin, reps)?;
+            let m = self.measure(spin, reps, CALIBRATION_SHAPE, 2)?;
             v.push(ProbePoint {
+                probe_ns: summarize(&m.probe).map_or(0, |s| s.0),
+                latency_ns: trimmed_mean(&m.rest).unwrap_or(0),
+                first_latency_ns: trimmed_mean(&m.first).unwrap_or(0),
+            });
+        }
+        Ok(v)
+    }
+
+    /// The later-launch latency (trimmed mean) for probes of several launch shapes, to see how
+    /// the latency depends on a kernel's grid and block. Recorded with the calibration, not
+    /// used by it.
+    pub fn latency_by_probe_shape(
+        &mut self,
+        shapes: &[(ProbeShape, usize)],
+        reps: usize,
+    ) -> Result<Vec<ShapePoint>> {
+        let mut v = Vec::with_capacity(shapes.len());
+        for &(shape, count) in shapes {
+            let m = self.measure(PROBE_SPIN_NS, reps, shape, count)?;
+            v.push(ShapePoint {
+                shape,
+                count,
                 probe_ns: summarize(&m.probe).map_or(0, |s| s.0),
                 latency_ns: trimmed_mean(&m.rest).unwrap_or(0),
                 first_latency_ns: trimmed_mean(&m.first).unwrap_or(0),
@@ -237,12 +378,23 @@ impl CudaBackend {
         probes: &[(&CudaEvent, &CudaEvent, u64)],
         external: bool,
         spin_ns: i64,
+        shaped: Shaped,
     ) -> Result<()> {
         let stream = &self.dev.stream;
         record(start, stream, external)?;
         for (a, b, out) in probes {
             record(a, stream, external)?;
-            self.probe(*out, spin_ns)?;
+            if shaped.shape == CALIBRATION_SHAPE {
+                self.probe(*out, spin_ns)?;
+            } else {
+                let s = shaped.shape;
+                self.dev.launch(
+                    Kernel::TimingProbeGrid,
+                    (s.grid, 1, 1),
+                    s.block,
+                    &[Arg::Ptr(*out), Arg::Ptr(shaped.scratch), Arg::I64(spin_ns)],
+                )?;
+            }
             record(b, stream, external)?;
         }
         Ok(())
@@ -265,10 +417,11 @@ impl CudaBackend {
         start: &CudaEvent,
         probes: &[(&CudaEvent, &CudaEvent, u64)],
         spin_ns: i64,
+        shaped: Shaped,
     ) -> Result<CudaGraph> {
         let stream = &self.dev.stream;
         stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-        let captured = self.enqueue_probes(start, probes, true, spin_ns);
+        let captured = self.enqueue_probes(start, probes, true, spin_ns, shaped);
         // End the capture even when a node failed, so the stream is usable afterwards.
         let graph = stream.end_capture(sys::CUgraphInstantiate_flags(0));
         captured?;
@@ -296,6 +449,30 @@ mod tests {
         );
         assert_eq!(summarize(&[-5]), Some((-5, -5, -5)));
         assert_eq!(summarize(&[]), None);
+    }
+
+    #[test]
+    fn a_probes_extent_spans_its_blocks() {
+        // One block: its own words.
+        assert_eq!(extent(&[100, 20_100, 20_400]), [100, 20_100, 20_400]);
+        // Blocks starting and ending at different times: first start, last ends.
+        assert_eq!(
+            extent(&[
+                150, 20_150, 20_300, 100, 20_100, 20_500, 130, 20_200, 20_250
+            ]),
+            [100, 20_200, 20_500]
+        );
+        assert_eq!(extent(&[]), [0, 0, 0]);
+    }
+
+    #[test]
+    fn the_shape_series_starts_with_the_calibrations_own() {
+        assert_eq!(PROBE_SHAPES[0], (CALIBRATION_SHAPE, 2));
+        assert!(
+            PROBE_SHAPES
+                .iter()
+                .all(|(s, n)| s.grid >= 1 && s.block % 32 == 0 && *n >= 2)
+        );
     }
 
     #[test]

@@ -110,6 +110,10 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
     ridx.reverse();
 
     let ename = |i: usize| engine.strings.get(ek.name[i]).to_owned();
+    let engine_names: std::collections::HashSet<&str> = (0..ek.len())
+        .map(|i| engine.strings.get(ek.name[i]))
+        .filter(|n| !is_library(n))
+        .collect();
     let rnames: Vec<String> = ridx
         .iter()
         .map(|&i| recorded.strings.get(recorded.kernels.name[i]).to_owned())
@@ -148,13 +152,18 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
             continue;
         }
         // A name matches when the next one does too (or is a library call or the end): at the
-        // edge of an untraced run of the same kernels, one equal name is not enough.
+        // edge of an untraced run of the same kernels, one equal name is not enough. Recorded
+        // kernels the engine never launches (another library's, a probe) do not count as next.
         let fits = |j: usize| {
             rnames[j] == name
                 && match eidx.get(a + 1).map(|&i| ename(i)) {
                     None => true,
                     Some(n) if is_library(&n) => true,
-                    Some(n) => rnames.get(j + 1) == Some(&n),
+                    Some(n) => rnames[j + 1..]
+                        .iter()
+                        .take(s.max_skip + 1)
+                        .find(|r| engine_names.contains(r.as_str()))
+                        .is_some_and(|r| *r == n),
                 }
         };
         if fits(b) {

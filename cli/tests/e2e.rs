@@ -580,7 +580,7 @@ fn join_puts_engine_metadata_onto_a_recording() {
         String::from_utf8_lossy(&out.stderr)
     );
     let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(rep["joined"], rep["engine_launches"]);
+    assert_eq!(rep["joined"], rep["engine_launches"], "{rep}");
     assert_eq!(rep["unmatched_engine"], 0);
     assert_eq!(rep["skipped_recorded"], 1);
     assert_eq!(rep["steps"], 33); // 1 prefill + 32 decode

@@ -154,16 +154,17 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
         // A name matches when the next one does too (or is a library call or the end): at the
         // edge of an untraced run of the same kernels, one equal name is not enough. Recorded
         // kernels the engine never launches (another library's, a probe) do not count as next.
+        let next = eidx.get(a + 1).map(|&i| ename(i));
         let fits = |j: usize| {
             rnames[j] == name
-                && match eidx.get(a + 1).map(|&i| ename(i)) {
+                && match &next {
                     None => true,
-                    Some(n) if is_library(&n) => true,
+                    Some(n) if is_library(n) => true,
                     Some(n) => rnames[j + 1..]
                         .iter()
                         .take(s.max_skip + 1)
                         .find(|r| engine_names.contains(r.as_str()))
-                        .is_some_and(|r| *r == n),
+                        .is_some_and(|r| r == n),
                 }
         };
         if fits(b) {
@@ -188,8 +189,14 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
             .map(|&i| ename(i))
             .take_while(|n| !is_library(n))
             .collect();
+        // Too few names (a library call among them) anchor nothing: no search.
         let enough = want.len() == s.anchor.min(eidx.len() - a);
-        match find_anchor(&rnames, b, s.max_skip + 1, &want).filter(|_| enough) {
+        let anchored = if enough {
+            find_anchor(&rnames, b, s.max_skip + 1, &want)
+        } else {
+            None
+        };
+        match anchored {
             Some(off) => {
                 rep.skipped_recorded += off;
                 b += off;

@@ -9,8 +9,11 @@ use crate::quant::WeightFormat;
 #[serde(default)]
 pub struct DispatchPolicy {
     /// Largest batch that runs as a GEMV (bf16) or MMVQ (quantized), as llama.cpp's
-    /// `MMVQ_MAX_BATCH_SIZE`; larger batches use cuBLAS (bf16) or MMQ (quantized). A value
+    /// `MMVQ_MAX_BATCH_SIZE`; larger batches use a GEMM: MMQ (quantized), or for bf16 the
+    /// small tensor-core GEMM up to `BF16_SMALL_GEMM_MAX_BATCH` rows and cuBLAS above. A value
     /// above 8 runs the GEMV kernels in chunks of 8 rows, re-reading the weights per chunk.
+    /// Either side gives the same bits for bf16 up to 16 rows and for the quantized formats at
+    /// any batch, so moving the threshold keeps greedy output identical.
     pub mmvq_max_batch: usize,
     /// MMQ reads k-major activations (`quantize_q8_1_bf16_kmajor`: one quant block of 8 adjacent
     /// columns in 256 contiguous bytes, which relieves the L1 traffic MMQ is bound by), except
@@ -48,6 +51,13 @@ pub const MMVQ_B1_K_SPLIT_MIN_K: usize = 8192;
 /// waiting; ffn_up (3.5 rows per column) and the LM head qualify, q/k/v/o do not.
 pub const MMVQ_B1_PAIR_MIN_ROWS_PER_K: usize = 2;
 
+/// Largest bf16 batch above the threshold that runs the small tensor-core GEMM
+/// (`gemm_bf16_small`) instead of cuBLAS. It computes every output with the multi-row GEMV's
+/// exact products and order (`gemv.cu`), so up to this many rows the GEMV/GEMM threshold
+/// changes no bit; cuBLAS, whose reduction order is its own, takes larger batches at any
+/// threshold. 16 is the largest threshold the determinism check moves (4/8/16).
+pub const BF16_SMALL_GEMM_MAX_BATCH: usize = 16;
+
 impl Default for DispatchPolicy {
     fn default() -> Self {
         Self {
@@ -64,6 +74,7 @@ impl Default for DispatchPolicy {
 #[serde(rename_all = "snake_case")]
 pub enum LinearPath {
     GemvBf16,
+    GemmBf16Small,
     CublasBf16,
     Mmvq,
     Mmq,
@@ -80,6 +91,9 @@ impl DispatchPolicy {
         let small = rows <= self.mmvq_max_batch;
         match (format, small) {
             (WeightFormat::Bf16, true) => LinearPath::GemvBf16,
+            (WeightFormat::Bf16, false) if rows <= BF16_SMALL_GEMM_MAX_BATCH => {
+                LinearPath::GemmBf16Small
+            }
             (WeightFormat::Bf16, false) => LinearPath::CublasBf16,
             (_, true) => LinearPath::Mmvq,
             (_, false) => LinearPath::Mmq,
@@ -147,7 +161,16 @@ mod tests {
         assert_eq!(p.path(WeightFormat::Q8_0, 8), LinearPath::Mmvq);
         assert_eq!(p.path(WeightFormat::Q8_0, 9), LinearPath::Mmq);
         assert_eq!(p.path(WeightFormat::Bf16, 1), LinearPath::GemvBf16);
-        assert_eq!(p.path(WeightFormat::Bf16, 16), LinearPath::CublasBf16);
+        assert_eq!(p.path(WeightFormat::Bf16, 8), LinearPath::GemvBf16);
+        assert_eq!(p.path(WeightFormat::Bf16, 9), LinearPath::GemmBf16Small);
+        assert_eq!(p.path(WeightFormat::Bf16, 16), LinearPath::GemmBf16Small);
+        assert_eq!(p.path(WeightFormat::Bf16, 17), LinearPath::CublasBf16);
+        let sixteen = DispatchPolicy {
+            mmvq_max_batch: 16,
+            ..DispatchPolicy::default()
+        };
+        assert_eq!(sixteen.path(WeightFormat::Bf16, 16), LinearPath::GemvBf16);
+        assert_eq!(sixteen.path(WeightFormat::Bf16, 17), LinearPath::CublasBf16);
         let never = DispatchPolicy {
             mmvq_max_batch: 0,
             ..DispatchPolicy::default()

@@ -285,7 +285,7 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                 Matrix::Q4_0 { qs, d, .. } => (c.up(qs)?, c.up(d)?),
             };
             let rows_list: &[usize] = if fmt == WeightFormat::Bf16 {
-                &[1, 3, 8]
+                &[1, 3, 8, 9, 16]
             } else {
                 &[1, 5, 8, 13, 64, 128]
             };
@@ -295,7 +295,8 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                 let xb = c.up(&to_bf16_bits(&x))?;
                 let small = rows <= 8;
                 let name = match (fmt, small) {
-                    (WeightFormat::Bf16, _) => "gemv_bf16",
+                    (WeightFormat::Bf16, true) => "gemv_bf16",
+                    (WeightFormat::Bf16, false) => "gemm_bf16_small",
                     (WeightFormat::Q8_0, true) => "mmvq_q8_0",
                     (WeightFormat::Q4_0, true) => "mmvq_q4_0",
                     (WeightFormat::Q8_0, false) => "mmq_q8_0",
@@ -312,7 +313,11 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                         };
                         let yh = c.poisoned(rows * n_out * 2)?;
                         let (y, h) = if mode == 2 { (0, yh.ptr) } else { (yb.ptr, 0) };
-                        let kern = linear::vector_kernel(fmt, rows, mode == 2);
+                        let kern = if small {
+                            linear::vector_kernel(fmt, rows, mode == 2)
+                        } else {
+                            Kernel::GemmBf16Small
+                        };
                         let ptrs = LinearPtrs {
                             w: wv.ptr,
                             x: xb.ptr,
@@ -347,6 +352,9 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                             &exp,
                             tol,
                         );
+                    }
+                    if rows == 16 {
+                        bf16_batch_invariance(&mut c, &wv, &xb, n, k)?;
                     }
                     if rows == 1 && k <= linear::GEMV_NORM_MAX {
                         // The entries with the input RMSNorm fused in: bitwise equal to
@@ -1038,4 +1046,84 @@ pub fn model_checks(seed: u64) -> Result<Vec<Check>> {
         }
     }
     Ok(out)
+}
+
+/// One launch of a batch-invariance variant: the entry, its first row and its rows.
+type Launch = (Kernel, usize, usize);
+
+/// The bf16 linears of 2 to 16 rows must give the same bits whichever side of the dispatch
+/// threshold runs them: `gemm_bf16_small` over 16 rows in one launch, `gemv_bf16` over them in
+/// two 8-row launches (the engine's chunks), and `gemv_bf16` over single rows and a 5-row plus
+/// 11-row split, each compared bitwise with the 16-row launch's rows.
+fn bf16_batch_invariance(
+    c: &mut Ctx<'_>,
+    wv: &DevBuf,
+    xb: &DevBuf,
+    n: usize,
+    k: usize,
+) -> Result<()> {
+    let rows = 16;
+    for mode in [0, 2] {
+        let n_out = if mode == 2 { n / 2 } else { n };
+        let esz = if mode == 2 { 2 } else { 4 };
+        // (kernel, first row, rows) per launch; each variant covers the rows it lists.
+        let variants: [(&str, Vec<Launch>); 4] = [
+            (
+                "gemm_bf16_small 16 rows",
+                vec![(Kernel::GemmBf16Small, 0, 16)],
+            ),
+            (
+                "gemv_bf16 2 x 8 rows",
+                vec![(Kernel::GemvBf16, 0, 8), (Kernel::GemvBf16, 8, 8)],
+            ),
+            (
+                "gemv_bf16 row by row",
+                (0..rows).map(|r| (Kernel::GemvBf16, r, 1)).collect(),
+            ),
+            (
+                "gemm_bf16_small rows 0-4 and 5-15",
+                vec![
+                    (Kernel::GemmBf16Small, 0, 5),
+                    (Kernel::GemmBf16Small, 5, 11),
+                ],
+            ),
+        ];
+        let mut reference: Option<Vec<f32>> = None;
+        for (label, launches) in variants {
+            let out = c.poisoned(rows * n_out * esz)?;
+            for &(kern, r0, nb) in &launches {
+                let ptrs = LinearPtrs {
+                    w: wv.ptr,
+                    x: xb.at(r0 * k * 2),
+                    y: if mode == 2 { 0 } else { out.at(r0 * n_out * 4) },
+                    yh: if mode == 2 { out.at(r0 * n_out * 2) } else { 0 },
+                    ..LinearPtrs::default()
+                };
+                // Fewer blocks than tiles, so the grid-stride loop runs several passes.
+                c.dev.launch(
+                    kern,
+                    (n_out.div_ceil(16).min(7) as u32, 1, 1),
+                    launch_block(kern),
+                    &linear::vector_args(kern, &ptrs, n_out, k, nb, mode),
+                )?;
+            }
+            let got = if mode == 2 {
+                c.read_bf16(&out, rows * n_out)?
+            } else {
+                c.read_f32(&out, rows * n_out)?
+            };
+            match &reference {
+                None => reference = Some(got),
+                Some(want) => c.check(
+                    format!(
+                        "bf16 {n}x{k} mode={mode} {label} vs gemm_bf16_small 16 rows (bitwise)"
+                    ),
+                    &got,
+                    want,
+                    0.0,
+                ),
+            }
+        }
+    }
+    Ok(())
 }

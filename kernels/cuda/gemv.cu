@@ -1,97 +1,3 @@
-// bf16 GEMV for small batches (nb <= 8): one warp per output, 16-byte weight loads, four loads
-// in flight per lane. Activations are bf16 [nb, K]; K must be a multiple of 8.
-
-#define GEMV_WARPS 4
-
-template <int NB, int R>
-__device__ __forceinline__ void gemv_chunk(const uint4 w[R], const bf16_t* __restrict__ x, int K, int k,
-                                           float acc[R][NB]) {
-#pragma unroll
-    for (int b = 0; b < NB; ++b) {
-        const uint4 xv = *reinterpret_cast<const uint4*>(x + (i64)b * K + k);
-        const float x0 = bf16_lo(xv.x), x1 = bf16_hi(xv.x), x2 = bf16_lo(xv.y), x3 = bf16_hi(xv.y);
-        const float x4 = bf16_lo(xv.z), x5 = bf16_hi(xv.z), x6 = bf16_lo(xv.w), x7 = bf16_hi(xv.w);
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            float a = acc[r][b];
-            a = fmaf(bf16_lo(w[r].x), x0, a);
-            a = fmaf(bf16_hi(w[r].x), x1, a);
-            a = fmaf(bf16_lo(w[r].y), x2, a);
-            a = fmaf(bf16_hi(w[r].y), x3, a);
-            a = fmaf(bf16_lo(w[r].z), x4, a);
-            a = fmaf(bf16_hi(w[r].z), x5, a);
-            a = fmaf(bf16_lo(w[r].w), x6, a);
-            a = fmaf(bf16_hi(w[r].w), x7, a);
-            acc[r][b] = a;
-        }
-    }
-}
-
-template <int NB, int R>
-__device__ __forceinline__ void gemv_impl(const bf16_t* __restrict__ W, const bf16_t* __restrict__ x,
-                                          float* __restrict__ y, bf16_t* __restrict__ yh,
-                                          const float* __restrict__ bias, int n_out, int K, int mode) {
-    pdl_enter();
-    const int lane = threadIdx.x & 31;
-    // Grid-stride over outputs: a grid sized to the resident capacity leaves no tail wave.
-    for (int o = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5); o < n_out; o += gridDim.x * GEMV_WARPS) {
-    const bf16_t* rows[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) rows[r] = W + (i64)(o * R + r) * K;
-    float acc[R][NB];
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int b = 0; b < NB; ++b) acc[r][b] = 0.0f;
-
-    int k = lane * 8;
-    // Eight 16-byte loads per row in flight per lane (4 KB per warp) before any math.
-    for (; k + 7 * 256 < K; k += 8 * 256) {
-        uint4 w[8][R];
-#pragma unroll
-        for (int u = 0; u < 8; ++u)
-#pragma unroll
-            for (int r = 0; r < R; ++r) w[u][r] = ldg_stream(rows[r] + k + u * 256);
-#pragma unroll
-        for (int u = 0; u < 8; ++u) gemv_chunk<NB, R>(w[u], x, K, k + u * 256, acc);
-    }
-    for (; k < K; k += 256) {
-        uint4 w0[R];
-#pragma unroll
-        for (int r = 0; r < R; ++r) w0[r] = ldg_stream(rows[r] + k);
-        gemv_chunk<NB, R>(w0, x, K, k, acc);
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int b = 0; b < NB; ++b) acc[r][b] = warp_sum(acc[r][b]);
-    if (lane == 0) {
-#pragma unroll
-        for (int b = 0; b < NB; ++b) {
-            if (R == 2) {
-                yh[(i64)b * n_out + o] = f32_to_bf16(silu(acc[0][b]) * acc[R - 1][b]);
-            } else if (mode == OUT_ACCUMULATE) {
-                y[(i64)b * n_out + o] += acc[0][b];
-            } else {
-                y[(i64)b * n_out + o] = acc[0][b] + (bias ? bias[o] : 0.0f);
-            }
-        }
-    }
-    }
-}
-
-#define GEMV_CASES(R)                                                         \
-    switch (nb) {                                                             \
-        case 1: gemv_impl<1, R>(W, x, y, yh, bias, n_out, K, mode); break;    \
-        case 2: gemv_impl<2, R>(W, x, y, yh, bias, n_out, K, mode); break;    \
-        case 3: gemv_impl<3, R>(W, x, y, yh, bias, n_out, K, mode); break;    \
-        case 4: gemv_impl<4, R>(W, x, y, yh, bias, n_out, K, mode); break;    \
-        case 5: gemv_impl<5, R>(W, x, y, yh, bias, n_out, K, mode); break;    \
-        case 6: gemv_impl<6, R>(W, x, y, yh, bias, n_out, K, mode); break;    \
-        case 7: gemv_impl<7, R>(W, x, y, yh, bias, n_out, K, mode); break;    \
-        default: gemv_impl<8, R>(W, x, y, yh, bias, n_out, K, mode); break;   \
-    }
-
 // Batch-1 GEMV: a block of GEMV_B1_WARPS warps computes GEMV_B1_T outputs at a time with the
 // K dimension split across its warps (each warp streams a contiguous segment of every row, two
 // chunks deep, all rows' loads in flight), then reduces through shared memory in a fixed order
@@ -256,16 +162,141 @@ extern "C" __global__ void __launch_bounds__(256) gemv_bf16_b1_swiglu_norm(const
     gemv_b1_impl<2, true>(W, 0, y, yh, bias, n_out, K, mode, norm_x, norm_w, eps, xs);
 }
 
-// W: [n_rows, K] bf16 row-major; x: [nb, K] bf16; mode OUT_*; for OUT_SWIGLU n_out = n_rows / 2
-// and the output goes to yh [nb, n_out] bf16, otherwise to y [nb, n_out] f32.
-// block = 32 * GEMV_WARPS; any grid.x (warps stride over outputs), ideally the resident capacity.
-extern "C" __global__ void __launch_bounds__(128) gemv_bf16(const bf16_t* __restrict__ W, const bf16_t* __restrict__ x,
+// bf16 linears of 2 to 16 rows: one tensor-core kernel in two tilings, batch-invariant by
+// construction, so the dispatch threshold (GEMV below it, GEMM above) never changes a bit.
+//
+// A block of MMA_WARPS warps owns a 16-row tile of W; the K dimension is split into MMA_WARPS
+// fixed slices (one per warp, the same for every batch), each walked in 32-wide steps of two
+// bf16 mma.sync m16n8k16 per 8-column tile, accumulating in f32; the slices are then summed in
+// warp order through shared memory. Every output (row, column) therefore sees the same
+// products in the same order whatever the number of columns, the column tiles per launch, or
+// the rows around it: the tensor core computes each output element from its own row and
+// column only. `gemv_bf16` takes one 8-column tile per launch (the engine launches it once per
+// 8 rows, re-reading the weights, as the GEMV side of the threshold does); `gemm_bf16_small`
+// takes up to MMA_MAX_TILES tiles per launch and reads the weights once.
+//
+// Loads: lane (g = lane / 4, t = lane % 4) reads 16 contiguous bytes of W rows g and g + 8 and
+// of activation column g at k + 8t. The k order inside a step is permuted the same way for A
+// and B (logical k 2t, 2t+1, 2t+8, 2t+9 of the first MMA are physical 8t+0..3, of the second
+// 8t+4..7), which a sum over k allows.
+#define MMA_WARPS 8
+#define MMA_ROWS 16
+#define MMA_MAX_TILES 2
+#define MMA_UNROLL 4
+
+__device__ __forceinline__ void mma_bf16(float c[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                         unsigned b0, unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+template <int NT>
+__device__ __forceinline__ void mma_linear_impl(const bf16_t* __restrict__ W, const bf16_t* __restrict__ x,
+                                                float* __restrict__ y, bf16_t* __restrict__ yh,
+                                                const float* __restrict__ bias, int n_out, int K, int nb,
+                                                int mode) {
+    __shared__ float red[MMA_WARPS][MMA_ROWS][8 * NT];
+    pdl_enter();
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int n_rows = mode == OUT_SWIGLU ? 2 * n_out : n_out;
+    // Fixed K slices: a multiple of 32 elements each, independent of the batch.
+    const int seg = ((K / 8 + MMA_WARPS - 1) / MMA_WARPS + 3) / 4 * 32;
+    const int k_begin = min(K, warp * seg);
+    const int k_end = min(K, k_begin + seg);
+    const int ncols = 8 * NT;
+    for (int tile = blockIdx.x; tile * MMA_ROWS < n_rows; tile += gridDim.x) {
+        const int r0 = min(tile * MMA_ROWS + g, n_rows - 1);
+        const int r1 = min(tile * MMA_ROWS + g + 8, n_rows - 1);
+        const bf16_t* w0 = W + (i64)r0 * K;
+        const bf16_t* w1 = W + (i64)r1 * K;
+        const bf16_t* xc[NT];
+        bool has[NT];
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+            has[j] = j * 8 + g < nb;
+            xc[j] = x + (i64)(has[j] ? j * 8 + g : 0) * K;
+        }
+        float acc[NT][4];
+#pragma unroll
+        for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+        for (int k = k_begin; k < k_end; k += 32 * MMA_UNROLL) {
+            uint4 wa[MMA_UNROLL], wb[MMA_UNROLL], xv[MMA_UNROLL][NT];
+#pragma unroll
+            for (int u = 0; u < MMA_UNROLL; ++u) {
+                const int kk = k + u * 32 + t * 8;
+                const bool in = kk < k_end;
+                wa[u] = in ? ldg_stream(w0 + kk) : uint4_zero();
+                wb[u] = in ? ldg_stream(w1 + kk) : uint4_zero();
+#pragma unroll
+                for (int j = 0; j < NT; ++j)
+                    xv[u][j] = in && has[j] ? *reinterpret_cast<const uint4*>(xc[j] + kk) : uint4_zero();
+            }
+#pragma unroll
+            for (int u = 0; u < MMA_UNROLL; ++u) {
+#pragma unroll
+                for (int j = 0; j < NT; ++j) {
+                    mma_bf16(acc[j], wa[u].x, wb[u].x, wa[u].y, wb[u].y, xv[u][j].x, xv[u][j].y);
+                    mma_bf16(acc[j], wa[u].z, wb[u].z, wa[u].w, wb[u].w, xv[u][j].z, xv[u][j].w);
+                }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+            red[warp][g][j * 8 + 2 * t] = acc[j][0];
+            red[warp][g][j * 8 + 2 * t + 1] = acc[j][1];
+            red[warp][g + 8][j * 8 + 2 * t] = acc[j][2];
+            red[warp][g + 8][j * 8 + 2 * t + 1] = acc[j][3];
+        }
+        __syncthreads();
+        // The slices in warp order, one thread per (row, column).
+        for (int i = threadIdx.x; i < MMA_ROWS * ncols; i += blockDim.x) {
+            const int r = i / ncols, c = i % ncols;
+            float s = red[0][r][c];
+#pragma unroll
+            for (int w = 1; w < MMA_WARPS; ++w) s += red[w][r][c];
+            red[0][r][c] = s;
+        }
+        __syncthreads();
+        const int outs = mode == OUT_SWIGLU ? MMA_ROWS / 2 : MMA_ROWS;
+        for (int i = threadIdx.x; i < outs * ncols; i += blockDim.x) {
+            const int r = i / ncols, c = i % ncols;
+            const int o = tile * outs + r;
+            if (c >= nb || o >= n_out) continue;
+            if (mode == OUT_SWIGLU) {
+                yh[(i64)c * n_out + o] = f32_to_bf16(silu(red[0][2 * r][c]) * red[0][2 * r + 1][c]);
+            } else if (mode == OUT_ACCUMULATE) {
+                y[(i64)c * n_out + o] += red[0][r][c];
+            } else {
+                y[(i64)c * n_out + o] = red[0][r][c] + (bias ? bias[o] : 0.0f);
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// W: [n_rows, K] bf16 row-major; x: [nb, K] bf16 (K a multiple of 8); mode OUT_*; for
+// OUT_SWIGLU n_out = n_rows / 2 (rows interleave gate/up) and the output goes to yh [nb, n_out]
+// bf16, otherwise to y [nb, n_out] f32. block = 32 * MMA_WARPS; any grid.x (blocks stride over
+// 16-row tiles), ideally the resident capacity. gemv_bf16: nb <= 8.
+extern "C" __global__ void __launch_bounds__(256) gemv_bf16(const bf16_t* __restrict__ W, const bf16_t* __restrict__ x,
                                                            float* __restrict__ y, bf16_t* __restrict__ yh,
                                                            const float* __restrict__ bias, int n_out, int K, int nb,
                                                            int mode) {
-    if (mode == OUT_SWIGLU) {
-        GEMV_CASES(2)
+    mma_linear_impl<1>(W, x, y, yh, bias, n_out, K, min(nb, 8), mode);
+}
+
+// The same for nb <= 8 * MMA_MAX_TILES in one launch; the same bits as gemv_bf16 per 8 columns.
+extern "C" __global__ void __launch_bounds__(256) gemm_bf16_small(const bf16_t* __restrict__ W,
+                                                                 const bf16_t* __restrict__ x, float* __restrict__ y,
+                                                                 bf16_t* __restrict__ yh, const float* __restrict__ bias,
+                                                                 int n_out, int K, int nb, int mode) {
+    if (nb <= 8) {
+        mma_linear_impl<1>(W, x, y, yh, bias, n_out, K, nb, mode);
     } else {
-        GEMV_CASES(1)
+        mma_linear_impl<MMA_MAX_TILES>(W, x, y, yh, bias, n_out, K, min(nb, 8 * MMA_MAX_TILES), mode);
     }
 }

@@ -57,6 +57,7 @@ pub enum Kernel {
     GemvBf16B1Swiglu,
     GemvBf16B1Norm,
     GemvBf16B1SwigluNorm,
+    GemmBf16Small,
     QuantizeQ8_1Bf16,
     QuantizeQ8_1Bf16KMajor,
     MmvqQ8_0,
@@ -82,7 +83,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 35] = [
+    pub const ALL: [Kernel; 36] = [
         Kernel::GetRowsBf16,
         Kernel::GetRowsF32,
         Kernel::KvGatherBf16,
@@ -96,6 +97,7 @@ impl Kernel {
         Kernel::GemvBf16B1Swiglu,
         Kernel::GemvBf16B1Norm,
         Kernel::GemvBf16B1SwigluNorm,
+        Kernel::GemmBf16Small,
         Kernel::QuantizeQ8_1Bf16,
         Kernel::QuantizeQ8_1Bf16KMajor,
         Kernel::MmvqQ8_0,
@@ -136,6 +138,7 @@ impl Kernel {
             Kernel::GemvBf16B1Swiglu => "gemv_bf16_b1_swiglu",
             Kernel::GemvBf16B1Norm => "gemv_bf16_b1_norm",
             Kernel::GemvBf16B1SwigluNorm => "gemv_bf16_b1_swiglu_norm",
+            Kernel::GemmBf16Small => "gemm_bf16_small",
             Kernel::QuantizeQ8_1Bf16 => "quantize_q8_1_bf16",
             Kernel::QuantizeQ8_1Bf16KMajor => "quantize_q8_1_bf16_kmajor",
             Kernel::MmvqQ8_0 => "mmvq_q8_0",
@@ -185,7 +188,8 @@ pub const MODULES: &[Module] = &[
             GemvBf16B1,
             GemvBf16B1Swiglu,
             GemvBf16B1Norm,
-            GemvBf16B1SwigluNorm
+            GemvBf16B1SwigluNorm,
+            GemmBf16Small
         ]
     ),
     module!("quantize", [QuantizeQ8_1Bf16, QuantizeQ8_1Bf16KMajor]),

@@ -820,7 +820,7 @@ impl Backend for CudaBackend {
                 for c in (0..rows).step_by(8) {
                     let nb = (rows - c).min(8);
                     let kern = linear::b1_entry(
-                        linear::vector_kernel(fmt, nb, mode == OutMode::Swiglu),
+                        linear::vector_kernel(fmt, rows, mode == OutMode::Swiglu),
                         n_out,
                         k,
                         &self.levers.dispatch,
@@ -870,7 +870,8 @@ impl Backend for CudaBackend {
                     // Outputs per block and pass (GEMV_B1_T, or the MMVQ/GEMV warps), over the
                     // resident capacity of the entry actually launched (the fused-norm entries
                     // have their own registers and shared memory).
-                    let grid = (self.dev.stride_grid(kern, n_out, 4), 1, 1);
+                    let per_block = linear::outputs_per_block(kern, mode == OutMode::Swiglu);
+                    let grid = (self.dev.stride_grid(kern, n_out, per_block), 1, 1);
                     let block = super::device::launch_block(kern);
                     let bytes = norm_bytes
                         + wbytes
@@ -881,6 +882,28 @@ impl Backend for CudaBackend {
                     self.kernel(kern, op, layer, "gemv", grid, block, bytes, flops, &args)?;
                 }
                 Ok(())
+            }
+            LinearPath::GemmBf16Small => {
+                // One launch over every row: weights read once, the GEMV's bits per row.
+                let kern = Kernel::GemmBf16Small;
+                let ptrs = LinearPtrs { x, y, yh, ..base };
+                let per_block = linear::outputs_per_block(kern, mode == OutMode::Swiglu);
+                let grid = (self.dev.stride_grid(kern, n_out, per_block), 1, 1);
+                let bytes = wbytes + (rows * k * 2) as u64 + (rows * n_out * out_elem) as u64;
+                let flops = 2 * (n * k * rows) as u64;
+                let args = linear::vector_args(kern, &ptrs, n_out, k, rows, mode_code);
+                let block = super::device::launch_block(kern);
+                self.kernel(
+                    kern,
+                    op,
+                    layer,
+                    "gemm_dense",
+                    grid,
+                    block,
+                    bytes,
+                    flops,
+                    &args,
+                )
             }
             LinearPath::CublasBf16 | LinearPath::Mmq => {
                 // The GEMM writes f32 [rows, n]; SwiGLU runs as its own kernel afterwards.

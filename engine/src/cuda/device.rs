@@ -107,6 +107,8 @@ pub fn launch_block(k: Kernel) -> u32 {
         | Kernel::GemvBf16B1Swiglu
         | Kernel::GemvBf16B1Norm
         | Kernel::GemvBf16B1SwigluNorm
+        | Kernel::GemvBf16
+        | Kernel::GemmBf16Small
         | Kernel::MmvqQ8_0B1KSplit => 256,
         _ => 128,
     }

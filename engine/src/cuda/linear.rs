@@ -7,10 +7,12 @@ use crate::dispatch::DispatchPolicy;
 use crate::quant::WeightFormat;
 use gapscope_kernels::Kernel;
 
-/// The GEMV (bf16) or MMVQ (quantized) entry for `nb` rows; batch 1 has its own entries per
-/// output shape (plain rows, or gate/up pairs with the SwiGLU epilogue).
-pub fn vector_kernel(format: WeightFormat, nb: usize, swiglu: bool) -> Kernel {
-    match (format, nb == 1, swiglu) {
+/// The GEMV (bf16) or MMVQ (quantized) entry for a batch of `batch` rows (the whole batch,
+/// not an 8-row chunk of it: a batch of 9 runs its ninth row on the multi-row entry, whose
+/// bits the GEMM side of the threshold matches); batch 1 has its own entries per output shape
+/// (plain rows, or gate/up pairs with the SwiGLU epilogue).
+pub fn vector_kernel(format: WeightFormat, batch: usize, swiglu: bool) -> Kernel {
+    match (format, batch == 1, swiglu) {
         (WeightFormat::Bf16, true, true) => Kernel::GemvBf16B1Swiglu,
         (WeightFormat::Bf16, true, false) => Kernel::GemvBf16B1,
         (WeightFormat::Bf16, false, _) => Kernel::GemvBf16,
@@ -44,7 +46,6 @@ pub fn b1_entry(kernel: Kernel, n_out: usize, k: usize, policy: &DispatchPolicy)
     }
 }
 
-/// The MMQ entry of a quantized format (bf16 batches above the threshold go to cuBLAS).
 /// The MMQ entry for `format`, reading k-major activations (`quantize_q8_1_bf16_kmajor`) when
 /// `k_major`, row-major ones otherwise (`DispatchPolicy::mmq_k_major`).
 pub fn mmq_kernel(format: WeightFormat, k_major: bool) -> Kernel {
@@ -99,7 +100,19 @@ pub fn norm_kernel_any(kernel: Kernel) -> Option<Kernel> {
 /// Widest row the fused-norm GEMV keeps in shared memory (GEMV_NORM_MAX in gemv.cu).
 pub const GEMV_NORM_MAX: usize = 8192;
 
-/// Arguments of a GEMV or MMVQ entry (`vector_kernel`).
+/// Rows of W per block and pass of `gemv_bf16` and `gemm_bf16_small` (MMA_ROWS in gemv.cu).
+pub const MMA_ROWS: usize = 16;
+
+/// Outputs per block and pass of a vector or small-GEMM entry, for its grid-stride grid.
+pub fn outputs_per_block(kernel: Kernel, swiglu: bool) -> usize {
+    match kernel {
+        Kernel::GemvBf16 | Kernel::GemmBf16Small if swiglu => MMA_ROWS / 2,
+        Kernel::GemvBf16 | Kernel::GemmBf16Small => MMA_ROWS,
+        _ => 4,
+    }
+}
+
+/// Arguments of a GEMV or MMVQ entry (`vector_kernel`), or of `gemm_bf16_small`.
 pub fn vector_args(
     kernel: Kernel,
     p: &LinearPtrs,
@@ -137,7 +150,7 @@ pub fn vector_args(
             k,
             Arg::I32(mode),
         ],
-        Kernel::GemvBf16 => vec![
+        Kernel::GemvBf16 | Kernel::GemmBf16Small => vec![
             Arg::Ptr(p.w),
             Arg::Ptr(p.x),
             y,
@@ -262,6 +275,7 @@ mod tests {
             (WeightFormat::Bf16, 1, false, 8),
             (WeightFormat::Bf16, 1, true, 8),
             (WeightFormat::Bf16, 4, false, 9),
+            (WeightFormat::Bf16, 9, true, 9),
             (WeightFormat::Q8_0, 1, true, 12),
             (WeightFormat::Q4_0, 8, false, 12),
         ] {
@@ -270,6 +284,13 @@ mod tests {
                 count
             );
         }
+        assert_eq!(
+            vector_args(Kernel::GemmBf16Small, &p, 8, 64, 16, 0).len(),
+            9
+        );
+        assert_eq!(outputs_per_block(Kernel::GemvBf16, true), 8);
+        assert_eq!(outputs_per_block(Kernel::GemmBf16Small, false), 16);
+        assert_eq!(outputs_per_block(Kernel::MmvqQ8_0, false), 4);
         assert_eq!(mmq_args(&p, 8, 64, 16, 0).len(), 11);
         assert_eq!(mmq_kernel(WeightFormat::Q4_0, false), Kernel::MmqQ4_0);
         assert_eq!(mmq_kernel(WeightFormat::Q8_0, true), Kernel::MmqQ8_0KMajor);

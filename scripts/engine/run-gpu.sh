@@ -8,8 +8,10 @@
 #   gputests  the ignored GPU tests
 #   kbench    single kernels (base and new when the base binary is there)
 #   b1        Llama-3-8B bf16 batch 1, timing off: new, new --no-pdl, new --no-fusion, base, alternated
-#   levers    greedy md5 over every lever setting (Llama-3.2-1B bf16 and Q8_0, Qwen3-0.6B Q4_0)
-#   sweep     npl 1..128 for 8B bf16 and Q8_0, then HF transformers eager, same call
+#   levers    greedy md5 over every lever setting (Llama-3.2-1B and Qwen3-0.6B bf16 at
+#             thresholds 4/8/16, Llama-3.2-1B Q8_0 and Qwen3-0.6B Q4_0 at 0/4/8/16/256)
+#   sweep     npl 1..128 for 8B bf16 and Q8_0 (and the base binary at BASE_NPL when set), then
+#             HF transformers eager, same call
 #   hflogits  tiny random Llama/Qwen3/Qwen2 built and run by HF transformers (bf16 eager), the
 #             engine's teacher-forced logits compared (strict top-1, with exact HF ties counted,
 #             and with the engine's logits rounded to bf16 like HF's)
@@ -58,10 +60,15 @@ if has b1; then
   done
 fi
 if has levers; then
-  for spec in "llama-3.2-1b.json bf16" "llama-3.2-1b.json q8_0" "qwen3-0.6b.json q4_0"; do
+  # bf16 at the thresholds of the determinism goal (0 and 256 move batch 1 and the prefill
+  # to other kernels); the quantized formats at every threshold the command knows.
+  for spec in "llama-3.2-1b.json bf16 4,8,16" "qwen3-0.6b.json bf16 4,8,16" \
+              "llama-3.2-1b.json q8_0 0,4,8,16,256" "qwen3-0.6b.json q4_0 0,4,8,16,256"; do
     set -- $spec
-    say "== levers $1 $2"
-    $E levers --config "models/$1" --random-weights --weights "$2" --npl 1,16 --json "$OUT/levers-${1%.json}-$2.json" 2>&1 | grep -E "distinct|error" | tee -a "$log"
+    say "== levers $1 $2 thresholds $3"
+    $E levers --config "models/$1" --random-weights --weights "$2" --npl ${LEVER_NPL:-1,8,16} --thresholds "$3" \
+      --json "$OUT/levers-${1%.json}-$2.json" > "$OUT/levers-${1%.json}-$2.txt" 2>&1
+    say "rc=$?"; grep -E "distinct|error" "$OUT/levers-${1%.json}-$2.txt" | tee -a "$log"
   done
 fi
 if has sweep; then
@@ -70,6 +77,14 @@ if has sweep; then
     $E bench --config models/llama-3-8b.json --random-weights --weights $fmt --npl ${NPL:-1,8,16,32,64,128} --npp 128 --ntg 128 \
       --reps ${REPS:-3} --warmup 1 --timing ${TIMING:-off,launch} --json "$OUT/sweep-$fmt.json" 2>&1 | tee "$OUT/sweep-$fmt.txt" | grep -vE "^step|^\s*$" | tail -n 40 | tee -a "$log"
   done
+  if [ -x "$B" ] && [ -n "${BASE_NPL:-}" ]; then
+    # The previous revision at the batches a kernel change touched, same call, for an A/B.
+    for fmt in ${FMTS:-bf16 q8_0}; do
+      say "== sweep 8B $fmt, base binary"
+      $B bench --config models/llama-3-8b.json --random-weights --weights $fmt --npl "$BASE_NPL" --npp 128 --ntg 128 \
+        --reps ${REPS:-3} --warmup 1 --timing off --json "$OUT/sweep-base-$fmt.json" 2>&1 | tee "$OUT/sweep-base-$fmt.txt" | grep -vE "^step|^\s*$" | tail -n 12 | tee -a "$log"
+    done
+  fi
   if [ -z "${NO_HF:-}" ]; then
     say "== HF transformers eager"
     python3 scripts/engine/hf_bench.py --config models/llama-3-8b.json --npl ${NPL:-1,8,16,32,64,128} --npp 128 --ntg 128 --reps 3 --warmup 1 \

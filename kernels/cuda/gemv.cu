@@ -183,6 +183,7 @@ extern "C" __global__ void __launch_bounds__(256) gemv_bf16_b1_swiglu_norm(const
 #define MMA_ROWS 16
 #define MMA_MAX_TILES 2
 #define MMA_UNROLL 4
+#define MMA_UNROLL_WIDE 2
 
 __device__ __forceinline__ void mma_bf16(float c[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
                                          unsigned b0, unsigned b1) {
@@ -191,6 +192,20 @@ __device__ __forceinline__ void mma_bf16(float c[4], unsigned a0, unsigned a1, u
         "{%0,%1,%2,%3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// One group of U steps' loads at k (this lane's offset included): W rows g and g + 8, and
+// each column tile's activation column.
+template <int U, int NT>
+__device__ __forceinline__ void mma_load_group(const bf16_t* w0, const bf16_t* w1, const bf16_t* const xc[NT], int k,
+                                               uint4 wa[U], uint4 wb[U], uint4 xv[U][NT]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        wa[u] = ldg_stream(w0 + k + u * 32);
+        wb[u] = ldg_stream(w1 + k + u * 32);
+#pragma unroll
+        for (int j = 0; j < NT; ++j) xv[u][j] = *reinterpret_cast<const uint4*>(xc[j] + k + u * 32);
+    }
 }
 
 template <int NT>
@@ -223,25 +238,51 @@ __device__ __forceinline__ void mma_linear_impl(const bf16_t* __restrict__ W, co
         float acc[NT][4];
 #pragma unroll
         for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-        for (int k = k_begin; k < k_end; k += 32 * MMA_UNROLL) {
-            uint4 wa[MMA_UNROLL], wb[MMA_UNROLL], xv[MMA_UNROLL][NT];
+        // Groups of U steps, software-pipelined: the next group's loads are issued before this
+        // group's MMAs, so they stay in flight while it computes (ptxas sinks loads that are
+        // used in the same iteration down to their MMA, leaving one step in flight). Then
+        // single steps. Either way the steps run in k order, so the grouping changes no bit.
+        // Columns past nb load column 0 (always valid) and use zeros.
+        constexpr int U = NT == 1 ? MMA_UNROLL : MMA_UNROLL_WIDE;
+        int k = k_begin;
+        if (k + 32 * U <= k_end) {
+            uint4 wa[U], wb[U], xv[U][NT];
+            mma_load_group<U, NT>(w0, w1, xc, k + t * 8, wa, wb, xv);
+            for (;;) {
+                const int kn = k + 32 * U;
+                const bool more = kn + 32 * U <= k_end;
+                uint4 na[U], nb2[U], nx[U][NT];
+                if (more) mma_load_group<U, NT>(w0, w1, xc, kn + t * 8, na, nb2, nx);
 #pragma unroll
-            for (int u = 0; u < MMA_UNROLL; ++u) {
-                const int kk = k + u * 32 + t * 8;
-                const bool in = kk < k_end;
-                wa[u] = in ? ldg_stream(w0 + kk) : uint4_zero();
-                wb[u] = in ? ldg_stream(w1 + kk) : uint4_zero();
+                for (int u = 0; u < U; ++u) {
 #pragma unroll
-                for (int j = 0; j < NT; ++j)
-                    xv[u][j] = in && has[j] ? *reinterpret_cast<const uint4*>(xc[j] + kk) : uint4_zero();
-            }
-#pragma unroll
-            for (int u = 0; u < MMA_UNROLL; ++u) {
-#pragma unroll
-                for (int j = 0; j < NT; ++j) {
-                    mma_bf16(acc[j], wa[u].x, wb[u].x, wa[u].y, wb[u].y, xv[u][j].x, xv[u][j].y);
-                    mma_bf16(acc[j], wa[u].z, wb[u].z, wa[u].w, wb[u].w, xv[u][j].z, xv[u][j].w);
+                    for (int j = 0; j < NT; ++j) {
+                        const uint4 b = has[j] ? xv[u][j] : uint4_zero();
+                        mma_bf16(acc[j], wa[u].x, wb[u].x, wa[u].y, wb[u].y, b.x, b.y);
+                        mma_bf16(acc[j], wa[u].z, wb[u].z, wa[u].w, wb[u].w, b.z, b.w);
+                    }
                 }
+                k = kn;
+                if (!more) break;
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    wa[u] = na[u];
+                    wb[u] = nb2[u];
+#pragma unroll
+                    for (int j = 0; j < NT; ++j) xv[u][j] = nx[u][j];
+                }
+            }
+        }
+        for (; k < k_end; k += 32) {
+            const int kk = k + t * 8;
+            const bool in = kk < k_end;
+            const uint4 wa = in ? ldg_stream(w0 + kk) : uint4_zero();
+            const uint4 wb = in ? ldg_stream(w1 + kk) : uint4_zero();
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                const uint4 b = in && has[j] ? *reinterpret_cast<const uint4*>(xc[j] + kk) : uint4_zero();
+                mma_bf16(acc[j], wa.x, wb.x, wa.y, wb.y, b.x, b.y);
+                mma_bf16(acc[j], wa.z, wb.z, wa.w, wb.w, b.z, b.w);
             }
         }
 #pragma unroll

@@ -40,15 +40,42 @@ fn whole_model_logits_match_the_cpu_reference() {
 }
 
 /// Greedy md5 under every lever setting: CUDA graphs, paged vs contiguous KV, programmatic
-/// dependent launch, fused decode kernels, and the dispatch threshold (MMVQ vs MMQ for quantized weights, including
-/// the prefill).
+/// dependent launch, fused decode kernels, and the dispatch threshold (MMVQ vs MMQ for
+/// quantized weights at any threshold, including the prefill; for bf16 the thresholds 4/8/16,
+/// which move npl 8 and 12 between the GEMV and the small GEMM).
 #[test]
 #[ignore = "needs a CUDA device"]
 fn levers_keep_greedy_output_identical() {
-    let cfg = ModelConfig::from_path(&model("llama-3.2-1b.json")).unwrap();
-    let w = ModelWeights::random(&cfg, WeightFormat::Q8_0, 3);
+    let q8 = [
+        (0usize, true, true),
+        (8, false, false),
+        (8, true, true),
+        (8, true, false),
+        (64, true, true),
+    ];
+    let bf16 = [
+        (4usize, true, true),
+        (8, false, false),
+        (8, true, true),
+        (16, true, true),
+    ];
+    md5_identical_over_levers("llama-3.2-1b.json", WeightFormat::Q8_0, &[1, 12], &q8);
+    md5_identical_over_levers("llama-3.2-1b.json", WeightFormat::Bf16, &[1, 8, 12], &bf16);
+    md5_identical_over_levers("qwen3-0.6b.json", WeightFormat::Bf16, &[1, 8, 12], &bf16);
+}
+
+/// Runs `npl` under graphs x KV layout x each (threshold, PDL, fusion) and asserts one md5 per npl.
+fn md5_identical_over_levers(
+    config: &str,
+    format: WeightFormat,
+    npl: &[usize],
+    dispatch: &[(usize, bool, bool)],
+) {
+    let cfg = ModelConfig::from_path(&model(config)).unwrap();
+    let w = ModelWeights::random(&cfg, format, 3);
+    let maxn = npl.iter().copied().max().unwrap_or(1);
     let settings = BenchSettings {
-        npl: vec![1, 12],
+        npl: npl.to_vec(),
         npp: 24,
         ntg: 24,
         reps: 1,
@@ -57,20 +84,14 @@ fn levers_keep_greedy_output_identical() {
         prompt: None,
     };
     let cap = Capacity {
-        max_seqs: 12,
+        max_seqs: maxn,
         max_ctx: 49,
-        max_rows: 12 * 24,
+        max_rows: maxn * 24,
     };
     let mut md5s = std::collections::BTreeMap::new();
     for graphs in [true, false] {
         for paged in [true, false] {
-            for (thr, pdl, fusion) in [
-                (0usize, true, true),
-                (8, false, false),
-                (8, true, true),
-                (8, true, false),
-                (64, true, true),
-            ] {
+            for &(thr, pdl, fusion) in dispatch {
                 let lv = Levers {
                     graphs,
                     paged_kv: paged,
@@ -92,12 +113,12 @@ fn levers_keep_greedy_output_identical() {
             }
         }
     }
-    for (npl, v) in md5s {
+    for (n, v) in md5s {
         let first = &v[0].1;
         for (lever, m) in &v {
             assert_eq!(
                 m, first,
-                "npl {npl}: lever {lever:?} changed the greedy md5"
+                "{config} {format:?} npl {n}: lever {lever:?} changed the greedy md5"
             );
         }
     }

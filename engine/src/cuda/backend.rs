@@ -118,6 +118,11 @@ pub struct CudaBackend {
     graphs: HashMap<(usize, usize, Timing), GraphEntry>,
     parity: usize,
     next_graph_id: u32,
+    /// Launch-timed decode steps replay a graph with external event-record nodes instead of
+    /// running eagerly with stream event records (the default). Graph event nodes time every
+    /// kernel 0.17-0.34 us short of CUPTI on an H200, a bias no probe calibration matched
+    /// (docs/ENGINE.md, "Event latency correction"); stream records are within a few percent.
+    pub timed_steps_in_graphs: bool,
     max_splits: usize,
     /// GAPSCOPE_ATTENTION_SHAPE=KW:SPLITS pins the decode attention shape (tuning runs).
     att_shape_override: Option<(usize, usize)>,
@@ -253,6 +258,7 @@ impl CudaBackend {
             graphs: HashMap::new(),
             parity: 0,
             next_graph_id: 1,
+            timed_steps_in_graphs: false,
             max_splits,
             att_shape_override: attention_shape::override_from_env(cfg.head_dim)?,
         })
@@ -466,7 +472,8 @@ impl CudaBackend {
     }
 
     /// Runs one forward of `batch` as a prefill or a decode step, as a CUDA graph replay when
-    /// the lever is on and the step is a decode.
+    /// the lever is on and the step is a decode (launch-timed decode steps run eagerly unless
+    /// `timed_steps_in_graphs`).
     pub fn step(&mut self, batch: &Batch, phase: Phase, step: i64) -> Result<()> {
         self.begin(batch)?;
         let rows = batch.rows();
@@ -477,8 +484,10 @@ impl CudaBackend {
             tokens: rows as u32,
             graph_id: 0,
         };
-        let graphed = self.levers.graphs && phase == Phase::Decode;
         let timing = self.rec.step_timing(phase, step);
+        let graphed = self.levers.graphs
+            && phase == Phase::Decode
+            && (timing != Timing::Launch || self.timed_steps_in_graphs);
         if !graphed {
             let pool = self.rec.take_pool()?;
             self.rec.begin_step(pool, timing, info)?;

@@ -17,6 +17,10 @@ use crate::stats::Spread;
 use cudarc::driver::{CudaEvent, CudaGraph, sys};
 use gapscope_kernels::Kernel;
 
+/// Words of the calibration's host-to-device copy: the size of a batch-1 decode step's
+/// metadata upload for Llama-3-8B (2336 bytes in a CUPTI recording).
+const STEP_UPLOAD_WORDS: usize = 584;
+
 /// Probe lengths of the optional by-length series (ns; `bench --event-latency-by-length`).
 pub const PROBE_LENGTHS_NS: [i64; 7] = [1_000, 2_000, 3_000, 5_000, 10_000, 20_000, 50_000];
 
@@ -102,8 +106,8 @@ pub struct LatencyCalibration {
     pub first_mean_ns: i64,
     /// Repeats measured (after the warm-up).
     pub n: usize,
-    /// Measured on external event-record nodes in a CUDA graph (the graph lever); plain
-    /// stream event records otherwise.
+    /// Measured on external event-record nodes in a CUDA graph (the graph lever with
+    /// `--timed-steps-in-graphs`); plain stream event records otherwise.
     pub graphs: bool,
     /// Median probe duration by `%globaltimer`, ns (the spin target is 20 µs), up to its
     /// stores being visible.
@@ -213,6 +217,12 @@ fn ns(ms: f32) -> i64 {
 }
 
 impl CudaBackend {
+    /// Whether launch-timed decode steps replay a graph of external event-record nodes (and
+    /// so the calibration measures those), or run eagerly with stream records.
+    pub fn timed_in_graph(&self) -> bool {
+        self.levers.graphs && self.timed_steps_in_graphs
+    }
+
     /// Measures the latency of one launch's event pair over `reps` probe launches (after a
     /// warm-up), recorded the way the current levers record timed launches, and sets
     /// `rec.event_latency_ns` and `rec.event_latency_first_ns` to the trimmed means. On an
@@ -226,7 +236,7 @@ impl CudaBackend {
                 "event latency calibration needs reps >= 1",
             ));
         }
-        let graphs = self.levers.graphs;
+        let graphs = self.timed_in_graph();
         let m = self.measure(PROBE_SPIN_NS, reps, CALIBRATION_SHAPE, 2)?;
         let (latency, first, probe, tails) = (m.rest, m.first, m.probe, m.tails);
         let (median_ns, min_ns, max_ns) = summarize(&latency)
@@ -265,7 +275,7 @@ impl CudaBackend {
         shape: ProbeShape,
         count: usize,
     ) -> Result<Series> {
-        let graphs = self.levers.graphs;
+        let graphs = self.timed_in_graph();
         let ev = || {
             self.dev
                 .ctx
@@ -301,12 +311,20 @@ impl CudaBackend {
         } else {
             None
         };
+        // A step uploads its row metadata (a small pageable host-to-device copy) right before
+        // its start event, outside any graph; the eager sequence does the same, so the first
+        // pair follows a copy as a step's first launch does.
+        let meta_host = vec![0i32; STEP_UPLOAD_WORDS];
+        let meta = DevBuf::alloc(STEP_UPLOAD_WORDS * 4)?;
         let mut sr = Series::default();
         for i in 0..WARMUP + reps {
             self.probe(out.at(count * per * 8), BLOCKER_SPIN_NS)?;
             match &graph {
                 Some(g) => g.launch()?,
-                None => self.enqueue_probes(&start, &probes, false, spin_ns, shaped)?,
+                None => {
+                    self.dev.memcpy_htod_async(meta.ptr, &meta_host)?;
+                    self.enqueue_probes(&start, &probes, false, spin_ns, shaped)?
+                }
             }
             last.synchronize()?;
             let all: Vec<u64> = out.read(count * per, &self.dev.stream)?;

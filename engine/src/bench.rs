@@ -105,6 +105,7 @@ pub fn calibrate_event_latency(
     raw: bool,
     by_length: bool,
     by_shape: bool,
+    after_lead: bool,
 ) -> Result<Option<LatencyCalibration>> {
     if raw || !modes.contains(&Timing::Launch) {
         return Ok(None);
@@ -117,6 +118,9 @@ pub fn calibrate_event_latency(
     if by_shape {
         c.by_probe_shape =
             be.latency_by_probe_shape(&crate::cuda::event_latency::PROBE_SHAPES, 60)?;
+    }
+    if after_lead {
+        c.after_lead = be.latency_after_lead(100)?;
     }
     Ok(Some(c))
 }
@@ -156,6 +160,32 @@ pub fn probe_length_line(c: &LatencyCalibration) -> String {
         .collect();
     format!(
         "event latency by probe length (later/first launch, us): {}",
+        pts.join(", ")
+    )
+}
+
+/// The line the bench prints about the latency after a lead kernel.
+pub fn after_lead_line(c: &LatencyCalibration) -> String {
+    let pts: Vec<String> = c
+        .after_lead
+        .iter()
+        .map(|p| {
+            let lead = match p.lead {
+                None => "calibration probe".to_string(),
+                Some(k) => format!(
+                    "{:?} {}x{} ({:.1} us, own pair {:.2})",
+                    k,
+                    p.lead_shape.grid,
+                    p.lead_shape.block,
+                    p.lead_ns as f64 / 1e3,
+                    p.lead_latency_ns as f64 / 1e3
+                ),
+            };
+            format!("after {lead}: {:.2}", p.latency_ns as f64 / 1e3)
+        })
+        .collect();
+    format!(
+        "event latency of the calibration probe by the kernel before it (us): {}",
         pts.join(", ")
     )
 }
@@ -357,12 +387,58 @@ mod tests {
             mean_ns: 3_050,
             by_probe_length: Vec::new(),
             by_probe_shape: Vec::new(),
+            after_lead: Vec::new(),
         };
         assert_eq!(
             event_latency_line(&c),
             "event latency: 3.05 us mean, 3.04 us median (2.91-3.22, n=50, graph nodes; 2.80 us for a step's first launch), subtracted from each timed launch"
         );
-        let eager = LatencyCalibration { graphs: false, ..c };
+        let eager = LatencyCalibration {
+            graphs: false,
+            ..c.clone()
+        };
         assert!(event_latency_line(&eager).contains("n=50, stream records;"));
+    }
+
+    #[test]
+    fn after_lead_line_names_each_lead() {
+        use crate::cuda::event_latency::{CALIBRATION_SHAPE, LeadKind, LeadPoint, ProbeShape};
+        let gemv = ProbeShape {
+            grid: 528,
+            block: 256,
+        };
+        let c = LatencyCalibration {
+            median_ns: 3_040,
+            min_ns: 2_910,
+            max_ns: 3_220,
+            n: 50,
+            graphs: false,
+            probe_ns: 20_000,
+            store_tail_ns: 0,
+            first_mean_ns: 2_800,
+            mean_ns: 3_050,
+            by_probe_length: Vec::new(),
+            by_probe_shape: Vec::new(),
+            after_lead: vec![
+                LeadPoint {
+                    lead: None,
+                    lead_shape: CALIBRATION_SHAPE,
+                    lead_ns: 20_300,
+                    latency_ns: 3_020,
+                    lead_latency_ns: 3_000,
+                },
+                LeadPoint {
+                    lead: Some(LeadKind::Stream),
+                    lead_shape: gemv,
+                    lead_ns: 21_400,
+                    latency_ns: 3_140,
+                    lead_latency_ns: 3_300,
+                },
+            ],
+        };
+        assert_eq!(
+            after_lead_line(&c),
+            "event latency of the calibration probe by the kernel before it (us): after calibration probe: 3.02, after Stream 528x256 (21.4 us, own pair 3.30): 3.14"
+        );
     }
 }

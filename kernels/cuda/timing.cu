@@ -54,3 +54,43 @@ extern "C" __global__ void timing_probe_grid(unsigned long long* __restrict__ ou
         out[3 * blockIdx.x + 2] = global_timer_ns();
     }
 }
+
+// A probe that streams memory like a GEMV instead of spinning (`bench
+// --event-latency-after-load`): every thread reads 16-byte words of src (n16 of them, far
+// larger than L2) with the grid's stride until spin_ns of %globaltimer have passed since its
+// block's start, then stores a value derived from them (so the loads are kept) and writes its
+// block's t0, t1, t2 as timing_probe_grid does.
+extern "C" __global__ void timing_probe_stream(unsigned long long* __restrict__ out,
+                                               unsigned long long* __restrict__ scratch, const uint4* __restrict__ src,
+                                               long long n16, unsigned long long spin_ns) {
+    __shared__ unsigned long long start, last;
+    if (threadIdx.x == 0) start = global_timer_ns();
+    __syncthreads();
+    const unsigned long long t0 = start;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned int acc = 0;
+    unsigned long long t = t0;
+    while (t - t0 < spin_ns) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const uint4 v = ldg_stream(src + i);
+            acc ^= v.x ^ v.y ^ v.z ^ v.w;
+            i += stride;
+            if (i >= n16) i -= n16;
+        }
+        t = global_timer_ns();
+    }
+    if (threadIdx.x == 0) last = t;
+    __syncthreads();
+    const unsigned long long t1 = last;
+    scratch[(unsigned long long)blockIdx.x * blockDim.x + threadIdx.x] = acc;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        out[3 * blockIdx.x] = t0;
+        out[3 * blockIdx.x + 1] = t1;
+        __threadfence();
+        out[3 * blockIdx.x + 2] = global_timer_ns();
+    }
+}

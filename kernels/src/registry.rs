@@ -80,10 +80,11 @@ pub enum Kernel {
     ArgmaxF32,
     TimingProbe,
     TimingProbeGrid,
+    TimingProbeStream,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 36] = [
+    pub const ALL: [Kernel; 37] = [
         Kernel::GetRowsBf16,
         Kernel::GetRowsF32,
         Kernel::KvGatherBf16,
@@ -120,6 +121,7 @@ impl Kernel {
         Kernel::ArgmaxF32,
         Kernel::TimingProbe,
         Kernel::TimingProbeGrid,
+        Kernel::TimingProbeStream,
     ];
 
     /// The symbol in the compiled module.
@@ -161,6 +163,7 @@ impl Kernel {
             Kernel::ArgmaxF32 => "argmax_f32",
             Kernel::TimingProbe => "timing_probe",
             Kernel::TimingProbeGrid => "timing_probe_grid",
+            Kernel::TimingProbeStream => "timing_probe_stream",
         }
     }
 }
@@ -219,7 +222,7 @@ pub const MODULES: &[Module] = &[
     ),
     module!("sample", [ArgmaxF32]),
     // Not an op: calibrates the latency of the per-launch timing events (engine recorder).
-    module!("timing", [TimingProbe, TimingProbeGrid]),
+    module!("timing", [TimingProbe, TimingProbeGrid, TimingProbeStream]),
 ];
 
 /// The module that defines `kernel`.

@@ -157,6 +157,11 @@ enum Cmd {
         /// latency depends on a kernel's grid and block; not used for the correction).
         #[arg(long, conflicts_with = "raw_event_timing")]
         event_latency_by_shape: bool,
+        /// Also measure the calibration probe's event latency right after a kernel of the
+        /// GEMVs' shape that spins or streams memory, and print it (a diagnostic of whether the
+        /// latency depends on the kernel before; not used for the correction).
+        #[arg(long, conflicts_with = "raw_event_timing")]
+        event_latency_after_load: bool,
         /// With CUDA graphs, replay launch-timed decode steps as graphs with external
         /// event-record nodes around each kernel. By default they run as eager launches with
         /// stream event records (the other steps still replay the graph): on an H200 the graph
@@ -402,6 +407,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             raw_event_timing,
             event_latency_by_length,
             event_latency_by_shape,
+            event_latency_after_load,
             timed_steps_in_graphs,
         } => {
             let modes: Vec<Timing> = timing
@@ -439,6 +445,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 raw_event_timing,
                 event_latency_by_length,
                 event_latency_by_shape,
+                event_latency_after_load,
             )?;
             match &event_latency {
                 Some(c) => {
@@ -448,6 +455,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     }
                     if !c.by_probe_shape.is_empty() {
                         eprintln!("{}", bench::probe_shape_line(c));
+                    }
+                    if !c.after_lead.is_empty() {
+                        eprintln!("{}", bench::after_lead_line(c));
                     }
                 }
                 None if raw_event_timing && modes.contains(&Timing::Launch) => eprintln!(

@@ -121,6 +121,9 @@ pub struct LatencyCalibration {
     pub by_probe_length: Vec<ProbePoint>,
     /// The same with probes of other launch shapes (`PROBE_SHAPES`); empty unless asked for.
     pub by_probe_shape: Vec<ShapePoint>,
+    /// The later-launch latency after a spinning or memory-streaming lead kernel
+    /// (`latency_after_lead`); empty unless asked for.
+    pub after_lead: Vec<LeadPoint>,
 }
 
 /// The latency measured with a probe of one launch shape.
@@ -140,6 +143,8 @@ pub struct ShapePoint {
 #[derive(Default)]
 struct Series {
     first: Vec<i64>,
+    /// The first probe's own time (the lead's, in `latency_after_lead`).
+    first_probe: Vec<i64>,
     rest: Vec<i64>,
     probe: Vec<i64>,
     tails: Vec<i64>,
@@ -195,7 +200,46 @@ pub fn check_plausible(latency_ns: i64) -> Result<()> {
 struct Shaped {
     shape: ProbeShape,
     scratch: u64,
+    /// A different kernel in place of the sequence's first probe, so the later pairs are
+    /// measured after it (`latency_after_lead`).
+    lead: Option<Lead>,
 }
+
+/// The first launch of a `latency_after_lead` sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum LeadKind {
+    /// `timing_probe_grid`: spins, touches no memory but its stores.
+    Spin,
+    /// `timing_probe_stream`: streams a buffer far larger than L2, as a GEMV does.
+    Stream,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Lead {
+    kind: LeadKind,
+    shape: ProbeShape,
+    /// The streamed buffer and its length in 16-byte words (Stream only).
+    src: u64,
+    n16: i64,
+}
+
+/// The later-launch latency of the calibration probe right after a lead kernel
+/// (`bench --event-latency-after-load`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct LeadPoint {
+    /// None: the calibration sequence itself.
+    pub lead: Option<LeadKind>,
+    pub lead_shape: ProbeShape,
+    /// Median extent of the lead by `%globaltimer`, ns.
+    pub lead_ns: i64,
+    /// Trimmed mean latency of the calibration probe's pair after the lead, ns.
+    pub latency_ns: i64,
+    /// Trimmed mean latency of the lead's own pair (a step's first launch), ns.
+    pub lead_latency_ns: i64,
+}
+
+/// Bytes the streaming lead reads from (4x an H200's L2, so its loads go to HBM).
+const STREAM_BYTES: usize = 256 << 20;
 
 /// One probe's (t0, t1, t2) from its blocks' words: the first block's start, the last
 /// block's end of spin and the last block's visible stores.
@@ -237,7 +281,7 @@ impl CudaBackend {
             ));
         }
         let graphs = self.timed_in_graph();
-        let m = self.measure(PROBE_SPIN_NS, reps, CALIBRATION_SHAPE, 2)?;
+        let m = self.measure(PROBE_SPIN_NS, reps, CALIBRATION_SHAPE, 2, None)?;
         let (latency, first, probe, tails) = (m.rest, m.first, m.probe, m.tails);
         let (median_ns, min_ns, max_ns) = summarize(&latency)
             .ok_or_else(|| EngineError::invalid("event latency calibration took no samples"))?;
@@ -262,6 +306,7 @@ impl CudaBackend {
             store_tail_ns: summarize(&tails).map_or(0, |s| s.0),
             by_probe_length: Vec::new(),
             by_probe_shape: Vec::new(),
+            after_lead: Vec::new(),
         })
     }
 
@@ -274,6 +319,7 @@ impl CudaBackend {
         reps: usize,
         shape: ProbeShape,
         count: usize,
+        lead: Option<Lead>,
     ) -> Result<Series> {
         let graphs = self.timed_in_graph();
         let ev = || {
@@ -293,9 +339,11 @@ impl CudaBackend {
         }
         // Per probe, 3 words (t0, t1, t2) for each block, then the blocker's 3 words; the
         // shaped probe's other stores go to `scratch`.
-        let per = 3 * shape.grid as usize;
+        let lead_shape = lead.map_or(shape, |l| l.shape);
+        let per = 3 * shape.grid.max(lead_shape.grid) as usize;
         let out = DevBuf::alloc((count * per + 3) * 8)?;
-        let scratch = DevBuf::alloc(shape.grid as usize * shape.block as usize * 8)?;
+        let threads = |s: ProbeShape| s.grid as usize * s.block as usize;
+        let scratch = DevBuf::alloc(threads(shape).max(threads(lead_shape)) * 8)?;
         let probes: Vec<(&CudaEvent, &CudaEvent, u64)> = pairs
             .iter()
             .enumerate()
@@ -305,6 +353,7 @@ impl CudaBackend {
         let shaped = Shaped {
             shape,
             scratch: scratch.ptr,
+            lead,
         };
         let graph = if graphs {
             Some(self.capture_probes(&start, &probes, spin_ns, shaped)?)
@@ -330,7 +379,8 @@ impl CudaBackend {
             let all: Vec<u64> = out.read(count * per, &self.dev.stream)?;
             for (k, (a, b, _)) in probes.iter().enumerate() {
                 let elapsed = ns(a.elapsed_ms(b)?);
-                let t = extent(&all[per * k..per * (k + 1)]);
+                let grid = if k == 0 { lead_shape.grid } else { shape.grid } as usize;
+                let t = extent(&all[per * k..per * k + 3 * grid]);
                 // The probe's own time runs to t2, after its stores are visible: CUPTI counts
                 // a kernel's final stores as kernel time, so they are no part of the latency.
                 let spun = t[2].wrapping_sub(t[0]) as i64;
@@ -338,6 +388,7 @@ impl CudaBackend {
                 if i >= WARMUP {
                     if k == 0 {
                         sr.first.push(elapsed - spun);
+                        sr.first_probe.push(spun);
                     } else {
                         sr.rest.push(elapsed - spun);
                         sr.probe.push(spun);
@@ -357,7 +408,7 @@ impl CudaBackend {
     ) -> Result<Vec<ProbePoint>> {
         let mut v = Vec::with_capacity(spins_ns.len());
         for &spin in spins_ns {
-            let m = self.measure(spin, reps, CALIBRATION_SHAPE, 2)?;
+            let m = self.measure(spin, reps, CALIBRATION_SHAPE, 2, None)?;
             v.push(ProbePoint {
                 probe_ns: summarize(&m.probe).map_or(0, |s| s.0),
                 latency_ns: trimmed_mean(&m.rest).unwrap_or(0),
@@ -377,13 +428,50 @@ impl CudaBackend {
     ) -> Result<Vec<ShapePoint>> {
         let mut v = Vec::with_capacity(shapes.len());
         for &(shape, count) in shapes {
-            let m = self.measure(PROBE_SPIN_NS, reps, shape, count)?;
+            let m = self.measure(PROBE_SPIN_NS, reps, shape, count, None)?;
             v.push(ShapePoint {
                 shape,
                 count,
                 probe_ns: summarize(&m.probe).map_or(0, |s| s.0),
                 latency_ns: trimmed_mean(&m.rest).unwrap_or(0),
                 first_latency_ns: trimmed_mean(&m.first).unwrap_or(0),
+            });
+        }
+        Ok(v)
+    }
+
+    /// The calibration probe's latency right after a lead kernel of the decode GEMVs' shape
+    /// (528 blocks of 256 threads) that spins or streams memory, against the calibration
+    /// sequence itself: whether the latency a launch sees depends on the memory traffic of the
+    /// kernel before it. Recorded with the calibration, not used by it.
+    pub fn latency_after_lead(&mut self, reps: usize) -> Result<Vec<LeadPoint>> {
+        let src = DevBuf::alloc(STREAM_BYTES)?;
+        // Seeded bytes, not whatever the allocation held.
+        let words: Vec<u32> = (0..STREAM_BYTES / 4)
+            .map(|i| (i as u32).wrapping_mul(2_654_435_761))
+            .collect();
+        self.dev.memcpy_htod_async(src.ptr, &words)?;
+        self.dev.stream.synchronize()?;
+        let gemv = ProbeShape {
+            grid: 528,
+            block: 256,
+        };
+        let mut v = Vec::new();
+        for lead in [None, Some(LeadKind::Spin), Some(LeadKind::Stream)] {
+            let l = lead.map(|kind| Lead {
+                kind,
+                shape: gemv,
+                src: src.ptr,
+                n16: (STREAM_BYTES / 16) as i64,
+            });
+            let m = self.measure(PROBE_SPIN_NS, reps, CALIBRATION_SHAPE, 2, l)?;
+            let lead_ns = summarize(&m.first_probe).map_or(0, |s| s.0);
+            v.push(LeadPoint {
+                lead,
+                lead_shape: l.map_or(CALIBRATION_SHAPE, |l| l.shape),
+                lead_ns,
+                latency_ns: trimmed_mean(&m.rest).unwrap_or(0),
+                lead_latency_ns: trimmed_mean(&m.first).unwrap_or(0),
             });
         }
         Ok(v)
@@ -400,9 +488,31 @@ impl CudaBackend {
     ) -> Result<()> {
         let stream = &self.dev.stream;
         record(start, stream, external)?;
-        for (a, b, out) in probes {
+        for (k, (a, b, out)) in probes.iter().enumerate() {
             record(a, stream, external)?;
-            if shaped.shape == CALIBRATION_SHAPE {
+            if let (0, Some(l)) = (k, shaped.lead) {
+                let args = [Arg::Ptr(*out), Arg::Ptr(shaped.scratch)];
+                match l.kind {
+                    LeadKind::Spin => self.dev.launch(
+                        Kernel::TimingProbeGrid,
+                        (l.shape.grid, 1, 1),
+                        l.shape.block,
+                        &[args[0], args[1], Arg::I64(spin_ns)],
+                    )?,
+                    LeadKind::Stream => self.dev.launch(
+                        Kernel::TimingProbeStream,
+                        (l.shape.grid, 1, 1),
+                        l.shape.block,
+                        &[
+                            args[0],
+                            args[1],
+                            Arg::Ptr(l.src),
+                            Arg::I64(l.n16),
+                            Arg::I64(spin_ns),
+                        ],
+                    )?,
+                }
+            } else if shaped.shape == CALIBRATION_SHAPE {
                 self.probe(*out, spin_ns)?;
             } else {
                 let s = shaped.shape;

@@ -40,6 +40,11 @@ pub struct JoinReport {
     /// outside the traced launches: warm-up runs, calibration).
     pub recorded_before: usize,
     pub recorded_after: usize,
+    /// Engine memory copies (its D2D state copies) and the recorded copies they were placed
+    /// on: the first recorded copy of the same kind after the recorded kernel of the engine
+    /// launch before it, and before the one after it. A copy with no such match is unmatched.
+    pub engine_memops: usize,
+    pub joined_memops: usize,
 }
 
 /// How far the walk looks ahead to resynchronise, how many kernels one library call may
@@ -235,7 +240,11 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
     }
     rep.joined = assign.len();
 
-    // Engine steps, re-timed by the recorded kernels they contain.
+    let memops = join_memops(engine, recorded, stream, &assign);
+    rep.engine_memops = engine.memops.len;
+    rep.joined_memops = memops.len();
+
+    // Engine steps, re-timed by the recorded kernels and copies they contain.
     let em = &engine.markers;
     let mut windows: Vec<(i64, i64, usize)> = (0..em.len())
         .filter(|&i| em.gpu_start_ns[i] != i64::MIN)
@@ -256,6 +265,24 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
         let (rs, re) = (
             recorded.kernels.gpu_start_ns[r],
             recorded.kernels.gpu_end_ns[r],
+        );
+        let entry = span.entry(m).or_insert((rs, re));
+        entry.0 = entry.0.min(rs);
+        entry.1 = entry.1.max(re);
+    }
+    for (r, e) in memops {
+        let t = engine.memops.gpu_start_ns[e];
+        let pos = windows.partition_point(|w| w.0 <= t);
+        if pos == 0 {
+            continue;
+        }
+        let (ws, we, m) = windows[pos - 1];
+        if t < ws || t > we {
+            continue;
+        }
+        let (rs, re) = (
+            recorded.memops.gpu_start_ns[r],
+            recorded.memops.gpu_end_ns[r],
         );
         let entry = span.entry(m).or_insert((rs, re));
         entry.0 = entry.0.min(rs);
@@ -282,10 +309,71 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
     rep
 }
 
+/// Places each engine memop (recorded memop row, engine memop row) by the kernel join: its
+/// recorded copy is the first untaken one of the same kind on the walked stream that starts
+/// after the recorded kernel(s) of the engine launch just before it and before those of the
+/// launch just after it. Copies the engine did not trace (a bench's own bookkeeping, the
+/// per-step metadata upload) sit in the same gaps but later, or are of another kind.
+fn join_memops(
+    engine: &Trace,
+    recorded: &Trace,
+    stream: (u32, u32),
+    assign: &[(usize, usize, bool)],
+) -> Vec<(usize, usize)> {
+    let em = &engine.memops;
+    if em.len == 0 {
+        return Vec::new();
+    }
+    // Engine kernel row -> the earliest and latest start of its recorded kernel(s).
+    let rk = &recorded.kernels;
+    let mut placed: HashMap<usize, (i64, i64)> = HashMap::new();
+    for &(r, e, _) in assign {
+        let t = rk.gpu_start_ns[r];
+        let p = placed.entry(e).or_insert((t, t));
+        p.0 = p.0.min(t);
+        p.1 = p.1.max(t);
+    }
+    let ek = &engine.kernels;
+    let mut by_corr: Vec<(u64, usize)> = (0..ek.len()).map(|i| (ek.correlation[i], i)).collect();
+    by_corr.sort_unstable();
+    let rm = &recorded.memops;
+    let mut rows: Vec<usize> = (0..rm.len)
+        .filter(|&i| (rm.device[i], rm.stream[i]) == stream)
+        .collect();
+    rows.sort_by_key(|&i| (rm.gpu_start_ns[i], rm.correlation[i]));
+    let starts: Vec<i64> = rows.iter().map(|&i| rm.gpu_start_ns[i]).collect();
+    let mut taken = vec![false; rows.len()];
+    let mut out = Vec::new();
+    for e in 0..em.len {
+        let c = em.correlation[e];
+        let at = by_corr.partition_point(|&(k, _)| k < c);
+        // The launches around the copy, as recorded; the one before must have been joined.
+        let Some(&(_, before)) = at.checked_sub(1).and_then(|i| by_corr.get(i)) else {
+            continue;
+        };
+        let Some(&(_, lo)) = placed.get(&before) else {
+            continue;
+        };
+        let hi = by_corr
+            .get(at)
+            .and_then(|&(_, after)| placed.get(&after))
+            .map_or(i64::MAX, |&(first, _)| first);
+        let from = starts.partition_point(|&t| t <= lo);
+        let hit = (from..rows.len())
+            .take_while(|&j| starts[j] < hi)
+            .find(|&j| !taken[j] && rm.kind[rows[j]] == em.kind[e]);
+        if let Some(j) = hit {
+            taken[j] = true;
+            out.push((rows[j], e));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gapscope_traces::{KernelRow, Manifest, Phase};
+    use gapscope_traces::{KernelRow, Manifest, MemopKind, MemopRow, Phase};
 
     fn kernel(t: &mut Trace, name: &str, corr: u64, start: i64, stream: u32) {
         let name = t.strings.intern(name);
@@ -371,6 +459,60 @@ mod tests {
         assert_eq!(rep.steps, 1);
         let m = rec.markers.row(0);
         assert_eq!((m.gpu_start_ns, m.gpu_end_ns, m.step), (5100, 5505, 4));
+    }
+
+    fn memop(t: &mut Trace, kind: MemopKind, corr: u64, start: i64, stream: u32) {
+        t.memops.push(MemopRow {
+            kind: kind as u8,
+            correlation: corr,
+            stream,
+            bytes: 4,
+            gpu_start_ns: start,
+            gpu_end_ns: start + 3,
+            ..MemopRow::default()
+        });
+    }
+
+    /// Each step ends with the engine's token copy; the recording also holds a bench's own
+    /// copy right after it and the next step's upload. The engine's copies land on the first
+    /// copy after their step's last kernel, and the steps are re-timed to include them.
+    #[test]
+    fn joins_engine_copies_between_their_kernels() {
+        let mut eng = Trace::new(Manifest::new("engine"));
+        kernel(&mut eng, "argmax_f32", 1, 100, 1);
+        memop(&mut eng, MemopKind::DtoD, 2, 110, 1);
+        kernel(&mut eng, "get_rows_bf16", 3, 200, 1);
+        kernel(&mut eng, "argmax_f32", 4, 210, 1);
+        memop(&mut eng, MemopKind::DtoD, 5, 220, 1);
+        let dname = eng.strings.intern("decode");
+        for (step, (a, b)) in [(90, 125), (190, 230)].into_iter().enumerate() {
+            eng.markers.push(MarkerRow {
+                name: dname,
+                phase: Phase::Decode as u8,
+                gpu_start_ns: a,
+                gpu_end_ns: b,
+                step: step as i64,
+                ..MarkerRow::default()
+            });
+        }
+        let mut rec = Trace::new(Manifest::new("cupti"));
+        kernel(&mut rec, "argmax_f32", 10, 1000, 13);
+        memop(&mut rec, MemopKind::DtoD, 11, 1010, 13); // the engine's copy
+        memop(&mut rec, MemopKind::DtoD, 12, 1020, 13); // the bench's own copy
+        memop(&mut rec, MemopKind::HtoD, 13, 1900, 13); // the next step's upload
+        kernel(&mut rec, "get_rows_bf16", 14, 2000, 13);
+        kernel(&mut rec, "argmax_f32", 15, 2100, 13);
+        memop(&mut rec, MemopKind::DtoD, 16, 2110, 13);
+        memop(&mut rec, MemopKind::DtoD, 17, 2120, 13);
+        memop(&mut rec, MemopKind::DtoD, 18, 2130, 9); // another stream
+        let rep = join_engine_metadata(&eng, &mut rec, JoinSettings::default());
+        assert_eq!(rep.joined, 3);
+        assert_eq!((rep.engine_memops, rep.joined_memops), (2, 2));
+        let spans: Vec<(i64, i64)> = (0..rec.markers.len())
+            .map(|i| (rec.markers.gpu_start_ns[i], rec.markers.gpu_end_ns[i]))
+            .collect();
+        // Step 0 ends with the copy at 1010 (not the bench's at 1020); step 1 with 2110's.
+        assert_eq!(spans, vec![(1000, 1013), (2000, 2113)]);
     }
 
     /// Names and start times of a recording's kernels on stream 13.

@@ -56,20 +56,22 @@ pub fn run(a: JoinArgs, g: &crate::Global) -> Result<ExitCode> {
         );
     }
     recorded.manifest.notes.push(format!(
-        "engine metadata joined from {} by launch order, from the end: {} of {} engine launches, {} recorded kernels skipped, {} before the first joined kernel (untraced warm-up, calibration) and {} after the last left alone",
+        "engine metadata joined from {} by launch order, from the end: {} of {} engine launches, {} recorded kernels skipped, {} before the first joined kernel (untraced warm-up, calibration) and {} after the last left alone; {} of {} engine copies placed on recorded copies (steps re-timed to include them)",
         a.engine.display(),
         rep.engine_launches - rep.unmatched_engine,
         rep.engine_launches,
         rep.skipped_recorded,
         rep.recorded_before,
-        rep.recorded_after
+        rep.recorded_after,
+        rep.joined_memops,
+        rep.engine_memops
     ));
     gapscope_traces::write_trace(&a.output, &recorded)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rep)?);
     } else {
         println!(
-            "joined {} recorded kernels from {} engine launches ({} library calls over {} kernels); {} recorded kernels skipped, {} engine launches unmatched; {} recorded kernels before the joined ones and {} after left alone; {} steps; wrote {}",
+            "joined {} recorded kernels from {} engine launches ({} library calls over {} kernels); {} recorded kernels skipped, {} engine launches unmatched; {} recorded kernels before the joined ones and {} after left alone; {} of {} engine copies placed; {} steps; wrote {}",
             rep.joined,
             rep.engine_launches,
             rep.library_calls,
@@ -78,6 +80,8 @@ pub fn run(a: JoinArgs, g: &crate::Global) -> Result<ExitCode> {
             rep.unmatched_engine,
             rep.recorded_before,
             rep.recorded_after,
+            rep.joined_memops,
+            rep.engine_memops,
             rep.steps,
             a.output.display()
         );

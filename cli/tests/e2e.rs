@@ -584,6 +584,9 @@ fn join_puts_engine_metadata_onto_a_recording() {
     assert_eq!(rep["unmatched_engine"], 0);
     assert_eq!(rep["skipped_recorded"], 1);
     assert_eq!(rep["steps"], 33); // 1 prefill + 32 decode
+    // Every engine copy (the sampled tokens fed back, one per step) lands on its recording.
+    assert!(rep["engine_memops"].as_u64().unwrap_or(0) > 0, "{rep}");
+    assert_eq!(rep["joined_memops"], rep["engine_memops"], "{rep}");
     let report = bin()
         .arg("report")
         .arg(&out_path)
@@ -596,7 +599,13 @@ fn join_puts_engine_metadata_onto_a_recording() {
         String::from_utf8_lossy(&report.stderr)
     );
     let text = String::from_utf8_lossy(&report.stdout);
-    for bucket in ["\"gemv\"", "\"attention\"", "\"norm\"", "\"rope\""] {
+    for bucket in [
+        "\"gemv\"",
+        "\"attention\"",
+        "\"norm\"",
+        "\"rope\"",
+        "\"copy\"",
+    ] {
         assert!(
             text.contains(bucket),
             "{bucket} missing from the joined report"

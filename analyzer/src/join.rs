@@ -252,41 +252,29 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
         .collect();
     windows.sort();
     let mut span: HashMap<usize, (i64, i64)> = HashMap::new();
-    for (r, e) in step_of_recorded {
-        let t = ek.gpu_start_ns[e];
+    // An engine launch at `t` that ran recorded as [rs, re] widens its step's span.
+    let mut widen = |t: i64, rs: i64, re: i64| {
         let pos = windows.partition_point(|w| w.0 <= t);
-        if pos == 0 {
-            continue;
-        }
-        let (ws, we, m) = windows[pos - 1];
+        let Some(&(ws, we, m)) = pos.checked_sub(1).and_then(|p| windows.get(p)) else {
+            return;
+        };
         if t < ws || t > we {
-            continue;
+            return;
         }
-        let (rs, re) = (
-            recorded.kernels.gpu_start_ns[r],
-            recorded.kernels.gpu_end_ns[r],
-        );
         let entry = span.entry(m).or_insert((rs, re));
         entry.0 = entry.0.min(rs);
         entry.1 = entry.1.max(re);
+    };
+    let (rk, rm) = (&recorded.kernels, &recorded.memops);
+    for (r, e) in step_of_recorded {
+        widen(ek.gpu_start_ns[e], rk.gpu_start_ns[r], rk.gpu_end_ns[r]);
     }
     for (r, e) in memops {
-        let t = engine.memops.gpu_start_ns[e];
-        let pos = windows.partition_point(|w| w.0 <= t);
-        if pos == 0 {
-            continue;
-        }
-        let (ws, we, m) = windows[pos - 1];
-        if t < ws || t > we {
-            continue;
-        }
-        let (rs, re) = (
-            recorded.memops.gpu_start_ns[r],
-            recorded.memops.gpu_end_ns[r],
+        widen(
+            engine.memops.gpu_start_ns[e],
+            rm.gpu_start_ns[r],
+            rm.gpu_end_ns[r],
         );
-        let entry = span.entry(m).or_insert((rs, re));
-        entry.0 = entry.0.min(rs);
-        entry.1 = entry.1.max(re);
     }
     let mut steps: Vec<(usize, (i64, i64))> = span.into_iter().collect();
     steps.sort_by_key(|(m, _)| *m);

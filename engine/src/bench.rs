@@ -373,9 +373,9 @@ pub fn run(
 mod tests {
     use super::*;
 
-    #[test]
-    fn event_latency_line_reads_in_microseconds() {
-        let c = LatencyCalibration {
+    /// A calibration as the bench prints it, with no diagnostic series.
+    fn calibration() -> LatencyCalibration {
+        LatencyCalibration {
             median_ns: 3_040,
             min_ns: 2_910,
             max_ns: 3_220,
@@ -388,7 +388,12 @@ mod tests {
             by_probe_length: Vec::new(),
             by_probe_shape: Vec::new(),
             after_lead: Vec::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn event_latency_line_reads_in_microseconds() {
+        let c = calibration();
         assert_eq!(
             event_latency_line(&c),
             "event latency: 3.05 us mean, 3.04 us median (2.91-3.22, n=50, graph nodes; 2.80 us for a step's first launch), subtracted from each timed launch"
@@ -408,17 +413,6 @@ mod tests {
             block: 256,
         };
         let c = LatencyCalibration {
-            median_ns: 3_040,
-            min_ns: 2_910,
-            max_ns: 3_220,
-            n: 50,
-            graphs: false,
-            probe_ns: 20_000,
-            store_tail_ns: 0,
-            first_mean_ns: 2_800,
-            mean_ns: 3_050,
-            by_probe_length: Vec::new(),
-            by_probe_shape: Vec::new(),
             after_lead: vec![
                 LeadPoint {
                     lead: None,
@@ -435,6 +429,7 @@ mod tests {
                     lead_latency_ns: 3_300,
                 },
             ],
+            ..calibration()
         };
         assert_eq!(
             after_lead_line(&c),

@@ -26,6 +26,23 @@ extern "C" __global__ void timing_probe(unsigned long long* __restrict__ out, un
     out[2] = global_timer_ns();
 }
 
+// A shaped probe's ending: every thread stores `value` to scratch[global thread index] (a real
+// kernel ends with its stores), and once the block's stores are visible thread 0 writes the
+// block's t0, t1 and t2 (read after them) at out[3 * block ..].
+__device__ __forceinline__ void block_stamps(unsigned long long* __restrict__ out,
+                                             unsigned long long* __restrict__ scratch, unsigned long long t0,
+                                             unsigned long long t1, unsigned long long value) {
+    scratch[(unsigned long long)blockIdx.x * blockDim.x + threadIdx.x] = value;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        out[3 * blockIdx.x] = t0;
+        out[3 * blockIdx.x + 1] = t1;
+        __threadfence();
+        out[3 * blockIdx.x + 2] = global_timer_ns();
+    }
+}
+
 // The same probe in any launch shape, to see how the event latency depends on a kernel's grid
 // and block (`bench --event-latency-by-shape`). Thread 0 of every block spins for spin_ns from
 // its own first reading; the block waits for it, every thread stores one value (a real kernel
@@ -44,15 +61,7 @@ extern "C" __global__ void timing_probe_grid(unsigned long long* __restrict__ ou
     }
     __syncthreads();
     const unsigned long long t1 = last;
-    scratch[(unsigned long long)blockIdx.x * blockDim.x + threadIdx.x] = t1;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        out[3 * blockIdx.x] = t0;
-        out[3 * blockIdx.x + 1] = t1;
-        __threadfence();
-        out[3 * blockIdx.x + 2] = global_timer_ns();
-    }
+    block_stamps(out, scratch, t0, t1, t1);
 }
 
 // A probe that streams memory like a GEMV instead of spinning (`bench
@@ -83,14 +92,5 @@ extern "C" __global__ void timing_probe_stream(unsigned long long* __restrict__ 
     }
     if (threadIdx.x == 0) last = t;
     __syncthreads();
-    const unsigned long long t1 = last;
-    scratch[(unsigned long long)blockIdx.x * blockDim.x + threadIdx.x] = acc;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        out[3 * blockIdx.x] = t0;
-        out[3 * blockIdx.x + 1] = t1;
-        __threadfence();
-        out[3 * blockIdx.x + 2] = global_timer_ns();
-    }
+    block_stamps(out, scratch, t0, last, acc);
 }

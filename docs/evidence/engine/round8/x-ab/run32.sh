@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Round 8, call 5: can the bf16 tensor-core linears keep more weight bytes in flight? Variants
+# Round 8, call 5 (.device/kv/{x4,x6}/gemv.cu = kernels/cuda/gemv.cu with gemv-{x4,x6}.patch applied): can the bf16 tensor-core linears keep more weight bytes in flight? Variants
 # through GAPSCOPE_KERNEL_DIR against the landed gemv.cu ("embedded"): x4 = only the weights
 # software-pipelined (the activations, L1/L2 hits, loaded at their MMA), groups of 4 steps at
 # 8 and at 16 columns; x6 = the same with groups of 6 at 8 columns. Same bits by construction

@@ -876,9 +876,10 @@ impl Backend for CudaBackend {
                         }
                         (None, _) => (kern, ptrs, 0),
                     };
-                    // Outputs per block and pass (GEMV_B1_T, or the MMVQ/GEMV warps), over the
-                    // resident capacity of the entry actually launched (the fused-norm entries
-                    // have their own registers and shared memory).
+                    // Outputs per block and pass (GEMV_B1_T, the MMVQ warps, or a 16-row tile
+                    // of the tensor-core GEMV), over the resident capacity of the entry
+                    // actually launched (the fused-norm entries have their own registers and
+                    // shared memory).
                     let per_block = linear::outputs_per_block(kern, mode == OutMode::Swiglu);
                     let grid = (self.dev.stride_grid(kern, n_out, per_block), 1, 1);
                     let block = super::device::launch_block(kern);

@@ -15,7 +15,7 @@
 //! the engine's last traced launch meets the recording's last kernel, and whatever ran before
 //! the traced launches is left alone.
 
-use gapscope_traces::{MarkerRow, MarkerSource, StrId, Trace};
+use gapscope_traces::{MarkerRow, MarkerSource, Phase, StrId, Trace};
 use std::collections::HashMap;
 
 /// What the join did, for the user to judge it.
@@ -45,7 +45,19 @@ pub struct JoinReport {
     /// launch before it, and before the one after it. A copy with no such match is unmatched.
     pub engine_memops: usize,
     pub joined_memops: usize,
+    /// Decode steps the engine ran but did not trace launch by launch (`--timing-sample`),
+    /// between traced ones, and the recorded kernels passed over for them: as many per step
+    /// as the traced step after the gap took in the recording.
+    pub untraced_steps: usize,
+    pub untraced_kernels: usize,
+    /// Recorded kernels replayed from CUDA graphs, left out of the walk because the engine
+    /// traced only eager launches: its untraced steps (launch-timed steps run eagerly).
+    pub graph_replayed: usize,
 }
+
+/// The most untraced decode steps passed over between two traced ones (a step counter jump
+/// larger than this is not a sampling gap).
+const MAX_UNTRACED_STEPS: i64 = 4096;
 
 /// How far the walk looks ahead to resynchronise, how many kernels one library call may
 /// cover, and how many engine names in a row re-anchor the walk past a longer stretch.
@@ -108,8 +120,17 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
         return rep;
     };
     rep.stream = Some(stream);
+    // When the engine traced only eager launches (its launch-timed steps run eagerly), the
+    // recording's graph-replayed kernels are its untraced steps (`--timing-sample`): they are
+    // left out of the walk, whose kernels then line up step for step.
+    let engine_eager = (0..ek.len()).all(|i| ek.graph_id[i] == 0);
     let mut ridx: Vec<usize> = (0..rk.len())
         .filter(|&i| (rk.device[i], rk.stream[i]) == stream)
+        .filter(|&i| {
+            let replayed = engine_eager && rk.graph_id[i] != 0;
+            rep.graph_replayed += usize::from(replayed);
+            !replayed
+        })
         .collect();
     ridx.sort_by_key(|&i| (rk.gpu_start_ns[i], rk.correlation[i]));
     ridx.reverse();
@@ -130,8 +151,43 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
     let mut mark = |j: usize| {
         walked = Some(walked.map_or((j, j), |(lo, hi)| (lo.min(j), hi.max(j))));
     };
+    // Each engine launch's step marker: a gap in the step numbers between two traced steps
+    // is steps that ran untraced (sampled timing), whose kernels the recording holds.
+    let em = &engine.markers;
+    let mut windows: Vec<(i64, i64, usize)> = (0..em.len())
+        .filter(|&i| em.gpu_start_ns[i] != i64::MIN)
+        .map(|i| (em.gpu_start_ns[i], em.gpu_end_ns[i], i))
+        .collect();
+    windows.sort();
+    let marker_of = |t: i64| -> Option<usize> {
+        let pos = windows.partition_point(|w| w.0 <= t);
+        let &(ws, we, m) = windows.get(pos.checked_sub(1)?)?;
+        (ws..=we).contains(&t).then_some(m)
+    };
+    let pass_untraced = rep.graph_replayed == 0;
+    // (the step's marker, the walk position where its first-walked kernel matched)
+    let mut current: Option<(usize, usize)> = None;
     let (mut a, mut b) = (0usize, 0usize);
     while a < eidx.len() && b < ridx.len() {
+        let marker = marker_of(ek.gpu_start_ns[eidx[a]]);
+        if marker != current.map(|c| c.0) {
+            if let (Some((later, start)), Some(earlier)) = (current, marker) {
+                let gap = em.step[later] - em.step[earlier] - 1;
+                let per = b - start;
+                // (With graph replays left out, the untraced steps are gone from the walk.)
+                if pass_untraced
+                    && em.phase[later] == Phase::Decode as u8
+                    && (1..=MAX_UNTRACED_STEPS).contains(&gap)
+                    && per > 0
+                    && b + gap as usize * per <= ridx.len()
+                {
+                    rep.untraced_steps += gap as usize;
+                    rep.untraced_kernels += gap as usize * per;
+                    b += gap as usize * per;
+                }
+            }
+            current = marker.map(|m| (m, b));
+        }
         let name = ename(eidx[a]);
         if is_library(&name) {
             let next = eidx[a + 1..]
@@ -245,12 +301,6 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
     rep.joined_memops = memops.len();
 
     // Engine steps, re-timed by the recorded kernels and copies they contain.
-    let em = &engine.markers;
-    let mut windows: Vec<(i64, i64, usize)> = (0..em.len())
-        .filter(|&i| em.gpu_start_ns[i] != i64::MIN)
-        .map(|i| (em.gpu_start_ns[i], em.gpu_end_ns[i], i))
-        .collect();
-    windows.sort();
     let mut span: HashMap<usize, (i64, i64)> = HashMap::new();
     // An engine launch at `t` that ran recorded as [rs, re] widens its step's span.
     let mut widen = |t: i64, rs: i64, re: i64| {
@@ -501,6 +551,82 @@ mod tests {
             .collect();
         // Step 0 ends with the copy at 1010 (not the bench's at 1020); step 1 with 2110's.
         assert_eq!(spans, vec![(1000, 1013), (2000, 2113)]);
+    }
+
+    /// Sampled timing: the engine traced decode steps 0 and 3 of four identical ones. The
+    /// walk passes over the two untraced steps in the recording, so step 0's metadata lands
+    /// on the recording's first step, not on the third (whose kernels have the same names).
+    #[test]
+    fn passes_over_untraced_steps_between_traced_ones() {
+        let names = ["rms_norm_f32", "gemv_bf16_b1", "argmax_f32"];
+        let mut eng = Trace::new(Manifest::new("engine"));
+        let dname = eng.strings.intern("decode");
+        for (i, step) in [0i64, 3].into_iter().enumerate() {
+            let t0 = 1000 * step;
+            for (j, n) in names.iter().enumerate() {
+                kernel(&mut eng, n, (10 * i + j) as u64, t0 + 10 * j as i64, 1);
+                eng.kernels.layer[3 * i + j] = step as i32;
+            }
+            eng.markers.push(MarkerRow {
+                name: dname,
+                phase: Phase::Decode as u8,
+                gpu_start_ns: t0,
+                gpu_end_ns: t0 + 100,
+                step,
+                ..MarkerRow::default()
+            });
+        }
+        let mut rec = Trace::new(Manifest::new("cupti"));
+        for step in 0..4i64 {
+            for (j, n) in names.iter().enumerate() {
+                kernel(
+                    &mut rec,
+                    n,
+                    (10 * step + j as i64) as u64,
+                    50_000 + 500 * step + 10 * j as i64,
+                    13,
+                );
+            }
+        }
+        let rep = join_engine_metadata(&eng, &mut rec, JoinSettings::default());
+        assert_eq!(rep.joined, 6);
+        assert_eq!((rep.untraced_steps, rep.untraced_kernels), (2, 6));
+        let layers: Vec<i32> = rec.kernels.layer.clone();
+        assert_eq!(layers, vec![0, 0, 0, -1, -1, -1, -1, -1, -1, 3, 3, 3]);
+        let spans: Vec<(i64, i64)> = (0..rec.markers.len())
+            .map(|i| (rec.markers.gpu_start_ns[i], rec.markers.gpu_end_ns[i]))
+            .collect();
+        assert_eq!(spans, vec![(50_000, 50_025), (51_500, 51_525)]);
+    }
+
+    /// Sampled timing with graphs: the engine's traced steps ran eagerly, the others were
+    /// graph replays of the same kernels. The replays are left out, so the traced step lands
+    /// on its own eager kernels, not on the replay after it.
+    #[test]
+    fn leaves_graph_replays_out_when_the_engine_traced_eager_steps() {
+        let names = ["rms_norm_f32", "gemv_bf16_b1", "argmax_f32"];
+        let mut eng = Trace::new(Manifest::new("engine"));
+        for (j, n) in names.iter().enumerate() {
+            kernel(&mut eng, n, j as u64, 10 * j as i64, 1);
+            eng.kernels.layer[j] = 5;
+        }
+        let mut rec = Trace::new(Manifest::new("cupti"));
+        for (step, graph) in [(0i64, 7u32), (1, 0), (2, 7)] {
+            for (j, n) in names.iter().enumerate() {
+                kernel(
+                    &mut rec,
+                    n,
+                    (10 * step + j as i64) as u64,
+                    500 * step + 10 * j as i64,
+                    13,
+                );
+                let last = rec.kernels.len() - 1;
+                rec.kernels.graph_id[last] = graph;
+            }
+        }
+        let rep = join_engine_metadata(&eng, &mut rec, JoinSettings::default());
+        assert_eq!((rep.joined, rep.graph_replayed), (3, 6));
+        assert_eq!(rec.kernels.layer, vec![-1, -1, -1, 5, 5, 5, -1, -1, -1]);
     }
 
     /// Names and start times of a recording's kernels on stream 13.

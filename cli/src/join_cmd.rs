@@ -56,7 +56,7 @@ pub fn run(a: JoinArgs, g: &crate::Global) -> Result<ExitCode> {
         );
     }
     recorded.manifest.notes.push(format!(
-        "engine metadata joined from {} by launch order, from the end: {} of {} engine launches, {} recorded kernels skipped, {} before the first joined kernel (untraced warm-up, calibration) and {} after the last left alone; {} of {} engine copies placed on recorded copies (steps re-timed to include them)",
+        "engine metadata joined from {} by launch order, from the end: {} of {} engine launches, {} recorded kernels skipped, {} before the first joined kernel (untraced warm-up, calibration) and {} after the last left alone; {} of {} engine copies placed on recorded copies (steps re-timed to include them); {} untraced steps between traced ones passed over ({} recorded kernels); {} graph-replayed kernels (untraced steps) left out",
         a.engine.display(),
         rep.engine_launches - rep.unmatched_engine,
         rep.engine_launches,
@@ -64,14 +64,17 @@ pub fn run(a: JoinArgs, g: &crate::Global) -> Result<ExitCode> {
         rep.recorded_before,
         rep.recorded_after,
         rep.joined_memops,
-        rep.engine_memops
+        rep.engine_memops,
+        rep.untraced_steps,
+        rep.untraced_kernels,
+        rep.graph_replayed
     ));
     gapscope_traces::write_trace(&a.output, &recorded)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rep)?);
     } else {
         println!(
-            "joined {} recorded kernels from {} engine launches ({} library calls over {} kernels); {} recorded kernels skipped, {} engine launches unmatched; {} recorded kernels before the joined ones and {} after left alone; {} of {} engine copies placed; {} steps; wrote {}",
+            "joined {} recorded kernels from {} engine launches ({} library calls over {} kernels); {} recorded kernels skipped, {} engine launches unmatched; {} recorded kernels before the joined ones and {} after left alone; {} of {} engine copies placed; {} untraced steps passed over ({} kernels), {} graph-replayed kernels left out; {} steps; wrote {}",
             rep.joined,
             rep.engine_launches,
             rep.library_calls,
@@ -82,6 +85,9 @@ pub fn run(a: JoinArgs, g: &crate::Global) -> Result<ExitCode> {
             rep.recorded_after,
             rep.joined_memops,
             rep.engine_memops,
+            rep.untraced_steps,
+            rep.untraced_kernels,
+            rep.graph_replayed,
             rep.steps,
             a.output.display()
         );

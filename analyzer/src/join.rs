@@ -164,27 +164,71 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
         let &(ws, we, m) = windows.get(pos.checked_sub(1)?)?;
         (ws..=we).contains(&t).then_some(m)
     };
+    // (With graph replays left out, the untraced steps are gone from the walk already.)
     let pass_untraced = rep.graph_replayed == 0;
+    let is_decode = |m: usize| em.phase[m] == Phase::Decode as u8;
+    // The decode steps a run still ran after its traced step `m`, untraced: the run's prefill
+    // is the latest prefill marker before `m`, and a run has `ntg` decode steps (the engine's
+    // settings in the manifest; unknown: none).
+    let ntg = engine
+        .manifest
+        .engine_config
+        .as_ref()
+        .and_then(|c| c.get("settings")?.get("ntg")?.as_i64());
+    let trailing_after = |m: usize| -> i64 {
+        let prefill = (0..em.len())
+            .filter(|&i| em.phase[i] == Phase::Prefill as u8 && em.step[i] < em.step[m])
+            .map(|i| em.step[i])
+            .max();
+        match (ntg, prefill) {
+            (Some(ntg), Some(p)) => (p + ntg - em.step[m]).clamp(0, MAX_UNTRACED_STEPS),
+            _ => 0,
+        }
+    };
+    // From walk position `b`, the first recorded kernel named `name` and the recorded kernels
+    // per step: the distance to that name's next occurrence (a step's last kernel recurs once
+    // a step).
+    let period = |b: usize, name: &str| -> Option<(usize, usize)> {
+        let mut at = (b..rnames.len()).filter(|&j| rnames[j] == name);
+        let first = at.next()?;
+        Some((first, at.next()? - first))
+    };
     // (the step's marker, the walk position where its first-walked kernel matched)
     let mut current: Option<(usize, usize)> = None;
     let (mut a, mut b) = (0usize, 0usize);
     while a < eidx.len() && b < ridx.len() {
         let marker = marker_of(ek.gpu_start_ns[eidx[a]]);
         if marker != current.map(|c| c.0) {
-            if let (Some((later, start)), Some(earlier)) = (current, marker) {
-                let gap = em.step[later] - em.step[earlier] - 1;
-                let per = b - start;
-                // (With graph replays left out, the untraced steps are gone from the walk.)
-                if pass_untraced
-                    && em.phase[later] == Phase::Decode as u8
-                    && (1..=MAX_UNTRACED_STEPS).contains(&gap)
-                    && per > 0
-                    && b + gap as usize * per <= ridx.len()
-                {
-                    rep.untraced_steps += gap as usize;
-                    rep.untraced_kernels += gap as usize * per;
-                    b += gap as usize * per;
+            let mut pass = |from: usize, steps: i64, per: usize, b: &mut usize| {
+                let n = steps as usize * per;
+                if per > 0 && from + n <= ridx.len() {
+                    rep.untraced_steps += steps as usize;
+                    rep.untraced_kernels += n;
+                    *b = from + n;
                 }
+            };
+            match (current, marker) {
+                // Untraced decode steps between two traced steps (or the prefill): as many
+                // recorded kernels each as the later traced step took.
+                (Some((later, start)), Some(earlier)) if pass_untraced && is_decode(later) => {
+                    let gap = em.step[later] - em.step[earlier] - 1;
+                    if (1..=MAX_UNTRACED_STEPS).contains(&gap) {
+                        pass(b, gap, b - start, &mut b);
+                    }
+                }
+                // Untraced decode steps after a run's last traced one: at the end of the
+                // recording, or before the next run's prefill.
+                (later, Some(earlier))
+                    if pass_untraced
+                        && is_decode(earlier)
+                        && later.is_none_or(|(l, _)| !is_decode(l)) =>
+                {
+                    let steps = trailing_after(earlier);
+                    if let (true, Some((first, per))) = (steps > 0, period(b, &ename(eidx[a]))) {
+                        pass(first, steps, per, &mut b);
+                    }
+                }
+                _ => {}
             }
             current = marker.map(|m| (m, b));
         }
@@ -597,6 +641,74 @@ mod tests {
             .map(|i| (rec.markers.gpu_start_ns[i], rec.markers.gpu_end_ns[i]))
             .collect();
         assert_eq!(spans, vec![(50_000, 50_025), (51_500, 51_525)]);
+    }
+
+    /// Sampled timing without graphs: a prefill (step 10) and decode steps 11-15, of which
+    /// the engine traced 12 and 14. The recording holds all of them; the walk passes over 15
+    /// (after the last traced step, known from the run's `ntg` of 5), 13 and 11.
+    #[test]
+    fn passes_over_untraced_eager_steps_by_step_numbers() {
+        let decode = ["rms_norm_f32", "gemv_bf16_b1", "argmax_f32"];
+        let prefill = ["get_rows_bf16", "cublasGemmEx_bf16"];
+        let mut eng = Trace::new(Manifest::new("engine"));
+        eng.manifest.engine_config = Some(serde_json::json!({"settings": {"ntg": 5}}));
+        let (pname, dname) = (eng.strings.intern("prefill"), eng.strings.intern("decode"));
+        let mut corr = 0u64;
+        for (step, phase, names) in [
+            (10i64, Phase::Prefill, &prefill[..]),
+            (12, Phase::Decode, &decode[..]),
+            (14, Phase::Decode, &decode[..]),
+        ] {
+            let t0 = 1000 * step;
+            for (j, n) in names.iter().enumerate() {
+                kernel(&mut eng, n, corr, t0 + 10 * j as i64, 1);
+                let last = eng.kernels.len() - 1;
+                eng.kernels.layer[last] = step as i32;
+                corr += 1;
+            }
+            eng.markers.push(MarkerRow {
+                name: if phase == Phase::Prefill {
+                    pname
+                } else {
+                    dname
+                },
+                phase: phase as u8,
+                gpu_start_ns: t0,
+                gpu_end_ns: t0 + 100,
+                step,
+                ..MarkerRow::default()
+            });
+        }
+        let mut rec = Trace::new(Manifest::new("cupti"));
+        let mut t = 50_000;
+        for step in 10..=15i64 {
+            let names: &[&str] = if step == 10 {
+                &["get_rows_bf16", "nvjet_a", "splitk_reduce"]
+            } else {
+                &decode
+            };
+            for n in names {
+                kernel(&mut rec, n, t as u64, t, 13);
+                t += 10;
+            }
+        }
+        let rep = join_engine_metadata(&eng, &mut rec, JoinSettings::default());
+        assert_eq!(rep.unmatched_engine, 0, "{rep:?}");
+        assert_eq!(
+            (rep.untraced_steps, rep.untraced_kernels),
+            (3, 9),
+            "{rep:?}"
+        );
+        // prefill (3 kernels), 11 untraced, 12, 13 untraced, 14, 15 untraced
+        let want: Vec<i32> = [10, 10, 10]
+            .into_iter()
+            .chain([-1; 3])
+            .chain([12; 3])
+            .chain([-1; 3])
+            .chain([14; 3])
+            .chain([-1; 3])
+            .collect();
+        assert_eq!(rec.kernels.layer, want);
     }
 
     /// Sampled timing with graphs: the engine's traced steps ran eagerly, the others were

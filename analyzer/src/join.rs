@@ -217,14 +217,28 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
                     }
                 }
                 // Untraced decode steps after a run's last traced one: at the end of the
-                // recording, or before the next run's prefill.
+                // recording, or before the next run's prefill (and any untraced warm-up run
+                // of another batch size before that). The run's end is where the traced
+                // step's last kernels next appear, as its untraced steps repeat them.
                 (later, Some(earlier))
                     if pass_untraced
                         && is_decode(earlier)
                         && later.is_none_or(|(l, _)| !is_decode(l)) =>
                 {
                     let steps = trailing_after(earlier);
-                    if let (true, Some((first, per))) = (steps > 0, period(b, &ename(eidx[a]))) {
+                    let want: Vec<String> = eidx[a..]
+                        .iter()
+                        .take(s.anchor)
+                        .map(|&i| ename(i))
+                        .take_while(|n| !is_library(n))
+                        .collect();
+                    let end = (steps > 0)
+                        .then(|| find_anchor(&rnames, b, 0, &want))
+                        .flatten();
+                    if let Some((off, (first, per))) =
+                        end.and_then(|off| Some((off, period(b + off, &want[0])?)))
+                    {
+                        rep.skipped_recorded += off;
                         pass(first, steps, per, &mut b);
                     }
                 }

@@ -195,6 +195,7 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
     };
     // (the step's marker, the walk position where its first-walked kernel matched)
     let mut current: Option<(usize, usize)> = None;
+    let mut untraced_at_end = 0usize;
     let (mut a, mut b) = (0usize, 0usize);
     while a < eidx.len() && b < ridx.len() {
         let marker = marker_of(ek.gpu_start_ns[eidx[a]]);
@@ -239,7 +240,13 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
                         end.and_then(|off| Some((off, period(b + off, &want[0])?)))
                     {
                         rep.skipped_recorded += off;
+                        let before = b;
                         pass(first, steps, per, &mut b);
+                        if current.is_none() {
+                            // The last run's untraced steps at the recording's end: counted as
+                            // passed over, not as left alone after the joined kernels.
+                            untraced_at_end = (b - before).saturating_sub(off);
+                        }
                     }
                 }
                 _ => {}
@@ -329,7 +336,7 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
     rep.unmatched_engine += eidx.len() - a;
     if let Some((lo, hi)) = walked {
         // The walk runs backwards: its first position is the latest kernel.
-        rep.recorded_after = lo;
+        rep.recorded_after = lo.saturating_sub(untraced_at_end);
         rep.recorded_before = ridx.len() - 1 - hi;
     }
 
@@ -713,6 +720,8 @@ mod tests {
             (3, 9),
             "{rep:?}"
         );
+        // Step 15, after the last traced one, is passed over, not left alone after.
+        assert_eq!((rep.recorded_before, rep.recorded_after), (0, 0), "{rep:?}");
         // prefill (3 kernels), 11 untraced, 12, 13 untraced, 14, 15 untraced
         let want: Vec<i32> = [10, 10, 10]
             .into_iter()

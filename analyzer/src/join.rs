@@ -193,6 +193,16 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
         let first = at.next()?;
         Some((first, at.next()? - first))
     };
+    // The next `anchor` engine names from walk step `a`, up to a library call: what a longer
+    // untraced stretch is passed by (re-anchoring, and the end of a run's untraced steps).
+    let anchor_names = |a: usize| -> Vec<String> {
+        eidx[a..]
+            .iter()
+            .take(s.anchor)
+            .map(|&i| ename(i))
+            .take_while(|n| !is_library(n))
+            .collect()
+    };
     // (the step's marker, the walk position where its first-walked kernel matched)
     let mut current: Option<(usize, usize)> = None;
     let mut untraced_at_end = 0usize;
@@ -200,13 +210,15 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
     while a < eidx.len() && b < ridx.len() {
         let marker = marker_of(ek.gpu_start_ns[eidx[a]]);
         if marker != current.map(|c| c.0) {
-            let mut pass = |from: usize, steps: i64, per: usize, b: &mut usize| {
+            // Passes `steps` untraced steps of `per` recorded kernels from walk position
+            // `from`; the position after them, if they fit in the recording.
+            let mut pass = |from: usize, steps: i64, per: usize| -> Option<usize> {
                 let n = steps as usize * per;
-                if per > 0 && from + n <= ridx.len() {
+                (per > 0 && from + n <= ridx.len()).then(|| {
                     rep.untraced_steps += steps as usize;
                     rep.untraced_kernels += n;
-                    *b = from + n;
-                }
+                    from + n
+                })
             };
             match (current, marker) {
                 // Untraced decode steps between two traced steps (or the prefill): as many
@@ -214,7 +226,7 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
                 (Some((later, start)), Some(earlier)) if pass_untraced && is_decode(later) => {
                     let gap = em.step[later] - em.step[earlier] - 1;
                     if (1..=MAX_UNTRACED_STEPS).contains(&gap) {
-                        pass(b, gap, b - start, &mut b);
+                        b = pass(b, gap, b - start).unwrap_or(b);
                     }
                 }
                 // Untraced decode steps after a run's last traced one: at the end of the
@@ -227,12 +239,7 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
                         && later.is_none_or(|(l, _)| !is_decode(l)) =>
                 {
                     let steps = trailing_after(earlier);
-                    let want: Vec<String> = eidx[a..]
-                        .iter()
-                        .take(s.anchor)
-                        .map(|&i| ename(i))
-                        .take_while(|n| !is_library(n))
-                        .collect();
+                    let want = anchor_names(a);
                     let end = (steps > 0)
                         .then(|| find_anchor(&rnames, b, 0, &want))
                         .flatten();
@@ -240,12 +247,13 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
                         end.and_then(|off| Some((off, period(b + off, &want[0])?)))
                     {
                         rep.skipped_recorded += off;
-                        let before = b;
-                        pass(first, steps, per, &mut b);
-                        if current.is_none() {
-                            // The last run's untraced steps at the recording's end: counted as
-                            // passed over, not as left alone after the joined kernels.
-                            untraced_at_end = (b - before).saturating_sub(off);
+                        if let Some(after) = pass(first, steps, per) {
+                            if current.is_none() {
+                                // The last run's untraced steps at the recording's end:
+                                // passed over, not left alone after the joined kernels.
+                                untraced_at_end = after - first;
+                            }
+                            b = after;
                         }
                     }
                 }
@@ -309,12 +317,7 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
         }
         // A longer stretch the engine did not trace: the next `anchor` engine names (up to a
         // library call) in a row, further on.
-        let want: Vec<String> = eidx[a..]
-            .iter()
-            .take(s.anchor)
-            .map(|&i| ename(i))
-            .take_while(|n| !is_library(n))
-            .collect();
+        let want = anchor_names(a);
         // Too few names (a library call among them) anchor nothing: no search.
         let enough = want.len() == s.anchor.min(eidx.len() - a);
         let anchored = if enough {
@@ -369,13 +372,9 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
     let mut span: HashMap<usize, (i64, i64)> = HashMap::new();
     // An engine launch at `t` that ran recorded as [rs, re] widens its step's span.
     let mut widen = |t: i64, rs: i64, re: i64| {
-        let pos = windows.partition_point(|w| w.0 <= t);
-        let Some(&(ws, we, m)) = pos.checked_sub(1).and_then(|p| windows.get(p)) else {
+        let Some(m) = marker_of(t) else {
             return;
         };
-        if t < ws || t > we {
-            return;
-        }
         let entry = span.entry(m).or_insert((rs, re));
         entry.0 = entry.0.min(rs);
         entry.1 = entry.1.max(re);

@@ -127,7 +127,6 @@ pub fn calibrate_event_latency(
 
 /// The line the bench prints about the calibration.
 pub fn event_latency_line(c: &LatencyCalibration) -> String {
-    let us = |ns: i64| ns as f64 / 1e3;
     format!(
         "event latency: {:.2} us mean, {:.2} us median ({:.2}-{:.2}, n={}, {}; {:.2} us for a step's first launch), subtracted from each timed launch",
         us(c.mean_ns),
@@ -144,32 +143,36 @@ pub fn event_latency_line(c: &LatencyCalibration) -> String {
     )
 }
 
+/// One diagnostic series as a line: its title, then its points.
+fn series_line(title: &str, points: impl Iterator<Item = String>) -> String {
+    format!("{title}: {}", points.collect::<Vec<_>>().join(", "))
+}
+
+/// ns as us.
+fn us(ns: i64) -> f64 {
+    ns as f64 / 1e3
+}
+
 /// The line the bench prints about the latency by probe length.
 pub fn probe_length_line(c: &LatencyCalibration) -> String {
-    let pts: Vec<String> = c
-        .by_probe_length
-        .iter()
-        .map(|p| {
+    series_line(
+        "event latency by probe length (later/first launch, us)",
+        c.by_probe_length.iter().map(|p| {
             format!(
                 "{:.1} us: {:.2}/{:.2}",
-                p.probe_ns as f64 / 1e3,
-                p.latency_ns as f64 / 1e3,
-                p.first_latency_ns as f64 / 1e3
+                us(p.probe_ns),
+                us(p.latency_ns),
+                us(p.first_latency_ns)
             )
-        })
-        .collect();
-    format!(
-        "event latency by probe length (later/first launch, us): {}",
-        pts.join(", ")
+        }),
     )
 }
 
 /// The line the bench prints about the latency after a lead kernel.
 pub fn after_lead_line(c: &LatencyCalibration) -> String {
-    let pts: Vec<String> = c
-        .after_lead
-        .iter()
-        .map(|p| {
+    series_line(
+        "event latency of the calibration probe by the kernel before it (us)",
+        c.after_lead.iter().map(|p| {
             let lead = match p.lead {
                 None => "calibration probe".to_string(),
                 Some(k) => format!(
@@ -177,39 +180,30 @@ pub fn after_lead_line(c: &LatencyCalibration) -> String {
                     k,
                     p.lead_shape.grid,
                     p.lead_shape.block,
-                    p.lead_ns as f64 / 1e3,
-                    p.lead_latency_ns as f64 / 1e3
+                    us(p.lead_ns),
+                    us(p.lead_latency_ns)
                 ),
             };
-            format!("after {lead}: {:.2}", p.latency_ns as f64 / 1e3)
-        })
-        .collect();
-    format!(
-        "event latency of the calibration probe by the kernel before it (us): {}",
-        pts.join(", ")
+            format!("after {lead}: {:.2}", us(p.latency_ns))
+        }),
     )
 }
 
 /// The line the bench prints about the latency by probe shape.
 pub fn probe_shape_line(c: &LatencyCalibration) -> String {
-    let pts: Vec<String> = c
-        .by_probe_shape
-        .iter()
-        .map(|p| {
+    series_line(
+        "event latency by probe shape (grid x block x probes in the sequence, later/first launch, us)",
+        c.by_probe_shape.iter().map(|p| {
             format!(
                 "{}x{} x{} ({:.1} us): {:.2}/{:.2}",
                 p.shape.grid,
                 p.shape.block,
                 p.count,
-                p.probe_ns as f64 / 1e3,
-                p.latency_ns as f64 / 1e3,
-                p.first_latency_ns as f64 / 1e3
+                us(p.probe_ns),
+                us(p.latency_ns),
+                us(p.first_latency_ns)
             )
-        })
-        .collect();
-    format!(
-        "event latency by probe shape (grid x block x probes in the sequence, later/first launch, us): {}",
-        pts.join(", ")
+        }),
     )
 }
 

@@ -150,6 +150,23 @@ struct Series {
     tails: Vec<i64>,
 }
 
+impl Series {
+    /// Median time of the later probes (0 with none).
+    fn probe_ns(&self) -> i64 {
+        summarize(&self.probe).map_or(0, |s| s.0)
+    }
+
+    /// Trimmed mean latency of the later pairs (0 with none).
+    fn latency_ns(&self) -> i64 {
+        trimmed_mean(&self.rest).unwrap_or(0)
+    }
+
+    /// Trimmed mean latency of the first pair (0 with none).
+    fn first_latency_ns(&self) -> i64 {
+        trimmed_mean(&self.first).unwrap_or(0)
+    }
+}
+
 /// The latency measured with a probe of one length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct ProbePoint {
@@ -410,9 +427,9 @@ impl CudaBackend {
         for &spin in spins_ns {
             let m = self.measure(spin, reps, CALIBRATION_SHAPE, 2, None)?;
             v.push(ProbePoint {
-                probe_ns: summarize(&m.probe).map_or(0, |s| s.0),
-                latency_ns: trimmed_mean(&m.rest).unwrap_or(0),
-                first_latency_ns: trimmed_mean(&m.first).unwrap_or(0),
+                probe_ns: m.probe_ns(),
+                latency_ns: m.latency_ns(),
+                first_latency_ns: m.first_latency_ns(),
             });
         }
         Ok(v)
@@ -432,9 +449,9 @@ impl CudaBackend {
             v.push(ShapePoint {
                 shape,
                 count,
-                probe_ns: summarize(&m.probe).map_or(0, |s| s.0),
-                latency_ns: trimmed_mean(&m.rest).unwrap_or(0),
-                first_latency_ns: trimmed_mean(&m.first).unwrap_or(0),
+                probe_ns: m.probe_ns(),
+                latency_ns: m.latency_ns(),
+                first_latency_ns: m.first_latency_ns(),
             });
         }
         Ok(v)
@@ -465,13 +482,12 @@ impl CudaBackend {
                 n16: (STREAM_BYTES / 16) as i64,
             });
             let m = self.measure(PROBE_SPIN_NS, reps, CALIBRATION_SHAPE, 2, l)?;
-            let lead_ns = summarize(&m.first_probe).map_or(0, |s| s.0);
             v.push(LeadPoint {
                 lead,
                 lead_shape: l.map_or(CALIBRATION_SHAPE, |l| l.shape),
-                lead_ns,
-                latency_ns: trimmed_mean(&m.rest).unwrap_or(0),
-                lead_latency_ns: trimmed_mean(&m.first).unwrap_or(0),
+                lead_ns: summarize(&m.first_probe).map_or(0, |s| s.0),
+                latency_ns: m.latency_ns(),
+                lead_latency_ns: m.first_latency_ns(),
             });
         }
         Ok(v)

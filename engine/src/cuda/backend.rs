@@ -821,19 +821,24 @@ impl Backend for CudaBackend {
             ..LinearPtrs::default()
         };
         match path {
-            LinearPath::GemvBf16 | LinearPath::Mmvq => {
+            // Our own kernels: the GEMV/MMVQ in launches of at most 8 rows (each re-reading
+            // the weights), or the small bf16 GEMM in one launch over every row (weights read
+            // once, the GEMV's bits per row).
+            LinearPath::GemvBf16 | LinearPath::Mmvq | LinearPath::GemmBf16Small => {
                 let quant = path == LinearPath::Mmvq;
                 if quant {
                     self.quantize(x, rows, k, layer, false)?;
                 }
-                for c in (0..rows).step_by(8) {
-                    let nb = (rows - c).min(8);
-                    let kern = linear::b1_entry(
-                        linear::vector_kernel(fmt, rows, mode == OutMode::Swiglu),
-                        n_out,
-                        k,
-                        &self.levers.dispatch,
-                    );
+                let small_gemm = path == LinearPath::GemmBf16Small;
+                let (kern, chunk, bucket) = if small_gemm {
+                    (Kernel::GemmBf16Small, rows.max(1), "gemm_dense")
+                } else {
+                    let vector = linear::vector_kernel(fmt, rows, mode == OutMode::Swiglu);
+                    let kern = linear::b1_entry(vector, n_out, k, &self.levers.dispatch);
+                    (kern, 8, "gemv")
+                };
+                for c in (0..rows).step_by(chunk) {
+                    let nb = (rows - c).min(chunk);
                     let at = |p: u64, bytes_per_row: usize| {
                         if p == 0 {
                             0
@@ -889,31 +894,9 @@ impl Backend for CudaBackend {
                         + (nb * n_out * out_elem) as u64;
                     let flops = 2 * (n * k * nb) as u64;
                     let args = linear::vector_args(kern, &ptrs, n_out, k, nb, mode_code);
-                    self.kernel(kern, op, layer, "gemv", grid, block, bytes, flops, &args)?;
+                    self.kernel(kern, op, layer, bucket, grid, block, bytes, flops, &args)?;
                 }
                 Ok(())
-            }
-            LinearPath::GemmBf16Small => {
-                // One launch over every row: weights read once, the GEMV's bits per row.
-                let kern = Kernel::GemmBf16Small;
-                let ptrs = LinearPtrs { x, y, yh, ..base };
-                let per_block = linear::outputs_per_block(kern, mode == OutMode::Swiglu);
-                let grid = (self.dev.stride_grid(kern, n_out, per_block), 1, 1);
-                let bytes = wbytes + (rows * k * 2) as u64 + (rows * n_out * out_elem) as u64;
-                let flops = 2 * (n * k * rows) as u64;
-                let args = linear::vector_args(kern, &ptrs, n_out, k, rows, mode_code);
-                let block = super::device::launch_block(kern);
-                self.kernel(
-                    kern,
-                    op,
-                    layer,
-                    "gemm_dense",
-                    grid,
-                    block,
-                    bytes,
-                    flops,
-                    &args,
-                )
             }
             LinearPath::CublasBf16 | LinearPath::Mmq => {
                 // The GEMM writes f32 [rows, n]; SwiGLU runs as its own kernel afterwards.

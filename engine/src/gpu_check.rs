@@ -2,6 +2,7 @@
 //! whole-model logits of the CUDA backend against the CPU reference. Run on the GPU machine by
 //! `gapscope-engine selftest`; each check has a named tolerance.
 
+use crate::Numerics;
 use crate::config::ModelConfig;
 use crate::cpu::{CpuBackend, ops};
 use crate::cuda::{Capacity, CudaBackend, DevBuf, Device, Timing};
@@ -990,37 +991,8 @@ pub fn model_checks(seed: u64) -> Result<Vec<Check>> {
                     fusion,
                 };
                 let timing = if pdl { Timing::Off } else { Timing::Launch };
-                let dev = Device::open(0)?;
-                let cap = Capacity {
-                    max_seqs: 4,
-                    max_ctx: 64,
-                    max_rows: 16,
-                };
-                let mut gpu = CudaBackend::new(dev, &cfg, &w, levers, cap, timing)?;
-                gpu.rec.start_run()?;
-                let mut cpu = CpuBackend::new(&cfg, &w);
-                let prompts = vec![
-                    rng::tokens(seed, 11, 5, cfg.vocab),
-                    rng::tokens(seed, 12, 5, cfg.vocab),
-                ];
-                let pre = Batch::prefill(&prompts);
-                gpu.set_tokens(&pre.tokens)?;
-                gpu.step(&pre, Phase::Prefill, 0)?;
-                cpu.begin(&pre)?;
-                forward(&mut cpu, &cfg, &pre)?;
-                let mut worst = rel_err(&gpu.read_logits()?, cpu.logits());
-                let mut same_tokens = gpu.read_sampled(2)? == cpu.sampled;
-                for i in 0..3 {
-                    let toks = cpu.sampled.clone();
-                    let b = Batch::decode(toks.clone(), vec![5 + i; 2]);
-                    gpu.set_tokens(&toks)?;
-                    gpu.step(&b, Phase::Decode, 1 + i as i64)?;
-                    gpu.finish_steps()?;
-                    cpu.begin(&b)?;
-                    forward(&mut cpu, &cfg, &b)?;
-                    worst = worst.max(rel_err(&gpu.read_logits()?, cpu.logits()));
-                    same_tokens &= gpu.read_sampled(2)? == cpu.sampled;
-                }
+                let (worst, same_tokens, _) =
+                    model_run(&cfg, &w, levers, timing, Numerics::Engine, seed)?;
                 let name = format!(
                     "model {mt} {} kv={} graphs={graphs} mmvq_max_batch={thr} pdl={pdl} fusion={fusion} logits{}",
                     fmt.name(),
@@ -1044,8 +1016,88 @@ pub fn model_checks(seed: u64) -> Result<Vec<Check>> {
                 });
             }
         }
+        // HF numerics (bf16 weights): the GPU's hf_numerics kernels against the CPU's hf_ops,
+        // with and without graphs, paged and contiguous. Same greedy tokens required; the share
+        // of bit-identical logits is reported.
+        let w = ModelWeights::random(&cfg, WeightFormat::Bf16, seed);
+        for (paged, graphs) in [(true, true), (false, false)] {
+            let levers = Levers {
+                graphs,
+                paged_kv: paged,
+                ..Levers::default()
+            };
+            let (worst, same_tokens, exact) =
+                model_run(&cfg, &w, levers, Timing::Off, Numerics::HfBf16, seed)?;
+            out.push(Check {
+                name: format!(
+                    "model {mt} bf16 numerics=hf-bf16 kv={} graphs={graphs} logits ({:.1}% bit-identical{})",
+                    if paged { "paged" } else { "contiguous" },
+                    100.0 * exact,
+                    if same_tokens {
+                        ""
+                    } else {
+                        ", greedy tokens differ"
+                    }
+                ),
+                rel_err: worst,
+                tolerance: TOL_BF16,
+                pass: worst <= TOL_BF16 && same_tokens,
+            });
+        }
     }
     Ok(out)
+}
+
+/// A prefill of two 5-token prompts and three decode steps on the GPU and on the CPU
+/// reference with the same numerics: (worst logit rel-error, same greedy tokens, share of
+/// bit-identical logits).
+fn model_run(
+    cfg: &ModelConfig,
+    w: &ModelWeights,
+    levers: Levers,
+    timing: Timing,
+    numerics: Numerics,
+    seed: u64,
+) -> Result<(f64, bool, f64)> {
+    let dev = Device::open(0)?;
+    let cap = Capacity {
+        max_seqs: 4,
+        max_ctx: 64,
+        max_rows: 16,
+    };
+    let mut gpu = CudaBackend::new(dev, cfg, w, levers, cap, timing)?;
+    gpu.set_numerics(numerics)?;
+    gpu.rec.start_run()?;
+    let mut cpu = CpuBackend::with_numerics(cfg, w, numerics);
+    let prompts = vec![
+        rng::tokens(seed, 11, 5, cfg.vocab),
+        rng::tokens(seed, 12, 5, cfg.vocab),
+    ];
+    let (mut same, mut total) = (0usize, 0usize);
+    let mut tally = |g: &[f32], c: &[f32]| {
+        same += g.iter().zip(c).filter(|(a, b)| a == b).count();
+        total += c.len();
+        rel_err(g, c)
+    };
+    let pre = Batch::prefill(&prompts);
+    gpu.set_tokens(&pre.tokens)?;
+    gpu.step(&pre, Phase::Prefill, 0)?;
+    cpu.begin(&pre)?;
+    forward(&mut cpu, cfg, &pre)?;
+    let mut worst = tally(&gpu.read_logits()?, cpu.logits());
+    let mut same_tokens = gpu.read_sampled(2)? == cpu.sampled;
+    for i in 0..3 {
+        let toks = cpu.sampled.clone();
+        let b = Batch::decode(toks.clone(), vec![5 + i; 2]);
+        gpu.set_tokens(&toks)?;
+        gpu.step(&b, Phase::Decode, 1 + i as i64)?;
+        gpu.finish_steps()?;
+        cpu.begin(&b)?;
+        forward(&mut cpu, cfg, &b)?;
+        worst = worst.max(tally(&gpu.read_logits()?, cpu.logits()));
+        same_tokens &= gpu.read_sampled(2)? == cpu.sampled;
+    }
+    Ok((worst, same_tokens, same as f64 / total.max(1) as f64))
 }
 
 /// One launch of a batch-invariance variant: the entry, its first row and its rows.

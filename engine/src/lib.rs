@@ -11,6 +11,7 @@ pub mod gpu_check;
 pub mod kbench;
 pub mod kv;
 pub mod model;
+pub mod numerics;
 pub mod quant;
 pub mod records;
 pub mod rng;
@@ -20,5 +21,6 @@ pub mod weights;
 
 pub use config::ModelConfig;
 pub use error::{EngineError, Result};
+pub use numerics::Numerics;
 pub use quant::{Matrix, WeightFormat};
 pub use weights::ModelWeights;

@@ -81,10 +81,15 @@ pub enum Kernel {
     TimingProbe,
     TimingProbeGrid,
     TimingProbeStream,
+    RmsNormHf,
+    HeadRmsNormHf,
+    RopeKvAppendHf,
+    AttnHfBf16,
+    HfLinearEpilogue,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 37] = [
+    pub const ALL: [Kernel; 42] = [
         Kernel::GetRowsBf16,
         Kernel::GetRowsF32,
         Kernel::KvGatherBf16,
@@ -122,6 +127,11 @@ impl Kernel {
         Kernel::TimingProbe,
         Kernel::TimingProbeGrid,
         Kernel::TimingProbeStream,
+        Kernel::RmsNormHf,
+        Kernel::HeadRmsNormHf,
+        Kernel::RopeKvAppendHf,
+        Kernel::AttnHfBf16,
+        Kernel::HfLinearEpilogue,
     ];
 
     /// The symbol in the compiled module.
@@ -164,6 +174,11 @@ impl Kernel {
             Kernel::TimingProbe => "timing_probe",
             Kernel::TimingProbeGrid => "timing_probe_grid",
             Kernel::TimingProbeStream => "timing_probe_stream",
+            Kernel::RmsNormHf => "rms_norm_hf",
+            Kernel::HeadRmsNormHf => "head_rms_norm_hf",
+            Kernel::RopeKvAppendHf => "rope_kv_append_hf",
+            Kernel::AttnHfBf16 => "attn_hf_bf16",
+            Kernel::HfLinearEpilogue => "hf_linear_epilogue",
         }
     }
 }
@@ -223,6 +238,17 @@ pub const MODULES: &[Module] = &[
     module!("sample", [ArgmaxF32]),
     // Not an op: calibrates the latency of the per-launch timing events (engine recorder).
     module!("timing", [TimingProbe, TimingProbeGrid, TimingProbeStream]),
+    // Not on the fast path: the `hf-bf16` numerics mode (HF transformers' bf16 roundings).
+    module!(
+        "hf_numerics",
+        [
+            RmsNormHf,
+            HeadRmsNormHf,
+            RopeKvAppendHf,
+            AttnHfBf16,
+            HfLinearEpilogue
+        ]
+    ),
 ];
 
 /// The module that defines `kernel`.

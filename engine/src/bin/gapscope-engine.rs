@@ -16,7 +16,7 @@ use gapscope_engine::model::{Backend, Batch, forward};
 use gapscope_engine::records::TraceOut;
 use gapscope_engine::tokenizer::Tokenizer;
 use gapscope_engine::{
-    EngineError, ModelConfig, ModelWeights, Result, WeightFormat, gpu_check, kbench,
+    EngineError, ModelConfig, ModelWeights, Numerics, Result, WeightFormat, gpu_check, kbench,
 };
 use gapscope_traces::{GpuInfo, Manifest, Phase};
 use std::path::{Path, PathBuf};
@@ -242,6 +242,11 @@ enum Cmd {
         backend: BackendKind,
         #[arg(long, default_value_t = 0)]
         device: usize,
+        /// Where activations are rounded: `engine` (f32 residual stream, the engine's own) or
+        /// `hf-bf16` (every op output rounded to bf16 as HF transformers' bf16 eager forward
+        /// does, unfused; bf16 weights only) to compare logits with HF exactly.
+        #[arg(long, value_enum, default_value = "engine")]
+        numerics: Numerics,
     },
 }
 
@@ -798,16 +803,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
             out,
             backend,
             device,
+            numerics,
         } => {
             let (cfg, w) = load(&model)?;
+            if numerics == Numerics::HfBf16 && w.format != WeightFormat::Bf16 {
+                return Err(EngineError::invalid(format!(
+                    "--numerics hf-bf16 reproduces HF's bf16 forward and needs --weights bf16, not {:?}",
+                    w.format
+                )));
+            }
             let (prompt_len, toks) = read_tokens(&tokens)?;
-            let rows = logits(&cfg, &w, prompt_len, &toks, backend, device)?;
+            let rows = logits(&cfg, &w, prompt_len, &toks, backend, device, numerics)?;
             let bytes: Vec<u8> = rows.iter().flat_map(|v| v.to_le_bytes()).collect();
             std::fs::write(&out, bytes).map_err(|e| EngineError::io(&out, e))?;
             println!(
-                "wrote {} rows of {} logits to {}",
+                "wrote {} rows of {} logits ({} numerics) to {}",
                 rows.len() / cfg.vocab,
                 cfg.vocab,
+                numerics.name(),
                 out.display()
             );
             Ok(ExitCode::SUCCESS)
@@ -926,12 +939,13 @@ fn logits(
     toks: &[i32],
     backend: BackendKind,
     device: usize,
+    numerics: Numerics,
 ) -> Result<Vec<f32>> {
     let n_rows = toks.len() - pl;
     let mut out = Vec::with_capacity(n_rows * cfg.vocab);
     match backend {
         BackendKind::Cpu => {
-            let mut be = CpuBackend::new(cfg, w);
+            let mut be = CpuBackend::with_numerics(cfg, w, numerics);
             for i in 0..n_rows {
                 let b = if i == 0 {
                     Batch::prefill(&[toks[..pl].to_vec()])
@@ -951,6 +965,7 @@ fn logits(
                 max_rows: pl,
             };
             let mut be = CudaBackend::new(dev, cfg, w, Levers::default(), cap, Timing::Off)?;
+            be.set_numerics(numerics)?;
             for i in 0..n_rows {
                 let (b, phase) = if i == 0 {
                     (Batch::prefill(&[toks[..pl].to_vec()]), Phase::Prefill)

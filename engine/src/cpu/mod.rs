@@ -1,8 +1,10 @@
 //! The CPU f32 reference backend: the same forward pass as the CUDA backend, op by op, on
 //! tiny configs in CI and as the oracle for GPU tests.
 
+pub mod hf_ops;
 pub mod ops;
 
+use crate::Numerics;
 use crate::config::ModelConfig;
 use crate::error::{EngineError, Result};
 use crate::model::{Act, Backend, Batch, Linear, Norm, OutMode};
@@ -15,6 +17,7 @@ pub struct CpuBackend<'w> {
     cfg: ModelConfig,
     w: &'w ModelWeights,
     inv_freq: Vec<f32>,
+    numerics: Numerics,
     batch: Option<Batch>,
     acts: HashMap<Act, Vec<f32>>,
     /// Per layer, per sequence: K and V rows by position (bf16 values).
@@ -26,10 +29,16 @@ pub struct CpuBackend<'w> {
 
 impl<'w> CpuBackend<'w> {
     pub fn new(cfg: &ModelConfig, w: &'w ModelWeights) -> Self {
+        Self::with_numerics(cfg, w, Numerics::Engine)
+    }
+
+    /// A backend that rounds activations as `numerics` says (the GPU's `hf-bf16` oracle).
+    pub fn with_numerics(cfg: &ModelConfig, w: &'w ModelWeights, numerics: Numerics) -> Self {
         Self {
             cfg: cfg.clone(),
             w,
             inv_freq: cfg.inv_freq(),
+            numerics,
             batch: None,
             acts: HashMap::new(),
             k: vec![HashMap::new(); cfg.layers],
@@ -98,7 +107,10 @@ impl Backend for CpuBackend<'_> {
         };
         let h = self.cfg.hidden;
         let x = &self.act(src)?[..rows * h];
-        let y = ops::rms_norm(x, w, h, self.cfg.rms_eps);
+        let y = match self.numerics {
+            Numerics::Engine => ops::rms_norm(x, w, h, self.cfg.rms_eps),
+            Numerics::HfBf16 => hf_ops::rms_norm(x, w, h, self.cfg.rms_eps),
+        };
         self.acts.insert(dst, y);
         Ok(())
     }
@@ -120,6 +132,7 @@ impl Backend for CpuBackend<'_> {
         };
         let x = &self.act(src)?[..rows * m.cols()];
         let mut y = ops::linear(m, x, rows);
+        let hf = self.numerics == Numerics::HfBf16;
         match mode {
             OutMode::Store => {
                 if let Some(b) = bias {
@@ -129,6 +142,9 @@ impl Backend for CpuBackend<'_> {
                         }
                     }
                 }
+                if hf {
+                    hf_ops::store(&mut y);
+                }
                 self.acts.insert(dst, y);
             }
             OutMode::Accumulate => {
@@ -136,12 +152,20 @@ impl Backend for CpuBackend<'_> {
                     .acts
                     .get_mut(&dst)
                     .ok_or_else(|| EngineError::invalid("accumulate into an unwritten buffer"))?;
-                for (a, b) in d.iter_mut().zip(&y) {
-                    *a += b;
+                if hf {
+                    hf_ops::accumulate(d, &y);
+                } else {
+                    for (a, b) in d.iter_mut().zip(&y) {
+                        *a += b;
+                    }
                 }
             }
             OutMode::Swiglu => {
-                y = ops::swiglu(&y);
+                y = if hf {
+                    hf_ops::swiglu(&y)
+                } else {
+                    ops::swiglu(&y)
+                };
                 self.acts.insert(dst, y);
             }
         }
@@ -158,6 +182,10 @@ impl Backend for CpuBackend<'_> {
         };
         let eps = self.cfg.rms_eps;
         let stride = self.cfg.qkv_dim();
+        let norm = match self.numerics {
+            Numerics::Engine => ops::head_norm,
+            Numerics::HfBf16 => hf_ops::head_norm,
+        };
         let qkv = self
             .acts
             .get_mut(&Act::Qkv)
@@ -165,7 +193,7 @@ impl Backend for CpuBackend<'_> {
         for r in 0..rows {
             for h in 0..nq + nkv {
                 let w = if h < nq { qw } else { kw };
-                ops::head_norm(
+                norm(
                     &mut qkv[r * stride + h * hd..r * stride + (h + 1) * hd],
                     w,
                     eps,
@@ -178,6 +206,10 @@ impl Backend for CpuBackend<'_> {
     fn rope_kv_append(&mut self, layer: usize, rows: usize) -> Result<()> {
         let (nq, nkv, hd) = (self.cfg.heads, self.cfg.kv_heads, self.cfg.head_dim);
         let stride = self.cfg.qkv_dim();
+        let rope = match self.numerics {
+            Numerics::Engine => ops::rope,
+            Numerics::HfBf16 => hf_ops::rope,
+        };
         let batch = self
             .batch
             .clone()
@@ -190,7 +222,7 @@ impl Backend for CpuBackend<'_> {
             let (seq, pos) = (batch.seq[r], batch.pos[r]);
             let row = &mut qkv[r * stride..(r + 1) * stride];
             for h in 0..nq + nkv {
-                ops::rope(&mut row[h * hd..(h + 1) * hd], &self.inv_freq, pos);
+                rope(&mut row[h * hd..(h + 1) * hd], &self.inv_freq, pos);
             }
             let kv_dim = nkv * hd;
             let krow: Vec<f32> = row[nq * hd..nq * hd + kv_dim]
@@ -218,6 +250,10 @@ impl Backend for CpuBackend<'_> {
         let stride = self.cfg.qkv_dim();
         let batch = self.batch()?;
         let qkv = self.act(Act::Qkv)?;
+        let attend = match self.numerics {
+            Numerics::Engine => ops::attention_row,
+            Numerics::HfBf16 => hf_ops::attention_row,
+        };
         let mut out = vec![0f32; rows * nq * hd];
         for r in 0..rows {
             let (seq, pos) = (batch.seq[r], batch.pos[r]);
@@ -230,7 +266,7 @@ impl Backend for CpuBackend<'_> {
                     "sequence {seq} has no cached KV for position {pos}"
                 )));
             }
-            let o = ops::attention_row(
+            let o = attend(
                 &qkv[r * stride..r * stride + nq * hd],
                 k,
                 v,
@@ -334,6 +370,45 @@ mod tests {
             one.begin(&b).unwrap();
             forward(&mut one, &cfg, &b).unwrap();
             assert_eq!(one.logits(), &both.logits()[s * v..(s + 1) * v]);
+        }
+    }
+
+    /// HF numerics: token-by-token decode gives the prefill's logits bit for bit (every row's
+    /// roundings are its own), every activation and logit is a bf16 value, and the logits
+    /// stay close to the engine numerics' without being the same.
+    #[test]
+    fn hf_numerics_decode_matches_prefill_bitwise() {
+        for mt in ["llama", "qwen2", "qwen3"] {
+            let cfg = tiny(mt);
+            let w = ModelWeights::random(&cfg, WeightFormat::Bf16, 5);
+            let prompt = vec![3, 17, 42, 8, 90];
+            let run = |numerics| {
+                let mut be = CpuBackend::with_numerics(&cfg, &w, numerics);
+                let b = Batch::prefill(std::slice::from_ref(&prompt));
+                be.begin(&b).unwrap();
+                forward(&mut be, &cfg, &b).unwrap();
+                (be.logits().to_vec(), be.act(Act::X).unwrap().clone())
+            };
+            let (want, x) = run(Numerics::HfBf16);
+            assert!(x.iter().chain(&want).all(|&v| round_bf16(v) == v), "{mt}");
+            let (engine, _) = run(Numerics::Engine);
+            let scale = engine.iter().fold(0f32, |a, v| a.max(v.abs()));
+            let diff = want
+                .iter()
+                .zip(&engine)
+                .fold(0f32, |a, (p, q)| a.max((p - q).abs()));
+            assert!(diff > 0.0 && diff < 0.05 * scale, "{mt}: {diff} of {scale}");
+
+            let mut inc = CpuBackend::with_numerics(&cfg, &w, Numerics::HfBf16);
+            let b = Batch::prefill(&[prompt[..2].to_vec()]);
+            inc.begin(&b).unwrap();
+            forward(&mut inc, &cfg, &b).unwrap();
+            for (i, &t) in prompt.iter().enumerate().skip(2) {
+                let b = Batch::decode(vec![t], vec![i as i32]);
+                inc.begin(&b).unwrap();
+                forward(&mut inc, &cfg, &b).unwrap();
+            }
+            assert_eq!(inc.logits(), &want[..], "{mt}");
         }
     }
 

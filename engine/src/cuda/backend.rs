@@ -2,12 +2,15 @@
 //! dispatches linears by batch size, manages the KV cache, captures decode steps as CUDA
 //! graphs, and records every launch with its op, layer, bucket, bytes and FLOPs.
 
+mod hf_numerics;
+
 use super::attention_args::{AttnArgs, RopeArgs};
 use super::attention_shape::{self, AttentionDims};
 use super::device::{Arg, DevBuf, Device};
 use super::linear::{self, LinearPtrs};
 use super::recorder::{Recorder, StepInfo, Timing};
 use super::weights::{DevLinear, DevWeights};
+use crate::Numerics;
 use crate::config::ModelConfig;
 use crate::dispatch::{Levers, LinearPath};
 use crate::error::{EngineError, Result};
@@ -126,6 +129,9 @@ pub struct CudaBackend {
     max_splits: usize,
     /// GAPSCOPE_ATTENTION_SHAPE=KW:SPLITS pins the decode attention shape (tuning runs).
     att_shape_override: Option<(usize, usize)>,
+    /// Where activations are rounded (`set_numerics`); `HfBf16` runs the unfused
+    /// `hf_numerics` kernels.
+    numerics: Numerics,
 }
 
 fn bf16_bytes(n: usize) -> u64 {
@@ -261,6 +267,7 @@ impl CudaBackend {
             timed_steps_in_graphs: false,
             max_splits,
             att_shape_override: attention_shape::override_from_env(cfg.head_dim)?,
+            numerics: Numerics::Engine,
         })
     }
 
@@ -625,9 +632,18 @@ impl CudaBackend {
             Norm::Final => -1,
         };
         let (s, d) = (self.act(src), self.act(dst));
-        let (grid, block, args) = linear::rms_norm_launch(s, w, d, rows, h, self.cfg.rms_eps);
+        let (kern, (grid, block, args)) = match self.numerics {
+            Numerics::Engine => (
+                Kernel::RmsNormF32,
+                linear::rms_norm_launch(s, w, d, rows, h, self.cfg.rms_eps),
+            ),
+            Numerics::HfBf16 => (
+                Kernel::RmsNormHf,
+                hf_numerics::rms_norm_launch(s, w, d, rows, h, self.cfg.rms_eps),
+            ),
+        };
         self.kernel(
-            Kernel::RmsNormF32,
+            kern,
             "rms_norm",
             layer,
             "norm",
@@ -657,6 +673,7 @@ impl CudaBackend {
             Norm::Ffn(_) => return false,
         };
         self.levers.fusion
+            && self.numerics == Numerics::Engine
             && rows == 1
             && !self.prefill
             && self.cfg.hidden <= linear::GEMV_NORM_MAX
@@ -666,7 +683,10 @@ impl CudaBackend {
     /// RoPE and the KV append run inside attention: decode steps with one new position per
     /// sequence (no row reads a slot another row writes) and the fusion lever on.
     fn fused_rope(&self) -> bool {
-        self.levers.fusion && !self.prefill && self.rows_distinct
+        self.levers.fusion
+            && self.numerics == Numerics::Engine
+            && !self.prefill
+            && self.rows_distinct
     }
 
     /// (key lanes, splits) of one attention launch: `attention_shape::decode_shape`, or the
@@ -687,87 +707,15 @@ impl CudaBackend {
             max_splits: self.max_splits,
         })
     }
-}
 
-impl Backend for CudaBackend {
-    fn begin(&mut self, batch: &Batch) -> Result<()> {
-        let rows = batch.rows();
-        if rows > self.cap.max_rows.max(self.cap.max_seqs) || batch.logit_rows() > self.cap.max_seqs
-        {
-            return Err(EngineError::invalid(format!(
-                "batch of {rows} rows exceeds the allocated capacity {:?}",
-                self.cap
-            )));
-        }
-        let l = self.layout;
-        for r in 0..rows {
-            let (s, p) = (batch.seq[r], batch.pos[r]);
-            let slot = self
-                .kv
-                .slot(s as usize, p as usize)
-                .map_err(EngineError::Invalid)?;
-            self.meta_host[l.row_seq + r] = s;
-            self.meta_host[l.row_pos + r] = p;
-            self.meta_host[l.row_slot + r] = slot;
-        }
-        if let Some(o) = &batch.out_rows {
-            self.meta_host[l.out_rows..l.out_rows + o.len()].copy_from_slice(o);
-        }
-        let s = self.cap.max_seqs;
-        self.meta_host[l.seq_len..l.seq_len + s].copy_from_slice(&self.kv.seq_len);
-        if self.kv.paged {
-            let t = self.kv.block_table.len();
-            self.meta_host[l.table..l.table + t].copy_from_slice(&self.kv.block_table);
-        } else {
-            let t = self.kv.slot_map.len();
-            self.meta_host[l.slot_map..l.slot_map + t].copy_from_slice(&self.kv.slot_map);
-        }
-        // One upload per step (outside any graph): row metadata, lengths and tables.
-        self.dev
-            .memcpy_htod_async(self.a.meta.ptr, &self.meta_host[..l.total])?;
-        self.rows = rows;
-        self.attended = batch.pos.iter().map(|&p| p as usize + 1).sum();
-        self.logit_rows = batch.logit_rows();
-        self.prefill = batch.out_rows.is_some();
-        self.pending_norm = None;
-        let mut seqs: Vec<i32> = batch.seq.clone();
-        seqs.sort_unstable();
-        seqs.dedup();
-        self.rows_distinct = seqs.len() == batch.seq.len();
-        Ok(())
-    }
-
-    fn embed(&mut self, rows: usize) -> Result<()> {
-        self.flush_norm()?;
-        let h = self.cfg.hidden;
-        let (t, e, x) = (self.a.tokens.ptr, self.w.embed.ptr, self.a.x.ptr);
-        self.kernel(
-            Kernel::GetRowsBf16,
-            "embed",
-            -1,
-            "embed_gather",
-            (rows as u32, 1, 1),
-            256,
-            (rows * h * 6) as u64,
-            0,
-            &[Arg::Ptr(e), Arg::Ptr(t), Arg::Ptr(x), Arg::I32(h as i32)],
-        )
-    }
-
-    fn rms_norm(&mut self, src: Act, norm: Norm, dst: Act, rows: usize) -> Result<()> {
-        self.flush_norm()?;
-        if dst == Act::Xn && self.norm_fusible(norm, rows) {
-            self.pending_norm = Some((src, norm));
-            return Ok(());
-        }
-        self.launch_norm(src, norm, dst, rows)
-    }
-
-    fn linear(
+    /// One linear `W src` written to `y` (f32: store, accumulate) or `yh` (bf16: SwiGLU),
+    /// through the dispatch policy's path at this batch.
+    fn linear_into(
         &mut self,
         which: Linear,
         src: Act,
-        dst: Act,
+        y: u64,
+        yh: u64,
         rows: usize,
         mode: OutMode,
     ) -> Result<()> {
@@ -807,11 +755,6 @@ impl Backend for CudaBackend {
             8
         } else {
             4
-        };
-        let (y, yh) = if mode == OutMode::Swiglu {
-            (0, self.act(dst))
-        } else {
-            (self.act(dst), 0)
         };
         let bias_ptr = bias.unwrap_or(0);
         let base = LinearPtrs {
@@ -961,6 +904,102 @@ impl Backend for CudaBackend {
             }
         }
     }
+}
+
+impl Backend for CudaBackend {
+    fn begin(&mut self, batch: &Batch) -> Result<()> {
+        let rows = batch.rows();
+        if rows > self.cap.max_rows.max(self.cap.max_seqs) || batch.logit_rows() > self.cap.max_seqs
+        {
+            return Err(EngineError::invalid(format!(
+                "batch of {rows} rows exceeds the allocated capacity {:?}",
+                self.cap
+            )));
+        }
+        let l = self.layout;
+        for r in 0..rows {
+            let (s, p) = (batch.seq[r], batch.pos[r]);
+            let slot = self
+                .kv
+                .slot(s as usize, p as usize)
+                .map_err(EngineError::Invalid)?;
+            self.meta_host[l.row_seq + r] = s;
+            self.meta_host[l.row_pos + r] = p;
+            self.meta_host[l.row_slot + r] = slot;
+        }
+        if let Some(o) = &batch.out_rows {
+            self.meta_host[l.out_rows..l.out_rows + o.len()].copy_from_slice(o);
+        }
+        let s = self.cap.max_seqs;
+        self.meta_host[l.seq_len..l.seq_len + s].copy_from_slice(&self.kv.seq_len);
+        if self.kv.paged {
+            let t = self.kv.block_table.len();
+            self.meta_host[l.table..l.table + t].copy_from_slice(&self.kv.block_table);
+        } else {
+            let t = self.kv.slot_map.len();
+            self.meta_host[l.slot_map..l.slot_map + t].copy_from_slice(&self.kv.slot_map);
+        }
+        // One upload per step (outside any graph): row metadata, lengths and tables.
+        self.dev
+            .memcpy_htod_async(self.a.meta.ptr, &self.meta_host[..l.total])?;
+        self.rows = rows;
+        self.attended = batch.pos.iter().map(|&p| p as usize + 1).sum();
+        self.logit_rows = batch.logit_rows();
+        self.prefill = batch.out_rows.is_some();
+        self.pending_norm = None;
+        let mut seqs: Vec<i32> = batch.seq.clone();
+        seqs.sort_unstable();
+        seqs.dedup();
+        self.rows_distinct = seqs.len() == batch.seq.len();
+        Ok(())
+    }
+
+    fn embed(&mut self, rows: usize) -> Result<()> {
+        self.flush_norm()?;
+        let h = self.cfg.hidden;
+        let (t, e, x) = (self.a.tokens.ptr, self.w.embed.ptr, self.a.x.ptr);
+        self.kernel(
+            Kernel::GetRowsBf16,
+            "embed",
+            -1,
+            "embed_gather",
+            (rows as u32, 1, 1),
+            256,
+            (rows * h * 6) as u64,
+            0,
+            &[Arg::Ptr(e), Arg::Ptr(t), Arg::Ptr(x), Arg::I32(h as i32)],
+        )
+    }
+
+    fn rms_norm(&mut self, src: Act, norm: Norm, dst: Act, rows: usize) -> Result<()> {
+        self.flush_norm()?;
+        if dst == Act::Xn && self.norm_fusible(norm, rows) {
+            self.pending_norm = Some((src, norm));
+            return Ok(());
+        }
+        self.launch_norm(src, norm, dst, rows)
+    }
+
+    fn linear(
+        &mut self,
+        which: Linear,
+        src: Act,
+        dst: Act,
+        rows: usize,
+        mode: OutMode,
+    ) -> Result<()> {
+        match self.numerics {
+            Numerics::Engine => {
+                let (y, yh) = if mode == OutMode::Swiglu {
+                    (0, self.act(dst))
+                } else {
+                    (self.act(dst), 0)
+                };
+                self.linear_into(which, src, y, yh, rows, mode)
+            }
+            Numerics::HfBf16 => self.hf_linear(which, src, dst, rows, mode),
+        }
+    }
 
     fn head_norm(&mut self, layer: usize, rows: usize) -> Result<()> {
         self.flush_norm()?;
@@ -984,25 +1023,37 @@ impl Backend for CudaBackend {
             c.qkv_dim() as i32,
             c.rms_eps,
         );
+        let (kern, block, args) = match self.numerics {
+            Numerics::Engine => (
+                Kernel::HeadRmsNormF32,
+                32,
+                vec![
+                    Arg::Ptr(qkv),
+                    Arg::Ptr(q),
+                    Arg::Ptr(k),
+                    Arg::I32(nq),
+                    Arg::I32(nkv),
+                    Arg::I32(hd),
+                    Arg::I32(stride),
+                    Arg::F32(eps),
+                ],
+            ),
+            Numerics::HfBf16 => (
+                Kernel::HeadRmsNormHf,
+                hf_numerics::THREADS,
+                hf_numerics::head_norm_args(qkv, q, k, nq, hd, stride, eps),
+            ),
+        };
         self.kernel(
-            Kernel::HeadRmsNormF32,
+            kern,
             "qk_norm",
             layer as i32,
             "norm",
             (rows as u32, heads as u32, 1),
-            32,
+            block,
             bytes,
             bytes,
-            &[
-                Arg::Ptr(qkv),
-                Arg::Ptr(q),
-                Arg::Ptr(k),
-                Arg::I32(nq),
-                Arg::I32(nkv),
-                Arg::I32(hd),
-                Arg::I32(stride),
-                Arg::F32(eps),
-            ],
+            &args,
         )
     }
 
@@ -1027,13 +1078,17 @@ impl Backend for CudaBackend {
             row_stride: c.qkv_dim(),
         }
         .args();
+        let (kern, block) = match self.numerics {
+            Numerics::Engine => (Kernel::RopeKvAppendF32, 512),
+            Numerics::HfBf16 => (Kernel::RopeKvAppendHf, hf_numerics::THREADS),
+        };
         self.kernel(
-            Kernel::RopeKvAppendF32,
+            kern,
             "rope_kv_append",
             layer as i32,
             "rope",
             (rows as u32, 1, 1),
-            512,
+            block,
             bytes,
             flops,
             &args,
@@ -1082,6 +1137,9 @@ impl Backend for CudaBackend {
             )?;
             (kg, vg, self.meta_ptr(self.layout.identity))
         };
+        if self.numerics == Numerics::HfBf16 {
+            return self.hf_attention(layer, kc, vc, table, rows);
+        }
         let (kw, splits) = self.attention_shape(rows);
         let chunk = self.kv.max_ctx.div_ceil(splits).div_ceil(ATT_CHUNK) * ATT_CHUNK;
         let (bytes, flops) = self.attention_cost(rows);

@@ -1,0 +1,283 @@
+//! The CUDA backend's `hf-bf16` numerics (`Numerics::HfBf16`): launches of the
+//! `hf_numerics.cu` kernels, which round activations where HF transformers' bf16 eager forward
+//! does. Linears run through the usual dispatch into f32 and are rounded by one epilogue.
+
+use super::CudaBackend;
+use crate::Numerics;
+use crate::cuda::device::Arg;
+use crate::error::{EngineError, Result};
+use crate::model::{Act, Linear, OutMode};
+use crate::quant::WeightFormat;
+use gapscope_kernels::Kernel;
+
+/// Threads per block of every `hf_numerics.cu` kernel (`HF_THREADS`).
+pub const THREADS: u32 = 128;
+/// Longest context `attn_hf_bf16` keeps in shared memory (`HF_ATT_MAX_CTX`).
+pub const MAX_CTX: usize = 8192;
+/// Widest head `attn_hf_bf16` holds its query for.
+const MAX_HEAD_DIM: usize = 256;
+
+/// `rms_norm_hf` over `rows` rows of `h`: (grid, block, args).
+pub fn rms_norm_launch(
+    x: u64,
+    w: u64,
+    out: u64,
+    rows: usize,
+    h: usize,
+    eps: f32,
+) -> ((u32, u32, u32), u32, Vec<Arg>) {
+    let args = vec![
+        Arg::Ptr(x),
+        Arg::Ptr(w),
+        Arg::Ptr(out),
+        Arg::I32(h as i32),
+        Arg::F32(eps),
+    ];
+    ((rows as u32, 1, 1), THREADS, args)
+}
+
+/// `head_rms_norm_hf`'s arguments.
+pub fn head_norm_args(
+    qkv: u64,
+    qw: u64,
+    kw: u64,
+    nq: i32,
+    hd: i32,
+    stride: i32,
+    eps: f32,
+) -> Vec<Arg> {
+    vec![
+        Arg::Ptr(qkv),
+        Arg::Ptr(qw),
+        Arg::Ptr(kw),
+        Arg::I32(nq),
+        Arg::I32(hd),
+        Arg::I32(stride),
+        Arg::F32(eps),
+    ]
+}
+
+impl CudaBackend {
+    /// Switches where activations are rounded. `HfBf16` needs bf16 weights, a context the
+    /// HF attention kernel holds, and graphs captured before the switch are dropped.
+    pub fn set_numerics(&mut self, numerics: Numerics) -> Result<()> {
+        if numerics == Numerics::HfBf16 {
+            if self.w_format() != WeightFormat::Bf16 {
+                return Err(EngineError::invalid(format!(
+                    "--numerics hf-bf16 reproduces HF's bf16 forward and needs bf16 weights, not {:?}",
+                    self.w_format()
+                )));
+            }
+            if self.kv.max_ctx > MAX_CTX {
+                return Err(EngineError::invalid(format!(
+                    "--numerics hf-bf16 attends over at most {MAX_CTX} positions; this run needs {}",
+                    self.kv.max_ctx
+                )));
+            }
+            if self.cfg.head_dim > MAX_HEAD_DIM || 2 * self.cfg.intermediate < self.cfg.hidden {
+                return Err(EngineError::invalid(format!(
+                    "--numerics hf-bf16 supports head_dim <= {MAX_HEAD_DIM} and intermediate >= hidden / 2 (got {} and {}/{})",
+                    self.cfg.head_dim, self.cfg.intermediate, self.cfg.hidden
+                )));
+            }
+        }
+        if numerics != self.numerics {
+            self.graphs.clear();
+            self.numerics = numerics;
+        }
+        Ok(())
+    }
+
+    /// A linear as torch computes it in bf16: the f32 product (bias added) through the
+    /// dispatch policy, then `hf_linear_epilogue` rounds it, adds the residual, or applies
+    /// SwiGLU, each with torch's roundings.
+    pub(super) fn hf_linear(
+        &mut self,
+        which: Linear,
+        src: Act,
+        dst: Act,
+        rows: usize,
+        mode: OutMode,
+    ) -> Result<()> {
+        let n = self.weight(which).0.rows;
+        let (acc, y, yh, outputs, code) = match mode {
+            OutMode::Store => (self.act(dst), self.act(dst), 0, rows * n, 0),
+            OutMode::Accumulate => (self.a.gu.ptr, self.act(dst), 0, rows * n, 1),
+            OutMode::Swiglu => (self.a.gu.ptr, 0, self.act(dst), rows * n / 2, 2),
+        };
+        self.linear_into(which, src, acc, 0, rows, OutMode::Store)?;
+        let read = if mode == OutMode::Swiglu { 8 } else { 4 };
+        let written = match mode {
+            OutMode::Store => 4,
+            OutMode::Accumulate => 8,
+            OutMode::Swiglu => 2,
+        };
+        self.kernel(
+            Kernel::HfLinearEpilogue,
+            which.op(),
+            which.layer(),
+            "act_elementwise",
+            (outputs.div_ceil(256).clamp(1, 65535) as u32, 1, 1),
+            256,
+            (outputs * (read + written)) as u64,
+            outputs as u64,
+            &[
+                Arg::Ptr(acc),
+                Arg::Ptr(y),
+                Arg::Ptr(yh),
+                Arg::I64(outputs as i64),
+                Arg::I32(code),
+            ],
+        )
+    }
+
+    /// `attn_hf_bf16` over the cache `kc`/`vc` (or its gathered copy) through `table`.
+    pub(super) fn hf_attention(
+        &mut self,
+        layer: usize,
+        kc: u64,
+        vc: u64,
+        table: u64,
+        rows: usize,
+    ) -> Result<()> {
+        let c = &self.cfg;
+        let (heads, kv_heads, head_dim, q_stride) = (c.heads, c.kv_heads, c.head_dim, c.qkv_dim());
+        let (bytes, flops) = self.attention_cost(rows);
+        let args = AttnHfArgs {
+            qkv: self.a.qkv.ptr,
+            q_stride,
+            k: kc,
+            v: vc,
+            table,
+            max_blocks: self.kv.max_blocks,
+            row_seq: self.meta_ptr(self.layout.row_seq),
+            row_pos: self.meta_ptr(self.layout.row_pos),
+            out: self.a.attn.ptr,
+            heads,
+            kv_heads,
+            head_dim,
+        }
+        .args();
+        self.kernel(
+            Kernel::AttnHfBf16,
+            "attention",
+            layer as i32,
+            "attention",
+            (heads as u32, rows as u32, 1),
+            THREADS,
+            bytes,
+            flops,
+            &args,
+        )
+    }
+}
+
+/// Device pointers and shapes of one `attn_hf_bf16` launch.
+struct AttnHfArgs {
+    qkv: u64,
+    q_stride: usize,
+    k: u64,
+    v: u64,
+    table: u64,
+    max_blocks: usize,
+    row_seq: u64,
+    row_pos: u64,
+    out: u64,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+}
+
+impl AttnHfArgs {
+    fn args(&self) -> Vec<Arg> {
+        vec![
+            Arg::Ptr(self.qkv),
+            Arg::I32(self.q_stride as i32),
+            Arg::Ptr(self.k),
+            Arg::Ptr(self.v),
+            Arg::Ptr(self.table),
+            Arg::I32(self.max_blocks as i32),
+            Arg::I32(crate::kv::BLOCK as i32),
+            Arg::Ptr(self.row_seq),
+            Arg::Ptr(self.row_pos),
+            Arg::Ptr(self.out),
+            Arg::I32(self.heads as i32),
+            Arg::I32(self.kv_heads as i32),
+            Arg::I32(self.head_dim as i32),
+            Arg::F32(1.0 / (self.head_dim as f32).sqrt()),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pointer (true) or value (false), parameter by parameter, of `name`'s CUDA signature.
+    fn signature(name: &str) -> Vec<bool> {
+        let src = gapscope_kernels::module_of(Kernel::AttnHfBf16).source;
+        let at = src.find(&format!(" {name}(")).expect("kernel in source");
+        let open = at + src[at..].find('(').unwrap();
+        let close = open + src[open..].find(')').unwrap();
+        src[open + 1..close]
+            .split(',')
+            .map(|p| p.contains('*'))
+            .collect()
+    }
+
+    fn kinds(args: &[Arg]) -> Vec<bool> {
+        args.iter().map(|a| matches!(a, Arg::Ptr(_))).collect()
+    }
+
+    /// The argument lists follow the CUDA signatures (a mismatch is undefined behaviour).
+    #[test]
+    fn argument_lists_agree_with_the_cuda_source() {
+        let (_, block, args) = rms_norm_launch(1, 2, 3, 4, 5, 1e-6);
+        assert_eq!(kinds(&args), signature("rms_norm_hf"));
+        assert_eq!(block, THREADS);
+        assert_eq!(
+            kinds(&head_norm_args(1, 2, 3, 4, 5, 6, 1e-6)),
+            signature("head_rms_norm_hf")
+        );
+        let attn = AttnHfArgs {
+            qkv: 1,
+            q_stride: 2,
+            k: 3,
+            v: 4,
+            table: 5,
+            max_blocks: 6,
+            row_seq: 7,
+            row_pos: 8,
+            out: 9,
+            heads: 8,
+            kv_heads: 2,
+            head_dim: 64,
+        };
+        assert_eq!(kinds(&attn.args()), signature("attn_hf_bf16"));
+        let rope = crate::cuda::attention_args::RopeArgs {
+            qkv: 1,
+            pos: 2,
+            slots: 3,
+            inv_freq: 4,
+            k_cache: 5,
+            v_cache: 6,
+            heads: 8,
+            kv_heads: 2,
+            head_dim: 64,
+            row_stride: 96,
+        };
+        assert_eq!(kinds(&rope.args()), signature("rope_kv_append_hf"));
+        let epilogue = [
+            Arg::Ptr(1),
+            Arg::Ptr(2),
+            Arg::Ptr(3),
+            Arg::I64(4),
+            Arg::I32(0),
+        ];
+        assert_eq!(kinds(&epilogue), signature("hf_linear_epilogue"));
+        let src = gapscope_kernels::module_of(Kernel::AttnHfBf16).source;
+        assert!(src.contains(&format!("#define HF_THREADS {THREADS}")));
+        assert!(src.contains(&format!("#define HF_ATT_MAX_CTX {MAX_CTX}")));
+        assert!(src.contains(&format!("__shared__ float qs[{MAX_HEAD_DIM}]")));
+    }
+}

@@ -15,6 +15,8 @@ Metrics:
   rel_err(row)    max_j |engine - hf| / max_j |hf|   over that row
   max_rel_err     max over rows of rel_err(row);  mean_rel_err: its mean
   max_abs_diff    max over all elements of |engine - hf|
+  identical       fraction of all elements where the engine's f32 value equals HF's exactly
+                  (near 1 only when the engine rounds as HF does: logits --numerics hf-bf16)
 
 A non-finite engine value (NaN/Inf) makes its row's rel_err infinite and its row a top-1
 mismatch; they are counted in "engine_nonfinite".
@@ -181,6 +183,7 @@ def metrics_python(hf: array.array, eng: array.array, rows: int, vocab: int, tie
     max_abs = 0.0
     nonfinite = 0
     mism = []
+    identical = 0
     for r in range(rows):
         lo, hi = r * vocab, (r + 1) * vocab
         h = hf[lo:hi]
@@ -191,6 +194,7 @@ def metrics_python(hf: array.array, eng: array.array, rows: int, vocab: int, tie
             if not math.isfinite(b):
                 bad += 1
                 continue
+            identical += a == b
             d = abs(a - b)
             if d > row_abs:
                 row_abs = d
@@ -211,7 +215,7 @@ def metrics_python(hf: array.array, eng: array.array, rows: int, vocab: int, tie
             matches += 1
         else:
             mism.append(_mismatch(r, ah, ae, h))
-    return _summary(rows, vocab, matches, per_row, max_abs, nonfinite, mism, tie_tol)
+    return _summary(rows, vocab, matches, per_row, max_abs, nonfinite, mism, tie_tol, identical)
 
 
 def metrics_torch(hf_path: str, eng_path: str, rows: int, vocab: int, tie_tol: float = 0.0,
@@ -247,7 +251,9 @@ def metrics_torch(hf_path: str, eng_path: str, rows: int, vocab: int, tie_tol: f
     mism = []
     for r in (~match).nonzero().flatten().tolist():
         mism.append(_mismatch(r, int(ah[r]), int(ae[r]), hf[r].tolist()))
-    return _summary(rows, vocab, int(match.sum()), rel.tolist(), float(row_abs.max()), nonfinite, mism, tie_tol)
+    identical = int((eng == hf).sum())
+    return _summary(rows, vocab, int(match.sum()), rel.tolist(), float(row_abs.max()), nonfinite, mism, tie_tol,
+                    identical)
 
 
 def _mismatch(row: int, ah: int, ae: int, hf_row) -> dict:
@@ -258,7 +264,7 @@ def _mismatch(row: int, ah: int, ae: int, hf_row) -> dict:
     return d
 
 
-def _summary(rows, vocab, matches, per_row, max_abs, nonfinite, mism, tie_tol) -> dict:
+def _summary(rows, vocab, matches, per_row, max_abs, nonfinite, mism, tie_tol, identical) -> dict:
     mean_rel = sum(per_row) / len(per_row) if per_row else 0.0
     near_ties = sum(1 for x in mism if "hf_margin" in x and x["hf_margin"] <= tie_tol)
     return {
@@ -269,6 +275,7 @@ def _summary(rows, vocab, matches, per_row, max_abs, nonfinite, mism, tie_tol) -
         "max_rel_err": max(per_row) if per_row else 0.0,
         "mean_rel_err": mean_rel,
         "max_abs_diff": max_abs,
+        "identical": identical / (rows * vocab) if rows * vocab else 0.0,
         "engine_nonfinite": nonfinite,
         "tie_tol": tie_tol,
         "top1_near_tie_mismatches": near_ties,
@@ -328,7 +335,7 @@ def summary_line(m: dict, ok: bool) -> str:
     s = (f"{'PASS' if ok else 'FAIL'} {m.get('model') or m['model_dir']}: top1 {m['top1_agreement']:.4f} "
          f"({m['top1_matches']}/{m['rows']} rows), max rel err {m['max_rel_err']:.3e}, "
          f"mean rel err {m['mean_rel_err']:.3e}, max abs diff {m['max_abs_diff']:.3e}, "
-         f"vocab {m['vocab']}")
+         f"{100 * m['identical']:.2f}% of logits bit-identical, vocab {m['vocab']}")
     if m["top1_near_tie_mismatches"]:
         s += (f", tie-aware top1 {m['top1_agreement_tie_aware']:.4f} "
               f"({m['top1_near_tie_mismatches']} mismatches within {m['tie_tol']:g} of the HF max)")

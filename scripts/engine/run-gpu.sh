@@ -14,7 +14,8 @@
 #             HF transformers eager, same call
 #   hflogits  tiny random Llama/Qwen3/Qwen2 built and run by HF transformers (bf16 eager), the
 #             engine's teacher-forced logits compared (strict top-1, with exact HF ties counted,
-#             and with the engine's logits rounded to bf16 like HF's)
+#             and with the engine's logits rounded to bf16 like HF's); then the same logits with
+#             --numerics hf-bf16 (HF's roundings) from the CUDA and the CPU backend, strict top-1
 # Results go to $OUT (or ./gpu-out); the console summary is the last thing printed.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
@@ -92,19 +93,29 @@ if has sweep; then
   fi
 fi
 if has hflogits; then
-  D=$(mktemp -d)
-  say "== HF tiny models vs the engine"
-  python3 scripts/engine/hf_tiny_models.py --out "$D" > "$OUT/hf_tiny.log" 2>&1
-  say "hf_tiny_models.py rc=$?"
-  for m in tiny-llama tiny-qwen3 tiny-qwen2; do
-    [ -d "$D/$m" ] || continue
-    $E logits --model "$D/$m" --tokens "$D/$m/tokens.json" --out "$D/$m/engine.f32" 2>&1 | tail -n 1 | tee -a "$log"
-    cp "$D/$m/hf_meta.json" "$OUT/$m-hf_meta.json"
-    python3 scripts/engine/compare_logits.py "$D/$m" --engine "$D/$m/engine.f32" --json "$OUT/$m-cmp.json" 2>&1 | tee -a "$log"
-    python3 scripts/engine/compare_logits.py "$D/$m" --engine "$D/$m/engine.f32" --tie-tol 0 --json "$OUT/$m-cmp-tie.json" 2>&1 | tee -a "$log"
-    python3 scripts/engine/compare_logits.py "$D/$m" --engine "$D/$m/engine.f32" --engine-bf16 --json "$OUT/$m-cmp-bf16.json" 2>&1 | tee -a "$log"
+  # HF_SEEDS="0 1 2" builds the tiny models from several seeds (the first one keeps the
+  # unsuffixed file names).
+  for seed in ${HF_SEEDS:-0}; do
+    D=$(mktemp -d)
+    sfx=$([ "$seed" = 0 ] && echo "" || echo "-s$seed")
+    say "== HF tiny models (seed $seed) vs the engine"
+    python3 scripts/engine/hf_tiny_models.py --out "$D" --seed "$seed" > "$OUT/hf_tiny$sfx.log" 2>&1
+    say "hf_tiny_models.py rc=$?"
+    for m in tiny-llama tiny-qwen3 tiny-qwen2; do
+      [ -d "$D/$m" ] || continue
+      $E logits --model "$D/$m" --tokens "$D/$m/tokens.json" --out "$D/$m/engine.f32" 2>&1 | tail -n 1 | tee -a "$log"
+      cp "$D/$m/hf_meta.json" "$OUT/$m$sfx-hf_meta.json"
+      python3 scripts/engine/compare_logits.py "$D/$m" --engine "$D/$m/engine.f32" --json "$OUT/$m$sfx-cmp.json" 2>&1 | tee -a "$log"
+      python3 scripts/engine/compare_logits.py "$D/$m" --engine "$D/$m/engine.f32" --tie-tol 0 --json "$OUT/$m$sfx-cmp-tie.json" 2>&1 | tee -a "$log"
+      python3 scripts/engine/compare_logits.py "$D/$m" --engine "$D/$m/engine.f32" --engine-bf16 --json "$OUT/$m$sfx-cmp-bf16.json" 2>&1 | tee -a "$log"
+      for be in cuda cpu; do
+        say "-- $m --numerics hf-bf16 --backend $be"
+        $E logits --model "$D/$m" --tokens "$D/$m/tokens.json" --backend $be --numerics hf-bf16 --out "$D/$m/engine-hf-$be.f32" 2>&1 | tail -n 1 | tee -a "$log"
+        python3 scripts/engine/compare_logits.py "$D/$m" --engine "$D/$m/engine-hf-$be.f32" --json "$OUT/$m$sfx-cmp-hf-$be.json" 2>&1 | tee -a "$log"
+      done
+    done
+    rm -rf "$D"
   done
-  rm -rf "$D"
 fi
 # The device tool brings back at most 8 files: pack everything into one archive.
 if [ -n "${PACK:-}" ]; then

@@ -153,22 +153,26 @@ extern "C" __global__ void __launch_bounds__(HF_THREADS) attn_hf_bf16(
     }
 }
 
-// The roundings HF applies after a linear, on the f32 result `acc` (bias already added):
-//   mode 0 (store)       y[i] = bf16(acc[i])                         (in place when acc == y)
+// The roundings HF applies after a linear, on its result: `acc16` (bf16, as cuBLAS writes it for
+// torch) or else `acc32` (f32, bias already added; rounded here).
+//   mode 0 (store)       y[i] = bf16(acc[i])                         (acc32 may be y)
 //   mode 1 (accumulate)  y[i] = bf16(y[i] + bf16(acc[i]))            (the residual add)
 //   mode 2 (swiglu)      yh[i] = bf16(bf16(silu(bf16(g))) * bf16(u)), g, u = acc[2i], acc[2i+1]
 // n = outputs (rows * width, halved for swiglu).
-extern "C" __global__ void hf_linear_epilogue(const float* acc, float* y, bf16_t* __restrict__ yh, i64 n,
-                                              int mode) {
+__device__ __forceinline__ float hf_acc(const float* acc32, const bf16_t* acc16, i64 i) {
+    return acc16 ? bf16_to_f32(acc16[i]) : bf16r(acc32[i]);
+}
+extern "C" __global__ void hf_linear_epilogue(const float* acc32, const bf16_t* acc16, float* y,
+                                              bf16_t* __restrict__ yh, i64 n, int mode) {
     pdl_enter();
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         if (mode == OUT_SWIGLU) {
-            const float g = bf16r(acc[2 * i]), u = bf16r(acc[2 * i + 1]);
+            const float g = hf_acc(acc32, acc16, 2 * i), u = hf_acc(acc32, acc16, 2 * i + 1);
             yh[i] = f32_to_bf16(__fmul_rn(bf16r(silu(g)), u));
         } else if (mode == OUT_ACCUMULATE) {
-            y[i] = bf16r(__fadd_rn(y[i], bf16r(acc[i])));
+            y[i] = bf16r(__fadd_rn(y[i], hf_acc(acc32, acc16, i)));
         } else {
-            y[i] = bf16r(acc[i]);
+            y[i] = hf_acc(acc32, acc16, i);
         }
     }
 }

@@ -108,6 +108,7 @@ if has hflogits; then
       python3 scripts/engine/compare_logits.py "$D/$m" --engine "$D/$m/engine.f32" --json "$OUT/$m$sfx-cmp.json" 2>&1 | tee -a "$log"
       python3 scripts/engine/compare_logits.py "$D/$m" --engine "$D/$m/engine.f32" --tie-tol 0 --json "$OUT/$m$sfx-cmp-tie.json" 2>&1 | tee -a "$log"
       python3 scripts/engine/compare_logits.py "$D/$m" --engine "$D/$m/engine.f32" --engine-bf16 --json "$OUT/$m$sfx-cmp-bf16.json" 2>&1 | tee -a "$log"
+      python3 scripts/engine/hf_op_fidelity.py "$D/$m" --json "$OUT/$m$sfx-fidelity.json" 2>&1 | tee -a "$log"
       for be in cuda cpu; do
         say "-- $m --numerics hf-bf16 --backend $be"
         $E logits --model "$D/$m" --tokens "$D/$m/tokens.json" --backend $be --numerics hf-bf16 --out "$D/$m/engine-hf-$be.f32" 2>&1 | tail -n 1 | tee -a "$log"

@@ -41,6 +41,9 @@ const ARGMAX_THREADS: u32 = 512;
 const ARGMAX_PER_THREAD: usize = 8;
 const ARGMAX_MAX_SLICES: usize = 64;
 const WORKSPACE_BYTES: usize = 64 << 20;
+/// How long each in-step timing probe spins: about a norm's length (the event latency does not
+/// depend on the kernel's length, docs/ENGINE.md), so the probes add little to a timed step.
+const IN_STEP_PROBE_SPIN_NS: i64 = 2_000;
 
 struct Acts {
     tokens: DevBuf,
@@ -132,6 +135,8 @@ pub struct CudaBackend {
     /// Where activations are rounded (`set_numerics`); `HfBf16` runs the unfused
     /// `hf_numerics` kernels.
     numerics: Numerics,
+    /// bf16 `[rows, widest linear]`: cuBLAS's bf16 output under the hf-bf16 numerics.
+    hf_out: Option<DevBuf>,
 }
 
 fn bf16_bytes(n: usize) -> u64 {
@@ -268,6 +273,7 @@ impl CudaBackend {
             max_splits,
             att_shape_override: attention_shape::override_from_env(cfg.head_dim)?,
             numerics: Numerics::Engine,
+            hf_out: None,
         })
     }
 
@@ -411,12 +417,13 @@ impl CudaBackend {
         rows: usize,
         accumulate: bool,
         bytes: u64,
+        y_type: blas::cudaDataType_t,
     ) -> Result<()> {
         let alpha = 1.0f32;
         let beta = if accumulate { 1.0f32 } else { 0.0 };
         let i = self.rec.before_launch()?;
-        // SAFETY: W is [n, k] bf16 (col-major k x n), x is [rows, k] bf16, y is [rows, n] f32;
-        // all live device buffers of those sizes.
+        // SAFETY: W is [n, k] bf16 (col-major k x n), x is [rows, k] bf16, y is [rows, n] of
+        // y_type (f32, or bf16 for the hf-bf16 numerics); all live device buffers of those sizes.
         let st = unsafe {
             blas::cublasGemmEx(
                 *self.blas.handle(),
@@ -434,7 +441,7 @@ impl CudaBackend {
                 k as i32,
                 &beta as *const f32 as *const _,
                 y as *mut _,
-                blas::cudaDataType_t::CUDA_R_32F,
+                y_type,
                 n as i32,
                 blas::cublasComputeType_t::CUBLAS_COMPUTE_32F,
                 blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
@@ -500,6 +507,9 @@ impl CudaBackend {
             self.rec.begin_step(pool, timing, info)?;
             let cfg = self.cfg.clone();
             model::forward(self, &cfg, batch)?;
+            if timing == Timing::Launch && phase == Phase::Decode {
+                self.in_step_probes()?;
+            }
             self.rec.end_step()?;
         } else {
             let key = (rows, self.parity, timing);
@@ -560,6 +570,26 @@ impl CudaBackend {
         }
         let pools: Vec<usize> = self.graphs.values().map(|g| g.pool).collect();
         self.rec.harvest(1, &pools)
+    }
+
+    /// `Recorder::in_step_probes` timing probes at the end of a launch-timed decode step, each
+    /// between its own event pair like the step's launches (bucket `calibration`).
+    fn in_step_probes(&mut self) -> Result<()> {
+        for k in 0..self.rec.in_step_probes {
+            let out = self.rec.probe_slot(k)?;
+            self.kernel(
+                Kernel::TimingProbe,
+                "event_probe",
+                -1,
+                super::recorder::PROBE_BUCKET,
+                (1, 1, 1),
+                32,
+                24,
+                0,
+                &[Arg::Ptr(out), Arg::I64(IN_STEP_PROBE_SPIN_NS)],
+            )?;
+        }
+        Ok(())
     }
 
     /// Waits for the GPU and reads every pending step's events.
@@ -852,7 +882,18 @@ impl CudaBackend {
                 let out_bytes = (rows * n) as u64 * if accumulate { 8 } else { 4 };
                 if path == LinearPath::CublasBf16 {
                     let bytes = wbytes + (rows * k * 2) as u64 + out_bytes;
-                    self.cublas_gemm(which, wv, n, k, x, target, rows, accumulate, bytes)?;
+                    self.cublas_gemm(
+                        which,
+                        wv,
+                        n,
+                        k,
+                        x,
+                        target,
+                        rows,
+                        accumulate,
+                        bytes,
+                        blas::cudaDataType_t::CUDA_R_32F,
+                    )?;
                     if mode == OutMode::Store && bias_ptr != 0 {
                         let total = rows * n;
                         self.kernel(

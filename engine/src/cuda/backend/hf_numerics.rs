@@ -4,7 +4,7 @@
 
 use super::CudaBackend;
 use crate::Numerics;
-use crate::cuda::device::Arg;
+use crate::cuda::device::{Arg, DevBuf};
 use crate::error::{EngineError, Result};
 use crate::model::{Act, Linear, OutMode};
 use crate::quant::WeightFormat;
@@ -57,6 +57,18 @@ pub fn head_norm_args(
     ]
 }
 
+/// `hf_linear_epilogue`'s arguments.
+fn epilogue_args(acc32: u64, acc16: u64, y: u64, yh: u64, outputs: usize, mode: i32) -> Vec<Arg> {
+    vec![
+        Arg::Ptr(acc32),
+        Arg::Ptr(acc16),
+        Arg::Ptr(y),
+        Arg::Ptr(yh),
+        Arg::I64(outputs as i64),
+        Arg::I32(mode),
+    ]
+}
+
 impl CudaBackend {
     /// Switches where activations are rounded. `HfBf16` needs bf16 weights, a context the
     /// HF attention kernel holds, and graphs captured before the switch are dropped.
@@ -81,6 +93,16 @@ impl CudaBackend {
                 )));
             }
         }
+        if numerics == Numerics::HfBf16 && self.hf_out.is_none() {
+            let c = &self.cfg;
+            let widest = c
+                .vocab
+                .max(c.qkv_dim())
+                .max(2 * c.intermediate)
+                .max(c.hidden);
+            let rows = self.cap.max_rows.max(self.cap.max_seqs);
+            self.hf_out = Some(DevBuf::alloc(rows * widest * 2)?);
+        }
         if numerics != self.numerics {
             self.graphs.clear();
             self.numerics = numerics;
@@ -88,9 +110,12 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// A linear as torch computes it in bf16: the f32 product (bias added) through the
-    /// dispatch policy, then `hf_linear_epilogue` rounds it, adds the residual, or applies
-    /// SwiGLU, each with torch's roundings.
+    /// A linear as torch computes it in bf16. Without a bias, the same cuBLAS call torch
+    /// makes (`cublasGemmEx`, bf16 in and out, f32 compute, W transposed), so cuBLAS picks
+    /// the same algorithm and sums in the same order: any other order flips bf16 roundings
+    /// that then spread through every later layer. With a bias (Qwen2), the f32 product plus
+    /// bias through the dispatch policy, rounded once. Then `hf_linear_epilogue` stores it,
+    /// adds the residual, or applies SwiGLU, with torch's roundings.
     pub(super) fn hf_linear(
         &mut self,
         which: Linear,
@@ -99,14 +124,43 @@ impl CudaBackend {
         rows: usize,
         mode: OutMode,
     ) -> Result<()> {
-        let n = self.weight(which).0.rows;
-        let (acc, y, yh, outputs, code) = match mode {
-            OutMode::Store => (self.act(dst), self.act(dst), 0, rows * n, 0),
-            OutMode::Accumulate => (self.a.gu.ptr, self.act(dst), 0, rows * n, 1),
-            OutMode::Swiglu => (self.a.gu.ptr, 0, self.act(dst), rows * n / 2, 2),
+        let (lin, bias) = self.weight(which);
+        let (n, k, w, wbytes) = (lin.rows, lin.cols, lin.values.ptr, lin.bytes);
+        let (acc32, acc16) = if bias.is_some() {
+            let acc = match mode {
+                OutMode::Store => self.act(dst),
+                OutMode::Accumulate | OutMode::Swiglu => self.a.gu.ptr,
+            };
+            self.linear_into(which, src, acc, 0, rows, OutMode::Store)?;
+            (acc, 0)
+        } else {
+            let out = self
+                .hf_out
+                .as_ref()
+                .map(|b| b.ptr)
+                .ok_or_else(|| EngineError::invalid("hf-bf16 numerics without its buffer"))?;
+            let x = self.act(src);
+            let bytes = wbytes + (rows * k * 2 + rows * n * 2) as u64;
+            self.cublas_gemm(
+                which,
+                w,
+                n,
+                k,
+                x,
+                out,
+                rows,
+                false,
+                bytes,
+                cudarc::cublas::sys::cudaDataType_t::CUDA_R_16BF,
+            )?;
+            (0, out)
         };
-        self.linear_into(which, src, acc, 0, rows, OutMode::Store)?;
-        let read = if mode == OutMode::Swiglu { 8 } else { 4 };
+        let (y, yh, outputs, code) = match mode {
+            OutMode::Store => (self.act(dst), 0, rows * n, 0),
+            OutMode::Accumulate => (self.act(dst), 0, rows * n, 1),
+            OutMode::Swiglu => (0, self.act(dst), rows * n / 2, 2),
+        };
+        let read = if acc16 != 0 { 2 } else { 4 } * if mode == OutMode::Swiglu { 2 } else { 1 };
         let written = match mode {
             OutMode::Store => 4,
             OutMode::Accumulate => 8,
@@ -121,13 +175,7 @@ impl CudaBackend {
             256,
             (outputs * (read + written)) as u64,
             outputs as u64,
-            &[
-                Arg::Ptr(acc),
-                Arg::Ptr(y),
-                Arg::Ptr(yh),
-                Arg::I64(outputs as i64),
-                Arg::I32(code),
-            ],
+            &epilogue_args(acc32, acc16, y, yh, outputs, code),
         )
     }
 
@@ -267,13 +315,7 @@ mod tests {
             row_stride: 96,
         };
         assert_eq!(kinds(&rope.args()), signature("rope_kv_append_hf"));
-        let epilogue = [
-            Arg::Ptr(1),
-            Arg::Ptr(2),
-            Arg::Ptr(3),
-            Arg::I64(4),
-            Arg::I32(0),
-        ];
+        let epilogue = epilogue_args(1, 2, 3, 4, 5, 0);
         assert_eq!(kinds(&epilogue), signature("hf_linear_epilogue"));
         let src = gapscope_kernels::module_of(Kernel::AttnHfBf16).source;
         assert!(src.contains(&format!("#define HF_THREADS {THREADS}")));

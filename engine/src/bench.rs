@@ -45,10 +45,6 @@ pub struct BenchRow {
     pub weight_bytes_per_step: u64,
     pub weight_floor_ms: Option<f64>,
     pub pct_of_weight_floor: Option<f64>,
-    /// Per measured repeat, the event latency (ns) its in-step probes measured and every timed
-    /// launch of the repeat was corrected by instead of the start-up calibration (empty
-    /// without in-step probes).
-    pub in_step_latency_ns: Vec<i64>,
 }
 
 /// A GPU timer from two events around enqueued work.
@@ -285,20 +281,6 @@ pub fn bucket_ms(steps: &[StepRecord]) -> BTreeMap<String, f64> {
         .collect()
 }
 
-/// Re-corrects a repeat's timed launches with the event latency its in-step probes measured
-/// (their trimmed mean) in place of the start-up calibration; that latency, or `None` when the
-/// repeat had no probes, the bench is uncalibrated, or the probes' latency is implausible.
-fn in_step_correction(be: &mut CudaBackend, records: &mut [StepRecord]) -> Option<i64> {
-    let samples = be.rec.take_in_step_samples();
-    let startup = be.rec.event_latency_ns;
-    let lat = crate::cuda::event_latency::trimmed_mean(&samples)?;
-    if startup <= 0 || crate::cuda::event_latency::check_plausible(lat).is_err() {
-        return None;
-    }
-    crate::cuda::recorder::shift_launches(records, lat - startup);
-    Some(lat)
-}
-
 /// Runs the sweep. `on_step_records` receives each repeat's step records (for the trace).
 pub fn run(
     be: &mut CudaBackend,
@@ -321,7 +303,6 @@ pub fn run(
         let (mut pp, mut tg, mut ttft, mut tpot) = (vec![], vec![], vec![], vec![]);
         let mut md5s: Vec<String> = Vec::new();
         let mut buckets: Vec<BTreeMap<String, f64>> = Vec::new();
-        let mut in_step_ns: Vec<i64> = Vec::new();
         for rep in 0..s.warmup + s.reps {
             // The same prompts every repeat, so the greedy md5 must repeat too.
             let p = match &s.prompt {
@@ -333,12 +314,10 @@ pub fn run(
             be.rec.done.clear();
             let (t_pp, t_tg, tokens) = run_once(be, &p, s.ntg, step0)?;
             step0 += 1 + s.ntg as i64;
-            let mut records = std::mem::take(&mut be.rec.done);
-            let in_step = in_step_correction(be, &mut records);
+            let records = std::mem::take(&mut be.rec.done);
             if rep < s.warmup {
                 continue;
             }
-            in_step_ns.extend(in_step);
             md5s.push(md5_hex(&tokens));
             pp.push((npl * s.npp) as f64 / (t_pp * 1e-3));
             tg.push((npl * s.ntg) as f64 / (t_tg * 1e-3));
@@ -349,15 +328,11 @@ pub fn run(
             }
             on_records(&records)?;
             progress(&format!(
-                "npl {npl} rep {}/{}: S_TG {:.1} t/s, TPOT {:.3} ms{}",
+                "npl {npl} rep {}/{}: S_TG {:.1} t/s, TPOT {:.3} ms",
                 rep + 1 - s.warmup,
                 s.reps,
                 tg.last().copied().unwrap_or(0.0),
-                tpot.last().copied().unwrap_or(0.0),
-                in_step.map_or(String::new(), |ns| format!(
-                    ", in-step event latency {:.2} us",
-                    ns as f64 / 1e3
-                ))
+                tpot.last().copied().unwrap_or(0.0)
             ));
         }
         let mut bucket_ms = BTreeMap::new();
@@ -383,7 +358,6 @@ pub fn run(
             weight_bytes_per_step: wbytes,
             weight_floor_ms: floor,
             pct_of_weight_floor: floor.map(|f| 100.0 * f / tpot_s.median),
-            in_step_latency_ns: in_step_ns,
         });
     }
     Ok(rows)

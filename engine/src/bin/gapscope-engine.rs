@@ -169,15 +169,6 @@ enum Cmd {
         /// few percent per bucket.
         #[arg(long)]
         timed_steps_in_graphs: bool,
-        /// Correct every repeat with the start-up event-latency calibration alone. By default
-        /// two 2 us timing probes (bucket `calibration`) end each launch-timed eager decode
-        /// step, and each repeat's timed launches are corrected by the latency those probes
-        /// measured inside the steps: on an H200 the steps' latency sits 0-0.15 us away from the
-        /// start-up value, by an amount that changes from run to run. (With --no-graphs and
-        /// --timing-sample above 1 the probes are off: the join passes untraced eager steps by
-        /// their kernel count.)
-        #[arg(long, conflicts_with = "raw_event_timing")]
-        no_in_step_calibration: bool,
     },
     /// Greedy generation from a prompt: prints the token ids, their md5 and, with a tokenizer,
     /// the text.
@@ -423,7 +414,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
             event_latency_by_shape,
             event_latency_after_load,
             timed_steps_in_graphs,
-            no_in_step_calibration,
         } => {
             let modes: Vec<Timing> = timing
                 .iter()
@@ -480,16 +470,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 ),
                 None => {}
             }
-            if event_latency.is_some()
-                && !no_in_step_calibration
-                && !timed_steps_in_graphs
-                && (lv.graphs || timing_sample <= 1)
-            {
-                be.rec.in_step_probes = IN_STEP_PROBES;
-                eprintln!(
-                    "in-step event latency: {IN_STEP_PROBES} timing probes end each launch-timed decode step; each repeat's launches are corrected by the latency they measure"
-                );
-            }
             let bw = if no_copy_bw {
                 None
             } else {
@@ -529,12 +509,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
                                 ),
                                 None => "raw event times: each launch includes the latency of its event pair (about 3 us on an H200)".into(),
                             });
-                            if be.rec.in_step_probes > 0 {
-                                m.notes.push(format!(
-                                    "{} timing probes (bucket calibration, op event_probe) end each launch-timed decode step; each repeat's timed launches are corrected by the trimmed-mean latency they measured in place of the start-up calibration (per repeat in the --json output: in_step_latency_ns)",
-                                    be.rec.in_step_probes
-                                ));
-                            }
                             if lv.graphs {
                                 m.notes.push(if be.timed_in_graph() {
                                     "launch-timed decode steps replay their CUDA graph with an external event-record node on each side of every kernel".into()
@@ -1009,9 +983,6 @@ fn logits(
     }
     Ok(out)
 }
-
-/// Timing probes at the end of each launch-timed decode step (the in-step calibration).
-const IN_STEP_PROBES: usize = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

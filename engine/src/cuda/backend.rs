@@ -41,9 +41,6 @@ const ARGMAX_THREADS: u32 = 512;
 const ARGMAX_PER_THREAD: usize = 8;
 const ARGMAX_MAX_SLICES: usize = 64;
 const WORKSPACE_BYTES: usize = 64 << 20;
-/// How long each in-step timing probe spins: about a norm's length (the event latency does not
-/// depend on the kernel's length, docs/ENGINE.md), so the probes add little to a timed step.
-const IN_STEP_PROBE_SPIN_NS: i64 = 2_000;
 
 struct Acts {
     tokens: DevBuf,
@@ -507,9 +504,6 @@ impl CudaBackend {
             self.rec.begin_step(pool, timing, info)?;
             let cfg = self.cfg.clone();
             model::forward(self, &cfg, batch)?;
-            if timing == Timing::Launch && phase == Phase::Decode {
-                self.in_step_probes()?;
-            }
             self.rec.end_step()?;
         } else {
             let key = (rows, self.parity, timing);
@@ -570,26 +564,6 @@ impl CudaBackend {
         }
         let pools: Vec<usize> = self.graphs.values().map(|g| g.pool).collect();
         self.rec.harvest(1, &pools)
-    }
-
-    /// `Recorder::in_step_probes` timing probes at the end of a launch-timed decode step, each
-    /// between its own event pair like the step's launches (bucket `calibration`).
-    fn in_step_probes(&mut self) -> Result<()> {
-        for k in 0..self.rec.in_step_probes {
-            let out = self.rec.probe_slot(k)?;
-            self.kernel(
-                Kernel::TimingProbe,
-                "event_probe",
-                -1,
-                super::recorder::PROBE_BUCKET,
-                (1, 1, 1),
-                32,
-                24,
-                0,
-                &[Arg::Ptr(out), Arg::I64(IN_STEP_PROBE_SPIN_NS)],
-            )?;
-        }
-        Ok(())
     }
 
     /// Waits for the GPU and reads every pending step's events.

@@ -11,7 +11,6 @@
 //! start, half from its end, so the launch stays centred where the events put it. Step start
 //! and end (the step pair) stay raw: they bound the whole step, not one launch.
 
-use super::device::DevBuf;
 use crate::error::{EngineError, Result};
 use crate::records::{LaunchMeta, StepRecord, TimedLaunch};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, sys};
@@ -30,16 +29,11 @@ pub enum Timing {
     Launch,
 }
 
-/// The bucket of the in-step timing probes (`Recorder::in_step_probes`).
-pub const PROBE_BUCKET: &str = "calibration";
-
 /// The events of one step.
 pub struct Pool {
     start: CudaEvent,
     end: CudaEvent,
     pairs: Vec<(CudaEvent, CudaEvent)>,
-    /// The in-step probes' %globaltimer stamps (t0, t1, t2 each), allocated on first use.
-    probe: Option<DevBuf>,
 }
 
 /// What a step is, as its marker will say.
@@ -83,13 +77,6 @@ pub struct Recorder {
     pub event_latency_ns: i64,
     /// The same for the first launch of a step (its pair follows the step's start event).
     pub event_latency_first_ns: i64,
-    /// Timing probes the backend launches at the end of each launch-timed eager decode step
-    /// (0: none). Their event pairs sit in the same queue as the step's own launches, so their
-    /// latency (pair minus the probe's own %globaltimer time) is the step's, which drifts by
-    /// up to 0.15 us from run to run away from the start-up calibration.
-    pub in_step_probes: usize,
-    /// Latency samples (ns) of the in-step probes harvested since `take_in_step_samples`.
-    in_step_samples: Vec<i64>,
 }
 
 /// Moves a launch's event times inward by half the event latency each, so `end - start`
@@ -105,28 +92,6 @@ pub fn corrected_launch(start_ns: i64, end_ns: i64, latency_ns: i64) -> (i64, i6
     }
     let head = latency_ns / 2;
     (start_ns + head, end_ns - (latency_ns - head))
-}
-
-/// Moves a corrected launch's times by a further `delta_ns` of latency (half from each end;
-/// negative widens it): what re-correcting with the in-step latency instead of the start-up
-/// one does. Never inverts the interval.
-pub fn shift_launch(start_ns: i64, end_ns: i64, delta_ns: i64) -> (i64, i64) {
-    let head = delta_ns / 2;
-    let (s, e) = (start_ns + head, end_ns - (delta_ns - head));
-    if e < s {
-        let mid = start_ns + (end_ns - start_ns) / 2;
-        return (mid, mid);
-    }
-    (s, e)
-}
-
-/// Re-corrects every launch of the launch-timed steps in `records` by `delta_ns` more latency.
-pub fn shift_launches(records: &mut [StepRecord], delta_ns: i64) {
-    for r in records.iter_mut().filter(|r| r.launch_timed) {
-        for l in &mut r.launches {
-            (l.gpu_start_ns, l.gpu_end_ns) = shift_launch(l.gpu_start_ns, l.gpu_end_ns, delta_ns);
-        }
-    }
 }
 
 /// Records `ev` on `stream`; `external` makes it an external event-record node while the
@@ -164,8 +129,6 @@ impl Recorder {
             done: Vec::new(),
             event_latency_ns: 0,
             event_latency_first_ns: 0,
-            in_step_probes: 0,
-            in_step_samples: Vec::new(),
         }
     }
 
@@ -195,7 +158,6 @@ impl Recorder {
             start: self.event()?,
             end: self.event()?,
             pairs: Vec::new(),
-            probe: None,
         });
         Ok(self.pools.len() - 1)
     }
@@ -269,26 +231,6 @@ impl Recorder {
         Ok(())
     }
 
-    /// Where in-step probe `k` of the step being issued writes its stamps.
-    pub fn probe_slot(&mut self, k: usize) -> Result<u64> {
-        let pool = self
-            .current
-            .as_ref()
-            .ok_or_else(|| EngineError::invalid("probe outside a step"))?
-            .pool;
-        let words = 3 * self.in_step_probes.max(k + 1);
-        let p = &mut self.pools[pool];
-        if p.probe.is_none() {
-            p.probe = Some(DevBuf::alloc(words * 8)?);
-        }
-        Ok(p.probe.as_ref().map_or(0, |b| b.at(k * 24)))
-    }
-
-    /// The in-step probes' latency samples (ns) harvested since the last call.
-    pub fn take_in_step_samples(&mut self) -> Vec<i64> {
-        std::mem::take(&mut self.in_step_samples)
-    }
-
     /// Ends the step being issued. Returns its launch list (what a graph capture replays).
     pub fn end_step(&mut self) -> Result<Vec<LaunchMeta>> {
         let cur = self
@@ -349,22 +291,7 @@ impl Recorder {
                 let ns = |ms: f64| (ms * 1e6).round() as i64;
                 rec.gpu_start_ns = ns(base_ms);
                 rec.gpu_end_ns = ns(base_ms + f64::from(pool.start.elapsed_ms(&pool.end)?));
-                let probes = p.metas.iter().filter(|m| m.bucket == PROBE_BUCKET).count();
-                let stamps: Vec<u64> = match (&pool.probe, p.timing == Timing::Launch) {
-                    (Some(b), true) if probes > 0 => b.read(3 * probes, &self.stream)?,
-                    _ => Vec::new(),
-                };
-                let mut probe = 0;
                 for (i, meta) in p.metas.into_iter().enumerate() {
-                    if p.timing == Timing::Launch && meta.bucket == PROBE_BUCKET {
-                        let (a, b) = &pool.pairs[i];
-                        let pair = ns(f64::from(a.elapsed_ms(b)?));
-                        if let Some(t) = stamps.get(3 * probe..3 * probe + 3) {
-                            self.in_step_samples
-                                .push(pair - t[2].wrapping_sub(t[0]) as i64);
-                        }
-                        probe += 1;
-                    }
                     let (s, e) = if p.timing == Timing::Launch {
                         let (a, b) = &pool.pairs[i];
                         (
@@ -418,7 +345,7 @@ impl Recorder {
 
 #[cfg(test)]
 mod tests {
-    use super::{corrected_launch, shift_launch};
+    use super::corrected_launch;
 
     #[test]
     fn uncalibrated_latency_changes_nothing() {
@@ -434,18 +361,6 @@ mod tests {
         let (s, e) = corrected_launch(0, 10_000, 3_001);
         assert_eq!(e - s, 10_000 - 3_001);
         assert_eq!((s, e), (1_500, 8_499));
-    }
-
-    #[test]
-    fn shifting_by_the_in_step_drift_narrows_or_widens_about_the_centre() {
-        // 3.6 us of kernel, 0.1 us more latency in the step than at start-up.
-        assert_eq!(shift_launch(1_500, 5_100, 100), (1_550, 5_050));
-        // Less latency in the step: the launch widens back.
-        assert_eq!(shift_launch(1_550, 5_050, -100), (1_500, 5_100));
-        // An odd delta still comes off in full.
-        assert_eq!(shift_launch(0, 1_000, 31), (15, 984));
-        // More than the launch's length: its midpoint, not an inverted interval.
-        assert_eq!(shift_launch(1_000, 1_100, 500), (1_050, 1_050));
     }
 
     #[test]

@@ -141,6 +141,57 @@ fn cpu_logits_have_one_row_per_position() {
     assert_eq!(std::fs::metadata(&out_file).unwrap().len(), 3 * 6 * 4);
 }
 
+/// `--numerics hf-bf16` on the CPU: every logit is a bf16 value (HF rounds its output), the
+/// rows differ from the engine numerics' only by rounding, and quantized weights are refused.
+#[test]
+fn cpu_logits_with_hf_numerics_are_bf16_values() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_model(dir.path());
+    let toks = dir.path().join("tokens.json");
+    std::fs::write(&toks, r#"{"prompt_len": 3, "tokens": [1, 2, 3, 4, 5, 1]}"#).unwrap();
+    let run = |numerics: &str, weights: &str| {
+        let out_file = dir.path().join(format!("logits-{numerics}-{weights}.f32"));
+        let out = engine()
+            .args(["logits", "--backend", "cpu", "--numerics", numerics])
+            .args(["--weights", weights])
+            .arg("--model")
+            .arg(dir.path())
+            .arg("--tokens")
+            .arg(&toks)
+            .arg("--out")
+            .arg(&out_file)
+            .output()
+            .unwrap();
+        let vals: Vec<f32> = std::fs::read(&out_file)
+            .unwrap_or_default()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        (out, vals)
+    };
+    let (out, hf) = run("hf-bf16", "bf16");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("hf-bf16 numerics"));
+    let (_, engine_vals) = run("engine", "bf16");
+    assert_eq!(hf.len(), 3 * 6);
+    assert_eq!(engine_vals.len(), hf.len());
+    assert!(hf.iter().all(|&v| half::bf16::from_f32(v).to_f32() == v));
+    assert_ne!(hf, engine_vals);
+    let scale = engine_vals.iter().fold(0f32, |a, v| a.max(v.abs()));
+    for (a, b) in hf.iter().zip(&engine_vals) {
+        assert!((a - b).abs() <= 0.05 * scale, "{a} vs {b}");
+    }
+    let (out, _) = run("hf-bf16", "q8_0");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("--weights bf16"), "{err}");
+}
+
 #[test]
 fn errors_are_one_line_with_exit_2() {
     let dir = tempfile::tempdir().unwrap();

@@ -805,13 +805,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             device,
             numerics,
         } => {
-            let (cfg, w) = load(&model)?;
-            if numerics == Numerics::HfBf16 && w.format != WeightFormat::Bf16 {
+            // Before loading: a quantized model is refused without reading its weights.
+            if numerics == Numerics::HfBf16
+                && WeightFormat::parse(&model.weights) != Some(WeightFormat::Bf16)
+            {
                 return Err(EngineError::invalid(format!(
-                    "--numerics hf-bf16 reproduces HF's bf16 forward and needs --weights bf16, not {:?}",
-                    w.format
+                    "--numerics hf-bf16 reproduces HF's bf16 forward and needs --weights bf16, not {}",
+                    model.weights
                 )));
             }
+            let (cfg, w) = load(&model)?;
             let (prompt_len, toks) = read_tokens(&tokens)?;
             let rows = logits(&cfg, &w, prompt_len, &toks, backend, device, numerics)?;
             let bytes: Vec<u8> = rows.iter().flat_map(|v| v.to_le_bytes()).collect();

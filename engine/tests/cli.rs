@@ -115,30 +115,43 @@ fn cpu_generation_from_text_is_deterministic() {
     assert_eq!(a, run());
 }
 
-#[test]
-fn cpu_logits_have_one_row_per_position() {
-    let dir = tempfile::tempdir().unwrap();
-    tiny_model(dir.path());
-    let toks = dir.path().join("tokens.json");
+/// `logits --backend cpu` on the tiny model in `dir` over 6 tokens (prompt 3), with `extra`
+/// arguments; the output and the file's f32 values (empty when none were written).
+fn cpu_logits(dir: &Path, name: &str, extra: &[&str]) -> (std::process::Output, Vec<f32>) {
+    let toks = dir.join("tokens.json");
     std::fs::write(&toks, r#"{"prompt_len": 3, "tokens": [1, 2, 3, 4, 5, 1]}"#).unwrap();
-    let out_file = dir.path().join("logits.f32");
+    let out_file = dir.join(name);
     let out = engine()
         .args(["logits", "--backend", "cpu"])
+        .args(extra)
         .arg("--model")
-        .arg(dir.path())
+        .arg(dir)
         .arg("--tokens")
         .arg(&toks)
         .arg("--out")
         .arg(&out_file)
         .output()
         .unwrap();
+    let vals = std::fs::read(&out_file)
+        .unwrap_or_default()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    (out, vals)
+}
+
+#[test]
+fn cpu_logits_have_one_row_per_position() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_model(dir.path());
+    let (out, vals) = cpu_logits(dir.path(), "logits.f32", &[]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
     // 3 teacher-forced rows (prefill, then 2 decode steps) of 6 logits.
-    assert_eq!(std::fs::metadata(&out_file).unwrap().len(), 3 * 6 * 4);
+    assert_eq!(vals.len(), 3 * 6);
 }
 
 /// `--numerics hf-bf16` on the CPU: every logit is a bf16 value (HF rounds its output), the
@@ -147,27 +160,12 @@ fn cpu_logits_have_one_row_per_position() {
 fn cpu_logits_with_hf_numerics_are_bf16_values() {
     let dir = tempfile::tempdir().unwrap();
     tiny_model(dir.path());
-    let toks = dir.path().join("tokens.json");
-    std::fs::write(&toks, r#"{"prompt_len": 3, "tokens": [1, 2, 3, 4, 5, 1]}"#).unwrap();
     let run = |numerics: &str, weights: &str| {
-        let out_file = dir.path().join(format!("logits-{numerics}-{weights}.f32"));
-        let out = engine()
-            .args(["logits", "--backend", "cpu", "--numerics", numerics])
-            .args(["--weights", weights])
-            .arg("--model")
-            .arg(dir.path())
-            .arg("--tokens")
-            .arg(&toks)
-            .arg("--out")
-            .arg(&out_file)
-            .output()
-            .unwrap();
-        let vals: Vec<f32> = std::fs::read(&out_file)
-            .unwrap_or_default()
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
-        (out, vals)
+        cpu_logits(
+            dir.path(),
+            &format!("logits-{numerics}-{weights}.f32"),
+            &["--numerics", numerics, "--weights", weights],
+        )
     };
     let (out, hf) = run("hf-bf16", "bf16");
     assert!(

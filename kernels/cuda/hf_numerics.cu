@@ -51,11 +51,12 @@ extern "C" __global__ void __launch_bounds__(HF_THREADS) rms_norm_hf(const float
 }
 
 // Qwen3's q_norm / k_norm in place on the fused qkv rows (heads [0, nq) use qw, then kw), with
-// the same two roundings; the result stays f32 holding bf16 values. blockIdx = (row, head).
+// the same two roundings; the result stays f32 holding bf16 values. blockIdx = (row, head);
+// the arguments are head_rms_norm_f32's (nkv is implied by the grid).
 extern "C" __global__ void __launch_bounds__(HF_THREADS) head_rms_norm_hf(float* __restrict__ qkv,
                                                                           const float* __restrict__ qw,
                                                                           const float* __restrict__ kw, int nq,
-                                                                          int hd, int row_stride, float eps) {
+                                                                          int nkv, int hd, int row_stride, float eps) {
     pdl_enter();
     const int head = blockIdx.y;
     float* v = qkv + (i64)blockIdx.x * row_stride + (i64)head * hd;

@@ -322,6 +322,18 @@ mod tests {
         .unwrap()
     }
 
+    /// A prefill of the prompt's first two tokens, then one decode step per remaining token.
+    fn decode_incrementally(be: &mut CpuBackend, cfg: &ModelConfig, prompt: &[i32]) {
+        let b = Batch::prefill(&[prompt[..2].to_vec()]);
+        be.begin(&b).unwrap();
+        forward(be, cfg, &b).unwrap();
+        for (i, &t) in prompt.iter().enumerate().skip(2) {
+            let b = Batch::decode(vec![t], vec![i as i32]);
+            be.begin(&b).unwrap();
+            forward(be, cfg, &b).unwrap();
+        }
+    }
+
     /// Decoding token by token must give the same logits as a prefill over the same tokens:
     /// the KV cache, positions and causal attention agree.
     #[test]
@@ -337,14 +349,7 @@ mod tests {
             let want = full.logits().to_vec();
 
             let mut inc = CpuBackend::new(&cfg, &w);
-            let b = Batch::prefill(&[prompt[..2].to_vec()]);
-            inc.begin(&b).unwrap();
-            forward(&mut inc, &cfg, &b).unwrap();
-            for (i, &t) in prompt.iter().enumerate().skip(2) {
-                let b = Batch::decode(vec![t], vec![i as i32]);
-                inc.begin(&b).unwrap();
-                forward(&mut inc, &cfg, &b).unwrap();
-            }
+            decode_incrementally(&mut inc, &cfg, &prompt);
             let got = inc.logits();
             let scale = want.iter().fold(0f32, |a, v| a.max(v.abs()));
             for (a, b) in got.iter().zip(&want) {
@@ -400,14 +405,7 @@ mod tests {
             assert!(diff > 0.0 && diff < 0.05 * scale, "{mt}: {diff} of {scale}");
 
             let mut inc = CpuBackend::with_numerics(&cfg, &w, Numerics::HfBf16);
-            let b = Batch::prefill(&[prompt[..2].to_vec()]);
-            inc.begin(&b).unwrap();
-            forward(&mut inc, &cfg, &b).unwrap();
-            for (i, &t) in prompt.iter().enumerate().skip(2) {
-                let b = Batch::decode(vec![t], vec![i as i32]);
-                inc.begin(&b).unwrap();
-                forward(&mut inc, &cfg, &b).unwrap();
-            }
+            decode_incrementally(&mut inc, &cfg, &prompt);
             assert_eq!(inc.logits(), &want[..], "{mt}");
         }
     }

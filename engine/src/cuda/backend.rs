@@ -636,15 +636,10 @@ impl CudaBackend {
             Norm::Final => -1,
         };
         let (s, d) = (self.act(src), self.act(dst));
-        let (kern, (grid, block, args)) = match self.numerics {
-            Numerics::Engine => (
-                Kernel::RmsNormF32,
-                linear::rms_norm_launch(s, w, d, rows, h, self.cfg.rms_eps),
-            ),
-            Numerics::HfBf16 => (
-                Kernel::RmsNormHf,
-                hf_numerics::rms_norm_launch(s, w, d, rows, h, self.cfg.rms_eps),
-            ),
+        let (grid, block, args) = linear::rms_norm_launch(s, w, d, rows, h, self.cfg.rms_eps);
+        let (kern, block) = match self.numerics {
+            Numerics::Engine => (Kernel::RmsNormF32, block),
+            Numerics::HfBf16 => (Kernel::RmsNormHf, hf_numerics::THREADS),
         };
         self.kernel(
             kern,
@@ -1038,27 +1033,20 @@ impl Backend for CudaBackend {
             c.qkv_dim() as i32,
             c.rms_eps,
         );
-        let (kern, block, args) = match self.numerics {
-            Numerics::Engine => (
-                Kernel::HeadRmsNormF32,
-                32,
-                vec![
-                    Arg::Ptr(qkv),
-                    Arg::Ptr(q),
-                    Arg::Ptr(k),
-                    Arg::I32(nq),
-                    Arg::I32(nkv),
-                    Arg::I32(hd),
-                    Arg::I32(stride),
-                    Arg::F32(eps),
-                ],
-            ),
-            Numerics::HfBf16 => (
-                Kernel::HeadRmsNormHf,
-                hf_numerics::THREADS,
-                hf_numerics::head_norm_args(qkv, q, k, nq, hd, stride, eps),
-            ),
+        let (kern, block) = match self.numerics {
+            Numerics::Engine => (Kernel::HeadRmsNormF32, 32),
+            Numerics::HfBf16 => (Kernel::HeadRmsNormHf, hf_numerics::THREADS),
         };
+        let args = [
+            Arg::Ptr(qkv),
+            Arg::Ptr(q),
+            Arg::Ptr(k),
+            Arg::I32(nq),
+            Arg::I32(nkv),
+            Arg::I32(hd),
+            Arg::I32(stride),
+            Arg::F32(eps),
+        ];
         self.kernel(
             kern,
             "qk_norm",

@@ -17,46 +17,6 @@ pub const MAX_CTX: usize = 8192;
 /// Widest head `attn_hf_bf16` holds its query for.
 const MAX_HEAD_DIM: usize = 256;
 
-/// `rms_norm_hf` over `rows` rows of `h`: (grid, block, args).
-pub fn rms_norm_launch(
-    x: u64,
-    w: u64,
-    out: u64,
-    rows: usize,
-    h: usize,
-    eps: f32,
-) -> ((u32, u32, u32), u32, Vec<Arg>) {
-    let args = vec![
-        Arg::Ptr(x),
-        Arg::Ptr(w),
-        Arg::Ptr(out),
-        Arg::I32(h as i32),
-        Arg::F32(eps),
-    ];
-    ((rows as u32, 1, 1), THREADS, args)
-}
-
-/// `head_rms_norm_hf`'s arguments.
-pub fn head_norm_args(
-    qkv: u64,
-    qw: u64,
-    kw: u64,
-    nq: i32,
-    hd: i32,
-    stride: i32,
-    eps: f32,
-) -> Vec<Arg> {
-    vec![
-        Arg::Ptr(qkv),
-        Arg::Ptr(qw),
-        Arg::Ptr(kw),
-        Arg::I32(nq),
-        Arg::I32(hd),
-        Arg::I32(stride),
-        Arg::F32(eps),
-    ]
-}
-
 /// `hf_linear_epilogue`'s arguments.
 fn epilogue_args(acc32: u64, acc16: u64, y: u64, yh: u64, outputs: usize, mode: i32) -> Vec<Arg> {
     vec![
@@ -261,9 +221,10 @@ impl AttnHfArgs {
 mod tests {
     use super::*;
 
-    /// Pointer (true) or value (false), parameter by parameter, of `name`'s CUDA signature.
-    fn signature(name: &str) -> Vec<bool> {
-        let src = gapscope_kernels::module_of(Kernel::AttnHfBf16).source;
+    /// Pointer (true) or value (false), parameter by parameter, of `name`'s CUDA signature in
+    /// the module of `kernel` (the hf_numerics module unless named).
+    fn signature_in(kernel: Kernel, name: &str) -> Vec<bool> {
+        let src = gapscope_kernels::module_of(kernel).source;
         let at = src.find(&format!(" {name}(")).expect("kernel in source");
         let open = at + src[at..].find('(').unwrap();
         let close = open + src[open..].find(')').unwrap();
@@ -273,6 +234,10 @@ mod tests {
             .collect()
     }
 
+    fn signature(name: &str) -> Vec<bool> {
+        signature_in(Kernel::AttnHfBf16, name)
+    }
+
     fn kinds(args: &[Arg]) -> Vec<bool> {
         args.iter().map(|a| matches!(a, Arg::Ptr(_))).collect()
     }
@@ -280,11 +245,11 @@ mod tests {
     /// The argument lists follow the CUDA signatures (a mismatch is undefined behaviour).
     #[test]
     fn argument_lists_agree_with_the_cuda_source() {
-        let (_, block, args) = rms_norm_launch(1, 2, 3, 4, 5, 1e-6);
+        // The norms take the engine's kernels' arguments, so the backend passes the same list.
+        let (_, _, args) = crate::cuda::linear::rms_norm_launch(1, 2, 3, 4, 5, 1e-6);
         assert_eq!(kinds(&args), signature("rms_norm_hf"));
-        assert_eq!(block, THREADS);
         assert_eq!(
-            kinds(&head_norm_args(1, 2, 3, 4, 5, 6, 1e-6)),
+            signature_in(Kernel::HeadRmsNormF32, "head_rms_norm_f32"),
             signature("head_rms_norm_hf")
         );
         let attn = AttnHfArgs {

@@ -46,40 +46,7 @@ pub fn attention_row(
     nkv: usize,
     hd: usize,
 ) -> Vec<f32> {
-    let g = nq / nkv;
-    let scale = 1.0 / (hd as f32).sqrt();
-    let kv_dim = nkv * hd;
-    let mut out = vec![0f32; nq * hd];
-    let mut p = vec![0f32; len];
-    for h in 0..nq {
-        let kvh = h / g;
-        let qh = &q[h * hd..(h + 1) * hd];
-        let mut mx = f32::NEG_INFINITY;
-        for (pos, s) in p.iter_mut().enumerate() {
-            let kr = &k[pos * kv_dim + kvh * hd..pos * kv_dim + (kvh + 1) * hd];
-            *s = r(r(qh.iter().zip(kr).map(|(a, b)| a * b).sum::<f32>()) * scale);
-            mx = mx.max(*s);
-        }
-        let mut sum = 0f32;
-        for s in p.iter_mut() {
-            *s = (*s - mx).exp();
-            sum += *s;
-        }
-        for s in p.iter_mut() {
-            *s = r(*s / sum);
-        }
-        let o = &mut out[h * hd..(h + 1) * hd];
-        for (pos, &pr) in p.iter().enumerate() {
-            let vr = &v[pos * kv_dim + kvh * hd..pos * kv_dim + (kvh + 1) * hd];
-            for (od, &vd) in o.iter_mut().zip(vr) {
-                *od += pr * vd;
-            }
-        }
-        for od in o.iter_mut() {
-            *od = r(*od);
-        }
-    }
-    out
+    super::ops::attention_row_rounded(q, k, v, len, nq, nkv, hd, true)
 }
 
 /// A linear's output as torch stores it: `bf16(acc)`.

@@ -136,9 +136,27 @@ pub fn attention_row(
     nkv: usize,
     hd: usize,
 ) -> Vec<f32> {
+    attention_row_rounded(q, k, v, len, nq, nkv, hd, false)
+}
+
+/// `attention_row`, or with `hf` HF's eager roundings: scores `bf16(bf16(q.k) * scale)` and
+/// probabilities `bf16(softmax)` normalised before they weight V (the engine normalises the
+/// weighted sum instead). The output is rounded to bf16 either way.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_row_rounded(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    len: usize,
+    nq: usize,
+    nkv: usize,
+    hd: usize,
+    hf: bool,
+) -> Vec<f32> {
     let g = nq / nkv;
     let scale = 1.0 / (hd as f32).sqrt();
     let kv_dim = nkv * hd;
+    let r = |x: f32| if hf { round_bf16(x) } else { x };
     let mut out = vec![0f32; nq * hd];
     let mut scores = vec![0f32; len];
     for h in 0..nq {
@@ -147,13 +165,18 @@ pub fn attention_row(
         let mut mx = f32::NEG_INFINITY;
         for (p, s) in scores.iter_mut().enumerate() {
             let kr = &k[p * kv_dim + kvh * hd..p * kv_dim + (kvh + 1) * hd];
-            *s = qh.iter().zip(kr).map(|(a, b)| a * b).sum::<f32>() * scale;
+            *s = r(r(qh.iter().zip(kr).map(|(a, b)| a * b).sum::<f32>()) * scale);
             mx = mx.max(*s);
         }
         let mut sum = 0f32;
         for s in scores.iter_mut() {
             *s = (*s - mx).exp();
             sum += *s;
+        }
+        if hf {
+            for s in scores.iter_mut() {
+                *s = round_bf16(*s / sum);
+            }
         }
         let o = &mut out[h * hd..(h + 1) * hd];
         for (p, &s) in scores.iter().enumerate() {
@@ -163,7 +186,7 @@ pub fn attention_row(
             }
         }
         for od in o.iter_mut() {
-            *od = round_bf16(*od / sum);
+            *od = round_bf16(if hf { *od } else { *od / sum });
         }
     }
     out

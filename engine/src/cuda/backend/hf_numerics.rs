@@ -1,6 +1,7 @@
 //! The CUDA backend's `hf-bf16` numerics (`Numerics::HfBf16`): launches of the
 //! `hf_numerics.cu` kernels, which round activations where HF transformers' bf16 eager forward
-//! does. Linears run through the usual dispatch into f32 and are rounded by one epilogue.
+//! does. A linear runs through torch's own cuBLAS call (bf16 out), or, with a bias, the usual
+//! dispatch into f32; one epilogue then applies HF's roundings, residual add or SwiGLU.
 
 use super::CudaBackend;
 use crate::Numerics;

@@ -207,9 +207,10 @@ def main() -> int:
 
     def perturbed(where, pos, dim):
         def bump(o):
+            # The next bf16 value away from zero: one step of the 16-bit pattern.
             o = o.clone()
-            v = o[0, pos, dim].float()
-            o[0, pos, dim] = (v * (1 + 2.0 ** -7)).to(torch.bfloat16)
+            cell = o[0, pos, dim:dim + 1]
+            o[0, pos, dim:dim + 1] = (cell.view(torch.int16) + 1).view(torch.bfloat16)
             return o
 
         def hook(m, inp, out):

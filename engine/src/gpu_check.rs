@@ -690,6 +690,7 @@ pub fn op_checks(dev: &Device, seed: u64) -> Result<Vec<Check>> {
                     nq,
                     nkv,
                     hd,
+                    false,
                 ));
             }
             want

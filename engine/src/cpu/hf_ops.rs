@@ -1,6 +1,8 @@
-//! CPU definitions of the `hf-bf16` numerics ops (`kernels/cuda/hf_numerics.cu`): HF
+//! CPU definitions of the `hf-bf16` numerics ops (attention is `ops::attention_row` with `hf`) (`kernels/cuda/hf_numerics.cu`): HF
 //! transformers' bf16 eager roundings, each product and sum rounded where torch rounds it.
 
+#[cfg(test)]
+use super::ops::attention_row;
 use super::ops::silu;
 use crate::quant::round_bf16 as r;
 
@@ -32,21 +34,6 @@ pub fn rope(head: &mut [f32], inv_freq: &[f32], pos: i32) {
         head[i] = r(r(x0 * c) - r(x1 * s));
         head[i + half] = r(r(x1 * c) + r(x0 * s));
     }
-}
-
-/// Eager attention of one row's query heads over `len` cached positions (bf16 K and V rows of
-/// `nkv * hd`): scores `bf16(bf16(q.k) * scale)`, probabilities `bf16(softmax_f32)`, output
-/// `bf16(p.v)`.
-pub fn attention_row(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    len: usize,
-    nq: usize,
-    nkv: usize,
-    hd: usize,
-) -> Vec<f32> {
-    super::ops::attention_row_rounded(q, k, v, len, nq, nkv, hd, true)
 }
 
 /// A linear's output as torch stores it: `bf16(acc)`.
@@ -109,7 +96,7 @@ mod tests {
         assert!(h.iter().all(is_bf16));
         assert!(swiglu(&x).iter().all(is_bf16));
         let kv: Vec<f32> = x.iter().map(|&v| r(v)).collect();
-        let att = attention_row(&x[..32], &kv, &kv, 2, 2, 1, 16);
+        let att = attention_row(&x[..32], &kv, &kv, 2, 2, 1, 16, true);
         assert!(att.iter().all(is_bf16));
         let mut d = x.clone();
         accumulate(&mut d, &w);
@@ -120,7 +107,7 @@ mod tests {
     #[test]
     fn attention_of_one_position_returns_v() {
         let v: Vec<f32> = (0..8).map(|i| r(i as f32 / 3.0)).collect();
-        let out = attention_row(&[0.5; 16], &[0.25; 8], &v, 1, 2, 1, 8);
+        let out = attention_row(&[0.5; 16], &[0.25; 8], &v, 1, 2, 1, 8, true);
         assert_eq!(&out[..8], &v[..]);
         assert_eq!(&out[8..], &v[..]);
     }

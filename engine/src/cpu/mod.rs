@@ -250,10 +250,7 @@ impl Backend for CpuBackend<'_> {
         let stride = self.cfg.qkv_dim();
         let batch = self.batch()?;
         let qkv = self.act(Act::Qkv)?;
-        let attend = match self.numerics {
-            Numerics::Engine => ops::attention_row,
-            Numerics::HfBf16 => hf_ops::attention_row,
-        };
+        let hf = self.numerics == Numerics::HfBf16;
         let mut out = vec![0f32; rows * nq * hd];
         for r in 0..rows {
             let (seq, pos) = (batch.seq[r], batch.pos[r]);
@@ -266,7 +263,7 @@ impl Backend for CpuBackend<'_> {
                     "sequence {seq} has no cached KV for position {pos}"
                 )));
             }
-            let o = attend(
+            let o = ops::attention_row(
                 &qkv[r * stride..r * stride + nq * hd],
                 k,
                 v,
@@ -274,6 +271,7 @@ impl Backend for CpuBackend<'_> {
                 nq,
                 nkv,
                 hd,
+                hf,
             );
             out[r * nq * hd..(r + 1) * nq * hd].copy_from_slice(&o);
         }

@@ -126,24 +126,12 @@ pub fn rope(head: &mut [f32], inv_freq: &[f32], pos: i32) {
 }
 
 /// Attention of one row's query heads over `len` cached positions of K and V (rows of
-/// `kv_dim`, bf16 values). Output bf16 values `[nq * hd]`.
-pub fn attention_row(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    len: usize,
-    nq: usize,
-    nkv: usize,
-    hd: usize,
-) -> Vec<f32> {
-    attention_row_rounded(q, k, v, len, nq, nkv, hd, false)
-}
-
-/// `attention_row`, or with `hf` HF's eager roundings: scores `bf16(bf16(q.k) * scale)` and
-/// probabilities `bf16(softmax)` normalised before they weight V (the engine normalises the
-/// weighted sum instead). The output is rounded to bf16 either way.
+/// `kv_dim`, bf16 values). Output bf16 values `[nq * hd]`. With `hf`, HF's eager roundings
+/// (the hf-bf16 numerics): scores `bf16(bf16(q.k) * scale)` and probabilities
+/// `bf16(softmax)` normalised before they weight V (the engine normalises the weighted sum
+/// instead).
 #[allow(clippy::too_many_arguments)]
-pub fn attention_row_rounded(
+pub fn attention_row(
     q: &[f32],
     k: &[f32],
     v: &[f32],
@@ -245,7 +233,7 @@ mod tests {
     #[test]
     fn attention_of_one_position_returns_v() {
         let v: Vec<f32> = (0..8).map(|i| i as f32).collect();
-        let out = attention_row(&[1.0; 16], &[0.5; 8], &v, 1, 2, 1, 8);
+        let out = attention_row(&[1.0; 16], &[0.5; 8], &v, 1, 2, 1, 8, false);
         assert_eq!(&out[..8], &v[..]);
         assert_eq!(&out[8..], &v[..]);
     }

@@ -22,10 +22,16 @@ pub struct Policy {
     pub bootstrap_resamples: usize,
     /// Seed of the bootstrap, so a verdict is reproducible.
     pub seed: u64,
-    /// Buckets below this share of the baseline's busy time are reported but never fail.
+    /// Buckets below this share of the baseline's busy time (and idle metrics below this
+    /// share of the baseline's step) are reported but never fail.
     pub min_share: f64,
     /// Flag more kernels per step than the baseline by more than this.
     pub max_extra_kernels_per_step: f64,
+    /// Flag fewer kernels per step than this share of the baseline's (a run that lost its
+    /// GPU work, or whose steps were cut wrong).
+    pub min_kernels_ratio: f64,
+    /// Also gate the step time (TPOT) and the idle split (launch gaps, host gaps).
+    pub gate_step_time: bool,
 }
 
 impl Default for Policy {
@@ -37,7 +43,39 @@ impl Default for Policy {
             seed: 0x5eed,
             min_share: 0.005,
             max_extra_kernels_per_step: 0.5,
+            min_kernels_ratio: 0.5,
+            gate_step_time: true,
         }
+    }
+}
+
+impl Policy {
+    /// Checks every value's range; the error names the field and its allowed range.
+    pub fn validate(&self) -> Result<(), String> {
+        let range = |name: &str, v: f64, lo: f64, hi: f64| {
+            if v.is_finite() && v >= lo && v <= hi {
+                Ok(())
+            } else {
+                Err(format!("{name} = {v} is outside {lo}..={hi}"))
+            }
+        };
+        range("min_effect", self.min_effect, 0.0, 10.0)?;
+        range("confidence", self.confidence, 0.5, 0.999)?;
+        range("min_share", self.min_share, 0.0, 1.0)?;
+        range(
+            "max_extra_kernels_per_step",
+            self.max_extra_kernels_per_step,
+            0.0,
+            1e6,
+        )?;
+        range("min_kernels_ratio", self.min_kernels_ratio, 0.0, 1.0)?;
+        if !(10..=100_000).contains(&self.bootstrap_resamples) {
+            return Err(format!(
+                "bootstrap_resamples = {} is outside 10..=100000",
+                self.bootstrap_resamples
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -48,11 +86,13 @@ pub enum Verdict {
     Regression,
     Improvement,
     Inconclusive,
+    /// The two traces cannot be compared (the gate refuses; exit 2).
+    Incomparable,
 }
 
+/// One metric's statistical verdict.
 #[derive(Debug, Clone, Serialize)]
-pub struct BucketVerdict {
-    pub bucket: Bucket,
+pub struct Judgement {
     pub verdict: Verdict,
     pub baseline_median_ms: f64,
     pub current_median_ms: f64,
@@ -67,10 +107,54 @@ pub struct BucketVerdict {
 }
 
 #[derive(Debug, Clone, Serialize)]
+pub struct BucketVerdict {
+    pub bucket: Bucket,
+    #[serde(flatten)]
+    pub judgement: Judgement,
+}
+
+/// A step-time metric the gate judges besides the buckets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepMetric {
+    /// Start-to-start period of consecutive decode steps.
+    Tpot,
+    /// GPU idle inside a step.
+    LaunchGaps,
+    /// GPU idle between steps.
+    HostGaps,
+}
+
+impl StepMetric {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Tpot => "TPOT",
+            Self::LaunchGaps => "launch gaps",
+            Self::HostGaps => "host gaps",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StepVerdict {
+    pub metric: StepMetric,
+    #[serde(flatten)]
+    pub judgement: Judgement,
+}
+
+#[derive(Debug, Clone, Serialize)]
 pub struct StructuralCheck {
     pub check: String,
     pub failed: bool,
     pub detail: String,
+}
+
+/// Gate settings that are not policy: what the command line may override.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GateOptions {
+    /// Compare traces that differ in GPU, batch size or step kind, or whose steps look
+    /// implausible (the differences are listed, not refused).
+    pub allow_incomparable: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -79,10 +163,50 @@ pub struct GateReport {
     pub baseline: String,
     pub current: String,
     pub policy: Policy,
+    /// Why the traces cannot be compared (GPU, batch size, step kind, implausible or
+    /// missing steps). Non-empty means `verdict` is `incomparable`, unless overridden.
+    pub incomparable: Vec<String>,
+    /// Differences that `allow_incomparable` let through.
+    pub overridden: Vec<String>,
+    pub steps: Vec<StepVerdict>,
     pub buckets: Vec<BucketVerdict>,
     pub structural: Vec<StructuralCheck>,
-    /// Regression when any bucket regressed or any structural check failed.
+    /// `incomparable` when the traces cannot be compared; `regression` when any bucket or
+    /// step metric regressed or any structural check failed; else `pass`.
     pub verdict: Verdict,
+}
+
+impl GateReport {
+    /// One line saying why the verdict is what it is.
+    pub fn headline(&self) -> String {
+        match self.verdict {
+            Verdict::Incomparable => {
+                format!("cannot compare: {}", self.incomparable.join("; "))
+            }
+            Verdict::Regression => {
+                let mut why: Vec<String> = self
+                    .structural
+                    .iter()
+                    .filter(|c| c.failed)
+                    .map(|c| format!("{}: {}", c.check, c.detail))
+                    .collect();
+                why.extend(
+                    self.steps
+                        .iter()
+                        .filter(|s| s.judgement.verdict == Verdict::Regression)
+                        .map(|s| format!("{} {}", s.metric.as_str(), s.judgement.reason)),
+                );
+                why.extend(
+                    self.buckets
+                        .iter()
+                        .filter(|b| b.judgement.verdict == Verdict::Regression)
+                        .map(|b| format!("{} {}", b.bucket, b.judgement.reason)),
+                );
+                format!("regression: {}", why.join("; "))
+            }
+            _ => "pass: no bucket, step metric or structural check regressed".to_owned(),
+        }
+    }
 }
 
 /// xorshift64*: a small deterministic generator for the bootstrap.
@@ -146,8 +270,10 @@ pub fn bootstrap(x: &[f64], y: &[f64], p: &Policy) -> (f64, f64, f64) {
     (lo, hi, noise)
 }
 
-/// Judges one bucket's per-step samples.
-pub fn judge(bucket: Bucket, x: &[f64], y: &[f64], share: f64, p: &Policy) -> BucketVerdict {
+/// Judges one metric's per-step samples. `share` is the metric's weight in the baseline
+/// (share of busy time for a bucket, of the step for an idle metric): below the policy's
+/// `min_share` a metric never fails.
+pub fn judge(x: &[f64], y: &[f64], share: f64, p: &Policy) -> Judgement {
     let mx = median(&mut x.to_vec());
     let my = median(&mut y.to_vec());
     let rel = if mx > 0.0 {
@@ -159,22 +285,38 @@ pub fn judge(bucket: Bucket, x: &[f64], y: &[f64], share: f64, p: &Policy) -> Bu
     };
     let (lo, hi, noise) = bootstrap(x, y, p);
     let threshold = p.min_effect.max(noise);
+    let present = |v: &[f64]| v.iter().any(|&t| t > 0.0);
     let (verdict, reason) = if x.is_empty() || y.is_empty() {
-        (Verdict::Inconclusive, "no steps on one side".to_owned())
-    } else if mx <= 0.0 {
-        if my > 0.0 {
-            (
-                Verdict::Regression,
-                "bucket appears in the current trace".to_owned(),
-            )
+        (Verdict::Inconclusive, "no samples on one side".to_owned())
+    } else if !present(x) {
+        if present(y) {
+            (Verdict::Regression, "appears in the current trace".to_owned())
         } else {
             (Verdict::Pass, "absent in both".to_owned())
+        }
+    } else if !present(y) {
+        if share < p.min_share {
+            (
+                Verdict::Pass,
+                format!(
+                    "absent from the current trace ({:.2}% of the baseline, below the policy's floor)",
+                    100.0 * share
+                ),
+            )
+        } else {
+            (
+                Verdict::Improvement,
+                format!(
+                    "absent from the current trace (was {:.2}% of the baseline)",
+                    100.0 * share
+                ),
+            )
         }
     } else if share < p.min_share {
         (
             Verdict::Pass,
             format!(
-                "{:.2}% of baseline busy time, below the policy's floor",
+                "{:.2}% of the baseline, below the policy's floor",
                 100.0 * share
             ),
         )
@@ -233,8 +375,7 @@ pub fn judge(bucket: Bucket, x: &[f64], y: &[f64], share: f64, p: &Policy) -> Bu
             ),
         )
     };
-    BucketVerdict {
-        bucket,
+    Judgement {
         verdict,
         baseline_median_ms: mx,
         current_median_ms: my,
@@ -246,19 +387,139 @@ pub fn judge(bucket: Bucket, x: &[f64], y: &[f64], share: f64, p: &Policy) -> Bu
     }
 }
 
+/// Whether a report has GPU work to judge.
+fn gpu_events(r: &Report) -> usize {
+    r.source.kernels + r.source.memops
+}
+
+/// The kind of step unit a report uses: the marker ranges it was cut by, or automatic
+/// detection (whose anchor kernel may differ between runs of one engine).
+fn step_kind(r: &Report) -> String {
+    let s = &r.steps.source;
+    if s.starts_with("auto") {
+        "automatic periodicity detection".to_owned()
+    } else {
+        s.clone()
+    }
+}
+
+/// Why two reports cannot be compared, each a short clause; empty when they can.
+fn comparability(baseline: &Report, current: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    if let (Some(a), Some(b)) = (&baseline.source.step_gpu, &current.source.step_gpu)
+        && a != b
+    {
+        out.push(format!("GPU differs (baseline {a}, current {b})"));
+    }
+    if let (Some(a), Some(b)) = (baseline.steps.batch_size, current.steps.batch_size)
+        && a != b
+    {
+        out.push(format!("batch size differs (baseline {a}, current {b})"));
+    }
+    let (ka, kb) = (step_kind(baseline), step_kind(current));
+    if ka != kb {
+        out.push(format!(
+            "steps are cut differently (baseline: {ka}; current: {kb})"
+        ));
+    }
+    for (side, r) in [("baseline", baseline), ("current", current)] {
+        if !r.plausibility.plausible {
+            out.push(format!(
+                "the {side}'s steps look implausible: {}",
+                r.plausibility.summary()
+            ));
+        }
+    }
+    out
+}
+
+fn kernels_per_step(r: &Report) -> f64 {
+    r.buckets.iter().filter_map(|x| x.calls_per_step).sum()
+}
+
 /// Runs the gate.
 pub fn gate(baseline: &Report, current: &Report, p: &Policy) -> GateReport {
+    gate_with(baseline, current, p, GateOptions::default())
+}
+
+/// [`gate`] with options.
+pub fn gate_with(baseline: &Report, current: &Report, p: &Policy, o: GateOptions) -> GateReport {
+    let mut report = GateReport {
+        schema_version: GATE_SCHEMA_VERSION,
+        baseline: baseline.source.path.clone(),
+        current: current.source.path.clone(),
+        policy: p.clone(),
+        incomparable: Vec::new(),
+        overridden: Vec::new(),
+        steps: Vec::new(),
+        buckets: Vec::new(),
+        structural: Vec::new(),
+        verdict: Verdict::Pass,
+    };
+    // A baseline without GPU work or steps is no baseline: nothing can be compared.
+    if gpu_events(baseline) == 0 {
+        report
+            .incomparable
+            .push("the baseline has no GPU work (no kernels or memops)".into());
+    } else if baseline.steps.decode_steps == 0 {
+        report.incomparable.push(format!(
+            "the baseline has no decode steps ({})",
+            baseline.steps.source
+        ));
+    }
+    if !report.incomparable.is_empty() {
+        report.verdict = Verdict::Incomparable;
+        return report;
+    }
+    // A current run without GPU work or steps lost what the baseline had: a regression.
+    let lost = if gpu_events(current) == 0 {
+        Some(format!(
+            "the current trace has no GPU work (baseline: {} kernels, {} decode steps)",
+            baseline.source.kernels, baseline.steps.decode_steps
+        ))
+    } else if current.steps.decode_steps == 0 {
+        Some(format!(
+            "the current trace has no decode steps ({}; baseline: {})",
+            current.steps.source, baseline.steps.decode_steps
+        ))
+    } else {
+        None
+    };
+    if let Some(detail) = lost {
+        report.structural.push(StructuralCheck {
+            check: "GPU work and steps".into(),
+            failed: true,
+            detail,
+        });
+        report.verdict = Verdict::Regression;
+        return report;
+    }
+    let differences = comparability(baseline, current);
+    if o.allow_incomparable {
+        report.overridden = differences;
+    } else if !differences.is_empty() {
+        report.incomparable = differences;
+        report.verdict = Verdict::Incomparable;
+        return report;
+    }
+
     let busy: f64 = baseline.buckets.iter().map(|b| b.total_ms).sum();
-    let mut buckets = Vec::new();
+    let current_steps = current.steps.decode_steps;
+    let baseline_steps = baseline.steps.decode_steps;
     for bk in Bucket::ALL {
         let x = baseline.buckets.iter().find(|b| b.bucket == bk);
         let y = current.buckets.iter().find(|b| b.bucket == bk);
-        let (xs, ys): (&[f64], &[f64]) = (
-            x.map(|b| b.per_step_ms.as_slice()).unwrap_or(&[]),
-            y.map(|b| b.per_step_ms.as_slice()).unwrap_or(&[]),
-        );
+        let samples = |row: Option<&crate::analysis::BucketRow>, n: usize| -> Vec<f64> {
+            match row {
+                Some(b) if !b.per_step_ms.is_empty() => b.per_step_ms.clone(),
+                // Absent on this side: zero in each of its steps.
+                _ => vec![0.0; n],
+            }
+        };
+        let xs = samples(x, baseline_steps);
+        let ys = samples(y, current_steps);
         let present = |s: &[f64]| s.iter().any(|&v| v > 0.0);
-        if !present(xs) && !present(ys) {
+        if !present(&xs) && !present(&ys) {
             continue;
         }
         let share = if busy > 0.0 {
@@ -266,29 +527,30 @@ pub fn gate(baseline: &Report, current: &Report, p: &Policy) -> GateReport {
         } else {
             0.0
         };
-        let xs_or_zero: Vec<f64> = if xs.is_empty() {
-            vec![0.0; ys.len()]
-        } else {
-            xs.to_vec()
-        };
-        buckets.push(judge(
-            bk,
-            &xs_or_zero,
-            ys,
-            if present(xs) { share } else { 1.0 },
-            p,
-        ));
+        report.buckets.push(BucketVerdict {
+            bucket: bk,
+            judgement: judge(&xs, &ys, if present(&xs) { share } else { 1.0 }, p),
+        });
     }
+    if p.gate_step_time {
+        report.steps = step_verdicts(baseline, current, p);
+    }
+
     let d = diff(current, baseline, 5);
     let st = &d.structural;
-    let structural = vec![
+    let (kc, kb) = (kernels_per_step(current), kernels_per_step(baseline));
+    report.structural = vec![
         StructuralCheck {
             check: "kernels per step".into(),
-            failed: st.a_kernels_per_step - st.b_kernels_per_step > p.max_extra_kernels_per_step,
-            detail: format!(
-                "{:.1} vs baseline {:.1}",
-                st.a_kernels_per_step, st.b_kernels_per_step
-            ),
+            failed: kc - kb > p.max_extra_kernels_per_step || kc < p.min_kernels_ratio * kb,
+            detail: if kc < p.min_kernels_ratio * kb {
+                format!(
+                    "{kc:.1} vs baseline {kb:.1}: fewer than {:.0}% of the baseline's",
+                    100.0 * p.min_kernels_ratio
+                )
+            } else {
+                format!("{kc:.1} vs baseline {kb:.1}")
+            },
         },
         StructuralCheck {
             check: "new copies per step".into(),
@@ -306,21 +568,69 @@ pub fn gate(baseline: &Report, current: &Report, p: &Policy) -> GateReport {
             detail: st.graph_replays.clone(),
         },
     ];
-    let failed = buckets.iter().any(|b| b.verdict == Verdict::Regression)
-        || structural.iter().any(|s| s.failed);
-    GateReport {
-        schema_version: GATE_SCHEMA_VERSION,
-        baseline: baseline.source.path.clone(),
-        current: current.source.path.clone(),
-        policy: p.clone(),
-        buckets,
-        structural,
-        verdict: if failed {
-            Verdict::Regression
+    let failed = report
+        .buckets
+        .iter()
+        .any(|b| b.judgement.verdict == Verdict::Regression)
+        || report
+            .steps
+            .iter()
+            .any(|s| s.judgement.verdict == Verdict::Regression)
+        || report.structural.iter().any(|s| s.failed);
+    report.verdict = if failed {
+        Verdict::Regression
+    } else {
+        Verdict::Pass
+    };
+    report
+}
+
+/// TPOT and the idle split, judged like the buckets. Idle metrics weigh by their share of
+/// the baseline's step, so a 5 µs launch gap that doubles does not fail a 5 ms step.
+fn step_verdicts(baseline: &Report, current: &Report, p: &Policy) -> Vec<StepVerdict> {
+    let (bs, cs) = (&baseline.steps.series, &current.steps.series);
+    let step_ms = baseline.steps.tpot_ms.map(|t| t.mean).unwrap_or(0.0);
+    let mean = |v: &[f64]| {
+        if v.is_empty() {
+            0.0
         } else {
-            Verdict::Pass
-        },
+            v.iter().sum::<f64>() / v.len() as f64
+        }
+    };
+    let share = |v: &[f64]| {
+        if step_ms > 0.0 {
+            mean(v) / step_ms
+        } else {
+            0.0
+        }
+    };
+    let mut out = Vec::new();
+    for (metric, x, y, w) in [
+        (StepMetric::Tpot, &bs.tpot_ms, &cs.tpot_ms, 1.0),
+        (
+            StepMetric::LaunchGaps,
+            &bs.launch_gap_ms,
+            &cs.launch_gap_ms,
+            share(&bs.launch_gap_ms),
+        ),
+        (
+            StepMetric::HostGaps,
+            &bs.host_gap_ms,
+            &cs.host_gap_ms,
+            share(&bs.host_gap_ms),
+        ),
+    ] {
+        // Metrics a side cannot have (one step: no TPOT; a history baseline: no idle
+        // split) are left out rather than judged on nothing.
+        if x.is_empty() || y.is_empty() {
+            continue;
+        }
+        out.push(StepVerdict {
+            metric,
+            judgement: judge(x, y, w, p),
+        });
     }
+    out
 }
 
 /// A baseline built from stored runs: each bucket's samples are the per-run medians of the
@@ -340,6 +650,13 @@ pub fn baseline_from_history(
             .join(", ")
     );
     base.steps.decode_steps = runs.len();
+    // History keeps each run's median TPOT but not its idle split: the step-time gate
+    // compares the current steps with the accepted runs' medians, and skips the idle split.
+    base.steps.series = crate::analysis::StepSeries {
+        tpot_ms: runs.iter().filter_map(|(r, _)| r.tpot_median_ms).collect(),
+        ..Default::default()
+    };
+    base.plausibility = crate::analysis::Plausibility::default();
     let mut rows = Vec::new();
     for bk in Bucket::ALL {
         let vals: Vec<&crate::history::RunBucket> = runs
@@ -390,20 +707,19 @@ mod tests {
         let p = Policy::default();
         let x = noisy(64, 1.0, 0.01, 1);
         assert_eq!(
-            judge(Bucket::Gemv, &x, &noisy(64, 1.0, 0.01, 2), 0.5, &p).verdict,
+            judge(&x, &noisy(64, 1.0, 0.01, 2), 0.5, &p).verdict,
             Verdict::Pass
         );
         assert_eq!(
-            judge(Bucket::Gemv, &x, &noisy(64, 1.10, 0.01, 3), 0.5, &p).verdict,
+            judge(&x, &noisy(64, 1.10, 0.01, 3), 0.5, &p).verdict,
             Verdict::Regression
         );
         assert_eq!(
-            judge(Bucket::Gemv, &x, &noisy(64, 0.90, 0.01, 4), 0.5, &p).verdict,
+            judge(&x, &noisy(64, 0.90, 0.01, 4), 0.5, &p).verdict,
             Verdict::Improvement
         );
         // A 10% shift inside 60% step-to-step noise with 4 steps cannot be called.
         let v = judge(
-            Bucket::Gemv,
             &noisy(4, 1.0, 0.6, 5),
             &noisy(4, 1.1, 0.6, 6),
             0.5,

@@ -5,11 +5,10 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use gapscope_analyzer::diff::{DiffReport, FloorCeilings, diff_with_floor};
-use gapscope_analyzer::roofline::bucket_floor::MATMUL_BUCKETS;
+use gapscope_analyzer::diff::{DiffReport, FloorCeilings, WhatIf, diff_with_floor, refusal};
 use gapscope_analyzer::roofline::{WeightFormat, hw, peak_flops};
 
-use crate::render::{ms, short, write_stdout};
+use crate::render::{md_code, md_text, ms, short, text, write_stdout};
 use crate::report_cmd::AnalysisArgs;
 
 #[derive(Args)]
@@ -33,6 +32,9 @@ pub struct DiffArgs {
     /// Kernels listed in the structural and top-moved sections.
     #[arg(long = "list", default_value_t = 10, value_name = "N")]
     pub list: usize,
+    /// Diff even when a side's steps look implausible (the report says so).
+    #[arg(long)]
+    pub allow_implausible: bool,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
 }
@@ -40,6 +42,15 @@ pub struct DiffArgs {
 pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
     let analyser = a.analysis.analyser(g.quiet, true)?;
     let reports = [analyser.run(&a.a)?, analyser.run(&a.b)?];
+    let refused = refusal(&reports[0], &reports[1], a.allow_implausible);
+    if !refused.is_empty() {
+        let hint = if refused.iter().any(|r| r.contains("implausible")) {
+            " (--allow-implausible diffs them anyway)"
+        } else {
+            ""
+        };
+        anyhow::bail!("diff: cannot compare: {}{hint}", text(&refused.join("; ")));
+    }
     let floor = match &a.hardware {
         Some(gpu) => {
             let hw = hw::lookup(gpu)?;
@@ -60,24 +71,6 @@ pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
     };
     write_stdout(&out)?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// The matmul buckets taken together: engines split the same linear layers between GEMV
-/// and GEMM kernels differently, so across engines their sum is the comparable figure.
-/// `(A ms/step, B ms/step, share of the gap %)`, or `None` when neither side has any.
-fn matmul_together(d: &DiffReport) -> Option<(f64, f64, f64)> {
-    let rows: Vec<_> = d
-        .buckets
-        .iter()
-        .filter(|x| MATMUL_BUCKETS.contains(&x.bucket))
-        .collect();
-    if rows.len() < 2 {
-        return None;
-    }
-    let a: f64 = rows.iter().map(|x| x.a_ms_per_step).sum();
-    let b: f64 = rows.iter().map(|x| x.b_ms_per_step).sum();
-    let share: f64 = rows.iter().map(|x| x.share_of_gap_pct).sum();
-    Some((a, b, share))
 }
 
 fn ratio(d: &DiffReport) -> f64 {
@@ -103,20 +96,15 @@ fn render(d: &DiffReport, md: bool) -> String {
                 .collect::<String>()
         ));
     };
-    s.push_str(&format!(
-        "A: {} ({} decode steps, {} ms/step, busy {} ms/step)\n",
-        d.a.path,
-        d.a.decode_steps,
-        ms(d.a.step_ms),
-        ms(d.a.busy_ms)
-    ));
-    s.push_str(&format!(
-        "B: {} ({} decode steps, {} ms/step, busy {} ms/step)\n",
-        d.b.path,
-        d.b.decode_steps,
-        ms(d.b.step_ms),
-        ms(d.b.busy_ms)
-    ));
+    for (label, side) in [("A", &d.a), ("B", &d.b)] {
+        s.push_str(&format!(
+            "{label}: {} ({} decode steps, {} ms/step, busy {} ms/step)\n",
+            text(&side.path),
+            side.decode_steps,
+            ms(side.step_ms),
+            ms(side.busy_ms)
+        ));
+    }
     s.push_str(&format!(
         "gap: A - B = {} ms/step ({:.2}x); graph replays: {}\n\n",
         ms(d.gap_ms),
@@ -128,13 +116,31 @@ fn render(d: &DiffReport, md: bool) -> String {
     for cells in bucket_rows(d) {
         line(&mut s, &cells);
     }
-    s.push_str(&format!("shares sum to {:.1}%\n", shares_total(d)));
-    if let Some((a, b, share)) = matmul_together(d) {
+    s.push_str(&shares_line(d));
+    s.push('\n');
+    s.push_str(&format!(
+        "idle per step: launch gaps A {} / B {} ms, host gaps A {} / B {} ms\n",
+        ms(d.idle.a_launch_gap_ms),
+        ms(d.idle.b_launch_gap_ms),
+        ms(d.idle.a_host_gap_ms),
+        ms(d.idle.b_host_gap_ms)
+    ));
+    for g in &d.groups {
         s.push_str(&format!(
-            "gemv + gemm_quant + gemm_dense together: A {} ms/step, B {} ms/step, delta {} ms ({share:.1}% of gap)\n",
-            ms(a),
-            ms(b),
-            ms(a - b)
+            "{} together ({}): A {} ms/step, B {} ms/step, delta {} ms{}; {}\n",
+            g.group,
+            bucket_list(&g.buckets),
+            ms(g.a_ms_per_step),
+            ms(g.b_ms_per_step),
+            ms(g.delta_ms),
+            g.share_of_gap_pct
+                .map(|p| format!(" ({p:.1}% of gap)"))
+                .unwrap_or_default(),
+            if g.grouped {
+                format!("what-ifs take them as one lever: {}", g.why)
+            } else {
+                "what-ifs take them bucket by bucket (filed alike)".to_owned()
+            }
         ));
     }
     s.push('\n');
@@ -143,32 +149,42 @@ fn render(d: &DiffReport, md: bool) -> String {
         "kernels per step: A {:.1}, B {:.1}; extra copies/step in A: {:+.1}; extra gathers/step in A: {:+.1}\n",
         st.a_kernels_per_step, st.b_kernels_per_step, st.extra_copies_per_step, st.extra_gathers_per_step
     ));
-    for (label, list) in [("only in A", &st.only_in_a), ("only in B", &st.only_in_b)] {
+    for (label, list, total) in [
+        ("only in A", &st.only_in_a, st.only_in_a_total),
+        ("only in B", &st.only_in_b, st.only_in_b_total),
+    ] {
         if !list.is_empty() {
-            s.push_str(&format!("{label}: "));
-            let items: Vec<String> = list
-                .iter()
-                .take(5)
-                .map(|(n, c)| format!("{} ({c:.1}/step)", short(n)))
-                .collect();
-            s.push_str(&items.join(", "));
-            s.push('\n');
+            s.push_str(&format!("{label} ({total}):\n"));
+            for (n, c) in list {
+                s.push_str(&format!("  {c:>7.1}/step  {}\n", text(&short(n))));
+            }
+            if total > list.len() {
+                s.push_str(&format!(
+                    "  and {} more (--list N shows more)\n",
+                    total - list.len()
+                ));
+            }
         }
     }
-    s.push_str(
-        "\nwhat-if (A's step if one bucket took B's time / disappeared / ran at its floor):\n",
-    );
-    for w in d.what_if.iter().take(5) {
-        s.push_str(&format!(
-            "  {:<16} {} ms (gain {}) / {} ms / {}\n",
-            w.bucket.to_string(),
-            ms(w.as_b_ms),
-            ms(w.gain_as_b_ms),
-            ms(w.without_ms),
-            w.at_floor_ms
-                .map(|f| format!("{} ms", ms(f)))
-                .unwrap_or_else(|| "-".into())
-        ));
+    let levers = gaining(d);
+    if levers.is_empty() {
+        s.push_str("\nwhat-if: no lever; A is not slower than B in any bucket, group or idle part\n");
+    } else {
+        s.push_str(
+            "\nwhat-if (A's step if one lever took B's time / disappeared / ran at its floor):\n",
+        );
+        for w in levers {
+            s.push_str(&format!(
+                "  {:<16} {} ms (gain {}) / {} ms / {}\n",
+                w.lever,
+                ms(w.as_b_ms),
+                ms(w.gain_as_b_ms),
+                ms(w.without_ms),
+                w.at_floor_ms
+                    .map(|f| format!("{} ms", ms(f)))
+                    .unwrap_or_else(|| "-".into())
+            ));
+        }
     }
     s.push_str("\ntop kernels that moved (ms/step, A vs B):\n");
     for k in &d.top_moved {
@@ -178,7 +194,7 @@ fn render(d: &DiffReport, md: bool) -> String {
             ms(k.b_ms_per_step),
             k.delta_ms,
             k.bucket,
-            short(&k.name)
+            text(&short(&k.name))
         ));
     }
     s
@@ -205,7 +221,9 @@ fn bucket_rows(d: &DiffReport) -> Vec<Vec<String>> {
                 ms(x.a_ms_per_step),
                 ms(x.b_ms_per_step),
                 ms(x.delta_ms),
-                format!("{:.1}%", x.share_of_gap_pct),
+                x.share_of_gap_pct
+                    .map(|p| format!("{p:.1}%"))
+                    .unwrap_or_else(|| "-".into()),
                 format!("{:.1}", x.a_calls_per_step),
                 format!("{:.1}", x.b_calls_per_step),
             ]
@@ -216,20 +234,45 @@ fn bucket_rows(d: &DiffReport) -> Vec<Vec<String>> {
         String::new(),
         String::new(),
         ms(d.residual_ms),
-        format!("{:.1}%", d.residual_share_pct),
+        d.residual_share_pct
+            .map(|p| format!("{p:.1}%"))
+            .unwrap_or_else(|| "-".into()),
         String::new(),
         String::new(),
     ]);
     rows
 }
 
-fn shares_total(d: &DiffReport) -> f64 {
-    d.buckets.iter().map(|x| x.share_of_gap_pct).sum::<f64>() + d.residual_share_pct
+/// The shares line: their sum when the gap is meaningful, else why there are none.
+fn shares_line(d: &DiffReport) -> String {
+    if d.gap_is_meaningful {
+        let total = d
+            .buckets
+            .iter()
+            .filter_map(|x| x.share_of_gap_pct)
+            .sum::<f64>()
+            + d.residual_share_pct.unwrap_or(0.0);
+        format!("shares sum to {total:.1}%\n")
+    } else {
+        format!(
+            "no shares: the gap is under {:.1}% of the step, too small to divide\n",
+            100.0 * gapscope_analyzer::diff::MIN_GAP_SHARE
+        )
+    }
 }
 
-/// A kernel name as Markdown inline code (angle brackets and pipes stay literal).
+/// Levers that would make A faster, best first.
+fn gaining(d: &DiffReport) -> Vec<&WhatIf> {
+    d.what_if.iter().filter(|w| w.gain_as_b_ms > 0.0).collect()
+}
+
+fn bucket_list(b: &[gapscope_analyzer::Bucket]) -> String {
+    b.iter().map(|x| x.as_str()).collect::<Vec<_>>().join(" + ")
+}
+
+/// A kernel name as Markdown inline code.
 fn code(name: &str) -> String {
-    format!("`{}`", short(name).replace('`', "'").replace('|', "\\|"))
+    md_code(&short(name))
 }
 
 /// A Markdown table whose columns from `numeric` on are right-aligned.
@@ -248,8 +291,8 @@ fn markdown(d: &DiffReport) -> String {
     let mut s = String::from("## gapscope diff\n\n");
     for (label, side) in [("A", &d.a), ("B", &d.b)] {
         s.push_str(&format!(
-            "- **{label}**: `{}`: {} decode steps, {} ms/step, GPU busy {} ms/step\n",
-            side.path,
+            "- **{label}**: {}: {} decode steps, {} ms/step, GPU busy {} ms/step\n",
+            md_code(&side.path),
             side.decode_steps,
             ms(side.step_ms),
             ms(side.busy_ms)
@@ -267,18 +310,31 @@ fn markdown(d: &DiffReport) -> String {
     s.push_str("### Gap by bucket\n\n");
     md_table(&mut s, &BUCKET_HEAD, 1, &bucket_rows(d));
     s.push_str(&format!(
-        "\nShares sum to {:.1}%. `residual (idle)` is the part of the gap no bucket explains: \
-         launch and host gaps (GPU idle) and overlap.\n",
-        shares_total(d)
+        "\n{} `residual (idle)` is the part of the gap no bucket explains: launch and host \
+         gaps (GPU idle) and overlap. Idle per step: launch gaps A {} / B {} ms, host gaps A {} / \
+         B {} ms.\n",
+        shares_line(d).trim_end().replace("shares", "Shares"),
+        ms(d.idle.a_launch_gap_ms),
+        ms(d.idle.b_launch_gap_ms),
+        ms(d.idle.a_host_gap_ms),
+        ms(d.idle.b_host_gap_ms)
     ));
-    if let Some((a, b, share)) = matmul_together(d) {
+    for g in &d.groups {
         s.push_str(&format!(
-            "\nThe matmul buckets together (gemv + gemm_quant + gemm_dense; engines split the \
-             same linear layers between them differently): A {} ms/step, B {} ms/step, delta {} \
-             ms ({share:.1}% of the gap).\n",
-            ms(a),
-            ms(b),
-            ms(a - b)
+            "\n**{}** together ({}): A {} ms/step, B {} ms/step, delta {} ms{}. {}\n",
+            g.group,
+            bucket_list(&g.buckets),
+            ms(g.a_ms_per_step),
+            ms(g.b_ms_per_step),
+            ms(g.delta_ms),
+            g.share_of_gap_pct
+                .map(|p| format!(" ({p:.1}% of the gap)"))
+                .unwrap_or_default(),
+            if g.grouped {
+                format!("What-ifs take them as one lever: {}.", md_text(&g.why))
+            } else {
+                "What-ifs take them bucket by bucket (both traces file them alike).".to_owned()
+            }
         ));
     }
     let st = &d.structural;
@@ -287,24 +343,27 @@ fn markdown(d: &DiffReport) -> String {
         "- kernels per step: A {:.1}, B {:.1}\n- extra copies per step in A: {:+.1}; extra gathers per step in A: {:+.1}\n",
         st.a_kernels_per_step, st.b_kernels_per_step, st.extra_copies_per_step, st.extra_gathers_per_step
     ));
-    for (label, list) in [("only in A", &st.only_in_a), ("only in B", &st.only_in_b)] {
+    for (label, list, total) in [
+        ("only in A", &st.only_in_a, st.only_in_a_total),
+        ("only in B", &st.only_in_b, st.only_in_b_total),
+    ] {
         if !list.is_empty() {
-            let items: Vec<String> = list
+            let mut items: Vec<String> = list
                 .iter()
-                .take(5)
                 .map(|(n, c)| format!("{} ({c:.1}/step)", code(n)))
                 .collect();
-            s.push_str(&format!("- {label}: {}\n", items.join(", ")));
+            if total > list.len() {
+                items.push(format!("and {} more", total - list.len()));
+            }
+            s.push_str(&format!("- {label} ({total}): {}\n", items.join(", ")));
         }
     }
-    s.push_str("\n### What-if: A's step if one bucket changed\n\n");
-    let rows: Vec<Vec<String>> = d
-        .what_if
-        .iter()
-        .take(5)
+    s.push_str("\n### What-if: A's step if one lever changed\n\n");
+    let rows: Vec<Vec<String>> = gaining(d)
+        .into_iter()
         .map(|w| {
             vec![
-                w.bucket.to_string(),
+                w.lever.clone(),
                 ms(w.as_b_ms),
                 ms(w.gain_as_b_ms),
                 ms(w.without_ms),
@@ -315,7 +374,7 @@ fn markdown(d: &DiffReport) -> String {
     md_table(
         &mut s,
         &[
-            "bucket",
+            "lever",
             "with B's time, ms",
             "gain, ms",
             "without it, ms",

@@ -6,10 +6,12 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use gapscope_analyzer::gate::{GateReport, Policy, Verdict, baseline_from_history, gate};
+use gapscope_analyzer::gate::{
+    GateOptions, GateReport, Judgement, Policy, Verdict, baseline_from_history, gate_with,
+};
 use gapscope_analyzer::history::History;
 
-use crate::render::write_stdout;
+use crate::render::{md_code, md_text, text, write_stdout};
 use crate::report_cmd::AnalysisArgs;
 
 #[derive(Args)]
@@ -31,9 +33,13 @@ pub struct GateArgs {
     #[arg(long)]
     pub current: PathBuf,
     /// Policy TOML: min_effect, confidence, bootstrap_resamples, seed, min_share,
-    /// max_extra_kernels_per_step.
+    /// max_extra_kernels_per_step, min_kernels_ratio, gate_step_time.
     #[arg(long, value_name = "gate.toml")]
     pub policy: Option<PathBuf>,
+    /// Compare anyway when the traces differ in GPU, batch size or step kind, or their
+    /// steps look implausible (the differences are listed in the output).
+    #[arg(long)]
+    pub allow_incomparable: bool,
     /// JSON output.
     #[arg(long, group = "fmt")]
     pub json: bool,
@@ -49,17 +55,7 @@ pub struct GateArgs {
 
 pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
     let policy = match &a.policy {
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("{}: cannot read", p.display()))?;
-            toml::from_str::<Policy>(&text).map_err(|e| {
-                anyhow::anyhow!(
-                    "{}: invalid policy: {}",
-                    p.display(),
-                    e.to_string().lines().next().unwrap_or("")
-                )
-            })?
-        }
+        Some(p) => read_policy(p)?,
         None => Policy::default(),
     };
     let analyser = a.analysis.analyser(g.quiet, true)?;
@@ -75,7 +71,17 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
         }
         (None, None) => anyhow::bail!("give --baseline TRACE or --baseline-history N"),
     };
-    let r = gate(&baseline, &current, &policy);
+    let r = gate_with(
+        &baseline,
+        &current,
+        &policy,
+        GateOptions {
+            allow_incomparable: a.allow_incomparable,
+        },
+    );
+    if r.verdict == Verdict::Incomparable {
+        anyhow::bail!("gate: {}", r.headline());
+    }
     if let Some(path) = &a.junit {
         std::fs::write(path, junit(&r))
             .with_context(|| format!("{}: cannot write", path.display()))?;
@@ -93,13 +99,46 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
     })
 }
 
+/// Reads and checks a policy file; errors keep TOML's reason on one line.
+fn read_policy(p: &std::path::Path) -> Result<Policy> {
+    let text = std::fs::read_to_string(p).with_context(|| format!("{}: cannot read", p.display()))?;
+    let policy = toml::from_str::<Policy>(&text).map_err(|e| {
+        let msg = e.message().trim().replace('\n', " ");
+        match e.span() {
+            Some(span) => {
+                let line = text[..span.start.min(text.len())].lines().count().max(1);
+                anyhow::anyhow!("{}: invalid policy at line {line}: {msg}", p.display())
+            }
+            None => anyhow::anyhow!("{}: invalid policy: {msg}", p.display()),
+        }
+    })?;
+    policy
+        .validate()
+        .map_err(|e| anyhow::anyhow!("{}: invalid policy: {e}", p.display()))?;
+    Ok(policy)
+}
+
 fn word(v: Verdict) -> &'static str {
     match v {
         Verdict::Pass => "pass",
         Verdict::Regression => "REGRESSION",
         Verdict::Improvement => "improvement",
         Verdict::Inconclusive => "inconclusive",
+        Verdict::Incomparable => "cannot compare",
     }
+}
+
+/// One table row per judged metric: name, judgement.
+fn rows(r: &GateReport) -> Vec<(String, &Judgement)> {
+    r.steps
+        .iter()
+        .map(|s| (s.metric.as_str().to_owned(), &s.judgement))
+        .chain(
+            r.buckets
+                .iter()
+                .map(|b| (b.bucket.to_string(), &b.judgement)),
+        )
+        .collect()
 }
 
 fn render(r: &GateReport, md: bool) -> String {
@@ -107,37 +146,50 @@ fn render(r: &GateReport, md: bool) -> String {
     if md {
         s.push_str(&format!("## gapscope gate: **{}**\n\n", word(r.verdict)));
         s.push_str(&format!(
-            "baseline `{}`, current `{}`\n\n",
-            r.baseline, r.current
+            "baseline `{}`, current `{}`\n\n{}\n\n",
+            md_code(&r.baseline),
+            md_code(&r.current),
+            md_text(&r.headline())
         ));
-        s.push_str("| bucket | verdict | baseline ms/step | current ms/step | change | reason |\n|---|---|---:|---:|---:|---|\n");
+        for o in &r.overridden {
+            s.push_str(&format!("- compared despite: {}\n", md_text(o)));
+        }
+        if !r.overridden.is_empty() {
+            s.push('\n');
+        }
+        s.push_str("| metric | verdict | baseline ms/step | current ms/step | change | reason |\n|---|---|---:|---:|---:|---|\n");
     } else {
         s.push_str(&format!(
-            "gate: {}\nbaseline {}\ncurrent  {}\n\n",
+            "gate: {}\nbaseline {}\ncurrent  {}\n{}\n",
             word(r.verdict),
-            r.baseline,
-            r.current
+            text(&r.baseline),
+            text(&r.current),
+            text(&r.headline())
         ));
+        for o in &r.overridden {
+            s.push_str(&format!("compared despite: {}\n", text(o)));
+        }
+        s.push('\n');
     }
-    for b in &r.buckets {
+    for (name, j) in rows(r) {
         if md {
             s.push_str(&format!(
                 "| {} | {} | {:.4} | {:.4} | {:+.1}% | {} |\n",
-                b.bucket,
-                word(b.verdict),
-                b.baseline_median_ms,
-                b.current_median_ms,
-                100.0 * b.rel_change,
-                b.reason
+                name,
+                word(j.verdict),
+                j.baseline_median_ms,
+                j.current_median_ms,
+                100.0 * j.rel_change,
+                md_text(&j.reason)
             ));
         } else {
             s.push_str(&format!(
                 "{:<16} {:<13} {:>9.4} -> {:>9.4} ms/step  {}\n",
-                b.bucket.to_string(),
-                word(b.verdict),
-                b.baseline_median_ms,
-                b.current_median_ms,
-                b.reason
+                name,
+                word(j.verdict),
+                j.baseline_median_ms,
+                j.current_median_ms,
+                j.reason
             ));
         }
     }
@@ -148,42 +200,44 @@ fn render(r: &GateReport, md: bool) -> String {
             if md { "- " } else { "" },
             c.check,
             if c.failed { "FAILED" } else { "ok" },
-            c.detail
+            if md { md_text(&c.detail) } else { text(&c.detail) }
         ));
     }
     s
 }
 
 fn xml(s: &str) -> String {
-    s.replace('&', "&amp;")
+    text(s)
+        .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
 }
 
 fn junit(r: &GateReport) -> String {
-    let failures = r
-        .buckets
+    let judged = rows(r);
+    let failures = judged
         .iter()
-        .filter(|b| b.verdict == Verdict::Regression)
+        .filter(|(_, j)| j.verdict == Verdict::Regression)
         .count()
         + r.structural.iter().filter(|c| c.failed).count();
     let mut s = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"gapscope gate\" tests=\"{}\" failures=\"{failures}\">\n",
-        r.buckets.len() + r.structural.len()
+        judged.len() + r.structural.len()
     );
-    for b in &r.buckets {
+    for (i, (name, j)) in judged.iter().enumerate() {
+        let class = if i < r.steps.len() { "step" } else { "bucket" };
         s.push_str(&format!(
-            "  <testcase classname=\"bucket\" name=\"{}\">",
-            b.bucket
+            "  <testcase classname=\"{class}\" name=\"{}\">",
+            xml(name)
         ));
-        if b.verdict == Verdict::Regression {
-            s.push_str(&format!("<failure message=\"{}\"/>", xml(&b.reason)));
+        if j.verdict == Verdict::Regression {
+            s.push_str(&format!("<failure message=\"{}\"/>", xml(&j.reason)));
         } else {
             s.push_str(&format!(
                 "<system-out>{}: {}</system-out>",
-                word(b.verdict),
-                xml(&b.reason)
+                word(j.verdict),
+                xml(&j.reason)
             ));
         }
         s.push_str("</testcase>\n");

@@ -66,7 +66,8 @@ impl Analyser {
         let t0 = std::time::Instant::now();
         let imported = import_trace(path, &self.opts, &bar)?;
         let t1 = std::time::Instant::now();
-        let report = analyze(&imported, &self.rules, &self.settings);
+        let mut report = analyze(&imported, &self.rules, &self.settings);
+        report.source.set_input_path(&path.display().to_string());
         tracing::info!(
             "{}: import {:.1} ms, analysis {:.1} ms",
             path.display(),

@@ -292,7 +292,7 @@ fn diff_of_two_real_traces_closes_to_100_percent() {
     let a = repo("traces/reference/hf-llama3-8b-npl1.json.gz");
     let b = repo(HF);
     let v = json(&["diff", "--json", a.to_str().unwrap(), b.to_str().unwrap()]);
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
     let total: f64 = v["buckets"]
         .as_array()
         .unwrap()
@@ -327,7 +327,7 @@ fn diff_engine_vs_hf_eager_attributes_the_whole_gap() {
     let b = repo(HF_8B);
     let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
     let v = json(&["diff", "--json", a, b]);
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
     assert_eq!(v["a"]["decode_steps"], 32);
     assert_eq!(v["b"]["decode_steps"], 32);
     let (sa, sb) = (
@@ -396,11 +396,12 @@ fn diff_engine_vs_hf_eager_attributes_the_whole_gap() {
         .and_then(|t| t.parse().ok())
         .unwrap_or_else(|| panic!("no share total in {md}"));
     assert!((total - 100.0).abs() <= 0.5, "{total}");
-    // With --hw, the engine's declared bytes give its gemv a floor in the what-if table.
+    // With --hw, the engine's declared bytes give its linear layers (gemv here, gemm_dense
+    // in HF, so one lever) a floor in the what-if table.
     let gemv_what_if = md
         .lines()
-        .find(|l| l.starts_with("| gemv |") && l.matches('|').count() == 6)
-        .unwrap_or_else(|| panic!("no gemv what-if row: {md}"));
+        .find(|l| l.starts_with("| linear layers |") && l.matches('|').count() == 6)
+        .unwrap_or_else(|| panic!("no linear-layers what-if row: {md}"));
     assert!(
         !gemv_what_if.trim_end().ends_with("| - |"),
         "{gemv_what_if}"

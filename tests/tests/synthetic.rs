@@ -267,11 +267,16 @@ fn diff_attributes_the_gap_by_bucket_and_flags_a_new_copy() {
             .find(|x| x.bucket == bk)
             .unwrap()
             .share_of_gap_pct
+            .unwrap()
     };
     assert!((share(Bucket::Gemv) - 50.0).abs() < 1e-9);
     assert!((share(Bucket::Copy) - 37.5).abs() < 1e-9);
-    let total: f64 =
-        d.buckets.iter().map(|x| x.share_of_gap_pct).sum::<f64>() + d.residual_share_pct;
+    let total: f64 = d
+        .buckets
+        .iter()
+        .map(|x| x.share_of_gap_pct.unwrap())
+        .sum::<f64>()
+        + d.residual_share_pct.unwrap();
     assert!((total - 100.0).abs() < 1e-9);
     // 10 ns of the gap is idle (the 5 ns launch gaps before and after the new work).
     assert!((d.residual_ms - 10e-6).abs() < 1e-12);
@@ -282,7 +287,7 @@ fn diff_attributes_the_gap_by_bucket_and_flags_a_new_copy() {
             .iter()
             .any(|(n, c)| n.contains("DtoD") && *c == 1.0)
     );
-    assert_eq!(d.what_if[0].bucket, Bucket::Gemv);
+    assert_eq!(d.what_if[0].bucket, Some(Bucket::Gemv));
 }
 
 /// Four engine decode steps (batch 1) whose gemv launches declare `gemv_bytes` each
@@ -384,14 +389,18 @@ fn what_if_at_the_floor_uses_declared_bytes() {
         flops_per_s: 989.4e12,
     };
     let d = gapscope_analyzer::diff::diff_with_floor(&a, &b, 5, Some(c));
-    let w = d.what_if.iter().find(|w| w.bucket == Bucket::Gemv).unwrap();
+    let w = d
+        .what_if
+        .iter()
+        .find(|w| w.bucket == Some(Bucket::Gemv))
+        .unwrap();
     let floor_ms = 200_000.0 / 3.35e12 * 1e3;
     let want = d.a.step_ms - (80e-6 - floor_ms);
     assert!((w.at_floor_ms.unwrap() - want).abs() < 1e-12);
     assert!(
         d.what_if
             .iter()
-            .find(|w| w.bucket == Bucket::Attention)
+            .find(|w| w.bucket == Some(Bucket::Attention))
             .unwrap()
             .at_floor_ms
             .is_none()

@@ -4,6 +4,7 @@
 use gapscope_traces::Phase;
 
 use super::intervals::{merge_two, union_len_sorted};
+use super::plausibility::{self, StepFacts};
 use super::prepared::Prepared;
 use super::report::*;
 use super::stats::Summary;
@@ -201,6 +202,9 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
     let any_decode = decode.iter().any(|&d| d);
     let mut other_kernel_ns = 0i64;
     let mut kernel_ns_in_scope = 0i64;
+    // GPU activity time inside any step, and on the whole device (plausibility).
+    let mut activity_in_steps_ns = 0i64;
+    let mut activity_total_ns = 0i64;
 
     if let Some(dev) = steps.device.or(p.primary_device()) {
         let ko = p.kernels_on(dev);
@@ -230,6 +234,10 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
                 sp += 1;
             }
             let in_step = sp < steps.steps.len() && steps.steps[sp].gpu_start_ns <= start;
+            activity_total_ns = activity_total_ns.saturating_add((end - start).max(0));
+            if in_step {
+                activity_in_steps_ns = activity_in_steps_ns.saturating_add((end - start).max(0));
+            }
             let in_scope = if steps.steps.is_empty() {
                 outside.add(b, start, end);
                 true
@@ -274,7 +282,10 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
         .copied()
         .filter(|&b| b > 0)
         .max();
-    let tpot_mean = step_report.tpot_ms.map(|s| s.mean);
+    let tpot_mean = step_report
+        .tpot_ms
+        .or(step_report.decode_span_ms)
+        .map(|s| s.mean);
 
     let buckets = if steps.steps.is_empty() {
         bucket_rows(&[outside], &[0], None, false, &names, trace, settings)
@@ -320,10 +331,26 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
     }
     let mut warnings = imported.warnings.clone();
     let telemetry = telemetry_of(&p, &steps, &mut warnings);
+    let windows: Vec<(i64, i64)> = decode_idx
+        .iter()
+        .map(|&i| {
+            let st = &steps.steps[i];
+            (st.gpu_end_ns.saturating_sub(st.gpu_start_ns), accs[i].busy_ns)
+        })
+        .collect();
+    let plausibility = plausibility::check(&StepFacts {
+        decode_steps: step_report.decode_steps,
+        tpot: step_report.tpot_ms.as_ref(),
+        windows_ns: &windows,
+        activity_in_steps_ns,
+        activity_total_ns,
+        buckets: &buckets,
+    });
     Report {
         schema_version: REPORT_SCHEMA_VERSION,
         source: SourceInfo {
             path: trace.manifest.source_path.clone().unwrap_or_default(),
+            converted_from: None,
             format: imported.format.as_str().to_owned(),
             gpus: trace
                 .manifest
@@ -334,6 +361,12 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
                     None => format!("{}: {}", g.device, g.name),
                 })
                 .collect(),
+            step_gpu: steps
+                .device
+                .or(p.primary_device())
+                .and_then(|d| trace.manifest.gpus.iter().find(|g| g.device == d))
+                .map(|g| g.name.clone())
+                .filter(|n| !n.is_empty()),
             kernels: k.len,
             memops: m.len,
             launches: trace.launches.len,
@@ -344,6 +377,7 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
             notes,
         },
         warnings,
+        plausibility,
         devices,
         steps: step_report,
         buckets,
@@ -451,28 +485,33 @@ fn step_report(
 ) -> StepReport {
     let s = &steps.steps;
     // TPOT: start-to-start periods of consecutive decode steps; the last step has no
-    // successor, so n steps give n-1 periods (a single step falls back to its own span).
+    // successor, so n steps give n-1 periods (a single step has no TPOT, only its span).
     let mut periods = Vec::new();
     for w in decode_idx.windows(2) {
         if w[1] == w[0] + 1 {
             periods.push((s[w[1]].gpu_start_ns - s[w[0]].gpu_start_ns) as f64 / NS_PER_MS);
         }
     }
-    if periods.is_empty() && decode_idx.len() == 1 {
-        let st = &s[decode_idx[0]];
-        periods.push((st.gpu_end_ns - st.gpu_start_ns) as f64 / NS_PER_MS);
-    }
+    let spans: Vec<f64> = decode_idx
+        .iter()
+        .map(|&i| (s[i].gpu_end_ns - s[i].gpu_start_ns) as f64 / NS_PER_MS)
+        .collect();
     let active: Vec<usize> = decode_idx
         .iter()
         .copied()
         .filter(|&i| accs[i].first_start < accs[i].last_end)
         .collect();
     let (mut launch_gap, mut host_gap, mut busy) = (0i64, 0i64, 0i64);
+    let mut series = StepSeries {
+        tpot_ms: periods.clone(),
+        ..StepSeries::default()
+    };
     let mut worst: Option<Stall> = None;
     for (n, &i) in active.iter().enumerate() {
         let a = &accs[i];
         let inside = (a.last_end - a.first_start - a.busy_ns).max(0);
         launch_gap += inside;
+        series.launch_gap_ms.push(inside as f64 / NS_PER_MS);
         busy += a.busy_ns;
         if a.max_gap > 0
             && worst
@@ -490,6 +529,7 @@ fn step_report(
             let prev = &accs[active[n - 1]];
             let gap = (a.first_start - prev.last_end).max(0);
             host_gap += gap;
+            series.host_gap_ms.push(gap as f64 / NS_PER_MS);
             if worst.as_ref().is_none_or(|w| gap as f64 / NS_PER_MS > w.ms) {
                 worst = Some(Stall {
                     ms: gap as f64 / NS_PER_MS,
@@ -517,6 +557,7 @@ fn step_report(
         prefill_steps: prefill_idx.len(),
         batch_size: None,
         tpot_ms: (!periods.is_empty()).then(|| Summary::of(&periods)),
+        decode_span_ms: (!spans.is_empty()).then(|| Summary::of(&spans)),
         decode_busy_pct: has.then(|| pct(busy as f64, window as f64)),
         launch_gap_ms_per_step: has.then(|| launch_gap as f64 / NS_PER_MS / n),
         host_gap_ms_per_step: has.then(|| host_gap as f64 / NS_PER_MS / n),
@@ -524,6 +565,7 @@ fn step_report(
         host_gap_pct: has.then(|| pct(host_gap as f64, window as f64)),
         worst_stall: worst.filter(|w| w.ms > 0.0),
         prefill_ms: (!prefill.is_empty()).then(|| Summary::of(&prefill)),
+        series,
     }
 }
 

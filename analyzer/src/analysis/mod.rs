@@ -2,6 +2,7 @@
 
 pub mod decompose;
 pub mod intervals;
+pub mod plausibility;
 pub mod prepared;
 pub mod report;
 pub mod stats;
@@ -9,6 +10,7 @@ pub mod steps;
 pub mod telemetry;
 
 pub use decompose::{AnalysisSettings, analyze};
+pub use plausibility::{Plausibility, PlausibilityCheck, PlausibilityProblem};
 pub use report::*;
 pub use steps::{DEFAULT_STEP_REGEX, StepSettings};
 pub use telemetry::TelemetryReport;

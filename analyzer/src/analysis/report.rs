@@ -15,6 +15,9 @@ pub struct Report {
     pub schema_version: u32,
     pub source: SourceInfo,
     pub warnings: Vec<String>,
+    /// Whether the step set looks like real decode iterations; `gate` and `diff` refuse
+    /// reports whose steps are implausible.
+    pub plausibility: super::plausibility::Plausibility,
     pub devices: Vec<DeviceBusy>,
     pub steps: StepReport,
     /// Per-bucket decomposition of the decode steps (or of the whole trace without steps).
@@ -29,9 +32,14 @@ pub struct Report {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SourceInfo {
+    /// The file analysed (as given), or the manifest's source path when none was given.
     pub path: String,
+    /// The file a native trace was converted from, when it differs from `path`.
+    pub converted_from: Option<String>,
     pub format: String,
     pub gpus: Vec<String>,
+    /// Model name of the GPU the steps and buckets refer to, when the trace names it.
+    pub step_gpu: Option<String>,
     pub kernels: usize,
     pub memops: usize,
     pub launches: usize,
@@ -68,6 +76,9 @@ pub struct StepReport {
     pub batch_size: Option<u32>,
     /// Time per output token: start-to-start period of consecutive decode steps, ms.
     pub tpot_ms: Option<Summary>,
+    /// Decode step durations (first to last GPU activity of each step window), ms; the only
+    /// step-time figure when a trace holds a single decode step.
+    pub decode_span_ms: Option<Summary>,
     /// GPU busy (kernels + memops, interval union) over the decode window, %.
     pub decode_busy_pct: Option<f64>,
     /// Idle inside steps (between the first and last GPU activity of a step), ms/step.
@@ -79,6 +90,20 @@ pub struct StepReport {
     pub worst_stall: Option<Stall>,
     /// Prefill step durations, ms.
     pub prefill_ms: Option<Summary>,
+    /// Per-step series behind the summaries (for the gate's statistics; not in JSON).
+    #[serde(skip)]
+    pub series: StepSeries,
+}
+
+/// Per-step samples of the decode steps, in step order.
+#[derive(Debug, Clone, Default)]
+pub struct StepSeries {
+    /// Start-to-start periods of consecutive decode steps, ms (the TPOT samples).
+    pub tpot_ms: Vec<f64>,
+    /// GPU idle inside each decode step with GPU work, ms.
+    pub launch_gap_ms: Vec<f64>,
+    /// GPU idle between consecutive decode steps with GPU work, ms.
+    pub host_gap_ms: Vec<f64>,
 }
 
 /// The longest GPU idle stretch inside the decode window.
@@ -133,4 +158,17 @@ pub struct OtherReport {
     /// `other` kernels' share of kernel time in scope, %.
     pub share_of_kernel_time_pct: f64,
     pub top: Vec<NameTime>,
+}
+
+impl SourceInfo {
+    /// Names the file the report was made from: `path` becomes it, and the source the
+    /// trace was converted from (a `.gst` made by `import`) moves to `converted_from`.
+    pub fn set_input_path(&mut self, input: &str) {
+        if self.path != input {
+            if !self.path.is_empty() {
+                self.converted_from = Some(std::mem::take(&mut self.path));
+            }
+            self.path = input.to_owned();
+        }
+    }
 }

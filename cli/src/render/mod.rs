@@ -54,11 +54,80 @@ pub fn count(n: usize) -> String {
     out
 }
 
+/// The CUDA-graph part of the events line: graph launches are host calls, so a trace
+/// without launch records says where its graph kernels were recognised instead.
+fn graph_note(s: &gapscope_analyzer::analysis::SourceInfo) -> String {
+    match (s.graph_launches, s.graph_kernels) {
+        (0, 0) => String::new(),
+        (0, k) if s.launches == 0 => format!(
+            "; {} kernels carry a CUDA graph id (host launches not recorded)",
+            count(k)
+        ),
+        (l, k) => format!(
+            "; {} graph launches, {} kernels replayed from graphs",
+            count(l),
+            count(k)
+        ),
+    }
+}
+
+/// Text from a trace (kernel names, labels, paths) made safe for a terminal: control
+/// characters (escape sequences, carriage returns, NULs) are shown as `\u{..}` escapes.
+pub fn text(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_owned();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                format!("\\u{{{:x}}}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// Trace text as Markdown prose: control characters escaped as in [`text`], and every
+/// character Markdown or an HTML renderer would act on (links, images, emphasis, tables,
+/// tags) backslash-escaped.
+pub fn md_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in text(s).chars() {
+        if matches!(
+            c,
+            '\\' | '`' | '*' | '_' | '[' | ']' | '(' | ')' | '<' | '>' | '|' | '!' | '#' | '~' | '&'
+        ) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Trace text as Markdown inline code: control characters escaped, backticks (which would
+/// end the span) shown as `'`, and table pipes escaped.
+pub fn md_code(s: &str) -> String {
+    format!("`{}`", text(s).replace('`', "'").replace('|', "\\|"))
+}
+
 /// Summary lines as (label, value).
 pub fn summary(r: &Report) -> Vec<(String, String)> {
     let mut v = Vec::new();
+    if !r.plausibility.plausible {
+        v.push((
+            "WARNING".into(),
+            format!(
+                "these steps look implausible, so the per-step figures below may mean nothing: {}",
+                r.plausibility.summary()
+            ),
+        ));
+    }
     let s = &r.source;
-    v.push(("trace".into(), format!("{} ({})", s.path, s.format)));
+    v.push(("trace".into(), format!("{} ({})", text(&s.path), s.format)));
+    if let Some(from) = &s.converted_from {
+        v.push(("source".into(), format!("converted from {}", text(from))));
+    }
     if !s.gpus.is_empty() {
         v.push(("gpu".into(), s.gpus.join("; ")));
     }
@@ -70,27 +139,21 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
             count(s.memops),
             count(s.launches),
             count(s.markers),
-            if s.graph_launches + s.graph_kernels > 0 {
-                format!(
-                    "; {} graph launches replaying {} kernels",
-                    count(s.graph_launches),
-                    count(s.graph_kernels)
-                )
-            } else {
-                String::new()
-            },
+            graph_note(s),
             if s.truncated { " (TRUNCATED)" } else { "" }
         ),
     ));
     for n in &s.notes {
-        v.push(("note".into(), n.clone()));
+        v.push(("note".into(), text(n)));
     }
     let st = &r.steps;
     v.push((
         "steps".into(),
         format!(
             "{} decode, {} prefill; {}",
-            st.decode_steps, st.prefill_steps, st.source
+            st.decode_steps,
+            st.prefill_steps,
+            text(&st.source)
         ),
     ));
     if let Some(t) = &st.tpot_ms {
@@ -103,6 +166,15 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
                 ms(t.max),
                 100.0 * t.cv,
                 t.n
+            ),
+        ));
+    } else if let Some(sp) = &st.decode_span_ms {
+        v.push((
+            "TPOT".into(),
+            format!(
+                "n/a: TPOT needs two consecutive decode steps; the decode step spans {} ms (n={})",
+                ms(sp.median),
+                sp.n
             ),
         ));
     }
@@ -161,7 +233,7 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
                         .top
                         .iter()
                         .take(3)
-                        .map(|n| format!("{} ({} ms)", short(&n.name), ms(n.ms)))
+                        .map(|n| format!("{} ({} ms)", text(&short(&n.name)), ms(n.ms)))
                         .collect::<Vec<_>>()
                         .join(", ")
                 )
@@ -253,7 +325,10 @@ pub fn bucket_cells(rows: &[BucketRow]) -> Vec<Vec<String>> {
                 ms(b.total_ms),
                 pct(b.share_of_busy_pct),
                 opt(b.share_of_step_pct, pct),
-                b.top.first().map(|t| short(&t.name)).unwrap_or_default(),
+                b.top
+                    .first()
+                    .map(|t| text(&short(&t.name)))
+                    .unwrap_or_default(),
             ]
         })
         .collect()

@@ -1,0 +1,205 @@
+//! Is the step set plausible? A report over steps that are not decode iterations (layers
+//! taken for steps, a microbenchmark cut into 178k "steps", training sub-phases) prints
+//! figures that look right and mean nothing. These checks flag such step sets; the report
+//! puts them at its top, and `gate` and `diff` refuse to compare them.
+
+use serde::Serialize;
+
+use super::report::BucketRow;
+use super::stats::Summary;
+
+/// Step-to-step spread above which the steps are probably not one kind of iteration.
+pub const MAX_TPOT_CV: f64 = 0.5;
+/// Least share of the device's GPU activity time that the steps (any phase) must hold.
+pub const MIN_COVERAGE: f64 = 0.5;
+/// Largest share of steps whose GPU work runs longer than the step itself.
+pub const MAX_OVERFULL_STEP_SHARE: f64 = 0.1;
+/// A step's work may exceed its window by this factor before it counts as overfull
+/// (timer granularity, a kernel straddling the end marker).
+pub const OVERFULL_FACTOR: f64 = 1.05;
+/// Shortest plausible median decode step, ms (10 µs: one kernel launch and a few more).
+pub const MIN_STEP_MS: f64 = 0.01;
+/// A bucket's share of the step above this is impossible on one stream, %.
+pub const MAX_SHARE_OF_STEP_PCT: f64 = 100.5;
+
+/// Which check failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlausibilityCheck {
+    /// TPOT coefficient of variation above [`MAX_TPOT_CV`].
+    TpotSpread,
+    /// The steps hold less than [`MIN_COVERAGE`] of the device's GPU activity time.
+    Coverage,
+    /// More than [`MAX_OVERFULL_STEP_SHARE`] of the steps are shorter than their own work.
+    StepsShorterThanWork,
+    /// The median step is shorter than [`MIN_STEP_MS`].
+    TinySteps,
+    /// A bucket takes more than 100% of the step.
+    ShareOverStep,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PlausibilityProblem {
+    pub check: PlausibilityCheck,
+    pub detail: String,
+}
+
+/// The verdict on a report's step set. `plausible` is true when no check failed (a trace
+/// without steps is plausible: it has nothing to mislead with).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Plausibility {
+    pub plausible: bool,
+    pub problems: Vec<PlausibilityProblem>,
+}
+
+impl Default for Plausibility {
+    fn default() -> Self {
+        Self {
+            plausible: true,
+            problems: Vec::new(),
+        }
+    }
+}
+
+impl Plausibility {
+    /// One line naming every failed check, for refusals.
+    pub fn summary(&self) -> String {
+        self.problems
+            .iter()
+            .map(|p| p.detail.as_str())
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// What the checks look at, gathered during decomposition.
+pub struct StepFacts<'a> {
+    pub decode_steps: usize,
+    pub tpot: Option<&'a Summary>,
+    /// Each decode step's window on the GPU and the busy time (interval union) of the work
+    /// that starts in it, ns.
+    pub windows_ns: &'a [(i64, i64)],
+    /// GPU activity time (summed durations) inside any step, and on the whole device, ns.
+    pub activity_in_steps_ns: i64,
+    pub activity_total_ns: i64,
+    pub buckets: &'a [BucketRow],
+}
+
+/// Runs every check.
+pub fn check(f: &StepFacts) -> Plausibility {
+    let mut problems = Vec::new();
+    let mut fail = |check, detail: String| problems.push(PlausibilityProblem { check, detail });
+    if f.decode_steps == 0 {
+        return Plausibility::default();
+    }
+    if let Some(t) = f.tpot {
+        if t.n >= 3 && t.cv > MAX_TPOT_CV {
+            fail(
+                PlausibilityCheck::TpotSpread,
+                format!(
+                    "TPOT varies by CV {:.0}% over {} periods (more than {:.0}%): the steps are \
+                     probably not one kind of iteration",
+                    100.0 * t.cv,
+                    t.n,
+                    100.0 * MAX_TPOT_CV
+                ),
+            );
+        }
+        if t.n >= 1 && t.median < MIN_STEP_MS {
+            fail(
+                PlausibilityCheck::TinySteps,
+                format!(
+                    "median step {:.4} ms over {} decode steps is shorter than {} ms: these are \
+                     kernels or layers, not decode steps",
+                    t.median, f.decode_steps, MIN_STEP_MS
+                ),
+            );
+        }
+        for b in f.buckets {
+            if let Some(s) = b.share_of_step_pct
+                && s > MAX_SHARE_OF_STEP_PCT
+            {
+                fail(
+                    PlausibilityCheck::ShareOverStep,
+                    format!(
+                        "bucket {} takes {s:.1}% of the step: the steps are shorter than the \
+                         work they hold, or streams overlap",
+                        b.bucket
+                    ),
+                );
+            }
+        }
+    }
+    if f.activity_total_ns > 0 {
+        let cov = f.activity_in_steps_ns as f64 / f.activity_total_ns as f64;
+        if cov < MIN_COVERAGE {
+            fail(
+                PlausibilityCheck::Coverage,
+                format!(
+                    "the steps hold {:.1}% of the GPU's activity time (less than {:.0}%): most \
+                     work is outside them",
+                    100.0 * cov,
+                    100.0 * MIN_COVERAGE
+                ),
+            );
+        }
+    }
+    let n = f.windows_ns.len();
+    if n > 0 {
+        let over = f
+            .windows_ns
+            .iter()
+            .filter(|&&(window, busy)| busy as f64 > OVERFULL_FACTOR * window as f64 + 1_000.0)
+            .count();
+        if over as f64 > MAX_OVERFULL_STEP_SHARE * n as f64 {
+            fail(
+                PlausibilityCheck::StepsShorterThanWork,
+                format!(
+                    "{over} of {n} decode steps are shorter than the GPU work that starts in \
+                     them: the step markers do not bracket the work"
+                ),
+            );
+        }
+    }
+    Plausibility {
+        plausible: problems.is_empty(),
+        problems,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts<'a>(t: Option<&'a Summary>, w: &'a [(i64, i64)]) -> StepFacts<'a> {
+        StepFacts {
+            decode_steps: w.len().max(1),
+            tpot: t,
+            windows_ns: w,
+            activity_in_steps_ns: 90,
+            activity_total_ns: 100,
+            buckets: &[],
+        }
+    }
+
+    #[test]
+    fn regular_steps_pass() {
+        let t = Summary::of(&[5.0, 5.1, 4.9, 5.0]);
+        let w = [(5_000_000, 4_000_000); 5];
+        assert!(check(&facts(Some(&t), &w)).plausible);
+    }
+
+    #[test]
+    fn each_check_fires() {
+        let t = Summary::of(&[0.001, 10.0, 0.002, 0.001, 0.002]);
+        let w = [(1_000, 900_000); 5];
+        let p = check(&facts(Some(&t), &w));
+        let kinds: Vec<_> = p.problems.iter().map(|x| x.check).collect();
+        assert!(kinds.contains(&PlausibilityCheck::TpotSpread), "{p:?}");
+        assert!(kinds.contains(&PlausibilityCheck::TinySteps), "{p:?}");
+        assert!(kinds.contains(&PlausibilityCheck::StepsShorterThanWork), "{p:?}");
+        let mut f = facts(None, &[]);
+        f.activity_in_steps_ns = 10;
+        assert_eq!(check(&f).problems[0].check, PlausibilityCheck::Coverage);
+    }
+}

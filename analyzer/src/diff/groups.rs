@@ -1,0 +1,116 @@
+//! Equivalence groups: buckets that different engines file the same work under. One engine
+//! runs a batch-1 linear layer as a GEMV, another as a dense GEMM; one fuses the norm into
+//! the next kernel, another runs it as three pointwise kernels. Bucket-to-bucket what-ifs
+//! across such a split promise gains that do not exist, so the diff compares these buckets
+//! as one group whenever the two traces file them differently.
+
+use serde::Serialize;
+
+use crate::bucket::Bucket;
+
+/// A set of buckets that can hold the same work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Group {
+    pub name: &'static str,
+    pub buckets: &'static [Bucket],
+    pub what: &'static str,
+}
+
+/// The multi-bucket groups; every other bucket is a group of its own.
+pub const GROUPS: [Group; 2] = [
+    Group {
+        name: "linear layers",
+        buckets: &[Bucket::Gemv, Bucket::GemmQuant, Bucket::GemmDense],
+        what: "GEMV, quantized GEMM and dense GEMM kernels run the same linear layers; engines \
+               pick between them by batch size and weight format",
+    },
+    Group {
+        name: "pointwise ops",
+        buckets: &[Bucket::Norm, Bucket::Rope, Bucket::ActElementwise],
+        what: "norms, rope and activations are fused into each other differently by each engine",
+    },
+];
+
+/// Calls-per-step ratio between the two sides beyond which a bucket counts as filed
+/// differently (the same work in the same bucket keeps its kernel count within 2x).
+pub const MAX_CALLS_RATIO: f64 = 2.0;
+
+/// How the diff treated one multi-bucket group.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Grouping {
+    pub group: &'static str,
+    pub buckets: Vec<Bucket>,
+    /// Whether what-ifs use the group as one lever (the sides file its work differently).
+    pub grouped: bool,
+    /// Why, in words: which bucket differs and how.
+    pub why: String,
+}
+
+/// Decides, for each multi-bucket group, whether A and B file its work alike. `calls` gives
+/// (A, B) calls per step of a bucket.
+pub fn decide(calls: impl Fn(Bucket) -> (f64, f64)) -> Vec<Grouping> {
+    GROUPS
+        .iter()
+        .filter_map(|g| {
+            let present: Vec<(Bucket, f64, f64)> = g
+                .buckets
+                .iter()
+                .map(|&b| {
+                    let (a, bb) = calls(b);
+                    (b, a, bb)
+                })
+                .filter(|&(_, a, b)| a > 0.0 || b > 0.0)
+                .collect();
+            if present.is_empty() {
+                return None;
+            }
+            let differs = present.iter().find(|&&(_, a, b)| {
+                a == 0.0 || b == 0.0 || a / b > MAX_CALLS_RATIO || b / a > MAX_CALLS_RATIO
+            });
+            let (grouped, why) = match differs {
+                Some(&(bk, a, b)) => (
+                    true,
+                    format!(
+                        "{bk} has {a:.1} calls/step in A and {b:.1} in B: {}",
+                        g.what
+                    ),
+                ),
+                None => (
+                    false,
+                    "both traces file this work in the same buckets with similar call counts"
+                        .to_owned(),
+                ),
+            };
+            Some(Grouping {
+                group: g.name,
+                buckets: g.buckets.to_vec(),
+                grouped,
+                why,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gemv_against_gemm_is_grouped_and_same_filing_is_not() {
+        // A runs its linears as GEMV, B as dense GEMM.
+        let g = decide(|b| match b {
+            Bucket::Gemv => (224.0, 0.0),
+            Bucket::GemmDense => (1.0, 224.0),
+            _ => (0.0, 0.0),
+        });
+        assert_eq!(g.len(), 1);
+        assert!(g[0].grouped && g[0].why.starts_with("gemv"), "{g:?}");
+        let g = decide(|b| match b {
+            Bucket::Gemv => (224.0, 220.0),
+            Bucket::Norm => (65.0, 65.0),
+            _ => (0.0, 0.0),
+        });
+        assert_eq!(g.len(), 2);
+        assert!(g.iter().all(|x| !x.grouped), "{g:?}");
+    }
+}

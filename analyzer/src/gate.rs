@@ -290,7 +290,10 @@ pub fn judge(x: &[f64], y: &[f64], share: f64, p: &Policy) -> Judgement {
         (Verdict::Inconclusive, "no samples on one side".to_owned())
     } else if !present(x) {
         if present(y) {
-            (Verdict::Regression, "appears in the current trace".to_owned())
+            (
+                Verdict::Regression,
+                "appears in the current trace".to_owned(),
+            )
         } else {
             (Verdict::Pass, "absent in both".to_owned())
         }
@@ -719,12 +722,7 @@ mod tests {
             Verdict::Improvement
         );
         // A 10% shift inside 60% step-to-step noise with 4 steps cannot be called.
-        let v = judge(
-            &noisy(4, 1.0, 0.6, 5),
-            &noisy(4, 1.1, 0.6, 6),
-            0.5,
-            &p,
-        );
+        let v = judge(&noisy(4, 1.0, 0.6, 5), &noisy(4, 1.1, 0.6, 6), 0.5, &p);
         assert_ne!(v.verdict, Verdict::Regression, "{v:?}");
     }
 }

@@ -168,7 +168,9 @@ fn render(d: &DiffReport, md: bool) -> String {
     }
     let levers = gaining(d);
     if levers.is_empty() {
-        s.push_str("\nwhat-if: no lever; A is not slower than B in any bucket, group or idle part\n");
+        s.push_str(
+            "\nwhat-if: no lever; A is not slower than B in any bucket, group or idle part\n",
+        );
     } else {
         s.push_str(
             "\nwhat-if (A's step if one lever took B's time / disappeared / ran at its floor):\n",

@@ -101,7 +101,8 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
 
 /// Reads and checks a policy file; errors keep TOML's reason on one line.
 fn read_policy(p: &std::path::Path) -> Result<Policy> {
-    let text = std::fs::read_to_string(p).with_context(|| format!("{}: cannot read", p.display()))?;
+    let text =
+        std::fs::read_to_string(p).with_context(|| format!("{}: cannot read", p.display()))?;
     let policy = toml::from_str::<Policy>(&text).map_err(|e| {
         let msg = e.message().trim().replace('\n', " ");
         match e.span() {
@@ -200,7 +201,11 @@ fn render(r: &GateReport, md: bool) -> String {
             if md { "- " } else { "" },
             c.check,
             if c.failed { "FAILED" } else { "ok" },
-            if md { md_text(&c.detail) } else { text(&c.detail) }
+            if md {
+                md_text(&c.detail)
+            } else {
+                text(&c.detail)
+            }
         ));
     }
     s

@@ -335,7 +335,10 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
         .iter()
         .map(|&i| {
             let st = &steps.steps[i];
-            (st.gpu_end_ns.saturating_sub(st.gpu_start_ns), accs[i].busy_ns)
+            (
+                st.gpu_end_ns.saturating_sub(st.gpu_start_ns),
+                accs[i].busy_ns,
+            )
         })
         .collect();
     let plausibility = plausibility::check(&StepFacts {

@@ -197,7 +197,10 @@ mod tests {
         let kinds: Vec<_> = p.problems.iter().map(|x| x.check).collect();
         assert!(kinds.contains(&PlausibilityCheck::TpotSpread), "{p:?}");
         assert!(kinds.contains(&PlausibilityCheck::TinySteps), "{p:?}");
-        assert!(kinds.contains(&PlausibilityCheck::StepsShorterThanWork), "{p:?}");
+        assert!(
+            kinds.contains(&PlausibilityCheck::StepsShorterThanWork),
+            "{p:?}"
+        );
         let mut f = facts(None, &[]);
         f.activity_in_steps_ns = 10;
         assert_eq!(check(&f).problems[0].check, PlausibilityCheck::Coverage);

@@ -386,13 +386,18 @@ fn what_ifs(
         let mut shrink = 0.0;
         let mut any = false;
         for bk in bks {
-            let Some(cost) = a.buckets.iter().find(|x| x.bucket == *bk).and_then(|x| x.cost)
+            let Some(cost) = a
+                .buckets
+                .iter()
+                .find(|x| x.bucket == *bk)
+                .and_then(|x| x.cost)
             else {
                 continue;
             };
             any = true;
-            let floor_ms =
-                (cost.bytes_per_step / c.bytes_per_s).max(cost.flops_per_step / c.flops_per_s) * 1e3;
+            let floor_ms = (cost.bytes_per_step / c.bytes_per_s)
+                .max(cost.flops_per_step / c.flops_per_s)
+                * 1e3;
             // Only the costed kernels shrink to their floor; the rest keep their time.
             shrink += (cost.costed_ms_per_step - floor_ms).max(0.0);
         }
@@ -424,8 +429,18 @@ fn what_ifs(
         at_floor_ms: at_floor(&g.buckets),
     }));
     for (lever, kind, am, bm) in [
-        ("launch gaps", LeverKind::LaunchGaps, sa.launch_gap_ms, sb.launch_gap_ms),
-        ("host gaps", LeverKind::HostGaps, sa.host_gap_ms, sb.host_gap_ms),
+        (
+            "launch gaps",
+            LeverKind::LaunchGaps,
+            sa.launch_gap_ms,
+            sb.launch_gap_ms,
+        ),
+        (
+            "host gaps",
+            LeverKind::HostGaps,
+            sa.host_gap_ms,
+            sb.host_gap_ms,
+        ),
     ] {
         if am == 0.0 && bm == 0.0 {
             continue;

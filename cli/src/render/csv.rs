@@ -2,11 +2,13 @@
 
 use gapscope_analyzer::analysis::Report;
 
+/// A CSV field: trace text with control characters escaped, quoted when it needs it.
 fn field(s: &str) -> String {
+    let s = super::text(s);
     if s.contains([',', '"', '\n']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
-        s.to_owned()
+        s
     }
 }
 

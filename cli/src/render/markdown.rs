@@ -2,10 +2,10 @@
 
 use gapscope_analyzer::analysis::Report;
 
-use super::{BUCKET_HEADERS, TELEMETRY_TITLE, bucket_cells, summary, telemetry};
+use super::{BUCKET_HEADERS, TELEMETRY_TITLE, bucket_cells, md_code, md_text, summary, telemetry};
 
+/// A table whose cells are already Markdown-safe (numbers, or escaped text).
 fn table(headers: &[&str], rows: &[Vec<String>], out: &mut String) {
-    let esc = |s: &str| s.replace('|', "\\|");
     out.push_str(&format!("| {} |\n", headers.join(" | ")));
     let align: Vec<&str> = (0..headers.len())
         .map(|i| {
@@ -18,32 +18,34 @@ fn table(headers: &[&str], rows: &[Vec<String>], out: &mut String) {
         .collect();
     out.push_str(&format!("| {} |\n", align.join(" | ")));
     for r in rows {
-        let cells: Vec<String> = r.iter().map(|c| esc(c)).collect();
-        out.push_str(&format!("| {} |\n", cells.join(" | ")));
+        out.push_str(&format!("| {} |\n", r.join(" | ")));
     }
 }
 
 pub fn reports(reports: &[Report]) -> String {
     let mut out = String::new();
     for r in reports {
-        out.push_str(&format!("## gapscope report: `{}`\n\n", r.source.path));
+        out.push_str(&format!(
+            "## gapscope report: {}\n\n",
+            md_code(&r.source.path)
+        ));
         for (l, v) in summary(r) {
-            out.push_str(&format!("- **{l}**: {}\n", v.replace('|', "\\|")));
+            out.push_str(&format!("- **{l}**: {}\n", md_text(&v)));
         }
         for w in &r.warnings {
-            out.push_str(&format!("- **warning**: {w}\n"));
+            out.push_str(&format!("- **warning**: {}\n", md_text(w)));
         }
         if let Some(t) = &r.telemetry {
             out.push_str(&format!("\n### {TELEMETRY_TITLE}\n\n"));
             for (l, v) in telemetry(t) {
-                out.push_str(&format!("- **{l}**: {}\n", v.replace('|', "\\|")));
+                out.push_str(&format!("- **{l}**: {}\n", md_text(&v)));
             }
         }
         out.push_str("\n### Buckets per decode step\n\n");
-        table(&BUCKET_HEADERS, &bucket_cells(&r.buckets), &mut out);
+        table(&BUCKET_HEADERS, &md_cells(&r.buckets), &mut out);
         if !r.prefill_buckets.is_empty() {
             out.push_str("\n### Buckets per prefill step\n\n");
-            table(&BUCKET_HEADERS, &bucket_cells(&r.prefill_buckets), &mut out);
+            table(&BUCKET_HEADERS, &md_cells(&r.prefill_buckets), &mut out);
         }
         if !r.other.top.is_empty() {
             out.push_str("\n### Top `other` kernels\n\n");
@@ -51,17 +53,24 @@ pub fn reports(reports: &[Report]) -> String {
                 .other
                 .top
                 .iter()
-                .map(|t| {
-                    vec![
-                        format!("`{}`", t.name),
-                        super::ms(t.ms),
-                        t.calls.to_string(),
-                    ]
-                })
+                .map(|t| vec![md_code(&t.name), super::ms(t.ms), t.calls.to_string()])
                 .collect();
             table(&["kernel", "ms", "calls"], &rows, &mut out);
         }
         out.push('\n');
     }
     out
+}
+
+/// The bucket cells with the kernel-name column as inline code.
+fn md_cells(rows: &[gapscope_analyzer::analysis::BucketRow]) -> Vec<Vec<String>> {
+    let mut cells = bucket_cells(rows);
+    for c in &mut cells {
+        if let Some(last) = c.last_mut()
+            && !last.is_empty()
+        {
+            *last = md_code(last);
+        }
+    }
+    cells
 }

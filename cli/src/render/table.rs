@@ -51,7 +51,7 @@ pub fn reports(reports: &[Report]) -> String {
             out.push_str(&format!("{l:<lw$}  {v}\n"));
         }
         for w in &r.warnings {
-            out.push_str(&format!("{:<lw$}  {w}\n", "warning"));
+            out.push_str(&format!("{:<lw$}  {}\n", "warning", super::text(w)));
         }
         out.push('\n');
         if let Some(t) = &r.telemetry {
@@ -83,7 +83,7 @@ pub fn reports(reports: &[Report]) -> String {
                     "  {:>10} ms  {:>7} calls  {}\n",
                     super::ms(t.ms),
                     t.calls,
-                    t.name
+                    super::text(&t.name)
                 ));
             }
         }

@@ -169,7 +169,7 @@ fn render(d: &DiffReport, md: bool) -> String {
     let levers = gaining(d);
     if levers.is_empty() {
         s.push_str(
-            "\nwhat-if: no lever; A is not slower than B in any bucket, group or idle part\n",
+            "\nwhat-if: no lever; A is not slower than B in any bucket, group or idle part, nor above a floor\n",
         );
     } else {
         s.push_str(
@@ -263,9 +263,13 @@ fn shares_line(d: &DiffReport) -> String {
     }
 }
 
-/// Levers that would make A faster, best first.
+/// Levers that would make A faster, by taking B's time or by reaching their floor; best
+/// gain against B first.
 fn gaining(d: &DiffReport) -> Vec<&WhatIf> {
-    d.what_if.iter().filter(|w| w.gain_as_b_ms > 0.0).collect()
+    d.what_if
+        .iter()
+        .filter(|w| w.gain_as_b_ms > 0.0 || w.at_floor_ms.is_some_and(|f| f < d.a.step_ms))
+        .collect()
 }
 
 fn bucket_list(b: &[gapscope_analyzer::Bucket]) -> String {

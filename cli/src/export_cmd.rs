@@ -3,24 +3,28 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use std::io::Write;
+
 use anyhow::Result;
 use clap::Args;
 use gapscope_analyzer::RuleSet;
-use gapscope_analyzer::export::{chrome::write_chrome, parquet::write_parquet};
+use gapscope_analyzer::export::{
+    chrome::{write_chrome, write_chrome_to},
+    parquet::write_parquet,
+};
 use gapscope_analyzer::import::{ImportOptions, import_trace};
 
 use crate::progress::Bar;
 
 #[derive(Args)]
-#[group(id = "target", required = true, multiple = true)]
 pub struct ExportArgs {
     /// Input trace (any format gapscope reads).
     pub input: PathBuf,
-    /// Write Chrome trace-event JSON that Perfetto and chrome://tracing open.
-    #[arg(long, value_name = "OUT.json", group = "target")]
+    /// Write Chrome trace-event JSON that Perfetto and chrome://tracing open (`-`: stdout).
+    #[arg(long, value_name = "OUT.json")]
     pub chrome: Option<PathBuf>,
     /// Write kernels and memops, with names and buckets, to one Parquet file.
-    #[arg(long, value_name = "OUT.parquet", group = "target")]
+    #[arg(long, value_name = "OUT.parquet")]
     pub parquet: Option<PathBuf>,
     /// Extra bucket rules (TOML) for the bucket column.
     #[arg(long, value_name = "FILE")]
@@ -31,6 +35,13 @@ pub struct ExportArgs {
 }
 
 pub fn run(a: ExportArgs, g: &crate::Global) -> Result<ExitCode> {
+    if a.chrome.is_none() && a.parquet.is_none() {
+        anyhow::bail!("export: say what to write: --chrome OUT.json and/or --parquet OUT.parquet");
+    }
+    let stdout = |p: &Option<PathBuf>| p.as_deref() == Some(std::path::Path::new("-"));
+    if stdout(&a.parquet) {
+        anyhow::bail!("export: --parquet needs a file (Parquet is binary; `-` is for --chrome)");
+    }
     let rules = match &a.rules {
         Some(p) => RuleSet::with_user_file(p)?,
         None => RuleSet::builtin(),
@@ -41,7 +52,14 @@ pub fn run(a: ExportArgs, g: &crate::Global) -> Result<ExitCode> {
         allow_truncated: a.allow_truncated,
     };
     let imported = import_trace(&a.input, &opts, &bar)?;
-    if let Some(out) = &a.chrome {
+    if stdout(&a.chrome) {
+        let mut w = std::io::BufWriter::new(std::io::stdout().lock());
+        match write_chrome_to(&imported.trace, &rules, &mut w).and_then(|_| w.flush()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            Err(e) => anyhow::bail!("writing to stdout: {e}"),
+        }
+    } else if let Some(out) = &a.chrome {
         write_chrome(&imported.trace, &rules, out)?;
         if !g.quiet {
             eprintln!("wrote {}", out.display());

@@ -46,9 +46,10 @@ pub struct AnalysisArgs {
     /// Load what a truncated JSON/gzip file holds instead of failing.
     #[arg(long)]
     pub allow_truncated: bool,
-    /// Kernel names listed per bucket.
-    #[arg(long, default_value_t = 3, value_name = "N")]
-    pub top: usize,
+    /// Kernel names listed per bucket: JSON keeps 3 by default; given, the table and
+    /// Markdown reports add a "top kernels" section with N names per bucket.
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
 }
 
 /// Rules, settings and import options built once from [`AnalysisArgs`].
@@ -64,10 +65,25 @@ impl Analyser {
     pub fn run(&self, path: &std::path::Path) -> Result<Report> {
         let bar = Bar::new(self.quiet, "import");
         let t0 = std::time::Instant::now();
-        let imported = import_trace(path, &self.opts, &bar)?;
+        // `-` is standard input: spooled to a temporary file, since the importers sniff
+        // the format and read gzip and SQLite from files.
+        let spool = if path == std::path::Path::new("-") {
+            let mut f =
+                tempfile::NamedTempFile::new().context("stdin: cannot create a spool file")?;
+            std::io::copy(&mut std::io::stdin().lock(), &mut f).context("stdin: cannot read")?;
+            Some(f.into_temp_path())
+        } else {
+            None
+        };
+        let imported = import_trace(spool.as_deref().unwrap_or(path), &self.opts, &bar)
+            .map_err(|e| anyhow::anyhow!("{}", e.to_string().replace(&spool_name(&spool), "-")))?;
         let t1 = std::time::Instant::now();
         let mut report = analyze(&imported, &self.rules, &self.settings);
-        report.source.set_input_path(&path.display().to_string());
+        if spool.is_some() {
+            report.source.path = "- (standard input)".to_owned();
+        } else {
+            report.source.set_input_path(&path.display().to_string());
+        }
         tracing::info!(
             "{}: import {:.1} ms, analysis {:.1} ms",
             path.display(),
@@ -76,6 +92,14 @@ impl Analyser {
         );
         Ok(report)
     }
+}
+
+/// The spool file's path as error messages name it, or a string no message contains.
+fn spool_name(spool: &Option<tempfile::TempPath>) -> String {
+    spool
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "\0".to_owned())
 }
 
 impl AnalysisArgs {
@@ -115,7 +139,7 @@ impl AnalysisArgs {
         let mut s = AnalysisSettings::default();
         s.steps.regex = regex;
         s.steps.ignore_markers = self.no_markers;
-        s.top_per_bucket = self.top;
+        s.top_per_bucket = self.top.unwrap_or(3);
         Ok(s)
     }
 }
@@ -127,14 +151,15 @@ pub fn run(a: ReportArgs, g: &crate::Global) -> Result<ExitCode> {
         .iter()
         .map(|p| analyser.run(p))
         .collect::<Result<Vec<Report>>>()?;
+    let top = a.analysis.top.is_some();
     let out = if a.json {
         render::json::reports(&reports)?
     } else if a.csv {
         render::csv::reports(&reports)
     } else if a.markdown {
-        render::markdown::reports(&reports)
+        render::markdown::reports(&reports, top)
     } else {
-        render::table::reports(&reports)
+        render::table::reports(&reports, top)
     };
     render::write_stdout(&out)?;
     Ok(ExitCode::SUCCESS)

@@ -1,5 +1,8 @@
 //! Chrome trace-event JSON that Perfetto and chrome://tracing load: one process per GPU with
-//! a thread per stream, one process for host threads, markers as their own tracks.
+//! a thread per stream plus a marker thread, one process for host threads. It is written
+//! the way Kineto writes (categories, `deviceProperties`, GPU markers as
+//! `gpu_user_annotation`, host markers as `user_annotation`), so gapscope reads it back with
+//! its GPUs, markers and steps.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -14,7 +17,8 @@ use crate::rules::RuleSet;
 
 /// pid offset for host processes, so they never collide with GPU ids.
 const HOST_PID_BASE: u64 = 1_000_000;
-const MARKER_PID: u64 = 999_999;
+/// tid of the GPU marker thread inside each GPU process (no CUDA stream id is this large).
+const MARKER_TID: u64 = u32::MAX as u64;
 
 fn us(ns: i64) -> f64 {
     ns as f64 / 1000.0
@@ -24,15 +28,41 @@ fn us(ns: i64) -> f64 {
 pub fn write_chrome(trace: &Trace, rules: &RuleSet, out: &Path) -> Result<()> {
     let f = File::create(out).map_err(|e| AnalyzerError::io(out, e))?;
     let mut w = BufWriter::with_capacity(1 << 20, f);
-    write_to(trace, rules, &mut w).map_err(|e| AnalyzerError::io(out, e))?;
+    write_chrome_to(trace, rules, &mut w).map_err(|e| AnalyzerError::io(out, e))?;
     w.flush().map_err(|e| AnalyzerError::io(out, e))
 }
 
-fn write_to(trace: &Trace, rules: &RuleSet, w: &mut impl Write) -> std::io::Result<()> {
+/// Writes `trace` as a Chrome JSON object to any writer (stdout for `--chrome -`).
+pub fn write_chrome_to(trace: &Trace, rules: &RuleSet, w: &mut impl Write) -> std::io::Result<()> {
     let p = Prepared::new(trace, rules);
     let s = &trace.strings;
     let q = |x: &str| serde_json::to_string(x).unwrap_or_else(|_| "\"\"".into());
-    w.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")?;
+    let props: Vec<serde_json::Value> = trace
+        .manifest
+        .gpus
+        .iter()
+        .map(|g| {
+            let (major, minor) = g
+                .compute_capability
+                .as_deref()
+                .and_then(|c| c.split_once('.'))
+                .and_then(|(a, b)| Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?)))
+                .unzip();
+            serde_json::json!({
+                "id": g.device,
+                "name": g.name,
+                "numSms": g.sm_count,
+                "totalGlobalMem": g.total_memory_bytes,
+                "computeMajor": major,
+                "computeMinor": minor,
+            })
+        })
+        .collect();
+    write!(
+        w,
+        "{{\"schemaVersion\":1,\"displayTimeUnit\":\"ms\",\"deviceProperties\":{},\"traceEvents\":[\n",
+        serde_json::Value::Array(props)
+    )?;
     let mut first = true;
     let mut sep = |w: &mut dyn Write| -> std::io::Result<()> {
         if !first {
@@ -54,11 +84,17 @@ fn write_to(trace: &Trace, rules: &RuleSet, w: &mut impl Write) -> std::io::Resu
             q(&name)
         )?;
     }
-    sep(w)?;
-    write!(
-        w,
-        r#"{{"ph":"M","name":"process_name","pid":{MARKER_PID},"args":{{"name":"markers"}}}}"#
-    )?;
+    let marker_devices: std::collections::BTreeSet<u32> = (0..trace.markers.len)
+        .filter(|&i| trace.markers.gpu_start_ns[i] != i64::MIN)
+        .map(|i| trace.markers.device[i])
+        .collect();
+    for d in marker_devices {
+        sep(w)?;
+        write!(
+            w,
+            r#"{{"ph":"M","name":"thread_name","pid":{d},"tid":{MARKER_TID},"args":{{"name":"step markers"}}}}"#
+        )?;
+    }
     let k = &trace.kernels;
     for i in 0..k.len {
         sep(w)?;
@@ -136,20 +172,35 @@ fn write_to(trace: &Trace, rules: &RuleSet, w: &mut impl Write) -> std::io::Resu
     }
     let mk = &trace.markers;
     for i in 0..mk.len {
-        let (start, end, tid) = if mk.gpu_start_ns[i] != i64::MIN {
-            (mk.gpu_start_ns[i], mk.gpu_end_ns[i], 0)
+        let gpu = mk.gpu_start_ns[i] != i64::MIN;
+        let (start, end, cat, pid, tid) = if gpu {
+            (
+                mk.gpu_start_ns[i],
+                mk.gpu_end_ns[i],
+                "gpu_user_annotation",
+                mk.device[i] as u64,
+                MARKER_TID,
+            )
         } else {
-            (mk.host_start_ns[i], mk.host_end_ns[i], 1)
+            (
+                mk.host_start_ns[i],
+                mk.host_end_ns[i],
+                "user_annotation",
+                HOST_PID_BASE,
+                mk.tid[i],
+            )
         };
         sep(w)?;
         write!(
             w,
-            r#"{{"ph":"X","cat":"marker","name":{},"pid":{MARKER_PID},"tid":{tid},"ts":{:.3},"dur":{:.3},"args":{{"phase":"{}","step":{}}}}}"#,
+            r#"{{"ph":"X","cat":"{cat}","name":{},"pid":{pid},"tid":{tid},"ts":{:.3},"dur":{:.3},"args":{{"device":{},"phase":"{}","step":{},"batch size":{}}}}}"#,
             q(s.get(mk.name[i])),
             us(start),
             us((end - start).max(0)),
+            mk.device[i],
             gapscope_traces::Phase::from_code(mk.phase[i]).as_str(),
             mk.step[i],
+            mk.batch_size[i],
         )?;
     }
     w.write_all(b"\n]}\n")

@@ -22,7 +22,8 @@ fn table(headers: &[&str], rows: &[Vec<String>], out: &mut String) {
     }
 }
 
-pub fn reports(reports: &[Report]) -> String {
+/// The Markdown report; `top_kernels` adds each bucket's listed kernel names.
+pub fn reports(reports: &[Report], top_kernels: bool) -> String {
     let mut out = String::new();
     for r in reports {
         out.push_str(&format!(
@@ -46,6 +47,14 @@ pub fn reports(reports: &[Report]) -> String {
         if !r.prefill_buckets.is_empty() {
             out.push_str("\n### Buckets per prefill step\n\n");
             table(&BUCKET_HEADERS, &md_cells(&r.prefill_buckets), &mut out);
+        }
+        if top_kernels {
+            out.push_str("\n### Top kernels per bucket\n\n");
+            let mut rows = super::top_cells(&r.buckets);
+            for row in &mut rows {
+                row[1] = md_code(&row[1]);
+            }
+            table(&super::TOP_HEADERS, &rows, &mut out);
         }
         if !r.other.top.is_empty() {
             out.push_str("\n### Top `other` kernels\n\n");

@@ -346,3 +346,26 @@ pub fn bucket_cells(rows: &[BucketRow]) -> Vec<Vec<String>> {
         })
         .collect()
 }
+
+pub const TOP_HEADERS: [&str; 5] = ["bucket", "kernel", "calls", "total ms", "ms/call"];
+
+/// One row per listed kernel name of each bucket: bucket, name, calls, total, mean.
+pub fn top_cells(rows: &[BucketRow]) -> Vec<Vec<String>> {
+    rows.iter()
+        .flat_map(|b| {
+            b.top.iter().map(move |t| {
+                vec![
+                    b.bucket.to_string(),
+                    text(&short(&t.name)),
+                    t.calls.to_string(),
+                    ms(t.ms),
+                    ms(if t.calls > 0 {
+                        t.ms / t.calls as f64
+                    } else {
+                        0.0
+                    }),
+                ]
+            })
+        })
+        .collect()
+}

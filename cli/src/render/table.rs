@@ -39,7 +39,8 @@ fn grid(headers: &[&str], rows: &[Vec<String>], out: &mut String) {
     }
 }
 
-pub fn reports(reports: &[Report]) -> String {
+/// The table report; `top_kernels` adds each bucket's listed kernel names.
+pub fn reports(reports: &[Report], top_kernels: bool) -> String {
     let mut out = String::new();
     for (n, r) in reports.iter().enumerate() {
         if n > 0 {
@@ -75,6 +76,10 @@ pub fn reports(reports: &[Report]) -> String {
         if !r.prefill_buckets.is_empty() {
             out.push_str("\nbuckets per prefill step\n");
             grid(&BUCKET_HEADERS, &bucket_cells(&r.prefill_buckets), &mut out);
+        }
+        if top_kernels {
+            out.push_str("\ntop kernels per bucket (decode steps)\n");
+            grid(&super::TOP_HEADERS, &super::top_cells(&r.buckets), &mut out);
         }
         if !r.other.top.is_empty() {
             out.push_str("\ntop `other` kernels (add rules with --rules FILE)\n");

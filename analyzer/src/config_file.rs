@@ -84,7 +84,11 @@ fn file_kind(t: &std::fs::FileType) -> &'static str {
             return "a socket";
         }
     }
-    if t.is_dir() { "a directory" } else { "a special file" }
+    if t.is_dir() {
+        "a directory"
+    } else {
+        "a special file"
+    }
 }
 
 /// Parses TOML `text` read from `path` into `T`. The error is one line:
@@ -110,7 +114,10 @@ pub fn parse_toml<T: DeserializeOwned>(path: &Path, text: &str, what: &str) -> R
 /// `PATH: invalid WHAT: REASON at line L column C`.
 pub fn parse_json<T: DeserializeOwned>(path: &Path, text: &str, what: &str) -> Result<T> {
     serde_json::from_str(text).map_err(|e| {
-        AnalyzerError::parse(path, format!("invalid {what}: {}", one_line(&e.to_string())))
+        AnalyzerError::parse(
+            path,
+            format!("invalid {what}: {}", one_line(&e.to_string())),
+        )
     })
 }
 
@@ -193,7 +200,10 @@ mod tests {
         std::fs::write(&f, b"\xEF\xBB\xBFa = 1\n").unwrap();
         assert_eq!(read_config(&f, "rules file", 100).unwrap(), "a = 1\n");
         let e = read_config(&f, "rules file", 4).unwrap_err().to_string();
-        assert!(e.contains("rules file is 9 bytes") && e.contains("limit"), "{e}");
+        assert!(
+            e.contains("rules file is 9 bytes") && e.contains("limit"),
+            "{e}"
+        );
         let e = read_config(dir.path(), "rules file", 100)
             .unwrap_err()
             .to_string();

@@ -584,7 +584,10 @@ mod tests {
         assert!(!e.contains('\n'), "{e}");
         std::fs::write(&p, "[[rule]]\nname='x'\nregex='a'\nbucket='norm'\nfoo=1\n").unwrap();
         let e = RuleSet::with_user_file(&p).unwrap_err().to_string();
-        assert!(e.contains("unknown field `foo`") && e.contains("line 5"), "{e}");
+        assert!(
+            e.contains("unknown field `foo`") && e.contains("line 5"),
+            "{e}"
+        );
     }
 
     #[cfg(unix)]

@@ -116,7 +116,7 @@ pub fn run(a: RooflineArgs, g: &crate::Global) -> Result<ExitCode> {
         .collect();
     let r = roofline_of(&model, &hardware, fmt, &batches, a.ctx, &traces);
     if let Some(out) = &a.svg {
-        let doc = svg::render(&r)?;
+        let doc = svg::render(&r, &model, &hardware)?;
         std::fs::write(out, doc).with_context(|| format!("{}: cannot write", out.display()))?;
     }
     let text = if a.json {
@@ -138,14 +138,14 @@ fn batch_notes(
 ) -> Vec<String> {
     let mut notes = vec![match source {
         BatchSource::TraceMarkers => match trace_batch {
-            Some(t) if t != batch => format!(
-                "batch {batch} from the trace's markers; --trace-batch {t} is not used"
-            ),
+            Some(t) if t != batch => {
+                format!("batch {batch} from the trace's markers; --trace-batch {t} is not used")
+            }
             _ => format!("batch {batch} from the trace's markers"),
         },
-        BatchSource::Given => format!(
-            "batch {batch} from --trace-batch (the trace's markers carry no batch size)"
-        ),
+        BatchSource::Given => {
+            format!("batch {batch} from --trace-batch (the trace's markers carry no batch size)")
+        }
         BatchSource::Assumed => "batch 1 assumed: the trace's markers carry no batch size; \
              pass --trace-batch N if it decoded N sequences per step"
             .to_owned(),

@@ -79,10 +79,11 @@ fn buckets_list_json() {
     assert!(rules.iter().any(|r| r["kind"] == "regex"
         && r["bucket"] == "gemm_dense"
         && r["pattern"].as_str().unwrap().contains("nvjet")));
-    assert!(rules.iter().all(|r| r["origin"]
-        .as_str()
-        .unwrap()
-        .starts_with("builtin:")));
+    assert!(
+        rules
+            .iter()
+            .all(|r| r["origin"].as_str().unwrap().starts_with("builtin:"))
+    );
     // The built-in rules cover every memop kind.
     assert_eq!(v["memops_without_rule"], serde_json::json!([]));
     let e = json(&["buckets", "--json", "--explain", "DtoD"]);
@@ -113,9 +114,15 @@ fn replace_builtin_memops_agree_across_report_export_and_buckets() {
         .iter()
         .map(|x| x.as_str().unwrap())
         .collect();
-    assert!(without.contains(&"Memset") && without.contains(&"DtoD"), "{without:?}");
+    assert!(
+        without.contains(&"Memset") && without.contains(&"DtoD"),
+        "{without:?}"
+    );
     let text = String::from_utf8(run(&["buckets", "--rules", r]).stdout).unwrap();
-    assert!(text.contains("memops no rule lists") && text.contains("Memset"), "{text}");
+    assert!(
+        text.contains("memops no rule lists") && text.contains("Memset"),
+        "{text}"
+    );
     for name in ["Memset", "[memop] Memset (Device)"] {
         let e = json(&["buckets", "--json", "--rules", r, "--explain", name]);
         assert_eq!(e["bucket"], "other", "{name}: {e}");
@@ -139,7 +146,10 @@ fn replace_builtin_memops_agree_across_report_export_and_buckets() {
         }
     }
     assert!(!memop_buckets.is_empty(), "the trace has memops: {rep:#}");
-    assert!(memop_buckets.iter().all(|b| b == "other"), "{memop_buckets:?}");
+    assert!(
+        memop_buckets.iter().all(|b| b == "other"),
+        "{memop_buckets:?}"
+    );
 
     // export --parquet: the memops' bucket column says `other` too.
     let pq = dir.path().join("out.parquet");
@@ -181,7 +191,10 @@ fn rules_file_errors_keep_the_reason() {
     )
     .unwrap();
     let e = one_line_error(&run(&["buckets", "--rules", f.to_str().unwrap()]));
-    assert!(e.contains("unknown field `foo`") && e.contains("line 5"), "{e}");
+    assert!(
+        e.contains("unknown field `foo`") && e.contains("line 5"),
+        "{e}"
+    );
 }
 
 #[cfg(unix)]

@@ -105,15 +105,14 @@ pub struct ComputePeak {
 pub fn compute_peak(hw: &HardwareSpec, fmt: WeightFormat) -> ComputePeak {
     let wanted = TensorPath::of(fmt);
     let own = wanted.tflops(hw);
-    let peak = |path: TensorPath, tflops: f64, source: CeilingSource, note: Option<String>| {
-        ComputePeak {
+    let peak =
+        |path: TensorPath, tflops: f64, source: CeilingSource, note: Option<String>| ComputePeak {
             wanted,
             path,
             tflops,
             source,
             note,
-        }
-    };
+        };
     if own > 0.0 {
         return peak(wanted, own, hw.ceilings, None);
     }
@@ -218,5 +217,60 @@ mod tests {
         // Far above M* the step is compute-bound.
         let big = step_floor(&m, &h, WeightFormat::Bf16, 1024, 0);
         assert!(big.compute_floor_s > big.weight_floor_s);
+    }
+
+    #[test]
+    fn compute_peak_says_which_ceiling_stands_in() {
+        // Datasheet GPU with the path: its own peak, no note.
+        let h200 = hw::lookup("h200").unwrap();
+        let p = compute_peak(&h200, WeightFormat::Fp8);
+        assert_eq!(
+            (p.path, p.tflops, p.note.as_deref()),
+            (TensorPath::Fp8, 1978.9, None)
+        );
+        assert_eq!(TensorPath::of(WeightFormat::Q4K), TensorPath::Int8);
+        // A measured profile without fp8 (as gapscope-calibrate writes it): the datasheet
+        // fp8 peak of the same GPU, said so.
+        let mut measured = h200.clone();
+        measured.name = "NVIDIA H200".into();
+        measured.ceilings = CeilingSource::Measured;
+        measured.bf16_tflops = 776.7;
+        measured.fp8_tflops = 0.0;
+        for fmt in [WeightFormat::Fp8, WeightFormat::Nvfp4, WeightFormat::Mxfp4] {
+            let p = compute_peak(&measured, fmt);
+            assert_eq!(p.path, TensorPath::Fp8);
+            assert_eq!(p.source, CeilingSource::Datasheet);
+            assert_eq!(p.tflops, 1978.9);
+            assert!(p.note.unwrap().contains("did not measure fp8"));
+            assert_eq!(peak_flops(&measured, fmt), 1978.9e12);
+        }
+        // bf16 was measured: used as is.
+        let p = compute_peak(&measured, WeightFormat::Bf16);
+        assert_eq!(
+            (p.tflops, p.source, p.note),
+            (776.7, CeilingSource::Measured, None)
+        );
+        // Unknown GPU: the measured bf16 peak, with the warning that the floor is overstated.
+        measured.name = "Mystery GPU".into();
+        let p = compute_peak(&measured, WeightFormat::Fp8);
+        assert_eq!((p.path, p.tflops), (TensorPath::Bf16, 776.7));
+        assert!(p.note.unwrap().contains("overstates"));
+        // A GPU without fp8 (A100): the bf16 path is its ceiling, said so.
+        let a100 = hw::lookup("a100-80").unwrap();
+        assert_eq!(a100.fp8_tflops, 0.0);
+        let p = compute_peak(&a100, WeightFormat::Fp8);
+        assert_eq!((p.path, p.tflops), (TensorPath::Bf16, a100.bf16_tflops));
+        assert!(p.note.unwrap().contains("has no fp8 tensor path"));
+        // CLI spellings.
+        let names: Vec<String> = WeightFormat::ALL.iter().map(|f| f.to_string()).collect();
+        assert_eq!(
+            names,
+            ["bf16", "fp8", "q8_0", "q4_0", "q4_k", "nvfp4", "mxfp4"]
+        );
+        for f in WeightFormat::ALL {
+            assert_eq!(WeightFormat::parse(f.as_str()), Some(f));
+            assert_eq!(serde_json::to_value(f).unwrap(), f.as_str());
+        }
+        assert_eq!(CeilingSource::Measured.to_string(), "measured");
     }
 }

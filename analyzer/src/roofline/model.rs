@@ -211,7 +211,12 @@ impl ModelSpec {
         }
         let head_dim = match opt("head_dim", 1, limits::HEAD_DIM)? {
             Some(d) => d,
-            None => within("hidden_size / num_attention_heads", hidden / heads, 1, limits::HEAD_DIM)?,
+            None => within(
+                "hidden_size / num_attention_heads",
+                hidden / heads,
+                1,
+                limits::HEAD_DIM,
+            )?,
         };
         let vocab = need("vocab_size", limits::VOCAB)?;
         let model_type = cfg
@@ -252,22 +257,19 @@ impl ModelSpec {
                 .collect();
             let expert_intermediate =
                 opt("moe_intermediate_size", 0, limits::INTERMEDIATE)?.unwrap_or(intermediate);
-            let shared_intermediate = match opt(
-                "shared_expert_intermediate_size",
-                0,
-                limits::INTERMEDIATE,
-            )? {
-                Some(s) => s,
-                None => {
-                    let n = opt("n_shared_experts", 0, limits::EXPERTS)?.unwrap_or(0);
-                    within(
-                        "n_shared_experts * moe_intermediate_size",
-                        n * expert_intermediate,
-                        0,
-                        limits::INTERMEDIATE,
-                    )?
-                }
-            };
+            let shared_intermediate =
+                match opt("shared_expert_intermediate_size", 0, limits::INTERMEDIATE)? {
+                    Some(s) => s,
+                    None => {
+                        let n = opt("n_shared_experts", 0, limits::EXPERTS)?.unwrap_or(0);
+                        within(
+                            "n_shared_experts * moe_intermediate_size",
+                            n * expert_intermediate,
+                            0,
+                            limits::INTERMEDIATE,
+                        )?
+                    }
+                };
             Some(Moe {
                 experts,
                 top_k: opt("num_experts_per_tok", 1, experts)?.unwrap_or(1),
@@ -299,12 +301,10 @@ impl ModelSpec {
             Some(LinearAttn {
                 key_heads: opt("linear_num_key_heads", 1, limits::HEADS)?.unwrap_or(heads),
                 value_heads: opt("linear_num_value_heads", 1, limits::HEADS)?.unwrap_or(heads),
-                key_head_dim: opt("linear_key_head_dim", 1, limits::HEAD_DIM)?
-                    .unwrap_or(head_dim),
+                key_head_dim: opt("linear_key_head_dim", 1, limits::HEAD_DIM)?.unwrap_or(head_dim),
                 value_head_dim: opt("linear_value_head_dim", 1, limits::HEAD_DIM)?
                     .unwrap_or(head_dim),
-                conv_kernel: opt("linear_conv_kernel_dim", 0, limits::CONV_KERNEL)?
-                    .unwrap_or(4),
+                conv_kernel: opt("linear_conv_kernel_dim", 0, limits::CONV_KERNEL)?.unwrap_or(4),
             })
         } else {
             None
@@ -349,7 +349,8 @@ impl ModelSpec {
         let linear = self.linear.as_ref().map_or(0, |l| {
             let qk = w(l.key_heads) * w(l.key_head_dim);
             let vv = w(l.value_heads) * w(l.value_head_dim);
-            h * (2 * qk + 2 * vv) + h * 2 * w(l.value_heads)
+            h * (2 * qk + 2 * vv)
+                + h * 2 * w(l.value_heads)
                 + (2 * qk + vv) * w(l.conv_kernel)
                 + vv * h
                 + 2 * w(l.value_heads)
@@ -359,7 +360,11 @@ impl ModelSpec {
         let mut p = v * h * if self.tie_embeddings { 1 } else { 2 } + h;
         for layer in 0..self.layers as usize {
             p += 2 * h;
-            p += if self.linear_layers[layer] { linear } else { attn };
+            p += if self.linear_layers[layer] {
+                linear
+            } else {
+                attn
+            };
             p += match &self.moe {
                 Some(m) if m.sparse_layers[layer] => {
                     w(m.experts) * 3 * h * w(m.expert_intermediate)
@@ -720,5 +725,52 @@ mod tests {
         .unwrap();
         assert_eq!(types.linear_layers, vec![true, false]);
         assert!(ModelSpec::from_hf_config(&json!({"hidden_size": 64})).is_err());
+    }
+
+    #[test]
+    fn sizes_outside_the_limits_are_refused_before_anything_is_built() {
+        let base = json!({
+            "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100
+        });
+        let err = |k: &str, v: Value| {
+            let mut c = base.clone();
+            c[k] = v;
+            ModelSpec::from_hf_config(&c).unwrap_err().to_string()
+        };
+        // 10^18 layers would allocate per-layer tables of that length.
+        let e = err("num_hidden_layers", json!(1_000_000_000_000_000_000u64));
+        assert!(
+            e.contains("num_hidden_layers") && e.contains("1..=1024"),
+            "{e}"
+        );
+        assert!(err("hidden_size", json!(u64::MAX)).contains("hidden_size"));
+        assert!(err("vocab_size", json!(0)).contains("vocab_size"));
+        assert!(err("num_key_value_heads", json!(3)).contains("does not divide"));
+        assert!(err("hidden_size", json!(-1)).contains("non-negative integer"));
+        assert!(err("head_dim", json!("128")).contains("head_dim"));
+        assert!(
+            err("num_attention_heads", json!(128)).contains("hidden_size / num_attention_heads")
+        );
+        assert!(err("layer_types", json!(["linear_attention"])).contains("1 entries for 2 layers"));
+        let mut moe = base.clone();
+        moe["num_local_experts"] = json!(8);
+        moe["num_experts_per_tok"] = json!(9);
+        let e = ModelSpec::from_hf_config(&moe).unwrap_err().to_string();
+        assert!(e.contains("num_experts_per_tok"), "{e}");
+        moe["num_experts_per_tok"] = json!(2);
+        moe["n_shared_experts"] = json!(u64::MAX);
+        assert!(ModelSpec::from_hf_config(&moe).is_err());
+        // Each size within its limit, the product over 10^15 parameters: refused too.
+        let huge = json!({
+            "hidden_size": 131072, "num_hidden_layers": 1024, "num_attention_heads": 1024,
+            "head_dim": 4096, "intermediate_size": 1048576, "vocab_size": 16777216
+        });
+        let e = ModelSpec::from_hf_config(&huge).unwrap_err().to_string();
+        assert!(e.contains("parameters"), "{e}");
+        // null means absent, as HF configs write it.
+        let mut c = base.clone();
+        c["head_dim"] = Value::Null;
+        assert_eq!(ModelSpec::from_hf_config(&c).unwrap().head_dim, 16);
     }
 }

@@ -5,7 +5,7 @@
 //! the legend panel on the right (from [`LEGEND_X_PX`]), so neither the legend nor any line
 //! can cover the other or the title. Every plotted value lies inside the axis ranges (nothing
 //! is clamped to an edge). Tick marks are placed by hand: powers of two on the batch axis,
-//! powers of ten (with 2 and 5 between, on a short range) on the tok/s axis, each once.
+//! powers of ten (with 2 and 5 between, on a range of under four decades) on the tok/s axis, each once.
 //! Measured points carry a number that the legend panel spells out (trace, tok/s, % of
 //! floor, batch).
 
@@ -13,6 +13,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::report::{BatchSource, RooflineReport};
+use super::{HardwareSpec, MAX_BATCH, ModelSpec, StepFloor, step_floor};
 use crate::error::{AnalyzerError, Result};
 
 /// Canvas size, pixels.
@@ -27,32 +28,65 @@ const MEMORY: RGBColor = RGBColor(120, 170, 220);
 const COMPUTE: RGBColor = RGBColor(230, 120, 120);
 const MEASURED: RGBColor = RGBColor(44, 160, 44);
 
-/// Renders the report as an SVG document.
-pub fn render(r: &RooflineReport) -> Result<String> {
+/// Points per roof curve.
+const CURVE_POINTS: usize = 48;
+
+/// A roof: legend name, points, colour, stroke width.
+type Line<'a> = (&'a str, &'a [(f64, f64)], RGBColor, u32);
+
+/// Renders the report as an SVG document. The roofs are drawn as curves over the batch
+/// range (the report's batches, the measured traces' batches and twice the crossover batch,
+/// so the knee shows), from `m` and `hw`, the model and GPU the report was built from.
+pub fn render(r: &RooflineReport, m: &ModelSpec, hw: &HardwareSpec) -> Result<String> {
     let err = |e: String| AnalyzerError::Invalid(format!("rendering the roofline SVG: {e}"));
-    let pts = |f: &dyn Fn(&super::StepFloor) -> f64| -> Vec<(f64, f64)> {
-        r.floors
-            .iter()
-            .map(|s| (s.batch.max(1) as f64, f(s)))
-            .filter(|p| plottable(p.1))
-            .collect()
-    };
-    let memory = pts(&|s| s.batch as f64 / (s.weight_floor_s + s.kv_floor_s));
-    let compute = pts(&|s| s.batch as f64 / s.compute_floor_s);
-    let ceiling = pts(&|s| s.max_tok_per_s);
     let measured: Vec<(f64, f64)> = r
         .measured
         .iter()
         .map(|m| (m.batch.max(1) as f64, m.tok_per_s))
         .filter(|p| plottable(p.1))
         .collect();
-    let all = || memory.iter().chain(&compute).chain(&ceiling).chain(&measured);
-    let (x0, x1) = bounds(all().map(|p| p.0));
-    let (y0, y1) = bounds(all().map(|p| p.1));
-    if !(x0.is_finite() && x1.is_finite() && y0.is_finite() && y1.is_finite()) {
+    let (b0, b1) = bounds(
+        r.floors
+            .iter()
+            .map(|f| f.batch.max(1) as f64)
+            .chain(measured.iter().map(|p| p.0))
+            .chain(
+                [r.crossover_batch * 2.0]
+                    .into_iter()
+                    .filter(|x| plottable(*x)),
+            ),
+    );
+    if !(b0.is_finite() && b1.is_finite()) {
         return Err(err("nothing to plot (no batches)".into()));
     }
-    let (x0, x1) = (x0 / 1.6, x1 * 1.6);
+    let b1 = b1.min(MAX_BATCH as f64).max(b0);
+    let batches = curve_batches(b0, b1);
+    let floors: Vec<StepFloor> = batches
+        .iter()
+        .map(|&b| step_floor(m, hw, r.weights, b, r.ctx))
+        .collect();
+    let pts = |f: &dyn Fn(&StepFloor) -> f64| -> Vec<(f64, f64)> {
+        floors
+            .iter()
+            .map(|s| (s.batch as f64, f(s)))
+            .filter(|p| plottable(p.1))
+            .collect()
+    };
+    let memory = pts(&|s| s.batch as f64 / (s.weight_floor_s + s.kv_floor_s));
+    let compute = pts(&|s| s.batch as f64 / s.compute_floor_s);
+    let ceiling = pts(&|s| s.max_tok_per_s);
+    let all = || {
+        memory
+            .iter()
+            .chain(&compute)
+            .chain(&ceiling)
+            .chain(&measured)
+    };
+    let (y0, y1) = bounds(all().map(|p| p.1));
+    if !(y0.is_finite() && y1.is_finite()) {
+        return Err(err("nothing to plot (no finite floors)".into()));
+    }
+    let (x0, x1) = (b0 / 1.4, b1 * 1.4);
     let (y0, y1) = (y0 / 2.0, y1 * 2.0);
     let x_ticks = log_ticks(x0, x1, 2.0);
     let y_ticks = log_ticks(y0, y1, 10.0);
@@ -105,7 +139,7 @@ pub fn render(r: &RooflineReport) -> Result<String> {
         // Wide pale roofs under a thin black floor, so the floor stays visible where it
         // coincides with one of them.
         let compute_name = format!("compute roof ({} peak)", r.compute_peak.path);
-        let series: [(&str, &[(f64, f64)], RGBColor, u32); 3] = [
+        let series: [Line; 3] = [
             ("memory roof (weights + KV)", &memory, MEMORY, 7),
             (&compute_name, &compute, COMPUTE, 7),
             ("floor (max tok/s)", &ceiling, BLACK, 2),
@@ -194,6 +228,19 @@ pub fn render(r: &RooflineReport) -> Result<String> {
     Ok(out)
 }
 
+/// Integer batches from `lo` to `hi`, geometrically spaced, each once.
+fn curve_batches(lo: f64, hi: f64) -> Vec<u64> {
+    let (lo, hi) = (lo.max(1.0), hi.max(1.0));
+    let mut v: Vec<u64> = (0..CURVE_POINTS)
+        .map(|i| {
+            let t = i as f64 / (CURVE_POINTS - 1) as f64;
+            (lo * (hi / lo).powf(t)).round() as u64
+        })
+        .collect();
+    v.dedup();
+    v
+}
+
 fn plottable(v: f64) -> bool {
     v.is_finite() && v > 0.0
 }
@@ -205,7 +252,7 @@ fn bounds(v: impl Iterator<Item = f64>) -> (f64, f64) {
 }
 
 /// Tick values for a log axis over `lo..=hi`: powers of `base`, every other one when there
-/// are more than 12; on a range too short for two powers of ten, 1-2-5 steps. Each value
+/// are more than 12; on a range of fewer than four powers of ten, 1-2-5 steps. Each value
 /// once, ascending.
 fn log_ticks(lo: f64, hi: f64, base: f64) -> Vec<f64> {
     let powers = |step: f64| -> Vec<f64> {
@@ -221,7 +268,7 @@ fn log_ticks(lo: f64, hi: f64, base: f64) -> Vec<f64> {
     if ticks.len() > 12 {
         ticks = powers(base * base);
     }
-    if ticks.len() < 2 && base == 10.0 {
+    if ticks.len() < 4 && base == 10.0 {
         let mut v = Vec::new();
         let mut decade = 10f64.powf(lo.log10().floor());
         while decade <= hi && v.len() < 64 {
@@ -294,10 +341,26 @@ mod tests {
             assert_eq!(labels, dedup);
         }
         assert_eq!(log_ticks(150.0, 700.0, 10.0), vec![200.0, 500.0]);
+        assert_eq!(
+            log_ticks(150.0, 1.2e5, 10.0),
+            vec![200.0, 500.0, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5]
+        );
+        assert_eq!(log_ticks(0.5, 2e6, 10.0).len(), 7);
+        assert_eq!(
+            curve_batches(1.0, 4.0),
+            vec![1, 2, 3, 4],
+            "integer batches, each once"
+        );
+        let c = curve_batches(1.0, 1e6);
+        assert!(c.windows(2).all(|w| w[0] < w[1]) && c.len() > 40, "{c:?}");
+        assert_eq!((c[0], c[c.len() - 1]), (1, 1_000_000));
         assert_eq!(format_tick(10.0), "10");
         assert_eq!(format_tick(65536.0), "65.5k");
         assert_eq!(format_tick(20000.0), "20k");
-        assert_eq!(short_name("/a/b/hf-llama3-8b-npl1.json.gz", 30), "hf-llama3-8b-npl1.json.gz");
+        assert_eq!(
+            short_name("/a/b/hf-llama3-8b-npl1.json.gz", 30),
+            "hf-llama3-8b-npl1.json.gz"
+        );
         assert_eq!(short_name("abcdefghij", 5).chars().count(), 5);
     }
 }

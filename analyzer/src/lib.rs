@@ -6,6 +6,7 @@ pub mod import;
 
 pub use error::{AnalyzerError, Result};
 pub mod bucket;
+pub mod config_file;
 pub mod rules;
 
 pub use bucket::Bucket;

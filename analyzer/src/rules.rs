@@ -1,22 +1,41 @@
 //! Bucket rules: ordered regexes over demangled kernel names plus memop-kind rules, loaded
 //! from the embedded `rules/builtin.toml` and optionally a user file placed in front.
+//!
+//! One first-match-wins walk over the rule list serves classification and `--explain`
+//! alike, for kernels and memops, so the two cannot disagree. A kernel or memop that no
+//! rule matches is `other`; with `replace_builtin = true` that includes every memop kind
+//! the user file has no `memop` rule for.
+//!
+//! Kernel regexes are ASCII-only (`\w`, `\b`, `(?i)` and classes work on ASCII; kernel
+//! names are C++ identifiers) and see at most the first [`CLASSIFY_PREFIX_BYTES`] of a name,
+//! so classifying a name costs a bounded time whatever its length and content.
 
 use std::path::Path;
 
 use gapscope_traces::MemopKind;
-use regex::Regex;
+use regex::bytes::{Regex, RegexBuilder};
 use serde::{Deserialize, Serialize};
 
 use crate::bucket::Bucket;
+use crate::config_file::{MAX_CONFIG_BYTES, parse_toml, read_config};
 use crate::error::{AnalyzerError, Result};
 
 /// The built-in rules, shipped inside the binary.
 pub const BUILTIN_RULES: &str = include_str!("../rules/builtin.toml");
 
+/// Kernel rules match the first this many bytes of a name (cut back to a character
+/// boundary). Real demangled names are far shorter; the longest in the bundled traces is
+/// under 1 KiB.
+pub const CLASSIFY_PREFIX_BYTES: usize = 16 * 1024;
+
+/// Compiled-program size limit for one rule's regex.
+const REGEX_SIZE_LIMIT: usize = 4 << 20;
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RuleFile {
-    /// A user file with `replace_builtin = true` drops the built-in rules entirely.
+    /// A user file with `replace_builtin = true` drops the built-in rules entirely,
+    /// memop rules included.
     #[serde(default)]
     replace_builtin: bool,
     #[serde(default)]
@@ -39,8 +58,23 @@ struct RuleSpec {
 /// What a rule matches.
 #[derive(Debug, Clone)]
 pub enum Matcher {
+    /// An ASCII-mode regex over the kernel name's first [`CLASSIFY_PREFIX_BYTES`].
     Kernel(Regex),
     Memop(Vec<MemopKind>),
+}
+
+impl Matcher {
+    /// The pattern as written in the rules file (`regex`, or the memop kinds `|`-joined).
+    pub fn pattern(&self) -> String {
+        match self {
+            Self::Kernel(re) => re.as_str().to_owned(),
+            Self::Memop(kinds) => kinds
+                .iter()
+                .map(|k| k.as_str())
+                .collect::<Vec<_>>()
+                .join("|"),
+        }
+    }
 }
 
 /// One compiled rule, with where it came from for `--explain`.
@@ -58,6 +92,9 @@ pub struct Rule {
 #[derive(Debug, Clone, Serialize)]
 pub struct Explanation {
     pub name: String,
+    /// The memop kind the name was read as, when it names a memop (`DtoD`, or a report's
+    /// `[memop] Memcpy DtoD (Device -> Device)`); `None` for a kernel name.
+    pub memop: Option<String>,
     pub bucket: Bucket,
     /// The winning rule, or `None` when nothing matched (bucket `other`).
     pub rule: Option<RuleMatch>,
@@ -77,6 +114,37 @@ pub struct RuleMatch {
     pub matched: String,
 }
 
+/// Version of the JSON schema of `gapscope buckets --json` (list and `--explain`).
+pub const RULES_SCHEMA_VERSION: u32 = 1;
+
+/// The rule list as `gapscope buckets` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RuleListing {
+    pub schema_version: u32,
+    pub rules: Vec<ListedRule>,
+    /// Memop kinds no rule lists; they are `other`, like kernels no rule matches.
+    pub memops_without_rule: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ListedRule {
+    pub position: usize,
+    pub bucket: Bucket,
+    pub set: String,
+    pub name: String,
+    /// `regex` or `memop`.
+    pub kind: &'static str,
+    pub pattern: String,
+    pub origin: String,
+}
+
+/// What is being classified.
+#[derive(Debug, Clone, Copy)]
+enum Subject<'a> {
+    Kernel(&'a [u8]),
+    Memop(MemopKind),
+}
+
 /// An ordered rule list; first match wins.
 #[derive(Debug, Clone)]
 pub struct RuleSet {
@@ -87,72 +155,115 @@ impl RuleSet {
     /// The built-in rules only.
     pub fn builtin() -> Self {
         // The embedded file is tested; failing here is a build defect, not bad input.
+        let file: RuleFile = toml::from_str(BUILTIN_RULES)
+            .unwrap_or_else(|e| panic!("built-in rules are invalid: {e}"));
         Self {
-            rules: parse_rules(BUILTIN_RULES, "builtin")
-                .map(|(_, r)| r)
+            rules: compile_rules(file.rule, "builtin")
                 .unwrap_or_else(|e| panic!("built-in rules are invalid: {e}")),
         }
     }
 
     /// Built-ins with the rules of `path` in front (or instead, with `replace_builtin`).
+    /// The file is read with [`read_config`] (a regular file of at most
+    /// [`MAX_CONFIG_BYTES`]).
     pub fn with_user_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| AnalyzerError::io(path, e))?;
-        let (replace, mut rules) = parse_rules(&text, &path.display().to_string())?;
-        if !replace {
+        let text = read_config(path, "rules file", MAX_CONFIG_BYTES)?;
+        let file: RuleFile = parse_toml(path, &text, "rules file")?;
+        let mut rules = compile_rules(file.rule, &path.display().to_string())?;
+        if !file.replace_builtin {
             rules.extend(Self::builtin().rules);
         }
         Ok(Self { rules })
     }
 
+    /// The bucket of a kernel name: the first kernel rule whose regex matches the name's
+    /// first [`CLASSIFY_PREFIX_BYTES`], else `other`.
     pub fn classify_kernel(&self, name: &str) -> Bucket {
-        self.rules
-            .iter()
-            .find(|r| matches!(&r.matcher, Matcher::Kernel(re) if re.is_match(name)))
-            .map(|r| r.bucket)
+        self.first(Subject::Kernel(classified_part(name)))
+    }
+
+    /// The bucket of a memop: the first memop rule listing its kind, else `other`.
+    pub fn classify_memop(&self, kind: MemopKind) -> Bucket {
+        self.first(Subject::Memop(kind))
+    }
+
+    fn first(&self, s: Subject) -> Bucket {
+        self.matches(s)
+            .next()
+            .map(|(_, r, _)| r.bucket)
             .unwrap_or(Bucket::Other)
     }
 
-    pub fn classify_memop(&self, kind: MemopKind) -> Bucket {
+    /// Every rule matching `s`, in order, with its 0-based position and the matched text.
+    fn matches<'a>(
+        &'a self,
+        s: Subject<'a>,
+    ) -> impl Iterator<Item = (usize, &'a Rule, String)> + 'a {
         self.rules
             .iter()
-            .find(|r| matches!(&r.matcher, Matcher::Memop(k) if k.contains(&kind)))
-            .map(|r| r.bucket)
-            .unwrap_or(Bucket::Copy)
+            .enumerate()
+            .filter_map(move |(i, r)| match (&r.matcher, s) {
+                (Matcher::Kernel(re), Subject::Kernel(name)) => re
+                    .find(name)
+                    .map(|m| (i, r, String::from_utf8_lossy(m.as_bytes()).into_owned())),
+                (Matcher::Memop(kinds), Subject::Memop(k)) if kinds.contains(&k) => {
+                    Some((i, r, k.as_str().to_owned()))
+                }
+                _ => None,
+            })
     }
 
-    /// Explains a kernel name, or a memop when `name` is a memop kind such as `DtoD`.
+    /// The rules in order, and the memop kinds that fall through to `other`.
+    pub fn listing(&self) -> RuleListing {
+        RuleListing {
+            schema_version: RULES_SCHEMA_VERSION,
+            rules: self
+                .rules
+                .iter()
+                .enumerate()
+                .map(|(i, r)| ListedRule {
+                    position: i + 1,
+                    bucket: r.bucket,
+                    set: r.set.clone(),
+                    name: r.name.clone(),
+                    kind: match r.matcher {
+                        Matcher::Kernel(_) => "regex",
+                        Matcher::Memop(_) => "memop",
+                    },
+                    pattern: r.matcher.pattern(),
+                    origin: r.origin.clone(),
+                })
+                .collect(),
+            memops_without_rule: MemopKind::ALL
+                .into_iter()
+                .filter(|&k| self.matches(Subject::Memop(k)).next().is_none())
+                .map(|k| k.as_str().to_owned())
+                .collect(),
+        }
+    }
+
+    /// Explains a kernel name, or a memop when `name` is a memop kind such as `DtoD` or a
+    /// report's memop name such as `[memop] Memset (Device)`.
     pub fn explain(&self, name: &str) -> Explanation {
-        let memop = MemopKind::parse(name);
-        let mut hits = self.rules.iter().enumerate().filter_map(|(i, r)| {
-            let (pattern, matched) = match (&r.matcher, memop) {
-                (Matcher::Kernel(re), None) => {
-                    let m = re.find(name)?;
-                    (re.as_str().to_owned(), m.as_str().to_owned())
-                }
-                (Matcher::Memop(kinds), Some(k)) if kinds.contains(&k) => (
-                    kinds
-                        .iter()
-                        .map(|k| k.as_str())
-                        .collect::<Vec<_>>()
-                        .join("|"),
-                    k.as_str().to_owned(),
-                ),
-                _ => return None,
-            };
-            Some(RuleMatch {
-                position: i + 1,
-                rule: r.name.clone(),
-                set: r.set.clone(),
-                bucket: r.bucket,
-                origin: r.origin.clone(),
-                pattern,
-                matched,
-            })
+        let memop = memop_kind_of(name);
+        let subject = match memop {
+            Some(k) => Subject::Memop(k),
+            None => Subject::Kernel(classified_part(name)),
+        };
+        let mut hits = self.matches(subject).map(|(i, r, matched)| RuleMatch {
+            position: i + 1,
+            rule: r.name.clone(),
+            set: r.set.clone(),
+            bucket: r.bucket,
+            origin: r.origin.clone(),
+            pattern: r.matcher.pattern(),
+            matched,
         });
         let rule = hits.next();
         let shadowed = hits.collect();
         Explanation {
             name: name.to_owned(),
+            memop: memop.map(|k| k.as_str().to_owned()),
             bucket: rule.as_ref().map(|r| r.bucket).unwrap_or(Bucket::Other),
             rule,
             shadowed,
@@ -160,19 +271,42 @@ impl RuleSet {
     }
 }
 
-fn parse_rules(text: &str, origin: &str) -> Result<(bool, Vec<Rule>)> {
+/// The part of a kernel name the rules see: its first [`CLASSIFY_PREFIX_BYTES`], cut back to
+/// a character boundary.
+fn classified_part(name: &str) -> &[u8] {
+    let mut end = name.len().min(CLASSIFY_PREFIX_BYTES);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    &name.as_bytes()[..end]
+}
+
+/// A memop kind (`DtoD`), or a report's memop name (`[memop] Memcpy DtoD (Device -> Device)`,
+/// `[memop] Memset (Device)`: the first kind named in it, else `Unknown`).
+fn memop_kind_of(name: &str) -> Option<MemopKind> {
+    if let Some(k) = MemopKind::parse(name) {
+        return Some(k);
+    }
+    let rest = name.trim_start().strip_prefix("[memop]")?;
+    let words: Vec<&str> = rest
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    Some(
+        words
+            .iter()
+            .find_map(|w| MemopKind::parse(w).filter(|k| *k != MemopKind::Unknown))
+            .unwrap_or(MemopKind::Unknown),
+    )
+}
+
+fn compile_rules(specs: Vec<RuleSpec>, origin: &str) -> Result<Vec<Rule>> {
     let err = |message: String| AnalyzerError::Rules {
         origin: origin.to_owned(),
         message,
     };
-    let file: RuleFile = toml::from_str(text).map_err(|e| {
-        err(format!(
-            "invalid rules TOML: {}",
-            e.to_string().lines().next().unwrap_or("")
-        ))
-    })?;
-    let mut out = Vec::with_capacity(file.rule.len());
-    for (i, spec) in file.rule.into_iter().enumerate() {
+    let mut out = Vec::with_capacity(specs.len());
+    for (i, spec) in specs.into_iter().enumerate() {
         let at = format!("rule {} ({:?})", i + 1, spec.name);
         let bucket = Bucket::parse(&spec.bucket).ok_or_else(|| {
             err(format!(
@@ -182,7 +316,7 @@ fn parse_rules(text: &str, origin: &str) -> Result<(bool, Vec<Rule>)> {
             ))
         })?;
         let matcher = match (&spec.regex, &spec.memop) {
-            (Some(re), None) => Matcher::Kernel(Regex::new(re).map_err(|e| {
+            (Some(re), None) => Matcher::Kernel(compile_regex(re).map_err(|e| {
                 err(format!(
                     "{at}: bad regex: {}",
                     e.to_string().replace('\n', " ")
@@ -209,7 +343,16 @@ fn parse_rules(text: &str, origin: &str) -> Result<(bool, Vec<Rule>)> {
             origin: format!("{origin}:{}", i + 1),
         });
     }
-    Ok((file.replace_builtin, out))
+    Ok(out)
+}
+
+/// ASCII mode: `\b`, `\w`, classes and `(?i)` act on ASCII only, which keeps every rule
+/// within the DFA engines (a Unicode `\b` sends non-ASCII names to a slow fallback).
+fn compile_regex(re: &str) -> std::result::Result<Regex, regex::Error> {
+    RegexBuilder::new(re)
+        .unicode(false)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .build()
 }
 
 #[cfg(test)]
@@ -385,5 +528,94 @@ mod tests {
                 .to_string()
                 .contains("unknown bucket")
         );
+    }
+
+    #[test]
+    fn memop_classification_and_explain_agree_with_replace_builtin() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("repl.toml");
+        std::fs::write(
+            &p,
+            "replace_builtin = true\n[[rule]]\nname='nvjet'\nregex='^nvjet'\nbucket='gemm_dense'\n",
+        )
+        .unwrap();
+        let repl = RuleSet::with_user_file(&p).unwrap();
+        assert_eq!(repl.rules.len(), 1);
+        // No memop rule in the file: memops are `other`, in classification and explain alike.
+        assert_eq!(repl.classify_memop(MemopKind::Memset), Bucket::Other);
+        assert_eq!(repl.explain("Memset").bucket, Bucket::Other);
+        assert_eq!(
+            repl.explain("[memop] Memset (Device)").bucket,
+            Bucket::Other
+        );
+        std::fs::write(
+            &p,
+            "replace_builtin = true\n[[rule]]\nname='sets'\nmemop='Memset'\nbucket='norm'\n",
+        )
+        .unwrap();
+        let sets = RuleSet::with_user_file(&p).unwrap();
+        for rules in [RuleSet::builtin(), repl, sets] {
+            for k in MemopKind::ALL {
+                let e = rules.explain(k.as_str());
+                assert_eq!(e.bucket, rules.classify_memop(k), "{k:?}");
+                assert_eq!(e.memop.as_deref(), Some(k.as_str()));
+                assert_eq!(
+                    e.rule.as_ref().map(|r| r.bucket).unwrap_or(Bucket::Other),
+                    e.bucket
+                );
+            }
+        }
+        // A report's memop names are explained as memops.
+        let b = RuleSet::builtin();
+        let e = b.explain("[memop] Memcpy DtoD (Device -> Device)");
+        assert_eq!(e.memop.as_deref(), Some("DtoD"));
+        assert_eq!(e.bucket, b.classify_memop(MemopKind::DtoD));
+        assert_eq!(b.explain("[memop] Memset (Device)").bucket, Bucket::Copy);
+    }
+
+    #[test]
+    fn rules_file_toml_errors_keep_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.toml");
+        std::fs::write(&p, "[[rule]\nname='x'\n").unwrap();
+        let e = RuleSet::with_user_file(&p).unwrap_err().to_string();
+        assert!(e.contains("r.toml: invalid rules file: "), "{e}");
+        assert!(e.contains("line 1"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+        std::fs::write(&p, "[[rule]]\nname='x'\nregex='a'\nbucket='norm'\nfoo=1\n").unwrap();
+        let e = RuleSet::with_user_file(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("unknown field `foo`") && e.contains("line 5"),
+            "{e}"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn rules_from_a_device_are_refused() {
+        let e = RuleSet::with_user_file(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("regular file"), "{e}");
+    }
+
+    #[test]
+    fn huge_non_ascii_names_classify_in_bounded_time() {
+        let rules = RuleSet::builtin();
+        // 4M characters of non-ASCII text (8 MiB): today's worst case for the built-in rules.
+        let name = "é".repeat(4_000_000);
+        let t = std::time::Instant::now();
+        assert_eq!(rules.classify_kernel(&name), Bucket::Other);
+        let e = rules.explain(&name);
+        let took = t.elapsed();
+        assert_eq!(e.bucket, Bucket::Other);
+        assert!(took.as_secs_f64() < 1.0, "{took:?}");
+        // Rules see the name's first CLASSIFY_PREFIX_BYTES only, cut at a char boundary.
+        let late = format!("{}nvjet", "é".repeat(CLASSIFY_PREFIX_BYTES));
+        assert_eq!(rules.classify_kernel(&late), Bucket::Other);
+        let early = format!("nvjet{}", "é".repeat(CLASSIFY_PREFIX_BYTES));
+        assert_eq!(rules.classify_kernel(&early), Bucket::GemmDense);
+        let odd = format!("x{}", "é".repeat(CLASSIFY_PREFIX_BYTES));
+        assert_eq!(classified_part(&odd).len(), CLASSIFY_PREFIX_BYTES - 1);
     }
 }

@@ -6,19 +6,28 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 use gapscope_analyzer::RuleSet;
-use gapscope_analyzer::rules::Matcher;
+use gapscope_analyzer::rules::{Explanation, RULES_SCHEMA_VERSION};
+use serde::Serialize;
 
 #[derive(Args)]
 pub struct BucketsArgs {
-    /// Kernel name (or memop kind such as DtoD) to explain.
+    /// Kernel name, memop kind (DtoD) or a report's memop name ("[memop] Memset (Device)")
+    /// to explain.
     #[arg(long, value_name = "NAME")]
     pub explain: Option<String>,
     /// Extra bucket rules (TOML), tried before the built-in ones.
     #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
-    /// JSON output.
+    /// JSON output (with schema_version).
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Serialize)]
+struct ExplainJson<'a> {
+    schema_version: u32,
+    #[serde(flatten)]
+    explanation: &'a Explanation,
 }
 
 pub fn run(a: BucketsArgs) -> Result<ExitCode> {
@@ -26,51 +35,69 @@ pub fn run(a: BucketsArgs) -> Result<ExitCode> {
         Some(p) => RuleSet::with_user_file(p)?,
         None => RuleSet::builtin(),
     };
-    let mut out = String::new();
-    if let Some(name) = &a.explain {
-        let e = rules.explain(name);
-        if a.json {
-            out = serde_json::to_string_pretty(&e)? + "\n";
-        } else {
-            out.push_str(&format!("name:    {name}\nbucket:  {}\n", e.bucket));
-            match &e.rule {
-                Some(r) => {
-                    out.push_str(&format!(
-                        "rule:    #{} {:?} (set {}, {})\npattern: {}\nmatched: {:?}\n",
-                        r.position, r.rule, r.set, r.origin, r.pattern, r.matched
-                    ));
-                }
-                None => out.push_str(&format!(
-                    "rule:    none of the {} rules matched, so the kernel is `other`; add a rule with --rules FILE\n",
-                    rules.rules.len()
-                )),
-            }
-            for s in &e.shadowed {
-                out.push_str(&format!(
-                    "also:    #{} {:?} -> {} (loses: first match wins)\n",
-                    s.position, s.rule, s.bucket
-                ));
-            }
+    let out = match &a.explain {
+        Some(name) if a.json => {
+            let e = rules.explain(name);
+            serde_json::to_string_pretty(&ExplainJson {
+                schema_version: RULES_SCHEMA_VERSION,
+                explanation: &e,
+            })? + "\n"
         }
-    } else {
-        for (i, r) in rules.rules.iter().enumerate() {
-            let what = match &r.matcher {
-                Matcher::Kernel(re) => format!("regex {}", re.as_str()),
-                Matcher::Memop(k) => format!(
-                    "memop {}",
-                    k.iter().map(|k| k.as_str()).collect::<Vec<_>>().join("|")
-                ),
-            };
-            out.push_str(&format!(
-                "{:>3}  {:<16} {:<16} {:?}  {}\n",
-                i + 1,
-                r.bucket.as_str(),
-                r.set,
-                r.name,
-                what
-            ));
-        }
-    }
+        Some(name) => explain_text(&rules, name),
+        None if a.json => serde_json::to_string_pretty(&rules.listing())? + "\n",
+        None => list_text(&rules),
+    };
     crate::render::write_stdout(&out)?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn explain_text(rules: &RuleSet, name: &str) -> String {
+    let e = rules.explain(name);
+    let mut out = format!("name:    {name}\n");
+    if let Some(k) = &e.memop {
+        out.push_str(&format!("memop:   {k}\n"));
+    }
+    out.push_str(&format!("bucket:  {}\n", e.bucket));
+    match &e.rule {
+        Some(r) => out.push_str(&format!(
+            "rule:    #{} {:?} (set {}, {})\npattern: {}\nmatched: {:?}\n",
+            r.position, r.rule, r.set, r.origin, r.pattern, r.matched
+        )),
+        None => out.push_str(&format!(
+            "rule:    none of the {} rules matched, so the {} is `other`; add a rule with --rules FILE\n",
+            rules.rules.len(),
+            if e.memop.is_some() { "memop" } else { "kernel" }
+        )),
+    }
+    for s in &e.shadowed {
+        out.push_str(&format!(
+            "also:    #{} {:?} -> {} (loses: first match wins)\n",
+            s.position, s.rule, s.bucket
+        ));
+    }
+    out
+}
+
+fn list_text(rules: &RuleSet) -> String {
+    let l = rules.listing();
+    let mut out = String::new();
+    for r in &l.rules {
+        out.push_str(&format!(
+            "{:>3}  {:<16} {:<16} {:?}  {} {}\n",
+            r.position,
+            r.bucket.as_str(),
+            r.set,
+            r.name,
+            r.kind,
+            r.pattern
+        ));
+    }
+    out.push_str("kernels no rule matches: other\n");
+    if !l.memops_without_rule.is_empty() {
+        out.push_str(&format!(
+            "memops no rule lists ({}): other\n",
+            l.memops_without_rule.join(", ")
+        ));
+    }
+    out
 }

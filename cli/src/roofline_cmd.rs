@@ -6,8 +6,11 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use gapscope_analyzer::roofline::report::{RooflineReport, roofline};
-use gapscope_analyzer::roofline::{ModelSpec, WeightFormat, hw, svg};
+use gapscope_analyzer::roofline::report::{BatchSource, RooflineReport, TraceAtBatch, roofline_of};
+use gapscope_analyzer::roofline::{
+    CeilingSource, HardwareSpec, MAX_BATCH, MAX_BATCHES, MAX_CTX, ModelSpec, TensorPath,
+    WeightFormat, hw, svg,
+};
 
 use crate::render::{count, write_stdout};
 use crate::report_cmd::AnalysisArgs;
@@ -31,12 +34,8 @@ pub struct RooflineArgs {
     /// Weight format: bf16, fp8, q8_0, q4_0, q4_k, nvfp4, mxfp4.
     #[arg(long, default_value = "bf16")]
     pub weights: String,
-    /// Batches (sequences decoded together), comma-separated.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "1,2,4,8,16,32,64,128,256"
-    )]
+    /// Batches (sequences decoded together), comma-separated [default: 1,2,4,...,256].
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub batch: Vec<u64>,
     /// Context length (tokens already in the KV cache).
     #[arg(long, default_value_t = 4096)]
@@ -44,9 +43,10 @@ pub struct RooflineArgs {
     /// Traces whose decode steps are placed against the floor.
     #[arg(long = "trace", value_name = "TRACE")]
     pub traces: Vec<PathBuf>,
-    /// Batch of the traces' decode steps (engine markers carry their own).
-    #[arg(long, default_value_t = 1)]
-    pub trace_batch: u64,
+    /// Batch of the traces' decode steps when their markers carry none [default: 1, said in
+    /// the output].
+    #[arg(long, value_name = "N")]
+    pub trace_batch: Option<u64>,
     /// JSON output (with schema_version).
     #[arg(long)]
     pub json: bool,
@@ -57,13 +57,10 @@ pub struct RooflineArgs {
     pub analysis: AnalysisArgs,
 }
 
+const DEFAULT_BATCHES: [u64; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
+
 pub fn run(a: RooflineArgs, g: &crate::Global) -> Result<ExitCode> {
-    let text = std::fs::read_to_string(&a.model)
-        .with_context(|| format!("{}: cannot read", a.model.display()))?;
-    let cfg: serde_json::Value = serde_json::from_str(&text)
-        .with_context(|| format!("{}: not valid JSON", a.model.display()))?;
-    let model = ModelSpec::from_hf_config(&cfg)
-        .with_context(|| format!("{}: not a usable decoder config", a.model.display()))?;
+    let model = ModelSpec::load(&a.model)?;
     let hardware = match (&a.hw_profile, &a.hardware) {
         (Some(p), _) => hw::load_profile(p)?,
         (None, Some(gpu)) => hw::lookup(gpu)?,
@@ -75,23 +72,51 @@ pub fn run(a: RooflineArgs, g: &crate::Global) -> Result<ExitCode> {
             a.weights
         )
     })?;
-    if a.batch.is_empty() || a.batch.contains(&0) {
-        anyhow::bail!("--batch needs positive batch sizes");
+    let batch_given = !a.batch.is_empty();
+    let batches = if batch_given {
+        a.batch.clone()
+    } else {
+        DEFAULT_BATCHES.to_vec()
+    };
+    if batches.len() > MAX_BATCHES {
+        anyhow::bail!(
+            "--batch: {} batch sizes given; at most {MAX_BATCHES}",
+            batches.len()
+        );
+    }
+    for (what, b) in batches
+        .iter()
+        .map(|b| ("--batch", b))
+        .chain(a.trace_batch.iter().map(|b| ("--trace-batch", b)))
+    {
+        if !(1..=MAX_BATCH).contains(b) {
+            anyhow::bail!("{what} {b}: batch sizes are 1..={MAX_BATCH}");
+        }
+    }
+    if a.ctx > MAX_CTX {
+        anyhow::bail!("--ctx {}: the context is 0..={MAX_CTX} tokens", a.ctx);
     }
     let analyser = a.analysis.analyser(g.quiet, false)?;
-    let mut traces = Vec::new();
+    let mut reports = Vec::new();
     for t in &a.traces {
-        let report = analyser.run(t)?;
-        let batch = report
-            .steps
-            .batch_size
-            .map(u64::from)
-            .unwrap_or(a.trace_batch);
-        traces.push((report, batch));
+        reports.push(analyser.run(t)?);
     }
-    let r = roofline(&model, &hardware, fmt, &a.batch, a.ctx, &traces);
+    let traces: Vec<TraceAtBatch> = reports
+        .iter()
+        .map(|report| {
+            let (batch, batch_source) = BatchSource::resolve(report, a.trace_batch);
+            let notes = batch_notes(batch, batch_source, a.trace_batch, batch_given, &batches);
+            TraceAtBatch {
+                report,
+                batch,
+                batch_source,
+                notes,
+            }
+        })
+        .collect();
+    let r = roofline_of(&model, &hardware, fmt, &batches, a.ctx, &traces);
     if let Some(out) = &a.svg {
-        let doc = svg::render(&r)?;
+        let doc = svg::render(&r, &model, &hardware)?;
         std::fs::write(out, doc).with_context(|| format!("{}: cannot write", out.display()))?;
     }
     let text = if a.json {
@@ -101,6 +126,55 @@ pub fn run(a: RooflineArgs, g: &crate::Global) -> Result<ExitCode> {
     };
     write_stdout(&text)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// How a trace's batch was chosen, and where it disagrees with the options given.
+fn batch_notes(
+    batch: u64,
+    source: BatchSource,
+    trace_batch: Option<u64>,
+    batch_given: bool,
+    batches: &[u64],
+) -> Vec<String> {
+    let mut notes = vec![match source {
+        BatchSource::TraceMarkers => match trace_batch {
+            Some(t) if t != batch => {
+                format!("batch {batch} from the trace's markers; --trace-batch {t} is not used")
+            }
+            _ => format!("batch {batch} from the trace's markers"),
+        },
+        BatchSource::Given => {
+            format!("batch {batch} from --trace-batch (the trace's markers carry no batch size)")
+        }
+        BatchSource::Assumed => "batch 1 assumed: the trace's markers carry no batch size; \
+             pass --trace-batch N if it decoded N sequences per step"
+            .to_owned(),
+    }];
+    if batch_given && !batches.contains(&batch) {
+        let list: Vec<String> = batches.iter().map(u64::to_string).collect();
+        notes.push(format!(
+            "--batch {} does not include the trace's batch {batch}: its floor is taken at batch {batch}{}",
+            list.join(","),
+            if source == BatchSource::TraceMarkers {
+                ""
+            } else {
+                " (--trace-batch sets the trace's batch)"
+            }
+        ));
+    }
+    notes
+}
+
+/// A peak for the header: the figure, or why there is none.
+fn peak_cell(h: &HardwareSpec, path: TensorPath) -> String {
+    let v = path.tflops(h);
+    if v > 0.0 {
+        format!("{v:.0}")
+    } else if h.ceilings == CeilingSource::Measured {
+        "not measured".to_owned()
+    } else {
+        "none".to_owned()
+    }
 }
 
 fn table(r: &RooflineReport) -> String {
@@ -124,18 +198,27 @@ fn table(r: &RooflineReport) -> String {
     ));
     let h = &r.hardware;
     s.push_str(&format!(
-        "hardware  {} ({:?} ceilings): {:.2} TB/s, bf16 {:.0} / fp8 {:.0} / int8 {:.0} TFLOP/s\n",
+        "hardware  {} ({} ceilings): {:.2} TB/s, bf16 {} / fp8 {} / int8 {} TFLOP/s\n",
         h.name,
         r.ceilings,
         h.hbm_bytes_per_s / 1e12,
-        h.bf16_tflops,
-        h.fp8_tflops,
-        h.int8_tops
+        peak_cell(h, TensorPath::Bf16),
+        peak_cell(h, TensorPath::Fp8),
+        peak_cell(h, TensorPath::Int8),
     ));
     s.push_str(&format!(
-        "weights   {:?}; context {} tokens; KV {:.0} B/token/seq; crossover batch M* = {:.1}\n\n",
+        "weights   {}; context {} tokens; KV {:.0} B/token/seq; crossover batch M* = {:.1}\n",
         r.weights, r.ctx, m.kv_bytes_per_token, r.crossover_batch
     ));
+    let c = &r.compute_peak;
+    s.push_str(&format!(
+        "compute   {} peak {:.0} TFLOP/s ({} ceiling) for {} weights\n",
+        c.path, c.tflops, c.source, r.weights
+    ));
+    if let Some(note) = &c.note {
+        s.push_str(&format!("note      {note}\n"));
+    }
+    s.push('\n');
     s.push_str(
         "  batch  weights GB  weight ms   KV+state ms  compute ms   floor ms   max tok/s  bound\n",
     );
@@ -158,7 +241,7 @@ fn table(r: &RooflineReport) -> String {
             f.max_tok_per_s
         ));
     }
-    if !r.measured.is_empty() {
+    if !r.measured.is_empty() || !r.not_placed.is_empty() {
         s.push_str(&format!(
             "\nmeasured decode steps (floors at context {} tokens; pass --ctx to match the trace)\n",
             r.ctx
@@ -169,6 +252,9 @@ fn table(r: &RooflineReport) -> String {
                 m.trace, m.batch, m.decode_steps, m.tpot_median_ms, m.tpot_p10_ms, m.tok_per_s, m.floor_ms,
                 m.pct_of_floor_median, m.pct_of_floor_p10
             ));
+            for n in &m.notes {
+                s.push_str(&format!("    note: {n}\n"));
+            }
             if m.buckets.is_empty() && m.buckets_without_floor.is_empty() {
                 s.push_str("    (no per-bucket times in the decode steps)\n");
                 continue;
@@ -203,6 +289,9 @@ fn table(r: &RooflineReport) -> String {
                     b.reason
                 ));
             }
+        }
+        for n in &r.not_placed {
+            s.push_str(&format!("  {}: not placed: {}\n", n.trace, n.reason));
         }
     }
     s

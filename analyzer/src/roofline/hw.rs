@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::config_file::{MAX_CONFIG_BYTES, parse_json, read_config};
 use crate::error::{AnalyzerError, Result};
 
 const BUILTIN: &str = include_str!("../../data/hardware.toml");
@@ -13,6 +14,22 @@ const BUILTIN: &str = include_str!("../../data/hardware.toml");
 pub enum CeilingSource {
     Datasheet,
     Measured,
+}
+
+impl CeilingSource {
+    /// `datasheet` or `measured`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Datasheet => "datasheet",
+            Self::Measured => "measured",
+        }
+    }
+}
+
+impl std::fmt::Display for CeilingSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// One GPU's peak figures.
@@ -78,16 +95,25 @@ pub fn lookup(key: &str) -> Result<HardwareSpec> {
 }
 
 /// Reads a hardware profile written by `gapscope-calibrate` (JSON, same fields as a table
-/// entry, `ceilings = "measured"`).
+/// entry, `ceilings = "measured"`; at most [`MAX_CONFIG_BYTES`], a regular file). Bandwidth
+/// and bf16 throughput must be positive; every figure finite and below a sanity bound.
+/// A path the calibration did not measure is 0 (see [`super::compute_peak`]).
 pub fn load_profile(path: &std::path::Path) -> Result<HardwareSpec> {
-    let text = std::fs::read_to_string(path).map_err(|e| AnalyzerError::io(path, e))?;
-    let h: HardwareSpec = serde_json::from_str(&text)
-        .map_err(|e| AnalyzerError::parse(path, format!("not a gapscope hardware profile: {e}")))?;
+    let text = read_config(path, "hardware profile", MAX_CONFIG_BYTES)?;
+    let h: HardwareSpec = parse_json(path, &text, "gapscope hardware profile")?;
+    let bad = |m: String| AnalyzerError::parse(path, format!("hardware profile: {m}"));
     if !(h.hbm_bytes_per_s > 0.0 && h.bf16_tflops > 0.0) {
-        return Err(AnalyzerError::parse(
-            path,
-            "profile lacks bandwidth or bf16 throughput",
-        ));
+        return Err(bad("lacks bandwidth or bf16 throughput".into()));
+    }
+    for (k, v, hi) in [
+        ("hbm_bytes_per_s", h.hbm_bytes_per_s, 1e15),
+        ("bf16_tflops", h.bf16_tflops, 1e6),
+        ("fp8_tflops", h.fp8_tflops, 1e6),
+        ("int8_tops", h.int8_tops, 1e6),
+    ] {
+        if !(v.is_finite() && (0.0..=hi).contains(&v)) {
+            return Err(bad(format!("{k} = {v} is outside 0..={hi:e}")));
+        }
     }
     Ok(h)
 }

@@ -12,6 +12,13 @@ use serde::Serialize;
 pub use hw::{CeilingSource, HardwareSpec};
 pub use model::{ModelSpec, WeightFormat};
 
+/// The largest batch (sequences per step) the floors are computed for: 2^20.
+pub const MAX_BATCH: u64 = 1 << 20;
+/// The most batch sizes one report tabulates.
+pub const MAX_BATCHES: usize = 256;
+/// The longest context, tokens: 2^24.
+pub const MAX_CTX: u64 = 1 << 24;
+
 /// Floors of one decode step.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct StepFloor {
@@ -31,21 +38,116 @@ pub struct StepFloor {
     pub ceilings: CeilingSource,
 }
 
-/// Peak tensor throughput used for a weight format: bf16 path for bf16, FP8 for FP8 and the
-/// 4-bit float formats, INT8 for the llama.cpp integer formats (MMQ runs int8 MMA).
-pub fn peak_flops(hw: &HardwareSpec, fmt: WeightFormat) -> f64 {
-    let t = match fmt {
-        WeightFormat::Bf16 => hw.bf16_tflops,
-        WeightFormat::Fp8 | WeightFormat::Nvfp4 | WeightFormat::Mxfp4 => {
-            if hw.fp8_tflops > 0.0 {
-                hw.fp8_tflops
-            } else {
-                hw.bf16_tflops
-            }
+/// A tensor-core path: what a weight format's matmuls run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TensorPath {
+    Bf16,
+    Fp8,
+    Int8,
+}
+
+impl TensorPath {
+    /// bf16 path for bf16, FP8 for fp8 and the 4-bit float formats, INT8 for the llama.cpp
+    /// integer formats (MMQ runs int8 MMA).
+    pub fn of(fmt: WeightFormat) -> Self {
+        match fmt {
+            WeightFormat::Bf16 => Self::Bf16,
+            WeightFormat::Fp8 | WeightFormat::Nvfp4 | WeightFormat::Mxfp4 => Self::Fp8,
+            WeightFormat::Q8_0 | WeightFormat::Q4_0 | WeightFormat::Q4K => Self::Int8,
         }
-        WeightFormat::Q8_0 | WeightFormat::Q4_0 | WeightFormat::Q4K => hw.int8_tops,
-    };
-    t * 1e12
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Bf16 => "bf16",
+            Self::Fp8 => "fp8",
+            Self::Int8 => "int8",
+        }
+    }
+
+    /// The spec's peak for this path, TFLOP/s (TOP/s for int8); 0 when absent.
+    pub fn tflops(self, hw: &HardwareSpec) -> f64 {
+        match self {
+            Self::Bf16 => hw.bf16_tflops,
+            Self::Fp8 => hw.fp8_tflops,
+            Self::Int8 => hw.int8_tops,
+        }
+    }
+}
+
+impl std::fmt::Display for TensorPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The compute ceiling a weight format's floors use, and where it comes from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ComputePeak {
+    /// The path the format's matmuls run on.
+    pub wanted: TensorPath,
+    /// The path whose peak is used: `wanted`, or bf16 when the GPU has no `wanted` path.
+    pub path: TensorPath,
+    pub tflops: f64,
+    /// Measured (the profile) or datasheet (the built-in table).
+    pub source: CeilingSource,
+    /// Set when the figure is not the hardware spec's own peak of `wanted`: which one stands
+    /// in, and why.
+    pub note: Option<String>,
+}
+
+/// The compute ceiling for `fmt` on `hw`. The spec's own peak of the format's path when it
+/// has one. Otherwise, for a measured profile (which reports 0 for a path it did not
+/// measure): the datasheet peak of the same GPU (looked up by the profile's name) when the
+/// table has one; the bf16 peak when the GPU has no such path, or, failing both, the measured
+/// bf16 peak with a note that the floor is then overstated. Every fallback says so in `note`.
+pub fn compute_peak(hw: &HardwareSpec, fmt: WeightFormat) -> ComputePeak {
+    let wanted = TensorPath::of(fmt);
+    let own = wanted.tflops(hw);
+    let peak =
+        |path: TensorPath, tflops: f64, source: CeilingSource, note: Option<String>| ComputePeak {
+            wanted,
+            path,
+            tflops,
+            source,
+            note,
+        };
+    if own > 0.0 {
+        return peak(wanted, own, hw.ceilings, None);
+    }
+    let bf16 = |note: String| peak(TensorPath::Bf16, hw.bf16_tflops, hw.ceilings, Some(note));
+    match hw.ceilings {
+        CeilingSource::Datasheet => bf16(format!(
+            "{} has no {wanted} tensor path: {fmt} weights run on the bf16 path, whose peak the compute floor uses",
+            hw.name
+        )),
+        CeilingSource::Measured => match hw::lookup(&hw.name) {
+            Ok(d) if wanted.tflops(&d) > 0.0 => peak(
+                wanted,
+                wanted.tflops(&d),
+                CeilingSource::Datasheet,
+                Some(format!(
+                    "the profile did not measure {wanted}: the compute floor uses the {} datasheet {wanted} peak ({:.0} TFLOP/s)",
+                    d.name,
+                    wanted.tflops(&d)
+                )),
+            ),
+            Ok(d) => bf16(format!(
+                "{} has no {wanted} tensor path: {fmt} weights run on the bf16 path, whose measured peak the compute floor uses",
+                d.name
+            )),
+            Err(_) => bf16(format!(
+                "the profile did not measure {wanted} and {:?} is not in the datasheet table: the compute floor uses the measured bf16 peak, which overstates it for {fmt} weights; pass --hw GPU for datasheet ceilings",
+                hw.name
+            )),
+        },
+    }
+}
+
+/// Peak tensor throughput, FLOP/s, used for a weight format: [`compute_peak`].
+pub fn peak_flops(hw: &HardwareSpec, fmt: WeightFormat) -> f64 {
+    compute_peak(hw, fmt).tflops * 1e12
 }
 
 /// The batch where the weight-read floor equals the compute floor:
@@ -115,5 +217,60 @@ mod tests {
         // Far above M* the step is compute-bound.
         let big = step_floor(&m, &h, WeightFormat::Bf16, 1024, 0);
         assert!(big.compute_floor_s > big.weight_floor_s);
+    }
+
+    #[test]
+    fn compute_peak_says_which_ceiling_stands_in() {
+        // Datasheet GPU with the path: its own peak, no note.
+        let h200 = hw::lookup("h200").unwrap();
+        let p = compute_peak(&h200, WeightFormat::Fp8);
+        assert_eq!(
+            (p.path, p.tflops, p.note.as_deref()),
+            (TensorPath::Fp8, 1978.9, None)
+        );
+        assert_eq!(TensorPath::of(WeightFormat::Q4K), TensorPath::Int8);
+        // A measured profile without fp8 (as gapscope-calibrate writes it): the datasheet
+        // fp8 peak of the same GPU, said so.
+        let mut measured = h200.clone();
+        measured.name = "NVIDIA H200".into();
+        measured.ceilings = CeilingSource::Measured;
+        measured.bf16_tflops = 776.7;
+        measured.fp8_tflops = 0.0;
+        for fmt in [WeightFormat::Fp8, WeightFormat::Nvfp4, WeightFormat::Mxfp4] {
+            let p = compute_peak(&measured, fmt);
+            assert_eq!(p.path, TensorPath::Fp8);
+            assert_eq!(p.source, CeilingSource::Datasheet);
+            assert_eq!(p.tflops, 1978.9);
+            assert!(p.note.unwrap().contains("did not measure fp8"));
+            assert_eq!(peak_flops(&measured, fmt), 1978.9e12);
+        }
+        // bf16 was measured: used as is.
+        let p = compute_peak(&measured, WeightFormat::Bf16);
+        assert_eq!(
+            (p.tflops, p.source, p.note),
+            (776.7, CeilingSource::Measured, None)
+        );
+        // Unknown GPU: the measured bf16 peak, with the warning that the floor is overstated.
+        measured.name = "Mystery GPU".into();
+        let p = compute_peak(&measured, WeightFormat::Fp8);
+        assert_eq!((p.path, p.tflops), (TensorPath::Bf16, 776.7));
+        assert!(p.note.unwrap().contains("overstates"));
+        // A GPU without fp8 (A100): the bf16 path is its ceiling, said so.
+        let a100 = hw::lookup("a100-80").unwrap();
+        assert_eq!(a100.fp8_tflops, 0.0);
+        let p = compute_peak(&a100, WeightFormat::Fp8);
+        assert_eq!((p.path, p.tflops), (TensorPath::Bf16, a100.bf16_tflops));
+        assert!(p.note.unwrap().contains("has no fp8 tensor path"));
+        // CLI spellings.
+        let names: Vec<String> = WeightFormat::ALL.iter().map(|f| f.to_string()).collect();
+        assert_eq!(
+            names,
+            ["bf16", "fp8", "q8_0", "q4_0", "q4_k", "nvfp4", "mxfp4"]
+        );
+        for f in WeightFormat::ALL {
+            assert_eq!(WeightFormat::parse(f.as_str()), Some(f));
+            assert_eq!(serde_json::to_value(f).unwrap(), f.as_str());
+        }
+        assert_eq!(CeilingSource::Measured.to_string(), "measured");
     }
 }

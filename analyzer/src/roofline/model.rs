@@ -2,22 +2,29 @@
 //! step by weight format, KV and recurrent-state bytes, FLOPs per token. Dense, MoE and
 //! hybrid linear-attention (gated DeltaNet) decoders.
 
+use std::path::Path;
+
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::config_file::{MAX_CONFIG_BYTES, parse_json, read_config};
 use crate::error::{AnalyzerError, Result};
 
 /// Storage format of the matmul weights, by bytes per weight including block scales.
+/// Serialized and displayed in the CLI's spelling (`bf16`, `q4_k`, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WeightFormat {
     Bf16,
     Fp8,
     /// llama.cpp Q8_0: 32 int8 + one f16 scale = 34 bytes per 32 weights.
+    #[serde(rename = "q8_0")]
     Q8_0,
     /// llama.cpp Q4_0: 32 4-bit + one f16 scale = 18 bytes per 32 weights.
+    #[serde(rename = "q4_0")]
     Q4_0,
     /// llama.cpp Q4_K: 144 bytes per 256-weight super-block.
+    #[serde(rename = "q4_k")]
     Q4K,
     /// NVFP4: 4-bit values + one FP8 scale per 16.
     Nvfp4,
@@ -38,6 +45,29 @@ impl WeightFormat {
         }
     }
 
+    /// The CLI spelling: `bf16`, `fp8`, `q8_0`, `q4_0`, `q4_k`, `nvfp4`, `mxfp4`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Bf16 => "bf16",
+            Self::Fp8 => "fp8",
+            Self::Q8_0 => "q8_0",
+            Self::Q4_0 => "q4_0",
+            Self::Q4K => "q4_k",
+            Self::Nvfp4 => "nvfp4",
+            Self::Mxfp4 => "mxfp4",
+        }
+    }
+
+    pub const ALL: [WeightFormat; 7] = [
+        Self::Bf16,
+        Self::Fp8,
+        Self::Q8_0,
+        Self::Q4_0,
+        Self::Q4K,
+        Self::Nvfp4,
+        Self::Mxfp4,
+    ];
+
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s.to_ascii_lowercase().replace('-', "_").as_str() {
             "bf16" | "fp16" | "f16" => Self::Bf16,
@@ -49,6 +79,12 @@ impl WeightFormat {
             "mxfp4" => Self::Mxfp4,
             _ => return None,
         })
+    }
+}
+
+impl std::fmt::Display for WeightFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -93,64 +129,150 @@ pub struct ModelSpec {
     pub linear_layers: Vec<bool>,
 }
 
-fn u(v: &Value, k: &str) -> Option<u64> {
-    v.get(k).and_then(Value::as_u64)
+/// The sizes a model spec may have. Generous for real decoders (the largest published ones
+/// are far inside), and small enough that every count below stays exact in `u64` and every
+/// per-layer table is small. A `config.json` outside them is refused with the field named.
+pub mod limits {
+    pub const LAYERS: u64 = 1024;
+    pub const HIDDEN: u64 = 1 << 17;
+    pub const HEADS: u64 = 1024;
+    pub const HEAD_DIM: u64 = 4096;
+    pub const VOCAB: u64 = 1 << 24;
+    /// MLP width, dense or per expert; also the shared experts' total width.
+    pub const INTERMEDIATE: u64 = 1 << 20;
+    pub const EXPERTS: u64 = 1 << 14;
+    pub const CONV_KERNEL: u64 = 64;
+    /// Total parameters: 10^15.
+    pub const PARAMS: u64 = 1_000_000_000_000_000;
+}
+
+fn invalid(message: String) -> AnalyzerError {
+    AnalyzerError::Invalid(format!("config.json: {message}"))
+}
+
+/// An optional integer field: absent or `null` is `None`; anything but a non-negative
+/// integer is an error.
+fn u(v: &Value, k: &str) -> Result<Option<u64>> {
+    match v.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) => x
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| invalid(format!("{k:?} must be a non-negative integer, not {x}"))),
+    }
+}
+
+/// `value` of field `k` within `lo..=hi`.
+fn within(k: &str, value: u64, lo: u64, hi: u64) -> Result<u64> {
+    if (lo..=hi).contains(&value) {
+        Ok(value)
+    } else {
+        Err(invalid(format!(
+            "{k:?} = {value} is outside the supported range {lo}..={hi}"
+        )))
+    }
 }
 
 impl ModelSpec {
-    /// Reads a `config.json` value (the text config of multimodal models too).
+    /// Reads a model's `config.json` from `path` (a regular file of at most
+    /// [`MAX_CONFIG_BYTES`]); errors name the file.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = read_config(path, "model config", MAX_CONFIG_BYTES)?;
+        let cfg: Value = parse_json(path, &text, "model config")?;
+        Self::from_hf_config(&cfg).map_err(|e| {
+            let msg = e.to_string();
+            let msg = msg.strip_prefix("config.json: ").unwrap_or(&msg);
+            AnalyzerError::parse(path, format!("not a usable decoder config: {msg}"))
+        })
+    }
+
+    /// Reads a `config.json` value (the text config of multimodal models too). Sizes are
+    /// checked against [`limits`].
     pub fn from_hf_config(cfg: &Value) -> Result<Self> {
         let cfg = cfg.get("text_config").unwrap_or(cfg);
-        let need = |k: &str| {
-            u(cfg, k).ok_or_else(|| {
-                AnalyzerError::Invalid(format!("config.json: missing integer {k:?}"))
-            })
-        };
-        let hidden = need("hidden_size")?;
-        let layers = need("num_hidden_layers")?;
-        let heads = need("num_attention_heads")?;
-        if heads == 0 || layers == 0 || hidden == 0 {
-            return Err(AnalyzerError::Invalid(
-                "config.json: zero-sized model".into(),
-            ));
+        if !cfg.is_object() {
+            return Err(invalid("not a JSON object".into()));
         }
-        let kv_heads = u(cfg, "num_key_value_heads").unwrap_or(heads);
-        let head_dim = u(cfg, "head_dim").unwrap_or(hidden / heads);
-        let vocab = need("vocab_size")?;
+        let need = |k: &str, hi: u64| {
+            let v = u(cfg, k)?.ok_or_else(|| invalid(format!("missing integer {k:?}")))?;
+            within(k, v, 1, hi)
+        };
+        let opt = |k: &str, lo: u64, hi: u64| -> Result<Option<u64>> {
+            u(cfg, k)?.map(|v| within(k, v, lo, hi)).transpose()
+        };
+        let hidden = need("hidden_size", limits::HIDDEN)?;
+        let layers = need("num_hidden_layers", limits::LAYERS)?;
+        let heads = need("num_attention_heads", limits::HEADS)?;
+        let kv_heads = opt("num_key_value_heads", 1, heads)?.unwrap_or(heads);
+        if heads % kv_heads != 0 {
+            return Err(invalid(format!(
+                "\"num_key_value_heads\" = {kv_heads} does not divide \"num_attention_heads\" = {heads}"
+            )));
+        }
+        let head_dim = match opt("head_dim", 1, limits::HEAD_DIM)? {
+            Some(d) => d,
+            None => within(
+                "hidden_size / num_attention_heads",
+                hidden / heads,
+                1,
+                limits::HEAD_DIM,
+            )?,
+        };
+        let vocab = need("vocab_size", limits::VOCAB)?;
         let model_type = cfg
             .get("model_type")
             .and_then(Value::as_str)
             .unwrap_or("")
-            .to_owned();
-        let intermediate = u(cfg, "intermediate_size").unwrap_or(0);
+            .chars()
+            .take(64)
+            .collect::<String>();
+        let intermediate = opt("intermediate_size", 0, limits::INTERMEDIATE)?.unwrap_or(0);
         let qkv_bias = cfg
             .get("attention_bias")
             .and_then(Value::as_bool)
             .unwrap_or(false)
             || model_type == "qwen2"
             || model_type == "qwen2_moe";
-        let experts = u(cfg, "num_experts")
-            .or(u(cfg, "num_local_experts"))
-            .or(u(cfg, "n_routed_experts"))
-            .unwrap_or(0);
+        let experts = match opt("num_experts", 0, limits::EXPERTS)? {
+            Some(e) => Some(e),
+            None => match opt("num_local_experts", 0, limits::EXPERTS)? {
+                Some(e) => Some(e),
+                None => opt("n_routed_experts", 0, limits::EXPERTS)?,
+            },
+        }
+        .unwrap_or(0);
         let moe = if experts > 0 {
-            let first_dense = u(cfg, "first_k_dense_replace").unwrap_or(0);
-            let step = u(cfg, "decoder_sparse_step").unwrap_or(1).max(1);
-            let mlp_only: Vec<u64> = cfg
-                .get("mlp_only_layers")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_u64).collect())
-                .unwrap_or_default();
+            let first_dense = u(cfg, "first_k_dense_replace")?.unwrap_or(0);
+            let step = u(cfg, "decoder_sparse_step")?.unwrap_or(1).max(1);
+            let mut mlp_only = vec![false; layers as usize];
+            if let Some(a) = cfg.get("mlp_only_layers").and_then(Value::as_array) {
+                for l in a.iter().filter_map(Value::as_u64) {
+                    if let Some(x) = usize::try_from(l).ok().and_then(|l| mlp_only.get_mut(l)) {
+                        *x = true;
+                    }
+                }
+            }
             let sparse_layers = (0..layers)
-                .map(|l| l >= first_dense && (l + 1) % step == 0 && !mlp_only.contains(&l))
+                .map(|l| l >= first_dense && (l + 1) % step == 0 && !mlp_only[l as usize])
                 .collect();
-            let expert_intermediate = u(cfg, "moe_intermediate_size").unwrap_or(intermediate);
-            let shared_intermediate = u(cfg, "shared_expert_intermediate_size")
-                .or_else(|| u(cfg, "n_shared_experts").map(|n| n * expert_intermediate))
-                .unwrap_or(0);
+            let expert_intermediate =
+                opt("moe_intermediate_size", 0, limits::INTERMEDIATE)?.unwrap_or(intermediate);
+            let shared_intermediate =
+                match opt("shared_expert_intermediate_size", 0, limits::INTERMEDIATE)? {
+                    Some(s) => s,
+                    None => {
+                        let n = opt("n_shared_experts", 0, limits::EXPERTS)?.unwrap_or(0);
+                        within(
+                            "n_shared_experts * moe_intermediate_size",
+                            n * expert_intermediate,
+                            0,
+                            limits::INTERMEDIATE,
+                        )?
+                    }
+                };
             Some(Moe {
                 experts,
-                top_k: u(cfg, "num_experts_per_tok").unwrap_or(1).min(experts),
+                top_k: opt("num_experts_per_tok", 1, experts)?.unwrap_or(1),
                 expert_intermediate,
                 shared_intermediate,
                 sparse_layers,
@@ -160,29 +282,34 @@ impl ModelSpec {
         };
         let linear_layers: Vec<bool> =
             if let Some(types) = cfg.get("layer_types").and_then(Value::as_array) {
+                if types.len() as u64 != layers {
+                    return Err(invalid(format!(
+                        "layer_types has {} entries for {layers} layers",
+                        types.len()
+                    )));
+                }
                 types
                     .iter()
                     .map(|t| t.as_str().is_some_and(|s| s.contains("linear")))
                     .collect()
-            } else if let Some(n) = u(cfg, "full_attention_interval").filter(|&n| n > 0) {
+            } else if let Some(n) = u(cfg, "full_attention_interval")?.filter(|&n| n > 0) {
                 (0..layers).map(|l| (l + 1) % n != 0).collect()
             } else {
                 vec![false; layers as usize]
             };
-        if linear_layers.len() as u64 != layers {
-            return Err(AnalyzerError::Invalid(format!(
-                "config.json: layer_types has {} entries for {layers} layers",
-                linear_layers.len()
-            )));
-        }
-        let linear = linear_layers.iter().any(|&l| l).then(|| LinearAttn {
-            key_heads: u(cfg, "linear_num_key_heads").unwrap_or(heads),
-            value_heads: u(cfg, "linear_num_value_heads").unwrap_or(heads),
-            key_head_dim: u(cfg, "linear_key_head_dim").unwrap_or(head_dim),
-            value_head_dim: u(cfg, "linear_value_head_dim").unwrap_or(head_dim),
-            conv_kernel: u(cfg, "linear_conv_kernel_dim").unwrap_or(4),
-        });
-        Ok(Self {
+        let linear = if linear_layers.iter().any(|&l| l) {
+            Some(LinearAttn {
+                key_heads: opt("linear_num_key_heads", 1, limits::HEADS)?.unwrap_or(heads),
+                value_heads: opt("linear_num_value_heads", 1, limits::HEADS)?.unwrap_or(heads),
+                key_head_dim: opt("linear_key_head_dim", 1, limits::HEAD_DIM)?.unwrap_or(head_dim),
+                value_head_dim: opt("linear_value_head_dim", 1, limits::HEAD_DIM)?
+                    .unwrap_or(head_dim),
+                conv_kernel: opt("linear_conv_kernel_dim", 0, limits::CONV_KERNEL)?.unwrap_or(4),
+            })
+        } else {
+            None
+        };
+        let spec = Self {
             model_type,
             hidden,
             layers,
@@ -199,7 +326,55 @@ impl ModelSpec {
             moe,
             linear,
             linear_layers,
-        })
+        };
+        if spec.params_u128() > limits::PARAMS as u128 {
+            return Err(invalid(format!(
+                "the sizes give more than {} parameters",
+                limits::PARAMS
+            )));
+        }
+        Ok(spec)
+    }
+
+    /// [`Self::params`] in `u128`: within the field limits it cannot overflow, and the spec
+    /// is refused when it exceeds [`limits::PARAMS`], so the `u64` counts elsewhere are exact.
+    fn params_u128(&self) -> u128 {
+        let w = |x: u64| x as u128;
+        let (h, v) = (w(self.hidden), w(self.vocab));
+        let attn = {
+            let (nh, kv, d) = (w(self.heads), w(self.kv_heads), w(self.head_dim));
+            let bias = if self.qkv_bias { (nh + 2 * kv) * d } else { 0 };
+            2 * h * nh * d + 2 * h * kv * d + bias
+        };
+        let linear = self.linear.as_ref().map_or(0, |l| {
+            let qk = w(l.key_heads) * w(l.key_head_dim);
+            let vv = w(l.value_heads) * w(l.value_head_dim);
+            h * (2 * qk + 2 * vv)
+                + h * 2 * w(l.value_heads)
+                + (2 * qk + vv) * w(l.conv_kernel)
+                + vv * h
+                + 2 * w(l.value_heads)
+                + w(l.value_head_dim)
+        });
+        let dense = 3 * h * w(self.intermediate);
+        let mut p = v * h * if self.tie_embeddings { 1 } else { 2 } + h;
+        for layer in 0..self.layers as usize {
+            p += 2 * h;
+            p += if self.linear_layers[layer] {
+                linear
+            } else {
+                attn
+            };
+            p += match &self.moe {
+                Some(m) if m.sparse_layers[layer] => {
+                    w(m.experts) * 3 * h * w(m.expert_intermediate)
+                        + 3 * h * w(m.shared_intermediate)
+                        + h * w(m.experts)
+                }
+                _ => dense,
+            };
+        }
+        p
     }
 
     /// Matmul weights of one full-attention block (q, k, v, o), plus q/k/v biases.
@@ -354,7 +529,7 @@ impl ModelSpec {
 
     /// KV bytes read by one decode step at context `ctx` for `batch` sequences.
     pub fn kv_bytes_per_step(&self, batch: u64, ctx: u64, kv_bytes_per_elem: f64) -> f64 {
-        (batch * ctx) as f64 * self.kv_bytes_per_token(kv_bytes_per_elem)
+        batch as f64 * ctx as f64 * self.kv_bytes_per_token(kv_bytes_per_elem)
     }
 
     /// Recurrent state of one sequence: the f32 DeltaNet state per value head
@@ -370,7 +545,7 @@ impl ModelSpec {
     /// Attention FLOPs of one token at context `ctx`: QK^T and PV, 4 x ctx x heads x
     /// head_dim per full-attention layer.
     pub fn attention_flops_per_token(&self, ctx: u64) -> f64 {
-        4.0 * (ctx * self.heads * self.head_dim) as f64 * self.full_attention_layers() as f64
+        4.0 * ctx as f64 * (self.heads * self.head_dim) as f64 * self.full_attention_layers() as f64
     }
 
     /// FLOPs of the DeltaNet state update and read-out of one token, all linear layers.
@@ -398,7 +573,7 @@ impl ModelSpec {
                 }
             } else {
                 f += 2.0 * self.attn_params() as f64;
-                f += 4.0 * (ctx * self.heads * self.head_dim) as f64;
+                f += 4.0 * ctx as f64 * (self.heads * self.head_dim) as f64;
             }
             f += match &self.moe {
                 Some(m) if m.sparse_layers[layer] => {
@@ -550,5 +725,52 @@ mod tests {
         .unwrap();
         assert_eq!(types.linear_layers, vec![true, false]);
         assert!(ModelSpec::from_hf_config(&json!({"hidden_size": 64})).is_err());
+    }
+
+    #[test]
+    fn sizes_outside_the_limits_are_refused_before_anything_is_built() {
+        let base = json!({
+            "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100
+        });
+        let err = |k: &str, v: Value| {
+            let mut c = base.clone();
+            c[k] = v;
+            ModelSpec::from_hf_config(&c).unwrap_err().to_string()
+        };
+        // 10^18 layers would allocate per-layer tables of that length.
+        let e = err("num_hidden_layers", json!(1_000_000_000_000_000_000u64));
+        assert!(
+            e.contains("num_hidden_layers") && e.contains("1..=1024"),
+            "{e}"
+        );
+        assert!(err("hidden_size", json!(u64::MAX)).contains("hidden_size"));
+        assert!(err("vocab_size", json!(0)).contains("vocab_size"));
+        assert!(err("num_key_value_heads", json!(3)).contains("does not divide"));
+        assert!(err("hidden_size", json!(-1)).contains("non-negative integer"));
+        assert!(err("head_dim", json!("128")).contains("head_dim"));
+        assert!(
+            err("num_attention_heads", json!(128)).contains("hidden_size / num_attention_heads")
+        );
+        assert!(err("layer_types", json!(["linear_attention"])).contains("1 entries for 2 layers"));
+        let mut moe = base.clone();
+        moe["num_local_experts"] = json!(8);
+        moe["num_experts_per_tok"] = json!(9);
+        let e = ModelSpec::from_hf_config(&moe).unwrap_err().to_string();
+        assert!(e.contains("num_experts_per_tok"), "{e}");
+        moe["num_experts_per_tok"] = json!(2);
+        moe["n_shared_experts"] = json!(u64::MAX);
+        assert!(ModelSpec::from_hf_config(&moe).is_err());
+        // Each size within its limit, the product over 10^15 parameters: refused too.
+        let huge = json!({
+            "hidden_size": 131072, "num_hidden_layers": 1024, "num_attention_heads": 1024,
+            "head_dim": 4096, "intermediate_size": 1048576, "vocab_size": 16777216
+        });
+        let e = ModelSpec::from_hf_config(&huge).unwrap_err().to_string();
+        assert!(e.contains("parameters"), "{e}");
+        // null means absent, as HF configs write it.
+        let mut c = base.clone();
+        c["head_dim"] = Value::Null;
+        assert_eq!(ModelSpec::from_hf_config(&c).unwrap().head_dim, 16);
     }
 }

@@ -6,7 +6,8 @@ use serde::Serialize;
 use super::bucket_floor::bucket_floors;
 pub use super::bucket_floor::{BucketFloor, FloorSource, NoFloor};
 use super::{
-    CeilingSource, HardwareSpec, ModelSpec, StepFloor, WeightFormat, crossover_batch, step_floor,
+    CeilingSource, ComputePeak, HardwareSpec, ModelSpec, StepFloor, WeightFormat, compute_peak,
+    crossover_batch, step_floor,
 };
 use crate::analysis::Report;
 
@@ -21,10 +22,55 @@ pub struct RooflineReport {
     pub weights: WeightFormat,
     pub ctx: u64,
     pub ceilings: CeilingSource,
+    /// The compute ceiling of the weight format, and where it comes from.
+    pub compute_peak: ComputePeak,
     /// Batch where the weight-read floor meets the compute floor.
     pub crossover_batch: f64,
     pub floors: Vec<StepFloor>,
     pub measured: Vec<MeasuredStep>,
+    /// Traces given but not placed, each with the reason.
+    pub not_placed: Vec<NotPlaced>,
+}
+
+/// Where a trace's batch size comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BatchSource {
+    /// The trace's step markers carry it.
+    TraceMarkers,
+    /// Given by the caller (`--trace-batch`).
+    Given,
+    /// Nothing says; batch 1 is assumed.
+    Assumed,
+}
+
+impl BatchSource {
+    /// The batch of a trace's decode steps: its markers' batch size, else `given`, else 1
+    /// (assumed).
+    pub fn resolve(report: &Report, given: Option<u64>) -> (u64, Self) {
+        match (report.steps.batch_size, given) {
+            (Some(b), _) if b > 0 => (u64::from(b), Self::TraceMarkers),
+            (_, Some(b)) => (b, Self::Given),
+            _ => (1, Self::Assumed),
+        }
+    }
+}
+
+/// A trace to place against the floor, at its batch.
+#[derive(Debug, Clone)]
+pub struct TraceAtBatch<'a> {
+    pub report: &'a Report,
+    pub batch: u64,
+    pub batch_source: BatchSource,
+    /// Said with the trace's line (how the batch was chosen, what differs from the options).
+    pub notes: Vec<String>,
+}
+
+/// A trace that could not be placed against the floor.
+#[derive(Debug, Clone, Serialize)]
+pub struct NotPlaced {
+    pub trace: String,
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -45,6 +91,9 @@ pub struct ModelSummary {
 pub struct MeasuredStep {
     pub trace: String,
     pub batch: u64,
+    pub batch_source: BatchSource,
+    /// How the batch was chosen, and anything else to read with this trace's figures.
+    pub notes: Vec<String>,
     pub decode_steps: usize,
     pub tpot_median_ms: f64,
     pub tpot_p10_ms: f64,
@@ -61,8 +110,8 @@ pub struct MeasuredStep {
     pub buckets_without_floor: Vec<NoFloor>,
 }
 
-/// Builds the report for `batches`, placing each analysed trace at its batch and at
-/// context `ctx`.
+/// Builds the report for `batches`, placing each analysed trace at the batch given with it
+/// (taken as given by the caller) and at context `ctx`.
 pub fn roofline(
     m: &ModelSpec,
     hw: &HardwareSpec,
@@ -71,31 +120,68 @@ pub fn roofline(
     ctx: u64,
     traces: &[(Report, u64)],
 ) -> RooflineReport {
+    let traces: Vec<TraceAtBatch> = traces
+        .iter()
+        .map(|(report, batch)| TraceAtBatch {
+            report,
+            batch: *batch,
+            batch_source: BatchSource::Given,
+            notes: Vec::new(),
+        })
+        .collect();
+    roofline_of(m, hw, fmt, batches, ctx, &traces)
+}
+
+/// Builds the report for `batches`, placing each trace at its batch and at context `ctx`.
+pub fn roofline_of(
+    m: &ModelSpec,
+    hw: &HardwareSpec,
+    fmt: WeightFormat,
+    batches: &[u64],
+    ctx: u64,
+    traces: &[TraceAtBatch],
+) -> RooflineReport {
     let floors = batches
         .iter()
         .map(|&b| step_floor(m, hw, fmt, b, ctx))
         .collect();
-    let measured = traces
-        .iter()
-        .filter_map(|(r, batch)| {
-            let t = r.steps.tpot_ms?;
-            let floor = step_floor(m, hw, fmt, *batch, ctx).step_floor_s * 1e3;
-            let (buckets, buckets_without_floor) = bucket_floors(r, m, hw, fmt, *batch, ctx);
-            Some(MeasuredStep {
+    let mut measured = Vec::new();
+    let mut not_placed = Vec::new();
+    for t in traces {
+        let r = t.report;
+        let batch = t.batch.max(1);
+        let tpot = r
+            .steps
+            .tpot_ms
+            .filter(|t| t.median > 0.0 && t.p10 > 0.0 && t.median.is_finite());
+        let Some(tpot) = tpot else {
+            not_placed.push(NotPlaced {
                 trace: r.source.path.clone(),
-                batch: *batch,
-                decode_steps: r.steps.decode_steps,
-                tpot_median_ms: t.median,
-                tpot_p10_ms: t.p10,
-                tok_per_s: *batch as f64 / (t.median / 1e3),
-                floor_ms: floor,
-                pct_of_floor_median: 100.0 * floor / t.median,
-                pct_of_floor_p10: 100.0 * floor / t.p10,
-                buckets,
-                buckets_without_floor,
-            })
-        })
-        .collect();
+                reason: format!(
+                    "no decode-step time (TPOT) to place: {} decode steps",
+                    r.steps.decode_steps
+                ),
+            });
+            continue;
+        };
+        let floor = step_floor(m, hw, fmt, batch, ctx).step_floor_s * 1e3;
+        let (buckets, buckets_without_floor) = bucket_floors(r, m, hw, fmt, batch, ctx);
+        measured.push(MeasuredStep {
+            trace: r.source.path.clone(),
+            batch,
+            batch_source: t.batch_source,
+            notes: t.notes.clone(),
+            decode_steps: r.steps.decode_steps,
+            tpot_median_ms: tpot.median,
+            tpot_p10_ms: tpot.p10,
+            tok_per_s: batch as f64 / (tpot.median / 1e3),
+            floor_ms: floor,
+            pct_of_floor_median: 100.0 * floor / tpot.median,
+            pct_of_floor_p10: 100.0 * floor / tpot.p10,
+            buckets,
+            buckets_without_floor,
+        });
+    }
     RooflineReport {
         schema_version: ROOFLINE_SCHEMA_VERSION,
         model: ModelSummary {
@@ -113,8 +199,10 @@ pub fn roofline(
         weights: fmt,
         ctx,
         ceilings: hw.ceilings,
+        compute_peak: compute_peak(hw, fmt),
         crossover_batch: crossover_batch(hw, fmt),
         floors,
         measured,
+        not_placed,
     }
 }

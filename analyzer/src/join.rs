@@ -55,6 +55,40 @@ pub struct JoinReport {
     pub graph_replayed: usize,
 }
 
+/// Least share of the engine's launches a join must match by default: a recording of the
+/// same run matches all of them (the H200 joins of runs 33 to 36 matched 100%), one of
+/// another run a few percent by chance.
+pub const DEFAULT_MIN_MATCH: f64 = 0.9;
+
+impl JoinReport {
+    /// Share of the engine's launches that found their recorded kernel.
+    pub fn match_share(&self) -> f64 {
+        if self.engine_launches == 0 {
+            0.0
+        } else {
+            (self.engine_launches - self.unmatched_engine) as f64 / self.engine_launches as f64
+        }
+    }
+
+    /// Whether the join is good enough to write: at least `min_match` of the engine's
+    /// launches matched. The error says how many did, in one line.
+    pub fn check(&self, min_match: f64) -> Result<(), String> {
+        let share = self.match_share();
+        if self.joined > 0 && share >= min_match {
+            return Ok(());
+        }
+        Err(format!(
+            "only {} of {} engine launches ({:.1}%) matched a recorded kernel, below the {:.0}% \
+             a recording of the same run reaches; is it a recording of another run? \
+             (--min-match lowers the threshold)",
+            self.engine_launches - self.unmatched_engine,
+            self.engine_launches,
+            100.0 * share,
+            100.0 * min_match
+        ))
+    }
+}
+
 /// The most untraced decode steps passed over between two traced ones (a step counter jump
 /// larger than this is not a sampling gap).
 const MAX_UNTRACED_STEPS: i64 = 4096;
@@ -83,9 +117,9 @@ fn find_anchor(rnames: &[String], b: usize, min_off: usize, want: &[String]) -> 
     if want.is_empty() {
         return None;
     }
-    (min_off..)
-        .take_while(|&o| b + o + want.len() <= rnames.len())
-        .find(|&o| rnames[b + o..b + o + want.len()] == *want)
+    // The last offset at which `want` still fits: a bounded range, whatever `min_off` is.
+    let last = rnames.len().checked_sub(want.len())?.checked_sub(b)?;
+    (min_off..=last).find(|&o| rnames[b + o..b + o + want.len()] == *want)
 }
 
 fn is_library(name: &str) -> bool {
@@ -296,7 +330,7 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
                     Some(n) if is_library(n) => true,
                     Some(n) => rnames[j + 1..]
                         .iter()
-                        .take(s.max_skip + 1)
+                        .take(s.max_skip.saturating_add(1))
                         .find(|r| engine_names.contains(r.as_str()))
                         .is_some_and(|r| r == n),
                 }
@@ -310,7 +344,9 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
         }
         // Resynchronise: a recorded kernel the engine did not launch, or an engine launch the
         // tool did not record.
-        if let Some(off) = (1..=s.max_skip).find(|&o| b + o < ridx.len() && fits(b + o)) {
+        // Bounded by what is left of the recording, so a huge --max-skip costs nothing.
+        let reach = s.max_skip.min(ridx.len().saturating_sub(b + 1));
+        if let Some(off) = (1..=reach).find(|&o| fits(b + o)) {
             rep.skipped_recorded += off;
             b += off;
             continue;
@@ -321,7 +357,7 @@ pub fn join_engine_metadata(engine: &Trace, recorded: &mut Trace, s: JoinSetting
         // Too few names (a library call among them) anchor nothing: no search.
         let enough = want.len() == s.anchor.min(eidx.len() - a);
         let anchored = if enough {
-            find_anchor(&rnames, b, s.max_skip + 1, &want)
+            find_anchor(&rnames, b, s.max_skip.saturating_add(1), &want)
         } else {
             None
         };

@@ -101,18 +101,9 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
 
 /// Reads and checks a policy file; errors keep TOML's reason on one line.
 fn read_policy(p: &std::path::Path) -> Result<Policy> {
-    let text =
-        std::fs::read_to_string(p).with_context(|| format!("{}: cannot read", p.display()))?;
-    let policy = toml::from_str::<Policy>(&text).map_err(|e| {
-        let msg = e.message().trim().replace('\n', " ");
-        match e.span() {
-            Some(span) => {
-                let line = text[..span.start.min(text.len())].lines().count().max(1);
-                anyhow::anyhow!("{}: invalid policy at line {line}: {msg}", p.display())
-            }
-            None => anyhow::anyhow!("{}: invalid policy: {msg}", p.display()),
-        }
-    })?;
+    use gapscope_analyzer::config_file::{MAX_CONFIG_BYTES, parse_toml, read_config};
+    let text = read_config(p, "policy", MAX_CONFIG_BYTES)?;
+    let policy: Policy = parse_toml(p, &text, "policy")?;
     policy
         .validate()
         .map_err(|e| anyhow::anyhow!("{}: invalid policy: {e}", p.display()))?;

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use clap::Args;
 use gapscope_analyzer::import::{ImportOptions, import_trace};
-use gapscope_analyzer::join::{JoinSettings, join_engine_metadata};
+use gapscope_analyzer::join::{DEFAULT_MIN_MATCH, JoinSettings, join_engine_metadata};
 
 use crate::progress::Bar;
 
@@ -27,9 +27,16 @@ pub struct JoinArgs {
     /// How many kernels the walk may skip to resynchronise.
     #[arg(long, default_value_t = 16)]
     pub max_skip: usize,
+    /// Least share of the engine's launches that must match a recorded kernel (0..1);
+    /// below it the recording is taken for one of another run and nothing is written.
+    #[arg(long, default_value_t = DEFAULT_MIN_MATCH, value_name = "SHARE")]
+    pub min_match: f64,
 }
 
 pub fn run(a: JoinArgs, g: &crate::Global) -> Result<ExitCode> {
+    if !(0.0..=1.0).contains(&a.min_match) {
+        bail!("--min-match {} is outside 0..=1", a.min_match);
+    }
     let opts = ImportOptions {
         kernel_columns: None,
         allow_truncated: false,
@@ -54,6 +61,9 @@ pub fn run(a: JoinArgs, g: &crate::Global) -> Result<ExitCode> {
             a.recorded.display(),
             a.engine.display()
         );
+    }
+    if let Err(why) = rep.check(a.min_match) {
+        bail!("{}: {why}", a.recorded.display());
     }
     recorded.manifest.notes.push(format!(
         "engine metadata joined from {} by launch order, from the end: {} of {} engine launches, {} recorded kernels skipped, {} before the first joined kernel (untraced warm-up, calibration) and {} after the last left alone; {} of {} engine copies placed on recorded copies (steps re-timed to include them); {} untraced steps between traced ones passed over ({} recorded kernels); {} graph-replayed kernels (untraced steps) left out",

@@ -496,3 +496,43 @@ fn trace_text_is_escaped_in_every_output() {
 fn outside_code(md: &str) -> String {
     md.split('`').step_by(2).collect()
 }
+
+#[test]
+fn join_refuses_a_recording_of_another_run() {
+    // B3: the engine trace against an HF recording of another run matched 1.5% of the
+    // engine's launches and exited 0.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("j.gst");
+    let (e, h) = (repo(ENGINE_8B), repo(HF_8B));
+    let o = run(&["join", "-q", s(&e), s(&h), "-o", s(&out)]);
+    refused(
+        &o,
+        "of 8613 engine launches (1.5%) matched a recorded kernel",
+    );
+    assert!(!out.exists(), "a refused join wrote its output");
+    let o = run(&[
+        "join",
+        "-q",
+        s(&e),
+        s(&h),
+        "-o",
+        s(&out),
+        "--min-match",
+        "0.01",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // A huge --max-skip is bounded by the recording, not by its value.
+    let t = std::time::Instant::now();
+    let o = run(&[
+        "join",
+        "-q",
+        s(&e),
+        s(&h),
+        "-o",
+        s(&dir.path().join("k.gst")),
+        "--max-skip",
+        "18446744073709551615",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(t.elapsed().as_secs() < 60, "{:?}", t.elapsed());
+}

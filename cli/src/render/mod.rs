@@ -23,6 +23,35 @@ pub fn write_stdout(s: &str) -> anyhow::Result<()> {
 
 pub use gapscope_analyzer::analysis::steps::short;
 
+/// Columns of the terminal stdout writes to; `None` when stdout is not a terminal (pipes
+/// and files get whole lines). `COLUMNS` overrides what the terminal reports.
+pub fn terminal_width() -> Option<usize> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    if let Some(c) = std::env::var("COLUMNS").ok().and_then(|v| v.parse::<usize>().ok())
+        && c > 0
+    {
+        return Some(c);
+    }
+    // SAFETY: TIOCGWINSZ writes one winsize into the struct we pass; fd 1 is stdout.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &mut ws) } == 0;
+    (ok && ws.ws_col > 0).then_some(ws.ws_col as usize)
+}
+
+/// `s` cut to `n` characters, with an ellipsis when cut.
+pub fn cut(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_owned()
+    } else {
+        let mut c: String = s.chars().take(n.saturating_sub(1)).collect();
+        c.push('…');
+        c
+    }
+}
+
 pub fn ms(v: f64) -> String {
     if v >= 100.0 {
         format!("{v:.1}")

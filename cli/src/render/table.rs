@@ -4,6 +4,9 @@ use gapscope_analyzer::analysis::Report;
 
 use super::{BUCKET_HEADERS, TELEMETRY_TITLE, bucket_cells, summary, telemetry};
 
+/// Narrowest the last (name) column is cut to when the terminal is narrow.
+const MIN_NAME_WIDTH: usize = 24;
+
 fn grid(headers: &[&str], rows: &[Vec<String>], out: &mut String) {
     let mut w: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for r in rows {
@@ -11,6 +14,25 @@ fn grid(headers: &[&str], rows: &[Vec<String>], out: &mut String) {
             w[i] = w[i].max(c.chars().count());
         }
     }
+    // On a terminal, the last column (kernel names) gives way so lines fit its width.
+    let last = w.len() - 1;
+    let fixed: usize = w[..last].iter().sum::<usize>() + 2 * last;
+    let rows: Vec<Vec<String>> = match super::terminal_width() {
+        Some(cols) if fixed + w[last] > cols => {
+            let room = cols.saturating_sub(fixed).max(MIN_NAME_WIDTH);
+            w[last] = w[last].min(room).max(headers[last].chars().count());
+            rows.iter()
+                .map(|r| {
+                    let mut r = r.clone();
+                    if let Some(c) = r.last_mut() {
+                        *c = super::cut(c, room);
+                    }
+                    r
+                })
+                .collect()
+        }
+        _ => rows.to_vec(),
+    };
     let line = |cells: Vec<&str>, out: &mut String| {
         let last = cells.len() - 1;
         for (i, c) in cells.iter().enumerate() {
@@ -32,9 +54,9 @@ fn grid(headers: &[&str], rows: &[Vec<String>], out: &mut String) {
     };
     line(headers.to_vec(), out);
     let total: usize = w.iter().sum::<usize>() + 2 * (w.len() - 1);
-    out.push_str(&"-".repeat(total.min(160)));
+    out.push_str(&"-".repeat(total));
     out.push('\n');
-    for r in rows {
+    for r in &rows {
         line(r.iter().map(String::as_str).collect(), out);
     }
 }

@@ -74,7 +74,16 @@ fn exercise(db: &str) {
     let e = h.add(&r, "x", false).unwrap_err().to_string();
     assert!(e.contains("reading"), "{e}");
 
-    // Two concurrent writers lose nothing.
+    // Two concurrent writers lose nothing (labels unique to this run: a PostgreSQL database
+    // outlives the test).
+    let tag = format!(
+        "{}-{:?}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+    );
+    let tag = &tag;
     let per = 25;
     std::thread::scope(|s| {
         for w in 0..2 {
@@ -82,7 +91,8 @@ fn exercise(db: &str) {
             s.spawn(move || {
                 let h = History::open_or_create(db).unwrap();
                 for i in 0..per {
-                    h.add(r, &format!("writer {w} run {i}"), false).unwrap();
+                    h.add(r, &format!("writer {w} {tag} run {i}"), false)
+                        .unwrap();
                 }
             });
         }
@@ -92,7 +102,7 @@ fn exercise(db: &str) {
     for w in 0..2 {
         let mine = all
             .iter()
-            .filter(|x| x.label.starts_with(&format!("writer {w} ")))
+            .filter(|x| x.label.starts_with(&format!("writer {w} {tag} ")))
             .count();
         assert_eq!(mine, per, "writer {w}");
     }
@@ -171,9 +181,13 @@ fn postgres_history_add_list_trend_and_concurrent_first_use() {
     let mut admin = rt
         .block_on(sqlx::postgres::PgConnection::connect(&url))
         .unwrap();
-    let create = format!("CREATE DATABASE {name}");
-    rt.block_on(sqlx::raw_sql(sqlx::AssertSqlSafe(create)).execute(&mut admin))
-        .unwrap();
+    for sql in [
+        format!("DROP DATABASE IF EXISTS {name}"),
+        format!("CREATE DATABASE {name}"),
+    ] {
+        rt.block_on(sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut admin))
+            .unwrap();
+    }
     let (base, _) = url.rsplit_once('/').unwrap();
     let fresh = format!("{base}/{name}");
     let e = err(History::open(&fresh));
@@ -204,6 +218,19 @@ fn bad_database_is_a_one_line_error() {
     }
     let e = err(History::open(dir.path().to_str().unwrap()));
     assert!(e.contains("directory"), "{e}");
+    // A FIFO would block SQLite's open until a writer appears: refused before opening.
+    let fifo = dir.path().join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo (coreutils) runs");
+    assert!(made.success());
+    for e in [
+        err(History::open(fifo.to_str().unwrap())),
+        err(History::open_or_create(fifo.to_str().unwrap())),
+    ] {
+        assert!(e.contains("not a regular file"), "{e}");
+    }
 }
 
 /// B21: an unreachable server is reported as such, at once, and no message shows the

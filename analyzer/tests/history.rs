@@ -162,6 +162,13 @@ fn sqlite_first_use_by_concurrent_writers_applies_the_schema_once() {
             "round {round}: no temporary files left"
         );
     }
+    // A `sqlite://` URL is created in place (as where the file system has no hard links):
+    // the schema is then applied under SQLite's write lock.
+    for _ in 0..2 {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("h.sqlite");
+        concurrent_first_use(&format!("sqlite://{}", db.display()), 16);
+    }
 }
 
 /// `.ci/run` starts a server and runs this with `--ignored`.

@@ -16,8 +16,12 @@ fi
 dir=$(mktemp -d /tmp/gapscope-pg.XXXXXX)
 run() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 if [ "$(id -u)" = 0 ]; then chown postgres "$dir"; fi
-run "$bin/initdb" -D "$dir/data" -A trust -U gapscope >/dev/null
-run "$bin/pg_ctl" -D "$dir/data" -o "-p $port -k $dir -c listen_addresses=127.0.0.1" -l "$dir/log" -w start >/dev/null
-run "$bin/createdb" -h 127.0.0.1 -p "$port" -U gapscope gapscope_test
+fail() { echo "ci-postgres: $1" >&2; [ -f "$dir/log" ] && tail -n 20 "$dir/log" >&2; exit 1; }
+run "$bin/initdb" -D "$dir/data" -A trust -U gapscope >"$dir/initdb.log" 2>&1 \
+  || { cat "$dir/initdb.log" >&2; fail "initdb failed"; }
+run "$bin/pg_ctl" -D "$dir/data" -o "-p $port -k $dir -c listen_addresses=127.0.0.1" -l "$dir/log" -w start >/dev/null \
+  || fail "the server did not start on port $port"
+run "$bin/createdb" -h 127.0.0.1 -p "$port" -U gapscope gapscope_test >&2 \
+  || fail "createdb failed"
 echo "postgres://gapscope@127.0.0.1:$port/gapscope_test"
 echo "$dir"

@@ -1,20 +1,25 @@
 //! `gapscope history add|list|show|trend`: the run history (SQLite file by default,
-//! PostgreSQL with `--db postgres://...`).
+//! PostgreSQL with `--db postgres://...`). Only `add` creates a database; the others read
+//! one and never create or modify anything.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
+use gapscope_analyzer::bucket::Bucket;
 use gapscope_analyzer::history::History;
 
 use crate::render::{ms, write_stdout};
 use crate::report_cmd::AnalysisArgs;
 
+/// The default database; `history add` creates its `.gapscope` directory when missing.
+const DEFAULT_DB: &str = ".gapscope/history.sqlite";
+
 #[derive(Args)]
 pub struct HistoryArgs {
-    /// SQLite file, or a postgres:// URL.
-    #[arg(long, global = true, default_value = ".gapscope/history.sqlite")]
+    /// SQLite file path (taken literally), or a sqlite://, postgres:// or postgresql:// URL.
+    #[arg(long, global = true, default_value = DEFAULT_DB)]
     pub db: String,
     /// JSON output.
     #[arg(long, global = true)]
@@ -39,7 +44,7 @@ pub enum HistoryCommand {
     },
     /// The latest runs.
     List {
-        #[arg(long, default_value_t = 20)]
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(i64).range(1..))]
         limit: i64,
     },
     /// One run's buckets.
@@ -48,13 +53,29 @@ pub enum HistoryCommand {
     Trend {
         #[arg(long)]
         bucket: String,
-        #[arg(long, default_value_t = 20)]
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(i64).range(1..))]
         limit: i64,
     },
 }
 
+/// The canonical name of `bucket` (aliases accepted), or a name stored in the history;
+/// otherwise an error listing the valid names.
+fn bucket_name(bucket: &str, h: &History) -> Result<String> {
+    if let Some(b) = Bucket::parse(bucket) {
+        return Ok(b.as_str().to_owned());
+    }
+    if h.bucket_names()?.iter().any(|n| n == bucket) {
+        return Ok(bucket.to_owned());
+    }
+    let valid: Vec<&str> = Bucket::ALL.iter().map(|b| b.as_str()).collect();
+    anyhow::bail!(
+        "unknown bucket `{}`; valid buckets: {}",
+        bucket.escape_debug(),
+        valid.join(", ")
+    )
+}
+
 pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
-    let h = History::open(&a.db)?;
     let out = match a.command {
         HistoryCommand::Add {
             trace,
@@ -62,7 +83,16 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
             accepted,
             analysis,
         } => {
+            // Analyse first: a trace that does not load leaves no database behind.
             let r = analysis.analyser(g.quiet, false)?.run(&trace)?;
+            if a.db == DEFAULT_DB {
+                let dir = std::path::Path::new(DEFAULT_DB)
+                    .parent()
+                    .unwrap_or(std::path::Path::new("."));
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
+            }
+            let h = History::open_or_create(&a.db)?;
             let id = h.add(&r, &label, accepted)?;
             if a.json {
                 serde_json::json!({"schema_version": 1, "id": id}).to_string() + "\n"
@@ -75,7 +105,7 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
             }
         }
         HistoryCommand::List { limit } => {
-            let runs = h.list(limit)?;
+            let runs = History::open(&a.db)?.list(limit)?;
             if a.json {
                 serde_json::to_string_pretty(
                     &serde_json::json!({"schema_version": 1, "runs": runs}),
@@ -101,10 +131,11 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
             }
         }
         HistoryCommand::Show { id } => {
-            let b = h.buckets(id)?;
-            if b.is_empty() {
-                anyhow::bail!("history {}: no run {id}", a.db);
+            let h = History::open(&a.db)?;
+            if h.run(id)?.is_none() {
+                anyhow::bail!("history {}: no run {id}", h.name());
             }
+            let b = h.buckets(id)?;
             if a.json {
                 serde_json::to_string_pretty(
                     &serde_json::json!({"schema_version": 1, "id": id, "buckets": b}),
@@ -126,6 +157,8 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
             }
         }
         HistoryCommand::Trend { bucket, limit } => {
+            let h = History::open(&a.db)?;
+            let bucket = bucket_name(&bucket, &h)?;
             let t = h.trend(&bucket, limit)?;
             if a.json {
                 serde_json::to_string_pretty(

@@ -1,0 +1,407 @@
+//! Run history in SQLite (embedded, the default) or PostgreSQL (`postgres://` URL), through
+//! sqlx with runtime-checked, bound queries and versioned migrations. Each `History` owns a
+//! small tokio runtime and one connection so callers stay synchronous.
+//!
+//! [`History::open`] reads: it never creates, migrates or modifies anything, refuses a
+//! database that is not a gapscope history, and reads read-only files and directories.
+//! [`History::open_or_create`] writes: it creates a missing SQLite file (not its directory)
+//! and applies migrations, safely under concurrent first use.
+
+mod location;
+mod postgres;
+mod schema;
+mod sqlite;
+
+use std::sync::Mutex;
+
+use serde::Serialize;
+use sqlx::postgres::PgConnection;
+use sqlx::sqlite::SqliteConnection;
+use sqlx::{Connection, Row};
+
+use crate::analysis::Report;
+use crate::error::{AnalyzerError, Result};
+pub use location::redacted;
+use location::{Location, Secrets};
+
+/// One stored run.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RunSummary {
+    pub id: i64,
+    pub created_unix_ms: i64,
+    pub label: String,
+    pub trace_path: String,
+    pub gpu: String,
+    pub decode_steps: i64,
+    pub tpot_median_ms: Option<f64>,
+    pub busy_pct: Option<f64>,
+    pub accepted: bool,
+}
+
+/// A stored bucket row.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RunBucket {
+    pub bucket: String,
+    pub ms_per_step_median: Option<f64>,
+    pub calls_per_step: Option<f64>,
+    pub share_of_busy_pct: f64,
+}
+
+/// A bucket's value over runs, oldest first.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TrendPoint {
+    pub id: i64,
+    pub created_unix_ms: i64,
+    pub label: String,
+    pub ms_per_step_median: Option<f64>,
+}
+
+enum Conn {
+    Sqlite(SqliteConnection),
+    Postgres(PgConnection),
+}
+
+/// A database's name for messages (password masked) and the secrets to scrub from driver
+/// messages.
+pub(super) struct Ctx {
+    name: String,
+    secrets: Secrets,
+}
+
+impl Ctx {
+    fn new(db: &str) -> Self {
+        let secrets = Secrets::of(db);
+        Self {
+            name: secrets.scrub(&redacted(db)),
+            secrets,
+        }
+    }
+
+    /// `history DB: WHAT: CAUSE`, on one line, without secrets.
+    pub(super) fn err(&self, what: &str, e: impl std::fmt::Display) -> AnalyzerError {
+        self.fail(&format!("{what}: {e}"))
+    }
+
+    /// `history DB: MESSAGE`, on one line, without secrets.
+    pub(super) fn fail(&self, msg: &str) -> AnalyzerError {
+        AnalyzerError::Invalid(format!(
+            "history {}: {}",
+            self.name,
+            self.secrets.scrub(msg)
+        ))
+    }
+}
+
+/// The error for a database that does not exist, when reading.
+pub(super) fn missing(ctx: &Ctx) -> AnalyzerError {
+    AnalyzerError::Invalid(format!(
+        "no history database at {}; `gapscope history add` creates one",
+        ctx.name
+    ))
+}
+
+/// An open history database.
+pub struct History {
+    rt: tokio::runtime::Runtime,
+    /// `None` only while dropping.
+    conn: Mutex<Option<Conn>>,
+    ctx: Ctx,
+    writable: bool,
+}
+
+/// Runs `$body` (async, may `.await`) with `$c` bound to the connection, whichever kind.
+macro_rules! on_conn {
+    ($self:ident, |$c:ident| $body:expr) => {{
+        let mut guard = $self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let conn: &mut Option<Conn> = &mut guard;
+        $self.rt.block_on(async {
+            match conn {
+                Some(Conn::Sqlite($c)) => $body,
+                Some(Conn::Postgres($c)) => $body,
+                None => Err($self.ctx.fail("closed")),
+            }
+        })
+    }};
+}
+
+impl History {
+    /// Opens an existing history for reading: a SQLite file (any value that is not a URL is a
+    /// path, taken literally), a `sqlite://` URL, or a `postgres://` / `postgresql://` URL.
+    /// Creates, migrates and modifies nothing; a missing database, or one that is not a
+    /// gapscope history, is an error.
+    pub fn open(db: &str) -> Result<Self> {
+        Self::connect(db, false)
+    }
+
+    /// Opens a history for writing, creating a missing SQLite file (its directory must exist)
+    /// and bringing the schema up to date. Safe when several processes do it at once.
+    /// Refuses a database that is not a gapscope history.
+    pub fn open_or_create(db: &str) -> Result<Self> {
+        Self::connect(db, true)
+    }
+
+    fn connect(db: &str, writable: bool) -> Result<Self> {
+        let ctx = Ctx::new(db);
+        let location = location::parse(db).map_err(|m| ctx.fail(&m))?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| ctx.err("cannot start", e))?;
+        let conn = rt.block_on(async {
+            Ok::<_, AnalyzerError>(match (&location, writable) {
+                (Location::Postgres(url), false) => {
+                    Conn::Postgres(postgres::open_read(url, &ctx).await?)
+                }
+                (Location::Postgres(url), true) => {
+                    Conn::Postgres(postgres::open_write(url, &ctx).await?)
+                }
+                (Location::SqlitePath(p), w) => {
+                    let t = sqlite::Target::Path(p.clone());
+                    Conn::Sqlite(if w {
+                        sqlite::open_write(&t, &ctx).await?
+                    } else {
+                        sqlite::open_read(&t, &ctx).await?
+                    })
+                }
+                (Location::SqliteUrl(u), w) => {
+                    let t = sqlite::Target::Url(u.clone());
+                    Conn::Sqlite(if w {
+                        sqlite::open_write(&t, &ctx).await?
+                    } else {
+                        sqlite::open_read(&t, &ctx).await?
+                    })
+                }
+            })
+        })?;
+        Ok(Self {
+            rt,
+            conn: Mutex::new(Some(conn)),
+            ctx,
+            writable,
+        })
+    }
+
+    /// The database as shown in messages (a URL's password masked).
+    pub fn name(&self) -> &str {
+        &self.ctx.name
+    }
+
+    /// Stores an analysed run and its buckets in one transaction; returns its id.
+    pub fn add(&self, r: &Report, label: &str, accepted: bool) -> Result<i64> {
+        if !self.writable {
+            return Err(self
+                .ctx
+                .fail("opened for reading; use History::open_or_create to add runs"));
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        let gpu = r.source.gpus.join("; ");
+        let tpot = r.steps.tpot_ms.map(|t| t.median);
+        let busy = r.devices.first().map(|d| d.busy_pct);
+        let steps = i64::try_from(r.steps.decode_steps).unwrap_or(i64::MAX);
+        let insert_run = "INSERT INTO runs (created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id";
+        let insert_bucket = "INSERT INTO run_buckets (run_id, bucket, ms_per_step_median, calls_per_step, share_of_busy_pct) VALUES ($1, $2, $3, $4, $5)";
+        let ctx = &self.ctx;
+        let begin = {
+            let guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+            match &*guard {
+                // Take the write lock up front: a deferred transaction that must upgrade
+                // its lock fails at once instead of waiting.
+                Some(Conn::Sqlite(_)) => "BEGIN IMMEDIATE",
+                _ => "BEGIN",
+            }
+        };
+        on_conn!(self, |c| {
+            let mut tx = c
+                .begin_with(begin)
+                .await
+                .map_err(|e| ctx.err("cannot write", e))?;
+            let id: i64 = sqlx::query(insert_run)
+                .bind(now)
+                .bind(label)
+                .bind(&r.source.path)
+                .bind(&gpu)
+                .bind(steps)
+                .bind(tpot)
+                .bind(busy)
+                .bind(i64::from(accepted))
+                .fetch_one(&mut *tx)
+                .await
+                .and_then(|row| row.try_get(0))
+                .map_err(|e| ctx.err("cannot write", e))?;
+            for b in &r.buckets {
+                sqlx::query(insert_bucket)
+                    .bind(id)
+                    .bind(b.bucket.as_str())
+                    .bind(b.ms_per_step.map(|s| s.median))
+                    .bind(b.calls_per_step)
+                    .bind(b.share_of_busy_pct)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| ctx.err("cannot write", e))?;
+            }
+            tx.commit().await.map_err(|e| ctx.err("cannot write", e))?;
+            Ok(id)
+        })
+    }
+
+    /// Latest runs first.
+    pub fn list(&self, limit: i64) -> Result<Vec<RunSummary>> {
+        self.runs(RunFilter::All, limit)
+    }
+
+    /// One run, if stored.
+    pub fn run(&self, id: i64) -> Result<Option<RunSummary>> {
+        Ok(self.runs(RunFilter::Id(id), 1)?.pop())
+    }
+
+    /// Latest runs first, filtered in SQL.
+    fn runs(&self, filter: RunFilter, limit: i64) -> Result<Vec<RunSummary>> {
+        let q = match filter {
+            RunFilter::All => {
+                "SELECT id, created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted FROM runs ORDER BY id DESC LIMIT $1"
+            }
+            RunFilter::Accepted => {
+                "SELECT id, created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted FROM runs WHERE accepted <> 0 ORDER BY id DESC LIMIT $1"
+            }
+            RunFilter::Id(_) => {
+                "SELECT id, created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted FROM runs WHERE id = $2 ORDER BY id DESC LIMIT $1"
+            }
+        };
+        let limit = limit.max(0);
+        let ctx = &self.ctx;
+        on_conn!(self, |c| {
+            let mut query = sqlx::query(q).bind(limit);
+            if let RunFilter::Id(id) = filter {
+                query = query.bind(id);
+            }
+            let rows = query
+                .fetch_all(&mut *c)
+                .await
+                .map_err(|e| ctx.err("cannot read", e))?;
+            rows.iter()
+                .map(|r| {
+                    Ok(RunSummary {
+                        id: r.try_get(0)?,
+                        created_unix_ms: r.try_get(1)?,
+                        label: r.try_get(2)?,
+                        trace_path: r.try_get(3)?,
+                        gpu: r.try_get(4)?,
+                        decode_steps: r.try_get(5)?,
+                        tpot_median_ms: r.try_get(6)?,
+                        busy_pct: r.try_get(7)?,
+                        accepted: r.try_get::<i64, _>(8)? != 0,
+                    })
+                })
+                .collect::<std::result::Result<Vec<_>, sqlx::Error>>()
+                .map_err(|e| ctx.err("cannot read", e))
+        })
+    }
+
+    /// One run's bucket rows.
+    pub fn buckets(&self, id: i64) -> Result<Vec<RunBucket>> {
+        let q = "SELECT bucket, ms_per_step_median, calls_per_step, share_of_busy_pct FROM run_buckets WHERE run_id = $1 ORDER BY share_of_busy_pct DESC";
+        let ctx = &self.ctx;
+        on_conn!(self, |c| {
+            let rows = sqlx::query(q)
+                .bind(id)
+                .fetch_all(&mut *c)
+                .await
+                .map_err(|e| ctx.err("cannot read", e))?;
+            rows.iter()
+                .map(|r| {
+                    Ok(RunBucket {
+                        bucket: r.try_get(0)?,
+                        ms_per_step_median: r.try_get(1)?,
+                        calls_per_step: r.try_get(2)?,
+                        share_of_busy_pct: r.try_get(3)?,
+                    })
+                })
+                .collect::<std::result::Result<Vec<_>, sqlx::Error>>()
+                .map_err(|e| ctx.err("cannot read", e))
+        })
+    }
+
+    /// Bucket rows of the last `limit` accepted runs (newest first), for gate baselines.
+    pub fn accepted_buckets(&self, limit: i64) -> Result<Vec<(RunSummary, Vec<RunBucket>)>> {
+        self.runs(RunFilter::Accepted, limit)?
+            .into_iter()
+            .map(|r| {
+                let b = self.buckets(r.id)?;
+                Ok((r, b))
+            })
+            .collect()
+    }
+
+    /// The bucket names stored in any run, sorted.
+    pub fn bucket_names(&self) -> Result<Vec<String>> {
+        let q = "SELECT DISTINCT bucket FROM run_buckets ORDER BY bucket";
+        let ctx = &self.ctx;
+        on_conn!(self, |c| {
+            sqlx::query(q)
+                .fetch_all(&mut *c)
+                .await
+                .and_then(|rows| rows.iter().map(|r| r.try_get(0)).collect())
+                .map_err(|e| ctx.err("cannot read", e))
+        })
+    }
+
+    /// A bucket's median ms/step over the last `limit` runs, oldest first.
+    pub fn trend(&self, bucket: &str, limit: i64) -> Result<Vec<TrendPoint>> {
+        let q = "SELECT r.id, r.created_unix_ms, r.label, b.ms_per_step_median FROM runs r JOIN run_buckets b ON b.run_id = r.id WHERE b.bucket = $1 ORDER BY r.id DESC LIMIT $2";
+        let limit = limit.max(0);
+        let ctx = &self.ctx;
+        on_conn!(self, |c| {
+            let rows = sqlx::query(q)
+                .bind(bucket)
+                .bind(limit)
+                .fetch_all(&mut *c)
+                .await
+                .map_err(|e| ctx.err("cannot read", e))?;
+            let mut v = rows
+                .iter()
+                .map(|r| {
+                    Ok(TrendPoint {
+                        id: r.try_get(0)?,
+                        created_unix_ms: r.try_get(1)?,
+                        label: r.try_get(2)?,
+                        ms_per_step_median: r.try_get(3)?,
+                    })
+                })
+                .collect::<std::result::Result<Vec<_>, sqlx::Error>>()
+                .map_err(|e| ctx.err("cannot read", e))?;
+            v.reverse();
+            Ok(v)
+        })
+    }
+}
+
+impl Drop for History {
+    /// Closes the connection and waits for it: SQLite checkpoints and removes its WAL files
+    /// before the caller goes on.
+    fn drop(&mut self) {
+        let conn = self
+            .conn
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(c) = conn {
+            self.rt.block_on(async {
+                let _ = match c {
+                    Conn::Sqlite(c) => c.close().await,
+                    Conn::Postgres(c) => c.close().await,
+                };
+            });
+        }
+    }
+}
+
+/// Which runs [`History::runs`] returns.
+#[derive(Clone, Copy)]
+enum RunFilter {
+    All,
+    Accepted,
+    Id(i64),
+}

@@ -65,7 +65,10 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
         (None, Some(n)) => {
             let runs = History::open(&a.db)?.accepted_buckets(n)?;
             if runs.is_empty() {
-                anyhow::bail!("history {}: no accepted runs to use as a baseline", a.db);
+                anyhow::bail!(
+                    "history {}: no accepted runs to use as a baseline",
+                    gapscope_analyzer::history::redacted(&a.db)
+                );
             }
             baseline_from_history(&current, &runs)
         }

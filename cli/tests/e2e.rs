@@ -524,6 +524,20 @@ fn history_then_gate_against_accepted_runs() {
         b,
     ]);
     assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no history database at"));
+    // A database with runs but none accepted.
+    let o = run(&["history", "add", "--db", empty.to_str().unwrap(), b]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(&[
+        "gate",
+        "--baseline-history",
+        "2",
+        "--db",
+        empty.to_str().unwrap(),
+        "--current",
+        b,
+    ]);
+    assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no accepted runs"));
 }
 

@@ -30,7 +30,9 @@ pub fn terminal_width() -> Option<usize> {
     if !std::io::stdout().is_terminal() {
         return None;
     }
-    if let Some(c) = std::env::var("COLUMNS").ok().and_then(|v| v.parse::<usize>().ok())
+    if let Some(c) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
         && c > 0
     {
         return Some(c);

@@ -401,7 +401,7 @@ fn what_ifs(
             // Only the costed kernels shrink to their floor; the rest keep their time.
             shrink += (cost.costed_ms_per_step - floor_ms).max(0.0);
         }
-        any.then(|| sa.step_ms - shrink)
+        any.then_some(sa.step_ms - shrink)
     };
     let grouped: Vec<&GroupDelta> = groups.iter().filter(|g| g.grouped).collect();
     let mut out: Vec<WhatIf> = buckets

@@ -58,9 +58,9 @@ pub fn write_chrome_to(trace: &Trace, rules: &RuleSet, w: &mut impl Write) -> st
             })
         })
         .collect();
-    write!(
+    writeln!(
         w,
-        "{{\"schemaVersion\":1,\"displayTimeUnit\":\"ms\",\"deviceProperties\":{},\"traceEvents\":[\n",
+        "{{\"schemaVersion\":1,\"displayTimeUnit\":\"ms\",\"deviceProperties\":{},\"traceEvents\":[",
         serde_json::Value::Array(props)
     )?;
     let mut first = true;

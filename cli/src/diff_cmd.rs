@@ -126,22 +126,8 @@ fn render(d: &DiffReport, md: bool) -> String {
         ms(d.idle.b_host_gap_ms)
     ));
     for g in &d.groups {
-        s.push_str(&format!(
-            "{} together ({}): A {} ms/step, B {} ms/step, delta {} ms{}; {}\n",
-            g.group,
-            bucket_list(&g.buckets),
-            ms(g.a_ms_per_step),
-            ms(g.b_ms_per_step),
-            ms(g.delta_ms),
-            g.share_of_gap_pct
-                .map(|p| format!(" ({p:.1}% of gap)"))
-                .unwrap_or_default(),
-            if g.grouped {
-                format!("what-ifs take them as one lever: {}", g.why)
-            } else {
-                "what-ifs take them bucket by bucket (filed alike)".to_owned()
-            }
-        ));
+        let (head, how) = group_line(g, false);
+        s.push_str(&format!("{head}; {how}\n"));
     }
     s.push('\n');
     let st = &d.structural;
@@ -272,6 +258,32 @@ fn gaining(d: &DiffReport) -> Vec<&WhatIf> {
         .collect()
 }
 
+/// A group's totals, and how the what-ifs treat it, for text or Markdown.
+fn group_line(g: &gapscope_analyzer::diff::GroupDelta, md: bool) -> (String, String) {
+    let name = if md {
+        format!("**{}**", g.group)
+    } else {
+        g.group.to_owned()
+    };
+    let head = format!(
+        "{name} together ({}): A {} ms/step, B {} ms/step, delta {} ms{}",
+        bucket_list(&g.buckets),
+        ms(g.a_ms_per_step),
+        ms(g.b_ms_per_step),
+        ms(g.delta_ms),
+        g.share_of_gap_pct
+            .map(|p| format!(" ({p:.1}% of the gap)"))
+            .unwrap_or_default(),
+    );
+    let how = if g.grouped {
+        let why = if md { md_text(&g.why) } else { g.why.clone() };
+        format!("what-ifs take them as one lever: {why}")
+    } else {
+        "what-ifs take them bucket by bucket (both traces file them alike)".to_owned()
+    };
+    (head, how)
+}
+
 fn bucket_list(b: &[gapscope_analyzer::Bucket]) -> String {
     b.iter().map(|x| x.as_str()).collect::<Vec<_>>().join(" + ")
 }
@@ -326,22 +338,8 @@ fn markdown(d: &DiffReport) -> String {
         ms(d.idle.b_host_gap_ms)
     ));
     for g in &d.groups {
-        s.push_str(&format!(
-            "\n**{}** together ({}): A {} ms/step, B {} ms/step, delta {} ms{}. {}\n",
-            g.group,
-            bucket_list(&g.buckets),
-            ms(g.a_ms_per_step),
-            ms(g.b_ms_per_step),
-            ms(g.delta_ms),
-            g.share_of_gap_pct
-                .map(|p| format!(" ({p:.1}% of the gap)"))
-                .unwrap_or_default(),
-            if g.grouped {
-                format!("What-ifs take them as one lever: {}.", md_text(&g.why))
-            } else {
-                "What-ifs take them bucket by bucket (both traces file them alike).".to_owned()
-            }
-        ));
+        let (head, how) = group_line(g, true);
+        s.push_str(&format!("\n{head}. {how}\n"));
     }
     let st = &d.structural;
     s.push_str("\n### Structure per step\n\n");

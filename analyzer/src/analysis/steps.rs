@@ -1,5 +1,5 @@
 //! Step detection: from markers when present (engine, NVTX, Kineto annotations), otherwise
-//! from the periodic kernel sequence.
+//! from the periodic kernel sequence (`auto_steps`).
 
 use std::collections::HashMap;
 
@@ -8,8 +8,12 @@ use regex::Regex;
 use serde::Serialize;
 
 use super::prepared::Prepared;
+#[cfg(test)]
 use crate::bucket::Bucket;
 use crate::import::kineto::phase_from_name;
+
+mod auto_steps;
+use auto_steps::auto_detect;
 
 /// Default marker-name pattern for steps.
 pub const DEFAULT_STEP_REGEX: &str = r"(?i)decode|prefill|step|forward|generate";
@@ -252,128 +256,6 @@ fn from_host_markers(p: &Prepared, s: &StepSettings, device: Option<u32>) -> Opt
     })
 }
 
-/// Finds the repeating unit of the kernel-name sequence. Every name occurring at least three
-/// times is a candidate step anchor; a candidate qualifies when the name sequences between
-/// its consecutive occurrences are identical in at least 90% of neighbouring pairs. The
-/// qualifying candidate with the fewest occurrences is the step (a per-layer kernel repeats
-/// more often, and its segments break at every step boundary); among equals, the one after
-/// the largest idle gap marks the step start.
-fn auto_detect(p: &Prepared, device: u32) -> Option<Steps> {
-    let order = p.kernels_on(device);
-    let k = &p.trace.kernels;
-    let n = order.len();
-    if n < 6 {
-        return None;
-    }
-    let names: Vec<u32> = order.iter().map(|&i| k.name[i as usize]).collect();
-    let mut gap_before = vec![0i64; n];
-    let mut max_end = i64::MIN;
-    for (j, &i) in order.iter().enumerate() {
-        let i = i as usize;
-        gap_before[j] = if max_end == i64::MIN {
-            0
-        } else {
-            (k.gpu_start_ns[i] - max_end).max(0)
-        };
-        max_end = max_end.max(k.gpu_end_ns[i]);
-    }
-    let mut positions: HashMap<u32, Vec<usize>> = HashMap::new();
-    for (j, &nm) in names.iter().enumerate() {
-        positions.entry(nm).or_default().push(j);
-    }
-    // Prefix hashes let each segment compare in O(1).
-    let mut prefix = vec![0u64; n + 1];
-    let mut pow = vec![1u64; n + 1];
-    const B: u64 = 0x100_0000_01b3;
-    for j in 0..n {
-        prefix[j + 1] = prefix[j].wrapping_mul(B).wrapping_add(names[j] as u64 + 1);
-        pow[j + 1] = pow[j].wrapping_mul(B);
-    }
-    let seg_hash = |a: usize, b: usize| prefix[b].wrapping_sub(prefix[a].wrapping_mul(pow[b - a]));
-
-    let mut best: Option<(usize, i64, u32)> = None; // (count, median gap, name)
-    for (&name, pos) in &positions {
-        let c = pos.len();
-        if c < 3 || c > n / 2 {
-            continue;
-        }
-        let seg: Vec<(usize, usize)> = pos.windows(2).map(|w| (w[0], w[1])).collect();
-        let comparisons = seg.len() - 1;
-        if comparisons == 0 {
-            continue;
-        }
-        let same = seg
-            .windows(2)
-            .filter(|w| {
-                let (a, b) = (w[0], w[1]);
-                b.1 - b.0 == a.1 - a.0 && seg_hash(a.0, a.1) == seg_hash(b.0, b.1)
-            })
-            .count();
-        if (same as f64) < 0.9 * comparisons as f64 {
-            continue;
-        }
-        // The periodic region must be most of the trace, not a short burst.
-        if (pos[c - 1] - pos[0]) * c < n * (c - 1) / 2 {
-            continue;
-        }
-        let mut gaps: Vec<i64> = pos.iter().map(|&j| gap_before[j]).collect();
-        gaps.sort_unstable();
-        let g = gaps[gaps.len() / 2];
-        let better = match best {
-            None => true,
-            Some((bc, bg, bn)) => c < bc || (c == bc && (g > bg || (g == bg && name < bn))),
-        };
-        if better {
-            best = Some((c, g, name));
-        }
-    }
-    let (_, _, anchor) = best?;
-    let pos = &positions[&anchor];
-    let start_of = |j: usize| k.gpu_start_ns[order[j] as usize];
-    let mut steps = Vec::with_capacity(pos.len() + 1);
-    // Work before the first anchor is a prefill when it holds GEMM or attention work.
-    if pos[0] >= 2 {
-        let heavy = order[..pos[0]].iter().any(|&i| {
-            matches!(
-                Bucket::ALL[p.kernel_bucket[i as usize] as usize],
-                Bucket::GemmDense | Bucket::GemmQuant | Bucket::Attention | Bucket::Gemv
-            )
-        });
-        if heavy {
-            steps.push(Step {
-                phase: Phase::Prefill,
-                gpu_start_ns: start_of(0),
-                gpu_end_ns: start_of(pos[0]),
-            });
-        }
-    }
-    for (w, &j) in pos.iter().enumerate() {
-        let end = match pos.get(w + 1) {
-            Some(&next) => start_of(next),
-            None => order[j..]
-                .iter()
-                .map(|&i| k.gpu_end_ns[i as usize])
-                .max()
-                .unwrap_or(start_of(j)),
-        };
-        steps.push(Step {
-            phase: Phase::Decode,
-            gpu_start_ns: start_of(j),
-            gpu_end_ns: end,
-        });
-    }
-    Some(Steps {
-        source: format!(
-            "auto: periodic kernel sequence, anchor {:?} ({} occurrences)",
-            short(p.trace.strings.get(anchor)),
-            pos.len()
-        ),
-        steps,
-        device: Some(device),
-        contiguous: true,
-    })
-}
-
 /// A kernel name cut to something a table cell can hold.
 pub fn short(name: &str) -> String {
     const MAX: usize = 80;
@@ -382,5 +264,227 @@ pub fn short(name: &str) -> String {
     } else {
         let cut: String = name.chars().take(MAX - 1).collect();
         format!("{cut}…")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use gapscope_traces::{KernelRow, Manifest, Trace};
+
+    use super::*;
+    use crate::rules::RuleSet;
+
+    /// One forward pass: kernel names and durations (ns), as an engine would run them.
+    type Pass = Vec<(&'static str, i64)>;
+
+    /// A decode step of a two-layer model: gemv matmuls, decode attention.
+    fn decode() -> Pass {
+        let mut s = vec![("get_rows_bf16", 10)];
+        for _ in 0..2 {
+            s.extend([
+                ("rms_norm_f32", 20),
+                ("gemv_bf16_b1", 100),
+                ("attn_decode_bf16", 50),
+                ("gemv_bf16_b1", 100),
+            ]);
+        }
+        s.extend([("gemv_bf16_b1", 100), ("argmax_f32", 10)]);
+        s
+    }
+
+    /// The same pass with its matmuls in `gemm`, `factor` times longer (a prompt of
+    /// several tokens).
+    fn prefill_with(gemm: &'static str, factor: i64) -> Pass {
+        decode()
+            .into_iter()
+            .map(|(n, d)| match n {
+                "gemv_bf16_b1" => (gemm, d * factor),
+                "attn_decode_bf16" => (n, d * factor),
+                _ => (n, d),
+            })
+            .collect()
+    }
+
+    fn prefill() -> Pass {
+        prefill_with("cublasGemmEx_bf16", 2)
+    }
+
+    /// Kernels back to back with 5 ns launch gaps, passes 200 ns apart, all on device 0.
+    fn trace(passes: &[Pass]) -> Trace {
+        let mut t = Trace::new(Manifest::new("test"));
+        let mut now = 1_000;
+        for pass in passes {
+            for &(name, dur) in pass {
+                let name = t.strings.intern(name);
+                t.kernels.push(KernelRow {
+                    name,
+                    gpu_start_ns: now,
+                    gpu_end_ns: now + dur,
+                    ..KernelRow::default()
+                });
+                now += dur + 5;
+            }
+            now += 200;
+        }
+        t
+    }
+
+    fn auto(t: &Trace) -> Steps {
+        let p = Prepared::new(t, &RuleSet::builtin());
+        let s = StepSettings {
+            ignore_markers: true,
+            ..StepSettings::default()
+        };
+        detect(&p, &s)
+    }
+
+    fn phases(s: &Steps) -> String {
+        s.steps
+            .iter()
+            .map(|s| match s.phase {
+                Phase::Prefill => 'P',
+                Phase::Decode => 'D',
+                _ => '?',
+            })
+            .collect()
+    }
+
+    fn passes(pattern: &str) -> Vec<Pass> {
+        pattern
+            .chars()
+            .map(|c| if c == 'P' { prefill() } else { decode() })
+            .collect()
+    }
+
+    #[test]
+    fn builtin_rules_file_the_test_kernels_as_assumed() {
+        let r = RuleSet::builtin();
+        for (name, b) in [
+            ("gemv_bf16_b1", Bucket::Gemv),
+            ("cublasGemmEx_bf16", Bucket::GemmDense),
+            ("attn_decode_bf16", Bucket::Attention),
+            ("flash_fwd_splitkv_kernel", Bucket::Attention),
+            ("get_rows_bf16", Bucket::EmbedGather),
+            ("argmax_f32", Bucket::Sampling),
+        ] {
+            assert_eq!(r.classify_kernel(name), b, "{name}");
+        }
+    }
+
+    #[test]
+    fn prefill_that_starts_with_the_anchor_is_a_prefill() {
+        let s = auto(&trace(&passes("PDDDDDDDD")));
+        assert_eq!(phases(&s), "PDDDDDDDD", "{}", s.source);
+        assert!(
+            s.source.contains("1 odd segment taken as prefill"),
+            "{}",
+            s.source
+        );
+        // The prefill window runs from its first kernel to the first decode step.
+        assert_eq!(s.steps[0].gpu_start_ns, 1_000);
+        assert_eq!(s.steps[0].gpu_end_ns, s.steps[1].gpu_start_ns);
+    }
+
+    #[test]
+    fn second_prefill_between_decode_steps_is_a_prefill() {
+        let s = auto(&trace(&passes("PDDDDDDDDPDDDDDDDD")));
+        assert_eq!(phases(&s), "PDDDDDDDDPDDDDDDDD", "{}", s.source);
+    }
+
+    #[test]
+    fn trailing_prefill_is_a_prefill() {
+        let s = auto(&trace(&passes("DDDDDDDDDP")));
+        assert_eq!(phases(&s), "DDDDDDDDDP", "{}", s.source);
+    }
+
+    #[test]
+    fn one_prefill_per_request_is_found_for_every_request() {
+        let s = auto(&trace(&passes("PDDDDDPDDDDDPDDDDDPDDDDD")));
+        assert_eq!(phases(&s), "PDDDDDPDDDDDPDDDDDPDDDDD", "{}", s.source);
+        assert!(s.source.contains("4 odd segments"), "{}", s.source);
+    }
+
+    #[test]
+    fn prefill_on_the_decode_kernels_is_a_prefill_when_much_longer() {
+        // Same matmul kernels, one extra copy, three times the GEMM/attention time.
+        let mut long = prefill_with("gemv_bf16_b1", 3);
+        long.insert(1, ("copy_f32", 30));
+        let mut ps = vec![long];
+        ps.extend(passes("DDDDDDDD"));
+        let s = auto(&trace(&ps));
+        assert_eq!(phases(&s), "PDDDDDDDD", "{}", s.source);
+    }
+
+    #[test]
+    fn attention_kernel_switch_halfway_stays_decode() {
+        // Past some context length the engine switches attention kernels; same time.
+        let split: Pass = decode()
+            .into_iter()
+            .map(|(n, d)| match n {
+                "attn_decode_bf16" => ("flash_fwd_splitkv_kernel", d),
+                _ => (n, d),
+            })
+            .collect();
+        let mut ps = passes("DDDDDD");
+        ps.extend(std::iter::repeat_n(split, 6));
+        let s = auto(&trace(&ps));
+        assert_eq!(phases(&s), "DDDDDDDDDDDD", "{}", s.source);
+    }
+
+    #[test]
+    fn decode_step_with_an_extra_small_kernel_stays_decode() {
+        let mut odd = decode();
+        odd.insert(3, ("copy_f32", 40));
+        let mut ps = passes("DDDD");
+        ps.push(odd);
+        ps.extend(passes("DDDD"));
+        let s = auto(&trace(&ps));
+        assert_eq!(phases(&s), "DDDDDDDDD", "{}", s.source);
+    }
+
+    #[test]
+    fn slow_decode_step_on_the_same_kernels_stays_decode() {
+        // A throttled step: the same kernels, three times slower. A stall to report, not a
+        // prefill to hide.
+        let slow: Pass = decode().into_iter().map(|(n, d)| (n, 3 * d)).collect();
+        let mut ps = passes("DDDD");
+        ps.push(slow);
+        ps.extend(passes("DDDD"));
+        let s = auto(&trace(&ps));
+        assert_eq!(phases(&s), "DDDDDDDDD", "{}", s.source);
+    }
+
+    #[test]
+    fn recording_that_starts_mid_step_has_no_prefill() {
+        // The tail of a decode step (matmuls included) before the first anchor.
+        let d = decode();
+        let mut ps = vec![d[d.len() - 4..].to_vec()];
+        ps.extend(passes("DDDDDDDD"));
+        let s = auto(&trace(&ps));
+        assert_eq!(phases(&s), "DDDDDDDD", "{}", s.source);
+    }
+
+    #[test]
+    fn prefill_before_the_first_anchor_is_a_prefill() {
+        // A prefill whose kernels differ from the start: no anchor inside it.
+        let p: Pass = vec![
+            ("rms_norm_f32", 20),
+            ("cublasGemmEx_bf16", 400),
+            ("attn_decode_bf16", 100),
+            ("cublasGemmEx_bf16", 400),
+        ];
+        let mut ps = vec![p];
+        ps.extend(passes("DDDDDDDD"));
+        let s = auto(&trace(&ps));
+        assert_eq!(phases(&s), "PDDDDDDDD", "{}", s.source);
+        assert_eq!(s.steps[0].gpu_end_ns, s.steps[1].gpu_start_ns);
+    }
+
+    #[test]
+    fn periodic_trace_has_only_decode_steps() {
+        let s = auto(&trace(&passes("DDDDDDDDDDDDDDDD")));
+        assert_eq!(phases(&s), "DDDDDDDDDDDDDDDD", "{}", s.source);
+        assert!(s.source.starts_with("auto: "), "{}", s.source);
+        assert!(!s.source.contains("prefill"), "{}", s.source);
     }
 }

@@ -1,0 +1,296 @@
+//! Automatic step detection from the periodic kernel-name sequence, for traces without step
+//! markers (or with `--no-markers`).
+//!
+//! An anchor kernel cuts the sequence into segments, one per step. Most segments repeat the
+//! same name sequence (the modal segment); a segment that does not, and that does more
+//! GEMM/attention work on other matmul kernels or for much longer, is a prefill: before,
+//! between or after the decode steps.
+
+use std::collections::{HashMap, HashSet};
+
+use gapscope_traces::Phase;
+
+use super::{Step, Steps, short};
+use crate::analysis::prepared::Prepared;
+use crate::bucket::Bucket;
+
+/// A segment that differs from the modal one is a prefill only with at least this much
+/// GEMM/attention time, relative to the median of the modal segments.
+const PREFILL_MIN_HEAVY_RATIO: f64 = 1.2;
+/// ... and either its matmuls run on kernels the modal segment does not use, or its
+/// GEMM/attention time is at least this ratio of the modal median.
+const PREFILL_LONG_HEAVY_RATIO: f64 = 2.0;
+/// An anchor qualifies when this share of neighbouring segment pairs are identical (a kernel
+/// variant that switches once, halfway, still qualifies) ...
+const MIN_SAME_NEIGHBOURS: f64 = 0.9;
+/// ... or when this share of its segments repeat the modal one (several odd segments, such
+/// as one prefill per request, spread over the trace).
+const MIN_MODAL_SHARE: f64 = 0.8;
+
+/// Matmul work: a prefill runs it on other kernels than decode (another token count).
+fn is_matmul(b: Bucket) -> bool {
+    matches!(
+        b,
+        Bucket::Gemv | Bucket::GemmQuant | Bucket::GemmDense | Bucket::Moe
+    )
+}
+
+/// GEMM/attention work, the part of a step that grows with the tokens it processes.
+fn is_heavy(b: Bucket) -> bool {
+    is_matmul(b) || matches!(b, Bucket::Attention | Bucket::LinearAttnSsm)
+}
+
+/// The kernel-name sequence of one device with prefix hashes, so that any two segments
+/// compare in O(1) (equal hashes are confirmed on the names where it matters).
+struct Sequence {
+    names: Vec<u32>,
+    prefix: Vec<u64>,
+    pow: Vec<u64>,
+}
+
+impl Sequence {
+    fn new(names: Vec<u32>) -> Self {
+        const B: u64 = 0x100_0000_01b3;
+        let n = names.len();
+        let mut prefix = vec![0u64; n + 1];
+        let mut pow = vec![1u64; n + 1];
+        for j in 0..n {
+            prefix[j + 1] = prefix[j].wrapping_mul(B).wrapping_add(names[j] as u64 + 1);
+            pow[j + 1] = pow[j].wrapping_mul(B);
+        }
+        Self { names, prefix, pow }
+    }
+
+    fn hash(&self, a: usize, b: usize) -> u64 {
+        self.prefix[b].wrapping_sub(self.prefix[a].wrapping_mul(self.pow[b - a]))
+    }
+
+    /// Length and hash: the identity of a segment's name sequence.
+    fn key(&self, (a, b): (usize, usize)) -> (usize, u64) {
+        (b - a, self.hash(a, b))
+    }
+}
+
+/// Segments cut at each anchor position: from one occurrence to the next, the last to the end.
+fn segments(pos: &[usize], n: usize) -> Vec<(usize, usize)> {
+    pos.iter()
+        .enumerate()
+        .map(|(w, &a)| (a, pos.get(w + 1).copied().unwrap_or(n)))
+        .collect()
+}
+
+/// Index of the first segment of the most common name sequence, and how many share it.
+fn modal(seq: &Sequence, segs: &[(usize, usize)]) -> (usize, usize) {
+    let mut count: HashMap<(usize, u64), (usize, usize)> = HashMap::new();
+    for (w, &s) in segs.iter().enumerate() {
+        count.entry(seq.key(s)).or_insert((w, 0)).1 += 1;
+    }
+    count
+        .into_values()
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+        .unwrap_or((0, 0))
+}
+
+/// The anchor kernel name: every name occurring at least three times is a candidate. A
+/// candidate qualifies when its segments repeat (see [`MIN_SAME_NEIGHBOURS`] and
+/// [`MIN_MODAL_SHARE`]) over most of the trace. The qualifying candidate with the fewest
+/// occurrences is the step (a per-layer kernel repeats more often, and its segments break at
+/// every step boundary); among equals, the one after the largest idle gap marks the step start.
+fn find_anchor(
+    seq: &Sequence,
+    positions: &HashMap<u32, Vec<usize>>,
+    gap_before: &[i64],
+) -> Option<u32> {
+    let n = seq.names.len();
+    let mut best: Option<(usize, i64, u32)> = None; // (count, median gap, name)
+    for (&name, pos) in positions {
+        let c = pos.len();
+        if c < 3 || c > n / 2 {
+            continue;
+        }
+        // The periodic region must be most of the trace, not a short burst.
+        if (pos[c - 1] - pos[0]) * c < n * (c - 1) / 2 {
+            continue;
+        }
+        // The last segment runs to the end of the trace; only whole periods are compared.
+        let segs: Vec<(usize, usize)> = pos.windows(2).map(|w| (w[0], w[1])).collect();
+        let comparisons = segs.len() - 1;
+        if comparisons == 0 {
+            continue;
+        }
+        let same = segs
+            .windows(2)
+            .filter(|w| seq.key(w[0]) == seq.key(w[1]))
+            .count();
+        let (_, modal_count) = modal(seq, &segs);
+        if (same as f64) < MIN_SAME_NEIGHBOURS * comparisons as f64
+            && (modal_count as f64) < MIN_MODAL_SHARE * segs.len() as f64
+        {
+            continue;
+        }
+        let mut gaps: Vec<i64> = pos.iter().map(|&j| gap_before[j]).collect();
+        gaps.sort_unstable();
+        let g = gaps[gaps.len() / 2];
+        let better = match best {
+            None => true,
+            Some((bc, bg, bn)) => c < bc || (c == bc && (g > bg || (g == bg && name < bn))),
+        };
+        if better {
+            best = Some((c, g, name));
+        }
+    }
+    best.map(|b| b.2)
+}
+
+/// What a segment holds, for telling a prefill from a decode step.
+struct Work {
+    /// Summed duration of its GEMM/attention kernels.
+    heavy_ns: i64,
+    has_heavy: bool,
+    /// It runs matmul kernels that the modal segment does not.
+    other_matmuls: bool,
+}
+
+/// Finds the steps of one device from its periodic kernel sequence.
+pub(super) fn auto_detect(p: &Prepared, device: u32) -> Option<Steps> {
+    let order = p.kernels_on(device);
+    let k = &p.trace.kernels;
+    let n = order.len();
+    if n < 6 {
+        return None;
+    }
+    let seq = Sequence::new(order.iter().map(|&i| k.name[i as usize]).collect());
+    let mut gap_before = vec![0i64; n];
+    let mut max_end = i64::MIN;
+    for (j, &i) in order.iter().enumerate() {
+        let i = i as usize;
+        gap_before[j] = if max_end == i64::MIN {
+            0
+        } else {
+            k.gpu_start_ns[i].saturating_sub(max_end).max(0)
+        };
+        max_end = max_end.max(k.gpu_end_ns[i]);
+    }
+    let mut positions: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (j, &nm) in seq.names.iter().enumerate() {
+        positions.entry(nm).or_default().push(j);
+    }
+    let anchor = find_anchor(&seq, &positions, &gap_before)?;
+    let pos = &positions[&anchor];
+    let segs = segments(pos, n);
+    let (m, _) = modal(&seq, &segs);
+    let (ma, mb) = segs[m];
+    let modal_names = &seq.names[ma..mb];
+    let is_modal = |(a, b): (usize, usize)| seq.names[a..b] == *modal_names;
+    let modal_set: HashSet<u32> = modal_names.iter().copied().collect();
+    let bucket = |j: usize| Bucket::ALL[p.kernel_bucket[order[j] as usize] as usize];
+    let work = |(a, b): (usize, usize)| {
+        let mut w = Work {
+            heavy_ns: 0,
+            has_heavy: false,
+            other_matmuls: false,
+        };
+        for (&i, name) in order[a..b].iter().zip(&seq.names[a..b]) {
+            let i = i as usize;
+            let bk = Bucket::ALL[p.kernel_bucket[i] as usize];
+            if !is_heavy(bk) {
+                continue;
+            }
+            w.has_heavy = true;
+            w.heavy_ns = w
+                .heavy_ns
+                .saturating_add(k.gpu_end_ns[i].saturating_sub(k.gpu_start_ns[i]).max(0));
+            if is_matmul(bk) && !modal_set.contains(name) {
+                w.other_matmuls = true;
+            }
+        }
+        w
+    };
+    let works: Vec<Work> = segs.iter().map(|&s| work(s)).collect();
+    let mut modal_heavy: Vec<i64> = segs
+        .iter()
+        .zip(&works)
+        .filter(|(s, _)| is_modal(**s))
+        .map(|(_, w)| w.heavy_ns)
+        .collect();
+    modal_heavy.sort_unstable();
+    let median_heavy = modal_heavy.get(modal_heavy.len() / 2).copied().unwrap_or(0) as f64;
+    let is_prefill = |s: (usize, usize), w: &Work| {
+        let h = w.heavy_ns as f64;
+        !is_modal(s)
+            && w.has_heavy
+            && h >= PREFILL_MIN_HEAVY_RATIO * median_heavy
+            && (w.other_matmuls || h >= PREFILL_LONG_HEAVY_RATIO * median_heavy)
+    };
+
+    let start_of = |j: usize| k.gpu_start_ns[order[j] as usize];
+    let end_of = |(a, b): (usize, usize)| match b < n {
+        true => start_of(b),
+        false => order[a..]
+            .iter()
+            .map(|&i| k.gpu_end_ns[i as usize])
+            .max()
+            .unwrap_or(start_of(a)),
+    };
+    let mut steps = Vec::with_capacity(segs.len() + 1);
+    let mut prefills = 0usize;
+    for (w, (&s, work)) in segs.iter().zip(&works).enumerate() {
+        let phase = if is_prefill(s, work) {
+            prefills += 1;
+            Phase::Prefill
+        } else {
+            Phase::Decode
+        };
+        steps.push(Step {
+            phase,
+            gpu_start_ns: start_of(s.0),
+            gpu_end_ns: end_of(s),
+        });
+        // Work before the first anchor: a prefill when it holds GEMM/attention work and is
+        // not the tail of a periodic step (a recording that began mid-step). It joins a
+        // first segment that is itself a prefill.
+        if w == 0 && leading_prefill(&seq, pos[0], modal_names, &bucket) {
+            if phase == Phase::Prefill {
+                steps[0].gpu_start_ns = start_of(0);
+            } else {
+                prefills += 1;
+                steps.insert(
+                    0,
+                    Step {
+                        phase: Phase::Prefill,
+                        gpu_start_ns: start_of(0),
+                        gpu_end_ns: start_of(pos[0]),
+                    },
+                );
+            }
+        }
+    }
+    let prefill_note = match prefills {
+        0 => String::new(),
+        1 => ", 1 odd segment taken as prefill".to_owned(),
+        x => format!(", {x} odd segments taken as prefill"),
+    };
+    Some(Steps {
+        source: format!(
+            "auto: periodic kernel sequence, anchor {:?} ({} occurrences{prefill_note})",
+            short(p.trace.strings.get(anchor)),
+            pos.len()
+        ),
+        steps,
+        device: Some(device),
+        contiguous: true,
+    })
+}
+
+/// Whether the `first` kernels before the first anchor are a prefill: at least two kernels,
+/// GEMM/attention work among them, and not the tail of the modal segment.
+fn leading_prefill(
+    seq: &Sequence,
+    first: usize,
+    modal_names: &[u32],
+    bucket: &impl Fn(usize) -> Bucket,
+) -> bool {
+    first >= 2
+        && (0..first).any(|j| is_heavy(bucket(j)))
+        && !modal_names.ends_with(&seq.names[..first])
+}

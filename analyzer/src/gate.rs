@@ -168,6 +168,9 @@ pub struct GateReport {
     pub incomparable: Vec<String>,
     /// Differences that `allow_incomparable` let through.
     pub overridden: Vec<String>,
+    /// What makes the verdict less trustworthy without changing it: recordings whose
+    /// capture overhead distorts their timings.
+    pub warnings: Vec<String>,
     pub steps: Vec<StepVerdict>,
     pub buckets: Vec<BucketVerdict>,
     pub structural: Vec<StructuralCheck>,
@@ -454,6 +457,10 @@ pub fn gate_with(baseline: &Report, current: &Report, p: &Policy, o: GateOptions
         policy: p.clone(),
         incomparable: Vec::new(),
         overridden: Vec::new(),
+        warnings: [("baseline", baseline), ("current", current)]
+            .iter()
+            .filter_map(|(side, r)| Some(format!("{side}: {}", r.distortion.as_ref()?.warning())))
+            .collect(),
         steps: Vec::new(),
         buckets: Vec::new(),
         structural: Vec::new(),

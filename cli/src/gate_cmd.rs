@@ -149,7 +149,10 @@ fn render(r: &GateReport, md: bool) -> String {
         for o in &r.overridden {
             s.push_str(&format!("- compared despite: {}\n", md_text(o)));
         }
-        if !r.overridden.is_empty() {
+        for w in &r.warnings {
+            s.push_str(&format!("- **warning**: {}\n", md_text(w)));
+        }
+        if !r.overridden.is_empty() || !r.warnings.is_empty() {
             s.push('\n');
         }
         s.push_str("| metric | verdict | baseline ms/step | current ms/step | change | reason |\n|---|---|---:|---:|---:|---|\n");
@@ -163,6 +166,9 @@ fn render(r: &GateReport, md: bool) -> String {
         ));
         for o in &r.overridden {
             s.push_str(&format!("compared despite: {}\n", text(o)));
+        }
+        for w in &r.warnings {
+            s.push_str(&format!("warning: {}\n", text(w)));
         }
         s.push('\n');
     }

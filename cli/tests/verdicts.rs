@@ -536,3 +536,39 @@ fn join_refuses_a_recording_of_another_run() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(t.elapsed().as_secs() < 60, "{:?}", t.elapsed());
 }
+
+#[test]
+fn distorted_recordings_are_warned_about_in_report_and_gate() {
+    // The audit's case: 5.2 s of CUPTI "command buffer full" overhead in a 14 s recording
+    // sat among the notes. Here a third of the 1.8 s span.
+    let dir = tempfile::tempdir().unwrap();
+    let (b1, t) = hf_1b(dir.path());
+    let mut rec = t.clone();
+    rec.manifest
+        .capture_overhead_ns
+        .insert("command buffer full".into(), 600_000_000);
+    let rec = save(dir.path(), "distorted.gst", &rec);
+    let o = run(&["report", "-q", s(&rec)]);
+    let out = stdout(&o);
+    let warning = out
+        .lines()
+        .find(|l| l.starts_with("warning") && l.contains("timings are distorted"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        warning.contains("command buffer full 600.0 ms"),
+        "{warning}"
+    );
+    let o = run(&["report", "-q", "--json", s(&rec)]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["reports"][0]["distortion"]["share_pct"].as_f64().unwrap() > 30.0);
+    let o = gate(&b1, &rec, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("warning: current: timings are distorted"),
+        "{}",
+        stdout(&o)
+    );
+    // The undistorted trace carries no such warning.
+    let o = run(&["report", "-q", s(&b1)]);
+    assert!(!stdout(&o).contains("distorted"));
+}

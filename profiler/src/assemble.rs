@@ -673,12 +673,14 @@ pub fn assemble(
     }
     let mut oh: Vec<_> = facts.overhead_ns.iter().collect();
     oh.sort();
+    let mut overhead = std::collections::BTreeMap::new();
     for (&k, ns) in oh {
         let what = overhead_name(k).map_or_else(|| format!("kind {k}"), str::to_owned);
         notes.push(format!(
             "CUPTI overhead ({what}): {:.3} ms",
             *ns as f64 / 1e6
         ));
+        *overhead.entry(what).or_insert(0u64) += *ns;
     }
     if let Some(n) = &s.no_nvml {
         notes.push(n.clone());
@@ -712,6 +714,7 @@ pub fn assemble(
     mm.dropped_records = facts.dropped;
     mm.truncated = truncated;
     mm.notes = notes;
+    mm.capture_overhead_ns = overhead;
     if let Some(t) = telemetry {
         mm.driver_version = t.driver_version.clone();
     }

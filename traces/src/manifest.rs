@@ -48,6 +48,10 @@ pub struct Manifest {
     pub truncated: bool,
     /// Free-form facts worth showing a user (for example "no NVML").
     pub notes: Vec<String>,
+    /// Time the capture tool itself took inside the recorded span, by kind, ns (CUPTI
+    /// overhead records: "command buffer full", "CUPTI buffer flush", ...). Timings of a
+    /// recording whose overhead is a noticeable share of its span are distorted.
+    pub capture_overhead_ns: std::collections::BTreeMap<String, u64>,
     /// The source's own epoch offset (Kineto `baseTimeNanoseconds`), kept as given; table
     /// times are the source's timeline in ns.
     pub source_base_time_ns: Option<i64>,
@@ -74,6 +78,7 @@ impl Default for Manifest {
             dropped_records: 0,
             truncated: false,
             notes: Vec::new(),
+            capture_overhead_ns: Default::default(),
             source_base_time_ns: None,
             batches: Default::default(),
         }

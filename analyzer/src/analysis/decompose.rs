@@ -330,6 +330,10 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
         ));
     }
     let mut warnings = imported.warnings.clone();
+    let distortion = super::distortion::distortion(trace);
+    if let Some(d) = &distortion {
+        warnings.insert(0, d.warning());
+    }
     let telemetry = telemetry_of(&p, &steps, &mut warnings);
     let windows: Vec<(i64, i64)> = decode_idx
         .iter()
@@ -390,6 +394,7 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
             top: other_top,
         },
         telemetry,
+        distortion,
     }
 }
 

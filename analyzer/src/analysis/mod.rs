@@ -1,6 +1,7 @@
 //! From a trace to a report: classification, steps, decomposition, telemetry.
 
 pub mod decompose;
+pub mod distortion;
 pub mod intervals;
 pub mod plausibility;
 pub mod prepared;

@@ -28,6 +28,9 @@ pub struct Report {
     /// NVML clocks, power and throttling during the decode steps; `None` (JSON `null`) when
     /// the trace carries no telemetry samples.
     pub telemetry: Option<TelemetryReport>,
+    /// The capture tool's own overhead when it distorts the timings (more than 1% of the
+    /// recorded span); `None` otherwise. Also the first warning.
+    pub distortion: Option<super::distortion::Distortion>,
 }
 
 #[derive(Debug, Clone, Serialize)]

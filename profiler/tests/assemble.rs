@@ -7,7 +7,9 @@ use std::path::Path;
 use gapscope_profiler::assemble::{AssembleSettings, CaptureRange, assemble};
 use gapscope_profiler::decode::{blank_record, put};
 use gapscope_profiler::driver_devices::DeviceInfo;
-use gapscope_profiler::layout::{api, device, kernel, kind, marker, marker_flag, memcpy, memset};
+use gapscope_profiler::layout::{
+    api, device, kernel, kind, marker, marker_flag, memcpy, memset, overhead,
+};
 use gapscope_profiler::nvml::{GpuFacts, Sample, Telemetry};
 use gapscope_profiler::spool::{FrameBuf, SpoolEnd, SpoolHeader, tag};
 use gapscope_traces::{MemopKind, ReadOptions, read_trace};
@@ -103,13 +105,19 @@ fn spool(with_end: bool) -> Vec<u8> {
         );
         fb.frame(tag::RECORD, &m);
     }
-    fb.buffer_end(4096, 17, 0);
+    // CUPTI's own time: 700 ns of "command buffer full" (kind 393216).
+    let mut o = blank_record(kind::OVERHEAD);
+    put(&mut o, overhead::OVERHEAD_KIND, 393_216u32.to_le_bytes());
+    put(&mut o, overhead::START, (T0 + 100).to_le_bytes());
+    put(&mut o, overhead::END, (T0 + 800).to_le_bytes());
+    fb.frame(tag::RECORD, &o);
+    fb.buffer_end(4096, 18, 0);
     if with_end {
         fb.json(
             tag::END,
             &SpoolEnd {
                 buffers: 1,
-                records: 17,
+                records: 18,
                 skipped: 0,
             },
         );
@@ -253,6 +261,10 @@ fn whole_run_is_assembled_with_names_kinds_graphs_markers_and_samples() {
     assert_eq!(t.manifest.gpus[0].sm_count, Some(132));
     assert_eq!(t.manifest.cuda_version.as_deref(), Some("13.0"));
     assert_eq!(t.manifest.source_format, "cupti");
+    assert_eq!(
+        t.manifest.capture_overhead_ns.get("command buffer full"),
+        Some(&700)
+    );
     assert!(!t.manifest.truncated);
     assert!(
         t.manifest

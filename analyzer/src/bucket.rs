@@ -6,27 +6,49 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Bucket {
+    /// Matrix-vector products (batch-1 linear layers, quantized or not).
     Gemv,
+    /// Quantized-weight GEMMs (llama.cpp MMQ, Marlin, FP8/FP4 scaled GEMMs).
     GemmQuant,
+    /// Dense GEMMs (cuBLAS, cuBLASLt, CUTLASS, hipBLASLt).
     GemmDense,
+    /// Stand-alone activation quantization (per-token/block FP8, FP4, INT8, q8_1).
+    Quantize,
+    /// Convolutions (cuDNN/CUTLASS implicit GEMM, Winograd, depthwise).
+    Conv,
+    /// Attention (FlashAttention, paged attention, SDPA, softmax).
     Attention,
+    /// Embedding lookups and gathers.
     EmbedGather,
+    /// Copies, casts, concatenation, layout transforms, KV-cache writes, memops.
     Copy,
+    /// Normalisation (RMSNorm, LayerNorm, batch norm).
     Norm,
+    /// Rotary position embeddings.
     Rope,
+    /// Activations and other elementwise ops.
     ActElementwise,
+    /// Mixture-of-experts: grouped expert GEMMs, routing, top-k gating, finalize.
     Moe,
+    /// Linear attention and state-space recurrences (gated DeltaNet, Mamba, RWKV).
     LinearAttnSsm,
+    /// Sampling: argmax, top-k/top-p, sorting, random numbers.
     Sampling,
+    /// Optimizer steps (multi-tensor apply, fused Adam/SGD/LAMB).
+    Optimizer,
+    /// Collectives and peer-to-peer traffic (NCCL/RCCL, custom all-reduce).
     Comm,
+    /// What no rule matched.
     Other,
 }
 
 impl Bucket {
-    pub const ALL: [Bucket; 14] = [
+    pub const ALL: [Bucket; 17] = [
         Self::Gemv,
         Self::GemmQuant,
         Self::GemmDense,
+        Self::Quantize,
+        Self::Conv,
         Self::Attention,
         Self::EmbedGather,
         Self::Copy,
@@ -36,6 +58,7 @@ impl Bucket {
         Self::Moe,
         Self::LinearAttnSsm,
         Self::Sampling,
+        Self::Optimizer,
         Self::Comm,
         Self::Other,
     ];
@@ -45,6 +68,8 @@ impl Bucket {
             Self::Gemv => "gemv",
             Self::GemmQuant => "gemm_quant",
             Self::GemmDense => "gemm_dense",
+            Self::Quantize => "quantize",
+            Self::Conv => "conv",
             Self::Attention => "attention",
             Self::EmbedGather => "embed_gather",
             Self::Copy => "copy",
@@ -54,6 +79,7 @@ impl Bucket {
             Self::Moe => "moe",
             Self::LinearAttnSsm => "linear_attn_ssm",
             Self::Sampling => "sampling",
+            Self::Optimizer => "optimizer",
             Self::Comm => "comm",
             Self::Other => "other",
         }
@@ -69,6 +95,9 @@ impl Bucket {
             "d2d" => "copy",
             "ssm" | "linear_attn" => "linear_attn_ssm",
             "elementwise" => "act_elementwise",
+            "quant" | "act_quant" => "quantize",
+            "convolution" => "conv",
+            "optim" => "optimizer",
             other => other,
         };
         Self::ALL.iter().copied().find(|b| b.as_str() == alias)
@@ -96,6 +125,9 @@ mod tests {
             assert_eq!(Bucket::ALL[b.index()], b);
         }
         assert_eq!(Bucket::parse("MMQ"), Some(Bucket::GemmQuant));
+        assert_eq!(Bucket::parse("quant"), Some(Bucket::Quantize));
+        assert_eq!(Bucket::parse("convolution"), Some(Bucket::Conv));
+        assert_eq!(Bucket::parse("optim"), Some(Bucket::Optimizer));
         assert_eq!(Bucket::parse("nope"), None);
     }
 }

@@ -376,7 +376,7 @@ mod tests {
         );
         assert_eq!(
             b("void quantize_mmq_q8_1<(mmq_q8_1_ds_layout)1>(float const*)"),
-            Bucket::GemmQuant
+            Bucket::Quantize
         );
         assert_eq!(
             b("void k_get_rows_float<float, float>(float const*)"),

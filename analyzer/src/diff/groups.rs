@@ -26,8 +26,15 @@ pub const GROUPS: [Group; 2] = [
     },
     Group {
         name: "pointwise ops",
-        buckets: &[Bucket::Norm, Bucket::Rope, Bucket::ActElementwise],
-        what: "norms, rope and activations are fused into each other differently by each engine",
+        buckets: &[
+            Bucket::Norm,
+            Bucket::Rope,
+            Bucket::ActElementwise,
+            Bucket::Quantize,
+        ],
+        what: "norms, rope, activations and activation quantization are fused into each other \
+               differently by each engine (a quantize kernel of one engine is another's norm or \
+               activation epilogue)",
     },
 ];
 
@@ -112,5 +119,20 @@ mod tests {
         });
         assert_eq!(g.len(), 2);
         assert!(g.iter().all(|x| !x.grouped), "{g:?}");
+    }
+
+    #[test]
+    fn a_separate_quantize_kernel_groups_with_the_pointwise_ops() {
+        // A quantizes activations in its own kernels (vLLM's scaled_fp8_quant), B fuses the
+        // quantize into its norm (aiter's add_rmsnorm_quant): the same work, filed apart.
+        let g = decide(|b| match b {
+            Bucket::Norm => (64.0, 64.0),
+            Bucket::Quantize => (64.0, 0.0),
+            _ => (0.0, 0.0),
+        });
+        assert_eq!(g.len(), 1);
+        assert_eq!(g[0].group, "pointwise ops");
+        assert!(g[0].buckets.contains(&Bucket::Quantize));
+        assert!(g[0].grouped && g[0].why.starts_with("quantize"), "{g:?}");
     }
 }

@@ -13,6 +13,8 @@ pub mod error;
 pub mod manifest;
 pub mod marker_sink;
 pub mod native;
+mod output_dir;
+mod stream_read;
 pub mod strings;
 pub mod tables;
 pub mod trace;

@@ -225,6 +225,34 @@ impl<'a> P<'a> {
     }
 }
 
+/// The raw value of the event's own `"cat"` key (a top-level key of the event object; a
+/// `"cat"` inside `args` or any other nested value does not count), without parsing the rest
+/// of the event: the CPU-op and flow events that make up most of a trace are skipped cheaply
+/// because Kineto writes `cat` among the first keys. `None` when there is no top-level
+/// string `cat` or the event is malformed before it.
+pub(crate) fn peek_cat(raw: &[u8]) -> Option<&[u8]> {
+    let mut p = P { s: raw, i: 0 };
+    p.expect(b'{').ok()?;
+    if p.peek().ok()? == b'}' {
+        return None;
+    }
+    loop {
+        let (key, _) = p.raw_string().ok()?;
+        p.expect(b':').ok()?;
+        if key == b"cat" {
+            if p.peek().ok()? != b'"' {
+                return None;
+            }
+            return p.raw_string().ok().map(|(v, _)| v);
+        }
+        p.skip().ok()?;
+        match p.peek().ok()? {
+            b',' => p.i += 1,
+            _ => return None,
+        }
+    }
+}
+
 /// Reads one event object.
 pub(crate) fn parse_event(raw: &[u8]) -> R<Event<'_>> {
     let mut p = P { s: raw, i: 0 };
@@ -297,6 +325,24 @@ mod tests {
             let b: Event = serde_json::from_str(c).unwrap();
             assert_eq!(format!("{a:?}"), format!("{b:?}"), "{c}");
         }
+    }
+
+    #[test]
+    fn peek_cat_takes_only_the_top_level_key() {
+        assert_eq!(
+            peek_cat(br#"{"ph":"X", "cat" : "kernel","name":"a"}"#),
+            Some(&b"kernel"[..])
+        );
+        assert_eq!(peek_cat(br#"{"name":"\"cat\" x"}"#), None);
+        // A "cat" inside args (or any nested value) is not the event's category.
+        assert_eq!(
+            peek_cat(br#"{"args":{"cat":"kernel"},"cat":"cpu_op","name":"a"}"#),
+            Some(&b"cpu_op"[..])
+        );
+        assert_eq!(peek_cat(br#"{"args":{"cat":"kernel"},"name":"a"}"#), None);
+        assert_eq!(peek_cat(br#"{"name":"a","args":[{"cat":"kernel"}]}"#), None);
+        assert_eq!(peek_cat(br#"{"cat":7}"#), None);
+        assert_eq!(peek_cat(b"{}"), None);
     }
 
     #[test]

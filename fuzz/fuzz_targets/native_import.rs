@@ -14,7 +14,7 @@ macro_rules! golden {
     ($name:literal) => {
         (
             $name,
-            &include_bytes!(concat!("../../traces/tests/golden/v1.gst/", $name))[..],
+            include_bytes!(concat!("../../traces/tests/golden/v1.gst/", $name)) as &[u8],
         )
     };
 }

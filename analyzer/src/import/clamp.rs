@@ -10,8 +10,10 @@
 //!   calls, add up past `LIMIT_NS`, which only absurd inputs do, the longest are cut to a
 //!   common ceiling so that any sum of them fits too.
 //!
-//! Marker ranges keep their `i64::MIN` "absent" sentinel. Every change is counted and
-//! reported as one warning.
+//! Marker ranges keep their `i64::MIN` "absent" sentinel. The kernels' model-derived byte
+//! and FLOP counts (engine and native traces) are summed by the analysis too: a value below
+//! -1 ("unknown") becomes -1, and the largest are cut like durations when their sum would not
+//! fit. Every change is counted and reported as one warning.
 
 use gapscope_traces::Trace;
 
@@ -29,11 +31,13 @@ pub struct Clamped {
     pub cut: u64,
     /// The ceiling those durations were cut to.
     pub ceiling_ns: i64,
+    /// Kernel byte or FLOP counts below -1, or cut so that their sum fits.
+    pub costs: u64,
 }
 
 impl Clamped {
     pub fn any(&self) -> bool {
-        self.out_of_range + self.reversed + self.cut > 0
+        self.out_of_range + self.reversed + self.cut + self.costs > 0
     }
 
     /// One line for the report, or `None` when nothing changed.
@@ -58,6 +62,12 @@ impl Clamped {
             parts.push(format!(
                 "{} durations cut to {} ns so that their sum fits in 64 bits",
                 self.cut, self.ceiling_ns
+            ));
+        }
+        if self.costs > 0 {
+            parts.push(format!(
+                "{} kernel byte or FLOP counts below -1 or too large to add up clamped",
+                self.costs
             ));
         }
         Some(format!("untrusted times: {}", parts.join("; ")))
@@ -93,7 +103,48 @@ pub fn clamp_times(t: &mut Trace) -> Clamped {
         &mut [(&l.host_start_ns[..], &mut l.host_end_ns[..])],
         &mut c,
     );
+    c.costs += fit_costs(&mut t.kernels.bytes) + fit_costs(&mut t.kernels.flops);
     c
+}
+
+/// Non-negative counts keep their value unless their sum would pass `LIMIT_NS`; anything
+/// below -1 ("unknown") becomes -1. Returns how many values changed.
+fn fit_costs(v: &mut [i64]) -> u64 {
+    let mut changed = 0;
+    for x in v.iter_mut() {
+        if *x < -1 {
+            *x = -1;
+            changed += 1;
+        }
+    }
+    let total = |ceiling: i64| -> i128 { v.iter().map(|&x| i128::from(x.clamp(0, ceiling))).sum() };
+    if let Some(c) = largest_ceiling(total) {
+        for x in v.iter_mut() {
+            if *x > c {
+                *x = c;
+                changed += 1;
+            }
+        }
+    }
+    changed
+}
+
+/// The largest ceiling whose capped total is at most `LIMIT_NS`, or `None` when the
+/// uncapped total already is.
+fn largest_ceiling(total: impl Fn(i64) -> i128) -> Option<i64> {
+    if total(i64::MAX) <= i128::from(LIMIT_NS) {
+        return None;
+    }
+    let (mut lo, mut hi) = (0i64, i64::MAX);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2 + 1;
+        if total(mid) <= i128::from(LIMIT_NS) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    Some(lo)
 }
 
 fn clamp_one(v: &mut i64, c: &mut Clamped) {
@@ -154,19 +205,9 @@ fn fit_sum(spans: &mut [(&[i64], &mut [i64])], c: &mut Clamped) {
             .map(|(&s, &e)| i128::from((e - s).clamp(0, ceiling)))
             .sum()
     };
-    if total(i64::MAX, spans) <= i128::from(LIMIT_NS) {
+    let Some(lo) = largest_ceiling(|c| total(c, spans)) else {
         return;
-    }
-    // The largest ceiling whose capped total still fits.
-    let (mut lo, mut hi) = (0i64, i64::MAX);
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2 + 1;
-        if total(mid, spans) <= i128::from(LIMIT_NS) {
-            lo = mid;
-        } else {
-            hi = mid - 1;
-        }
-    }
+    };
     for (s, e) in spans.iter_mut() {
         if s.len() != e.len() {
             continue;
@@ -222,6 +263,26 @@ mod tests {
         let before = t.kernels.clone();
         assert_eq!(clamp_times(&mut t), Clamped::default());
         assert_eq!(t.kernels.gpu_end_ns, before.gpu_end_ns);
+    }
+
+    /// Found by the native_import fuzz target: byte counts near `i64::MAX` in a crafted
+    /// `.gst` overflowed the per-bucket sums of the analysis.
+    #[test]
+    fn kernel_costs_are_bounded() {
+        let mut t = kernels(&[(0, 1), (1, 2), (2, 3)]);
+        t.kernels.bytes = vec![i64::MAX, i64::MAX - 1, 7];
+        t.kernels.flops = vec![-5, -1, 3];
+        let c = clamp_times(&mut t);
+        assert_eq!(c.costs, 3);
+        let sum: i128 = t.kernels.bytes.iter().map(|&b| i128::from(b)).sum();
+        assert!(sum <= i128::from(LIMIT_NS), "{sum}");
+        assert_eq!(t.kernels.bytes[2], 7);
+        assert_eq!(t.kernels.flops, vec![-1, -1, 3]);
+        assert!(
+            c.warning()
+                .unwrap()
+                .contains("3 kernel byte or FLOP counts")
+        );
     }
 
     #[test]

@@ -14,6 +14,12 @@ pub enum AnalyzerError {
     /// The file is of a known kind but its content is broken.
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
+    /// The input ends early (a cut file); `--allow-truncated` loads what came before.
+    #[error("{path}: {message}")]
+    Truncated { path: PathBuf, message: String },
+    /// The input is larger than a configured limit (events, names).
+    #[error("{path}: {message}")]
+    Limit { path: PathBuf, message: String },
     /// The file is not something gapscope can read.
     #[error("{path}: {message}")]
     Unsupported { path: PathBuf, message: String },
@@ -41,6 +47,22 @@ impl AnalyzerError {
             path: path.into(),
             message: message.into(),
         }
+    }
+    pub fn truncated(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        Self::Truncated {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+    pub fn limit(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        Self::Limit {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+    /// Whether the input merely ends early, rather than holding something wrong.
+    pub fn is_truncation(&self) -> bool {
+        matches!(self, Self::Truncated { .. })
     }
     pub fn unsupported(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
         Self::Unsupported {

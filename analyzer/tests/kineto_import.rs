@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use gapscope_analyzer::analysis::{AnalysisSettings, analyze};
 use gapscope_analyzer::import::{ImportOptions, Imported, NoProgress, import_trace};
 use gapscope_analyzer::{Bucket, RuleSet};
 use gapscope_traces::{MemopKind, Phase};
@@ -156,7 +157,7 @@ fn ns_display_unit_array_form_strings_and_rocm_graph_replay() {
 }
 
 #[test]
-fn odd_values_are_kept_and_counted() {
+fn odd_values_are_clamped_or_kept_and_counted() {
     let dir = tempfile::tempdir().unwrap();
     let p = write(
         dir.path(),
@@ -171,21 +172,255 @@ fn odd_values_are_kept_and_counted() {
     let imp = import(&p);
     assert_eq!(imp.trace.kernels.len(), 4);
     let w = imp.warnings.join("\n");
+    // The negative duration becomes zero, the 1e300 us start and its end are clamped.
     assert!(
-        w.contains("1 kernels and 0 memops have negative durations"),
+        w.contains("untrusted times: 2 times beyond")
+            && w.contains("1 ends before their start set to the start"),
         "{w}"
     );
+    assert_eq!(imp.trace.kernels.gpu_end_ns[0], 10_000);
     assert!(
         w.contains("1 kernels start before an earlier kernel"),
         "{w}"
     );
-    assert!(
-        imp.trace
-            .manifest
-            .notes
-            .iter()
-            .any(|n| n.contains("overflowed"))
+}
+
+/// Point 6 of issue 18: the times of every importer are clamped in one place. Extreme
+/// values must neither panic (tests keep overflow checks on) nor leave an `end - start`
+/// that overflows in the analysis.
+#[test]
+fn extreme_timestamps_are_clamped_once_and_analysed_without_overflow() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "extreme.json",
+        r#"{"traceEvents":[
+          {"ph":"X","cat":"kernel","name":"huge","pid":0,"tid":7,"ts":1e300,"dur":1},
+          {"ph":"X","cat":"kernel","name":"tiny","pid":0,"tid":7,"ts":-1e300,"dur":1},
+          {"ph":"X","cat":"kernel","name":"reversed","pid":0,"tid":7,"ts":10,"dur":-2},
+          {"ph":"X","cat":"kernel","name":"overflowing","pid":0,"tid":8,"ts":-9.2e15,"dur":1.8e16},
+          {"ph":"X","cat":"gpu_user_annotation","name":"decode","pid":0,"tid":7,"ts":-1e300,"dur":1e300}
+        ]}"#,
     );
+    let imp = import(&p);
+    let k = &imp.trace.kernels;
+    const L: i64 = i64::MAX / 2;
+    assert_eq!((k.gpu_start_ns[0], k.gpu_end_ns[0]), (L, L));
+    assert_eq!((k.gpu_start_ns[1], k.gpu_end_ns[1]), (-L, -L));
+    assert_eq!((k.gpu_start_ns[2], k.gpu_end_ns[2]), (10_000, 10_000));
+    // -9.2e18 ns is clamped to -L; its end (2.3e16 ns) then leaves a duration over L, which
+    // is cut so that the sum of all GPU durations fits in an i64.
+    assert_eq!((k.gpu_start_ns[3], k.gpu_end_ns[3]), (-L, 0));
+    let m = &imp.trace.markers;
+    // -1e300 us saturates, so start + duration lands at 0.
+    assert_eq!((m.gpu_start_ns[0], m.gpu_end_ns[0]), (-L, 0));
+    let w = imp.warnings.join("\n");
+    assert!(
+        w.contains("untrusted times: 6 times beyond ±4611686018427387903 ns")
+            && w.contains("1 ends before their start set to the start")
+            && w.contains("1 durations cut to 4611686018427387903 ns"),
+        "{w}"
+    );
+    let report = analyze(&imp, &RuleSet::builtin(), &AnalysisSettings::default());
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|x| x.contains("untrusted times"))
+    );
+}
+
+#[test]
+fn only_the_top_level_cat_is_the_category() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "cat.json",
+        r#"{"traceEvents":[
+          {"ph":"X","args":{"cat":"kernel"},"cat":"cpu_op","name":"aten::mm","pid":0,"tid":1,"ts":1,"dur":1},
+          {"ph":"X","args":{"cat":"kernel"},"name":"no category","pid":0,"tid":1,"ts":2,"dur":1},
+          {"ph":"X","name":"gemv","args":{"stream":7,"note":{"cat":"cpu_op"}},"cat":"kernel","pid":0,"tid":7,"ts":3,"dur":1}
+        ]}"#,
+    );
+    let t = import(&p).trace;
+    assert_eq!(t.kernels.len(), 1);
+    assert_eq!(t.strings.get(t.kernels.name[0]), "gemv");
+    assert_eq!(t.kernels.stream, vec![7]);
+}
+
+#[test]
+fn a_utf8_byte_order_mark_is_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bom.json");
+    let mut text = vec![0xEF, 0xBB, 0xBF];
+    text.extend_from_slice(
+        br#"{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":2}]}"#,
+    );
+    std::fs::write(&p, text).unwrap();
+    assert_eq!(import(&p).trace.kernels.len(), 1);
+}
+
+/// Python's json.load (HTA) and Chrome's trace viewer reject data after the document, so
+/// gapscope does too, even with `allow_truncated`: it is not a cut file.
+#[test]
+fn data_after_the_json_document_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let good =
+        r#"{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":2}]}"#;
+    let p = write(dir.path(), "ws.json", &format!("{good}\n\n  \t"));
+    assert_eq!(import(&p).trace.kernels.len(), 1);
+    for tail in ["x", "{}", "]", "\u{0}"] {
+        let p = write(dir.path(), "tail.json", &format!("{good}\n{tail}"));
+        for allow_truncated in [false, true] {
+            let opts = ImportOptions {
+                allow_truncated,
+                ..Default::default()
+            };
+            let e = import_trace(&p, &opts, &NoProgress)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("after the end of the JSON document"), "{e}");
+            assert!(!e.contains('\n'));
+        }
+    }
+}
+
+fn gzip(data: &[u8], level: flate2::Compression) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), level);
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+/// A gzip whose payload or trailer is damaged must not report figures: reading to the end
+/// checks the CRC-32 and length trailers. Corruption is not truncation, so
+/// `allow_truncated` does not accept it either.
+#[test]
+fn gzip_checksum_and_length_trailers_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let json =
+        br#"{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":5}]}"#;
+    // Stored (level 0) blocks keep the JSON bytes as they are, so a changed digit still
+    // inflates: only the CRC can tell.
+    let good = gzip(json, flate2::Compression::none());
+    let at = good.windows(7).position(|w| w == b"\"dur\":5").unwrap();
+    let mut payload = good.clone();
+    payload[at + 6] = b'7';
+    let mut crc = good.clone();
+    let n = crc.len();
+    crc[n - 8] ^= 0xff;
+    let mut isize = good.clone();
+    isize[n - 1] ^= 0x01;
+    let p = dir.path().join("ok.json.gz");
+    std::fs::write(&p, &good).unwrap();
+    assert_eq!(import(&p).trace.kernels.gpu_end_ns, vec![6_000]);
+    for (name, bytes) in [("payload", payload), ("crc", crc), ("isize", isize)] {
+        let p = dir.path().join(format!("{name}.json.gz"));
+        std::fs::write(&p, &bytes).unwrap();
+        for allow_truncated in [false, true] {
+            let opts = ImportOptions {
+                allow_truncated,
+                ..Default::default()
+            };
+            let e = import_trace(&p, &opts, &NoProgress)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("corrupt gzip data"), "{name}: {e}");
+            assert!(!e.contains('\n'));
+        }
+    }
+}
+
+#[test]
+fn the_event_limit_refuses_large_inputs_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let ev = |i: usize| {
+        format!(r#"{{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":{i},"dur":1}}"#)
+    };
+    let events: Vec<String> = (0..4).map(ev).collect();
+    let p = write(
+        dir.path(),
+        "four.json",
+        &format!(r#"{{"traceEvents":[{}]}}"#, events.join(",")),
+    );
+    let limited = |n| ImportOptions {
+        max_events: Some(n),
+        ..Default::default()
+    };
+    let e = import_trace(&p, &limited(3), &NoProgress)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("four.json") && e.contains("more than 3 events") && e.contains("--max-events"),
+        "{e}"
+    );
+    assert_eq!(
+        import_trace(&p, &limited(4), &NoProgress)
+            .unwrap()
+            .trace
+            .kernels
+            .len(),
+        4
+    );
+    // Distinct names are bounded in proportion (32 bytes per allowed event).
+    let long: Vec<String> = (0..4)
+        .map(|i| {
+            format!(
+                r#"{{"ph":"X","cat":"kernel","name":"{}{i}","pid":0,"tid":7,"ts":{i},"dur":1}}"#,
+                "n".repeat(100)
+            )
+        })
+        .collect();
+    let p = write(
+        dir.path(),
+        "names.json",
+        &format!(r#"{{"traceEvents":[{}]}}"#, long.join(",")),
+    );
+    let e = import_trace(&p, &limited(10), &NoProgress)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("distinct names"), "{e}");
+    assert_eq!(
+        import_trace(&p, &limited(u64::MAX), &NoProgress)
+            .unwrap()
+            .trace
+            .kernels
+            .len(),
+        4
+    );
+}
+
+/// Whitespace between events and top-level values gapscope does not read stream past
+/// without being buffered; the kept figures are those of the events.
+#[test]
+fn padding_between_events_and_unread_values_are_streamed() {
+    let dir = tempfile::tempdir().unwrap();
+    let pad = " ".repeat(3 << 20);
+    let big = "x".repeat(3 << 20);
+    let text = format!(
+        r#"{{"systemTraceEvents":"{big}","other":[{{"a":"{big}"}}],"traceEvents":[{pad}{{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":2}}{pad},{pad}{{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":5,"dur":2}}{pad}]{pad}}}{pad}"#
+    );
+    let p = dir.path().join("pad.json.gz");
+    std::fs::write(&p, gzip(text.as_bytes(), flate2::Compression::fast())).unwrap();
+    let t = import(&p).trace;
+    assert_eq!(t.kernels.gpu_start_ns, vec![1_000, 5_000]);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_is_refused_before_it_is_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("trace.json");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&p)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let e = import_trace(&p, &ImportOptions::default(), &NoProgress)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("FIFO"), "{e}");
 }
 
 #[test]

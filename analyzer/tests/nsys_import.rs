@@ -12,9 +12,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use gapscope_analyzer::AnalyzerError;
+use gapscope_analyzer::analysis::{AnalysisSettings, analyze};
 use gapscope_analyzer::import::nsys::import_nsys;
-use gapscope_analyzer::import::{ImportProgress, NoProgress};
+use gapscope_analyzer::import::{
+    ImportOptions, ImportProgress, Imported, NoProgress, import_trace,
+};
+use gapscope_analyzer::{AnalyzerError, RuleSet};
 use gapscope_traces::{LaunchApi, MarkerSource, MemopKind, Trace};
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection};
@@ -558,4 +561,221 @@ fn non_utf8_declared_type_is_an_error_not_a_panic() {
         "{e}"
     );
     assert!(!e.contains('\n'));
+}
+
+fn import_all(path: &Path) -> Imported {
+    import_trace(path, &ImportOptions::default(), &NoProgress).expect("imports")
+}
+
+/// Point 6 of issue 18: an nsys export with extreme start/end values. Before, the raw
+/// values reached `end - start` in the odd-value check and the analysis (an overflow panic
+/// in builds with overflow checks, wrapped figures in release).
+#[test]
+fn extreme_start_and_end_values_are_clamped_once() {
+    let (_dir, path) = edited_copy(
+        "nsys-2025.3.sqlite",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = -10, end = 9223372036854775807 WHERE rowid = 1;
+         UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = -1, end = 0 WHERE rowid = 2;
+         UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = -9223372036854775808, end = 5 WHERE rowid = 3;
+         UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = 100 WHERE rowid = 4;
+         UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET end = 9223372036854775807 WHERE rowid = 1;
+         UPDATE NVTX_EVENTS SET start = -9223372036854775808 WHERE text = 'prefill';",
+    );
+    let imp = import_all(&path);
+    const L: i64 = i64::MAX / 2;
+    let k = &imp.trace.kernels;
+    assert_eq!(k.len(), 6);
+    assert_eq!(k.gpu_start_ns[0], -10);
+    assert_eq!((k.gpu_start_ns[1], k.gpu_end_ns[1]), (-1, 0));
+    assert_eq!(k.gpu_start_ns[2], -L);
+    assert_eq!((k.gpu_start_ns[3], k.gpu_end_ns[3]), (2_037_000, 2_037_000));
+    // Kernels 0 and 2 each span about 2^62 ns: both are cut to one ceiling so that the
+    // durations of all GPU activities add up to at most L.
+    let dur = |i: usize| k.gpu_end_ns[i] - k.gpu_start_ns[i];
+    assert_eq!(dur(0), dur(2));
+    let m = &imp.trace.memops;
+    let total: i128 = (0..k.len())
+        .map(|i| i128::from(dur(i)))
+        .chain((0..m.len()).map(|i| i128::from(m.gpu_end_ns[i] - m.gpu_start_ns[i])))
+        .sum();
+    assert!(
+        total <= i128::from(L) && total > i128::from(L) - 4,
+        "{total}"
+    );
+    assert_eq!(imp.trace.launches.host_end_ns[0], L);
+    let prefill = imp.trace.markers.row(0);
+    assert_eq!(
+        (prefill.host_start_ns, prefill.host_end_ns),
+        (-L, 1_900_000)
+    );
+    let w = imp.warnings.join("\n");
+    assert!(
+        w.contains("untrusted times: 4 times beyond")
+            && w.contains("1 ends before their start")
+            && w.contains("2 durations cut"),
+        "{w}"
+    );
+    let report = analyze(&imp, &RuleSet::builtin(), &AnalysisSettings::default());
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|x| x.contains("untrusted times"))
+    );
+}
+
+/// Before, the importer read views like tables: a tiny file whose kernel "table" is a
+/// recursive view never finished. Views, virtual tables and generated columns are left out.
+#[test]
+fn views_and_computed_tables_are_not_read() {
+    let (_dir, path) = edited_copy(
+        "nsys-2025.3.sqlite",
+        "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL;
+         CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS
+           WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n)
+           SELECT x AS start, x + 1 AS end, 0 AS deviceId, 1 AS contextId, 7 AS streamId,
+                  x AS correlationId, 6 AS demangledName, 6 AS shortName FROM n;
+         DROP TABLE CUPTI_ACTIVITY_KIND_MEMSET;
+         CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET (start INTEGER, end INTEGER,
+             deviceId INTEGER, bytes INTEGER GENERATED ALWAYS AS (length(zeroblob(1000000))));
+         INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET (start, end, deviceId) VALUES (1, 2, 0);",
+    );
+    let imp = import_all(&path);
+    assert_eq!(imp.trace.kernels.len(), 0);
+    assert_eq!(
+        imp.trace.memops.len(),
+        3,
+        "the memcpys stay, the memset table is out"
+    );
+    let w = imp.warnings.join("\n");
+    assert!(
+        w.contains("CUPTI_ACTIVITY_KIND_KERNEL is a view, not a table"),
+        "{w}"
+    );
+    assert!(
+        w.contains("CUPTI_ACTIVITY_KIND_MEMSET has generated columns"),
+        "{w}"
+    );
+}
+
+/// Before, a repeated `StringIds` id joined twice and every kernel, call and range it
+/// named was counted twice.
+#[test]
+fn repeated_string_ids_do_not_multiply_rows() {
+    let (_dir, path) = edited_copy(
+        "nsys-2025.3.sqlite",
+        "CREATE TABLE s2 AS SELECT * FROM StringIds;
+         DROP TABLE StringIds;
+         CREATE TABLE StringIds (id INTEGER NOT NULL, value TEXT NOT NULL);
+         INSERT INTO StringIds SELECT id, value FROM s2;
+         INSERT INTO StringIds SELECT id, value FROM s2;
+         DROP TABLE s2;",
+    );
+    let imp = import_all(&path);
+    check_workload(&imp.trace);
+    assert!(
+        imp.warnings
+            .iter()
+            .any(|w| w.starts_with("StringIds repeats") && w.contains("counted twice")),
+        "{:?}",
+        imp.warnings
+    );
+}
+
+/// A `-wal` file beside the export holds changes never checkpointed into it. The read is
+/// immutable and does not see them, so the report says so.
+#[test]
+fn an_uncheckpointed_wal_file_is_reported() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("live.sqlite");
+    std::fs::copy(fixture("nsys-2025.3.sqlite"), &path).expect("copy");
+    let snapshot = dir.path().join("snapshot");
+    let wal = dir.path().join("live.sqlite-wal");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let mut conn = SqliteConnectOptions::new()
+            .filename(&path)
+            .connect()
+            .await
+            .expect("open copy");
+        sqlx::raw_sql("PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;")
+            .execute(&mut conn)
+            .await
+            .expect("wal");
+        std::fs::copy(&path, &snapshot).expect("snapshot");
+        sqlx::raw_sql(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = 1",
+        )
+        .execute(&mut conn)
+        .await
+        .expect("insert");
+        let kept = dir.path().join("kept-wal");
+        std::fs::copy(&wal, &kept).expect("copy wal");
+        conn.close().await.expect("close");
+        std::fs::rename(&snapshot, &path).expect("restore");
+        std::fs::rename(&kept, &wal).expect("restore wal");
+    });
+    assert!(std::fs::metadata(&wal).expect("wal").len() > 0);
+    let imp = import_all(&path);
+    assert_eq!(imp.trace.kernels.len(), 6);
+    assert!(
+        imp.warnings
+            .iter()
+            .any(|w| w.contains("live.sqlite-wal") && w.contains("not read")),
+        "{:?}",
+        imp.warnings
+    );
+}
+
+/// Before: "filename passed to SQLite must be valid UTF-8".
+#[cfg(target_os = "linux")]
+#[test]
+fn a_path_that_is_not_utf8_imports() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sub = dir.path().join(std::ffi::OsStr::from_bytes(b"caf\xe9"));
+    std::fs::create_dir(&sub).expect("mkdir");
+    let path = sub.join(std::ffi::OsStr::from_bytes(b"r\xfcn.sqlite"));
+    std::fs::copy(fixture("nsys-2025.3.sqlite"), &path).expect("copy");
+    let imp = import_all(&path);
+    check_workload(&imp.trace);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_is_refused_before_it_is_opened() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("export.sqlite");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .expect("mkfifo")
+            .success()
+    );
+    let e = import_nsys(&path, &NoProgress).expect_err("fifo");
+    assert!(one_line_naming(&e, &path).contains("not a regular file"));
+    let e = import_trace(&path, &ImportOptions::default(), &NoProgress).expect_err("fifo");
+    assert!(one_line_naming(&e, &path).contains("FIFO"));
+}
+
+#[test]
+fn the_event_limit_applies_to_nsys() {
+    let path = fixture("nsys-2025.3.sqlite");
+    let opts = |n| ImportOptions {
+        max_events: Some(n),
+        ..Default::default()
+    };
+    // 6 kernels, 4 memops, 8 launches and 2 NVTX ranges.
+    let e = import_trace(&path, &opts(19), &NoProgress).expect_err("limit");
+    assert!(
+        one_line_naming(&e, &path).contains("more than 19 events"),
+        "{e}"
+    );
+    assert!(matches!(e, AnalyzerError::Limit { .. }), "{e:?}");
+    let imp = import_trace(&path, &opts(20), &NoProgress).expect("imports");
+    check_workload(&imp.trace);
 }

@@ -50,6 +50,7 @@ pub fn run(a: ExportArgs, g: &crate::Global) -> Result<ExitCode> {
     let opts = ImportOptions {
         kernel_columns: None,
         allow_truncated: a.allow_truncated,
+        ..Default::default()
     };
     let imported = import_trace(&a.input, &opts, &bar)?;
     if stdout(&a.chrome) {

@@ -19,6 +19,11 @@ pub struct ImportArgs {
     /// Keep what a truncated input holds instead of failing.
     #[arg(long)]
     pub allow_truncated: bool,
+    /// Refuse inputs with more than N events (kernel, memop, launch and marker rows; about
+    /// 120 bytes of memory each). Default: 5000000 for Kineto and nsys inputs, no limit for
+    /// .gst traces. 0 lifts the limit.
+    #[arg(long, value_name = "N")]
+    pub max_events: Option<u64>,
 }
 
 pub fn run(a: ImportArgs, g: &crate::Global) -> Result<ExitCode> {
@@ -26,6 +31,7 @@ pub fn run(a: ImportArgs, g: &crate::Global) -> Result<ExitCode> {
     let opts = ImportOptions {
         kernel_columns: None,
         allow_truncated: a.allow_truncated,
+        max_events: a.max_events.map(|n| if n == 0 { u64::MAX } else { n }),
     };
     let imported = import_trace(&a.input, &opts, &bar)?;
     for w in &imported.warnings {

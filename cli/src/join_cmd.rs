@@ -40,6 +40,7 @@ pub fn run(a: JoinArgs, g: &crate::Global) -> Result<ExitCode> {
     let opts = ImportOptions {
         kernel_columns: None,
         allow_truncated: false,
+        ..Default::default()
     };
     let engine = import_trace(&a.engine, &opts, &Bar::new(g.quiet, "engine"))?.trace;
     if engine.manifest.source_format != "engine" {

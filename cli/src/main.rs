@@ -63,13 +63,58 @@ pub struct Global {
     pub quiet: bool,
 }
 
+/// A usage error on one line, like every other gapscope error: clap's message, its tips
+/// and the usage line, joined.
+fn usage_error_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let mut message: Option<String> = None;
+    let mut in_message = false;
+    let mut tips = Vec::new();
+    let mut usage = None;
+    for line in text.lines() {
+        let t = line.trim();
+        if t.is_empty() {
+            in_message = false;
+        } else if let Some(m) = t.strip_prefix("error: ") {
+            in_message = message.is_none();
+            message.get_or_insert_with(|| m.to_owned());
+        } else if in_message {
+            // The message goes on (for example the list of missing arguments).
+            if let Some(m) = message.as_mut() {
+                m.push(' ');
+                m.push_str(t);
+            }
+        } else if let Some(tip) = t.strip_prefix("tip: ") {
+            tips.push(tip.to_owned());
+        } else if let Some(u) = t.strip_prefix("Usage: ") {
+            usage.get_or_insert_with(|| u.to_owned());
+        }
+    }
+    let message = message.unwrap_or_else(|| match e.kind() {
+        clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            "a subcommand is required".to_owned()
+        }
+        _ => "invalid command line".to_owned(),
+    });
+    let mut details = tips;
+    if let Some(u) = usage {
+        details.push(format!("usage: {u}"));
+    }
+    details.push("see --help".to_owned());
+    format!("{message} ({})", details.join("; "))
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
+        // --help and --version print as clap renders them, exit 0.
+        Err(e) if !e.use_stderr() => {
             let _ = e.print();
-            return ExitCode::from(code);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("gapscope: error: {}", usage_error_line(&e));
+            return ExitCode::from(2);
         }
     };
     let level = match cli.verbose {

@@ -121,6 +121,7 @@ impl AnalysisArgs {
                         .collect(),
                 ),
                 allow_truncated: self.allow_truncated,
+                ..Default::default()
             },
             quiet,
         })

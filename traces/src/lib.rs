@@ -6,6 +6,7 @@
 //! `docs/TRACE_FORMAT.md`.
 
 pub use arrow_array;
+pub use arrow_ipc;
 pub use arrow_schema;
 
 pub mod columnar;
@@ -13,6 +14,8 @@ pub mod error;
 pub mod manifest;
 pub mod marker_sink;
 pub mod native;
+mod output_dir;
+mod stream_read;
 pub mod strings;
 pub mod tables;
 pub mod trace;

@@ -3,18 +3,19 @@
 //! leaves every complete batch readable.
 
 use std::fs::{self, File};
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use arrow_array::RecordBatch;
 use arrow_array::cast::AsArray;
 use arrow_array::types::UInt32Type;
-use arrow_ipc::reader::StreamReader;
 use arrow_ipc::writer::StreamWriter;
 use arrow_schema::{DataType, Field, Schema};
 
 use crate::error::{Result, TraceError};
 use crate::manifest::{FORMAT_NAME, FORMAT_VERSION, Manifest};
+use crate::output_dir;
+use crate::stream_read::{CheckedStream, Expected, Next};
 use crate::strings::StringTable;
 use crate::tables::{KernelTable, LaunchTable, MarkerTable, MemopTable, SampleTable};
 use crate::trace::Trace;
@@ -53,28 +54,12 @@ pub struct TraceWriter {
 }
 
 impl TraceWriter {
-    /// Creates `dir` (or reuses an existing native trace there, replacing it) and writes
-    /// an incomplete manifest, so a reader can tell a crashed writer apart.
+    /// Creates `dir` (or reuses an existing native trace there, replacing its files) and
+    /// writes an incomplete manifest, so a reader can tell a crashed writer apart. A path
+    /// that is a symbolic link, or a non-empty directory that is not a gapscope trace, is
+    /// refused; files are created fresh (never opened through a link already there).
     pub fn create(dir: &Path, manifest: Manifest) -> Result<Self> {
-        if dir.exists() {
-            if !dir.is_dir() {
-                return Err(TraceError::format(
-                    dir,
-                    "output exists and is not a directory; a native trace is a directory",
-                ));
-            }
-            let empty = fs::read_dir(dir)
-                .map_err(|e| TraceError::io(dir, e))?
-                .next()
-                .is_none();
-            if !empty && !is_native_trace(dir) {
-                return Err(TraceError::format(
-                    dir,
-                    "output directory is not empty and is not a gapscope trace; refusing to overwrite it",
-                ));
-            }
-        }
-        fs::create_dir_all(dir).map_err(|e| TraceError::io(dir, e))?;
+        output_dir::prepare(dir, &written_files())?;
         let mut manifest = manifest;
         manifest.format = FORMAT_NAME.to_owned();
         manifest.format_version = FORMAT_VERSION;
@@ -82,7 +67,7 @@ impl TraceWriter {
         write_manifest(dir, &manifest)?;
         let open = |name: &str, schema: &Schema| -> Result<StreamWriter<BufWriter<File>>> {
             let p = dir.join(stream_file(name));
-            let f = File::create(&p).map_err(|e| TraceError::io(&p, e))?;
+            let f = output_dir::create_new(&p)?;
             StreamWriter::try_new(BufWriter::with_capacity(1 << 20, f), schema)
                 .map_err(|e| TraceError::arrow(&p, e))
         };
@@ -204,14 +189,29 @@ fn write_manifest(dir: &Path, m: &Manifest) -> Result<()> {
         path: p.clone(),
         source: e,
     })?;
-    let mut f = File::create(&tmp).map_err(|e| TraceError::io(&tmp, e))?;
+    output_dir::remove_file_if_present(&tmp)?;
+    let mut f = output_dir::create_new(&tmp)?;
     f.write_all(&text).map_err(|e| TraceError::io(&tmp, e))?;
     f.sync_all().map_err(|e| TraceError::io(&tmp, e))?;
     fs::rename(&tmp, &p).map_err(|e| TraceError::io(&p, e))
 }
 
-/// Writes a whole in-memory trace.
+/// The files a writer creates in a trace directory, and nothing else.
+fn written_files() -> Vec<String> {
+    let mut v = vec![MANIFEST.to_owned(), "manifest.json.tmp".to_owned()];
+    v.push(stream_file(STRINGS));
+    v.extend(TABLES.iter().map(|t| stream_file(t)));
+    v
+}
+
+/// Writes a whole in-memory trace. It is written into a new directory beside `dir` and
+/// renamed into place, so a failed write leaves an existing trace at `dir` as it was, and
+/// nothing is written through links inside an existing `dir`.
 pub fn write_trace(dir: &Path, trace: &Trace) -> Result<Manifest> {
+    output_dir::replace_with(dir, |tmp| write_whole(tmp, trace))
+}
+
+fn write_whole(dir: &Path, trace: &Trace) -> Result<Manifest> {
     let mut w = TraceWriter::create(dir, trace.manifest.clone())?;
     w.append_strings(&trace.strings)?;
     w.append_kernels(&trace.kernels)?;
@@ -227,10 +227,17 @@ pub fn write_trace(dir: &Path, trace: &Trace) -> Result<Manifest> {
 pub struct ReadOptions {
     /// Kernel columns to load; `None` loads all.
     pub kernel_columns: Option<Vec<String>>,
+    /// Refuse a trace with more rows than this, counted over all five tables (`None`: no
+    /// limit; a native trace's memory is bounded by its size on disk anyway).
+    pub max_rows: Option<u64>,
 }
 
+/// A manifest is a few KiB; anything this large is not one.
+const MAX_MANIFEST_BYTES: u64 = 16 << 20;
+
 /// Reads a native trace. A stream that ends mid-batch, or a manifest never marked complete,
-/// loads what is there and sets `manifest.truncated` with a note saying where.
+/// loads what is there and sets `manifest.truncated` with a note saying where. Any other
+/// defect in a stream (bad offsets or lengths, compression, wrong column types) is an error.
 pub fn read_trace(dir: &Path, opts: &ReadOptions) -> Result<Trace> {
     if !dir.exists() {
         return Err(TraceError::format(dir, "no such file or directory"));
@@ -242,7 +249,7 @@ pub fn read_trace(dir: &Path, opts: &ReadOptions) -> Result<Trace> {
         ));
     }
     let mp = dir.join(MANIFEST);
-    let text = fs::read(&mp).map_err(|e| TraceError::io(&mp, e))?;
+    let text = read_small(&mp, MAX_MANIFEST_BYTES)?;
     let mut manifest: Manifest =
         serde_json::from_slice(&text).map_err(|e| TraceError::Manifest {
             path: mp.clone(),
@@ -264,19 +271,28 @@ pub fn read_trace(dir: &Path, opts: &ReadOptions) -> Result<Trace> {
         ));
     }
     let mut trace = Trace::default();
-    let mut notes = Vec::new();
+    let mut ctx = StreamCtx {
+        dir,
+        manifest: &manifest,
+        notes: Vec::new(),
+        rows: 0,
+        max_rows: opts.max_rows,
+    };
     if !manifest.complete {
-        notes.push("the writer never finished this trace (crash or still recording)".to_owned());
+        ctx.notes
+            .push("the writer never finished this trace (crash or still recording)".to_owned());
     }
 
     let mut values = Vec::new();
-    read_stream(
-        dir,
+    let strings = strings_schema();
+    ctx.read(
         STRINGS,
-        None,
-        &["id", "value"],
-        &manifest,
-        &mut notes,
+        &Expected {
+            schema: &strings,
+            wanted: None,
+            required: &["id", "value"],
+        },
+        false,
         |b| {
             let ids = b
                 .column_by_name("id")
@@ -313,52 +329,63 @@ pub fn read_trace(dir: &Path, opts: &ReadOptions) -> Result<Trace> {
     let kreq = kproj
         .clone()
         .unwrap_or_else(|| KernelTable::COLUMNS.to_vec());
-    read_stream(
-        dir,
+    let schema = KernelTable::schema();
+    ctx.read(
         TABLES[0],
-        kproj.as_deref(),
-        &kreq,
-        &manifest,
-        &mut notes,
+        &Expected {
+            schema: &schema,
+            wanted: kproj.as_deref(),
+            required: &kreq,
+        },
+        true,
         |b| trace.kernels.append_batch(b),
     )?;
-    read_stream(
-        dir,
+    let schema = MemopTable::schema();
+    ctx.read(
         TABLES[1],
-        None,
-        MemopTable::COLUMNS,
-        &manifest,
-        &mut notes,
+        &Expected {
+            schema: &schema,
+            wanted: None,
+            required: MemopTable::COLUMNS,
+        },
+        true,
         |b| trace.memops.append_batch(b),
     )?;
-    read_stream(
-        dir,
+    let schema = LaunchTable::schema();
+    ctx.read(
         TABLES[2],
-        None,
-        LaunchTable::COLUMNS,
-        &manifest,
-        &mut notes,
+        &Expected {
+            schema: &schema,
+            wanted: None,
+            required: LaunchTable::COLUMNS,
+        },
+        true,
         |b| trace.launches.append_batch(b),
     )?;
-    read_stream(
-        dir,
+    let schema = MarkerTable::schema();
+    ctx.read(
         TABLES[3],
-        None,
-        MarkerTable::COLUMNS,
-        &manifest,
-        &mut notes,
+        &Expected {
+            schema: &schema,
+            wanted: None,
+            required: MarkerTable::COLUMNS,
+        },
+        true,
         |b| trace.markers.append_batch(b),
     )?;
-    read_stream(
-        dir,
+    let schema = SampleTable::schema();
+    ctx.read(
         TABLES[4],
-        None,
-        SampleTable::COLUMNS,
-        &manifest,
-        &mut notes,
+        &Expected {
+            schema: &schema,
+            wanted: None,
+            required: SampleTable::COLUMNS,
+        },
+        true,
         |b| trace.samples.append_batch(b),
     )?;
 
+    let notes = ctx.notes;
     if !notes.is_empty() {
         manifest.truncated = true;
         manifest.notes.extend(notes);
@@ -367,77 +394,112 @@ pub fn read_trace(dir: &Path, opts: &ReadOptions) -> Result<Trace> {
     Ok(trace)
 }
 
-/// Reads one table's stream, handing each batch to `sink`. Errors after the first batch
-/// (a partial write) become a truncation note; a bad header is an error.
-fn read_stream(
-    dir: &Path,
-    table: &str,
-    projection: Option<&[&str]>,
-    required: &[&str],
-    manifest: &Manifest,
-    notes: &mut Vec<String>,
-    mut sink: impl FnMut(&RecordBatch) -> std::result::Result<(), String>,
-) -> Result<()> {
-    let p = dir.join(stream_file(table));
-    let f = match File::open(&p) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            notes.push(format!("{table}: stream file missing"));
-            return Ok(());
-        }
-        Err(e) => return Err(TraceError::io(&p, e)),
-    };
-    if f.metadata().map(|m| m.len()).unwrap_or(0) == 0 {
-        notes.push(format!(
-            "{table}: stream is empty (writer died before its header)"
+/// Reads a small file whole, refusing what is not a regular file (a FIFO would block) or is
+/// larger than `max` bytes.
+fn read_small(p: &Path, max: u64) -> Result<Vec<u8>> {
+    let f = open_regular(p)?;
+    let len = f.metadata().map_err(|e| TraceError::io(p, e))?.len();
+    if len > max {
+        return Err(TraceError::format(
+            p,
+            format!("{len} bytes; a manifest is at most {} MiB", max >> 20),
         ));
-        return Ok(());
     }
-    let reader = BufReader::with_capacity(1 << 20, f);
-    let mut r = StreamReader::try_new(reader, None).map_err(|e| TraceError::arrow(&p, e))?;
-    {
-        let schema = r.schema();
-        if let Some(missing) = required.iter().find(|c| schema.index_of(c).is_err()) {
-            return Err(TraceError::format(
-                &p,
-                format!("required column {missing:?} is missing"),
-            ));
-        }
+    let mut text = Vec::with_capacity(len as usize);
+    f.take(max + 1)
+        .read_to_end(&mut text)
+        .map_err(|e| TraceError::io(p, e))?;
+    Ok(text)
+}
+
+/// Opens `p` for reading only if it is a regular file (following links): opening a FIFO
+/// blocks until a writer appears, and a device never ends.
+fn open_regular(p: &Path) -> Result<File> {
+    let meta = fs::metadata(p).map_err(|e| TraceError::io(p, e))?;
+    if !meta.is_file() {
+        return Err(TraceError::format(
+            p,
+            "not a regular file (a directory, FIFO, socket or device)",
+        ));
     }
-    let projection: Option<Vec<usize>> = projection.map(|names| {
-        let schema = r.schema();
-        names
-            .iter()
-            .filter_map(|n| schema.index_of(n).ok())
-            .collect()
-    });
-    let mut n = 0u64;
-    loop {
-        match r.next() {
-            None => break,
-            Some(Ok(batch)) => {
-                let batch = match &projection {
-                    Some(ix) => batch.project(ix).map_err(|e| TraceError::arrow(&p, e))?,
-                    None => batch,
-                };
-                sink(&batch).map_err(|m| TraceError::format(&p, m))?;
-                n += 1;
-            }
-            Some(Err(e)) => {
-                notes.push(format!(
-                    "{table}: truncated after {n} complete batches ({e})"
-                ));
+    File::open(p).map_err(|e| TraceError::io(p, e))
+}
+
+/// State shared by the table reads of one trace.
+struct StreamCtx<'a> {
+    dir: &'a Path,
+    manifest: &'a Manifest,
+    notes: Vec<String>,
+    /// Rows loaded so far over all tables.
+    rows: u64,
+    max_rows: Option<u64>,
+}
+
+impl StreamCtx<'_> {
+    /// Reads one table's stream, handing each batch to `sink`. A stream cut inside a message
+    /// (a partial write) becomes a truncation note; any other defect is an error.
+    fn read(
+        &mut self,
+        table: &str,
+        expected: &Expected,
+        counted: bool,
+        mut sink: impl FnMut(&RecordBatch) -> std::result::Result<(), String>,
+    ) -> Result<()> {
+        let p = self.dir.join(stream_file(table));
+        let f = match open_regular(&p) {
+            Ok(f) => f,
+            Err(TraceError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                self.notes.push(format!("{table}: stream file missing"));
                 return Ok(());
             }
+            Err(e) => return Err(e),
+        };
+        let len = f.metadata().map_err(|e| TraceError::io(&p, e))?.len();
+        if len == 0 {
+            self.notes.push(format!(
+                "{table}: stream is empty (writer died before its header)"
+            ));
+            return Ok(());
         }
+        let reader = BufReader::with_capacity(1 << 20, f);
+        let mut r = CheckedStream::open(reader, len, &p, expected)?;
+        let mut n = 0u64;
+        loop {
+            match r.next()? {
+                Next::End => break,
+                Next::Batch(batch) => {
+                    if counted {
+                        self.rows += batch.num_rows() as u64;
+                        if let Some(max) = self.max_rows
+                            && self.rows > max
+                        {
+                            return Err(TraceError::format(
+                                self.dir,
+                                format!(
+                                    "holds more than {max} events (reached in {table}); refusing to load it (raise --max-events to read it)"
+                                ),
+                            ));
+                        }
+                    }
+                    sink(&batch).map_err(|m| TraceError::format(&p, m))?;
+                    n += 1;
+                }
+                Next::Truncated(why) => {
+                    self.notes.push(format!(
+                        "{table}: truncated after {n} complete batches ({why})"
+                    ));
+                    return Ok(());
+                }
+            }
+        }
+        if self.manifest.complete
+            && let Some(&expected) = self.manifest.batches.get(table)
+            && expected != n
+        {
+            self.notes.push(format!(
+                "{table}: {n} batches read, manifest says {expected}"
+            ));
+        }
+        Ok(())
     }
-    if manifest.complete
-        && let Some(&expected) = manifest.batches.get(table)
-        && expected != n
-    {
-        notes.push(format!(
-            "{table}: {n} batches read, manifest says {expected}"
-        ));
-    }
-    Ok(())
 }

@@ -39,6 +39,8 @@ pub const NO_STR: StrId = 0;
 pub struct StringTable {
     values: Vec<String>,
     index: FxMap<String, StrId>,
+    /// Total bytes of the values.
+    bytes: usize,
 }
 
 impl Default for StringTable {
@@ -46,6 +48,7 @@ impl Default for StringTable {
         let mut t = Self {
             values: Vec::new(),
             index: FxMap::default(),
+            bytes: 0,
         };
         t.intern("");
         t
@@ -65,6 +68,7 @@ impl StringTable {
         let id = self.values.len() as StrId;
         self.values.push(s.to_owned());
         self.index.insert(s.to_owned(), id);
+        self.bytes += s.len();
         id
     }
 
@@ -89,6 +93,11 @@ impl StringTable {
         self.values.len() <= 1
     }
 
+    /// Total bytes of the names held (each is stored twice: in id order and in the index).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
     pub fn values(&self) -> &[String] {
         &self.values
     }
@@ -103,6 +112,7 @@ impl StringTable {
             // Duplicates in a foreign file keep their positional id so references stay valid.
             let id = t.values.len() as StrId;
             t.index.entry(v.clone()).or_insert(id);
+            t.bytes += v.len();
             t.values.push(v);
         }
         t

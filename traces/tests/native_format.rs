@@ -137,6 +137,7 @@ fn roundtrip_and_projection() {
         &p,
         &ReadOptions {
             kernel_columns: Some(vec!["gpu_start_ns".into(), "name".into()]),
+            ..Default::default()
         },
     )
     .unwrap();

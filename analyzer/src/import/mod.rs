@@ -1,7 +1,9 @@
 //! Importers: every supported input becomes a [`Trace`]. `import_trace` sniffs the format
 //! from the file's first bytes, not its name.
 
+pub mod clamp;
 pub mod kineto;
+pub mod limits;
 pub mod nsys;
 pub mod sniff;
 pub mod validate;
@@ -11,6 +13,7 @@ use std::path::Path;
 use gapscope_traces::{ReadOptions, Trace};
 
 use crate::error::Result;
+pub use limits::DEFAULT_MAX_EVENTS;
 pub use sniff::InputFormat;
 
 /// Receives import progress; the CLI draws a bar, libraries and tests pass [`NoProgress`].
@@ -31,8 +34,27 @@ impl ImportProgress for NoProgress {}
 pub struct ImportOptions {
     /// For native traces: load only these kernel columns (`None` = all).
     pub kernel_columns: Option<Vec<String>>,
-    /// Load what a truncated JSON or gzip file holds instead of failing.
+    /// Load what a truncated JSON or gzip file holds instead of failing. Only an input that
+    /// ends early qualifies; a corrupt one (bad gzip checksum, invalid JSON) stays an error.
     pub allow_truncated: bool,
+    /// The most events (kernel, memop, launch, marker and sample rows together) an import
+    /// loads before it refuses the input with a one-line error. `None`: the default,
+    /// [`DEFAULT_MAX_EVENTS`] for Kineto and nsys inputs and no limit for native `.gst`
+    /// traces (stored uncompressed, so their memory is bounded by their size on disk).
+    /// `Some(n)` applies to every format; `Some(u64::MAX)` lifts the limit.
+    pub max_events: Option<u64>,
+}
+
+impl ImportOptions {
+    /// The event limit that applies to `format`, `None` for none.
+    pub fn event_limit(&self, format: InputFormat) -> Option<u64> {
+        match self.max_events {
+            Some(u64::MAX) => None,
+            Some(n) => Some(n),
+            None if format == InputFormat::Native => None,
+            None => Some(DEFAULT_MAX_EVENTS),
+        }
+    }
 }
 
 /// An imported trace plus what the importer noticed along the way.
@@ -44,29 +66,39 @@ pub struct Imported {
     pub warnings: Vec<String>,
 }
 
-/// Imports any supported trace file.
+/// Imports any supported trace file. Whatever the format, times are then clamped once
+/// ([`clamp::clamp_times`]) and what that changed is reported among the warnings.
 pub fn import_trace(
     path: &Path,
     opts: &ImportOptions,
     progress: &dyn ImportProgress,
 ) -> Result<Imported> {
     let format = sniff::sniff(path)?;
+    let mut importer_warnings = Vec::new();
     let mut trace = match format {
         InputFormat::Native => gapscope_traces::read_trace(
             path,
             &ReadOptions {
                 kernel_columns: opts.kernel_columns.clone(),
+                max_rows: opts.event_limit(format),
             },
         )?,
         InputFormat::KinetoJson | InputFormat::KinetoJsonGz => {
             kineto::import_kineto(path, format == InputFormat::KinetoJsonGz, opts, progress)?
         }
-        InputFormat::NsysSqlite => nsys::import_nsys(path, progress)?,
+        InputFormat::NsysSqlite => {
+            let (trace, w) = nsys::import_nsys_with(path, opts, progress)?;
+            importer_warnings = w;
+            trace
+        }
     };
     if trace.manifest.source_path.is_none() {
         trace.manifest.source_path = Some(path.display().to_string());
     }
-    let mut warnings = validate::odd_values(&trace);
+    let clamped = clamp::clamp_times(&mut trace);
+    let mut warnings = importer_warnings;
+    warnings.extend(clamped.warning());
+    warnings.extend(validate::odd_values(&trace));
     if trace.manifest.truncated {
         let why = if trace.manifest.notes.is_empty() {
             String::new()

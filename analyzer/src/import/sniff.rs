@@ -28,7 +28,28 @@ impl InputFormat {
     }
 }
 
-/// Decides the format of `path` from its first bytes.
+/// Names what a non-regular file is.
+fn special_kind(meta: &std::fs::Metadata) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        if t.is_fifo() {
+            return "a FIFO (named pipe)";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+        if t.is_char_device() || t.is_block_device() {
+            return "a device";
+        }
+    }
+    let _ = meta;
+    "not a regular file"
+}
+
+/// Decides the format of `path` from its first bytes. Only regular files (and `.gst`
+/// directories) are opened.
 pub fn sniff(path: &Path) -> Result<InputFormat> {
     let meta = std::fs::metadata(path).map_err(|e| AnalyzerError::io(path, e))?;
     if meta.is_dir() {
@@ -38,6 +59,16 @@ pub fn sniff(path: &Path) -> Result<InputFormat> {
         return Err(AnalyzerError::unsupported(
             path,
             "is a directory, not a trace file (a native .gst trace directory holds manifest.json)",
+        ));
+    }
+    if !meta.is_file() {
+        // Opening a FIFO blocks until a writer appears, and a device never ends.
+        return Err(AnalyzerError::unsupported(
+            path,
+            format!(
+                "is {}, not a trace file; gapscope reads regular files and .gst directories",
+                special_kind(&meta)
+            ),
         ));
     }
     let mut head = [0u8; 64];

@@ -1,28 +1,16 @@
-//! Odd-value checks shared by all importers: values are kept, counted and reported.
+//! Odd-value checks shared by all importers: values are kept, counted and reported. They run
+//! after [`super::clamp`], so times are bounded and no end precedes its start.
 
 use std::collections::HashMap;
 
 use gapscope_traces::Trace;
 
-/// Warnings about negative durations and same-stream kernel overlaps.
+/// Warnings about same-stream kernel overlaps.
 pub fn odd_values(t: &Trace) -> Vec<String> {
     let mut out = Vec::new();
     let k = &t.kernels;
     if k.gpu_start_ns.len() != k.len || k.gpu_end_ns.len() != k.len {
         return out;
-    }
-    let neg_k = (0..k.len)
-        .filter(|&i| k.gpu_end_ns[i] < k.gpu_start_ns[i])
-        .count();
-    let m = &t.memops;
-    let neg_m = (0..m.len)
-        .filter(|&i| m.gpu_end_ns[i] < m.gpu_start_ns[i])
-        .count();
-    if neg_k + neg_m > 0 {
-        out.push(format!(
-            "{} kernels and {} memops have negative durations (kept; they add no busy time)",
-            neg_k, neg_m
-        ));
     }
     // Kernels on one stream must serialise; an overlap means clock or capture trouble.
     let have_streams = k.stream.len() == k.len && k.device.len() == k.len;

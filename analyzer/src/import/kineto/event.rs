@@ -161,31 +161,6 @@ pub(crate) fn category(cat: &[u8]) -> Option<Category> {
     }
 }
 
-/// Finds the `"cat"` string value inside a raw event without parsing the whole event, so
-/// the CPU-op and flow events that make up most of a trace are skipped cheaply.
-pub(crate) fn peek_cat(raw: &[u8]) -> Option<&[u8]> {
-    static CAT: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"cat\""));
-    let at = CAT.find(raw)?;
-    let mut i = at + 5;
-    while i < raw.len() && raw[i].is_ascii_whitespace() {
-        i += 1;
-    }
-    if raw.get(i) != Some(&b':') {
-        return None;
-    }
-    i += 1;
-    while i < raw.len() && raw[i].is_ascii_whitespace() {
-        i += 1;
-    }
-    if raw.get(i) != Some(&b'"') {
-        return None;
-    }
-    let start = i + 1;
-    let end = start + memchr::memchr(b'"', &raw[start..])?;
-    Some(&raw[start..end])
-}
-
 /// Memcpy direction from a Kineto/roctracer name such as "Memcpy DtoD (Device -> Device)"
 /// or "CopyDeviceToHost".
 pub(crate) fn memcpy_kind(name: &str) -> gapscope_traces::MemopKind {
@@ -213,15 +188,6 @@ pub(crate) fn memcpy_kind(name: &str) -> gapscope_traces::MemopKind {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn peek_cat_finds_value_and_ignores_escaped_text() {
-        assert_eq!(
-            peek_cat(br#"{"ph":"X", "cat" : "kernel","name":"a"}"#),
-            Some(&b"kernel"[..])
-        );
-        assert_eq!(peek_cat(br#"{"name":"\"cat\" x"}"#), None);
-    }
 
     #[test]
     fn ids_accept_numbers_and_strings() {

@@ -1,6 +1,7 @@
 //! A bounded byte window over a (possibly gzipped) file: the reader inflates straight into
-//! the window, consumed bytes are dropped between values, so memory stays at about one
-//! chunk plus the largest single JSON value.
+//! the window, consumed bytes are dropped between values and while whitespace or an unread
+//! value streams past, so memory stays at about one chunk plus the largest single JSON value
+//! that is kept (at most [`MAX_VALUE_BYTES`]).
 
 use std::fs::File;
 use std::io::Read;
@@ -11,6 +12,10 @@ use crate::error::{AnalyzerError, Result};
 use crate::import::ImportProgress;
 
 const CHUNK: usize = 1 << 20;
+
+/// The largest single JSON value (one event, or a top-level value gapscope reads) held in
+/// memory. Real events are a few KiB; values gapscope does not read stream past unbuffered.
+pub(crate) const MAX_VALUE_BYTES: usize = 64 << 20;
 
 /// Counts compressed bytes for the progress bar.
 pub(crate) struct Counting<'p, R> {
@@ -168,7 +173,7 @@ impl<'r> Feed<'r> {
             base: 0,
             eof: false,
             pending_error: None,
-            max_value_bytes: 512 << 20,
+            max_value_bytes: MAX_VALUE_BYTES,
         }
     }
 
@@ -179,6 +184,39 @@ impl<'r> Feed<'r> {
     /// Byte offset of `pos` in the decompressed stream, for error messages.
     pub(crate) fn offset(&self) -> u64 {
         self.base + self.pos as u64
+    }
+
+    /// Drops the whole window (everything in it has been consumed or is being skipped).
+    fn discard_all(&mut self) {
+        self.base += self.buf.len() as u64;
+        self.buf.clear();
+        self.pos = 0;
+    }
+
+    /// Skips a UTF-8 byte order mark at the very start (editors on Windows write one).
+    pub(crate) fn skip_bom(&mut self) -> Result<()> {
+        const BOM: &[u8] = &[0xEF, 0xBB, 0xBF];
+        while self.offset() == 0 && self.buf.len() < BOM.len() {
+            if !self.more()? {
+                break;
+            }
+        }
+        if self.offset() == 0 && self.buf.starts_with(BOM) {
+            self.pos = BOM.len();
+        }
+        Ok(())
+    }
+
+    /// After the document: only whitespace may follow. Reading to the end also makes the
+    /// gzip decoder check the CRC and length trailers.
+    pub(crate) fn expect_end(&mut self) -> Result<()> {
+        match self.peek_non_ws()? {
+            None => Ok(()),
+            Some(b) => Err(self.syntax(format!(
+                "unexpected '{}' after the end of the JSON document; a trace holds one JSON value",
+                printable(b)
+            ))),
+        }
     }
 
     /// Drops consumed bytes; call only between values.
@@ -242,7 +280,15 @@ impl<'r> Feed<'r> {
 
     fn read_error(&self, e: std::io::Error) -> AnalyzerError {
         let what = match e.kind() {
-            std::io::ErrorKind::UnexpectedEof => "gzip stream is truncated".to_owned(),
+            std::io::ErrorKind::UnexpectedEof => {
+                return AnalyzerError::truncated(
+                    &self.path,
+                    format!(
+                        "gzip stream is truncated (after {} decompressed bytes)",
+                        self.base + self.buf.len() as u64
+                    ),
+                );
+            }
             std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData => {
                 format!("corrupt gzip data ({e})")
             }
@@ -268,6 +314,8 @@ impl<'r> Feed<'r> {
                     return Ok(Some(b));
                 }
             }
+            // Everything in the window is consumed: whitespace streams past unbuffered.
+            self.discard_all();
             if !self.more()? {
                 return Ok(None);
             }
@@ -297,13 +345,79 @@ impl<'r> Feed<'r> {
     }
 
     pub(crate) fn eof_error(&self, context: &str) -> AnalyzerError {
-        AnalyzerError::parse(
+        AnalyzerError::truncated(
             &self.path,
             format!(
                 "JSON ends early at byte {} {context}; the file is truncated",
                 self.offset()
             ),
         )
+    }
+
+    /// Skips one JSON value without keeping it: the window is dropped as the value streams
+    /// past, so a value of any size costs no memory.
+    pub(crate) fn skip_value(&mut self, context: &str) -> Result<()> {
+        let Some(first) = self.peek_non_ws()? else {
+            return Err(self.eof_error(context));
+        };
+        let mut i = self.pos;
+        match first {
+            b'{' | b'[' => {
+                let close = if first == b'{' { b'}' } else { b']' };
+                let mut state = ScanState::default();
+                loop {
+                    if let Some(end) = find_end(&self.buf, i, &mut state, first, close) {
+                        self.pos = end;
+                        return Ok(());
+                    }
+                    self.discard_all();
+                    i = 0;
+                    if !self.more()? {
+                        return Err(self.eof_error(context));
+                    }
+                }
+            }
+            b'"' => {
+                i += 1;
+                let mut escape = false;
+                loop {
+                    if i >= self.buf.len() {
+                        self.discard_all();
+                        i = 0;
+                        if !self.more()? {
+                            return Err(self.eof_error(context));
+                        }
+                        continue;
+                    }
+                    let b = self.buf[i];
+                    i += 1;
+                    if escape {
+                        escape = false;
+                    } else if b == b'\\' {
+                        escape = true;
+                    } else if b == b'"' {
+                        self.pos = i;
+                        return Ok(());
+                    }
+                }
+            }
+            _ => loop {
+                if i >= self.buf.len() {
+                    self.discard_all();
+                    i = 0;
+                    if !self.more()? {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                let b = self.buf[i];
+                if b == b',' || b == b'}' || b == b']' || b.is_ascii_whitespace() {
+                    self.pos = i;
+                    return Ok(());
+                }
+                i += 1;
+            },
+        }
     }
 
     /// Scans one JSON value starting at `pos` (after whitespace) and returns its byte range
@@ -387,5 +501,59 @@ fn printable(b: u8) -> String {
         (b as char).to_string()
     } else {
         format!("\\x{b:02x}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    fn feed(r: impl Read + 'static) -> Feed<'static> {
+        Feed::new(Path::new("t.json"), Box::new(r))
+    }
+
+    /// Before: whitespace between values accumulated in the window (4 GiB of spaces in a
+    /// gzip took 4.1 GB of memory).
+    #[test]
+    fn whitespace_streams_past_unbuffered() {
+        let mut f = feed(std::io::repeat(b' ').take(80 << 20).chain(&b" 1"[..]));
+        assert_eq!(f.peek_non_ws().unwrap(), Some(b'1'));
+        assert_eq!(f.offset(), (80 << 20) + 1);
+        assert!(f.buf.capacity() <= 4 * CHUNK, "{}", f.buf.capacity());
+    }
+
+    #[test]
+    fn skipped_values_stream_past_unbuffered() {
+        for (open, close) in [(&b"\""[..], &b"\"]"[..]), (b"[\"", b"\"]]"), (b"", b"]")] {
+            let body = std::io::repeat(b'x').take(80 << 20);
+            let mut f = feed(open.chain(body).chain(close));
+            f.skip_value("test").unwrap();
+            assert_eq!(f.peek_non_ws().unwrap(), Some(b']'));
+            assert!(f.buf.capacity() <= 4 * CHUNK, "{}", f.buf.capacity());
+        }
+        let mut f = feed(&b"\"abc"[..]);
+        assert!(f.skip_value("test").unwrap_err().is_truncation());
+    }
+
+    #[test]
+    fn a_kept_value_is_bounded() {
+        let mut f = feed(
+            (&b"\""[..])
+                .chain(std::io::repeat(b'x').take(MAX_VALUE_BYTES as u64 + (2 << 20)))
+                .chain(&b"\""[..]),
+        );
+        let e = f.scan_value("test").unwrap_err().to_string();
+        assert!(e.contains("refusing to buffer it"), "{e}");
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_skipped_once() {
+        let mut f = feed(&b"\xEF\xBB\xBF {}"[..]);
+        f.skip_bom().unwrap();
+        assert_eq!(f.peek_non_ws().unwrap(), Some(b'{'));
+        let mut f = feed(&b"{}"[..]);
+        f.skip_bom().unwrap();
+        assert_eq!(f.peek_non_ws().unwrap(), Some(b'{'));
     }
 }

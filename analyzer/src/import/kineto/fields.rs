@@ -225,6 +225,117 @@ impl<'a> P<'a> {
     }
 }
 
+/// The raw value of the event's own `"cat"` key (a top-level key of the event object; a
+/// `"cat"` inside `args` or any other nested value does not count), without parsing the rest
+/// of the event: the CPU-op and flow events that make up most of a trace are skipped after
+/// this peek. `None` when there is no top-level string `cat` or the event is malformed
+/// before it.
+///
+/// Fast path: Kineto writes `cat` among the first keys, so the first `"cat"` in the event is
+/// found with a SIMD search and only the few bytes before it are checked (outside any
+/// string, at depth 1, right after `{` or `,`). Anything else walks the keys.
+pub(crate) fn peek_cat(raw: &[u8]) -> Option<&[u8]> {
+    static CAT: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"cat\""));
+    let at = CAT.find(raw)?;
+    if !is_top_level_key(&raw[..at]) {
+        return walk_to_cat(raw);
+    }
+    // `: "value"` by hand: category values are a few bytes, too short for memchr to pay.
+    let ws = |mut i: usize| {
+        while raw.get(i).is_some_and(u8::is_ascii_whitespace) {
+            i += 1;
+        }
+        i
+    };
+    let i = ws(at + 5);
+    if raw.get(i) != Some(&b':') {
+        return None;
+    }
+    let i = ws(i + 1);
+    if raw.get(i) != Some(&b'"') {
+        return None;
+    }
+    let start = i + 1;
+    let len = raw.get(start..)?.iter().position(|&b| b == b'"')?;
+    Some(&raw[start..start + len])
+}
+
+/// Whether a key starting right after `prefix` is a key of the outermost object.
+fn is_top_level_key(prefix: &[u8]) -> bool {
+    let last = prefix.iter().rev().find(|b| !b.is_ascii_whitespace());
+    if !matches!(last, Some(b'{' | b',')) {
+        return false;
+    }
+    // Common case: no bracket or escape after the opening brace, so the depth is 1 and an
+    // even number of quotes means the key is outside any string.
+    // (One branch-free pass: the prefix is a few dozen bytes, too short for memchr to pay.)
+    if let Some((b'{', rest)) = prefix.split_first() {
+        let (mut quotes, mut special) = (0u32, false);
+        for &b in rest {
+            quotes += u32::from(b == b'"');
+            special |= b == b'{' || b == b'[' || b == b'\\';
+        }
+        if !special {
+            return quotes % 2 == 0;
+        }
+    }
+    is_top_level_key_slow(prefix)
+}
+
+/// [`is_top_level_key`] byte by byte, for prefixes holding brackets or escapes.
+fn is_top_level_key_slow(prefix: &[u8]) -> bool {
+    let (mut depth, mut in_str, mut escape) = (0usize, false, false);
+    let mut last = 0u8;
+    for &b in prefix {
+        if in_str {
+            if escape {
+                escape = false;
+            } else if b == b'\\' {
+                escape = true;
+            } else if b == b'"' {
+                in_str = false;
+                last = b;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if !b.is_ascii_whitespace() {
+            last = b;
+        }
+    }
+    !in_str && depth == 1 && (last == b'{' || last == b',')
+}
+
+/// The slow path of [`peek_cat`]: walks the top-level keys.
+fn walk_to_cat(raw: &[u8]) -> Option<&[u8]> {
+    let mut p = P { s: raw, i: 0 };
+    p.expect(b'{').ok()?;
+    if p.peek().ok()? == b'}' {
+        return None;
+    }
+    loop {
+        let (key, _) = p.raw_string().ok()?;
+        p.expect(b':').ok()?;
+        if key == b"cat" {
+            if p.peek().ok()? != b'"' {
+                return None;
+            }
+            return p.raw_string().ok().map(|(v, _)| v);
+        }
+        p.skip().ok()?;
+        match p.peek().ok()? {
+            b',' => p.i += 1,
+            _ => return None,
+        }
+    }
+}
+
 /// Reads one event object.
 pub(crate) fn parse_event(raw: &[u8]) -> R<Event<'_>> {
     let mut p = P { s: raw, i: 0 };
@@ -297,6 +408,34 @@ mod tests {
             let b: Event = serde_json::from_str(c).unwrap();
             assert_eq!(format!("{a:?}"), format!("{b:?}"), "{c}");
         }
+    }
+
+    #[test]
+    fn peek_cat_takes_only_the_top_level_key() {
+        assert_eq!(
+            peek_cat(br#"{"ph":"X", "cat" : "kernel","name":"a"}"#),
+            Some(&b"kernel"[..])
+        );
+        assert_eq!(peek_cat(br#"{"name":"\"cat\" x"}"#), None);
+        // A "cat" inside args (or any nested value) is not the event's category.
+        assert_eq!(
+            peek_cat(br#"{"args":{"cat":"kernel"},"cat":"cpu_op","name":"a"}"#),
+            Some(&b"cpu_op"[..])
+        );
+        assert_eq!(peek_cat(br#"{"args":{"cat":"kernel"},"name":"a"}"#), None);
+        assert_eq!(peek_cat(br#"{"name":"a","args":[{"cat":"kernel"}]}"#), None);
+        assert_eq!(peek_cat(br#"{"cat":7}"#), None);
+        assert_eq!(peek_cat(b"{}"), None);
+        // "cat" as a value, or inside a string, is not the key.
+        assert_eq!(
+            peek_cat(br#"{"name":"cat","cat":"kernel"}"#),
+            Some(&b"kernel"[..])
+        );
+        assert_eq!(
+            peek_cat(br#"{"name":"a \"cat\": b","cat" :"kernel"}"#),
+            Some(&b"kernel"[..])
+        );
+        assert_eq!(peek_cat(br#"{ "cat": "cpu_op" }"#), Some(&b"cpu_op"[..]));
     }
 
     #[test]

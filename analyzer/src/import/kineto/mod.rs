@@ -2,8 +2,15 @@
 //!
 //! Streaming: a structural scanner finds each element of `traceEvents` and only the events
 //! gapscope keeps are deserialised, so memory is bounded by the output tables and one event,
-//! never by the JSON size. Both the object form (`{"traceEvents": [...]}`) and the bare
-//! array form are accepted.
+//! never by the JSON size; whitespace and top-level values gapscope does not read stream
+//! past unbuffered, and the tables stop at the import's event limit. Both the object form
+//! (`{"traceEvents": [...]}`) and the bare array form are accepted, after an optional UTF-8
+//! byte order mark.
+//!
+//! The whole input is read: anything but whitespace after the JSON document is an error
+//! (as in Python's `json.load`, which HTA uses, and Chrome's trace viewer), and reading a
+//! gzip to its end checks its CRC and length trailers. A file that merely ends early is
+//! truncated, which `allow_truncated` accepts; a corrupt one is always an error.
 
 mod event;
 mod feed;
@@ -18,9 +25,11 @@ use gapscope_traces::{
 };
 use serde::Deserialize;
 
-use self::event::{Category, Event, category, memcpy_kind, peek_cat};
+use self::event::{Category, Event, category, memcpy_kind};
 use self::feed::Feed;
-use super::{ImportOptions, ImportProgress};
+use self::fields::peek_cat;
+use super::limits::Budget;
+use super::{ImportOptions, ImportProgress, InputFormat};
 use crate::error::{AnalyzerError, Result};
 
 /// Raw events handed from the scanning thread to the building thread.
@@ -32,6 +41,15 @@ enum Msg {
 }
 
 const BATCH_BYTES: usize = 1 << 20;
+
+/// The top-level keys [`Builder::meta`] reads; other top-level values are skipped unread.
+const META_KEYS: [&str; 5] = [
+    "deviceProperties",
+    "baseTimeNanoseconds",
+    "displayTimeUnit",
+    "cuda_driver_version",
+    "cuda_runtime_version",
+];
 
 /// The scanning side: walks the document, drops events gapscope does not read after a peek
 /// at their category, and ships the rest in batches.
@@ -91,13 +109,19 @@ pub fn import_kineto(
     progress: &dyn ImportProgress,
 ) -> Result<Trace> {
     let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(4);
+    let format = if gz {
+        InputFormat::KinetoJsonGz
+    } else {
+        InputFormat::KinetoJson
+    };
+    let limit = opts.event_limit(format);
     let (scanned, built) = std::thread::scope(|s| {
         let reader = match feed::open(path, gz, progress, s) {
             Ok(r) => r,
-            Err(e) => return ((Err(e), 0), Ok(Builder::new(path))),
+            Err(e) => return ((Err(e), 0), Ok(Builder::new(path, limit))),
         };
         let builder = s.spawn(move || {
-            let mut b = Builder::new(path);
+            let mut b = Builder::new(path, limit);
             for msg in rx {
                 match msg {
                     Msg::Events(bytes, spans) => {
@@ -120,7 +144,10 @@ pub fn import_kineto(
             kept: 0,
             closed: false,
         };
-        let r = parse_document(&mut feed, &mut batcher);
+        let mut r = parse_document(&mut feed, &mut batcher);
+        if r.is_ok() && !batcher.closed {
+            r = feed.expect_end();
+        }
         batcher.flush();
         let kept = batcher.kept;
         drop(batcher); // closes the channel: the builder finishes what was sent
@@ -137,7 +164,7 @@ pub fn import_kineto(
     let b = built?;
     match r {
         Ok(()) => Ok(b.finish()),
-        Err(e) if opts.allow_truncated && kept > 0 => {
+        Err(e) if opts.allow_truncated && kept > 0 && e.is_truncation() => {
             let mut t = b.finish();
             t.manifest.truncated = true;
             t.manifest.notes.push(format!("input ends early: {e}"));
@@ -148,6 +175,7 @@ pub fn import_kineto(
 }
 
 fn parse_document(feed: &mut Feed, b: &mut Batcher) -> Result<()> {
+    feed.skip_bom()?;
     match feed.peek_non_ws()? {
         None => Err(AnalyzerError::parse(
             feed.path(),
@@ -181,9 +209,11 @@ fn object(feed: &mut Feed, b: &mut Batcher) -> Result<()> {
         if key == "traceEvents" {
             events_array(feed, b, false)?;
             saw_events = true;
-        } else {
+        } else if META_KEYS.contains(&key.as_str()) {
             let r = feed.scan_value("in a top-level value")?;
             b.meta(key, &feed.buf[r]);
+        } else {
+            feed.skip_value("in a top-level value")?;
         }
         match feed.peek_non_ws()? {
             Some(b',') => feed.pos += 1,
@@ -274,36 +304,22 @@ struct Builder {
     path: std::path::PathBuf,
     trace: Trace,
     events: u64,
-    overflowed: u64,
+    budget: Budget,
 }
 
 impl Builder {
-    fn new(path: &Path) -> Self {
+    fn new(path: &Path, max_events: Option<u64>) -> Self {
         Self {
             path: path.to_owned(),
             trace: Trace::new(Manifest::new("kineto")),
             events: 0,
-            overflowed: 0,
-        }
-    }
-
-    fn ns(&mut self, v: f64) -> i64 {
-        let x = (v * 1000.0).round();
-        if !x.is_finite() || x >= i64::MAX as f64 || x <= i64::MIN as f64 {
-            self.overflowed += 1;
-            if x.is_sign_negative() {
-                i64::MIN / 2
-            } else {
-                i64::MAX / 2
-            }
-        } else {
-            x as i64
+            budget: Budget::new(path, max_events),
         }
     }
 
     fn span(&mut self, ev: &Event) -> (i64, i64) {
-        let start = self.ns(ev.ts.map(|t| t.0).unwrap_or(0.0));
-        let dur = self.ns(ev.dur.map(|t| t.0).unwrap_or(0.0));
+        let start = ns(ev.ts.map(|t| t.0).unwrap_or(0.0));
+        let dur = ns(ev.dur.map(|t| t.0).unwrap_or(0.0));
         (start, start.saturating_add(dur))
     }
 
@@ -363,6 +379,7 @@ impl Builder {
         {
             return Ok(());
         }
+        self.budget.event()?;
         let (start, end) = self.span(&ev);
         let name = ev.name.as_deref().unwrap_or("");
         let args = ev.args.as_ref();
@@ -481,16 +498,10 @@ impl Builder {
                 t.markers.push(row);
             }
         }
-        Ok(())
+        self.budget.names(&self.trace.strings)
     }
 
     fn finish(mut self) -> Trace {
-        if self.overflowed > 0 {
-            self.trace.manifest.notes.push(format!(
-                "{} timestamps or durations overflowed 64-bit nanoseconds and were clamped",
-                self.overflowed
-            ));
-        }
         if self.trace.kernels.is_empty() && self.trace.memops.is_empty() {
             self.trace
                 .manifest
@@ -499,6 +510,13 @@ impl Builder {
         }
         self.trace
     }
+}
+
+/// Microseconds to nanoseconds. Out-of-range values saturate here; they are clamped and
+/// counted with every other importer's times in `import::clamp`. `i64::MIN` is kept out:
+/// marker tables use it for "no range on this clock".
+fn ns(v: f64) -> i64 {
+    ((v * 1000.0).round() as i64).max(i64::MIN + 1)
 }
 
 /// Phase from an annotation name: "prefill", "decode" and "sample" anywhere in it.

@@ -7,7 +7,13 @@
 //! `StringIds` and enum codes through the file's own `ENUM_*` tables.
 //!
 //! Times stay as nsys stores them: nanoseconds on the session timeline, which nsys
-//! already uses for both GPU activity and host calls.
+//! already uses for both GPU activity and host calls (`import_trace` clamps absurd ones).
+//!
+//! Untrusted files: only plain tables are read (never views, see `schema`), repeated
+//! `StringIds` ids are collapsed, the import stops at its event limit, and SQLite's work is
+//! bounded by a step budget proportional to the file size, so no file can keep the import
+//! busy forever. A `-wal` file beside the export (changes never checkpointed into it) is
+//! not read, with a warning.
 
 mod enums;
 mod read;
@@ -22,33 +28,64 @@ use gapscope_traces::{GpuInfo, Manifest, Trace};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 use sqlx::{ConnectOptions, Connection};
 
-use super::ImportProgress;
+use super::limits::Budget;
+use super::{ImportOptions, ImportProgress, InputFormat};
 use crate::error::{AnalyzerError, Result};
 use enums::{CopyKinds, EventClasses, NvtxTypes};
-use read::Skipped;
+use read::{Limits, Skipped};
 use schema::Schema;
 
 /// [`Manifest::source_format`] of traces this importer builds, so reports can say where a
 /// trace came from.
 pub const SOURCE_FORMAT: &str = "nsys-sqlite";
 
-/// Imports an Nsight Systems SQLite export.
+/// Imports an Nsight Systems SQLite export with the default options; see
+/// [`import_nsys_with`].
+pub fn import_nsys(path: &Path, progress: &dyn ImportProgress) -> Result<Trace> {
+    import_nsys_with(path, &ImportOptions::default(), progress).map(|(t, _)| t)
+}
+
+/// Imports an Nsight Systems SQLite export, returning the trace and warnings for the
+/// report.
 ///
 /// The file is opened read-only and immutable: exports are often on shared or read-only
 /// storage, and nsys never appends to one after writing it. sqlx needs an async runtime,
 /// so a current-thread tokio runtime lives for the duration of the call; when the caller
 /// is already inside a runtime the work moves to a scoped thread, because nesting
 /// `block_on` would panic. Progress counts rows.
-pub fn import_nsys(path: &Path, progress: &dyn ImportProgress) -> Result<Trace> {
-    check_sqlite_header(path)?;
+pub fn import_nsys_with(
+    path: &Path,
+    opts: &ImportOptions,
+    progress: &dyn ImportProgress,
+) -> Result<(Trace, Vec<String>)> {
+    import_budgeted(path, opts, progress, None)
+}
+
+/// [`import_nsys_with`] with the SQLite step budget given (tests) or computed from the
+/// file size (`None`).
+fn import_budgeted(
+    path: &Path,
+    opts: &ImportOptions,
+    progress: &dyn ImportProgress,
+    steps: Option<u64>,
+) -> Result<(Trace, Vec<String>)> {
+    let len = check_sqlite_header(path)?;
+    let steps = steps
+        .unwrap_or_else(|| STEP_BUDGET_BASE.saturating_add(len.saturating_mul(STEPS_PER_BYTE)));
+    let mut warnings = Vec::new();
+    warnings.extend(wal_warning(path));
+    let limits = Limits {
+        budget: Budget::new(path, opts.event_limit(InputFormat::NsysSqlite)),
+        failed: None,
+    };
     let run = || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| AnalyzerError::io(path, e))?;
-        rt.block_on(import(path, progress))
+        rt.block_on(import(path, len, steps, limits, progress))
     };
-    if tokio::runtime::Handle::try_current().is_ok() {
+    let (trace, w) = if tokio::runtime::Handle::try_current().is_ok() {
         std::thread::scope(|s| s.spawn(run).join()).unwrap_or_else(|_| {
             Err(AnalyzerError::parse(
                 path,
@@ -57,8 +94,34 @@ pub fn import_nsys(path: &Path, progress: &dyn ImportProgress) -> Result<Trace> 
         })
     } else {
         run()
-    }
+    }?;
+    warnings.extend(w);
+    Ok((trace, warnings))
 }
+
+/// A `-wal` file beside the export holds changes SQLite never copied into it; an
+/// immutable read does not see them.
+fn wal_warning(path: &Path) -> Option<String> {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let wal = std::path::PathBuf::from(wal);
+    let len = std::fs::metadata(&wal).ok()?.len();
+    (len > 0).then(|| {
+        format!(
+            "{} holds {len} bytes of changes never checkpointed into the export; they were not read (run `sqlite3 {} 'PRAGMA wal_checkpoint'` to merge them)",
+            wal.display(),
+            path.display()
+        )
+    })
+}
+
+/// SQLite work allowed per byte of the file, on top of [`STEP_BUDGET_BASE`], in virtual
+/// machine steps. Reading a real export takes a few steps per byte; the budget only stops
+/// a file built to make SQLite loop or grind.
+const STEPS_PER_BYTE: u64 = 2_000;
+const STEP_BUDGET_BASE: u64 = 500_000_000;
+/// Steps between two checks of the budget.
+const STEPS_PER_CHECK: i32 = 1_000;
 
 /// The SQLite file header is 100 bytes at offset 0.
 const HEADER_LEN: usize = 100;
@@ -68,16 +131,24 @@ const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 /// truncated one can answer queries that happen to touch only the pages still there.
 /// The header's page count is trusted only when its "version-valid-for" number matches
 /// the change counter, as the file format specifies.
-fn check_sqlite_header(path: &Path) -> Result<()> {
+/// Returns the file's length.
+fn check_sqlite_header(path: &Path) -> Result<u64> {
     let io = |e| AnalyzerError::io(path, e);
-    let mut f = File::open(path).map_err(io)?;
-    let meta = f.metadata().map_err(io)?;
+    // Checked before opening: opening a FIFO blocks until a writer appears.
+    let meta = std::fs::metadata(path).map_err(io)?;
     if meta.is_dir() {
         return Err(AnalyzerError::unsupported(
             path,
             "is a directory, not an Nsight Systems SQLite export",
         ));
     }
+    if !meta.is_file() {
+        return Err(AnalyzerError::unsupported(
+            path,
+            "is not a regular file (a FIFO, socket or device), not an Nsight Systems SQLite export",
+        ));
+    }
+    let mut f = File::open(path).map_err(io)?;
     let len = meta.len();
     if len == 0 {
         return Err(AnalyzerError::unsupported(
@@ -126,7 +197,7 @@ fn check_sqlite_header(path: &Path) -> Result<()> {
             ));
         }
     }
-    Ok(())
+    Ok(len)
 }
 
 /// One line, whatever the driver put in its message.
@@ -138,9 +209,30 @@ fn sqlite_err(path: &Path, what: &str, e: sqlx::Error) -> AnalyzerError {
     AnalyzerError::sqlite(path, one_line(&format!("{what}: {e}")))
 }
 
-async fn import(path: &Path, progress: &dyn ImportProgress) -> Result<Trace> {
+async fn import(
+    path: &Path,
+    len: u64,
+    budget: u64,
+    mut limits: Limits,
+    progress: &dyn ImportProgress,
+) -> Result<(Trace, Vec<String>)> {
+    // SQLite takes a UTF-8 file name. Another path is opened here and handed over as its
+    // descriptor's /proc path (Linux), which also pins the file that was checked.
+    let held;
+    let name = match path.to_str() {
+        Some(_) => path.to_owned(),
+        None => {
+            held = File::open(path).map_err(|e| AnalyzerError::io(path, e))?;
+            fd_path(&held).ok_or_else(|| {
+                AnalyzerError::unsupported(
+                    path,
+                    "the path is not valid UTF-8, which SQLite needs on this platform; rename the file",
+                )
+            })?
+        }
+    };
     let opts = SqliteConnectOptions::new()
-        .filename(path)
+        .filename(&name)
         .read_only(true)
         .immutable(true)
         .disable_statement_logging();
@@ -148,20 +240,71 @@ async fn import(path: &Path, progress: &dyn ImportProgress) -> Result<Trace> {
         .connect()
         .await
         .map_err(|e| sqlite_err(path, "opening the database", e))?;
-    let out = import_from(&mut conn, path, progress).await;
+    let exhausted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let exhausted = std::sync::Arc::clone(&exhausted);
+        let mut left = budget / STEPS_PER_CHECK as u64;
+        let mut handle = conn
+            .lock_handle()
+            .await
+            .map_err(|e| sqlite_err(path, "opening the database", e))?;
+        handle.set_progress_handler(STEPS_PER_CHECK, move || {
+            if left == 0 {
+                exhausted.store(true, std::sync::atomic::Ordering::Relaxed);
+                return false;
+            }
+            left -= 1;
+            true
+        });
+    }
+    let out = import_from(&mut conn, path, &mut limits, progress).await;
     // Closing only stops the connection's worker thread; the result is already decided.
     let _ = conn.close().await;
+    if let Some(e) = limits.failed.take() {
+        return Err(e);
+    }
+    if exhausted.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(AnalyzerError::unsupported(
+            path,
+            format!(
+                "reading it took more than {budget} SQLite steps, far beyond what an export of {len} bytes needs ({STEPS_PER_BYTE} per byte); refusing it"
+            ),
+        ));
+    }
     out
+}
+
+#[cfg(target_os = "linux")]
+fn fd_path(f: &File) -> Option<std::path::PathBuf> {
+    use std::os::fd::AsRawFd;
+    let p = std::path::PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()));
+    p.exists().then_some(p)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn fd_path(_: &File) -> Option<std::path::PathBuf> {
+    None
 }
 
 async fn import_from(
     conn: &mut SqliteConnection,
     path: &Path,
+    limits: &mut Limits,
     progress: &dyn ImportProgress,
-) -> Result<Trace> {
-    let schema = Schema::load(conn)
+) -> Result<(Trace, Vec<String>)> {
+    let mut schema = Schema::load(conn)
         .await
         .map_err(|e| sqlite_err(path, "reading the table list", e))?;
+    let mut warnings = std::mem::take(&mut schema.skipped);
+    let repeated = read::repeated_string_ids(conn, &schema)
+        .await
+        .map_err(|e| sqlite_err(path, "checking StringIds", e))?;
+    if repeated > 0 {
+        schema.string_ids_repeat = true;
+        warnings.push(format!(
+            "StringIds repeats {repeated} ids; each id's smallest value names it, so no kernel or call is counted twice"
+        ));
+    }
     let has_cupti = schema::CUPTI_TABLES.iter().any(|t| schema.has_table(t));
     if !has_cupti && !schema.has_table(schema::STRING_IDS) {
         return Err(AnalyzerError::unsupported(
@@ -228,7 +371,7 @@ async fn import_from(
         }
         let seen = match t {
             schema::KERNEL => {
-                read::kernels(conn, &schema, progress, &mut trace, &mut skipped).await
+                read::kernels(conn, &schema, progress, &mut trace, &mut skipped, limits).await
             }
             schema::MEMCPY => {
                 read::memcpys(
@@ -238,14 +381,24 @@ async fn import_from(
                     &copy_kinds,
                     &mut trace,
                     &mut skipped,
+                    limits,
                 )
                 .await
             }
             schema::MEMSET => {
-                read::memsets(conn, &schema, progress, &mut trace, &mut skipped).await
+                read::memsets(conn, &schema, progress, &mut trace, &mut skipped, limits).await
             }
             schema::RUNTIME => {
-                read::launches(conn, &schema, progress, &classes, &mut trace, &mut skipped).await
+                read::launches(
+                    conn,
+                    &schema,
+                    progress,
+                    &classes,
+                    &mut trace,
+                    &mut skipped,
+                    limits,
+                )
+                .await
             }
             _ => {
                 read::nvtx_ranges(
@@ -255,6 +408,7 @@ async fn import_from(
                     &nvtx_types,
                     &mut trace,
                     &mut skipped,
+                    limits,
                 )
                 .await
             }
@@ -272,7 +426,7 @@ async fn import_from(
     trace.manifest.source_path = Some(path.display().to_string());
     trace.manifest.gpus = gpus;
     trace.manifest.notes = notes;
-    Ok(trace)
+    Ok((trace, warnings))
 }
 
 /// Names the nsys release and export schema, which decide how far the data can be
@@ -441,4 +595,38 @@ fn skipped_notes(s: &Skipped) -> Vec<String> {
     .filter(|(n, _)| *n > 0)
     .map(|(n, what)| format!("{n} {what}"))
     .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::NoProgress;
+
+    fn fixture(name: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/nsys")
+            .join(name)
+    }
+
+    /// The step budget stops SQLite mid-query with a one-line refusal; the default budget
+    /// leaves a real export far below it.
+    #[test]
+    fn the_step_budget_interrupts_sqlite() {
+        let p = fixture("nsys-2025.3.sqlite");
+        let opts = ImportOptions::default();
+        let e = import_budgeted(&p, &opts, &NoProgress, Some(0))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("SQLite steps") && !e.contains('\n'), "{e}");
+        let (t, _) = import_budgeted(&p, &opts, &NoProgress, None).unwrap();
+        assert_eq!(t.kernels.len(), 6);
+        // Measure what a real read of this fixture costs, against its default budget.
+        let used = (0..40)
+            .map(|i| 1u64 << i)
+            .find(|&b| import_budgeted(&p, &opts, &NoProgress, Some(b)).is_ok())
+            .unwrap();
+        let len = std::fs::metadata(&p).unwrap().len();
+        eprintln!("fixture: {len} bytes read within {used} steps");
+        assert!(used * 10 < STEP_BUDGET_BASE);
+    }
 }

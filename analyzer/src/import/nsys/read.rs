@@ -10,7 +10,9 @@ use sqlx::sqlite::{SqliteConnection, SqliteRow};
 
 use super::enums::{ApiClass, CopyKinds, EventClasses, NvtxTypes};
 use super::schema::{self, Schema, sql};
+use crate::error::AnalyzerError;
 use crate::import::ImportProgress;
+use crate::import::limits::Budget;
 
 /// How often a scan reports progress, in rows.
 const PROGRESS_EVERY: u64 = 4096;
@@ -24,6 +26,33 @@ pub(super) struct Skipped {
     pub(super) launches_without_time: u64,
     pub(super) backtrace_rows: u64,
     pub(super) nvtx_without_end: u64,
+}
+
+/// The import's event budget, seen from inside a row callback: passing a limit stops the
+/// scan with a placeholder driver error and keeps the real one for the caller.
+pub(super) struct Limits {
+    pub(super) budget: Budget,
+    pub(super) failed: Option<AnalyzerError>,
+}
+
+impl Limits {
+    fn check(&mut self, r: crate::error::Result<()>) -> Result<(), sqlx::Error> {
+        r.map_err(|e| {
+            let m = e.to_string();
+            self.failed = Some(e);
+            sqlx::Error::Protocol(m)
+        })
+    }
+
+    fn event(&mut self) -> Result<(), sqlx::Error> {
+        let r = self.budget.event();
+        self.check(r)
+    }
+
+    fn names(&mut self, strings: &StringTable) -> Result<(), sqlx::Error> {
+        let r = self.budget.names(strings);
+        self.check(r)
+    }
 }
 
 /// Streams every row of `q` through `on_row` and returns how many rows it saw.
@@ -146,13 +175,43 @@ fn string_join(
             Col::Expr(format!("{join_alias}.\"value\"")),
             format!(
                 " LEFT JOIN {} AS {join_alias} ON {join_alias}.\"id\" = {}",
-                schema.table_ref(schema::STRING_IDS),
+                strings_source(schema),
                 schema.col(alias, table, col)
             ),
         )
     } else {
         (Col::Expr("NULL".to_owned()), String::new())
     }
+}
+
+/// `StringIds`, or when its ids repeat, one row per id (the smallest value): joining a
+/// repeated id would repeat the kernel or call that names it.
+fn strings_source(schema: &Schema) -> String {
+    let t = schema.table_ref(schema::STRING_IDS);
+    if schema.string_ids_repeat {
+        let id = schema.col("s", schema::STRING_IDS, "id");
+        let value = schema.col("s", schema::STRING_IDS, "value");
+        format!("(SELECT {id} AS \"id\", MIN({value}) AS \"value\" FROM {t} AS s GROUP BY {id})")
+    } else {
+        t
+    }
+}
+
+/// How many rows of `StringIds` repeat an id already there.
+pub(super) async fn repeated_string_ids(
+    conn: &mut SqliteConnection,
+    schema: &Schema,
+) -> Result<u64, sqlx::Error> {
+    if !strings_usable(schema) {
+        return Ok(0);
+    }
+    let id = schema.col("s", schema::STRING_IDS, "id");
+    let q = format!(
+        "SELECT COUNT(*) - COUNT(DISTINCT {id}) FROM {} AS s",
+        schema.table_ref(schema::STRING_IDS)
+    );
+    let n: i64 = sqlx::query_scalar(sql(q)).fetch_one(&mut *conn).await?;
+    Ok(u64::try_from(n).unwrap_or(0))
 }
 
 pub(super) fn strings_usable(schema: &Schema) -> bool {
@@ -179,6 +238,7 @@ pub(super) async fn kernels(
     progress: &dyn ImportProgress,
     trace: &mut Trace,
     skipped: &mut Skipped,
+    limits: &mut Limits,
 ) -> Result<u64, sqlx::Error> {
     let t = schema::KERNEL;
     let (demangled, join_d) = string_join(schema, t, "k", "demangledName", "d");
@@ -217,6 +277,7 @@ pub(super) async fn kernels(
             skipped.kernels_without_time += 1;
             return Ok(());
         };
+        limits.event()?;
         let name = match non_empty(text(row, 6, &NAMES)?).or(non_empty(text(row, 7, &NAMES)?)) {
             Some(n) => strings.intern(n),
             None => {
@@ -224,6 +285,7 @@ pub(super) async fn kernels(
                 NO_STR
             }
         };
+        limits.names(strings)?;
         let u = |i: usize| int(row, i, &NAMES).map(u32_of);
         table.push(KernelRow {
             device: u(2)?,
@@ -270,6 +332,7 @@ pub(super) async fn memcpys(
     copy_kinds: &CopyKinds,
     trace: &mut Trace,
     skipped: &mut Skipped,
+    limits: &mut Limits,
 ) -> Result<u64, sqlx::Error> {
     let cols: Vec<Col> = MEMOP_NAMES.iter().map(|&n| Col::Plain(n)).collect();
     let q = select(schema, schema::MEMCPY, "m", &cols);
@@ -278,7 +341,7 @@ pub(super) async fn memcpys(
     stream(conn, progress, q, |row| {
         let (kind, label) = copy_kinds.get(int(row, 8, &MEMOP_NAMES)?);
         let name = strings.intern(&format!("[CUDA memcpy {label}]"));
-        push_memop(row, kind, name, table, skipped)
+        push_memop(row, kind, name, table, skipped, limits)
     })
     .await
 }
@@ -289,13 +352,14 @@ pub(super) async fn memsets(
     progress: &dyn ImportProgress,
     trace: &mut Trace,
     skipped: &mut Skipped,
+    limits: &mut Limits,
 ) -> Result<u64, sqlx::Error> {
     let cols: Vec<Col> = MEMOP_NAMES[..8].iter().map(|&n| Col::Plain(n)).collect();
     let q = select(schema, schema::MEMSET, "m", &cols);
     let name = trace.strings.intern("[CUDA memset]");
     let table = &mut trace.memops;
     stream(conn, progress, q, |row| {
-        push_memop(row, MemopKind::Memset, name, table, skipped)
+        push_memop(row, MemopKind::Memset, name, table, skipped, limits)
     })
     .await
 }
@@ -306,12 +370,14 @@ fn push_memop(
     name: u32,
     table: &mut gapscope_traces::MemopTable,
     skipped: &mut Skipped,
+    limits: &mut Limits,
 ) -> Result<(), sqlx::Error> {
     let n = &MEMOP_NAMES;
     let (Some(start), Some(end)) = (int(row, 0, n)?, int(row, 1, n)?) else {
         skipped.memops_without_time += 1;
         return Ok(());
     };
+    limits.event()?;
     table.push(MemopRow {
         device: u32_of(int(row, 2, n)?),
         context: u32_of(int(row, 3, n)?),
@@ -334,6 +400,7 @@ pub(super) async fn launches(
     classes: &EventClasses,
     trace: &mut Trace,
     skipped: &mut Skipped,
+    limits: &mut Limits,
 ) -> Result<u64, sqlx::Error> {
     const NAMES: [&str; 6] = [
         "start",
@@ -362,9 +429,11 @@ pub(super) async fn launches(
             skipped.launches_without_time += 1;
             return Ok(());
         };
+        limits.event()?;
         let gtid = int(row, 2, &NAMES)?.unwrap_or(0);
         let name = non_empty(text(row, 5, &NAMES)?)
             .map_or(NO_STR, |n| strings.intern(strip_api_version(n)));
+        limits.names(strings)?;
         table.push(LaunchRow {
             pid: pid_of(gtid),
             tid: tid_of(gtid),
@@ -386,6 +455,7 @@ pub(super) async fn nvtx_ranges(
     types: &NvtxTypes,
     trace: &mut Trace,
     skipped: &mut Skipped,
+    limits: &mut Limits,
 ) -> Result<u64, sqlx::Error> {
     const NAMES: [&str; 5] = ["start", "end", "globalTid", "text", "textId"];
     let t = schema::NVTX;
@@ -411,15 +481,19 @@ pub(super) async fn nvtx_ranges(
             skipped.nvtx_without_end += 1;
             return Ok(());
         };
+        limits.event()?;
         let name = non_empty(text(row, 3, &NAMES)?)
             .or(non_empty(text(row, 4, &NAMES)?))
             .map_or(NO_STR, |n| strings.intern(n));
+        limits.names(strings)?;
+        // `i64::MIN` means "no range on this clock" in the marker table; a real time of
+        // that value is one nanosecond later (and `import::clamp` bounds it anyway).
         table.push(MarkerRow {
             name,
             source: MarkerSource::Nvtx as u8,
             tid: int(row, 2, &NAMES)?.map_or(0, tid_of),
-            host_start_ns: start,
-            host_end_ns: end,
+            host_start_ns: start.max(i64::MIN + 1),
+            host_end_ns: end.max(i64::MIN + 1),
             ..Default::default()
         });
         Ok(())

@@ -32,6 +32,11 @@ pub struct ExportArgs {
     /// Keep what a truncated input holds instead of failing.
     #[arg(long)]
     pub allow_truncated: bool,
+    /// Refuse inputs with more events than this (kernels, memops, launches, markers and
+    /// samples together); default 5,000,000 for Kineto and nsys inputs, none for native .gst
+    /// traces. 0 lifts the limit.
+    #[arg(long, value_name = "N")]
+    pub max_events: Option<u64>,
 }
 
 pub fn run(a: ExportArgs, g: &crate::Global) -> Result<ExitCode> {
@@ -50,7 +55,7 @@ pub fn run(a: ExportArgs, g: &crate::Global) -> Result<ExitCode> {
     let opts = ImportOptions {
         kernel_columns: None,
         allow_truncated: a.allow_truncated,
-        ..Default::default()
+        max_events: crate::import_cmd::event_limit(a.max_events),
     };
     let imported = import_trace(&a.input, &opts, &bar)?;
     if stdout(&a.chrome) {

@@ -26,12 +26,17 @@ pub struct ImportArgs {
     pub max_events: Option<u64>,
 }
 
+/// `--max-events N` as the importers take it: 0 means no limit.
+pub fn event_limit(n: Option<u64>) -> Option<u64> {
+    n.map(|n| if n == 0 { u64::MAX } else { n })
+}
+
 pub fn run(a: ImportArgs, g: &crate::Global) -> Result<ExitCode> {
     let bar = Bar::new(g.quiet, "import");
     let opts = ImportOptions {
         kernel_columns: None,
         allow_truncated: a.allow_truncated,
-        max_events: a.max_events.map(|n| if n == 0 { u64::MAX } else { n }),
+        max_events: event_limit(a.max_events),
     };
     let imported = import_trace(&a.input, &opts, &bar)?;
     for w in &imported.warnings {

@@ -31,6 +31,11 @@ pub struct JoinArgs {
     /// below it the recording is taken for one of another run and nothing is written.
     #[arg(long, default_value_t = DEFAULT_MIN_MATCH, value_name = "SHARE")]
     pub min_match: f64,
+    /// Refuse inputs with more events than this (kernels, memops, launches, markers and
+    /// samples together); default 5,000,000 for Kineto and nsys inputs, none for native .gst
+    /// traces. 0 lifts the limit.
+    #[arg(long, value_name = "N")]
+    pub max_events: Option<u64>,
 }
 
 pub fn run(a: JoinArgs, g: &crate::Global) -> Result<ExitCode> {
@@ -40,7 +45,7 @@ pub fn run(a: JoinArgs, g: &crate::Global) -> Result<ExitCode> {
     let opts = ImportOptions {
         kernel_columns: None,
         allow_truncated: false,
-        ..Default::default()
+        max_events: crate::import_cmd::event_limit(a.max_events),
     };
     let engine = import_trace(&a.engine, &opts, &Bar::new(g.quiet, "engine"))?.trace;
     if engine.manifest.source_format != "engine" {

@@ -46,6 +46,11 @@ pub struct AnalysisArgs {
     /// Load what a truncated JSON/gzip file holds instead of failing.
     #[arg(long)]
     pub allow_truncated: bool,
+    /// Refuse inputs with more events than this (kernels, memops, launches, markers and
+    /// samples together); default 5,000,000 for Kineto and nsys inputs, none for native .gst
+    /// traces. 0 lifts the limit.
+    #[arg(long, value_name = "N")]
+    pub max_events: Option<u64>,
     /// Kernel names listed per bucket: JSON keeps 3 by default; given, the table and
     /// Markdown reports add a "top kernels" section with N names per bucket.
     #[arg(long, value_name = "N")]
@@ -121,7 +126,7 @@ impl AnalysisArgs {
                         .collect(),
                 ),
                 allow_truncated: self.allow_truncated,
-                ..Default::default()
+                max_events: crate::import_cmd::event_limit(self.max_events),
             },
             quiet,
         })

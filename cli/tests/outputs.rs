@@ -134,3 +134,21 @@ fn top_lists_kernels_per_bucket_in_the_table() {
         .unwrap();
     assert!(md.contains("### Top kernels per bucket"), "{md}");
 }
+
+#[test]
+fn max_events_applies_to_every_command_that_imports() {
+    let t = repo(ENGINE_8B);
+    for cmd in [
+        &["report", "-q"][..],
+        &["export", "-q", "--chrome", "/dev/null"],
+    ] {
+        let mut args = cmd.to_vec();
+        args.extend_from_slice(&["--max-events", "1000", s(&t)]);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{cmd:?}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains("holds more than 1000 events"), "{e}");
+    }
+    let o = run(&["report", "-q", "--max-events", "0", s(&t)]);
+    assert!(o.status.success());
+}

@@ -57,8 +57,9 @@ impl Budget {
             Some(max) if strings.bytes() as u64 > max => Err(AnalyzerError::limit(
                 &self.path,
                 format!(
-                    "its distinct names take more than {} MiB; refusing to load it (raise --max-events to allow more)",
-                    max >> 20
+                    "its distinct names take more than {} KiB ({} bytes per allowed event); refusing to load it (raise --max-events to allow more)",
+                    max >> 10,
+                    NAME_BYTES_PER_EVENT
                 ),
             )),
             _ => Ok(()),

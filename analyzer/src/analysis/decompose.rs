@@ -718,3 +718,123 @@ fn bucket_rows(
     }
     rows
 }
+
+#[cfg(test)]
+mod tests {
+    use gapscope_traces::{KernelRow, Manifest, MarkerRow, MarkerSource, Trace};
+
+    use super::*;
+    use crate::import::InputFormat;
+
+    /// Engine-marked steps of `phases`, each `len` ns long with one 500 ns kernel, 1 µs apart.
+    fn trace(phases: &[(Phase, i64)]) -> Imported {
+        let mut t = Trace::new(Manifest::new("test"));
+        let k = t.strings.intern("gemv_bf16_b1");
+        let mut now = 1_000;
+        for &(ph, len) in phases {
+            let name = t.strings.intern(ph.as_str());
+            t.kernels.push(KernelRow {
+                name: k,
+                gpu_start_ns: now,
+                gpu_end_ns: now + 500,
+                ..KernelRow::default()
+            });
+            t.markers.push(MarkerRow {
+                name,
+                source: MarkerSource::Engine as u8,
+                phase: ph as u8,
+                gpu_start_ns: now,
+                gpu_end_ns: now + len,
+                batch_size: 8,
+                ..MarkerRow::default()
+            });
+            now += 1_000_000;
+        }
+        Imported {
+            trace: t,
+            format: InputFormat::Native,
+            warnings: Vec::new(),
+        }
+    }
+
+    fn report(phases: &[(Phase, i64)]) -> Report {
+        analyze(
+            &trace(phases),
+            &RuleSet::builtin(),
+            &AnalysisSettings::default(),
+        )
+    }
+
+    #[test]
+    fn mixed_steps_are_reported_apart_and_stay_out_of_tpot() {
+        let (d, m, p) = (Phase::Decode, Phase::Mixed, Phase::Prefill);
+        let r = report(&[
+            (p, 900_000),
+            (d, 600_000),
+            (d, 600_000),
+            (m, 800_000),
+            (d, 600_000),
+            (d, 600_000),
+            (d, 600_000),
+        ]);
+        let s = &r.steps;
+        assert_eq!((s.decode_steps, s.prefill_steps, s.mixed_steps), (5, 1, 1));
+        // Periods only between consecutive decode steps: 1-2, 4-5, 5-6.
+        assert_eq!(s.tpot_ms.unwrap().n, 3);
+        assert_eq!(s.series.tpot_ms.len(), 3);
+        let mixed = s.mixed_ms.unwrap();
+        assert_eq!(mixed.n, 1);
+        assert!((mixed.median - 0.8).abs() < 1e-9);
+        assert_eq!(s.decode_span_ms.unwrap().n, 5);
+        assert_eq!(s.batch_size, Some(8));
+        assert_eq!(s.kind, StepKind::InferenceSteps);
+    }
+
+    #[test]
+    fn a_single_decode_step_keeps_its_span_and_a_mixed_only_trace_has_no_tpot() {
+        let r = report(&[(Phase::Decode, 700_000)]);
+        assert!(r.steps.tpot_ms.is_none());
+        assert!((r.steps.decode_span_ms.unwrap().median - 0.7).abs() < 1e-9);
+
+        let r = report(&[(Phase::Mixed, 700_000)]);
+        assert_eq!(r.steps.decode_steps, 0);
+        assert!(r.steps.tpot_ms.is_none() && r.steps.decode_span_ms.is_none());
+        // The bucket table covers the mixed step rather than nothing.
+        let gemv = r.buckets.iter().find(|b| b.bucket == Bucket::Gemv).unwrap();
+        assert_eq!(gemv.calls, 1);
+        assert!(r.plausibility.plausible, "{:?}", r.plausibility);
+    }
+
+    #[test]
+    fn training_iterations_are_not_tpot() {
+        let mut imp = trace(&[(Phase::Decode, 600_000); 4]);
+        let t = &mut imp.trace;
+        let name = t.strings.intern("ProfilerStep#1");
+        for i in 0..t.markers.len {
+            t.markers.name[i] = name;
+            t.markers.source[i] = MarkerSource::KinetoGpuAnnotation as u8;
+            t.markers.phase[i] = Phase::Unknown as u8;
+        }
+        let opt = t.strings.intern("Optimizer.step#SGD.step");
+        t.markers.push(MarkerRow {
+            name: opt,
+            source: MarkerSource::KinetoUserAnnotation as u8,
+            host_start_ns: 0,
+            host_end_ns: 10,
+            ..MarkerRow::default()
+        });
+        let r = analyze(&imp, &RuleSet::builtin(), &AnalysisSettings::default());
+        let s = &r.steps;
+        assert_eq!(s.kind, StepKind::TrainingIterations);
+        assert_eq!((s.decode_steps, s.iterations), (0, 4));
+        assert!(s.tpot_ms.is_none() && s.decode_span_ms.is_none());
+        assert!(s.series.tpot_ms.is_empty());
+        assert!((s.iteration_ms.unwrap().median - 0.6).abs() < 1e-9);
+        assert!((s.iteration_period_ms.unwrap().median - 1.0).abs() < 1e-9);
+        assert!(
+            r.buckets
+                .iter()
+                .any(|b| b.bucket == Bucket::Gemv && b.calls == 4)
+        );
+    }
+}

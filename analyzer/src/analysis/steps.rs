@@ -8,6 +8,7 @@
 //! are checked for being layers (`layer_check`).
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use gapscope_traces::{MarkerSource, Phase};
 use regex::Regex;
@@ -20,6 +21,8 @@ use crate::bucket::Bucket;
 mod auto_steps;
 pub mod engine_markers;
 mod layer_check;
+#[cfg(test)]
+mod marker_tests;
 mod phase_evidence;
 use auto_steps::auto_detect;
 use engine_markers::{KINDS, Meta, Role, Tier};
@@ -28,6 +31,11 @@ use phase_evidence::Evidence;
 /// The generic step-name pattern: the last marker tier of automatic detection, and the
 /// value of `--step-regex` that means "automatic" (any other pattern replaces the tiers).
 pub const DEFAULT_STEP_REGEX: &str = r"(?i)decode|prefill|step|forward|generate";
+
+/// On training traces the generic tier skips the names of an iteration's parts.
+static TRAINING_PART: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)forward|backward|optim|zero_grad|loss").expect("constant regex")
+});
 
 /// How steps are found.
 #[derive(Debug, Clone)]
@@ -121,12 +129,16 @@ pub fn detect(p: &Prepared, settings: &StepSettings) -> Steps {
                 } else {
                     &Tier::INFERENCE
                 };
+                let part = |i: usize| {
+                    training.is_some()
+                        && TRAINING_PART.is_match(p.trace.strings.get(p.trace.markers.name[i]))
+                };
                 tiers.iter().find_map(|&tier| {
                     from_markers(p, device, &rows, |i| {
                         rows[i].is_some_and(|(k, _)| {
                             let k = &KINDS[k as usize];
                             k.tier == tier && k.role != Role::Exclude
-                        })
+                        }) && !(tier == Tier::Generic && part(i))
                     })
                 })
             }

@@ -463,7 +463,9 @@ mod tests {
             Some(("vllm_v1", meta(Phase::Mixed, 32, 330)))
         );
         assert_eq!(
-            kind("execute_32_context_0(sq0sk0sqsq0sqsk0)_generation_32(sq32sk55086sqsq32sqsk55086)"),
+            kind(
+                "execute_32_context_0(sq0sk0sqsq0sqsk0)_generation_32(sq32sk55086sqsq32sqsk55086)"
+            ),
             Some(("vllm_v1_detailed", meta(Phase::Decode, 32, 32)))
         );
         assert_eq!(

@@ -361,7 +361,10 @@ mod tests {
             // Generic attention kernels run both phases: no hint.
             ("kernel_unified_attention_2d", None),
             ("attn_fwd", None),
-            ("cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16", None),
+            (
+                "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16",
+                None,
+            ),
             ("nvjet_sm90_tst_8x64_64x16_2x1_v_bz_TNN", None),
         ] {
             assert_eq!(hint(n), h, "{n}");

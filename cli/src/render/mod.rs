@@ -263,8 +263,7 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
                 sp.n
             ),
         ));
-    } else if st.kind == StepKind::InferenceSteps && (st.prefill_steps > 0 || st.mixed_steps > 0)
-    {
+    } else if st.kind == StepKind::InferenceSteps && (st.prefill_steps > 0 || st.mixed_steps > 0) {
         v.push((
             "TPOT".into(),
             "n/a: no pure decode step (TPOT comes from decode steps only)".into(),

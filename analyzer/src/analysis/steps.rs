@@ -133,12 +133,26 @@ pub fn detect(p: &Prepared, settings: &StepSettings) -> Steps {
                     training.is_some()
                         && TRAINING_PART.is_match(p.trace.strings.get(p.trace.markers.name[i]))
                 };
+                // Loose name patterns only apply to ranges someone put there to mark work
+                // (annotations, NVTX, engine markers), not to other recorded scopes.
+                let annotation = |i: usize| {
+                    matches!(
+                        MarkerSource::from_code(p.trace.markers.source[i]),
+                        MarkerSource::Engine
+                            | MarkerSource::Nvtx
+                            | MarkerSource::KinetoGpuAnnotation
+                            | MarkerSource::KinetoUserAnnotation
+                    )
+                };
                 tiers.iter().find_map(|&tier| {
                     from_markers(p, device, &rows, |i| {
                         rows[i].is_some_and(|(k, _)| {
                             let k = &KINDS[k as usize];
                             k.tier == tier && k.role != Role::Exclude
                         }) && !(tier == Tier::Generic && part(i))
+                            && (tier < Tier::PhaseName
+                                || tier == Tier::ProfilerStep
+                                || annotation(i))
                     })
                 })
             }
@@ -296,14 +310,14 @@ fn candidate_ranges(
 ) -> (Vec<Range>, Vec<Range>) {
     let m = &p.trace.markers;
     let (mut gpu, mut host) = (Vec::new(), Vec::new());
-    for i in 0..m.len {
+    for (i, row) in rows.iter().enumerate().take(m.len) {
         let on_gpu = m.gpu_start_ns[i] != i64::MIN && device.is_none_or(|d| d == m.device[i]);
         let on_host = m.host_start_ns[i] != i64::MIN;
         if !(on_gpu || on_host) || !select(i) {
             continue;
         }
         // A user's pattern may pick any name; only recognised steps carry metadata.
-        let (kind, meta) = match rows[i] {
+        let (kind, meta) = match *row {
             Some((k, meta)) if KINDS[k as usize].role != Role::Exclude => (Some(k), meta),
             _ => (None, Meta::default()),
         };

@@ -436,11 +436,15 @@ fn from_markers(
 }
 
 /// Whether every projected window lies inside a GPU range (within 1% of its length or 1 µs).
+/// `gpu` is start-sorted and holds no nested ranges, so the candidates for a window are the
+/// last ranges that start before it.
 fn covers(gpu: &[Range], projected: &[(Range, i64, i64)]) -> bool {
     projected.iter().all(|&(_, s, e)| {
         let tol = ((e - s) / 100).max(1_000);
-        gpu.iter()
-            .any(|g| g.start <= s.saturating_add(tol) && g.end >= e.saturating_sub(tol))
+        let upto = gpu.partition_point(|g| g.start <= s.saturating_add(tol));
+        gpu[upto.saturating_sub(2)..upto]
+            .iter()
+            .any(|g| g.end >= e.saturating_sub(tol))
     })
 }
 

@@ -106,9 +106,11 @@ fn inside_engine_marker(
     let (mut worst, mut at): (usize, Option<Range>) = (0, None);
     for &(r, s, e) in &windows {
         let tol = ((e - s) / 100).max(1_000);
-        let inside = steps
+        // Steps are start-sorted and tile the timeline.
+        let from = steps.partition_point(|st| st.gpu_start_ns < s.saturating_sub(tol));
+        let inside = steps[from..]
             .iter()
-            .filter(|st| st.gpu_start_ns >= s - tol && st.gpu_end_ns <= e + tol)
+            .take_while(|st| st.gpu_end_ns <= e.saturating_add(tol))
             .count();
         if inside > worst {
             worst = inside;

@@ -313,6 +313,21 @@ fn reference_traces_keep_their_steps_and_say_how_phases_were_found() {
         s["phase_source"],
         "marker metadata (the phase word in the name)"
     );
+
+    // The decode_step gpu_user_annotation ranges: 16, median 69.9439, min 67.5420, max
+    // 72.3976 ms.
+    let s = report(
+        repo("traces/reference/hf-qwen3-0.6b-npl1.json.gz")
+            .to_str()
+            .unwrap(),
+        &[],
+    )["steps"]
+        .clone();
+    assert_eq!(counts(&s), (16, 0, 0, 0), "{s}");
+    let sp = &s["decode_span_ms"];
+    within_1pct(num(&sp["median"], "median"), 69.9439, "decode_step median");
+    within_1pct(num(&sp["min"], "min"), 67.5420, "decode_step min");
+    within_1pct(num(&sp["max"], "max"), 72.3976, "decode_step max");
 }
 
 #[test]

@@ -212,8 +212,9 @@ fn kind_of(training: &Option<String>) -> StepKind {
     }
 }
 
-/// One line on how the phases were found, e.g. `marker metadata` or `2 from phase-specific
-/// kernel names (e.g. "flash_fwd_splitkv…"), 1 assumed decode (…)`.
+/// One line on how the phases were found, e.g. `marker metadata (forward mode and batch
+/// size)` or `phase-specific kernel names (e.g. "flash_fwd_splitkv…"): 2, assumed decode
+/// (…): 1`. `says` is what the markers' names carry (set by `from_markers`).
 fn describe_evidence(evidence: &[Evidence], example: Option<&str>, says: &str) -> String {
     let mut counts: Vec<(Evidence, usize)> = Vec::new();
     for &e in evidence {
@@ -235,7 +236,7 @@ fn describe_evidence(evidence: &[Evidence], example: Option<&str>, says: &str) -
             if one {
                 format!("{}{ex}", e.describe())
             } else {
-                format!("{n} from {}{ex}", e.describe())
+                format!("{}{ex}: {n}", e.describe())
             }
         })
         .collect::<Vec<_>>()
@@ -329,14 +330,15 @@ fn candidate_ranges(
             start: 0,
             end: 0,
         };
-        if on_gpu {
+        // A range that ends before it starts (a hostile or broken file) delimits nothing.
+        if on_gpu && m.gpu_end_ns[i] >= m.gpu_start_ns[i] {
             gpu.push(Range {
                 start: m.gpu_start_ns[i],
                 end: m.gpu_end_ns[i],
                 ..r
             });
         }
-        if on_host {
+        if on_host && m.host_end_ns[i] >= m.host_start_ns[i] {
             host.push(Range {
                 start: m.host_start_ns[i],
                 end: m.host_end_ns[i],
@@ -429,6 +431,7 @@ fn from_markers(
         contiguous: false,
         kind: StepKind::InferenceSteps,
         engine: (!engines.is_empty()).then(|| engines.join(" + ")),
+        // What the names say, until `detect` describes the phases.
         phase_source: says.to_owned(),
         training: None,
         doubts: Vec::new(),
@@ -440,7 +443,7 @@ fn from_markers(
 /// last ranges that start before it.
 fn covers(gpu: &[Range], projected: &[(Range, i64, i64)]) -> bool {
     projected.iter().all(|&(_, s, e)| {
-        let tol = ((e - s) / 100).max(1_000);
+        let tol = (e.saturating_sub(s) / 100).max(1_000);
         let upto = gpu.partition_point(|g| g.start <= s.saturating_add(tol));
         gpu[upto.saturating_sub(2)..upto]
             .iter()

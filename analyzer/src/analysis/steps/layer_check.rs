@@ -105,7 +105,7 @@ fn inside_engine_marker(
     }
     let (mut worst, mut at): (usize, Option<Range>) = (0, None);
     for &(r, s, e) in &windows {
-        let tol = ((e - s) / 100).max(1_000);
+        let tol = (e.saturating_sub(s) / 100).max(1_000);
         // Steps are start-sorted and tile the timeline.
         let from = steps.partition_point(|st| st.gpu_start_ns < s.saturating_sub(tol));
         let inside = steps[from..]

@@ -440,3 +440,41 @@ fn engine_markers_keep_their_columns() {
     assert_eq!(s.engine.as_deref(), Some("gapscope-engine"));
     assert_eq!(s.batch, vec![4, 4, 4]);
 }
+
+#[test]
+fn hostile_marker_ranges_do_not_panic() {
+    let mut b = Builder::new();
+    for _ in 0..3 {
+        b.host("execute_context_0(0)_generation_8(8)", |b| {
+            for _ in 0..4 {
+                b.layer("attn_fwd");
+            }
+        });
+    }
+    let name = b.t.strings.intern(DECODE_32);
+    for (hs, he, gs, ge) in [
+        (i64::MIN + 1, i64::MAX, i64::MIN + 1, i64::MAX),
+        (5_000, 10, i64::MAX - 1, i64::MIN + 1),
+        (i64::MAX, i64::MAX, 0, 0),
+    ] {
+        b.t.markers.push(MarkerRow {
+            name,
+            source: MarkerSource::KinetoUserAnnotation as u8,
+            host_start_ns: hs,
+            host_end_ns: he,
+            gpu_start_ns: gs,
+            gpu_end_ns: ge,
+            ..MarkerRow::default()
+        });
+    }
+    for ignore_markers in [false, true] {
+        let s = detect_with(
+            &b.t,
+            &StepSettings {
+                ignore_markers,
+                ..StepSettings::default()
+            },
+        );
+        assert!(s.steps.iter().all(|st| st.gpu_end_ns >= st.gpu_start_ns));
+    }
+}

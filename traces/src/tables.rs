@@ -194,7 +194,8 @@ impl MarkerSource {
     }
 }
 
-/// Inference phase of a marker range, stored in [`MarkerTable::phase`].
+/// Phase of a marker range or step, stored in [`MarkerTable::phase`]. Codes only grow:
+/// a file written with a newer code reads as `Unknown` in an older build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[repr(u8)]
@@ -203,16 +204,24 @@ pub enum Phase {
     Prefill = 1,
     Decode = 2,
     Sample = 3,
+    /// One engine step that runs prefill (context) and decode (generation) requests together.
+    Mixed = 4,
+    /// One training iteration (forward, backward and optimizer step).
+    Train = 5,
 }
 
 impl Phase {
+    pub const ALL: [Phase; 6] = [
+        Self::Unknown,
+        Self::Prefill,
+        Self::Decode,
+        Self::Sample,
+        Self::Mixed,
+        Self::Train,
+    ];
+
     pub fn from_code(c: u8) -> Self {
-        match c {
-            1 => Self::Prefill,
-            2 => Self::Decode,
-            3 => Self::Sample,
-            _ => Self::Unknown,
-        }
+        Self::ALL.get(c as usize).copied().unwrap_or(Self::Unknown)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -221,6 +230,8 @@ impl Phase {
             Self::Prefill => "prefill",
             Self::Decode => "decode",
             Self::Sample => "sample",
+            Self::Mixed => "mixed",
+            Self::Train => "train",
         }
     }
 }
@@ -278,5 +289,20 @@ mod tests {
             assert_eq!(MemopKind::parse(k.as_str()), Some(k));
         }
         assert_eq!(MemopKind::from_code(200), MemopKind::Unknown);
+    }
+
+    #[test]
+    fn phase_codes_roundtrip_and_old_codes_keep_their_meaning() {
+        for p in Phase::ALL {
+            assert_eq!(Phase::from_code(p as u8), p);
+        }
+        // Codes written by older builds.
+        assert_eq!(Phase::from_code(0), Phase::Unknown);
+        assert_eq!(Phase::from_code(1), Phase::Prefill);
+        assert_eq!(Phase::from_code(2), Phase::Decode);
+        assert_eq!(Phase::from_code(3), Phase::Sample);
+        assert_eq!(Phase::from_code(4), Phase::Mixed);
+        assert_eq!(Phase::from_code(5), Phase::Train);
+        assert_eq!(Phase::from_code(200), Phase::Unknown);
     }
 }

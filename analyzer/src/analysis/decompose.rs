@@ -8,7 +8,7 @@ use super::plausibility::{self, StepFacts};
 use super::prepared::Prepared;
 use super::report::*;
 use super::stats::Summary;
-use super::steps::{StepSettings, Steps, detect};
+use super::steps::{StepKind, StepSettings, Steps, detect};
 use super::telemetry::{self, TelemetryReport};
 use crate::bucket::Bucket;
 use crate::import::Imported;
@@ -192,7 +192,8 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
 
     let devices: Vec<DeviceBusy> = p.devices.iter().map(|&(d, _)| device_busy(&p, d)).collect();
 
-    // Scope: decode steps, or the whole primary device when there are none.
+    // Scope: the decode steps; the iterations of a training trace; all steps when none is a
+    // decode step; the whole primary device without steps.
     let mut accs = vec![StepAcc::default(); steps.steps.len()];
     let mut outside = StepAcc::default();
     // Per-name time in scope, indexed by name id (kernels, memops): dense, so no hashing.
@@ -270,27 +271,61 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
     outside.close();
 
     let decode_idx: Vec<usize> = (0..accs.len()).filter(|&i| decode[i]).collect();
-    let prefill_idx: Vec<usize> = (0..accs.len())
-        .filter(|&i| steps.steps[i].phase == Phase::Prefill)
-        .collect();
+    let of_phase = |ph: Phase| -> Vec<usize> {
+        (0..accs.len())
+            .filter(|&i| steps.steps[i].phase == ph)
+            .collect()
+    };
+    let prefill_idx = of_phase(Phase::Prefill);
+    let mixed_idx = of_phase(Phase::Mixed);
+    let training = steps.kind == StepKind::TrainingIterations;
+    let scope_idx: Vec<usize> = if any_decode {
+        decode_idx.clone()
+    } else {
+        (0..accs.len()).collect()
+    };
 
-    let mut step_report = step_report(&steps, &accs, &decode_idx, &prefill_idx);
-    step_report.batch_size = trace
+    let mut step_report = step_report(
+        &steps,
+        &accs,
+        &StepSets {
+            scope: &scope_idx,
+            decode: any_decode,
+            prefill: &prefill_idx,
+            mixed: &mixed_idx,
+        },
+    );
+    let marker_batch = trace
         .markers
         .batch_size
         .iter()
         .copied()
         .filter(|&b| b > 0)
         .max();
-    let tpot_mean = step_report
+    step_report.batch_size = decode_idx
+        .iter()
+        .filter_map(|&i| steps.batch.get(i).copied())
+        .filter(|&b| b > 0)
+        .max()
+        .or(marker_batch);
+    let scope_mean = step_report
         .tpot_ms
+        .or(step_report.iteration_period_ms)
         .or(step_report.decode_span_ms)
-        .map(|s| s.mean);
+        .or(step_report.iteration_ms)
+        .map(|s| s.mean)
+        .or_else(|| {
+            let spans: Vec<f64> = scope_idx
+                .iter()
+                .map(|&i| span_ms(&steps.steps[i]))
+                .collect();
+            (!spans.is_empty()).then(|| Summary::of(&spans).mean)
+        });
 
     let buckets = if steps.steps.is_empty() {
         bucket_rows(&[outside], &[0], None, false, &names, trace, settings)
     } else {
-        bucket_rows(&accs, &decode_idx, tpot_mean, true, &names, trace, settings)
+        bucket_rows(&accs, &scope_idx, scope_mean, true, &names, trace, settings)
     };
     let prefill_buckets = if prefill_idx.is_empty() {
         Vec::new()
@@ -335,7 +370,7 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
         warnings.insert(0, d.warning());
     }
     let telemetry = telemetry_of(&p, &steps, &mut warnings);
-    let windows: Vec<(i64, i64)> = decode_idx
+    let windows: Vec<(i64, i64)> = scope_idx
         .iter()
         .map(|&i| {
             let st = &steps.steps[i];
@@ -346,12 +381,23 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
         })
         .collect();
     let plausibility = plausibility::check(&StepFacts {
-        decode_steps: step_report.decode_steps,
-        tpot: step_report.tpot_ms.as_ref(),
+        unit: if training {
+            "iterations"
+        } else if any_decode {
+            "decode steps"
+        } else {
+            "steps"
+        },
+        decode_steps: scope_idx.len(),
+        tpot: step_report
+            .tpot_ms
+            .as_ref()
+            .or(step_report.iteration_period_ms.as_ref()),
         windows_ns: &windows,
         activity_in_steps_ns,
         activity_total_ns,
         buckets: &buckets,
+        doubts: &steps.doubts,
     });
     Report {
         schema_version: REPORT_SCHEMA_VERSION,
@@ -485,33 +531,54 @@ fn device_busy(p: &Prepared, d: u32) -> DeviceBusy {
     }
 }
 
-fn step_report(
-    steps: &Steps,
-    accs: &[StepAcc],
-    decode_idx: &[usize],
-    prefill_idx: &[usize],
-) -> StepReport {
+/// Which steps a report covers: `scope` are the decode steps (`decode`), else the
+/// iterations of a training trace or all steps.
+struct StepSets<'a> {
+    scope: &'a [usize],
+    decode: bool,
+    prefill: &'a [usize],
+    mixed: &'a [usize],
+}
+
+fn span_ms(s: &super::steps::Step) -> f64 {
+    (s.gpu_end_ns - s.gpu_start_ns) as f64 / NS_PER_MS
+}
+
+fn summary(v: &[f64]) -> Option<Summary> {
+    (!v.is_empty()).then(|| Summary::of(v))
+}
+
+fn step_report(steps: &Steps, accs: &[StepAcc], sets: &StepSets) -> StepReport {
     let s = &steps.steps;
+    let scope = sets.scope;
+    let training = steps.kind == StepKind::TrainingIterations;
+    // Idle and busy figures cover decode steps or training iterations, not a lone prefill.
+    let timed = sets.decode || training;
     // TPOT: start-to-start periods of consecutive decode steps; the last step has no
     // successor, so n steps give n-1 periods (a single step has no TPOT, only its span).
     let mut periods = Vec::new();
-    for w in decode_idx.windows(2) {
+    for w in scope.windows(2) {
         if w[1] == w[0] + 1 {
             periods.push((s[w[1]].gpu_start_ns - s[w[0]].gpu_start_ns) as f64 / NS_PER_MS);
         }
     }
-    let spans: Vec<f64> = decode_idx
-        .iter()
-        .map(|&i| (s[i].gpu_end_ns - s[i].gpu_start_ns) as f64 / NS_PER_MS)
-        .collect();
-    let active: Vec<usize> = decode_idx
-        .iter()
-        .copied()
-        .filter(|&i| accs[i].first_start < accs[i].last_end)
-        .collect();
+    let spans: Vec<f64> = scope.iter().map(|&i| span_ms(&s[i])).collect();
+    let active: Vec<usize> = if timed {
+        scope
+            .iter()
+            .copied()
+            .filter(|&i| accs[i].first_start < accs[i].last_end)
+            .collect()
+    } else {
+        Vec::new()
+    };
     let (mut launch_gap, mut host_gap, mut busy) = (0i64, 0i64, 0i64);
     let mut series = StepSeries {
-        tpot_ms: periods.clone(),
+        tpot_ms: if sets.decode {
+            periods.clone()
+        } else {
+            Vec::new()
+        },
         ..StepSeries::default()
     };
     let mut worst: Option<Stall> = None;
@@ -528,7 +595,7 @@ fn step_report(
         {
             worst = Some(Stall {
                 ms: a.max_gap as f64 / NS_PER_MS,
-                step: decode_idx.iter().position(|&d| d == i).unwrap_or(0),
+                step: scope.iter().position(|&d| d == i).unwrap_or(0),
                 gpu_start_ns: a.max_gap_at,
                 between_steps: false,
             });
@@ -541,7 +608,7 @@ fn step_report(
             if worst.as_ref().is_none_or(|w| gap as f64 / NS_PER_MS > w.ms) {
                 worst = Some(Stall {
                     ms: gap as f64 / NS_PER_MS,
-                    step: decode_idx.iter().position(|&d| d == i).unwrap_or(0),
+                    step: scope.iter().position(|&d| d == i).unwrap_or(0),
                     gpu_start_ns: prev.last_end,
                     between_steps: true,
                 });
@@ -554,25 +621,31 @@ fn step_report(
     };
     let n = active.len().max(1) as f64;
     let has = !active.is_empty();
-    let prefill: Vec<f64> = prefill_idx
-        .iter()
-        .map(|&i| (s[i].gpu_end_ns - s[i].gpu_start_ns) as f64 / NS_PER_MS)
-        .collect();
+    let durations = |idx: &[usize]| -> Vec<f64> { idx.iter().map(|&i| span_ms(&s[i])).collect() };
     StepReport {
         source: steps.source.clone(),
+        kind: steps.kind,
+        engine: steps.engine.clone(),
+        phase_source: steps.phase_source.clone(),
+        training: steps.training.clone(),
         device: steps.device,
-        decode_steps: decode_idx.len(),
-        prefill_steps: prefill_idx.len(),
+        decode_steps: if sets.decode { scope.len() } else { 0 },
+        prefill_steps: sets.prefill.len(),
+        mixed_steps: sets.mixed.len(),
+        iterations: if training { scope.len() } else { 0 },
         batch_size: None,
-        tpot_ms: (!periods.is_empty()).then(|| Summary::of(&periods)),
-        decode_span_ms: (!spans.is_empty()).then(|| Summary::of(&spans)),
+        tpot_ms: if sets.decode { summary(&periods) } else { None },
+        decode_span_ms: if sets.decode { summary(&spans) } else { None },
+        iteration_ms: if training { summary(&spans) } else { None },
+        iteration_period_ms: if training { summary(&periods) } else { None },
         decode_busy_pct: has.then(|| pct(busy as f64, window as f64)),
         launch_gap_ms_per_step: has.then(|| launch_gap as f64 / NS_PER_MS / n),
         host_gap_ms_per_step: has.then(|| host_gap as f64 / NS_PER_MS / n),
         launch_gap_pct: has.then(|| pct(launch_gap as f64, window as f64)),
         host_gap_pct: has.then(|| pct(host_gap as f64, window as f64)),
         worst_stall: worst.filter(|w| w.ms > 0.0),
-        prefill_ms: (!prefill.is_empty()).then(|| Summary::of(&prefill)),
+        prefill_ms: summary(&durations(sets.prefill)),
+        mixed_ms: summary(&durations(sets.mixed)),
         series,
     }
 }
@@ -649,4 +722,124 @@ fn bucket_rows(
         });
     }
     rows
+}
+
+#[cfg(test)]
+mod tests {
+    use gapscope_traces::{KernelRow, Manifest, MarkerRow, MarkerSource, Trace};
+
+    use super::*;
+    use crate::import::InputFormat;
+
+    /// Engine-marked steps of `phases`, each `len` ns long with one 500 ns kernel, 1 µs apart.
+    fn trace(phases: &[(Phase, i64)]) -> Imported {
+        let mut t = Trace::new(Manifest::new("test"));
+        let k = t.strings.intern("gemv_bf16_b1");
+        let mut now = 1_000;
+        for &(ph, len) in phases {
+            let name = t.strings.intern(ph.as_str());
+            t.kernels.push(KernelRow {
+                name: k,
+                gpu_start_ns: now,
+                gpu_end_ns: now + 500,
+                ..KernelRow::default()
+            });
+            t.markers.push(MarkerRow {
+                name,
+                source: MarkerSource::Engine as u8,
+                phase: ph as u8,
+                gpu_start_ns: now,
+                gpu_end_ns: now + len,
+                batch_size: 8,
+                ..MarkerRow::default()
+            });
+            now += 1_000_000;
+        }
+        Imported {
+            trace: t,
+            format: InputFormat::Native,
+            warnings: Vec::new(),
+        }
+    }
+
+    fn report(phases: &[(Phase, i64)]) -> Report {
+        analyze(
+            &trace(phases),
+            &RuleSet::builtin(),
+            &AnalysisSettings::default(),
+        )
+    }
+
+    #[test]
+    fn mixed_steps_are_reported_apart_and_stay_out_of_tpot() {
+        let (d, m, p) = (Phase::Decode, Phase::Mixed, Phase::Prefill);
+        let r = report(&[
+            (p, 900_000),
+            (d, 600_000),
+            (d, 600_000),
+            (m, 800_000),
+            (d, 600_000),
+            (d, 600_000),
+            (d, 600_000),
+        ]);
+        let s = &r.steps;
+        assert_eq!((s.decode_steps, s.prefill_steps, s.mixed_steps), (5, 1, 1));
+        // Periods only between consecutive decode steps: 1-2, 4-5, 5-6.
+        assert_eq!(s.tpot_ms.unwrap().n, 3);
+        assert_eq!(s.series.tpot_ms.len(), 3);
+        let mixed = s.mixed_ms.unwrap();
+        assert_eq!(mixed.n, 1);
+        assert!((mixed.median - 0.8).abs() < 1e-9);
+        assert_eq!(s.decode_span_ms.unwrap().n, 5);
+        assert_eq!(s.batch_size, Some(8));
+        assert_eq!(s.kind, StepKind::InferenceSteps);
+    }
+
+    #[test]
+    fn a_single_decode_step_keeps_its_span_and_a_mixed_only_trace_has_no_tpot() {
+        let r = report(&[(Phase::Decode, 700_000)]);
+        assert!(r.steps.tpot_ms.is_none());
+        assert!((r.steps.decode_span_ms.unwrap().median - 0.7).abs() < 1e-9);
+
+        let r = report(&[(Phase::Mixed, 700_000)]);
+        assert_eq!(r.steps.decode_steps, 0);
+        assert!(r.steps.tpot_ms.is_none() && r.steps.decode_span_ms.is_none());
+        // The bucket table covers the mixed step rather than nothing.
+        let gemv = r.buckets.iter().find(|b| b.bucket == Bucket::Gemv).unwrap();
+        assert_eq!(gemv.calls, 1);
+        assert!(r.plausibility.plausible, "{:?}", r.plausibility);
+    }
+
+    #[test]
+    fn training_iterations_are_not_tpot() {
+        let mut imp = trace(&[(Phase::Decode, 600_000); 4]);
+        let t = &mut imp.trace;
+        let name = t.strings.intern("ProfilerStep#1");
+        for i in 0..t.markers.len {
+            t.markers.name[i] = name;
+            t.markers.source[i] = MarkerSource::KinetoGpuAnnotation as u8;
+            t.markers.phase[i] = Phase::Unknown as u8;
+        }
+        let opt = t.strings.intern("Optimizer.step#SGD.step");
+        t.markers.push(MarkerRow {
+            name: opt,
+            source: MarkerSource::KinetoUserAnnotation as u8,
+            host_start_ns: 0,
+            host_end_ns: 10,
+            ..MarkerRow::default()
+        });
+        let r = analyze(&imp, &RuleSet::builtin(), &AnalysisSettings::default());
+        let s = &r.steps;
+        assert_eq!(s.kind, StepKind::TrainingIterations);
+        assert_eq!((s.decode_steps, s.iterations), (0, 4));
+        assert!(s.tpot_ms.is_none() && s.decode_span_ms.is_none());
+        assert!(s.series.tpot_ms.is_empty());
+        assert!((s.iteration_ms.unwrap().median - 0.6).abs() < 1e-9);
+        assert!((s.iteration_period_ms.unwrap().median - 1.0).abs() < 1e-9);
+        assert!(
+            r.buckets
+                .iter()
+                .any(|b| b.bucket == Bucket::Gemv && b.calls == 4)
+        );
+    }
 }

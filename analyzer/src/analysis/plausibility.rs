@@ -36,6 +36,9 @@ pub enum PlausibilityCheck {
     TinySteps,
     /// A bucket takes more than 100% of the step.
     ShareOverStep,
+    /// The periodic detector's steps look like the layers of one step (they share one
+    /// graph launch, or lie inside one engine step marker).
+    LayersAsSteps,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -74,6 +77,9 @@ impl Plausibility {
 
 /// What the checks look at, gathered during decomposition.
 pub struct StepFacts<'a> {
+    /// What the steps are, for the messages: "decode steps", "iterations", "steps".
+    pub unit: &'a str,
+    /// Steps in scope (decode steps, iterations, or all steps when none is a decode step).
     pub decode_steps: usize,
     pub tpot: Option<&'a Summary>,
     /// Each decode step's window on the GPU and the busy time (interval union) of the work
@@ -83,6 +89,8 @@ pub struct StepFacts<'a> {
     pub activity_in_steps_ns: i64,
     pub activity_total_ns: i64,
     pub buckets: &'a [BucketRow],
+    /// Step detection's own doubts (layers taken for steps).
+    pub doubts: &'a [String],
 }
 
 /// Runs every check.
@@ -97,8 +105,13 @@ pub fn check(f: &StepFacts) -> Plausibility {
             fail(
                 PlausibilityCheck::TpotSpread,
                 format!(
-                    "TPOT varies by CV {:.0}% over {} periods (more than {:.0}%): the steps are \
+                    "{} varies by CV {:.0}% over {} periods (more than {:.0}%): the steps are \
                      probably not one kind of iteration",
+                    if f.unit == "decode steps" {
+                        "TPOT"
+                    } else {
+                        "the step period"
+                    },
                     100.0 * t.cv,
                     t.n,
                     100.0 * MAX_TPOT_CV
@@ -109,9 +122,9 @@ pub fn check(f: &StepFacts) -> Plausibility {
             fail(
                 PlausibilityCheck::TinySteps,
                 format!(
-                    "median step {:.4} ms over {} decode steps is shorter than {} ms: these are \
-                     kernels or layers, not decode steps",
-                    t.median, f.decode_steps, MIN_STEP_MS
+                    "median step {:.4} ms over {} {} is shorter than {} ms: these are kernels or \
+                     layers, not {}",
+                    t.median, f.decode_steps, f.unit, MIN_STEP_MS, f.unit
                 ),
             );
         }
@@ -155,11 +168,15 @@ pub fn check(f: &StepFacts) -> Plausibility {
             fail(
                 PlausibilityCheck::StepsShorterThanWork,
                 format!(
-                    "{over} of {n} decode steps are shorter than the GPU work that starts in \
-                     them: the step markers do not bracket the work"
+                    "{over} of {n} {} are shorter than the GPU work that starts in them: the \
+                     step markers do not bracket the work",
+                    f.unit
                 ),
             );
         }
+    }
+    for d in f.doubts {
+        fail(PlausibilityCheck::LayersAsSteps, d.clone());
     }
     Plausibility {
         plausible: problems.is_empty(),
@@ -173,12 +190,14 @@ mod tests {
 
     fn facts<'a>(t: Option<&'a Summary>, w: &'a [(i64, i64)]) -> StepFacts<'a> {
         StepFacts {
+            unit: "decode steps",
             decode_steps: w.len().max(1),
             tpot: t,
             windows_ns: w,
             activity_in_steps_ns: 90,
             activity_total_ns: 100,
             buckets: &[],
+            doubts: &[],
         }
     }
 
@@ -204,5 +223,11 @@ mod tests {
         let mut f = facts(None, &[]);
         f.activity_in_steps_ns = 10;
         assert_eq!(check(&f).problems[0].check, PlausibilityCheck::Coverage);
+        let doubt = ["12 of the 12 periodic steps replay from one graph launch".to_owned()];
+        let mut f = facts(None, &[]);
+        f.doubts = &doubt;
+        let p = check(&f);
+        assert!(!p.plausible);
+        assert_eq!(p.problems[0].check, PlausibilityCheck::LayersAsSteps);
     }
 }

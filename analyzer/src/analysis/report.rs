@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use super::stats::Summary;
+use super::steps::StepKind;
 use super::telemetry::TelemetryReport;
 use crate::bucket::Bucket;
 
@@ -20,7 +21,8 @@ pub struct Report {
     pub plausibility: super::plausibility::Plausibility,
     pub devices: Vec<DeviceBusy>,
     pub steps: StepReport,
-    /// Per-bucket decomposition of the decode steps (or of the whole trace without steps).
+    /// Per-bucket decomposition of the decode steps; of the iterations on a training trace;
+    /// of all steps when none is a decode step; of the whole trace without steps.
     pub buckets: Vec<BucketRow>,
     /// Per-bucket decomposition of prefill steps, when any were found.
     pub prefill_buckets: Vec<BucketRow>,
@@ -71,28 +73,51 @@ pub struct DeviceBusy {
 pub struct StepReport {
     /// How steps were found.
     pub source: String,
+    /// What the steps are: `inference_steps` (prefill, decode and mixed steps) or
+    /// `training_iterations` (then the decode fields are empty and `iteration_ms` holds the
+    /// iterations; the idle figures below cover the iterations).
+    pub kind: StepKind,
+    /// Engine or framework whose step markers delimit the steps (`vLLM V1`, `SGLang`,
+    /// `TensorRT-LLM`, `PyTorch profiler`, ...), when markers do.
+    pub engine: Option<String>,
+    /// How the steps' phases were found (marker metadata, kernel names, ...).
+    pub phase_source: String,
+    /// Why the trace counts as training (optimizer markers, backward kernels), when it does.
+    pub training: Option<String>,
     /// The device steps and the decomposition refer to.
     pub device: Option<u32>,
+    /// Pure decode steps (the TPOT samples come from these only).
     pub decode_steps: usize,
     pub prefill_steps: usize,
-    /// Sequences per step, when the markers say (engine markers carry it).
+    /// Steps that run prefill and decode requests together; not in TPOT.
+    pub mixed_steps: usize,
+    /// Training iterations (0 on inference traces).
+    pub iterations: usize,
+    /// Sequences per decode step, when the markers say (engine markers carry it).
     pub batch_size: Option<u32>,
     /// Time per output token: start-to-start period of consecutive decode steps, ms.
     pub tpot_ms: Option<Summary>,
     /// Decode step durations (first to last GPU activity of each step window), ms; the only
     /// step-time figure when a trace holds a single decode step.
     pub decode_span_ms: Option<Summary>,
-    /// GPU busy (kernels + memops, interval union) over the decode window, %.
+    /// Training iteration durations (each iteration's GPU window), ms.
+    pub iteration_ms: Option<Summary>,
+    /// Start-to-start period of consecutive training iterations, ms.
+    pub iteration_period_ms: Option<Summary>,
+    /// GPU busy (kernels + memops, interval union) over the decode window (the iterations
+    /// on a training trace), %.
     pub decode_busy_pct: Option<f64>,
     /// Idle inside steps (between the first and last GPU activity of a step), ms/step.
     pub launch_gap_ms_per_step: Option<f64>,
-    /// Idle between consecutive decode steps, ms/step.
+    /// Idle between consecutive decode steps (iterations), ms/step.
     pub host_gap_ms_per_step: Option<f64>,
     pub launch_gap_pct: Option<f64>,
     pub host_gap_pct: Option<f64>,
     pub worst_stall: Option<Stall>,
     /// Prefill step durations, ms.
     pub prefill_ms: Option<Summary>,
+    /// Mixed (prefill + decode) step durations, ms.
+    pub mixed_ms: Option<Summary>,
     /// Per-step series behind the summaries (for the gate's statistics; not in JSON).
     #[serde(skip)]
     pub series: StepSeries,

@@ -1,7 +1,14 @@
-//! Step detection: from markers when present (engine, NVTX, Kineto annotations), otherwise
-//! from the periodic kernel sequence (`auto_steps`).
+//! Step detection. Markers first, tried in the tiers of the marker-kind table
+//! (`engine_markers`): engine step markers (vLLM, SGLang, TensorRT-LLM, gapscope-engine),
+//! bare engine markers (vLLM V0), annotations that name a phase (`decode_step`),
+//! `ProfilerStep#N`, other step-like ranges; the periodic kernel sequence (`auto_steps`) only
+//! when no marker delimits steps. A user's `--step-regex` replaces the tiers. Each step then
+//! gets its phase from its marker's metadata, else from kernel evidence (`phase_evidence`);
+//! training traces get iterations instead of decode steps. Steps the periodic detector found
+//! are checked for being layers (`layer_check`).
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use gapscope_traces::{MarkerSource, Phase};
 use regex::Regex;
@@ -10,18 +17,31 @@ use serde::Serialize;
 use super::prepared::Prepared;
 #[cfg(test)]
 use crate::bucket::Bucket;
-use crate::import::kineto::phase_from_name;
 
 mod auto_steps;
+pub mod engine_markers;
+mod layer_check;
+#[cfg(test)]
+mod marker_tests;
+mod phase_evidence;
 use auto_steps::auto_detect;
+use engine_markers::{KINDS, Meta, Role, Tier};
+use phase_evidence::Evidence;
 
-/// Default marker-name pattern for steps.
+/// The generic step-name pattern: the last marker tier of automatic detection, and the
+/// value of `--step-regex` that means "automatic" (any other pattern replaces the tiers).
 pub const DEFAULT_STEP_REGEX: &str = r"(?i)decode|prefill|step|forward|generate";
+
+/// On training traces the generic tier skips the names of an iteration's parts.
+static TRAINING_PART: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)forward|backward|optim|zero_grad|loss").expect("constant regex")
+});
 
 /// How steps are found.
 #[derive(Debug, Clone)]
 pub struct StepSettings {
-    /// Marker names that delimit steps.
+    /// Marker names that delimit steps. [`DEFAULT_STEP_REGEX`] means automatic detection
+    /// (engine markers first); any other pattern is the user's override and wins.
     pub regex: Regex,
     /// Ignore markers and detect steps from the kernel sequence.
     pub ignore_markers: bool,
@@ -34,6 +54,23 @@ impl Default for StepSettings {
             ignore_markers: false,
         }
     }
+}
+
+impl StepSettings {
+    /// The user's pattern, when it is not the default.
+    pub fn user_regex(&self) -> Option<&Regex> {
+        (self.regex.as_str() != DEFAULT_STEP_REGEX).then_some(&self.regex)
+    }
+}
+
+/// What the steps of a trace are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepKind {
+    /// Inference engine steps: prefill, decode or mixed.
+    InferenceSteps,
+    /// Training iterations (`ProfilerStep#N`, or the periodic sequence of a training run).
+    TrainingIterations,
 }
 
 /// One step's window on the GPU timeline of the primary device.
@@ -56,50 +93,194 @@ impl Step {
 #[derive(Debug, Clone, Serialize)]
 pub struct Steps {
     pub steps: Vec<Step>,
+    /// Requests (sequences) in each step when its marker says, else 0; same order as `steps`.
+    pub batch: Vec<u32>,
     /// Human-readable origin, e.g. `markers: gpu_user_annotation "decode_step"`.
     pub source: String,
     pub device: Option<u32>,
     /// True when windows tile the timeline (auto detection): a step runs to the next start.
     pub contiguous: bool,
+    pub kind: StepKind,
+    /// Engine or framework whose markers delimit the steps (`vLLM V1`, `SGLang`, ...).
+    pub engine: Option<String>,
+    /// How the steps' phases were found.
+    pub phase_source: String,
+    /// Why the trace counts as training, when it does.
+    pub training: Option<String>,
+    /// Reasons to doubt that the steps are steps (layers of one step taken for steps); the
+    /// plausibility check reports them.
+    pub doubts: Vec<String>,
 }
 
 /// Finds the steps of a prepared trace.
 pub fn detect(p: &Prepared, settings: &StepSettings) -> Steps {
     let device = p.primary_device();
+    let training = phase_evidence::training(p, device);
+    let rows = classify_rows(p);
+    let mut found = None;
     if !settings.ignore_markers {
-        if let Some(s) = from_gpu_markers(p, settings, device) {
-            return s;
-        }
-        if let Some(s) = from_host_markers(p, settings, device) {
-            return s;
-        }
+        found = match settings.user_regex() {
+            Some(re) => from_markers(p, device, &rows, |i| {
+                re.is_match(p.trace.strings.get(p.trace.markers.name[i]))
+            }),
+            None => {
+                let tiers: &[Tier] = if training.is_some() {
+                    &Tier::TRAINING
+                } else {
+                    &Tier::INFERENCE
+                };
+                let part = |i: usize| {
+                    training.is_some()
+                        && TRAINING_PART.is_match(p.trace.strings.get(p.trace.markers.name[i]))
+                };
+                // Loose name patterns only apply to ranges someone put there to mark work
+                // (annotations, NVTX, engine markers), not to other recorded scopes.
+                let annotation = |i: usize| {
+                    matches!(
+                        MarkerSource::from_code(p.trace.markers.source[i]),
+                        MarkerSource::Engine
+                            | MarkerSource::Nvtx
+                            | MarkerSource::KinetoGpuAnnotation
+                            | MarkerSource::KinetoUserAnnotation
+                    )
+                };
+                tiers.iter().find_map(|&tier| {
+                    from_markers(p, device, &rows, |i| {
+                        rows[i].is_some_and(|(k, _)| {
+                            let k = &KINDS[k as usize];
+                            k.tier == tier && k.role != Role::Exclude
+                        }) && !(tier == Tier::Generic && part(i))
+                            && (tier < Tier::PhaseName
+                                || tier == Tier::ProfilerStep
+                                || annotation(i))
+                    })
+                })
+            }
+        };
     }
-    if let Some(d) = device
-        && let Some(s) = auto_detect(p, d)
-    {
-        return s;
-    }
-    Steps {
-        steps: Vec::new(),
-        source: if p.trace.kernels.is_empty() {
-            "none: the trace has no kernels".into()
-        } else {
-            "none: no step markers and no periodic kernel sequence".into()
+    let (mut steps, from_auto) = match found {
+        Some(s) => (s, false),
+        None => match device.and_then(|d| auto_detect(p, d, training.is_some())) {
+            Some(s) => (s, true),
+            None => {
+                return Steps {
+                    steps: Vec::new(),
+                    batch: Vec::new(),
+                    source: if p.trace.kernels.is_empty() {
+                        "none: the trace has no kernels".into()
+                    } else {
+                        "none: no step markers and no periodic kernel sequence".into()
+                    },
+                    device,
+                    contiguous: false,
+                    kind: kind_of(&training),
+                    engine: None,
+                    phase_source: String::new(),
+                    training,
+                    doubts: Vec::new(),
+                };
+            }
         },
-        device,
-        contiguous: false,
+    };
+    steps.kind = kind_of(&training);
+    if training.is_some() {
+        steps.steps.iter_mut().for_each(|s| s.phase = Phase::Train);
+        steps.phase_source = "training trace: each step is one iteration".into();
+    } else if from_auto {
+        steps.phase_source =
+            "periodic kernel sequence (an odd segment with more GEMM/attention work is a prefill)"
+                .into();
+    } else {
+        let (evidence, example) = phase_evidence::label(p, device, &mut steps.steps);
+        steps.phase_source = describe_evidence(&evidence, example.as_deref(), &steps.phase_source);
+    }
+    if steps.batch.len() != steps.steps.len() {
+        steps.batch = vec![0; steps.steps.len()];
+    }
+    steps.training = training;
+    if from_auto {
+        steps.doubts = layer_check::doubts(p, device, &rows, &steps.steps);
+    }
+    steps
+}
+
+fn kind_of(training: &Option<String>) -> StepKind {
+    if training.is_some() {
+        StepKind::TrainingIterations
+    } else {
+        StepKind::InferenceSteps
     }
 }
 
+/// One line on how the phases were found, e.g. `marker metadata (forward mode and batch
+/// size)` or `phase-specific kernel names (e.g. "flash_fwd_splitkv…"): 2, assumed decode
+/// (…): 1`. `says` is what the markers' names carry (set by `from_markers`).
+fn describe_evidence(evidence: &[Evidence], example: Option<&str>, says: &str) -> String {
+    let mut counts: Vec<(Evidence, usize)> = Vec::new();
+    for &e in evidence {
+        match counts.iter_mut().find(|(k, _)| *k == e) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((e, 1)),
+        }
+    }
+    counts.sort_by_key(|&(e, _)| e);
+    let one = counts.len() == 1;
+    counts
+        .iter()
+        .map(|&(e, n)| {
+            let ex = match (e, example) {
+                (Evidence::KernelNames, Some(x)) => format!(" (e.g. {:?})", short(x)),
+                (Evidence::Marker, _) if !says.is_empty() => format!(" ({says})"),
+                _ => String::new(),
+            };
+            if one {
+                format!("{}{ex}", e.describe())
+            } else {
+                format!("{}{ex}: {n}", e.describe())
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Each marker row's kind in [`KINDS`] and what its name (or engine columns) say.
+fn classify_rows(p: &Prepared) -> Vec<Option<(u16, Meta)>> {
+    let m = &p.trace.markers;
+    // Names repeat (one per step): classify each (name, engine source) pair once.
+    let mut cache: HashMap<(u32, bool), Option<(usize, Meta)>> = HashMap::new();
+    (0..m.len)
+        .map(|i| {
+            let source = MarkerSource::from_code(m.source[i]);
+            let key = (m.name[i], source == MarkerSource::Engine);
+            let (kind, meta) = (*cache.entry(key).or_insert_with(|| {
+                engine_markers::classify(p.trace.strings.get(m.name[i]), source)
+            }))?;
+            let meta = engine_markers::row_meta(
+                kind,
+                meta,
+                m.phase[i],
+                m.batch_size.get(i).copied().unwrap_or(0),
+                m.tokens.get(i).copied().unwrap_or(0),
+            );
+            Some((kind as u16, meta))
+        })
+        .collect()
+}
+
+/// A candidate step range on one clock.
+#[derive(Clone, Copy)]
 struct Range {
     name: u32,
-    phase: Phase,
+    kind: Option<u16>,
+    meta: Meta,
+    source: MarkerSource,
     start: i64,
     end: i64,
 }
 
 /// Keeps the innermost ranges: a range that contains another candidate is a wrapper
-/// (ProfilerStep around decode_step, generate around its steps).
+/// (ProfilerStep around decode_step, generate around its steps, vLLM's execute marker
+/// around SGLang's step marker).
 fn leaves(mut r: Vec<Range>) -> Vec<Range> {
     r.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
     let mut keep = vec![true; r.len()];
@@ -120,99 +301,159 @@ fn leaves(mut r: Vec<Range>) -> Vec<Range> {
         .collect()
 }
 
-fn phase_of(p: &Prepared, name: u32, code: u8) -> Phase {
-    match Phase::from_code(code) {
-        Phase::Unknown => match phase_from_name(p.trace.strings.get(name)) {
-            Phase::Unknown => Phase::Decode,
-            ph => ph,
-        },
-        ph => ph,
-    }
-}
-
-fn describe(p: &Prepared, what: &str, ranges: &[Range]) -> String {
-    let mut names: Vec<&str> = ranges.iter().map(|r| p.trace.strings.get(r.name)).collect();
-    names.sort_unstable();
-    names.dedup();
-    let shown: Vec<String> = names.iter().take(4).map(|n| format!("{n:?}")).collect();
-    format!("markers: {what} {}", shown.join(", "))
-}
-
-/// Marker ranges on one clock whose names match, innermost only, with a label for where
-/// they came from. `window` picks the clock pair of marker `i`, or `None` to skip it.
-fn matching_ranges(
+/// The selected marker ranges of both clocks, innermost only: GPU ranges on `device` and
+/// host ranges.
+fn candidate_ranges(
     p: &Prepared,
-    s: &StepSettings,
-    window: impl Fn(usize) -> Option<(i64, i64)>,
-    label: impl Fn(MarkerSource) -> &'static str,
-) -> Option<(Vec<Range>, &'static str)> {
+    device: Option<u32>,
+    rows: &[Option<(u16, Meta)>],
+    select: &impl Fn(usize) -> bool,
+) -> (Vec<Range>, Vec<Range>) {
     let m = &p.trace.markers;
-    let mut ranges = Vec::new();
-    let mut what = "";
-    for i in 0..m.len {
-        let Some((start, end)) = window(i) else {
-            continue;
-        };
-        if !s.regex.is_match(p.trace.strings.get(m.name[i])) {
+    let (mut gpu, mut host) = (Vec::new(), Vec::new());
+    for (i, row) in rows.iter().enumerate().take(m.len) {
+        let on_gpu = m.gpu_start_ns[i] != i64::MIN && device.is_none_or(|d| d == m.device[i]);
+        let on_host = m.host_start_ns[i] != i64::MIN;
+        if !(on_gpu || on_host) || !select(i) {
             continue;
         }
-        what = label(MarkerSource::from_code(m.source[i]));
-        ranges.push(Range {
+        // A user's pattern may pick any name; only recognised steps carry metadata.
+        let (kind, meta) = match *row {
+            Some((k, meta)) if KINDS[k as usize].role != Role::Exclude => (Some(k), meta),
+            _ => (None, Meta::default()),
+        };
+        let r = Range {
             name: m.name[i],
-            phase: phase_of(p, m.name[i], m.phase[i]),
-            start,
-            end,
-        });
+            kind,
+            meta,
+            source: MarkerSource::from_code(m.source[i]),
+            start: 0,
+            end: 0,
+        };
+        // A range that ends before it starts (a hostile or broken file) delimits nothing.
+        if on_gpu && m.gpu_end_ns[i] >= m.gpu_start_ns[i] {
+            gpu.push(Range {
+                start: m.gpu_start_ns[i],
+                end: m.gpu_end_ns[i],
+                ..r
+            });
+        }
+        if on_host && m.host_end_ns[i] >= m.host_start_ns[i] {
+            host.push(Range {
+                start: m.host_start_ns[i],
+                end: m.host_end_ns[i],
+                ..r
+            });
+        }
     }
-    (!ranges.is_empty()).then(|| (leaves(ranges), what))
+    (leaves(gpu), leaves(host))
 }
 
-fn from_gpu_markers(p: &Prepared, s: &StepSettings, device: Option<u32>) -> Option<Steps> {
-    let m = &p.trace.markers;
-    let (ranges, what) = matching_ranges(
-        p,
-        s,
-        |i| {
-            (m.gpu_start_ns[i] != i64::MIN && device.is_none_or(|d| d == m.device[i]))
-                .then(|| (m.gpu_start_ns[i], m.gpu_end_ns[i]))
-        },
-        |src| match src {
-            MarkerSource::Engine => "engine",
-            MarkerSource::KinetoGpuAnnotation => "gpu_user_annotation",
-            MarkerSource::Nvtx => "NVTX (GPU projection)",
+/// Steps from the selected markers: their GPU ranges, or their host ranges mapped to the GPU
+/// through launch correlation. GPU ranges win when they cover the work launched inside their
+/// host ranges; where they do not (ROCm builds of Kineto cut `gpu_user_annotation` ranges
+/// short), the host ranges' projection is used.
+fn from_markers(
+    p: &Prepared,
+    device: Option<u32>,
+    rows: &[Option<(u16, Meta)>],
+    select: impl Fn(usize) -> bool,
+) -> Option<Steps> {
+    let (gpu, host) = candidate_ranges(p, device, rows, &select);
+    if gpu.is_empty() && host.is_empty() {
+        return None;
+    }
+    let projected = match device {
+        Some(d) if !host.is_empty() => project(p, d, &host),
+        _ => Vec::new(),
+    };
+    let use_gpu = !gpu.is_empty() && (projected.is_empty() || covers(&gpu, &projected));
+    let (windows, label, note): (Vec<(Range, i64, i64)>, String, &str) = if use_gpu {
+        let what = match gpu.last().map(|r| r.source) {
+            Some(MarkerSource::Engine) => "engine",
+            Some(MarkerSource::KinetoGpuAnnotation) => "gpu_user_annotation",
+            Some(MarkerSource::Nvtx) => "NVTX (GPU projection)",
             _ => "GPU ranges",
-        },
-    )?;
+        };
+        (
+            gpu.iter().map(|r| (*r, r.start, r.end)).collect(),
+            what.into(),
+            "",
+        )
+    } else if !projected.is_empty() {
+        let what = match host.last().map(|r| r.source) {
+            Some(MarkerSource::KinetoUserAnnotation) => "user_annotation",
+            Some(MarkerSource::Nvtx) => "NVTX",
+            _ => "host ranges",
+        };
+        let note = if gpu.is_empty() {
+            " (mapped to the GPU through launch correlation)"
+        } else {
+            " (mapped to the GPU through launch correlation: the GPU-side copies of these \
+             ranges do not cover the kernels launched inside them)"
+        };
+        (projected, what.into(), note)
+    } else {
+        return None;
+    };
+    let mut windows = windows;
+    windows.sort_by_key(|w| (w.1, w.2));
+    let ranges: Vec<Range> = windows.iter().map(|w| w.0).collect();
+    let mut engines: Vec<&str> = ranges
+        .iter()
+        .filter_map(|r| r.kind.map(|k| KINDS[k as usize].engine))
+        .filter(|e| *e != "annotations")
+        .collect();
+    engines.sort_unstable();
+    engines.dedup();
+    // What the markers' names say, for the phase line (the first kind that says something).
+    let says = ranges
+        .iter()
+        .filter_map(|r| r.kind.map(|k| KINDS[k as usize].says))
+        .find(|s| !s.is_empty())
+        .unwrap_or("");
     Some(Steps {
-        source: describe(p, what, &ranges),
-        steps: ranges
+        source: describe(p, &label, &ranges) + note,
+        steps: windows
             .iter()
-            .map(|r| Step {
-                phase: r.phase,
-                gpu_start_ns: r.start,
-                gpu_end_ns: r.end,
+            .map(|(r, s, e)| Step {
+                phase: match r.meta.phase {
+                    // A sampling range is not a step of its own phase.
+                    Phase::Sample => Phase::Unknown,
+                    ph => ph,
+                },
+                gpu_start_ns: *s,
+                gpu_end_ns: *e,
             })
             .collect(),
+        batch: windows.iter().map(|(r, _, _)| r.meta.batch).collect(),
         device,
         contiguous: false,
+        kind: StepKind::InferenceSteps,
+        engine: (!engines.is_empty()).then(|| engines.join(" + ")),
+        // What the names say, until `detect` describes the phases.
+        phase_source: says.to_owned(),
+        training: None,
+        doubts: Vec::new(),
     })
 }
 
-/// Host ranges (user_annotation, NVTX) reach the GPU through launch correlation: a step's
-/// window spans the kernels whose launch call started inside the range.
-fn from_host_markers(p: &Prepared, s: &StepSettings, device: Option<u32>) -> Option<Steps> {
-    let device = device?;
-    let m = &p.trace.markers;
-    let (ranges, what) = matching_ranges(
-        p,
-        s,
-        |i| (m.host_start_ns[i] != i64::MIN).then(|| (m.host_start_ns[i], m.host_end_ns[i])),
-        |src| match src {
-            MarkerSource::KinetoUserAnnotation => "user_annotation",
-            MarkerSource::Nvtx => "NVTX",
-            _ => "host ranges",
-        },
-    )?;
+/// Whether every projected window lies inside a GPU range (within 1% of its length or 1 µs).
+/// `gpu` is start-sorted and holds no nested ranges, so the candidates for a window are the
+/// last ranges that start before it.
+fn covers(gpu: &[Range], projected: &[(Range, i64, i64)]) -> bool {
+    projected.iter().all(|&(_, s, e)| {
+        let tol = (e.saturating_sub(s) / 100).max(1_000);
+        let upto = gpu.partition_point(|g| g.start <= s.saturating_add(tol));
+        gpu[upto.saturating_sub(2)..upto]
+            .iter()
+            .any(|g| g.end >= e.saturating_sub(tol))
+    })
+}
+
+/// Host ranges reach the GPU through launch correlation: a range's window spans the kernels
+/// whose launch call started inside it. Ranges without such kernels are dropped.
+fn project(p: &Prepared, device: u32, ranges: &[Range]) -> Vec<(Range, i64, i64)> {
     let l = &p.trace.launches;
     let mut launch_at: HashMap<u64, i64> = HashMap::with_capacity(l.len);
     for i in 0..l.len {
@@ -235,25 +476,29 @@ fn from_host_markers(p: &Prepared, s: &StepSettings, device: Option<u32>) -> Opt
         w.0 = w.0.min(k.gpu_start_ns[i]);
         w.1 = w.1.max(k.gpu_end_ns[i]);
     }
-    let steps: Vec<Step> = ranges
+    ranges
         .iter()
         .zip(&windows)
         .filter(|(_, w)| w.0 < w.1)
-        .map(|(r, w)| Step {
-            phase: r.phase,
-            gpu_start_ns: w.0,
-            gpu_end_ns: w.1,
-        })
+        .map(|(r, w)| (*r, w.0, w.1))
+        .collect()
+}
+
+fn describe(p: &Prepared, what: &str, ranges: &[Range]) -> String {
+    let mut names: Vec<&str> = ranges.iter().map(|r| p.trace.strings.get(r.name)).collect();
+    names.sort_unstable();
+    names.dedup();
+    let shown: Vec<String> = names
+        .iter()
+        .take(4)
+        .map(|n| format!("{:?}", short(n)))
         .collect();
-    if steps.is_empty() {
-        return None;
-    }
-    Some(Steps {
-        source: describe(p, what, &ranges) + " (mapped to the GPU through launch correlation)",
-        steps,
-        device: Some(device),
-        contiguous: false,
-    })
+    let more = if names.len() > 4 {
+        format!(" and {} more names", names.len() - 4)
+    } else {
+        String::new()
+    };
+    format!("markers: {what} {}{more}", shown.join(", "))
 }
 
 /// A kernel name cut to something a table cell can hold.

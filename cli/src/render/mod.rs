@@ -190,16 +190,58 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
     for n in &s.notes {
         v.push(("note".into(), text(n)));
     }
+    use gapscope_analyzer::analysis::steps::StepKind;
     let st = &r.steps;
-    v.push((
-        "steps".into(),
-        format!(
-            "{} decode, {} prefill; {}",
-            st.decode_steps,
-            st.prefill_steps,
-            text(&st.source)
-        ),
-    ));
+    let engine = st
+        .engine
+        .as_deref()
+        .map(|e| format!("{}: ", text(e)))
+        .unwrap_or_default();
+    if st.kind == StepKind::TrainingIterations {
+        v.push((
+            "steps".into(),
+            format!(
+                "{} training iterations (a training trace: {}); {engine}{}",
+                st.iterations,
+                text(st.training.as_deref().unwrap_or("")),
+                text(&st.source)
+            ),
+        ));
+        if let Some(t) = &st.iteration_ms {
+            v.push((
+                "iteration".into(),
+                format!(
+                    "median {} ms, p99 {} ms, max {} ms, CV {:.1}% (n={}); not TPOT: iterations \
+                     of a training run",
+                    ms(t.median),
+                    ms(t.p99),
+                    ms(t.max),
+                    100.0 * t.cv,
+                    t.n
+                ),
+            ));
+        }
+    } else {
+        let mixed = if st.mixed_steps > 0 {
+            format!(", {} mixed", st.mixed_steps)
+        } else {
+            String::new()
+        };
+        let phases = if st.phase_source.is_empty() {
+            String::new()
+        } else {
+            format!("; phases: {}", text(&st.phase_source))
+        };
+        v.push((
+            "steps".into(),
+            format!(
+                "{} decode, {} prefill{mixed}; {engine}{}{phases}",
+                st.decode_steps,
+                st.prefill_steps,
+                text(&st.source)
+            ),
+        ));
+    }
     if let Some(t) = &st.tpot_ms {
         v.push((
             "TPOT".into(),
@@ -221,11 +263,26 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
                 sp.n
             ),
         ));
+    } else if st.kind == StepKind::InferenceSteps && (st.prefill_steps > 0 || st.mixed_steps > 0) {
+        v.push((
+            "TPOT".into(),
+            "n/a: no pure decode step (TPOT comes from decode steps only)".into(),
+        ));
     }
     if let Some(p) = &st.prefill_ms {
         v.push((
             "prefill".into(),
             format!("median {} ms (n={})", ms(p.median), p.n),
+        ));
+    }
+    if let Some(m) = &st.mixed_ms {
+        v.push((
+            "mixed".into(),
+            format!(
+                "median {} ms (n={}); prefill and decode requests in one step, not in TPOT",
+                ms(m.median),
+                m.n
+            ),
         ));
     }
     for d in &r.devices {

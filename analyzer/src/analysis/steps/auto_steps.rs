@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use gapscope_traces::Phase;
 
-use super::{Step, Steps, short};
+use super::{Step, StepKind, Steps, short};
 use crate::analysis::prepared::Prepared;
 use crate::bucket::Bucket;
 
@@ -151,8 +151,10 @@ struct Work {
     other_matmuls: bool,
 }
 
-/// Finds the steps of one device from its periodic kernel sequence.
-pub(super) fn auto_detect(p: &Prepared, device: u32) -> Option<Steps> {
+/// Finds the steps of one device from its periodic kernel sequence. With `whole_periods`
+/// (training iterations), only the segments from one anchor to the next count: the work
+/// before the first anchor and after the last is a partial iteration.
+pub(super) fn auto_detect(p: &Prepared, device: u32, whole_periods: bool) -> Option<Steps> {
     let order = p.kernels_on(device);
     let k = &p.trace.kernels;
     let n = order.len();
@@ -235,6 +237,9 @@ pub(super) fn auto_detect(p: &Prepared, device: u32) -> Option<Steps> {
     let mut steps = Vec::with_capacity(segs.len() + 1);
     let mut prefills = 0usize;
     for (w, (&s, work)) in segs.iter().zip(&works).enumerate() {
+        if whole_periods && s.1 >= n {
+            break;
+        }
         let phase = if is_prefill(s, work) {
             prefills += 1;
             Phase::Prefill
@@ -249,7 +254,7 @@ pub(super) fn auto_detect(p: &Prepared, device: u32) -> Option<Steps> {
         // Work before the first anchor: a prefill when it holds GEMM/attention work and is
         // not the tail of a periodic step (a recording that began mid-step). It joins a
         // first segment that is itself a prefill.
-        if w == 0 && leading_prefill(&seq, pos[0], modal_names, &bucket) {
+        if w == 0 && !whole_periods && leading_prefill(&seq, pos[0], modal_names, &bucket) {
             if phase == Phase::Prefill {
                 steps[0].gpu_start_ns = start_of(0);
             } else {
@@ -265,6 +270,9 @@ pub(super) fn auto_detect(p: &Prepared, device: u32) -> Option<Steps> {
             }
         }
     }
+    if steps.is_empty() {
+        return None;
+    }
     let prefill_note = match prefills {
         0 => String::new(),
         1 => ", 1 odd segment taken as prefill".to_owned(),
@@ -276,9 +284,15 @@ pub(super) fn auto_detect(p: &Prepared, device: u32) -> Option<Steps> {
             short(p.trace.strings.get(anchor)),
             pos.len()
         ),
+        batch: vec![0; steps.len()],
         steps,
         device: Some(device),
         contiguous: true,
+        kind: StepKind::InferenceSteps,
+        engine: None,
+        phase_source: String::new(),
+        training: None,
+        doubts: Vec::new(),
     })
 }
 

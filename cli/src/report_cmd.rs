@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 use gapscope_analyzer::RuleSet;
-use gapscope_analyzer::analysis::{AnalysisSettings, DEFAULT_STEP_REGEX, Report, analyze};
+use gapscope_analyzer::analysis::{AnalysisSettings, Report, analyze};
 use gapscope_analyzer::import::{ImportOptions, import_trace};
 use gapscope_traces::KERNEL_ANALYSIS_COLUMNS;
 
@@ -37,9 +37,11 @@ pub struct AnalysisArgs {
     /// Extra bucket rules (TOML), tried before the built-in ones.
     #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
-    /// Marker names that delimit steps (regex).
-    #[arg(long, value_name = "REGEX", default_value = DEFAULT_STEP_REGEX)]
-    pub step_regex: String,
+    /// Marker names that delimit steps (regex); overrides the automatic choice (known
+    /// engines' step markers, then ProfilerStep#N, decode/prefill/step/forward/generate
+    /// annotations, then the periodic kernel sequence).
+    #[arg(long, value_name = "REGEX")]
+    pub step_regex: Option<String>,
     /// Ignore markers and annotations; detect steps from the periodic kernel sequence.
     #[arg(long)]
     pub no_markers: bool,
@@ -140,10 +142,11 @@ impl AnalysisArgs {
     }
 
     pub fn settings(&self) -> Result<AnalysisSettings> {
-        let regex = regex::Regex::new(&self.step_regex)
-            .with_context(|| format!("--step-regex {:?} is not a valid regex", self.step_regex))?;
         let mut s = AnalysisSettings::default();
-        s.steps.regex = regex;
+        if let Some(re) = &self.step_regex {
+            s.steps.regex = regex::Regex::new(re)
+                .with_context(|| format!("--step-regex {re:?} is not a valid regex"))?;
+        }
         s.steps.ignore_markers = self.no_markers;
         s.top_per_bucket = self.top.unwrap_or(3);
         Ok(s)

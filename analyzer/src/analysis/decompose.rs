@@ -322,6 +322,15 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
             (!spans.is_empty()).then(|| Summary::of(&spans).mean)
         });
 
+    let bucket_scope = if steps.steps.is_empty() {
+        BucketScope::WholeTrace
+    } else if training {
+        BucketScope::TrainingIterations
+    } else if any_decode {
+        BucketScope::DecodeSteps
+    } else {
+        BucketScope::AllSteps
+    };
     let buckets = if steps.steps.is_empty() {
         bucket_rows(&[outside], &[0], None, false, &names, trace, settings)
     } else {
@@ -431,6 +440,7 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
         },
         warnings,
         plausibility,
+        bucket_scope,
         devices,
         steps: step_report,
         buckets,

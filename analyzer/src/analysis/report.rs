@@ -21,6 +21,8 @@ pub struct Report {
     pub plausibility: super::plausibility::Plausibility,
     pub devices: Vec<DeviceBusy>,
     pub steps: StepReport,
+    /// What `buckets` covers.
+    pub bucket_scope: BucketScope,
     /// Per-bucket decomposition of the decode steps; of the iterations on a training trace;
     /// of all steps when none is a decode step; of the whole trace without steps.
     pub buckets: Vec<BucketRow>,
@@ -33,6 +35,32 @@ pub struct Report {
     /// The capture tool's own overhead when it distorts the timings (more than 1% of the
     /// recorded span); `None` otherwise. Also the first warning.
     pub distortion: Option<super::distortion::Distortion>,
+}
+
+/// The steps the bucket table is taken over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BucketScope {
+    /// Per decode step.
+    DecodeSteps,
+    /// Per training iteration.
+    TrainingIterations,
+    /// Per step, over every step (the trace has prefill or mixed steps but no pure decode).
+    AllSteps,
+    /// Over the whole trace (no steps found).
+    WholeTrace,
+}
+
+impl BucketScope {
+    /// The table's title.
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::DecodeSteps => "buckets per decode step",
+            Self::TrainingIterations => "buckets per training iteration",
+            Self::AllSteps => "buckets per step (no pure decode step: prefill and mixed steps)",
+            Self::WholeTrace => "buckets over the whole trace",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]

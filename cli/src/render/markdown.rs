@@ -42,7 +42,12 @@ pub fn reports(reports: &[Report], top_kernels: bool) -> String {
                 out.push_str(&format!("- **{l}**: {}\n", md_text(&v)));
             }
         }
-        out.push_str("\n### Buckets per decode step\n\n");
+        let title = r.bucket_scope.title();
+        out.push_str(&format!(
+            "\n### {}{}\n\n",
+            title[..1].to_uppercase(),
+            &title[1..]
+        ));
         table(&BUCKET_HEADERS, &md_cells(&r.buckets), &mut out);
         if !r.prefill_buckets.is_empty() {
             out.push_str("\n### Buckets per prefill step\n\n");

@@ -296,9 +296,15 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
             ),
         ));
     }
+    let training = r.bucket_scope == gapscope_analyzer::analysis::BucketScope::TrainingIterations;
+    let (window, unit) = if training {
+        ("iteration window", "training iteration")
+    } else {
+        ("decode window", "decode step")
+    };
     if let Some(b) = st.decode_busy_pct {
         v.push((
-            "decode window".into(),
+            window.into(),
             format!(
                 "busy {}; idle: launch gaps {} ms/step ({}), host gaps {} ms/step ({})",
                 pct(b),
@@ -313,7 +319,7 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
         v.push((
             "worst stall".into(),
             format!(
-                "{} ms GPU idle {} decode step {}",
+                "{} ms GPU idle {} {unit} {}",
                 ms(w.ms),
                 if w.between_steps { "before" } else { "inside" },
                 w.step

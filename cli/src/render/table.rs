@@ -87,12 +87,7 @@ pub fn reports(reports: &[Report], top_kernels: bool) -> String {
             }
             out.push('\n');
         }
-        let title = if r.steps.decode_steps > 0 {
-            "buckets per decode step"
-        } else {
-            "buckets over the whole trace"
-        };
-        out.push_str(title);
+        out.push_str(r.bucket_scope.title());
         out.push('\n');
         grid(&BUCKET_HEADERS, &bucket_cells(&r.buckets), &mut out);
         if !r.prefill_buckets.is_empty() {

@@ -97,7 +97,7 @@ pub fn distortion(trace: &Trace) -> Option<Distortion> {
     if share <= MAX_OVERHEAD_SHARE {
         return None;
     }
-    by_kind.sort_by(|a, b| b.1.cmp(&a.1));
+    by_kind.sort_by_key(|b| std::cmp::Reverse(b.1));
     Some(Distortion {
         overhead_ms: by_kind
             .into_iter()

@@ -205,10 +205,7 @@ fn abutting_kernels_at_epoch_timestamps_do_not_overlap() {
     let imp = import(&p);
     let k = &imp.trace.kernels;
     const T: i64 = 1_700_000_000_000_000_000;
-    assert_eq!(
-        k.gpu_start_ns,
-        vec![T + 130, T + 230, T + 1_730, T + 1_731]
-    );
+    assert_eq!(k.gpu_start_ns, vec![T + 130, T + 230, T + 1_730, T + 1_731]);
     assert_eq!(k.gpu_end_ns, vec![T + 230, T + 1_730, T + 1_731, T + 1_732]);
     assert_eq!(
         imp.trace.manifest.source_base_time_ns,

@@ -520,7 +520,11 @@ impl Builder {
 fn base_time_ns(raw: &[u8]) -> Option<i64> {
     let raw = raw.trim_ascii();
     let text = if raw.first() == Some(&b'"') {
-        serde_json::from_slice::<String>(raw).ok()?.trim().as_bytes().to_vec()
+        serde_json::from_slice::<String>(raw)
+            .ok()?
+            .trim()
+            .as_bytes()
+            .to_vec()
     } else {
         raw.to_vec()
     };

@@ -185,6 +185,39 @@ fn odd_values_are_clamped_or_kept_and_counted() {
     );
 }
 
+/// Issue 19 point 5: Kineto microseconds are read as decimals, not through f64, whose step
+/// near 1.7e18 ns is 256 ns. Kernels that abut exactly in the text (.130 + .100 = .230) used
+/// to overlap by up to 100 ns here, and the report warned about it. Numbers, numeric strings
+/// and exponent forms all keep every nanosecond.
+#[test]
+fn abutting_kernels_at_epoch_timestamps_do_not_overlap() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "abut.json",
+        r#"{"traceEvents":[
+          {"ph":"X","cat":"kernel","name":"a","pid":0,"tid":7,"ts":1700000000000000.130,"dur":0.100,"args":{"device":0,"stream":7}},
+          {"ph":"X","cat":"kernel","name":"b","pid":0,"tid":7,"ts":1700000000000000.230,"dur":1.5,"args":{"device":0,"stream":7}},
+          {"ph":"X","cat":"kernel","name":"c","pid":0,"tid":7,"ts":"1700000000000001.730","dur":"0.001","args":{"device":0,"stream":7}},
+          {"ph":"X","cat":"kernel","name":"d","pid":0,"tid":7,"ts":1.700000000000001731e15,"dur":1e-3,"args":{"device":0,"stream":7}}
+        ],"displayTimeUnit":"ns","baseTimeNanoseconds":"1700000000000000123"}"#,
+    );
+    let imp = import(&p);
+    let k = &imp.trace.kernels;
+    const T: i64 = 1_700_000_000_000_000_000;
+    assert_eq!(k.gpu_start_ns, vec![T + 130, T + 230, T + 1_730, T + 1_731]);
+    assert_eq!(k.gpu_end_ns, vec![T + 230, T + 1_730, T + 1_731, T + 1_732]);
+    assert_eq!(
+        imp.trace.manifest.source_base_time_ns,
+        Some(1_700_000_000_000_000_123)
+    );
+    assert!(
+        !imp.warnings.iter().any(|w| w.contains("start before")),
+        "{:?}",
+        imp.warnings
+    );
+}
+
 /// Point 6 of issue 18: the times of every importer are clamped in one place. Extreme
 /// values must neither panic (tests keep overflow checks on) nor leave an `end - start`
 /// that overflows in the analysis.

@@ -5,6 +5,8 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
+use super::decimal::Nanos;
+
 /// A pid/tid/id that Kineto writes as a number or a string ("stream 7", "Spans").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Id(pub u64);
@@ -88,10 +90,11 @@ pub(crate) struct Event<'a> {
     pub pid: Option<Id>,
     #[serde(default)]
     pub tid: Option<Id>,
+    /// Microseconds, read exactly (see `decimal`).
     #[serde(default)]
-    pub ts: Option<Num>,
+    pub ts: Option<Nanos>,
     #[serde(default)]
-    pub dur: Option<Num>,
+    pub dur: Option<Nanos>,
     #[serde(borrow, default)]
     pub args: Option<Args<'a>>,
 }
@@ -197,7 +200,8 @@ mod tests {
         .unwrap();
         assert_eq!(e.pid, Some(Id(7)));
         assert_eq!(e.tid, Some(Id(3)));
-        assert_eq!(e.dur, Some(Num(2.0)));
+        assert_eq!(e.ts.map(Nanos::round), Some(1_500));
+        assert_eq!(e.dur.map(Nanos::round), Some(2_000));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use std::borrow::Cow;
 
+use super::decimal::Nanos;
 use super::event::{Args, Event, Id, Num};
 use super::scan::{ScanState, find_end};
 
@@ -114,6 +115,28 @@ impl<'a> P<'a> {
             .and_then(|t| t.parse::<f64>().ok())
             .map(Some)
             .ok_or_else(|| format!("bad number {:?}", String::from_utf8_lossy(t)))
+    }
+
+    /// Microseconds as exact nanoseconds, or `None` for `null` (and `nan`).
+    fn micros(&mut self) -> R<Option<Nanos>> {
+        let text: Cow<'a, [u8]> = if self.peek()? == b'"' {
+            match self.string()? {
+                Cow::Borrowed(s) => Cow::Borrowed(s.trim().as_bytes()),
+                Cow::Owned(s) => Cow::Owned(s.trim().as_bytes().to_vec()),
+            }
+        } else {
+            let t = self.scalar_token()?;
+            if t == b"null" {
+                return Ok(None);
+            }
+            Cow::Borrowed(t)
+        };
+        Nanos::from_micros(&text).ok_or_else(|| {
+            format!(
+                "expected a number of microseconds, found {:?}",
+                String::from_utf8_lossy(&text)
+            )
+        })
     }
 
     fn num(&mut self) -> R<Option<Num>> {
@@ -354,8 +377,8 @@ pub(crate) fn parse_event(raw: &[u8]) -> R<Event<'_>> {
             b"name" => ev.name = Some(p.string()?),
             b"pid" => ev.pid = p.id()?,
             b"tid" => ev.tid = p.id()?,
-            b"ts" => ev.ts = p.num()?,
-            b"dur" => ev.dur = p.num()?,
+            b"ts" => ev.ts = p.micros()?,
+            b"dur" => ev.dur = p.micros()?,
             b"args" if p.peek()? == b'{' => {
                 let mut a = Args::default();
                 p.object(|p, key| {

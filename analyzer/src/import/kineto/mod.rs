@@ -12,6 +12,7 @@
 //! gzip to its end checks its CRC and length trailers. A file that merely ends early is
 //! truncated, which `allow_truncated` accepts; a corrupt one is always an error.
 
+mod decimal;
 mod event;
 mod feed;
 mod fields;
@@ -317,10 +318,12 @@ impl Builder {
         }
     }
 
+    /// Start and end in whole nanoseconds: the end is rounded from the exact `ts + dur`,
+    /// so events that abut in the text abut here.
     fn span(&mut self, ev: &Event) -> (i64, i64) {
-        let start = ns(ev.ts.map(|t| t.0).unwrap_or(0.0));
-        let dur = ns(ev.dur.map(|t| t.0).unwrap_or(0.0));
-        (start, start.saturating_add(dur))
+        let start = ev.ts.unwrap_or_default();
+        let end = start.add(ev.dur.unwrap_or_default());
+        (start.round(), end.round())
     }
 
     fn meta(&mut self, key: &str, raw: &[u8]) {
@@ -345,11 +348,12 @@ impl Builder {
                     .notes
                     .push(format!("ignored malformed deviceProperties: {e}")),
             },
-            "baseTimeNanoseconds" => match serde_json::from_slice::<event::Num>(raw) {
-                Ok(v) => m.source_base_time_ns = Some(v.0 as i64),
-                Err(e) => m
-                    .notes
-                    .push(format!("ignored malformed baseTimeNanoseconds: {e}")),
+            "baseTimeNanoseconds" => match base_time_ns(raw) {
+                Some(v) => m.source_base_time_ns = Some(v),
+                None => m.notes.push(format!(
+                    "ignored malformed baseTimeNanoseconds: {}",
+                    String::from_utf8_lossy(&raw[..raw.len().min(64)])
+                )),
             },
             "displayTimeUnit" => {
                 // Kineto writes ts/dur in microseconds whatever this says; it only sets the
@@ -512,11 +516,19 @@ impl Builder {
     }
 }
 
-/// Microseconds to nanoseconds. Out-of-range values saturate here; they are clamped and
-/// counted with every other importer's times in `import::clamp`. `i64::MIN` is kept out:
-/// marker tables use it for "no range on this clock".
-fn ns(v: f64) -> i64 {
-    ((v * 1000.0).round() as i64).max(i64::MIN + 1)
+/// `baseTimeNanoseconds` (a number or a numeric string) read exactly.
+fn base_time_ns(raw: &[u8]) -> Option<i64> {
+    let raw = raw.trim_ascii();
+    let text = if raw.first() == Some(&b'"') {
+        serde_json::from_slice::<String>(raw)
+            .ok()?
+            .trim()
+            .as_bytes()
+            .to_vec()
+    } else {
+        raw.to_vec()
+    };
+    decimal::Nanos::from_nanos(&text)?.map(decimal::Nanos::round)
 }
 
 /// Phase from an annotation name: "prefill", "decode" and "sample" anywhere in it.

@@ -61,7 +61,11 @@ fn every_kernel_and_memop_pairs_between_torch_profiler_and_a_recording() {
             "{}: {a} vs {r} ms/step",
             b["bucket"]
         );
-        assert_eq!(b["a_calls_per_step"], b["b_calls_per_step"], "{}", b["bucket"]);
+        assert_eq!(
+            b["a_calls_per_step"], b["b_calls_per_step"],
+            "{}",
+            b["bucket"]
+        );
         busy += a;
     }
     assert!(busy > 2.0, "{busy} ms/step of GPU work");
@@ -77,7 +81,11 @@ fn import_keeps_the_raw_names_next_to_the_canonical_ones() {
         .arg(repo(KINETO))
         .output()
         .unwrap();
-    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
     let m: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
     let raw = m["raw_names"].as_object().expect("raw_names");
@@ -85,9 +93,17 @@ fn import_keeps_the_raw_names_next_to_the_canonical_ones() {
     assert_eq!(raw["Memset"], "Memset (Device)");
     let cutlass = raw
         .iter()
-        .find(|(_, v)| v.as_str().unwrap().starts_with("_ZN7cutlass13device_kernel"))
+        .find(|(_, v)| {
+            v.as_str()
+                .unwrap()
+                .starts_with("_ZN7cutlass13device_kernel")
+        })
         .expect("the mangled CUTLASS kernel keeps its raw name");
-    assert!(cutlass.0.starts_with("void cutlass::device_kernel<"), "{}", cutlass.0);
+    assert!(
+        cutlass.0.starts_with("void cutlass::device_kernel<"),
+        "{}",
+        cutlass.0
+    );
     // Kineto's demangled names are already canonical: only the 1 mangled kernel and the 2
     // memop names differ.
     assert_eq!(raw.len(), 3, "{:?}", raw.keys().collect::<Vec<_>>());

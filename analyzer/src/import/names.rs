@@ -62,8 +62,7 @@ static CONST_LAMBDA: LazyLock<Regex> = LazyLock::new(|| {
 
 /// Words that continue a builtin type rather than start a name.
 const TYPE_WORDS: &[&str] = &[
-    "const", "volatile", "long", "int", "short", "char", "unsigned", "signed", "double",
-    "float",
+    "const", "volatile", "long", "int", "short", "char", "unsigned", "signed", "double", "float",
 ];
 
 /// Demangles `name` when it is mangled (`_Z...`); other names, and names that do not
@@ -211,11 +210,12 @@ pub fn canonicalise(trace: &mut Trace) -> Canonicalised {
         let raw = trace.strings.get(id).to_owned();
         let new = trace.strings.intern(&canon);
         out.renamed += 1;
-        if !trace.manifest.raw_names.contains_key(&canon) {
-            let cost = canon.len() + raw.len();
+        let cost = canon.len() + raw.len();
+        if let std::collections::btree_map::Entry::Vacant(e) = trace.manifest.raw_names.entry(canon)
+        {
             if cost <= budget {
                 budget -= cost;
-                trace.manifest.raw_names.insert(canon, raw);
+                e.insert(raw);
             } else {
                 out.raw_names_dropped += 1;
             }
@@ -317,27 +317,44 @@ mod tests {
     fn each_rule_on_its_own() {
         let c = |s: &str| canonical_kernel_name(s).into_owned();
         assert_eq!(
-            c("void k<at::native::CUDAFunctorOnSelf_add<float>, std::array<char*, (unsigned long)2> >(int)"),
+            c(
+                "void k<at::native::CUDAFunctorOnSelf_add<float>, std::array<char*, (unsigned long)2> >(int)"
+            ),
             "void k<at::native::CUDAFunctorOnSelf_add<float>, std::array<char*, 2ul> >(int)"
         );
-        assert_eq!(c("void k<OpaqueType<(unsigned int)2>, (long)-1, (int)4, (bool)1>()"), "void k<OpaqueType<2u>, -1l, 4, true>()");
         assert_eq!(
-            c("void e<128, 2, void at::native::gpu_kernel_impl_nocast<F>(at::TensorIteratorBase&, F const&)::{lambda(int)#1}>(int)"),
+            c("void k<OpaqueType<(unsigned int)2>, (long)-1, (int)4, (bool)1>()"),
+            "void k<OpaqueType<2u>, -1l, 4, true>()"
+        );
+        assert_eq!(
+            c(
+                "void e<128, 2, void at::native::gpu_kernel_impl_nocast<F>(at::TensorIteratorBase&, F const&)::{lambda(int)#1}>(int)"
+            ),
             "void e<128, 2, at::native::gpu_kernel_impl_nocast<F>(at::TensorIteratorBase&, F const&)::{lambda(int)#1}>(int)"
         );
         assert_eq!(
-            c("void h<int, bool at::cuda::hist<int>(at::Tensor)::{lambda(int)#1}>(unsigned int, long long, char const*)"),
+            c(
+                "void h<int, bool at::cuda::hist<int>(at::Tensor)::{lambda(int)#1}>(unsigned int, long long, char const*)"
+            ),
             "void h<int, at::cuda::hist<int>(at::Tensor)::{lambda(int)#1}>(unsigned int, long long, char const*)"
         );
         assert_eq!(
-            c("void e<g<{lambda(c10::BFloat16 const, bool)#1}>(X&, {lambda(c10::BFloat16 const, bool)#1}&)::{lambda(int)#1}>()"),
+            c(
+                "void e<g<{lambda(c10::BFloat16 const, bool)#1}>(X&, {lambda(c10::BFloat16 const, bool)#1}&)::{lambda(int)#1}>()"
+            ),
             "void e<g<{lambda(c10::BFloat16 const, bool)#1}>(X&, {lambda(c10::BFloat16, bool)#1} const&)::{lambda(int)#1}>()"
         );
-        assert_eq!(c("  void {anonymous}::k<A<int>>(\tint)  "), "void (anonymous namespace)::k<A<int> >( int)");
+        assert_eq!(
+            c("  void {anonymous}::k<A<int>>(\tint)  "),
+            "void (anonymous namespace)::k<A<int> >( int)"
+        );
         assert_eq!(c("S::operator>>(int)"), "S::operator>>(int)");
         assert_eq!(c("_Z5scalePfif"), "scale(float*, int, float)");
         assert_eq!(c("_Znot a symbol"), "_Znot a symbol");
-        assert_eq!(c("nvjet_sm90_tst_64x8_64x16_2x1_v_bz_TNT"), "nvjet_sm90_tst_64x8_64x16_2x1_v_bz_TNT");
+        assert_eq!(
+            c("nvjet_sm90_tst_64x8_64x16_2x1_v_bz_TNT"),
+            "nvjet_sm90_tst_64x8_64x16_2x1_v_bz_TNT"
+        );
         // Builtin types that are not return types stay.
         let keep = "void k<unsigned int, long long, signed char, float (*)(int)>(unsigned long, char const*)";
         assert_eq!(c(keep), keep);
@@ -345,12 +362,27 @@ mod tests {
 
     #[test]
     fn memops_are_named_from_their_kind() {
-        assert_eq!(canonical_memop_name(MemopKind::DtoD, "Memcpy DtoD (Device -> Device)"), "Memcpy DtoD");
-        assert_eq!(canonical_memop_name(MemopKind::DtoD, "Memcpy DtoD"), "Memcpy DtoD");
-        assert_eq!(canonical_memop_name(MemopKind::HtoD, "Memcpy HtoD (Pageable -> Device)"), "Memcpy HtoD");
-        assert_eq!(canonical_memop_name(MemopKind::Memset, "Memset (Device)"), "Memset");
+        assert_eq!(
+            canonical_memop_name(MemopKind::DtoD, "Memcpy DtoD (Device -> Device)"),
+            "Memcpy DtoD"
+        );
+        assert_eq!(
+            canonical_memop_name(MemopKind::DtoD, "Memcpy DtoD"),
+            "Memcpy DtoD"
+        );
+        assert_eq!(
+            canonical_memop_name(MemopKind::HtoD, "Memcpy HtoD (Pageable -> Device)"),
+            "Memcpy HtoD"
+        );
+        assert_eq!(
+            canonical_memop_name(MemopKind::Memset, "Memset (Device)"),
+            "Memset"
+        );
         assert_eq!(canonical_memop_name(MemopKind::Memset, "Memset"), "Memset");
-        assert_eq!(canonical_memop_name(MemopKind::Unknown, "Memcpy  odd"), "Memcpy odd");
+        assert_eq!(
+            canonical_memop_name(MemopKind::Unknown, "Memcpy  odd"),
+            "Memcpy odd"
+        );
     }
 
     #[test]
@@ -360,15 +392,38 @@ mod tests {
         let plain = t.strings.intern("nvjet_x");
         let set = t.strings.intern("Memset (Device)");
         for name in [mangled, plain, mangled] {
-            t.kernels.push(KernelRow { name, ..Default::default() });
+            t.kernels.push(KernelRow {
+                name,
+                ..Default::default()
+            });
         }
-        t.memops.push(MemopRow { name: set, kind: MemopKind::Memset as u8, ..Default::default() });
+        t.memops.push(MemopRow {
+            name: set,
+            kind: MemopKind::Memset as u8,
+            ..Default::default()
+        });
         let r = canonicalise(&mut t);
-        assert_eq!(r, Canonicalised { renamed: 2, raw_names_dropped: 0 });
+        assert_eq!(
+            r,
+            Canonicalised {
+                renamed: 2,
+                raw_names_dropped: 0
+            }
+        );
         let names: Vec<&str> = t.kernels.name.iter().map(|&i| t.strings.get(i)).collect();
-        assert_eq!(names, ["scale(float*, int, float)", "nvjet_x", "scale(float*, int, float)"]);
+        assert_eq!(
+            names,
+            [
+                "scale(float*, int, float)",
+                "nvjet_x",
+                "scale(float*, int, float)"
+            ]
+        );
         assert_eq!(t.strings.get(t.memops.name[0]), "Memset");
-        assert_eq!(t.manifest.raw_names["scale(float*, int, float)"], "_Z5scalePfif");
+        assert_eq!(
+            t.manifest.raw_names["scale(float*, int, float)"],
+            "_Z5scalePfif"
+        );
         assert_eq!(t.manifest.raw_names["Memset"], "Memset (Device)");
         assert_eq!(t.manifest.raw_names.len(), 2);
         // A second pass changes nothing.

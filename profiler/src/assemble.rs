@@ -246,7 +246,10 @@ fn overhead_name(kind: u32) -> Option<&'static str> {
 
 /// CUPTI reports kernel names as the compiler mangled them; Kineto and nsys show them
 /// demangled, and the bucket rules and reports are written for that spelling. Names that do
-/// not demangle are kept as they are.
+/// not demangle are kept as they are. cpp_demangle's spelling differs from the GNU
+/// demangler's in places (`(unsigned long)3` for `3ul`, return types of nested function
+/// templates); the analyzer's importer turns both into one canonical form
+/// (`gapscope_analyzer::import::names`), so recordings pair with Kineto and nsys traces.
 pub fn demangle(name: &str) -> String {
     if !name.starts_with("_Z") {
         return name.to_owned();

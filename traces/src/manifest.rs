@@ -58,6 +58,11 @@ pub struct Manifest {
     /// Record batches per table, written by `finish` so a reader can tell a stream cut at a
     /// batch boundary from a complete one.
     pub batches: std::collections::BTreeMap<String, u64>,
+    /// Kernel and memop names as the source spelled them, keyed by the canonical name the
+    /// importer gave them (mangled, another demangler's spelling, Kineto's memop names);
+    /// only names that differ are kept. Absent when none differ.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub raw_names: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for Manifest {
@@ -81,6 +86,7 @@ impl Default for Manifest {
             capture_overhead_ns: Default::default(),
             source_base_time_ns: None,
             batches: Default::default(),
+            raw_names: Default::default(),
         }
     }
 }

@@ -4,6 +4,7 @@
 pub mod clamp;
 pub mod kineto;
 pub mod limits;
+pub mod names;
 pub mod nsys;
 pub mod sniff;
 pub mod validate;
@@ -66,8 +67,10 @@ pub struct Imported {
     pub warnings: Vec<String>,
 }
 
-/// Imports any supported trace file. Whatever the format, times are then clamped once
-/// ([`clamp::clamp_times`]) and what that changed is reported among the warnings.
+/// Imports any supported trace file. Whatever the format, kernel and memop names are then
+/// canonicalised once ([`names::canonicalise`]: one kernel identity across sources), times
+/// are clamped once ([`clamp::clamp_times`]) and what that changed is reported among the
+/// warnings.
 pub fn import_trace(
     path: &Path,
     opts: &ImportOptions,
@@ -95,6 +98,7 @@ pub fn import_trace(
     if trace.manifest.source_path.is_none() {
         trace.manifest.source_path = Some(path.display().to_string());
     }
+    names::canonicalise(&mut trace);
     let clamped = clamp::clamp_times(&mut trace);
     let mut warnings = importer_warnings;
     warnings.extend(clamped.warning());

@@ -35,7 +35,12 @@ pub fn run(a: BucketsArgs) -> Result<ExitCode> {
         Some(p) => RuleSet::with_user_file(p)?,
         None => RuleSet::builtin(),
     };
-    let out = match &a.explain {
+    // A name is explained as reports see it: demangled and in canonical spelling.
+    let canonical = a
+        .explain
+        .as_deref()
+        .map(|n| gapscope_analyzer::import::names::canonical_kernel_name(n).into_owned());
+    let out = match &canonical {
         Some(name) if a.json => {
             let e = rules.explain(name);
             serde_json::to_string_pretty(&ExplainJson {
@@ -43,7 +48,18 @@ pub fn run(a: BucketsArgs) -> Result<ExitCode> {
                 explanation: &e,
             })? + "\n"
         }
-        Some(name) => explain_text(&rules, name),
+        Some(name) => {
+            let given = a.explain.as_deref().unwrap_or_default();
+            let mut t = String::new();
+            if given != name {
+                t.push_str(&format!(
+                    "given:   {}
+",
+                    crate::render::text(given)
+                ));
+            }
+            t + &explain_text(&rules, name)
+        }
         None if a.json => serde_json::to_string_pretty(&rules.listing())? + "\n",
         None => list_text(&rules),
     };
@@ -53,7 +69,7 @@ pub fn run(a: BucketsArgs) -> Result<ExitCode> {
 
 fn explain_text(rules: &RuleSet, name: &str) -> String {
     let e = rules.explain(name);
-    let mut out = format!("name:    {name}\n");
+    let mut out = format!("name:    {}\n", crate::render::text(name));
     if let Some(k) = &e.memop {
         out.push_str(&format!("memop:   {k}\n"));
     }

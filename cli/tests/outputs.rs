@@ -152,3 +152,21 @@ fn max_events_applies_to_every_command_that_imports() {
     let o = run(&["report", "-q", "--max-events", "0", s(&t)]);
     assert!(o.status.success());
 }
+
+#[test]
+fn explain_takes_a_mangled_name_as_reports_see_it() {
+    // The CUTLASS grouped GEMM of the Qwen3-Next torch.profiler trace, as Kineto keeps it.
+    let pairs = std::fs::read_to_string(repo("analyzer/src/import/names_pairs.tsv")).unwrap();
+    let mangled = pairs
+        .lines()
+        .map(|l| l.split('\t').next().unwrap())
+        .find(|n| n.starts_with("_ZN7cutlass"))
+        .expect("a mangled CUTLASS name in names_pairs.tsv");
+    let o = run(&["buckets", "--explain", mangled]);
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(out.starts_with("given:   _ZN7cutlass"), "{out}");
+    assert!(
+        out.contains("\nname:    void cutlass::device_kernel<"),
+        "{out}"
+    );
+}

@@ -534,3 +534,18 @@ fn cudnn_scale_tensor_is_act_elementwise() {
         Bucket::ActElementwise,
     );
 }
+
+/// torch `_grouped_mm` (HF transformers' `grouped_mm` experts) on Hopper: a CUTLASS grouped
+/// GEMM over a `GroupProblemShape`, and its data preparation, from the Qwen3-Next-shaped
+/// torch.profiler trace in traces/reference (hf-qwen3next-small-npl1); were gemm_dense.
+#[test]
+fn torch_grouped_mm_experts_are_moe() {
+    assert_bucket(
+        "void cutlass::device_kernel<at::cuda::detail::enable_3x_kernel_for_sm9x<cutlass::gemm::kernel::GemmUniversal<cutlass::gemm::GroupProblemShape<cute::tuple<int, int, int> >, cutlass::gemm::collective::CollectiveMma<> > > >(cutlass::gemm::kernel::GemmUniversal<>::Params)",
+        Bucket::Moe,
+    );
+    assert_bucket(
+        "void at::cuda::detail::prepare_grouped_gemm_data<cutlass::bfloat16_t, cutlass::bfloat16_t, cutlass::bfloat16_t, float, cute::tuple<int, int, int>, cute::tuple<long, long, long> >(cutlass::bfloat16_t*)",
+        Bucket::Moe,
+    );
+}

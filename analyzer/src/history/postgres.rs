@@ -63,9 +63,21 @@ pub(super) async fn open_read(url: &str, ctx: &Ctx) -> Result<PgConnection> {
     }
 }
 
-/// Connects and applies the migrations (under sqlx's advisory lock).
+/// Session advisory lock that serialises gapscope's writers' schema check and migrations
+/// ("gapscope" in ASCII). Without it a writer could read the table list before another
+/// writer's migration commits and its migration rows after, and take a half-made history
+/// for a foreign database.
+const WRITER_LOCK: i64 = 0x6761_7073_636f_7065;
+
+/// Connects, and checks and applies the migrations under gapscope's advisory lock (sqlx's
+/// migrator takes its own inside it).
 pub(super) async fn open_write(url: &str, ctx: &Ctx) -> Result<PgConnection> {
     let mut c = connect(url, ctx).await?;
+    sqlx::query("SELECT pg_advisory_lock($1)")
+        .bind(WRITER_LOCK)
+        .execute(&mut c)
+        .await
+        .map_err(|e| ctx.err("cannot lock the schema", e))?;
     let m = schema::postgres_migrator();
     let f = facts(&mut c).await.map_err(|e| ctx.err("cannot read", e))?;
     if schema::assess(&f, &m, true).map_err(|msg| ctx.fail(&msg))? != State::Current {
@@ -75,5 +87,11 @@ pub(super) async fn open_write(url: &str, ctx: &Ctx) -> Result<PgConnection> {
         let f = facts(&mut c).await.map_err(|e| ctx.err("cannot read", e))?;
         schema::assess(&f, &m, true).map_err(|msg| ctx.fail(&msg))?;
     }
+    // On an error above the connection is dropped, which releases the lock too.
+    sqlx::query("SELECT pg_advisory_unlock($1)")
+        .bind(WRITER_LOCK)
+        .execute(&mut c)
+        .await
+        .map_err(|e| ctx.err("cannot unlock the schema", e))?;
     Ok(c)
 }

@@ -503,12 +503,17 @@ fn describe(p: &Prepared, what: &str, ranges: &[Range]) -> String {
 
 /// A kernel name cut to something a table cell can hold.
 pub fn short(name: &str) -> String {
-    const MAX: usize = 80;
-    if name.chars().count() <= MAX {
-        name.to_owned()
+    cut(name, 80)
+}
+
+/// `s` cut to `n` characters, the last one an ellipsis when cut.
+pub fn cut(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_owned()
     } else {
-        let cut: String = name.chars().take(MAX - 1).collect();
-        format!("{cut}…")
+        let mut c: String = s.chars().take(n.saturating_sub(1)).collect();
+        c.push('…');
+        c
     }
 }
 

@@ -21,7 +21,7 @@ pub fn write_stdout(s: &str) -> anyhow::Result<()> {
     }
 }
 
-pub use gapscope_analyzer::analysis::steps::short;
+pub use gapscope_analyzer::analysis::steps::{cut, short};
 
 /// Columns of the terminal stdout writes to; `None` when stdout is not a terminal (pipes
 /// and files get whole lines). `COLUMNS` overrides what the terminal reports.
@@ -41,17 +41,6 @@ pub fn terminal_width() -> Option<usize> {
     let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
     let ok = unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &mut ws) } == 0;
     (ok && ws.ws_col > 0).then_some(ws.ws_col as usize)
-}
-
-/// `s` cut to `n` characters, with an ellipsis when cut.
-pub fn cut(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_owned()
-    } else {
-        let mut c: String = s.chars().take(n.saturating_sub(1)).collect();
-        c.push('…');
-        c
-    }
 }
 
 pub fn ms(v: f64) -> String {

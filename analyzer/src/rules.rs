@@ -53,6 +53,8 @@ struct RuleSpec {
     regex: Option<String>,
     #[serde(default)]
     memop: Option<String>,
+    #[serde(default)]
+    scope: Option<String>,
 }
 
 /// What a rule matches.
@@ -61,13 +63,17 @@ pub enum Matcher {
     /// An ASCII-mode regex over the kernel name's first [`CLASSIFY_PREFIX_BYTES`].
     Kernel(Regex),
     Memop(Vec<MemopKind>),
+    /// An ASCII-mode regex over the names of the host scopes around a kernel's launch (its
+    /// framework ops, Python functions, annotations and NVTX ranges, innermost first, up to
+    /// and including the innermost `nn.Module`).
+    Scope(Regex),
 }
 
 impl Matcher {
     /// The pattern as written in the rules file (`regex`, or the memop kinds `|`-joined).
     pub fn pattern(&self) -> String {
         match self {
-            Self::Kernel(re) => re.as_str().to_owned(),
+            Self::Kernel(re) | Self::Scope(re) => re.as_str().to_owned(),
             Self::Memop(kinds) => kinds
                 .iter()
                 .map(|k| k.as_str())
@@ -132,7 +138,7 @@ pub struct ListedRule {
     pub bucket: Bucket,
     pub set: String,
     pub name: String,
-    /// `regex` or `memop`.
+    /// `regex`, `memop` or `scope`.
     pub kind: &'static str,
     pub pattern: String,
     pub origin: String,
@@ -182,6 +188,70 @@ impl RuleSet {
         self.first(Subject::Kernel(classified_part(name)))
     }
 
+    /// Whether any rule matches on host scopes.
+    pub fn has_scope_rules(&self) -> bool {
+        self.rules
+            .iter()
+            .any(|r| matches!(r.matcher, Matcher::Scope(_)))
+    }
+
+    /// The position of the first kernel rule matching `name`, if any.
+    pub fn first_kernel_rule(&self, name: &str) -> Option<usize> {
+        self.matches(Subject::Kernel(classified_part(name)))
+            .next()
+            .map(|(i, _, _)| i)
+    }
+
+    /// The position of the first scope rule matching one scope name, if any.
+    pub fn first_scope_rule(&self, scope: &str) -> Option<usize> {
+        let s = classified_part(scope);
+        self.rules.iter().position(|r| match &r.matcher {
+            Matcher::Scope(re) => re.is_match(s),
+            _ => false,
+        })
+    }
+
+    /// The bucket of the rule at `position`, `other` for none.
+    pub fn bucket_at(&self, position: Option<usize>) -> Bucket {
+        position
+            .and_then(|i| self.rules.get(i))
+            .map_or(Bucket::Other, |r| r.bucket)
+    }
+
+    /// The bucket of a kernel launched inside `scopes` (innermost first, as the analysis
+    /// walks them): the first rule in list order that matches, a scope rule matching any
+    /// of the scopes or a kernel rule matching the name.
+    pub fn classify_kernel_in(&self, name: &str, scopes: &[&str]) -> Bucket {
+        let scope = scopes.iter().filter_map(|s| self.first_scope_rule(s)).min();
+        let kernel = self.first_kernel_rule(name);
+        let first = match (scope, kernel) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.bucket_at(first)
+    }
+
+    /// The scope rules matching a scope name, for `buckets --explain-scope`.
+    pub fn explain_scope(&self, scope: &str) -> Vec<RuleMatch> {
+        let s = classified_part(scope);
+        self.rules
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| match &r.matcher {
+                Matcher::Scope(re) => re.find(s).map(|m| RuleMatch {
+                    position: i + 1,
+                    rule: r.name.clone(),
+                    set: r.set.clone(),
+                    bucket: r.bucket,
+                    origin: r.origin.clone(),
+                    pattern: r.matcher.pattern(),
+                    matched: String::from_utf8_lossy(m.as_bytes()).into_owned(),
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The bucket of a memop: the first memop rule listing its kind, else `other`.
     pub fn classify_memop(&self, kind: MemopKind) -> Bucket {
         self.first(Subject::Memop(kind))
@@ -229,6 +299,7 @@ impl RuleSet {
                     kind: match r.matcher {
                         Matcher::Kernel(_) => "regex",
                         Matcher::Memop(_) => "memop",
+                        Matcher::Scope(_) => "scope",
                     },
                     pattern: r.matcher.pattern(),
                     origin: r.origin.clone(),
@@ -315,14 +386,16 @@ fn compile_rules(specs: Vec<RuleSpec>, origin: &str) -> Result<Vec<Rule>> {
                 Bucket::ALL.map(|b| b.as_str()).join(", ")
             ))
         })?;
-        let matcher = match (&spec.regex, &spec.memop) {
-            (Some(re), None) => Matcher::Kernel(compile_regex(re).map_err(|e| {
-                err(format!(
-                    "{at}: bad regex: {}",
-                    e.to_string().replace('\n', " ")
-                ))
-            })?),
-            (None, Some(m)) => {
+        let bad = |e: regex::Error| {
+            err(format!(
+                "{at}: bad regex: {}",
+                e.to_string().replace('\n', " ")
+            ))
+        };
+        let matcher = match (&spec.regex, &spec.memop, &spec.scope) {
+            (Some(re), None, None) => Matcher::Kernel(compile_regex(re).map_err(bad)?),
+            (None, None, Some(re)) => Matcher::Scope(compile_regex(re).map_err(bad)?),
+            (None, Some(m), None) => {
                 let kinds = m
                     .split('|')
                     .map(|k| {
@@ -333,7 +406,11 @@ fn compile_rules(specs: Vec<RuleSpec>, origin: &str) -> Result<Vec<Rule>> {
                     .collect::<Result<Vec<_>>>()?;
                 Matcher::Memop(kinds)
             }
-            _ => return Err(err(format!("{at}: give exactly one of `regex` or `memop`"))),
+            _ => {
+                return Err(err(format!(
+                    "{at}: give exactly one of `regex`, `memop` or `scope`"
+                )));
+            }
         };
         out.push(Rule {
             name: spec.name,

@@ -17,7 +17,9 @@ use crate::manifest::{FORMAT_NAME, FORMAT_VERSION, Manifest};
 use crate::output_dir;
 use crate::stream_read::{CheckedStream, Expected, Next};
 use crate::strings::StringTable;
-use crate::tables::{KernelTable, LaunchTable, MarkerTable, MemopTable, SampleTable};
+use crate::tables::{
+    KernelTable, LaunchTable, MarkerTable, MemopTable, SampleTable, ScopeTable,
+};
 use crate::trace::Trace;
 
 /// Rows per record batch; also the most a crash can lose per table.
@@ -25,7 +27,12 @@ pub const CHUNK_ROWS: usize = 64 * 1024;
 
 const MANIFEST: &str = "manifest.json";
 const STRINGS: &str = "strings";
-const TABLES: [&str; 5] = ["kernels", "memops", "launches", "markers", "samples"];
+const TABLES: [&str; 6] = [
+    "kernels", "memops", "launches", "markers", "samples", "scopes",
+];
+/// Tables added after format version 1 shipped: a trace written before them has no stream
+/// for them (and no manifest batch count), which reads as an empty table, not a truncation.
+const LATER_TABLES: [&str; 1] = ["scopes"];
 
 fn stream_file(table: &str) -> String {
     format!("{table}.arrows")
@@ -50,7 +57,7 @@ pub struct TraceWriter {
     strings_written: usize,
     strings: StreamWriter<BufWriter<File>>,
     tables: Vec<StreamWriter<BufWriter<File>>>,
-    batches: [u64; 6],
+    batches: [u64; 7],
 }
 
 impl TraceWriter {
@@ -78,6 +85,7 @@ impl TraceWriter {
             open(TABLES[2], &LaunchTable::schema())?,
             open(TABLES[3], &MarkerTable::schema())?,
             open(TABLES[4], &SampleTable::schema())?,
+            open(TABLES[5], &ScopeTable::schema())?,
         ];
         Ok(Self {
             dir: dir.to_owned(),
@@ -85,7 +93,7 @@ impl TraceWriter {
             strings_written: 0,
             strings,
             tables,
-            batches: [0; 6],
+            batches: [0; 7],
         })
     }
 
@@ -156,6 +164,9 @@ impl TraceWriter {
     pub fn append_samples(&mut self, t: &SampleTable) -> Result<()> {
         self.append_batches(4, t.len(), |r| t.to_batch(r))
     }
+    pub fn append_scopes(&mut self, t: &ScopeTable) -> Result<()> {
+        self.append_batches(5, t.len(), |r| t.to_batch(r))
+    }
 
     /// Ends every stream and rewrites the manifest as complete.
     pub fn finish(mut self) -> Result<Manifest> {
@@ -219,6 +230,7 @@ fn write_whole(dir: &Path, trace: &Trace) -> Result<Manifest> {
     w.append_launches(&trace.launches)?;
     w.append_markers(&trace.markers)?;
     w.append_samples(&trace.samples)?;
+    w.append_scopes(&trace.scopes)?;
     w.finish()
 }
 
@@ -227,7 +239,7 @@ fn write_whole(dir: &Path, trace: &Trace) -> Result<Manifest> {
 pub struct ReadOptions {
     /// Kernel columns to load; `None` loads all.
     pub kernel_columns: Option<Vec<String>>,
-    /// Refuse a trace with more rows than this, counted over all five tables (`None`: no
+    /// Refuse a trace with more rows than this, counted over all six tables (`None`: no
     /// limit; a native trace's memory is bounded by its size on disk anyway).
     pub max_rows: Option<u64>,
 }
@@ -384,6 +396,17 @@ pub fn read_trace(dir: &Path, opts: &ReadOptions) -> Result<Trace> {
         true,
         |b| trace.samples.append_batch(b),
     )?;
+    let schema = ScopeTable::schema();
+    ctx.read(
+        TABLES[5],
+        &Expected {
+            schema: &schema,
+            wanted: None,
+            required: ScopeTable::COLUMNS,
+        },
+        true,
+        |b| trace.scopes.append_batch(b),
+    )?;
 
     let notes = ctx.notes;
     if !notes.is_empty() {
@@ -449,7 +472,11 @@ impl StreamCtx<'_> {
         let f = match open_regular(&p) {
             Ok(f) => f,
             Err(TraceError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                self.notes.push(format!("{table}: stream file missing"));
+                let predates = LATER_TABLES.contains(&table)
+                    && !self.manifest.batches.contains_key(table);
+                if !predates {
+                    self.notes.push(format!("{table}: stream file missing"));
+                }
                 return Ok(());
             }
             Err(e) => return Err(e),

@@ -1,4 +1,4 @@
-//! The five trace tables. Times carry their clock in the name (`gpu_*` or `host_*`) and
+//! The six trace tables. Times carry their clock in the name (`gpu_*` or `host_*`) and
 //! every quantity its unit. Sentinels instead of nulls keep columns dense: name id 0 is
 //! "none", -1 is "unknown" for signed quantities, 0 is "none" for graph ids.
 
@@ -110,6 +110,63 @@ columnar_table! {
         mem_util_pct: u32 => UInt32Type = 0,
         /// NVML clocks-event (throttle) reason bit mask.
         throttle_reasons: u64 => UInt64Type = 0,
+    }
+}
+
+columnar_table! {
+    /// Host-side scopes: framework ops (Kineto `cpu_op`), Python functions and `nn.Module`
+    /// calls (`python_function`). They nest by time on their thread; analysis reads them
+    /// together with the host-side markers (CPU annotations, NVTX) to name what the host was
+    /// doing while the GPU sat idle, and to attribute each kernel to the scopes around its
+    /// launch. Traces without host events have none.
+    pub struct ScopeTable / ScopeRow {
+        pid: u32 => UInt32Type = 0,
+        tid: u64 => UInt64Type = 0,
+        name: StrId => UInt32Type = NO_STR,
+        /// A [`ScopeKind`] code.
+        kind: u8 => UInt8Type = 0,
+        host_start_ns: i64 => Int64Type = 0,
+        host_end_ns: i64 => Int64Type = 0,
+    }
+}
+
+/// What a host scope is, stored in [`ScopeTable::kind`]. Codes only grow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u8)]
+pub enum ScopeKind {
+    Other = 0,
+    /// A framework op (`aten::mm`, `vllm::unified_attention`).
+    Op = 1,
+    /// An `nn.Module` call (`nn.Module: LlamaAttention_0`).
+    Module = 2,
+    /// A Python function (`modeling_llama.py(120): forward`).
+    Python = 3,
+    /// A user annotation or NVTX range on the host.
+    Annotation = 4,
+}
+
+impl ScopeKind {
+    pub const ALL: [ScopeKind; 5] = [
+        Self::Other,
+        Self::Op,
+        Self::Module,
+        Self::Python,
+        Self::Annotation,
+    ];
+
+    pub fn from_code(c: u8) -> Self {
+        Self::ALL.get(c as usize).copied().unwrap_or(Self::Other)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Other => "other",
+            Self::Op => "op",
+            Self::Module => "module",
+            Self::Python => "python",
+            Self::Annotation => "annotation",
+        }
     }
 }
 

@@ -1,8 +1,10 @@
-//! An in-memory trace: the manifest, the interned names and the five tables.
+//! An in-memory trace: the manifest, the interned names and the six tables.
 
 use crate::manifest::Manifest;
 use crate::strings::StringTable;
-use crate::tables::{KernelTable, LaunchTable, MarkerTable, MemopTable, SampleTable};
+use crate::tables::{
+    KernelTable, LaunchTable, MarkerTable, MemopTable, SampleTable, ScopeTable,
+};
 
 /// One run on one or more GPUs, as every importer produces and every analysis consumes.
 #[derive(Debug, Clone, Default)]
@@ -14,6 +16,7 @@ pub struct Trace {
     pub launches: LaunchTable,
     pub markers: MarkerTable,
     pub samples: SampleTable,
+    pub scopes: ScopeTable,
 }
 
 impl Trace {

@@ -3,6 +3,8 @@
 
 use gapscope_traces::Phase;
 
+use super::host::idle_cause::{Causes, IdleAttribution};
+use super::host::{self, GroupBy};
 use super::intervals::{merge_two, union_len_sorted};
 use super::plausibility::{self, StepFacts};
 use super::prepared::Prepared;
@@ -25,6 +27,10 @@ pub struct AnalysisSettings {
     pub top_per_bucket: usize,
     /// Names listed for `other`.
     pub top_other: usize,
+    /// Host scopes listed in the idle attribution.
+    pub top_host_scopes: usize,
+    /// `report --by`: group GPU and host time by this key.
+    pub group_by: Option<GroupBy>,
 }
 
 impl Default for AnalysisSettings {
@@ -33,6 +39,8 @@ impl Default for AnalysisSettings {
             steps: StepSettings::default(),
             top_per_bucket: 3,
             top_other: 8,
+            top_host_scopes: 5,
+            group_by: None,
         }
     }
 }
@@ -55,6 +63,11 @@ struct StepAcc {
     /// Longest idle gap inside the step and where it starts.
     max_gap: i64,
     max_gap_at: i64,
+    /// Idle gaps inside the step: start, end, and the activity that ends it (kernel index,
+    /// or `-(memop index + 1)`).
+    gaps: Vec<(i64, i64, i64)>,
+    /// The step's first activity (same encoding).
+    first_tag: i64,
 }
 
 impl Default for StepAcc {
@@ -72,15 +85,20 @@ impl Default for StepAcc {
             cur_end: i64::MIN,
             max_gap: 0,
             max_gap_at: 0,
+            gaps: Vec::new(),
+            first_tag: 0,
         }
     }
 }
 
 impl StepAcc {
-    fn add(&mut self, b: usize, s: i64, e: i64) {
+    fn add(&mut self, b: usize, s: i64, e: i64, tag: i64) {
         self.bucket_ns[b] += (e - s).max(0);
         self.calls[b] += 1;
-        self.first_start = self.first_start.min(s);
+        if s < self.first_start {
+            self.first_start = s;
+            self.first_tag = tag;
+        }
         if e <= s {
             return;
         }
@@ -91,6 +109,7 @@ impl StepAcc {
         } else {
             if self.cur_end > self.cur_start {
                 self.busy_ns += self.cur_end - self.cur_start;
+                self.gaps.push((self.cur_end, s, tag));
                 if s - self.cur_end > self.max_gap {
                     self.max_gap = s - self.cur_end;
                     self.max_gap_at = self.cur_end;
@@ -206,6 +225,8 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
     // GPU activity time inside any step, and on the whole device (plausibility).
     let mut activity_in_steps_ns = 0i64;
     let mut activity_total_ns = 0i64;
+    // `report --by`: the activities in scope.
+    let mut scope_acts: Vec<i64> = Vec::new();
 
     if let Some(dev) = steps.device.or(p.primary_device()) {
         let ko = p.kernels_on(dev);
@@ -240,10 +261,10 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
                 activity_in_steps_ns = activity_in_steps_ns.saturating_add((end - start).max(0));
             }
             let in_scope = if steps.steps.is_empty() {
-                outside.add(b, start, end);
+                outside.add(b, start, end, tag);
                 true
             } else if in_step {
-                accs[sp].add(b, start, end);
+                accs[sp].add(b, start, end, tag);
                 if !is_memop {
                     let bytes = k.bytes.get(idx).copied().unwrap_or(-1);
                     let flops = k.flops.get(idx).copied().unwrap_or(-1);
@@ -257,6 +278,9 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
                 prefill_names.add(is_memop, name, b as u8, (end - start).max(0));
             }
             if in_scope {
+                if settings.group_by.is_some() {
+                    scope_acts.push(tag);
+                }
                 names.add(is_memop, name, b as u8, (end - start).max(0));
                 if !is_memop {
                     kernel_ns_in_scope += (end - start).max(0);
@@ -408,6 +432,62 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
         buckets: &buckets,
         doubts: &steps.doubts,
     });
+    // Why the GPU sat idle: the decode steps (or iterations) with GPU work, as the idle
+    // figures of the step report count them.
+    let active: Vec<usize> = if any_decode || training {
+        scope_idx
+            .iter()
+            .copied()
+            .filter(|&i| accs[i].first_start < accs[i].last_end)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let host_idle = (!active.is_empty() && trace.launches.len > 0).then(|| {
+        let mut inside = Causes::default();
+        let mut att = IdleAttribution::new(trace, &p.forest, &p.launch_map);
+        for &i in &active {
+            for &(a, b, tag) in &accs[i].gaps {
+                att.gap(a, b, tag, &mut inside);
+            }
+        }
+        let mut between = Causes::default();
+        let mut between_att = IdleAttribution::new(trace, &p.forest, &p.launch_map);
+        for w in active.windows(2) {
+            let (prev, cur) = (&accs[w[0]], &accs[w[1]]);
+            between_att.gap(prev.last_end, cur.first_start, cur.first_tag, &mut between);
+        }
+        host::report::build(
+            host::report::Inputs {
+                attribution: &att,
+                inside,
+                between,
+                steps: active.len(),
+                gaps: att.gaps + between_att.gaps,
+                linked: att.linked + between_att.linked,
+                scopes: p.forest.nodes.len(),
+                step_ms: scope_mean,
+                top: settings.top_host_scopes,
+            },
+            trace,
+        )
+    });
+    let groups = settings.group_by.map(|by| {
+        host::by_key::group(
+            trace,
+            &p.forest,
+            &p.launch_map,
+            &scope_acts,
+            scope_idx.len().max(1),
+            by,
+        )
+    });
+    if p.scope_classified > 0 {
+        notes.push(format!(
+            "{} kernels were bucketed by the host scope they were launched in (scope rules)",
+            p.scope_classified
+        ));
+    }
     Report {
         schema_version: REPORT_SCHEMA_VERSION,
         source: SourceInfo {
@@ -451,6 +531,8 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
         },
         telemetry,
         distortion,
+        host_idle,
+        groups,
     }
 }
 

@@ -2,6 +2,7 @@
 
 pub mod decompose;
 pub mod distortion;
+pub mod host;
 pub mod intervals;
 pub mod plausibility;
 pub mod prepared;

@@ -3,6 +3,8 @@
 
 use gapscope_traces::{MemopKind, NO_STR, Trace};
 
+use super::host::forest::{Forest, NONE, is_transparent_module};
+use super::host::launch_map::LaunchMap;
 use crate::bucket::Bucket;
 use crate::rules::RuleSet;
 
@@ -19,6 +21,12 @@ pub struct Prepared<'t> {
     pub memop_order: Vec<u32>,
     /// Devices present, with kernel count, most kernels first.
     pub devices: Vec<(u32, usize)>,
+    /// Host scopes (ops, modules, Python functions, annotations, NVTX) by thread.
+    pub forest: Forest,
+    /// Launch records by correlation, host calls by thread, the scope around each launch.
+    pub launch_map: LaunchMap,
+    /// Kernels whose bucket a scope rule decided.
+    pub scope_classified: usize,
 }
 
 impl<'t> Prepared<'t> {
@@ -32,6 +40,25 @@ impl<'t> Prepared<'t> {
         let mut by_name = vec![UNSET; nstr];
         let mut by_engine = vec![UNSET; nstr];
         let has_engine_bucket = k.bucket.len() == k.len;
+        let forest = Forest::build(trace);
+        let launch_map = LaunchMap::build(trace, &forest);
+        let by_scope = rules.has_scope_rules() && !forest.is_empty();
+        // First matching rule position per name, for kernel names and for scope names.
+        const UNSEEN: u32 = u32::MAX;
+        const NO_RULE: u32 = u32::MAX - 1;
+        let mut kernel_pos = vec![UNSEEN; if by_scope { nstr } else { 0 }];
+        let mut scope_pos = vec![UNSEEN; if by_scope { nstr } else { 0 }];
+        let pos_of = |cache: &mut Vec<u32>, id: u32, f: &dyn Fn(&str) -> Option<usize>| {
+            match cache.get_mut(id as usize) {
+                Some(v) if *v != UNSEEN => *v,
+                Some(v) => {
+                    *v = f(trace.strings.get(id)).map_or(NO_RULE, |p| p as u32);
+                    *v
+                }
+                None => NO_RULE,
+            }
+        };
+        let mut scope_classified = 0usize;
         let mut kernel_bucket = Vec::with_capacity(k.len);
         for i in 0..k.len {
             let eb = if has_engine_bucket {
@@ -49,6 +76,32 @@ impl<'t> Prepared<'t> {
                     }
                     None => Bucket::Other as u8,
                 }
+            } else if let Some(node) = by_scope
+                .then(|| launch_map.launch_of(k.correlation[i]))
+                .flatten()
+                .map(|li| launch_map.launch_scope[li as usize])
+                .filter(|&n| n != NONE)
+            {
+                // Scope rules see the scopes from the launch's innermost up to its innermost
+                // nn.Module (looking through activation-like wrappers); the first rule in
+                // list order wins, as for names.
+                let mut best = NO_RULE;
+                for (_, n) in forest.stack(node) {
+                    best = best.min(pos_of(&mut scope_pos, n.name, &|s| {
+                        rules.first_scope_rule(s)
+                    }));
+                    if n.kind == gapscope_traces::ScopeKind::Module
+                        && !is_transparent_module(trace.strings.get(n.name))
+                    {
+                        break;
+                    }
+                }
+                let kp = pos_of(&mut kernel_pos, k.name[i], &|s| rules.first_kernel_rule(s));
+                if best < kp {
+                    scope_classified += 1;
+                }
+                let first = best.min(kp);
+                rules.bucket_at((first != NO_RULE).then_some(first as usize)) as u8
             } else {
                 let name = k.name[i];
                 match by_name.get_mut(name as usize) {
@@ -90,6 +143,9 @@ impl<'t> Prepared<'t> {
             kernel_order,
             memop_order,
             devices,
+            forest,
+            launch_map,
+            scope_classified,
         }
     }
 

@@ -35,6 +35,11 @@ pub struct Report {
     /// The capture tool's own overhead when it distorts the timings (more than 1% of the
     /// recorded span); `None` otherwise. Also the first warning.
     pub distortion: Option<super::distortion::Distortion>,
+    /// Why the GPU sat idle in the steps, from the host side (launch records and host
+    /// scopes); `None` without steps or launch records.
+    pub host_idle: Option<super::host::HostIdleReport>,
+    /// `report --by`: GPU and host time grouped by scope, op, module or layer.
+    pub groups: Option<super::host::GroupReport>,
 }
 
 /// The steps the bucket table is taken over.

@@ -147,6 +147,19 @@ pub static KINDS: &[MarkerKind] = &[
         read: Reader::Nothing,
     },
     MarkerKind {
+        // NVTX ranges a script pushes around each nn.Module call (named as torch.profiler's
+        // with_modules names them): scopes, never steps, though "DecoderLayer" holds
+        // "decode".
+        id: "module_call",
+        engine: "PyTorch",
+        tier: Tier::Generic,
+        role: Role::Exclude,
+        source: None,
+        pattern: r"^nn\.Module: ",
+        says: "",
+        read: Reader::Nothing,
+    },
+    MarkerKind {
         id: "hash_label",
         engine: "PyTorch",
         tier: Tier::Generic,
@@ -320,7 +333,8 @@ pub fn row_meta(kind: usize, from_name: Meta, phase: u8, batch: u32, tokens: u32
 
 /// Phase from the words in a name: prefill and decode both (or "mixed") is a mixed step.
 pub fn phase_words(name: &str) -> Phase {
-    let n = name.to_ascii_lowercase();
+    // "decoder" (a model part) is not the decode phase.
+    let n = name.to_ascii_lowercase().replace("decoder", "");
     let prefill = n.contains("prefill");
     let decode = n.contains("decode");
     if n.contains("mixed") || (prefill && decode) {
@@ -495,6 +509,12 @@ mod tests {
             kind("step[MIXED bs=8 toks=900]"),
             Some(("sglang_step", meta(Phase::Mixed, 8, 900)))
         );
+        for n in ["nn.Module: Qwen3NextDecoderLayer_0", "nn.Module: LlamaForCausalLM_0"] {
+            let (i, _) = classify(n, MarkerSource::Nvtx).unwrap();
+            assert_eq!(KINDS[i].role, Role::Exclude, "{n}");
+        }
+        assert_eq!(phase_words("TransformerDecoderLayer"), Phase::Unknown);
+        assert_eq!(phase_words("decoder_decode_step"), Phase::Decode);
         // Graph capture is never a step, though its name says DECODE.
         for n in ["capture_32_DECODE", "capture_512_FULL", "capture_1_decode"] {
             let (i, _) = classify(n, MarkerSource::KinetoUserAnnotation).unwrap();

@@ -139,6 +139,10 @@ pub(crate) enum Category {
     Driver,
     UserAnnotation,
     GpuUserAnnotation,
+    /// A framework op on the host (`cpu_op`; `Operator` in old Kineto).
+    CpuOp,
+    /// A Python function or `nn.Module` call (`with_stack` / `with_modules` traces).
+    PythonFunction,
 }
 
 /// Maps a `cat` value to a category; case-insensitive so old Kineto ("Kernel", "Memcpy",
@@ -159,6 +163,10 @@ pub(crate) fn category(cat: &[u8]) -> Option<Category> {
         Some(Category::UserAnnotation)
     } else if eq("gpu_user_annotation") {
         Some(Category::GpuUserAnnotation)
+    } else if eq("cpu_op") || eq("operator") {
+        Some(Category::CpuOp)
+    } else if eq("python_function") {
+        Some(Category::PythonFunction)
     } else {
         None
     }

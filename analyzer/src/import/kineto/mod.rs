@@ -22,7 +22,7 @@ use std::path::Path;
 
 use gapscope_traces::{
     GpuInfo, KernelRow, LaunchApi, LaunchRow, Manifest, MarkerRow, MarkerSource, MemopKind,
-    MemopRow, Phase, Trace,
+    MemopRow, Phase, ScopeKind, ScopeRow, Trace,
 };
 use serde::Deserialize;
 
@@ -501,6 +501,24 @@ impl Builder {
                 }
                 t.markers.push(row);
             }
+            Category::CpuOp | Category::PythonFunction => {
+                let kind = if cat == Category::CpuOp {
+                    ScopeKind::Op
+                } else if name.starts_with(MODULE_PREFIX) {
+                    ScopeKind::Module
+                } else {
+                    ScopeKind::Python
+                };
+                let name = t.strings.intern(name);
+                t.scopes.push(ScopeRow {
+                    pid: pid as u32,
+                    tid,
+                    name,
+                    kind: kind as u8,
+                    host_start_ns: start,
+                    host_end_ns: end,
+                });
+            }
         }
         self.budget.names(&self.trace.strings)
     }
@@ -531,9 +549,13 @@ fn base_time_ns(raw: &[u8]) -> Option<i64> {
     decimal::Nanos::from_nanos(&text)?.map(decimal::Nanos::round)
 }
 
+/// How `with_modules` names an `nn.Module` call (`nn.Module: LlamaAttention_0`).
+pub const MODULE_PREFIX: &str = "nn.Module: ";
+
 /// Phase from an annotation name: "prefill", "decode" and "sample" anywhere in it.
 pub fn phase_from_name(name: &str) -> Phase {
-    let n = name.to_ascii_lowercase();
+    // "decoder" (a model part) is not the decode phase.
+    let n = name.to_ascii_lowercase().replace("decoder", "");
     if n.contains("prefill") {
         Phase::Prefill
     } else if n.contains("decode") {

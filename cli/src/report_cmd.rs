@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 use gapscope_analyzer::RuleSet;
+use gapscope_analyzer::analysis::host::GroupBy;
 use gapscope_analyzer::analysis::{AnalysisSettings, Report, analyze};
 use gapscope_analyzer::import::{ImportOptions, import_trace};
 use gapscope_traces::KERNEL_ANALYSIS_COLUMNS;
@@ -27,8 +28,17 @@ pub struct ReportArgs {
     /// Markdown report.
     #[arg(long, group = "fmt")]
     pub markdown: bool,
+    /// Also group GPU and host time per step by a key: `scope` (innermost host scope),
+    /// `op` (framework op, or the engine's op), `module` (nn.Module class) or `layer`
+    /// (decoder layer). Kernels go to the scopes around the launch that issued them.
+    #[arg(long, value_name = "KEY", value_parser = parse_group_by)]
+    pub by: Option<GroupBy>,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
+}
+
+fn parse_group_by(s: &str) -> std::result::Result<GroupBy, String> {
+    GroupBy::parse(s).ok_or_else(|| format!("{s:?}: use scope, op, module or layer"))
 }
 
 /// Options shared by commands that analyse traces.
@@ -68,6 +78,19 @@ pub struct Analyser {
 }
 
 impl Analyser {
+    /// Groups GPU and host time by `by` too (`report --by`); loads the engine's op and
+    /// layer columns for it.
+    pub fn group_by(&mut self, by: GroupBy) {
+        self.settings.group_by = Some(by);
+        if let Some(cols) = &mut self.opts.kernel_columns {
+            for c in ["op", "layer"] {
+                if !cols.iter().any(|x| x == c) {
+                    cols.push(c.to_owned());
+                }
+            }
+        }
+    }
+
     /// Imports and analyses one trace.
     pub fn run(&self, path: &std::path::Path) -> Result<Report> {
         let bar = Bar::new(self.quiet, "import");
@@ -154,7 +177,10 @@ impl AnalysisArgs {
 }
 
 pub fn run(a: ReportArgs, g: &crate::Global) -> Result<ExitCode> {
-    let analyser = a.analysis.analyser(g.quiet, false)?;
+    let mut analyser = a.analysis.analyser(g.quiet, false)?;
+    if let Some(by) = a.by {
+        analyser.group_by(by);
+    }
     let reports = a
         .traces
         .iter()

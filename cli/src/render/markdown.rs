@@ -53,6 +53,14 @@ pub fn reports(reports: &[Report], top_kernels: bool) -> String {
             out.push_str("\n### Buckets per prefill step\n\n");
             table(&BUCKET_HEADERS, &md_cells(&r.prefill_buckets), &mut out);
         }
+        if let Some(g) = &r.groups {
+            let (title, mut rows) = super::group_cells(g);
+            for row in &mut rows {
+                row[4] = md_code(&row[4]);
+            }
+            out.push_str(&format!("\n### {}\n\n", md_text(&title)));
+            table(&super::GROUP_HEADERS, &rows, &mut out);
+        }
         if top_kernels {
             out.push_str("\n### Top kernels per bucket\n\n");
             let mut rows = super::top_cells(&r.buckets);

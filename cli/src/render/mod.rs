@@ -295,7 +295,7 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
         v.push((
             window.into(),
             format!(
-                "busy {}; idle: launch gaps {} ms/step ({}), host gaps {} ms/step ({})",
+                "busy {}; idle: inside steps {} ms/step ({}), between steps {} ms/step ({})",
                 pct(b),
                 opt(st.launch_gap_ms_per_step, ms),
                 opt(st.launch_gap_pct, pct),
@@ -314,6 +314,9 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
                 w.step
             ),
         ));
+    }
+    if let Some(h) = &r.host_idle {
+        v.extend(host_idle(h));
     }
     v.push((
         "other".into(),
@@ -338,6 +341,103 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
     ));
     v
 }
+
+/// The idle-cause lines: what the host was doing while the GPU sat idle inside the steps,
+/// the scopes it was in, and the lever.
+fn host_idle(h: &gapscope_analyzer::analysis::host::HostIdleReport) -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    let row = &h.inside_steps;
+    if row.idle_ms_per_step <= 0.0 {
+        return v;
+    }
+    let parts: Vec<String> = row
+        .ranked()
+        .into_iter()
+        .filter(|(_, x)| *x > 0.0)
+        .map(|(name, x)| {
+            format!(
+                "{name} {} ({})",
+                ms(x),
+                pct(100.0 * x / row.idle_ms_per_step)
+            )
+        })
+        .collect();
+    v.push((
+        "idle cause".into(),
+        format!(
+            "inside steps {} ms/step: {}; {} gaps, {} linked to their launch{}",
+            ms(row.idle_ms_per_step),
+            parts.join(", "),
+            count(h.gaps),
+            pct(h.linked_pct),
+            if h.scopes == 0 {
+                "; no host scopes in the trace".to_owned()
+            } else {
+                format!("; {} host scopes", count(h.scopes))
+            }
+        ),
+    ));
+    for (i, s) in h.top_scopes.iter().take(3).enumerate() {
+        let context = s.stack.iter().skip(1).take(3).cloned().collect::<Vec<_>>();
+        v.push((
+            if i == 0 {
+                "host scopes".into()
+            } else {
+                String::new()
+            },
+            format!(
+                "{} ms/step ({} of idle) {} [{}]{}",
+                ms(s.ms_per_step),
+                pct(s.share_of_idle_pct),
+                text(&s.name),
+                s.kind,
+                if context.is_empty() {
+                    String::new()
+                } else {
+                    format!(" in {}", text(&context.join(" < ")))
+                }
+            ),
+        ));
+    }
+    v.push(("lever".into(), h.lever.text.clone()));
+    v
+}
+
+/// The `report --by` table: headers and rows.
+pub fn group_cells(g: &gapscope_analyzer::analysis::host::GroupReport) -> (String, Vec<Vec<String>>) {
+    let title = format!(
+        "time by {} per step ({}; GPU time of the work each {} launched, host time inside it){}",
+        g.by.as_str(),
+        g.source,
+        g.by.as_str(),
+        if g.unattributed_gpu_ms_per_step > 0.0 {
+            format!(
+                "; {} ms/step of GPU time has no {}",
+                ms(g.unattributed_gpu_ms_per_step),
+                g.by.as_str()
+            )
+        } else {
+            String::new()
+        }
+    );
+    let rows = g
+        .rows
+        .iter()
+        .map(|r| {
+            vec![
+                ms(r.gpu_ms_per_step),
+                pct(r.gpu_share_pct),
+                format!("{:.1}", r.calls_per_step),
+                opt(r.host_ms_per_step, ms),
+                text(&r.key),
+            ]
+        })
+        .collect();
+    (title, rows)
+}
+
+/// Headers of the `report --by` table.
+pub const GROUP_HEADERS: [&str; 5] = ["GPU ms/step", "% GPU", "calls/step", "host ms/step", "key"];
 
 /// Title of the telemetry section in the table and Markdown outputs.
 pub const TELEMETRY_TITLE: &str = "Telemetry (NVML)";

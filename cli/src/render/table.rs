@@ -94,6 +94,11 @@ pub fn reports(reports: &[Report], top_kernels: bool) -> String {
             out.push_str("\nbuckets per prefill step\n");
             grid(&BUCKET_HEADERS, &bucket_cells(&r.prefill_buckets), &mut out);
         }
+        if let Some(g) = &r.groups {
+            let (title, rows) = super::group_cells(g);
+            out.push_str(&format!("\n{title}\n"));
+            grid(&super::GROUP_HEADERS, &rows, &mut out);
+        }
         if top_kernels {
             out.push_str("\ntop kernels per bucket (decode steps)\n");
             grid(&super::TOP_HEADERS, &super::top_cells(&r.buckets), &mut out);

@@ -13,8 +13,12 @@ use serde::Serialize;
 pub struct BucketsArgs {
     /// Kernel name, memop kind (DtoD) or a report's memop name ("[memop] Memset (Device)")
     /// to explain.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", conflicts_with = "explain_scope")]
     pub explain: Option<String>,
+    /// A host scope name (`nn.Module: Qwen3NextGatedDeltaNet_0`, `aten::mm`): the scope
+    /// rules it matches, in order; the first decides for kernels launched inside it.
+    #[arg(long, value_name = "SCOPE")]
+    pub explain_scope: Option<String>,
     /// Extra bucket rules (TOML), tried before the built-in ones.
     #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
@@ -40,6 +44,32 @@ pub fn run(a: BucketsArgs) -> Result<ExitCode> {
         .explain
         .as_deref()
         .map(|n| gapscope_analyzer::import::names::canonical_kernel_name(n).into_owned());
+    if let Some(scope) = &a.explain_scope {
+        let hits = rules.explain_scope(scope);
+        let out = if a.json {
+            serde_json::to_string_pretty(&serde_json::json!({
+                "schema_version": RULES_SCHEMA_VERSION,
+                "scope": scope,
+                "bucket": hits.first().map(|h| h.bucket),
+                "rules": hits,
+            }))? + "\n"
+        } else {
+            let mut t = format!("scope:   {}\n", crate::render::text(scope));
+            match hits.first() {
+                Some(r) => t.push_str(&format!(
+                    "bucket:  {} for kernels launched inside it (unless an earlier kernel rule matches their name)\nrule:    #{} {:?} (set {}, {})\npattern: {}\nmatched: {:?}\n",
+                    r.bucket, r.position, r.rule, r.set, r.origin, r.pattern, r.matched
+                )),
+                None => t.push_str("bucket:  none: no scope rule matches; kernels inside it are filed by their names\n"),
+            }
+            for r in hits.iter().skip(1) {
+                t.push_str(&format!("also:    #{} {:?} -> {} (loses)\n", r.position, r.rule, r.bucket));
+            }
+            t
+        };
+        crate::render::write_stdout(&out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let out = match &canonical {
         Some(name) if a.json => {
             let e = rules.explain(name);

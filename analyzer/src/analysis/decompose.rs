@@ -513,6 +513,7 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
             memops: m.len,
             launches: trace.launches.len,
             markers: trace.markers.len,
+            scopes: trace.scopes.len(),
             graph_launches,
             graph_kernels,
             truncated: trace.manifest.truncated,

@@ -82,6 +82,8 @@ pub struct SourceInfo {
     pub memops: usize,
     pub launches: usize,
     pub markers: usize,
+    /// Host scopes (framework ops, Python functions, nn.Module calls) in the trace.
+    pub scopes: usize,
     /// Host graph-launch calls (cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch).
     pub graph_launches: usize,
     /// Kernels replayed from a CUDA/HIP graph (graph id set, or launched by a graph launch).

@@ -167,11 +167,16 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
     v.push((
         "events".into(),
         format!(
-            "{} kernels, {} memops, {} launches, {} markers{}{}",
+            "{} kernels, {} memops, {} launches, {} markers{}{}{}",
             count(s.kernels),
             count(s.memops),
             count(s.launches),
             count(s.markers),
+            if s.scopes > 0 {
+                format!(", {} host scopes", count(s.scopes))
+            } else {
+                String::new()
+            },
             graph_note(s),
             if s.truncated { " (TRUNCATED)" } else { "" }
         ),

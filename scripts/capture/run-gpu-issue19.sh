@@ -24,7 +24,8 @@
 #   scripts/capture/run-gpu-issue19.sh [OUTDIR]    # OUTDIR defaults to $OUT, else ./capture-out
 # gapscope-record and libgapscope_profiler.so are taken from $GAPSCOPE_RECORD's folder, default
 # .device/ (build: cargo build --release -p gapscope-profiler --bins). PARTS=llama,qwen,rec
-# picks parts (default all). Every capture gets at most CAPTURE_TIMEOUT seconds (default 200),
+# picks parts (default all); PARTS=spread runs REPEATS (default 3) torch.profiler and
+# NVTX-recorded Qwen3-Next runs alternately, for the run-to-run spread. Every capture gets at most CAPTURE_TIMEOUT seconds (default 200),
 # and the whole script stops starting captures DEADLINE_S seconds (default 540) after it began.
 # One failed capture is logged and the others still run; the exit status is the number of
 # failed captures.
@@ -194,6 +195,17 @@ if has_part llama; then
 fi
 if has_part qwen; then
   capture_fit hf-qwen3next-small-npl1.json.gz "${QWEN[@]}" --with-stack --with-modules --gzip-level 9
+fi
+# spread: REPEATS (default 3) alternating pairs of the Qwen3-Next decode under torch.profiler
+# and under gapscope-record with NVTX module ranges, for the run-to-run spread of each bucket
+# that the "recording and torch.profiler agree" check needs (the two cannot share one process:
+# both drive CUPTI).
+if has_part spread; then
+  for i in $(seq 1 "${REPEATS:-3}"); do
+    capture_fit "hf-qwen3next-small-npl1-run$i.json.gz" "${QWEN[@]}" --with-stack --with-modules --gzip-level 9
+    record "cupti-qwen3next-small-npl1-run$i.gst" --capture-range cudaProfilerApi -- \
+      "${QWEN[@]}" --no-profiler --nvtx modules || fail "cupti-qwen3next-small-npl1-run$i"
+  done
 fi
 if has_part rec; then
   record cupti-qwen3next-small-npl1.gst --capture-range cudaProfilerApi -- \

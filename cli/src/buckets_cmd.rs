@@ -63,7 +63,10 @@ pub fn run(a: BucketsArgs) -> Result<ExitCode> {
                 None => t.push_str("bucket:  none: no scope rule matches; kernels inside it are filed by their names\n"),
             }
             for r in hits.iter().skip(1) {
-                t.push_str(&format!("also:    #{} {:?} -> {} (loses)\n", r.position, r.rule, r.bucket));
+                t.push_str(&format!(
+                    "also:    #{} {:?} -> {} (loses)\n",
+                    r.position, r.rule, r.bucket
+                ));
             }
             t
         };

@@ -55,7 +55,10 @@ fn the_bundled_hf_trace_names_cudnn_sdpa_host_work_as_the_cause() {
         .map(|p| f(&inside[format!("{p}_ms_per_step")]))
         .sum();
     assert!((sum - idle).abs() < 1e-6, "{sum} vs {idle}");
-    assert!(f(&inside["host_compute_ms_per_step"]) > 0.8 * idle, "{inside}");
+    assert!(
+        f(&inside["host_compute_ms_per_step"]) > 0.8 * idle,
+        "{inside}"
+    );
     assert_eq!(h["lever"]["cause"], "host_compute");
     assert_eq!(h["linked_pct"], 100.0);
     let top = &h["top_scopes"][0];
@@ -80,7 +83,12 @@ fn the_math_sdpa_capture_shows_the_gap_gone() {
     let top = &cudnn["host_idle"]["top_scopes"][0];
     assert_eq!(top["name"], "aten::_cudnn_attention_forward");
     assert!(f(&top["ms_per_step"]) > 50.0, "{top}");
-    assert!(idle(&math) < 0.5 * idle(&cudnn), "{} vs {}", idle(&math), idle(&cudnn));
+    assert!(
+        idle(&math) < 0.5 * idle(&cudnn),
+        "{} vs {}",
+        idle(&math),
+        idle(&cudnn)
+    );
     for s in math["host_idle"]["top_scopes"].as_array().unwrap() {
         let name = s["name"].as_str().unwrap();
         assert!(!name.contains("cudnn"), "{name}");
@@ -174,7 +182,10 @@ fn host_scope_counts_equal_the_independent_counts() {
     // traces/corpus/count.py's method (json.load, cat and ph == "X").
     for (trace, scopes) in [
         ("traces/corpus/hf_h100_qwen15_05b_chat.json.gz", 8448),
-        ("traces/corpus/kineto_v100_resnet50_oldschema.json.gz", 23646),
+        (
+            "traces/corpus/kineto_v100_resnet50_oldschema.json.gz",
+            23646,
+        ),
         ("traces/corpus/vllm_b200_gptoss_tp8_prefill.json.gz", 20039),
         (QWEN_KINETO, 123_241),
     ] {

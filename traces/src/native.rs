@@ -17,9 +17,7 @@ use crate::manifest::{FORMAT_NAME, FORMAT_VERSION, Manifest};
 use crate::output_dir;
 use crate::stream_read::{CheckedStream, Expected, Next};
 use crate::strings::StringTable;
-use crate::tables::{
-    KernelTable, LaunchTable, MarkerTable, MemopTable, SampleTable, ScopeTable,
-};
+use crate::tables::{KernelTable, LaunchTable, MarkerTable, MemopTable, SampleTable, ScopeTable};
 use crate::trace::Trace;
 
 /// Rows per record batch; also the most a crash can lose per table.
@@ -472,8 +470,8 @@ impl StreamCtx<'_> {
         let f = match open_regular(&p) {
             Ok(f) => f,
             Err(TraceError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                let predates = LATER_TABLES.contains(&table)
-                    && !self.manifest.batches.contains_key(table);
+                let predates =
+                    LATER_TABLES.contains(&table) && !self.manifest.batches.contains_key(table);
                 if !predates {
                     self.notes.push(format!("{table}: stream file missing"));
                 }

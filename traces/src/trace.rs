@@ -2,9 +2,7 @@
 
 use crate::manifest::Manifest;
 use crate::strings::StringTable;
-use crate::tables::{
-    KernelTable, LaunchTable, MarkerTable, MemopTable, SampleTable, ScopeTable,
-};
+use crate::tables::{KernelTable, LaunchTable, MarkerTable, MemopTable, SampleTable, ScopeTable};
 
 /// One run on one or more GPUs, as every importer produces and every analysis consumes.
 #[derive(Debug, Clone, Default)]

@@ -48,15 +48,15 @@ impl<'t> Prepared<'t> {
         const NO_RULE: u32 = u32::MAX - 1;
         let mut kernel_pos = vec![UNSEEN; if by_scope { nstr } else { 0 }];
         let mut scope_pos = vec![UNSEEN; if by_scope { nstr } else { 0 }];
-        let pos_of = |cache: &mut Vec<u32>, id: u32, f: &dyn Fn(&str) -> Option<usize>| {
-            match cache.get_mut(id as usize) {
-                Some(v) if *v != UNSEEN => *v,
-                Some(v) => {
-                    *v = f(trace.strings.get(id)).map_or(NO_RULE, |p| p as u32);
-                    *v
-                }
-                None => NO_RULE,
+        let pos_of = |cache: &mut Vec<u32>, id: u32, f: &dyn Fn(&str) -> Option<usize>| match cache
+            .get_mut(id as usize)
+        {
+            Some(v) if *v != UNSEEN => *v,
+            Some(v) => {
+                *v = f(trace.strings.get(id)).map_or(NO_RULE, |p| p as u32);
+                *v
             }
+            None => NO_RULE,
         };
         let mut scope_classified = 0usize;
         let mut kernel_bucket = Vec::with_capacity(k.len);

@@ -409,7 +409,9 @@ fn host_idle(h: &gapscope_analyzer::analysis::host::HostIdleReport) -> Vec<(Stri
 }
 
 /// The `report --by` table: headers and rows.
-pub fn group_cells(g: &gapscope_analyzer::analysis::host::GroupReport) -> (String, Vec<Vec<String>>) {
+pub fn group_cells(
+    g: &gapscope_analyzer::analysis::host::GroupReport,
+) -> (String, Vec<Vec<String>>) {
     let title = format!(
         "time by {} per step ({}; GPU time of the work each {} launched, host time inside it){}",
         g.by.as_str(),

@@ -98,7 +98,11 @@ pub fn group(
     for &tag in acts {
         let (dur, corr, ki) = if tag >= 0 {
             let i = tag as usize;
-            (k.gpu_end_ns[i] - k.gpu_start_ns[i], k.correlation[i], Some(i))
+            (
+                k.gpu_end_ns[i] - k.gpu_start_ns[i],
+                k.correlation[i],
+                Some(i),
+            )
         } else {
             let i = (-tag - 1) as usize;
             (m.gpu_end_ns[i] - m.gpu_start_ns[i], m.correlation[i], None)
@@ -309,10 +313,22 @@ mod tests {
                 host_end_ns: e,
             });
         };
-        scope(&mut t, "nn.Module: LlamaDecoderLayer_0", ScopeKind::Module, 0, 100);
+        scope(
+            &mut t,
+            "nn.Module: LlamaDecoderLayer_0",
+            ScopeKind::Module,
+            0,
+            100,
+        );
         scope(&mut t, "nn.Module: Linear_0", ScopeKind::Module, 10, 40);
         scope(&mut t, "aten::linear", ScopeKind::Op, 12, 38);
-        scope(&mut t, "nn.Module: LlamaDecoderLayer_1", ScopeKind::Module, 100, 200);
+        scope(
+            &mut t,
+            "nn.Module: LlamaDecoderLayer_1",
+            ScopeKind::Module,
+            100,
+            200,
+        );
         scope(&mut t, "nn.Module: Linear_1", ScopeKind::Module, 110, 150);
         scope(&mut t, "aten::linear", ScopeKind::Op, 112, 148);
         let launch = t.strings.intern("cudaLaunchKernel");
@@ -346,7 +362,9 @@ mod tests {
         // Host time over the launches' span 20..165: Linear 20 (of 10..40) + 40; the
         // layers keep what their Linear children do not take.
         assert!((lin.host_ms_per_step.unwrap() - 60e-6).abs() < 1e-12);
-        let dl_host = row(&g, "nn.Module: LlamaDecoderLayer").unwrap().host_ms_per_step;
+        let dl_host = row(&g, "nn.Module: LlamaDecoderLayer")
+            .unwrap()
+            .host_ms_per_step;
         assert!((dl_host.unwrap() - (60e-6 + 25e-6)).abs() < 1e-12);
         let dl = row(&g, "nn.Module: LlamaDecoderLayer").unwrap();
         assert!((dl.gpu_ms_per_step - 30e-6).abs() < 1e-12);

@@ -237,11 +237,7 @@ pub fn layer_of(name: &str) -> Option<u32> {
         || ["layer", "layers", "block", "blocks"]
             .iter()
             .any(|w| word.ends_with(w));
-    if names_layer {
-        num.parse().ok()
-    } else {
-        None
-    }
+    if names_layer { num.parse().ok() } else { None }
 }
 
 /// Whether a module call only wraps one elementwise function (an activation, dropout,
@@ -252,7 +248,14 @@ pub fn is_transparent_module(name: &str) -> bool {
     let class = group_name(name);
     let class = class.strip_prefix(MODULE_PREFIX).unwrap_or(class);
     [
-        "Activation", "SiLU", "GELU", "ReLU", "Tanh", "Sigmoid", "Softplus", "Dropout",
+        "Activation",
+        "SiLU",
+        "GELU",
+        "ReLU",
+        "Tanh",
+        "Sigmoid",
+        "Softplus",
+        "Dropout",
         "Identity",
     ]
     .iter()
@@ -406,7 +409,9 @@ mod tests {
         assert_eq!(group_name("aten::add_"), "aten::add_");
         assert!(is_transparent_module("nn.Module: SiLUActivation_3"));
         assert!(is_transparent_module("nn.Module: Dropout_0"));
-        assert!(!is_transparent_module("nn.Module: Qwen3NextGatedDeltaNet_0"));
+        assert!(!is_transparent_module(
+            "nn.Module: Qwen3NextGatedDeltaNet_0"
+        ));
         assert!(!is_transparent_module("nn.Module: Linear_2"));
     }
 }

@@ -24,13 +24,19 @@ pub enum ApiClass {
 pub fn api_class(name: &str) -> ApiClass {
     let is_async = name.contains("Async") || name.contains("async");
     // A plain cudaMemcpy waits for the copy; cudaFree waits for the device.
-    let blocking = (name.contains("Memcpy") || name.contains("memcpy") || name.contains("Free"))
-        && !is_async;
+    let blocking =
+        (name.contains("Memcpy") || name.contains("memcpy") || name.contains("Free")) && !is_async;
     if name.contains("Synchronize") || name.contains("synchronize") || blocking {
         ApiClass::Sync
-    } else if ["Malloc", "ModuleLoad", "LibraryLoad", "MemGetInfo", "HostAlloc"]
-        .iter()
-        .any(|w| name.contains(w))
+    } else if [
+        "Malloc",
+        "ModuleLoad",
+        "LibraryLoad",
+        "MemGetInfo",
+        "HostAlloc",
+    ]
+    .iter()
+    .any(|w| name.contains(w))
     {
         ApiClass::Other
     } else {

@@ -164,7 +164,12 @@ pub fn build(inp: Inputs, trace: &gapscope_traces::Trace) -> HostIdleReport {
     }
 }
 
-fn lever(row: &IdleCauseRow, step_ms: Option<f64>, top: Option<&ScopeTime>, scopes: usize) -> Lever {
+fn lever(
+    row: &IdleCauseRow,
+    step_ms: Option<f64>,
+    top: Option<&ScopeTime>,
+    scopes: usize,
+) -> Lever {
     let idle = row.idle_ms_per_step;
     if let Some(step) = step_ms
         && step > 0.0

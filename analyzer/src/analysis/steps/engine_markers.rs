@@ -509,7 +509,10 @@ mod tests {
             kind("step[MIXED bs=8 toks=900]"),
             Some(("sglang_step", meta(Phase::Mixed, 8, 900)))
         );
-        for n in ["nn.Module: Qwen3NextDecoderLayer_0", "nn.Module: LlamaForCausalLM_0"] {
+        for n in [
+            "nn.Module: Qwen3NextDecoderLayer_0",
+            "nn.Module: LlamaForCausalLM_0",
+        ] {
             let (i, _) = classify(n, MarkerSource::Nvtx).unwrap();
             assert_eq!(KINDS[i].role, Role::Exclude, "{n}");
         }

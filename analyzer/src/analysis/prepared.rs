@@ -29,8 +29,47 @@ pub struct Prepared<'t> {
     pub scope_classified: usize,
 }
 
+/// Whether any host scope or host range of the trace has a name a scope rule matches (so
+/// buckets depend on the scopes).
+fn scope_rules_apply(trace: &Trace, rules: &RuleSet) -> bool {
+    if !rules.has_scope_rules() {
+        return false;
+    }
+    let mut seen = vec![false; trace.strings.len()];
+    let host_markers = (0..trace.markers.len)
+        .filter(|&i| trace.markers.host_start_ns[i] != i64::MIN)
+        .map(|i| trace.markers.name[i]);
+    trace
+        .scopes
+        .name
+        .iter()
+        .copied()
+        .chain(host_markers)
+        .any(|id| match seen.get_mut(id as usize) {
+            Some(v) if !*v => {
+                *v = true;
+                rules.first_scope_rule(trace.strings.get(id)).is_some()
+            }
+            _ => false,
+        })
+}
+
 impl<'t> Prepared<'t> {
     pub fn new(trace: &'t Trace, rules: &RuleSet) -> Self {
+        let forest = Forest::build(trace);
+        let launch_map = LaunchMap::build(trace, &forest);
+        // Scope rules decide only when some scope name matches one.
+        let by_scope = !forest.is_empty() && scope_rules_apply(trace, rules);
+        Self::with_host(trace, rules, forest, launch_map, by_scope)
+    }
+
+    fn with_host(
+        trace: &'t Trace,
+        rules: &RuleSet,
+        forest: Forest,
+        launch_map: LaunchMap,
+        by_scope: bool,
+    ) -> Self {
         let k = &trace.kernels;
         // Classify each distinct name once; engine traces carry their bucket directly.
         // Name ids are dense, so a vector is the cache (a hash map costs more than the
@@ -40,9 +79,6 @@ impl<'t> Prepared<'t> {
         let mut by_name = vec![UNSET; nstr];
         let mut by_engine = vec![UNSET; nstr];
         let has_engine_bucket = k.bucket.len() == k.len;
-        let forest = Forest::build(trace);
-        let launch_map = LaunchMap::build(trace, &forest);
-        let by_scope = rules.has_scope_rules() && !forest.is_empty();
         // First matching rule position per name, for kernel names and for scope names.
         const UNSEEN: u32 = u32::MAX;
         const NO_RULE: u32 = u32::MAX - 1;

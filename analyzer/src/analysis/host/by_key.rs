@@ -302,7 +302,7 @@ mod tests {
     fn kernels_and_host_time_group_by_module_op_and_layer() {
         let mut t = Trace::default();
         t.strings.intern("");
-        let mut scope = |t: &mut Trace, name: &str, kind: ScopeKind, s: i64, e: i64| {
+        let scope = |t: &mut Trace, name: &str, kind: ScopeKind, s: i64, e: i64| {
             let name = t.strings.intern(name);
             t.scopes.push(ScopeRow {
                 pid: 1,

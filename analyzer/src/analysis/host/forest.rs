@@ -40,8 +40,7 @@ impl Forest {
     pub fn build(trace: &Trace) -> Self {
         let s = &trace.scopes;
         let m = &trace.markers;
-        // (tid, start, -end, input order) sorts parents before their children.
-        let mut raw: Vec<(u64, i64, i64, StrId, ScopeKind)> = Vec::with_capacity(s.len());
+        let mut raw: Vec<(u64, i64, i64, StrId, ScopeKind)> = Vec::with_capacity(s.len() + m.len);
         for i in 0..s.len() {
             raw.push((
                 s.tid[i],
@@ -68,7 +67,10 @@ impl Forest {
             raw.push((m.tid[i], hs, he, m.name[i], kind));
         }
         raw.retain(|r| r.2 >= r.1);
-        raw.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)).then(b.2.cmp(&a.2)));
+        // (tid, start, longest first) puts parents before their children; of two scopes
+        // with the same span, the one read first is the parent (a stable sort, which is
+        // also near linear here: Kineto writes each thread's ops in start order).
+        raw.sort_by_key(|r| (r.0, r.1, std::cmp::Reverse(r.2)));
         let mut f = Forest {
             nodes: Vec::with_capacity(raw.len()),
             ..Self::default()
@@ -174,19 +176,24 @@ impl Forest {
     /// Attributes the instants of `[a, b)` on thread `tid` to the innermost scope open at
     /// each (or [`NONE`] where the thread is outside every scope), calling `emit(node, ns)`
     /// once per stretch. Costs the number of scopes that overlap the window, plus a search.
-    pub fn innermost_over(&self, tid: u64, a: i64, b: i64, mut emit: impl FnMut(u32, i64)) {
+    /// `stack` is scratch space, reused across calls.
+    pub fn innermost_over(
+        &self,
+        tid: u64,
+        a: i64,
+        b: i64,
+        stack: &mut Vec<u32>,
+        mut emit: impl FnMut(u32, i64),
+    ) {
         if b <= a {
             return;
         }
         let r = self.thread(tid);
         let nodes = &self.nodes[r.clone()];
         // The open scopes at `a`, outermost first.
-        let mut stack: Vec<u32> = {
-            let inner = self.innermost(tid, a);
-            let mut v: Vec<u32> = self.stack(inner).map(|(i, _)| i).collect();
-            v.reverse();
-            v
-        };
+        stack.clear();
+        stack.extend(self.stack(self.innermost(tid, a)).map(|(i, _)| i));
+        stack.reverse();
         let first = nodes.partition_point(|n| n.start <= a);
         let mut t = a;
         let mut next = r.start + first;
@@ -339,7 +346,7 @@ mod tests {
         ]);
         let f = Forest::build(&t);
         let mut got: Vec<(String, i64)> = Vec::new();
-        f.innermost_over(1, 5, 120, |id, ns| {
+        f.innermost_over(1, 5, 120, &mut Vec::new(), |id, ns| {
             let n = if id == NONE {
                 "-".to_owned()
             } else {
@@ -368,7 +375,7 @@ mod tests {
         assert_eq!(total, 115);
         // A window inside one leaf.
         let mut one = Vec::new();
-        f.innermost_over(1, 22, 28, |id, ns| one.push((id, ns)));
+        f.innermost_over(1, 22, 28, &mut Vec::new(), |id, ns| one.push((id, ns)));
         assert_eq!(one, [(2, 6)]);
     }
 

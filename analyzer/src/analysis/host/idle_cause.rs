@@ -17,7 +17,9 @@
 //! - A gap whose next activity has no launch record is unexplained.
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 
+use gapscope_traces::strings::FxHasher;
 use gapscope_traces::{ScopeKind, StrId, Trace};
 
 use super::forest::{Forest, NONE};
@@ -63,7 +65,9 @@ pub struct IdleAttribution<'a> {
     forest: &'a Forest,
     map: &'a LaunchMap,
     /// Host compute per charged name, over the gaps attributed so far.
-    pub charged: HashMap<Charge, Charged>,
+    pub charged: HashMap<Charge, Charged, BuildHasherDefault<FxHasher>>,
+    /// Scratch stack for [`Forest::innermost_over`].
+    scratch: Vec<u32>,
     /// Gaps whose ending activity had a launch record, and all gaps.
     pub linked: usize,
     pub gaps: usize,
@@ -75,7 +79,8 @@ impl<'a> IdleAttribution<'a> {
             trace,
             forest,
             map,
-            charged: HashMap::new(),
+            charged: HashMap::default(),
+            scratch: Vec::new(),
             linked: 0,
             gaps: 0,
         }
@@ -174,7 +179,7 @@ impl<'a> IdleAttribution<'a> {
         }
         let forest = self.forest;
         let charged = &mut self.charged;
-        forest.innermost_over(tid, a, b, |node, ns| {
+        forest.innermost_over(tid, a, b, &mut self.scratch, |node, ns| {
             if node == NONE {
                 into.unexplained += ns;
                 return;

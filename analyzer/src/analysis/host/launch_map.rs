@@ -4,8 +4,12 @@
 //! synchronisation or other calls.
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 
+use gapscope_traces::strings::FxHasher;
 use gapscope_traces::{StrId, Trace};
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 use super::forest::{Forest, NONE};
 
@@ -55,7 +59,7 @@ pub struct Call {
 
 /// Launch records indexed for attribution.
 pub struct LaunchMap {
-    by_corr: HashMap<u64, u32>,
+    by_corr: FxMap<u64, u32>,
     /// Host calls per thread, start-sorted: `(tid, calls)` sorted by tid.
     calls: Vec<(u64, Vec<Call>)>,
     /// Innermost host scope around each launch record ([`NONE`] when none).
@@ -65,8 +69,8 @@ pub struct LaunchMap {
 impl LaunchMap {
     pub fn build(trace: &Trace, forest: &Forest) -> Self {
         let l = &trace.launches;
-        let mut by_corr = HashMap::with_capacity(l.len);
-        let mut per_tid: HashMap<u64, Vec<Call>> = HashMap::new();
+        let mut by_corr = FxMap::with_capacity_and_hasher(l.len, Default::default());
+        let mut per_tid: FxMap<u64, Vec<Call>> = FxMap::default();
         let mut classes: Vec<Option<ApiClass>> = vec![None; trace.strings.len()];
         for i in 0..l.len {
             if l.correlation[i] != 0 {
@@ -92,7 +96,7 @@ impl LaunchMap {
         let mut calls: Vec<(u64, Vec<Call>)> = per_tid.into_iter().collect();
         calls.sort_by_key(|c| c.0);
         for (_, v) in &mut calls {
-            v.sort_by_key(|c| (c.start, c.end));
+            v.sort_unstable_by_key(|c| (c.start, c.end));
         }
         let launch_scope = if forest.is_empty() {
             vec![NONE; l.len]

@@ -161,6 +161,9 @@ pub(crate) struct Feed<'r> {
     /// A read error met after some bytes arrived; reported on the next read.
     pending_error: Option<std::io::Error>,
     max_value_bytes: usize,
+    /// Of the last object [`Self::scan_value`] scanned: where its last member value that is
+    /// itself an object opened and closed, relative to the object's start.
+    pub(crate) members: (Option<usize>, Option<usize>),
 }
 
 impl<'r> Feed<'r> {
@@ -170,6 +173,7 @@ impl<'r> Feed<'r> {
             reader,
             buf: Vec::with_capacity(2 * CHUNK),
             pos: 0,
+            members: (None, None),
             base: 0,
             eof: false,
             pending_error: None,
@@ -441,6 +445,10 @@ impl<'r> Feed<'r> {
                     match find_end(&self.buf, i, &mut state, open, close) {
                         Some(end) => {
                             i = end;
+                            self.members = (
+                                state.member_open.map(|o| o - start),
+                                state.member_close.map(|c| c - start),
+                            );
                             break;
                         }
                         None => {

@@ -284,6 +284,40 @@ pub(crate) fn peek_cat(raw: &[u8]) -> Option<&[u8]> {
     Some(&raw[start..start + len])
 }
 
+/// The event without its trailing top-level `"args"` member: the bytes before it, with the
+/// separating comma dropped, for the caller to close with `}`. `members` are the scan's
+/// positions of the event's last object-valued member (where it opened and closed): `args`
+/// is dropped only when it is that member and nothing but whitespace follows its close, so
+/// no field before or after it is lost. `None` otherwise (then the whole event is parsed).
+pub(crate) fn cut_args(raw: &[u8], members: (Option<usize>, Option<usize>)) -> Option<&[u8]> {
+    static ARGS: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"args\""));
+    let (Some(open), Some(close)) = members else {
+        return None;
+    };
+    let at = ARGS.find(raw)?;
+    if !is_top_level_key(&raw[..at]) {
+        return None;
+    }
+    // `"args"`, optional whitespace, `:`, optional whitespace, then the member's `{`.
+    let mut i = at + 6;
+    while raw.get(i).is_some_and(u8::is_ascii_whitespace) {
+        i += 1;
+    }
+    if raw.get(i) != Some(&b':') {
+        return None;
+    }
+    i += 1;
+    while raw.get(i).is_some_and(u8::is_ascii_whitespace) {
+        i += 1;
+    }
+    if i != open || close < open || raw.get(close + 1..)?.trim_ascii() != b"}" {
+        return None;
+    }
+    let head = raw[..at].trim_ascii_end();
+    head.strip_suffix(b",")
+}
+
 /// Whether a key starting right after `prefix` is a key of the outermost object.
 fn is_top_level_key(prefix: &[u8]) -> bool {
     let last = prefix.iter().rev().find(|b| !b.is_ascii_whitespace());
@@ -459,6 +493,47 @@ mod tests {
             Some(&b"kernel"[..])
         );
         assert_eq!(peek_cat(br#"{ "cat": "cpu_op" }"#), Some(&b"cpu_op"[..]));
+    }
+
+    #[test]
+    fn cut_args_drops_only_a_trailing_top_level_args() {
+        let cut = |s: &str| {
+            let mut st = ScanState::default();
+            find_end(s.as_bytes(), 0, &mut st, b'{', b'}')?;
+            cut_args(s.as_bytes(), (st.member_open, st.member_close))
+                .map(|h| String::from_utf8_lossy(h).into_owned() + "}")
+        };
+        assert_eq!(
+            cut(r#"{"ph":"X","cat":"cpu_op","name":"aten::mm","ts":1.5,"dur":2,"args":{"Input Dims":[[1,2]],"args":{}}}"#).as_deref(),
+            Some(r#"{"ph":"X","cat":"cpu_op","name":"aten::mm","ts":1.5,"dur":2}"#)
+        );
+        assert_eq!(
+            cut(r#"{ "cat" : "cpu_op" , "args" : {"a":"}"} }"#).as_deref(),
+            Some(r#"{ "cat" : "cpu_op" }"#)
+        );
+        // Not last, nested, inside a string, or the only key: parsed whole.
+        assert_eq!(cut(r#"{"args":{},"ts":1}"#), None);
+        assert_eq!(cut(r#"{"cat":"cpu_op","args":{},"ts":1}"#), None);
+        assert_eq!(cut(r#"{"cat":"cpu_op","args":{},"x":{"y":1}}"#), None);
+        assert_eq!(
+            cut(r#"{"cat":"cpu_op","args":{},"x":{"y":1},"ts":2}"#),
+            None
+        );
+        assert_eq!(cut(r#"{"cat":"cpu_op","args":[1],"ts":2}"#), None);
+        assert_eq!(cut(r#"{"x":{"args":{}},"ts":1}"#), None);
+        assert_eq!(cut(r#"{"name":"\"args\": {}","ts":1}"#), None);
+        assert_eq!(cut(r#"{"args":{}}"#), None);
+        // The cut event parses to the same fields gapscope reads for a scope.
+        let full = r#"{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":7,"tid":7,"ts":10.5,"dur":2.25,"args":{"External id":3,"Input Dims":[[4096,4096]]}}"#;
+        let head = cut(full).unwrap();
+        let (a, b) = (
+            parse_event(full.as_bytes()).unwrap(),
+            parse_event(head.as_bytes()).unwrap(),
+        );
+        assert_eq!(
+            (a.name, a.pid, a.tid, a.ts, a.dur),
+            (b.name, b.pid, b.tid, b.ts, b.dur)
+        );
     }
 
     #[test]

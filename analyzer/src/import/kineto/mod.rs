@@ -78,12 +78,26 @@ impl Batcher {
         }
     }
 
-    fn event(&mut self, raw: &[u8], at: u64) {
+    /// `members`: where the event's last object-valued member opened and closed (from the
+    /// scan), which lets a trailing `args` be dropped without scanning it again.
+    fn event(&mut self, raw: &[u8], at: u64, members: (Option<usize>, Option<usize>)) {
         let Some(cat) = peek_cat(raw).and_then(category) else {
             return;
         };
         self.kept += 1;
-        self.bytes.extend_from_slice(raw);
+        match cat {
+            // Host scopes need no args (with record_shapes they hold every input's dims,
+            // types and strides: most of a CPU op's bytes), so only the fields before them
+            // are shipped and parsed.
+            Category::CpuOp | Category::PythonFunction => match fields::cut_args(raw, members) {
+                Some(head) => {
+                    self.bytes.extend_from_slice(head);
+                    self.bytes.push(b'}');
+                }
+                None => self.bytes.extend_from_slice(raw),
+            },
+            _ => self.bytes.extend_from_slice(raw),
+        }
         self.spans.push((self.bytes.len(), at, cat));
         if self.bytes.len() >= BATCH_BYTES {
             self.flush();
@@ -250,8 +264,9 @@ fn events_array(feed: &mut Feed, b: &mut Batcher, top_level: bool) -> Result<()>
     loop {
         feed.compact();
         let at = feed.offset();
+        feed.members = (None, None);
         let r = feed.scan_value("in traceEvents")?;
-        b.event(&feed.buf[r], at);
+        b.event(&feed.buf[r], at, feed.members);
         if b.closed {
             return Ok(()); // the builder failed; its error is the one to report
         }

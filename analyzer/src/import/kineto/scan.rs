@@ -12,6 +12,11 @@ pub(crate) struct ScanState {
     pub in_str: bool,
     /// The previous byte was a backslash inside a string.
     pub escape: bool,
+    /// Where the last bracket that opened a member value of the outermost value sat (depth
+    /// 1 to 2), and where the last one that closed such a value sat (2 to 1), as offsets in
+    /// the buffer scanned. Event import uses them to drop a trailing `args` unparsed.
+    pub member_open: Option<usize>,
+    pub member_close: Option<usize>,
 }
 
 /// Scans `buf[from..]` for the end of the value whose opening bracket is `open`. Returns the
@@ -27,7 +32,7 @@ pub(crate) fn find_end(
         let block: &[u8; 64] = buf[from..from + 64].try_into().ok()?;
         let m = masks(block, open, close);
         if m.backslash != 0 || state.escape {
-            if let Some(end) = scalar(block, 0, state, open, close) {
+            if let Some(end) = scalar_at(block, from, state, open, close) {
                 return Some(from + end);
             }
             from += 64;
@@ -39,7 +44,13 @@ pub(crate) fn find_end(
             let bit = structural.trailing_zeros() as usize;
             if m.open >> bit & 1 == 1 {
                 state.depth += 1;
+                if state.depth == 2 {
+                    state.member_open = Some(from + bit);
+                }
             } else {
+                if state.depth == 2 {
+                    state.member_close = Some(from + bit);
+                }
                 state.depth = state.depth.saturating_sub(1);
                 if state.depth == 0 {
                     return Some(from + bit + 1);
@@ -50,10 +61,11 @@ pub(crate) fn find_end(
         state.in_str = inside >> 63 == 1;
         from += 64;
     }
-    scalar(&buf[from..], 0, state, open, close).map(|e| from + e)
+    scalar_at(&buf[from..], from, state, open, close).map(|e| from + e)
 }
 
 /// Byte-at-a-time reference path; also the one that understands escapes.
+#[cfg(test)]
 pub(crate) fn scalar(
     buf: &[u8],
     from: usize,
@@ -61,7 +73,14 @@ pub(crate) fn scalar(
     open: u8,
     close: u8,
 ) -> Option<usize> {
-    for (i, &b) in buf.iter().enumerate().skip(from) {
+    let r = scalar_at(&buf[from..], from, state, open, close);
+    r.map(|e| from + e)
+}
+
+/// [`scalar`] over `buf` whose first byte sits at offset `base` of the caller's buffer
+/// (for the member positions); returns the end relative to `buf`.
+fn scalar_at(buf: &[u8], base: usize, state: &mut ScanState, open: u8, close: u8) -> Option<usize> {
+    for (i, &b) in buf.iter().enumerate() {
         if state.in_str {
             if state.escape {
                 state.escape = false;
@@ -74,7 +93,13 @@ pub(crate) fn scalar(
             state.in_str = true;
         } else if b == open {
             state.depth += 1;
+            if state.depth == 2 {
+                state.member_open = Some(base + i);
+            }
         } else if b == close {
+            if state.depth == 2 {
+                state.member_close = Some(base + i);
+            }
             state.depth = state.depth.saturating_sub(1);
             if state.depth == 0 {
                 return Some(i + 1);
@@ -163,8 +188,15 @@ mod tests {
         } else {
             (b'{', b'}')
         };
-        let fast = find_end(s, 0, &mut ScanState::default(), o, c);
-        let slow = scalar(s, 0, &mut ScanState::default(), o, c);
+        let (mut a, mut b) = (ScanState::default(), ScanState::default());
+        let fast = find_end(s, 0, &mut a, o, c);
+        let slow = scalar(s, 0, &mut b, o, c);
+        assert_eq!(
+            (a.member_open, a.member_close),
+            (b.member_open, b.member_close),
+            "{}",
+            String::from_utf8_lossy(s)
+        );
         (fast, slow)
     }
 

@@ -56,10 +56,6 @@ const META_KEYS: [&str; 5] = [
 /// at their category, and ships the rest in batches.
 struct Batcher {
     tx: std::sync::mpsc::SyncSender<Msg>,
-    /// Batch buffers the builder is done with, to fill again: a fresh 1 MiB buffer per batch
-    /// costs the kernel a page clear per 4 KiB, which showed as the largest single cost of
-    /// the scan thread once host scopes were kept.
-    recycled: std::sync::mpsc::Receiver<Vec<u8>>,
     bytes: Vec<u8>,
     spans: Vec<(usize, u64, Category)>,
     /// Events kept so far (a truncated load needs at least one).
@@ -73,15 +69,8 @@ impl Batcher {
         if self.spans.is_empty() || self.closed {
             return;
         }
-        let fresh = match self.recycled.try_recv() {
-            Ok(mut v) => {
-                v.clear();
-                v
-            }
-            Err(_) => Vec::with_capacity(BATCH_BYTES + 4096),
-        };
         let msg = Msg::Events(
-            std::mem::replace(&mut self.bytes, fresh),
+            std::mem::replace(&mut self.bytes, Vec::with_capacity(BATCH_BYTES + 4096)),
             std::mem::take(&mut self.spans),
         );
         if self.tx.send(msg).is_err() {
@@ -135,7 +124,6 @@ pub fn import_kineto(
     progress: &dyn ImportProgress,
 ) -> Result<Trace> {
     let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(4);
-    let (give_back, recycled) = std::sync::mpsc::sync_channel::<Vec<u8>>(8);
     let format = if gz {
         InputFormat::KinetoJsonGz
     } else {
@@ -157,8 +145,6 @@ pub fn import_kineto(
                             b.event(&bytes[start..end], at, cat)?;
                             start = end;
                         }
-                        // A full return queue just drops the buffer.
-                        let _ = give_back.try_send(bytes);
                     }
                     Msg::Meta(key, raw) => b.meta(&key, &raw),
                 }
@@ -168,7 +154,6 @@ pub fn import_kineto(
         let mut feed = Feed::new(path, reader);
         let mut batcher = Batcher {
             tx,
-            recycled,
             bytes: Vec::with_capacity(BATCH_BYTES + 4096),
             spans: Vec::new(),
             kept: 0,

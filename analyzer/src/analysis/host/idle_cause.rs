@@ -45,7 +45,7 @@ impl Causes {
 }
 
 /// What host compute is charged to: a scope's name, or a runtime call's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Charge {
     Scope(StrId),
     Api(StrId),

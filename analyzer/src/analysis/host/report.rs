@@ -119,7 +119,8 @@ pub fn build(inp: Inputs, trace: &gapscope_traces::Trace) -> HostIdleReport {
         .iter()
         .map(|(c, v)| (c, v.ns, v.example.map(|e| e.0)))
         .collect();
-    charged.sort_by(|a, b| b.1.cmp(&a.1));
+    // Most time first; equal times in name order, so the report is deterministic.
+    charged.sort_by_key(|c| (std::cmp::Reverse(c.1), *c.0));
     let n = inp.steps.max(1) as f64;
     let kind_of = |node: Option<u32>| -> String {
         node.and_then(|id| inp.attribution.node_kind(id))

@@ -4,7 +4,7 @@
 use gapscope_traces::Phase;
 
 use super::host::idle_cause::{Causes, IdleAttribution};
-use super::host::{self, GroupBy};
+use super::host::{self, GroupBy, HostIndex};
 use super::intervals::{merge_two, union_len_sorted};
 use super::plausibility::{self, StepFacts};
 use super::prepared::Prepared;
@@ -205,7 +205,20 @@ impl NameTimes {
 pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings) -> Report {
     let trace = &imported.trace;
     let p = Prepared::new(trace, rules);
-    let steps = detect(&p, &settings.steps);
+    // Steps on the other core while the host side is indexed (unless the buckets already
+    // needed it): the idle attribution below reads both.
+    let (steps, built) = std::thread::scope(|s| {
+        let steps = s.spawn(|| detect(&p, &settings.steps));
+        let built = p.host.is_none().then(|| HostIndex::build(trace));
+        let steps = steps
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        (steps, built)
+    });
+    let hi: &HostIndex = match (&built, &p.host) {
+        (Some(h), _) | (None, Some(h)) => h,
+        (None, None) => unreachable!("the host index is built above when Prepared has none"),
+    };
     let k = &trace.kernels;
     let m = &trace.memops;
 
@@ -445,14 +458,14 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
     };
     let host_idle = (!active.is_empty() && trace.launches.len > 0).then(|| {
         let mut inside = Causes::default();
-        let mut att = IdleAttribution::new(trace, &p.forest, &p.launch_map);
+        let mut att = IdleAttribution::new(trace, &hi.forest, &hi.launch_map);
         for &i in &active {
             for &(a, b, tag) in &accs[i].gaps {
                 att.gap(a, b, tag, &mut inside);
             }
         }
         let mut between = Causes::default();
-        let mut between_att = IdleAttribution::new(trace, &p.forest, &p.launch_map);
+        let mut between_att = IdleAttribution::new(trace, &hi.forest, &hi.launch_map);
         for w in active.windows(2) {
             let (prev, cur) = (&accs[w[0]], &accs[w[1]]);
             between_att.gap(prev.last_end, cur.first_start, cur.first_tag, &mut between);
@@ -465,7 +478,7 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
                 steps: active.len(),
                 gaps: att.gaps + between_att.gaps,
                 linked: att.linked + between_att.linked,
-                scopes: p.forest.nodes.len(),
+                scopes: hi.forest.nodes.len(),
                 step_ms: scope_mean,
                 top: settings.top_host_scopes,
             },
@@ -475,8 +488,8 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
     let groups = settings.group_by.map(|by| {
         host::by_key::group(
             trace,
-            &p.forest,
-            &p.launch_map,
+            &hi.forest,
+            &hi.launch_map,
             &scope_acts,
             scope_idx.len().max(1),
             by,

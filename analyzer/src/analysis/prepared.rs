@@ -3,8 +3,8 @@
 
 use gapscope_traces::{MemopKind, NO_STR, Trace};
 
-use super::host::forest::{Forest, NONE, is_transparent_module};
-use super::host::launch_map::LaunchMap;
+use super::host::HostIndex;
+use super::host::forest::{NONE, is_transparent_module};
 use crate::bucket::Bucket;
 use crate::rules::RuleSet;
 
@@ -21,10 +21,9 @@ pub struct Prepared<'t> {
     pub memop_order: Vec<u32>,
     /// Devices present, with kernel count, most kernels first.
     pub devices: Vec<(u32, usize)>,
-    /// Host scopes (ops, modules, Python functions, annotations, NVTX) by thread.
-    pub forest: Forest,
-    /// Launch records by correlation, host calls by thread, the scope around each launch.
-    pub launch_map: LaunchMap,
+    /// The host scopes and launch records, when scope rules needed them for the buckets
+    /// (otherwise `analyze` builds them itself, beside step detection).
+    pub host: Option<HostIndex>,
     /// Kernels whose bucket a scope rule decided.
     pub scope_classified: usize,
 }
@@ -56,20 +55,6 @@ fn scope_rules_apply(trace: &Trace, rules: &RuleSet) -> bool {
 
 impl<'t> Prepared<'t> {
     pub fn new(trace: &'t Trace, rules: &RuleSet) -> Self {
-        let forest = Forest::build(trace);
-        let launch_map = LaunchMap::build(trace, &forest);
-        // Scope rules decide only when some scope name matches one.
-        let by_scope = !forest.is_empty() && scope_rules_apply(trace, rules);
-        Self::with_host(trace, rules, forest, launch_map, by_scope)
-    }
-
-    fn with_host(
-        trace: &'t Trace,
-        rules: &RuleSet,
-        forest: Forest,
-        launch_map: LaunchMap,
-        by_scope: bool,
-    ) -> Self {
         let k = &trace.kernels;
         // Classify each distinct name once; engine traces carry their bucket directly.
         // Name ids are dense, so a vector is the cache (a hash map costs more than the
@@ -79,11 +64,14 @@ impl<'t> Prepared<'t> {
         let mut by_name = vec![UNSET; nstr];
         let mut by_engine = vec![UNSET; nstr];
         let has_engine_bucket = k.bucket.len() == k.len;
+        // Scope rules decide only when some scope name matches one.
+        let host = scope_rules_apply(trace, rules).then(|| HostIndex::build(trace));
         // First matching rule position per name, for kernel names and for scope names.
         const UNSEEN: u32 = u32::MAX;
         const NO_RULE: u32 = u32::MAX - 1;
-        let mut kernel_pos = vec![UNSEEN; if by_scope { nstr } else { 0 }];
-        let mut scope_pos = vec![UNSEEN; if by_scope { nstr } else { 0 }];
+        let cache_len = if host.is_some() { nstr } else { 0 };
+        let mut kernel_pos = vec![UNSEEN; cache_len];
+        let mut scope_pos = vec![UNSEEN; cache_len];
         let pos_of = |cache: &mut Vec<u32>, id: u32, f: &dyn Fn(&str) -> Option<usize>| match cache
             .get_mut(id as usize)
         {
@@ -112,12 +100,11 @@ impl<'t> Prepared<'t> {
                     }
                     None => Bucket::Other as u8,
                 }
-            } else if let Some(node) = by_scope
-                .then(|| launch_map.launch_of(k.correlation[i]))
-                .flatten()
-                .map(|li| launch_map.launch_scope[li as usize])
-                .filter(|&n| n != NONE)
-            {
+            } else if let Some((forest, node)) = host.as_ref().and_then(|h| {
+                let li = h.launch_map.launch_of(k.correlation[i])?;
+                let node = h.launch_map.launch_scope[li as usize];
+                (node != NONE).then_some((&h.forest, node))
+            }) {
                 // Scope rules see the scopes from the launch's innermost up to its innermost
                 // nn.Module (looking through activation-like wrappers); the first rule in
                 // list order wins, as for names.
@@ -179,8 +166,7 @@ impl<'t> Prepared<'t> {
             kernel_order,
             memop_order,
             devices,
-            forest,
-            launch_map,
+            host,
             scope_classified,
         }
     }

@@ -8,6 +8,20 @@ pub mod launch_map;
 pub mod report;
 
 pub use by_key::{GroupBy, GroupReport, GroupRow};
+
+/// The host side of a trace, indexed: the scope forest and the launch records.
+pub struct HostIndex {
+    pub forest: Forest,
+    pub launch_map: LaunchMap,
+}
+
+impl HostIndex {
+    pub fn build(trace: &gapscope_traces::Trace) -> Self {
+        let forest = Forest::build(trace);
+        let launch_map = LaunchMap::build(trace, &forest);
+        Self { forest, launch_map }
+    }
+}
 pub use forest::Forest;
 pub use launch_map::LaunchMap;
 pub use report::{HostIdleReport, IdleCauseRow, Lever, ScopeTime};

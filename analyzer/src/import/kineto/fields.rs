@@ -393,6 +393,114 @@ fn walk_to_cat(raw: &[u8]) -> Option<&[u8]> {
     }
 }
 
+/// The fields of a host-scope event (a CPU op or Python function, its args cut off).
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct ScopeFields<'a> {
+    pub ph: Option<&'a str>,
+    pub name: Option<&'a str>,
+    pub pid: Option<u64>,
+    pub tid: Option<u64>,
+    pub ts: Option<Nanos>,
+    pub dur: Option<Nanos>,
+}
+
+/// A fast reader for the flat host-scope events Kineto writes (string, integer and number
+/// values; no escapes, nested values or numeric strings). `None` for anything else, which
+/// the caller then reads with [`parse_event`]; where both read an event they agree.
+pub(crate) fn parse_scope(raw: &[u8]) -> Option<ScopeFields<'_>> {
+    let ws = |mut i: usize| {
+        while raw.get(i).is_some_and(u8::is_ascii_whitespace) {
+            i += 1;
+        }
+        i
+    };
+    // A string's contents from just after its opening quote; refuses escapes.
+    let string = |i: usize| -> Option<(&[u8], usize)> {
+        let rest = raw.get(i..)?;
+        let o = rest.iter().position(|&b| b == b'"' || b == b'\\')?;
+        (rest[o] == b'"').then(|| (&rest[..o], i + o + 1))
+    };
+    let token = |i: usize| -> (&[u8], usize) {
+        let rest = &raw[i..];
+        let n = rest
+            .iter()
+            .position(|&b| matches!(b, b',' | b'}') || b.is_ascii_whitespace())
+            .unwrap_or(rest.len());
+        (&rest[..n], i + n)
+    };
+    let mut f = ScopeFields::default();
+    let mut i = ws(0);
+    if raw.get(i) != Some(&b'{') {
+        return None;
+    }
+    i = ws(i + 1);
+    if raw.get(i) == Some(&b'}') {
+        return (ws(i + 1) == raw.len()).then_some(f);
+    }
+    loop {
+        if raw.get(i) != Some(&b'"') {
+            return None;
+        }
+        let (key, after) = string(i + 1)?;
+        i = ws(after);
+        if raw.get(i) != Some(&b':') {
+            return None;
+        }
+        i = ws(i + 1);
+        match raw.get(i)? {
+            b'"' => {
+                let (v, after) = string(i + 1)?;
+                let v = std::str::from_utf8(v).ok()?;
+                match key {
+                    b"ph" => f.ph = Some(v),
+                    b"name" => f.name = Some(v),
+                    b"pid" | b"tid" | b"ts" | b"dur" => return None,
+                    _ => {}
+                }
+                i = after;
+            }
+            b'{' | b'[' => return None,
+            _ => {
+                let (t, after) = token(i);
+                match key {
+                    b"pid" | b"tid" => {
+                        if t.is_empty() || !t.iter().all(u8::is_ascii_digit) || t.len() > 19 {
+                            return None;
+                        }
+                        let n = t.iter().fold(0u64, |a, &d| a * 10 + u64::from(d - b'0'));
+                        if key == b"pid" {
+                            f.pid = Some(n);
+                        } else {
+                            f.tid = Some(n);
+                        }
+                    }
+                    b"ts" | b"dur" => {
+                        let v = if t == b"null" {
+                            None
+                        } else {
+                            Nanos::from_micros(t)??.into()
+                        };
+                        if key == b"ts" {
+                            f.ts = v;
+                        } else {
+                            f.dur = v;
+                        }
+                    }
+                    b"ph" | b"name" => return None,
+                    _ => {}
+                }
+                i = after;
+            }
+        }
+        i = ws(i);
+        match raw.get(i)? {
+            b',' => i = ws(i + 1),
+            b'}' => return (ws(i + 1) == raw.len()).then_some(f),
+            _ => return None,
+        }
+    }
+}
+
 /// Reads one event object.
 pub(crate) fn parse_event(raw: &[u8]) -> R<Event<'_>> {
     let mut p = P { s: raw, i: 0 };
@@ -534,6 +642,42 @@ mod tests {
             (a.name, a.pid, a.tid, a.ts, a.dur),
             (b.name, b.pid, b.tid, b.ts, b.dur)
         );
+    }
+
+    #[test]
+    fn the_scope_reader_agrees_with_the_event_reader() {
+        let cases = [
+            r#"{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 773, "tid": 773,
+                "ts": 4771030776922.976, "dur": 21.684}"#,
+            r#"{"ph":"X","cat":"python_function","name":"nn.Module: Linear_3","pid":1,"tid":2,"ts":1.5,"dur":0}"#,
+            r#"{"name":"x","ts":null}"#,
+            r#"{}"#,
+            r#"{ "ph" : "i" , "name" : "é" }"#,
+        ];
+        for c in cases {
+            let fast = parse_scope(c.as_bytes()).unwrap_or_else(|| panic!("fast path: {c}"));
+            let ev = parse_event(c.as_bytes()).unwrap();
+            assert_eq!(fast.ph, ev.ph.as_deref(), "{c}");
+            assert_eq!(fast.name, ev.name.as_deref(), "{c}");
+            assert_eq!(fast.pid, ev.pid.map(|x| x.0), "{c}");
+            assert_eq!(fast.tid, ev.tid.map(|x| x.0), "{c}");
+            assert_eq!(fast.ts, ev.ts, "{c}");
+            assert_eq!(fast.dur, ev.dur, "{c}");
+        }
+        // What it leaves to the full reader.
+        for c in [
+            r#"{"name":"a \"quoted\" name","ts":1}"#,
+            r#"{"name":"a","pid":"stream 7"}"#,
+            r#"{"name":"a","tid":-3}"#,
+            r#"{"name":"a","ts":"12"}"#,
+            r#"{"name":"a","args":{}}"#,
+            r#"{"name":"a","ts":1,}"#,
+            r#"{"name":"a","ts":1} x"#,
+            r#"{"name":"a","ts":12a}"#,
+            r#"{"name":"a""#,
+        ] {
+            assert_eq!(parse_scope(c.as_bytes()), None, "{c}");
+        }
     }
 
     #[test]

@@ -390,6 +390,11 @@ impl Builder {
 
     fn event(&mut self, raw: &[u8], at: u64, cat: Category) -> Result<()> {
         self.events += 1;
+        if matches!(cat, Category::CpuOp | Category::PythonFunction)
+            && let Some(f) = fields::parse_scope(raw)
+        {
+            return self.scope(&f, cat);
+        }
         let ev: Event = fields::parse_event(raw).map_err(|e| {
             AnalyzerError::parse(&self.path, format!("invalid trace event at byte {at}: {e}"))
         })?;
@@ -535,6 +540,36 @@ impl Builder {
                 });
             }
         }
+        self.budget.names(&self.trace.strings)
+    }
+
+    /// A host scope read by the fast reader ([`fields::parse_scope`]); the same rows as the
+    /// general path below.
+    fn scope(&mut self, f: &fields::ScopeFields, cat: Category) -> Result<()> {
+        if f.ph.is_some_and(|ph| ph != "X") {
+            return Ok(());
+        }
+        self.budget.event()?;
+        let start = f.ts.unwrap_or_default();
+        let end = start.add(f.dur.unwrap_or_default());
+        let name = f.name.unwrap_or("");
+        let kind = if cat == Category::CpuOp {
+            ScopeKind::Op
+        } else if name.starts_with(MODULE_PREFIX) {
+            ScopeKind::Module
+        } else {
+            ScopeKind::Python
+        };
+        let t = &mut self.trace;
+        let name = t.strings.intern(name);
+        t.scopes.push(ScopeRow {
+            pid: f.pid.unwrap_or_default() as u32,
+            tid: f.tid.unwrap_or_default(),
+            name,
+            kind: kind as u8,
+            host_start_ns: start.round(),
+            host_end_ns: end.round(),
+        });
         self.budget.names(&self.trace.strings)
     }
 

@@ -784,3 +784,35 @@ fn the_event_limit_applies_to_nsys() {
     let imp = import_trace(&path, &opts(20), &NoProgress).expect("imports");
     check_workload(&imp.trace);
 }
+
+#[test]
+fn nvtx_ranges_and_api_records_explain_the_idle_like_kineto_scopes() {
+    // The decode step's NVTX range is a host scope; the launches link its GPU work to the
+    // host thread, so the idle inside the step is attributed, not left unexplained.
+    let imported = import_trace(
+        &fixture("nsys-2025.3.sqlite"),
+        &ImportOptions::default(),
+        &NoProgress,
+    )
+    .unwrap();
+    let r = analyze(&imported, &RuleSet::builtin(), &AnalysisSettings::default());
+    let h = r
+        .host_idle
+        .expect("idle attribution from NVTX and API records");
+    assert_eq!(h.linked_pct, 100.0);
+    assert_eq!(h.scopes, 2);
+    let inside = h.inside_steps;
+    assert!(inside.idle_ms_per_step > 0.2, "{inside:?}");
+    assert_eq!(inside.unexplained_ms_per_step, 0.0);
+    let top = &h.top_scopes[0];
+    assert_eq!(
+        (top.name.as_str(), top.kind.as_str()),
+        ("decode_step", "annotation")
+    );
+    assert_eq!(h.lever.cause, "host_compute");
+    assert!(
+        h.lever.text.contains("no finer recorded scope"),
+        "{}",
+        h.lever.text
+    );
+}

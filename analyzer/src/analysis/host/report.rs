@@ -187,18 +187,29 @@ fn lever(
     let (cause, ms) = row.ranked()[0];
     let share = if idle > 0.0 { 100.0 * ms / idle } else { 0.0 };
     let (key, text) = match cause {
-        "host compute" => {
-            let what = top.map_or_else(
-                || "host code".to_owned(),
-                |t| format!("`{}` ({:.3} ms/step)", t.name, t.ms_per_step),
-            );
-            (
+        "host compute" => match top {
+            // Time inside an annotation (a step range) but in no finer scope: the trace
+            // does not say which code it was.
+            Some(t) if t.kind == "annotation" => (
                 "host_compute",
                 format!(
-                    "host compute is {share:.0}% of the idle: the host is busy in {what} while the GPU waits; make that work cheaper or take it off the critical path (another backend or implementation, cache its set-up), or capture the step in a CUDA graph"
+                    "host compute is {share:.0}% of the idle, {:.3} ms/step of it inside `{}` but in no finer recorded scope; record ops, Python functions or NVTX ranges inside it (torch.profiler with_stack, NVTX) to name the code",
+                    t.ms_per_step, t.name
                 ),
-            )
-        }
+            ),
+            _ => {
+                let what = top.map_or_else(
+                    || "host code".to_owned(),
+                    |t| format!("`{}` ({:.3} ms/step)", t.name, t.ms_per_step),
+                );
+                (
+                    "host_compute",
+                    format!(
+                        "host compute is {share:.0}% of the idle: the host is busy in {what} while the GPU waits; make that work cheaper or take it off the critical path (another backend or implementation, cache its set-up), or capture the step in a CUDA graph"
+                    ),
+                )
+            }
+        },
         "launch" => (
             "launch",
             format!(

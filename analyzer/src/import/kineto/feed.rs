@@ -1,7 +1,10 @@
-//! A bounded byte window over a (possibly gzipped) file: the reader inflates straight into
-//! the window, consumed bytes are dropped between values and while whitespace or an unread
-//! value streams past, so memory stays at about one chunk plus the largest single JSON value
-//! that is kept (at most [`MAX_VALUE_BYTES`]).
+//! A bounded byte window over a (possibly gzipped) file. The input arrives in chunks (see
+//! [`Source`]) and the window *adopts* each chunk rather than copying it: the few unconsumed
+//! bytes of the old window (at most [`HEAD`], the start of a value that straddles the chunk
+//! boundary) are copied into the headroom in front of the new chunk, and the old window is
+//! retired: recycled to the source, or, when it holds events the importer keeps, handed on
+//! whole (see [`Feed::pin`]). Memory stays at a few chunks plus the largest single JSON value
+//! that is kept (at most [`MAX_VALUE_BYTES`]); whitespace and unread values stream past.
 
 use std::fs::File;
 use std::io::Read;
@@ -12,6 +15,18 @@ use crate::error::{AnalyzerError, Result};
 use crate::import::ImportProgress;
 
 const CHUNK: usize = 1 << 20;
+
+/// Room in front of each chunk for the unconsumed tail of the window before it (an event
+/// that straddles the boundary). Longer tails take a window of their own.
+const HEAD: usize = 64 << 10;
+
+/// The size of a chunk buffer: headroom, then the chunk. Buffers of exactly this capacity
+/// circulate between the source, the window and the importer; others are dropped.
+const STD: usize = HEAD + CHUNK;
+
+/// How many chunk buffers circulate from the reading thread. Enough that the reader keeps a
+/// buffer while the window holds two and the importer's channel is full.
+const POOL: usize = 10;
 
 /// The largest single JSON value (one event, or a top-level value gapscope reads) held in
 /// memory. Real events are a few KiB; values gapscope does not read stream past unbuffered.
@@ -32,13 +47,13 @@ impl<R: Read> Read for Counting<'_, R> {
 }
 
 /// Opens `path` for reading, counting compressed bytes. A gzip file is inflated on its own
-/// thread inside `scope` (see [`Inflater`]) so that inflate, scan and build use both cores.
+/// thread inside `scope` (see [`Reader`]) so that inflate, scan and build use both cores.
 pub(crate) fn open<'s, 'p: 's>(
     path: &Path,
     gz: bool,
     progress: &'p dyn ImportProgress,
     scope: &'s std::thread::Scope<'s, '_>,
-) -> Result<Box<dyn Read + 's>> {
+) -> Result<Source<'s>> {
     let file = File::open(path).map_err(|e| AnalyzerError::io(path, e))?;
     progress.start(file.metadata().ok().map(|m| m.len()));
     let counting = Counting {
@@ -46,54 +61,59 @@ pub(crate) fn open<'s, 'p: 's>(
         progress,
     };
     Ok(if gz {
-        Box::new(Inflater::spawn(
+        Source::Thread(Reader::spawn(
             flate2::read::MultiGzDecoder::new(counting),
             scope,
         ))
     } else {
-        Box::new(counting)
+        Source::from_read(Box::new(counting))
     })
 }
 
+/// A chunk: a buffer of [`STD`] bytes whose data sits at `HEAD..HEAD + n`.
 type Filled = std::io::Result<(Vec<u8>, usize)>;
 
-/// A reader whose data is produced by a thread: it inflates into recycled buffers and hands
-/// them over a small channel, so at most `DEPTH + 2` chunks exist at once.
-pub(crate) struct Inflater {
+/// Fills `buf[HEAD..]` from `inner`; the bytes filled and how reading stopped.
+fn fill(inner: &mut impl Read, buf: &mut Vec<u8>) -> (usize, std::io::Result<()>) {
+    buf.resize(STD, 0);
+    let mut filled = 0;
+    let r = loop {
+        match inner.read(&mut buf[HEAD + filled..]) {
+            Ok(0) => break Ok(()),
+            Ok(n) => {
+                filled += n;
+                if filled == CHUNK {
+                    break Ok(());
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => break Err(e),
+        }
+    };
+    (filled, r)
+}
+
+/// Chunks produced by a thread: it reads (inflates) into recycled buffers and hands them over
+/// a small channel; the buffers come back through a [`Recycler`].
+pub(crate) struct Reader {
     full: std::sync::mpsc::Receiver<Filled>,
     empty: std::sync::mpsc::SyncSender<Vec<u8>>,
-    cur: Vec<u8>,
-    cur_len: usize,
-    cur_pos: usize,
     done: bool,
 }
 
-impl Inflater {
+impl Reader {
     const DEPTH: usize = 3;
 
     fn spawn<'s, R: Read + Send + 's>(mut inner: R, scope: &'s std::thread::Scope<'s, '_>) -> Self {
         let (full_tx, full) = std::sync::mpsc::sync_channel::<Filled>(Self::DEPTH);
-        let (empty, empty_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(Self::DEPTH + 2);
-        for _ in 0..Self::DEPTH + 1 {
-            let _ = empty.send(vec![0u8; CHUNK]);
+        let (empty, empty_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(POOL);
+        for _ in 0..POOL {
+            let _ = empty.send(vec![0u8; STD]);
         }
         scope.spawn(move || {
             while let Ok(mut buf) = empty_rx.recv() {
-                let mut filled = 0;
-                let r = loop {
-                    match inner.read(&mut buf[filled..]) {
-                        Ok(0) => break Ok(()),
-                        Ok(n) => {
-                            filled += n;
-                            if filled == buf.len() {
-                                break Ok(());
-                            }
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(e) => break Err(e),
-                    }
-                };
-                let end = filled < buf.len();
+                let (filled, r) = fill(&mut inner, &mut buf);
+                let end = filled < CHUNK;
                 if filled > 0 && full_tx.send(Ok((buf, filled))).is_err() {
                     return;
                 }
@@ -109,75 +129,154 @@ impl Inflater {
         Self {
             full,
             empty,
-            cur: Vec::new(),
-            cur_len: 0,
-            cur_pos: 0,
             done: false,
         }
     }
 }
 
-impl Read for Inflater {
-    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        while self.cur_pos == self.cur_len {
-            if self.done {
-                return Ok(0);
-            }
-            if !self.cur.is_empty() {
-                let _ = self.empty.send(std::mem::take(&mut self.cur));
-            }
-            match self.full.recv() {
-                Ok(Ok((buf, n))) => {
-                    self.cur = buf;
-                    self.cur_len = n;
-                    self.cur_pos = 0;
+/// Chunks read synchronously from any reader (a plain file); after a read error that followed some
+/// bytes, those bytes come first and the error with the next chunk.
+pub(crate) struct ReadChunks<'r> {
+    reader: Box<dyn Read + 'r>,
+    /// Buffers given back (by the window or by a [`Recycler`]).
+    pool: std::sync::mpsc::Receiver<Vec<u8>>,
+    give: std::sync::mpsc::SyncSender<Vec<u8>>,
+    pending: Option<std::io::Error>,
+    done: bool,
+}
+
+/// Where the window's chunks come from.
+pub(crate) enum Source<'r> {
+    Thread(Reader),
+    Read(ReadChunks<'r>),
+}
+
+impl<'r> Source<'r> {
+    pub(crate) fn from_read(reader: Box<dyn Read + 'r>) -> Self {
+        let (give, pool) = std::sync::mpsc::sync_channel(POOL);
+        Source::Read(ReadChunks {
+            reader,
+            pool,
+            give,
+            pending: None,
+            done: false,
+        })
+    }
+
+    /// The next chunk; None at the end of input.
+    fn next(&mut self) -> Option<Filled> {
+        match self {
+            Source::Thread(t) => {
+                if t.done {
+                    return None;
                 }
-                Ok(Err(e)) => {
-                    self.done = true;
-                    return Err(e);
+                match t.full.recv() {
+                    Ok(Ok(c)) => Some(Ok(c)),
+                    Ok(Err(e)) => {
+                        t.done = true;
+                        Some(Err(e))
+                    }
+                    Err(_) => {
+                        t.done = true;
+                        None
+                    }
                 }
-                Err(_) => {
-                    self.done = true;
-                    return Ok(0);
+            }
+            Source::Read(s) => {
+                if let Some(e) = s.pending.take() {
+                    s.done = true;
+                    return Some(Err(e));
+                }
+                if s.done {
+                    return None;
+                }
+                let mut buf = s.pool.try_recv().unwrap_or_else(|_| vec![0u8; STD]);
+                let (filled, r) = fill(&mut s.reader, &mut buf);
+                match r {
+                    Err(e) if filled == 0 => {
+                        s.done = true;
+                        Some(Err(e))
+                    }
+                    Err(e) => {
+                        s.pending = Some(e);
+                        Some(Ok((buf, filled)))
+                    }
+                    Ok(()) if filled == 0 => {
+                        s.done = true;
+                        None
+                    }
+                    Ok(()) => Some(Ok((buf, filled))),
                 }
             }
         }
-        let n = out.len().min(self.cur_len - self.cur_pos);
-        out[..n].copy_from_slice(&self.cur[self.cur_pos..self.cur_pos + n]);
-        self.cur_pos += n;
-        Ok(n)
+    }
+
+    /// Gives a buffer back for reuse (only chunk-sized ones are kept).
+    fn recycle(&mut self, buf: Vec<u8>) {
+        match self {
+            Source::Thread(t) => give_to(&t.empty, buf),
+            Source::Read(s) => give_to(&s.give, buf),
+        }
+    }
+
+    /// A handle that gives buffers back from another thread.
+    pub(crate) fn recycler(&self) -> Recycler {
+        match self {
+            Source::Thread(t) => Recycler(t.empty.clone()),
+            Source::Read(s) => Recycler(s.give.clone()),
+        }
     }
 }
 
-/// The parser's view: a growable window over the decompressed stream.
+/// Gives chunk buffers back to the reading thread (from the thread that built from them).
+pub(crate) struct Recycler(std::sync::mpsc::SyncSender<Vec<u8>>);
+
+impl Recycler {
+    pub(crate) fn give(&self, buf: Vec<u8>) {
+        give_to(&self.0, buf);
+    }
+}
+
+fn give_to(tx: &std::sync::mpsc::SyncSender<Vec<u8>>, buf: Vec<u8>) {
+    if buf.capacity() == STD {
+        // Never blocks: the channel holds every buffer there is.
+        let _ = tx.try_send(buf);
+    }
+}
+
+/// The parser's view: a window over the decompressed stream.
 pub(crate) struct Feed<'r> {
     path: PathBuf,
-    reader: Box<dyn Read + 'r>,
+    src: Source<'r>,
     pub(crate) buf: Vec<u8>,
     pub(crate) pos: usize,
-    /// Decompressed bytes dropped from the front of `buf` so far.
-    base: u64,
+    /// Offset in the decompressed stream of `buf[0]` (negative while `buf` starts with
+    /// headroom in front of the stream's first byte).
+    base: i64,
     eof: bool,
-    /// A read error met after some bytes arrived; reported on the next read.
-    pending_error: Option<std::io::Error>,
     max_value_bytes: usize,
     /// Of the last object [`Self::scan_value`] scanned: where its last member value that is
     /// itself an object opened and closed, relative to the object's start.
     pub(crate) members: (Option<usize>, Option<usize>),
+    /// `buf` holds bytes someone still reads by index (see [`Self::pin`]).
+    pinned: bool,
+    /// A pinned window that was replaced, waiting for [`Self::take_retired`].
+    retired: Option<Vec<u8>>,
 }
 
 impl<'r> Feed<'r> {
-    pub(crate) fn new(path: &Path, reader: Box<dyn Read + 'r>) -> Self {
+    pub(crate) fn new(path: &Path, src: Source<'r>) -> Self {
         Self {
             path: path.to_owned(),
-            reader,
-            buf: Vec::with_capacity(2 * CHUNK),
+            src,
+            buf: Vec::new(),
             pos: 0,
             members: (None, None),
             base: 0,
             eof: false,
-            pending_error: None,
             max_value_bytes: MAX_VALUE_BYTES,
+            pinned: false,
+            retired: None,
         }
     }
 
@@ -187,26 +286,48 @@ impl<'r> Feed<'r> {
 
     /// Byte offset of `pos` in the decompressed stream, for error messages.
     pub(crate) fn offset(&self) -> u64 {
-        self.base + self.pos as u64
+        (self.base + self.pos as i64) as u64
+    }
+
+    /// Marks the window as holding bytes that are read later by their index in `buf`: it is
+    /// then never compacted, and when it is replaced it waits in [`Self::take_retired`]
+    /// instead of being recycled.
+    pub(crate) fn pin(&mut self) {
+        self.pinned = true;
+    }
+
+    pub(crate) fn is_pinned(&self) -> bool {
+        self.pinned
+    }
+
+    /// The last pinned window, once a newer one has replaced it.
+    pub(crate) fn take_retired(&mut self) -> Option<Vec<u8>> {
+        self.retired.take()
+    }
+
+    /// Takes the current window (at the end of input, for the bytes it pins).
+    pub(crate) fn take_window(&mut self) -> Vec<u8> {
+        self.pinned = false;
+        self.base += self.buf.len() as i64;
+        self.pos = 0;
+        std::mem::take(&mut self.buf)
     }
 
     /// Drops the whole window (everything in it has been consumed or is being skipped).
     fn discard_all(&mut self) {
-        self.base += self.buf.len() as u64;
-        self.buf.clear();
-        self.pos = 0;
+        self.pos = self.buf.len();
     }
 
     /// Skips a UTF-8 byte order mark at the very start (editors on Windows write one).
     pub(crate) fn skip_bom(&mut self) -> Result<()> {
         const BOM: &[u8] = &[0xEF, 0xBB, 0xBF];
-        while self.offset() == 0 && self.buf.len() < BOM.len() {
+        while self.offset() == 0 && self.buf.len() - self.pos < BOM.len() {
             if !self.more()? {
                 break;
             }
         }
-        if self.offset() == 0 && self.buf.starts_with(BOM) {
-            self.pos = BOM.len();
+        if self.offset() == 0 && self.buf[self.pos..].starts_with(BOM) {
+            self.pos += BOM.len();
         }
         Ok(())
     }
@@ -223,21 +344,28 @@ impl<'r> Feed<'r> {
         }
     }
 
-    /// Drops consumed bytes; call only between values.
-    pub(crate) fn compact(&mut self) {
-        if self.pos > CHUNK {
-            self.buf.drain(..self.pos);
-            self.base += self.pos as u64;
-            self.pos = 0;
+    /// Replaces the window by `new` and retires the old one.
+    fn replace(&mut self, new: Vec<u8>, pos: usize, stream_pos: i64) {
+        let old = std::mem::replace(&mut self.buf, new);
+        self.pos = pos;
+        self.base = stream_pos - pos as i64;
+        if std::mem::take(&mut self.pinned) {
+            debug_assert!(self.retired.is_none());
+            self.retired = Some(old);
+        } else {
+            self.src.recycle(old);
         }
     }
 
-    /// Reads the next chunk straight into the buffer; false at end of input.
+    /// Brings in the next chunk; false at end of input. The unconsumed bytes `buf[pos..]`
+    /// stay, followed by the new ones, but may move: callers keep their indices relative to
+    /// `pos` across the call.
     pub(crate) fn more(&mut self) -> Result<bool> {
         if self.eof {
             return Ok(false);
         }
-        if self.buf.len() - self.pos > self.max_value_bytes {
+        let rem = self.buf.len() - self.pos;
+        if rem > self.max_value_bytes {
             return Err(AnalyzerError::parse(
                 &self.path,
                 format!(
@@ -247,50 +375,50 @@ impl<'r> Feed<'r> {
                 ),
             ));
         }
-        let old = self.buf.len();
-        self.buf.resize(old + CHUNK, 0);
-        let mut filled = 0;
-        let r = loop {
-            match self.reader.read(&mut self.buf[old + filled..]) {
-                Ok(0) => break Ok(()),
-                Ok(n) => {
-                    filled += n;
-                    if old + filled == self.buf.len() {
-                        break Ok(());
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => break Err(e),
+        let (mut chunk, n) = match self.src.next() {
+            None => {
+                self.eof = true;
+                return Ok(false);
             }
+            Some(Err(e)) => return Err(self.read_error(e)),
+            Some(Ok(c)) => c,
         };
-        self.buf.truncate(old + filled);
-        match r {
-            // Bytes inflated before a gzip error stay usable for a truncated load.
-            Err(e) if filled == 0 => Err(self.read_error(e)),
-            Err(e) => {
-                self.pending_error = Some(e);
-                Ok(true)
-            }
-            Ok(()) if filled == 0 => match self.pending_error.take() {
-                Some(e) => Err(self.read_error(e)),
-                None => {
-                    self.eof = true;
-                    Ok(false)
-                }
-            },
-            Ok(()) => Ok(true),
+        let stream_pos = self.base + self.pos as i64;
+        if rem <= HEAD {
+            // The common case: adopt the chunk, the tail of the old window in front of it.
+            chunk[HEAD - rem..HEAD].copy_from_slice(&self.buf[self.pos..]);
+            chunk.truncate(HEAD + n);
+            self.replace(chunk, HEAD - rem, stream_pos);
+            return Ok(true);
         }
+        // A long value straddles the boundary: it grows in a window of its own.
+        let data = &chunk[HEAD..HEAD + n];
+        if self.pinned || self.buf.capacity() == STD {
+            // A pinned window must keep its bytes where they are, and a chunk buffer never
+            // grows (it would stop being one): the value moves to a new window, once.
+            let mut w = Vec::with_capacity(2 * (rem + CHUNK));
+            w.extend_from_slice(&self.buf[self.pos..]);
+            w.extend_from_slice(data);
+            self.replace(w, 0, stream_pos);
+        } else {
+            if self.pos > 0 {
+                self.buf.drain(..self.pos);
+                self.base = stream_pos;
+                self.pos = 0;
+            }
+            self.buf.extend_from_slice(data);
+        }
+        self.src.recycle(chunk);
+        Ok(true)
     }
 
     fn read_error(&self, e: std::io::Error) -> AnalyzerError {
+        let read = self.base + self.buf.len() as i64;
         let what = match e.kind() {
             std::io::ErrorKind::UnexpectedEof => {
                 return AnalyzerError::truncated(
                     &self.path,
-                    format!(
-                        "gzip stream is truncated (after {} decompressed bytes)",
-                        self.base + self.buf.len() as u64
-                    ),
+                    format!("gzip stream is truncated (after {read} decompressed bytes)"),
                 );
             }
             std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData => {
@@ -300,10 +428,7 @@ impl<'r> Feed<'r> {
         };
         AnalyzerError::parse(
             &self.path,
-            format!(
-                "{what} (after {} decompressed bytes)",
-                self.base + self.buf.len() as u64
-            ),
+            format!("{what} (after {read} decompressed bytes)"),
         )
     }
 
@@ -375,10 +500,10 @@ impl<'r> Feed<'r> {
                         return Ok(());
                     }
                     self.discard_all();
-                    i = 0;
                     if !self.more()? {
                         return Err(self.eof_error(context));
                     }
+                    i = self.pos;
                 }
             }
             b'"' => {
@@ -387,10 +512,10 @@ impl<'r> Feed<'r> {
                 loop {
                     if i >= self.buf.len() {
                         self.discard_all();
-                        i = 0;
                         if !self.more()? {
                             return Err(self.eof_error(context));
                         }
+                        i = self.pos;
                         continue;
                     }
                     let b = self.buf[i];
@@ -408,10 +533,10 @@ impl<'r> Feed<'r> {
             _ => loop {
                 if i >= self.buf.len() {
                     self.discard_all();
-                    i = 0;
                     if !self.more()? {
                         return Ok(());
                     }
+                    i = self.pos;
                     continue;
                 }
                 let b = self.buf[i];
@@ -424,6 +549,15 @@ impl<'r> Feed<'r> {
         }
     }
 
+    /// [`Self::more`] for a caller scanning at `i` (at or after `pos`): `i` moves with the
+    /// window.
+    fn more_at(&mut self, i: &mut usize) -> Result<bool> {
+        let rel = *i - self.pos;
+        let r = self.more();
+        *i = self.pos + rel;
+        r
+    }
+
     /// Scans one JSON value starting at `pos` (after whitespace) and returns its byte range
     /// in `buf`, leaving `pos` after it. Strings, nesting and escapes are tracked; numbers and
     /// literals end at a delimiter.
@@ -431,8 +565,8 @@ impl<'r> Feed<'r> {
         let Some(first) = self.peek_non_ws()? else {
             return Err(self.eof_error(context));
         };
-        let start = self.pos;
-        let mut i = start;
+        // `pos` stays at the value's start until it is scanned.
+        let mut i = self.pos;
         match first {
             b'{' | b'[' => {
                 let (open, close) = if first == b'{' {
@@ -445,6 +579,7 @@ impl<'r> Feed<'r> {
                     match find_end(&self.buf, i, &mut state, open, close) {
                         Some(end) => {
                             i = end;
+                            let start = self.pos;
                             self.members = (
                                 state.member_open.map(|o| o - start),
                                 state.member_close.map(|c| c - start),
@@ -453,7 +588,14 @@ impl<'r> Feed<'r> {
                         }
                         None => {
                             i = self.buf.len();
-                            if !self.more()? {
+                            let before = self.pos;
+                            let more = self.more_at(&mut i)?;
+                            // The scan state holds indices into the window.
+                            let after = self.pos;
+                            for m in [&mut state.member_open, &mut state.member_close] {
+                                *m = m.map(|x| x - before + after);
+                            }
+                            if !more {
                                 self.pos = i;
                                 return Err(self.eof_error(context));
                             }
@@ -465,7 +607,7 @@ impl<'r> Feed<'r> {
                 i += 1;
                 loop {
                     if i >= self.buf.len() {
-                        if !self.more()? {
+                        if !self.more_at(&mut i)? {
                             self.pos = i;
                             return Err(self.eof_error(context));
                         }
@@ -482,7 +624,7 @@ impl<'r> Feed<'r> {
             }
             _ => loop {
                 if i >= self.buf.len() {
-                    if !self.more()? {
+                    if !self.more_at(&mut i)? {
                         break;
                     }
                     continue;
@@ -499,6 +641,7 @@ impl<'r> Feed<'r> {
             self.pos = self.buf.len();
             return Err(self.eof_error(context));
         }
+        let start = self.pos;
         self.pos = i;
         Ok(start..i)
     }
@@ -518,7 +661,7 @@ mod tests {
     use std::io::Read;
 
     fn feed(r: impl Read + 'static) -> Feed<'static> {
-        Feed::new(Path::new("t.json"), Box::new(r))
+        Feed::new(Path::new("t.json"), Source::from_read(Box::new(r)))
     }
 
     /// Before: whitespace between values accumulated in the window (4 GiB of spaces in a
@@ -553,6 +696,143 @@ mod tests {
         );
         let e = f.scan_value("test").unwrap_err().to_string();
         assert!(e.contains("refusing to buffer it"), "{e}");
+    }
+
+    /// Returns at most `step` bytes a read, then (optionally) an error.
+    struct Trickle {
+        data: Vec<u8>,
+        at: usize,
+        step: usize,
+        error: bool,
+    }
+
+    impl Read for Trickle {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            if self.at == self.data.len() && self.error {
+                return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "bad"));
+            }
+            let n = out.len().min(self.step).min(self.data.len() - self.at);
+            out[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    /// Values that straddle chunk boundaries come out whole: short ones (the window's tail
+    /// copied in front of the next chunk) and long ones (a window of their own), whether or
+    /// not the window is pinned; ranges in a pinned window stay valid once it is retired.
+    #[test]
+    fn values_straddling_chunks_come_out_whole_and_pinned_windows_keep_them() {
+        let mut doc = b"[".to_vec();
+        let mut want = Vec::new();
+        let mut n = 0;
+        while doc.len() < 9 * CHUNK {
+            let len = match n % 23 {
+                _ if n == 40 || n == 41 => 3 * CHUNK / 2,
+                0 => HEAD + 5000,
+                _ => 100 + n * 37 % 3000,
+            };
+            let v = format!(
+                r#"{{"i":{n},"s":"{}\"","args":{{"x":"a\"}}b"}}}}"#,
+                "y".repeat(len)
+            );
+            if n > 0 {
+                doc.extend_from_slice(b" ,\n");
+            }
+            doc.extend_from_slice(v.as_bytes());
+            want.push(v);
+            n += 1;
+        }
+        doc.push(b']');
+        let mut f = feed(Trickle {
+            data: doc,
+            at: 0,
+            step: 100_000,
+            error: false,
+        });
+        f.expect(b'[', "test").unwrap();
+        let mut pending: Vec<(std::ops::Range<usize>, usize)> = Vec::new();
+        let check = |w: &[u8], pending: &mut Vec<(std::ops::Range<usize>, usize)>| {
+            for (r, k) in pending.drain(..) {
+                assert_eq!(&w[r], want[k].as_bytes(), "value {k}");
+            }
+        };
+        let (mut retired, mut skipped) = (0, 0);
+        for (k, v) in want.iter().enumerate() {
+            if k % 5 == 4 {
+                f.skip_value("test").unwrap();
+                skipped += 1;
+            } else {
+                let start = f.offset();
+                f.members = (None, None);
+                let r = f.scan_value("test").unwrap();
+                assert_eq!(&f.buf[r.clone()], v.as_bytes(), "value {k} at {start}");
+                let (open, close) = f.members;
+                assert_eq!(&v[open.unwrap()..close.unwrap() + 1], r#"{"x":"a\"}b"}"#);
+                if let Some(w) = f.take_retired() {
+                    check(&w, &mut pending);
+                    retired += 1;
+                }
+                if k % 3 != 2 {
+                    f.pin();
+                    pending.push((r, k));
+                }
+            }
+            let sep = f.peek_non_ws().unwrap();
+            assert_eq!(sep, Some(if k + 1 == want.len() { b']' } else { b',' }));
+            f.pos += 1;
+        }
+        f.expect_end().unwrap();
+        if let Some(w) = f.take_retired() {
+            check(&w, &mut pending);
+        }
+        if f.is_pinned() {
+            let w = f.take_window();
+            check(&w, &mut pending);
+        }
+        assert!(pending.is_empty());
+        assert!(retired > 3 && skipped > 5, "{retired} {skipped}");
+    }
+
+    /// Long values that are all kept (each pins its window) do not make the window grow
+    /// with the input: each long value that straddles a boundary moves to a new window.
+    #[test]
+    fn kept_long_values_keep_the_window_bounded() {
+        let v = format!("\"{}\"", "x".repeat(700 << 10));
+        let doc = format!("[{}]", vec![v.as_str(); 40].join(","));
+        let mut f = feed(std::io::Cursor::new(doc.into_bytes()));
+        f.expect(b'[', "test").unwrap();
+        let mut most = 0;
+        for k in 0..40 {
+            let r = f.scan_value("test").unwrap();
+            assert_eq!(f.buf[r.clone()], *v.as_bytes(), "value {k}");
+            f.take_retired();
+            f.pin();
+            most = most.max(f.buf.capacity());
+            f.pos += 1;
+        }
+        assert!(most <= 4 * CHUNK, "{most}");
+    }
+
+    /// Bytes read before a read error are delivered first; the error follows, with how many
+    /// bytes were read.
+    #[test]
+    fn a_read_error_follows_the_bytes_before_it() {
+        let mut f = feed(Trickle {
+            data: b"[1, 22".to_vec(),
+            at: 0,
+            step: 2,
+            error: true,
+        });
+        f.expect(b'[', "test").unwrap();
+        let r = f.scan_value("test").unwrap();
+        assert_eq!(&f.buf[r], b"1");
+        f.expect(b',', "test").unwrap();
+        let e = f.scan_value("test").unwrap_err().to_string();
+        assert!(
+            e.contains("corrupt gzip data (bad) (after 6 decompressed bytes)"),
+            "{e}"
+        );
     }
 
     #[test]

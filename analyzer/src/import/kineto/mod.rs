@@ -33,15 +33,25 @@ use super::limits::Budget;
 use super::{ImportOptions, ImportProgress, InputFormat};
 use crate::error::{AnalyzerError, Result};
 
-/// Raw events handed from the scanning thread to the building thread.
-enum Msg {
-    /// Kept events: their bytes back to back, with (end offset, byte position, category).
-    Events(Vec<u8>, Vec<(usize, u64, Category)>),
+/// What the scanning thread hands the building thread, in document order.
+enum Item {
+    /// A kept event: its bytes at `start..end` of the batch's window, where it starts in
+    /// the decompressed stream, and its category.
+    Event {
+        start: usize,
+        end: usize,
+        at: u64,
+        cat: Category,
+    },
     /// A top-level key other than traceEvents, with its raw JSON value.
     Meta(String, Vec<u8>),
 }
 
-const BATCH_BYTES: usize = 1 << 20;
+/// A retired window of the input (no copy of the events in it) and what was kept from it.
+struct Batch {
+    window: Option<Vec<u8>>,
+    items: Vec<Item>,
+}
 
 /// The top-level keys [`Builder::meta`] reads; other top-level values are skipped unread.
 const META_KEYS: [&str; 5] = [
@@ -53,11 +63,12 @@ const META_KEYS: [&str; 5] = [
 ];
 
 /// The scanning side: walks the document, drops events gapscope does not read after a peek
-/// at their category, and ships the rest in batches.
+/// at their category, and ships the rest by reference into the window they sit in; the
+/// window itself follows once the feed has moved past it.
 struct Batcher {
-    tx: std::sync::mpsc::SyncSender<Msg>,
-    bytes: Vec<u8>,
-    spans: Vec<(usize, u64, Category)>,
+    tx: std::sync::mpsc::SyncSender<Batch>,
+    /// Items of the pinned window (retired or current).
+    items: Vec<Item>,
     /// Events kept so far (a truncated load needs at least one).
     kept: u64,
     /// The building side hung up (it hit an error); stop scanning.
@@ -65,50 +76,69 @@ struct Batcher {
 }
 
 impl Batcher {
-    fn flush(&mut self) {
-        if self.spans.is_empty() || self.closed {
+    fn send(&mut self, window: Option<Vec<u8>>) {
+        if self.items.is_empty() || self.closed {
             return;
         }
-        let msg = Msg::Events(
-            std::mem::replace(&mut self.bytes, Vec::with_capacity(BATCH_BYTES + 4096)),
-            std::mem::take(&mut self.spans),
-        );
-        if self.tx.send(msg).is_err() {
+        let items = std::mem::take(&mut self.items);
+        if self.tx.send(Batch { window, items }).is_err() {
             self.closed = true;
         }
     }
 
-    /// `members`: where the event's last object-valued member opened and closed (from the
-    /// scan), which lets a trailing `args` be dropped without scanning it again.
-    fn event(&mut self, raw: &[u8], at: u64, members: (Option<usize>, Option<usize>)) {
+    /// Ships the window the feed has moved past, with the items in it.
+    fn retired(&mut self, feed: &mut Feed) {
+        if let Some(w) = feed.take_retired() {
+            self.send(Some(w));
+        }
+    }
+
+    /// At the end of input: ships whatever is left.
+    fn flush(&mut self, feed: &mut Feed) {
+        self.retired(feed);
+        let window = feed.is_pinned().then(|| feed.take_window());
+        self.send(window);
+    }
+
+    /// The event at `r` in the feed's window; `feed.members` (from the scan) tells where its
+    /// last object-valued member opened and closed, which lets a trailing `args` be dropped
+    /// without scanning it again.
+    fn event(&mut self, feed: &mut Feed, r: std::ops::Range<usize>, at: u64) {
+        let raw = &feed.buf[r.clone()];
         let Some(cat) = peek_cat(raw).and_then(category) else {
             return;
         };
         self.kept += 1;
-        match cat {
+        let end = match cat {
             // Host scopes need no args (with record_shapes they hold every input's dims,
             // types and strides: most of a CPU op's bytes), so only the fields before them
-            // are shipped and parsed.
-            Category::CpuOp | Category::PythonFunction => match fields::cut_args(raw, members) {
-                Some(head) => {
-                    self.bytes.extend_from_slice(head);
-                    self.bytes.push(b'}');
+            // are parsed: the ',' before `"args"` becomes the closing brace (the event is
+            // scanned; nothing reads that byte again).
+            Category::CpuOp | Category::PythonFunction => {
+                match fields::cut_args(raw, feed.members) {
+                    Some(head) => {
+                        let comma = r.start + head.len();
+                        feed.buf[comma] = b'}';
+                        comma + 1
+                    }
+                    None => r.end,
                 }
-                None => self.bytes.extend_from_slice(raw),
-            },
-            _ => self.bytes.extend_from_slice(raw),
-        }
-        self.spans.push((self.bytes.len(), at, cat));
-        if self.bytes.len() >= BATCH_BYTES {
-            self.flush();
-        }
+            }
+            _ => r.end,
+        };
+        self.retired(feed);
+        feed.pin();
+        self.items.push(Item::Event {
+            start: r.start,
+            end,
+            at,
+            cat,
+        });
     }
 
-    fn meta(&mut self, key: String, raw: &[u8]) {
-        self.flush();
-        if !self.closed && self.tx.send(Msg::Meta(key, raw.to_vec())).is_err() {
-            self.closed = true;
-        }
+    fn meta(&mut self, feed: &mut Feed, key: String, raw: std::ops::Range<usize>) {
+        self.retired(feed);
+        self.items.push(Item::Meta(key, feed.buf[raw].to_vec()));
     }
 }
 
@@ -123,7 +153,7 @@ pub fn import_kineto(
     opts: &ImportOptions,
     progress: &dyn ImportProgress,
 ) -> Result<Trace> {
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(4);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(4);
     let format = if gz {
         InputFormat::KinetoJsonGz
     } else {
@@ -131,31 +161,36 @@ pub fn import_kineto(
     };
     let limit = opts.event_limit(format);
     let (scanned, built) = std::thread::scope(|s| {
-        let reader = match feed::open(path, gz, progress, s) {
+        let source = match feed::open(path, gz, progress, s) {
             Ok(r) => r,
             Err(e) => return ((Err(e), 0), Ok(Builder::new(path, limit))),
         };
+        let recycler = source.recycler();
         let builder = s.spawn(move || {
             let mut b = Builder::new(path, limit);
-            for msg in rx {
-                match msg {
-                    Msg::Events(bytes, spans) => {
-                        let mut start = 0;
-                        for (end, at, cat) in spans {
-                            b.event(&bytes[start..end], at, cat)?;
-                            start = end;
-                        }
+            for Batch { window, items } in rx {
+                let bytes = window.as_deref().unwrap_or_default();
+                for item in items {
+                    match item {
+                        Item::Event {
+                            start,
+                            end,
+                            at,
+                            cat,
+                        } => b.event(&bytes[start..end], at, cat)?,
+                        Item::Meta(key, raw) => b.meta(&key, &raw),
                     }
-                    Msg::Meta(key, raw) => b.meta(&key, &raw),
+                }
+                if let Some(w) = window {
+                    recycler.give(w);
                 }
             }
             Ok::<Builder, AnalyzerError>(b)
         });
-        let mut feed = Feed::new(path, reader);
+        let mut feed = Feed::new(path, source);
         let mut batcher = Batcher {
             tx,
-            bytes: Vec::with_capacity(BATCH_BYTES + 4096),
-            spans: Vec::new(),
+            items: Vec::new(),
             kept: 0,
             closed: false,
         };
@@ -163,7 +198,7 @@ pub fn import_kineto(
         if r.is_ok() && !batcher.closed {
             r = feed.expect_end();
         }
-        batcher.flush();
+        batcher.flush(&mut feed);
         let kept = batcher.kept;
         drop(batcher); // closes the channel: the builder finishes what was sent
         let built = builder.join().unwrap_or_else(|_| {
@@ -226,7 +261,7 @@ fn object(feed: &mut Feed, b: &mut Batcher) -> Result<()> {
             saw_events = true;
         } else if META_KEYS.contains(&key.as_str()) {
             let r = feed.scan_value("in a top-level value")?;
-            b.meta(key, &feed.buf[r]);
+            b.meta(feed, key, r);
         } else {
             feed.skip_value("in a top-level value")?;
         }
@@ -244,7 +279,6 @@ fn object(feed: &mut Feed, b: &mut Batcher) -> Result<()> {
             }
             None => return Err(feed.eof_error("in the top-level object")),
         }
-        feed.compact();
     }
     if !saw_events {
         return Err(AnalyzerError::unsupported(
@@ -262,11 +296,10 @@ fn events_array(feed: &mut Feed, b: &mut Batcher, top_level: bool) -> Result<()>
         return Ok(());
     }
     loop {
-        feed.compact();
         let at = feed.offset();
         feed.members = (None, None);
         let r = feed.scan_value("in traceEvents")?;
-        b.event(&feed.buf[r], at, feed.members);
+        b.event(feed, r, at);
         if b.closed {
             return Ok(()); // the builder failed; its error is the one to report
         }
@@ -614,5 +647,82 @@ pub fn phase_from_name(name: &str) -> Phase {
         Phase::Sample
     } else {
         Phase::Unknown
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::NoProgress;
+    use std::io::Write;
+
+    /// Events straddle the reader's chunks (some longer than a chunk's headroom, some
+    /// longer than a chunk) and host scopes lose their `args` in the window itself; the plain
+    /// and the gzipped file import to the same rows.
+    #[test]
+    fn events_across_chunks_import_whole_from_plain_and_gzip() {
+        let n = 3000;
+        let mut doc = String::from(r#"{"schemaVersion":1,"traceEvents":["#);
+        for i in 0..n {
+            if i > 0 {
+                doc.push_str(" ,\n");
+            }
+            let pad = "p".repeat(match i % 1000 {
+                7 => 200_000,
+                8 => 1_500_000,
+                _ => i * 13 % 2000,
+            });
+            doc += &if i % 3 == 0 {
+                format!(
+                    r#"{{"ph":"X","cat":"kernel","name":"k{i}","pid":0,"tid":7,"ts":{i}.5,"dur":1,"args":{{"correlation":{i},"pad":"{pad}"}}}}"#
+                )
+            } else {
+                format!(
+                    r#"{{"ph":"X","cat":"cpu_op","name":"op{i}","pid":1,"tid":2,"ts":{i},"dur":0.25,"args":{{"Input Dims":"{pad}"}}}}"#
+                )
+            };
+        }
+        doc += r#"],"deviceProperties":[{"id":0,"name":"G"}]}"#;
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("t.json");
+        std::fs::write(&plain, &doc).unwrap();
+        let gz = dir.path().join("t.json.gz");
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(doc.as_bytes()).unwrap();
+        std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+        let rows = |t: &Trace| {
+            let kernels: Vec<_> = (0..t.kernels.len())
+                .map(|i| {
+                    let k = t.kernels.row(i);
+                    let name = t.strings.get(k.name).to_owned();
+                    (name, k.correlation, k.gpu_start_ns, k.gpu_end_ns)
+                })
+                .collect();
+            let scopes: Vec<_> = (0..t.scopes.len())
+                .map(|i| {
+                    let s = t.scopes.row(i);
+                    let name = t.strings.get(s.name).to_owned();
+                    (name, s.tid, s.host_start_ns, s.host_end_ns)
+                })
+                .collect();
+            (kernels, scopes, t.manifest.gpus[0].name.clone())
+        };
+        let opts = ImportOptions::default();
+        let a = rows(&import_kineto(&plain, false, &opts, &NoProgress).unwrap());
+        let b = rows(&import_kineto(&gz, true, &opts, &NoProgress).unwrap());
+        assert_eq!(a, b);
+        let (kernels, scopes, gpu) = a;
+        assert_eq!(
+            (kernels.len(), scopes.len(), gpu.as_str()),
+            (1000, 2000, "G")
+        );
+        for (k, i) in kernels.iter().zip((0..n).step_by(3)) {
+            let at = i as i64 * 1000 + 500;
+            assert_eq!(*k, (format!("k{i}"), i as u64, at, at + 1000));
+        }
+        for (s, i) in scopes.iter().zip((0..n).filter(|i| i % 3 != 0)) {
+            let at = i as i64 * 1000;
+            assert_eq!(*s, (format!("op{i}"), 2, at, at + 250));
+        }
     }
 }

@@ -86,6 +86,10 @@ pub(crate) struct Event<'a> {
     pub ph: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     pub name: Option<Cow<'a, str>>,
+    /// The name's bytes when the fast walker read them unescaped and left the UTF-8 check to
+    /// the importer's name cache (then `name` is `None`); serde never sets it.
+    #[serde(skip)]
+    pub name_raw: Option<&'a [u8]>,
     #[serde(default)]
     pub pid: Option<Id>,
     #[serde(default)]

@@ -397,7 +397,8 @@ fn walk_to_cat(raw: &[u8]) -> Option<&[u8]> {
 #[derive(Debug, Default, PartialEq)]
 pub(crate) struct ScopeFields<'a> {
     pub ph: Option<&'a str>,
-    pub name: Option<&'a str>,
+    /// Unescaped bytes, not yet checked as UTF-8 (the importer's name cache does that).
+    pub name: Option<&'a [u8]>,
     pub pid: Option<u64>,
     pub tid: Option<u64>,
     pub ts: Option<Nanos>,
@@ -450,9 +451,8 @@ pub(crate) fn parse_scope(raw: &[u8]) -> Option<ScopeFields<'_>> {
         match raw.get(i)? {
             b'"' => {
                 let (v, after) = string(i + 1)?;
-                let v = std::str::from_utf8(v).ok()?;
                 match key {
-                    b"ph" => f.ph = Some(v),
+                    b"ph" => f.ph = Some(std::str::from_utf8(v).ok()?),
                     b"name" => f.name = Some(v),
                     b"pid" | b"tid" | b"ts" | b"dur" => return None,
                     _ => {}
@@ -507,6 +507,7 @@ pub(crate) fn parse_event(raw: &[u8]) -> R<Event<'_>> {
     let mut ev = Event {
         ph: None,
         name: None,
+        name_raw: None,
         pid: None,
         tid: None,
         ts: None,
@@ -516,7 +517,20 @@ pub(crate) fn parse_event(raw: &[u8]) -> R<Event<'_>> {
     p.object(|p, key| {
         match key {
             b"ph" => ev.ph = Some(p.string()?),
-            b"name" => ev.name = Some(p.string()?),
+            b"name" => {
+                // Unescaped names stay bytes: the importer checks each distinct name once.
+                p.ws();
+                let name_at = p.i;
+                if p.peek()? == b'"'
+                    && let (raw, false) = p.raw_string()?
+                {
+                    ev.name_raw = Some(raw);
+                    ev.name = None;
+                } else {
+                    p.i = name_at;
+                    ev.name = Some(p.string()?);
+                }
+            }
             b"pid" => ev.pid = p.id()?,
             b"tid" => ev.tid = p.id()?,
             b"ts" => ev.ts = p.micros()?,
@@ -569,7 +583,10 @@ mod tests {
             r#"{}"#,
         ];
         for c in cases {
-            let a = parse_event(c.as_bytes()).unwrap();
+            let mut a = parse_event(c.as_bytes()).unwrap();
+            if let Some(raw) = a.name_raw.take() {
+                a.name = Some(Cow::Borrowed(std::str::from_utf8(raw).unwrap()));
+            }
             let b: Event = serde_json::from_str(c).unwrap();
             assert_eq!(format!("{a:?}"), format!("{b:?}"), "{c}");
         }
@@ -658,7 +675,15 @@ mod tests {
             let fast = parse_scope(c.as_bytes()).unwrap_or_else(|| panic!("fast path: {c}"));
             let ev = parse_event(c.as_bytes()).unwrap();
             assert_eq!(fast.ph, ev.ph.as_deref(), "{c}");
-            assert_eq!(fast.name, ev.name.as_deref(), "{c}");
+            let ev_name = ev
+                .name_raw
+                .map(|r| std::str::from_utf8(r).unwrap())
+                .or(ev.name.as_deref());
+            assert_eq!(
+                fast.name.map(|n| std::str::from_utf8(n).unwrap()),
+                ev_name,
+                "{c}"
+            );
             assert_eq!(fast.pid, ev.pid.map(|x| x.0), "{c}");
             assert_eq!(fast.tid, ev.tid.map(|x| x.0), "{c}");
             assert_eq!(fast.ts, ev.ts, "{c}");

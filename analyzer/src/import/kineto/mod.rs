@@ -354,6 +354,13 @@ struct Builder {
     trace: Trace,
     events: u64,
     budget: Budget,
+    /// Name ids by the names' raw bytes: a repeated name (most of them) is found without
+    /// checking its UTF-8 again or hashing it twice.
+    name_ids: std::collections::HashMap<
+        Box<[u8]>,
+        gapscope_traces::StrId,
+        std::hash::BuildHasherDefault<gapscope_traces::strings::FxHasher>,
+    >,
 }
 
 impl Builder {
@@ -363,7 +370,25 @@ impl Builder {
             trace: Trace::new(Manifest::new("kineto")),
             events: 0,
             budget: Budget::new(path, max_events),
+            name_ids: Default::default(),
         }
+    }
+
+    /// The id of a name given as unescaped bytes; an error when they are not UTF-8 (as the
+    /// full reader reports it).
+    fn name_id(&mut self, raw: &[u8], at: u64) -> Result<gapscope_traces::StrId> {
+        if let Some(&id) = self.name_ids.get(raw) {
+            return Ok(id);
+        }
+        let s = std::str::from_utf8(raw).map_err(|e| {
+            AnalyzerError::parse(
+                &self.path,
+                format!("invalid trace event at byte {at}: string is not UTF-8: {e}"),
+            )
+        })?;
+        let id = self.trace.strings.intern(s);
+        self.name_ids.insert(raw.into(), id);
+        Ok(id)
     }
 
     /// Start and end in whole nanoseconds: the end is rounded from the exact `ts + dur`,
@@ -426,7 +451,7 @@ impl Builder {
         if matches!(cat, Category::CpuOp | Category::PythonFunction)
             && let Some(f) = fields::parse_scope(raw)
         {
-            return self.scope(&f, cat);
+            return self.scope(&f, cat, at);
         }
         let ev: Event = fields::parse_event(raw).map_err(|e| {
             AnalyzerError::parse(&self.path, format!("invalid trace event at byte {at}: {e}"))
@@ -434,11 +459,23 @@ impl Builder {
         if let Some(ph) = ev.ph.as_deref()
             && ph != "X"
         {
+            // Still a malformed event when its name is not UTF-8.
+            if let Some(raw) = ev.name_raw
+                && let Err(e) = std::str::from_utf8(raw)
+            {
+                return Err(AnalyzerError::parse(
+                    &self.path,
+                    format!("invalid trace event at byte {at}: string is not UTF-8: {e}"),
+                ));
+            }
             return Ok(());
         }
         self.budget.event()?;
         let (start, end) = self.span(&ev);
-        let name = ev.name.as_deref().unwrap_or("");
+        let name_id = match ev.name_raw {
+            Some(raw) => self.name_id(raw, at)?,
+            None => self.trace.strings.intern(ev.name.as_deref().unwrap_or("")),
+        };
         let args = ev.args.as_ref();
         let pid = ev.pid.unwrap_or_default().0;
         let tid = ev.tid.unwrap_or_default().0;
@@ -458,7 +495,7 @@ impl Builder {
                 };
                 let grid = args.and_then(|a| a.grid.as_ref());
                 let block = args.and_then(|a| a.block.as_ref());
-                let name = t.strings.intern(name);
+                let name = name_id;
                 t.kernels.push(KernelRow {
                     device,
                     context,
@@ -496,10 +533,10 @@ impl Builder {
                     let from_args = args.and_then(|a| a.kind.as_deref()).map(memcpy_kind);
                     match from_args {
                         Some(k) if k != MemopKind::Unknown => k,
-                        _ => memcpy_kind(name),
+                        _ => memcpy_kind(t.strings.get(name_id)),
                     }
                 };
-                let name = t.strings.intern(name);
+                let name = name_id;
                 t.memops.push(MemopRow {
                     device,
                     context,
@@ -517,7 +554,7 @@ impl Builder {
                 });
             }
             Category::Runtime | Category::Driver => {
-                let name = t.strings.intern(name);
+                let name = name_id;
                 t.launches.push(LaunchRow {
                     pid: pid as u32,
                     tid,
@@ -533,8 +570,8 @@ impl Builder {
                 });
             }
             Category::UserAnnotation | Category::GpuUserAnnotation => {
-                let phase = phase_from_name(name);
-                let name = t.strings.intern(name);
+                let phase = phase_from_name(t.strings.get(name_id));
+                let name = name_id;
                 let mut row = MarkerRow {
                     name,
                     phase: phase as u8,
@@ -557,12 +594,12 @@ impl Builder {
             Category::CpuOp | Category::PythonFunction => {
                 let kind = if cat == Category::CpuOp {
                     ScopeKind::Op
-                } else if name.starts_with(MODULE_PREFIX) {
+                } else if t.strings.get(name_id).starts_with(MODULE_PREFIX) {
                     ScopeKind::Module
                 } else {
                     ScopeKind::Python
                 };
-                let name = t.strings.intern(name);
+                let name = name_id;
                 t.scopes.push(ScopeRow {
                     pid: pid as u32,
                     tid,
@@ -578,23 +615,30 @@ impl Builder {
 
     /// A host scope read by the fast reader ([`fields::parse_scope`]); the same rows as the
     /// general path below.
-    fn scope(&mut self, f: &fields::ScopeFields, cat: Category) -> Result<()> {
+    fn scope(&mut self, f: &fields::ScopeFields, cat: Category, at: u64) -> Result<()> {
         if f.ph.is_some_and(|ph| ph != "X") {
+            if let Some(raw) = f.name
+                && let Err(e) = std::str::from_utf8(raw)
+            {
+                return Err(AnalyzerError::parse(
+                    &self.path,
+                    format!("invalid trace event at byte {at}: string is not UTF-8: {e}"),
+                ));
+            }
             return Ok(());
         }
         self.budget.event()?;
         let start = f.ts.unwrap_or_default();
         let end = start.add(f.dur.unwrap_or_default());
-        let name = f.name.unwrap_or("");
+        let name = self.name_id(f.name.unwrap_or_default(), at)?;
+        let t = &mut self.trace;
         let kind = if cat == Category::CpuOp {
             ScopeKind::Op
-        } else if name.starts_with(MODULE_PREFIX) {
+        } else if t.strings.get(name).starts_with(MODULE_PREFIX) {
             ScopeKind::Module
         } else {
             ScopeKind::Python
         };
-        let t = &mut self.trace;
-        let name = t.strings.intern(name);
         t.scopes.push(ScopeRow {
             pid: f.pid.unwrap_or_default() as u32,
             tid: f.tid.unwrap_or_default(),

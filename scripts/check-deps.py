@@ -2,8 +2,10 @@
 """Dependency-direction check (docs/ARCHITECTURE.md, "Rules").
 
 Fails when a workspace crate depends on a workspace crate it may not, when analyzer or gui
-reach cudarc, when profiler reaches engine, or when a device-side package's normal
-dependency tree contains polars, egui, eframe, sqlx or tokio.
+reach cudarc, when profiler reaches engine, when a device-side package's normal
+dependency tree contains polars, egui, eframe, sqlx or tokio, or when an analysis library
+(analyzer, traces) pulls in a presentation or command-line crate (plotters, clap, indicatif,
+egui, eframe).
 """
 import json
 import subprocess
@@ -22,6 +24,10 @@ ALLOWED = {
 NO_CUDARC = ["gapscope-analyzer", "gapscope-gui", "gapscope-traces"]
 DEVICE_SIDE = ["gapscope-engine", "gapscope-profiler", "gapscope-traces", "gapscope-kernels"]
 HEAVY = {"polars", "egui", "eframe", "sqlx", "tokio"}
+# Analysis libraries hold decisions, not drawing or command lines: every front end (CLI, GUI)
+# draws the same typed reports.
+ANALYSIS_LIBS = ["gapscope-analyzer", "gapscope-traces"]
+PRESENTATION = {"plotters", "clap", "indicatif", "egui", "eframe"}
 
 
 def tree(pkg):
@@ -52,6 +58,10 @@ def main():
             errors.append(f"{pkg} must not depend on cudarc")
     if "gapscope-engine" in tree("gapscope-profiler"):
         errors.append("gapscope-profiler must not depend on gapscope-engine")
+    for pkg in ANALYSIS_LIBS:
+        bad = PRESENTATION & tree(pkg)
+        if bad:
+            errors.append(f"{pkg} (analysis library) pulls in {', '.join(sorted(bad))}")
     for pkg in DEVICE_SIDE:
         bad = HEAVY & tree(pkg)
         if bad:

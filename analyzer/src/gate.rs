@@ -50,6 +50,18 @@ impl Default for Policy {
 }
 
 impl Policy {
+    /// Reads a policy file (TOML, at most [`crate::config_file::MAX_CONFIG_BYTES`]) and checks
+    /// its values; errors name the file and the field.
+    pub fn from_file(p: &std::path::Path) -> crate::error::Result<Self> {
+        use crate::config_file::{MAX_CONFIG_BYTES, parse_toml, read_config};
+        let text = read_config(p, "policy", MAX_CONFIG_BYTES)?;
+        let policy: Policy = parse_toml(p, &text, "policy")?;
+        policy
+            .validate()
+            .map_err(|e| crate::error::AnalyzerError::parse(p, format!("invalid policy: {e}")))?;
+        Ok(policy)
+    }
+
     /// Checks every value's range; the error names the field and its allowed range.
     pub fn validate(&self) -> Result<(), String> {
         let range = |name: &str, v: f64, lo: f64, hi: f64| {
@@ -88,6 +100,31 @@ pub enum Verdict {
     Inconclusive,
     /// The two traces cannot be compared (the gate refuses; exit 2).
     Incomparable,
+}
+
+impl std::fmt::Display for Verdict {
+    /// The word every front end shows for the verdict.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `pad` keeps width and alignment (`{:<13}`) working.
+        f.pad(match self {
+            Self::Pass => "pass",
+            Self::Regression => "REGRESSION",
+            Self::Improvement => "improvement",
+            Self::Inconclusive => "inconclusive",
+            Self::Incomparable => "cannot compare",
+        })
+    }
+}
+
+#[cfg(test)]
+mod verdict_word_tests {
+    use super::Verdict;
+
+    #[test]
+    fn the_verdict_word_pads() {
+        assert_eq!(format!("[{:<13}]", Verdict::Regression), "[REGRESSION   ]");
+        assert_eq!(Verdict::Incomparable.to_string(), "cannot compare");
+    }
 }
 
 /// One metric's statistical verdict.

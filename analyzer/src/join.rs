@@ -61,6 +61,24 @@ pub struct JoinReport {
 pub const DEFAULT_MIN_MATCH: f64 = 0.9;
 
 impl JoinReport {
+    /// The note a joined trace's manifest carries: where its engine metadata came from and
+    /// what the join did.
+    pub fn note(&self, engine_source: &str) -> String {
+        format!(
+            "engine metadata joined from {engine_source} by launch order, from the end: {} of {} engine launches, {} recorded kernels skipped, {} before the first joined kernel (untraced warm-up, calibration) and {} after the last left alone; {} of {} engine copies placed on recorded copies (steps re-timed to include them); {} untraced steps between traced ones passed over ({} recorded kernels); {} graph-replayed kernels (untraced steps) left out",
+            self.engine_launches - self.unmatched_engine,
+            self.engine_launches,
+            self.skipped_recorded,
+            self.recorded_before,
+            self.recorded_after,
+            self.joined_memops,
+            self.engine_memops,
+            self.untraced_steps,
+            self.untraced_kernels,
+            self.graph_replayed
+        )
+    }
+
     /// Share of the engine's launches that found their recorded kernel.
     pub fn match_share(&self) -> f64 {
         if self.engine_launches == 0 {

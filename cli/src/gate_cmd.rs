@@ -55,7 +55,7 @@ pub struct GateArgs {
 
 pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
     let policy = match &a.policy {
-        Some(p) => read_policy(p)?,
+        Some(p) => Policy::from_file(p)?,
         None => Policy::default(),
     };
     let analyser = a.analysis.analyser(g.quiet, true)?;
@@ -103,26 +103,6 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
 }
 
 /// Reads and checks a policy file; errors keep TOML's reason on one line.
-fn read_policy(p: &std::path::Path) -> Result<Policy> {
-    use gapscope_analyzer::config_file::{MAX_CONFIG_BYTES, parse_toml, read_config};
-    let text = read_config(p, "policy", MAX_CONFIG_BYTES)?;
-    let policy: Policy = parse_toml(p, &text, "policy")?;
-    policy
-        .validate()
-        .map_err(|e| anyhow::anyhow!("{}: invalid policy: {e}", p.display()))?;
-    Ok(policy)
-}
-
-fn word(v: Verdict) -> &'static str {
-    match v {
-        Verdict::Pass => "pass",
-        Verdict::Regression => "REGRESSION",
-        Verdict::Improvement => "improvement",
-        Verdict::Inconclusive => "inconclusive",
-        Verdict::Incomparable => "cannot compare",
-    }
-}
-
 /// One table row per judged metric: name, judgement.
 fn rows(r: &GateReport) -> Vec<(String, &Judgement)> {
     r.steps
@@ -139,7 +119,7 @@ fn rows(r: &GateReport) -> Vec<(String, &Judgement)> {
 fn render(r: &GateReport, md: bool) -> String {
     let mut s = String::new();
     if md {
-        s.push_str(&format!("## gapscope gate: **{}**\n\n", word(r.verdict)));
+        s.push_str(&format!("## gapscope gate: **{}**\n\n", r.verdict));
         s.push_str(&format!(
             "baseline `{}`, current `{}`\n\n{}\n\n",
             md_code(&r.baseline),
@@ -159,7 +139,7 @@ fn render(r: &GateReport, md: bool) -> String {
     } else {
         s.push_str(&format!(
             "gate: {}\nbaseline {}\ncurrent  {}\n{}\n",
-            word(r.verdict),
+            r.verdict,
             text(&r.baseline),
             text(&r.current),
             text(&r.headline())
@@ -177,7 +157,7 @@ fn render(r: &GateReport, md: bool) -> String {
             s.push_str(&format!(
                 "| {} | {} | {:.4} | {:.4} | {:+.1}% | {} |\n",
                 name,
-                word(j.verdict),
+                j.verdict,
                 j.baseline_median_ms,
                 j.current_median_ms,
                 100.0 * j.rel_change,
@@ -186,11 +166,7 @@ fn render(r: &GateReport, md: bool) -> String {
         } else {
             s.push_str(&format!(
                 "{:<16} {:<13} {:>9.4} -> {:>9.4} ms/step  {}\n",
-                name,
-                word(j.verdict),
-                j.baseline_median_ms,
-                j.current_median_ms,
-                j.reason
+                name, j.verdict, j.baseline_median_ms, j.current_median_ms, j.reason
             ));
         }
     }
@@ -241,7 +217,7 @@ fn junit(r: &GateReport) -> String {
         } else {
             s.push_str(&format!(
                 "<system-out>{}: {}</system-out>",
-                word(j.verdict),
+                j.verdict,
                 xml(&j.reason)
             ));
         }

@@ -71,20 +71,10 @@ pub fn run(a: JoinArgs, g: &crate::Global) -> Result<ExitCode> {
     if let Err(why) = rep.check(a.min_match) {
         bail!("{}: {why}", a.recorded.display());
     }
-    recorded.manifest.notes.push(format!(
-        "engine metadata joined from {} by launch order, from the end: {} of {} engine launches, {} recorded kernels skipped, {} before the first joined kernel (untraced warm-up, calibration) and {} after the last left alone; {} of {} engine copies placed on recorded copies (steps re-timed to include them); {} untraced steps between traced ones passed over ({} recorded kernels); {} graph-replayed kernels (untraced steps) left out",
-        a.engine.display(),
-        rep.engine_launches - rep.unmatched_engine,
-        rep.engine_launches,
-        rep.skipped_recorded,
-        rep.recorded_before,
-        rep.recorded_after,
-        rep.joined_memops,
-        rep.engine_memops,
-        rep.untraced_steps,
-        rep.untraced_kernels,
-        rep.graph_replayed
-    ));
+    recorded
+        .manifest
+        .notes
+        .push(rep.note(&a.engine.display().to_string()));
     gapscope_traces::write_trace(&a.output, &recorded)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rep)?);

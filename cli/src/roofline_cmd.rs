@@ -9,7 +9,7 @@ use clap::Args;
 use gapscope_analyzer::roofline::report::{BatchSource, RooflineReport, TraceAtBatch, roofline_of};
 use gapscope_analyzer::roofline::{
     CeilingSource, HardwareSpec, MAX_BATCH, MAX_BATCHES, MAX_CTX, ModelSpec, TensorPath,
-    WeightFormat, hw, svg,
+    WeightFormat, hw,
 };
 
 use crate::render::{count, write_stdout};
@@ -116,7 +116,7 @@ pub fn run(a: RooflineArgs, g: &crate::Global) -> Result<ExitCode> {
         .collect();
     let r = roofline_of(&model, &hardware, fmt, &batches, a.ctx, &traces);
     if let Some(out) = &a.svg {
-        let doc = svg::render(&r, &model, &hardware)?;
+        let doc = crate::render::roofline_svg::render(&r, &model, &hardware)?;
         std::fs::write(out, doc).with_context(|| format!("{}: cannot write", out.display()))?;
     }
     let text = if a.json {
@@ -223,13 +223,7 @@ fn table(r: &RooflineReport) -> String {
         "  batch  weights GB  weight ms   KV+state ms  compute ms   floor ms   max tok/s  bound\n",
     );
     for f in &r.floors {
-        let bound = if f.compute_floor_s > f.weight_floor_s + f.kv_floor_s {
-            "compute"
-        } else if f.kv_floor_s > f.weight_floor_s {
-            "KV"
-        } else {
-            "weights"
-        };
+        let bound = f.bound;
         s.push_str(&format!(
             "{:>7}  {:>10.3}  {:>9.4}  {:>12.4}  {:>10.4}  {:>9.4}  {:>10.1}  {bound}\n",
             f.batch,

@@ -5,7 +5,6 @@ pub mod bucket_floor;
 pub mod hw;
 pub mod model;
 pub mod report;
-pub mod svg;
 
 use serde::Serialize;
 
@@ -36,6 +35,30 @@ pub struct StepFloor {
     pub step_floor_s: f64,
     pub max_tok_per_s: f64,
     pub ceilings: CeilingSource,
+    /// Which floor sets the step floor.
+    pub bound: Bound,
+}
+
+/// What limits a step at its floor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    /// Reading the weights.
+    Weights,
+    /// Reading the KV cache and the recurrent state.
+    Kv,
+    /// The matmuls' FLOPs.
+    Compute,
+}
+
+impl std::fmt::Display for Bound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(match self {
+            Self::Weights => "weights",
+            Self::Kv => "KV",
+            Self::Compute => "compute",
+        })
+    }
 }
 
 /// A tensor-core path: what a weight format's matmuls run on.
@@ -187,6 +210,13 @@ pub fn step_floor(
         step_floor_s,
         max_tok_per_s: batch as f64 / step_floor_s,
         ceilings: hw.ceilings,
+        bound: if compute_floor_s > weight_floor_s + kv_floor_s {
+            Bound::Compute
+        } else if kv_floor_s > weight_floor_s {
+            Bound::Kv
+        } else {
+            Bound::Weights
+        },
     }
 }
 

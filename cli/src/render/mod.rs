@@ -4,6 +4,7 @@
 pub mod csv;
 pub mod json;
 pub mod markdown;
+pub mod roofline_svg;
 pub mod table;
 
 use std::io::Write;

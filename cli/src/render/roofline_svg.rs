@@ -12,9 +12,9 @@
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::report::{BatchSource, RooflineReport};
-use super::{HardwareSpec, MAX_BATCH, ModelSpec, StepFloor, step_floor};
-use crate::error::{AnalyzerError, Result};
+use anyhow::Result;
+use gapscope_analyzer::roofline::report::{BatchSource, RooflineReport};
+use gapscope_analyzer::roofline::{HardwareSpec, MAX_BATCH, ModelSpec, StepFloor, step_floor};
 
 /// Canvas size, pixels.
 pub const WIDTH_PX: u32 = 960;
@@ -38,7 +38,7 @@ type Line<'a> = (&'a str, &'a [(f64, f64)], RGBColor, u32);
 /// range (the report's batches, the measured traces' batches and twice the crossover batch,
 /// so the knee shows), from `m` and `hw`, the model and GPU the report was built from.
 pub fn render(r: &RooflineReport, m: &ModelSpec, hw: &HardwareSpec) -> Result<String> {
-    let err = |e: String| AnalyzerError::Invalid(format!("rendering the roofline SVG: {e}"));
+    let err = |e: String| anyhow::anyhow!("rendering the roofline SVG: {e}");
     let measured: Vec<(f64, f64)> = r
         .measured
         .iter()

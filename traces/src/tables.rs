@@ -130,6 +130,10 @@ columnar_table! {
     }
 }
 
+/// How torch.profiler's `with_modules` names an `nn.Module` call (`nn.Module: LlamaAttention_0`);
+/// NVTX ranges pushed around module calls use the same names.
+pub const MODULE_CALL_PREFIX: &str = "nn.Module: ";
+
 /// What a host scope is, stored in [`ScopeTable::kind`]. Codes only grow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -360,9 +360,10 @@ fn host_idle(h: &gapscope_analyzer::analysis::host::HostIdleReport) -> Vec<(Stri
         .ranked()
         .into_iter()
         .filter(|(_, x)| *x > 0.0)
-        .map(|(name, x)| {
+        .map(|(cause, x)| {
             format!(
-                "{name} {} ({})",
+                "{} {} ({})",
+                cause.label(),
                 ms(x),
                 pct(100.0 * x / row.idle_ms_per_step)
             )

@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use gapscope_traces::{NO_STR, ScopeKind, Trace};
 use serde::Serialize;
 
-use super::forest::{Forest, NONE, group_name, layer_of};
+use super::forest::{Forest, NONE, Node, group_name, layer_of};
 use super::launch_map::LaunchMap;
 
 /// The key `report --by` groups on.
@@ -197,39 +197,17 @@ fn engine_key(trace: &Trace, i: usize, by: GroupBy) -> Option<String> {
     }
 }
 
-/// The node a grouping keys on, from the innermost scope `node`.
-fn key_node(trace: &Trace, forest: &Forest, node: u32, by: GroupBy) -> Option<(u32, String)> {
-    if node == NONE {
-        return None;
-    }
-    let name = |id: u32| trace.strings.get(forest.nodes[id as usize].name);
-    match by {
-        GroupBy::Scope => Some((node, group_name(name(node)).to_owned())),
-        GroupBy::Op | GroupBy::Module => {
-            let kind = if by == GroupBy::Op {
-                ScopeKind::Op
-            } else {
-                ScopeKind::Module
-            };
-            let id = forest.nearest(node, kind);
-            (id != NONE).then(|| (id, group_name(name(id)).to_owned()))
-        }
-        GroupBy::Layer => forest.stack(node).find_map(|(id, n)| {
-            (n.kind == ScopeKind::Module)
-                .then(|| layer_of(trace.strings.get(n.name)))
-                .flatten()
-                .map(|l| (id, format!("layer {l}")))
-        }),
-    }
-}
-
+/// The key of the launch whose innermost scope is `node`: that of the nearest scope, itself
+/// included, that the grouping keys on.
 fn scope_key(trace: &Trace, forest: &Forest, node: u32, by: GroupBy) -> Option<String> {
-    key_node(trace, forest, node, by).map(|(_, k)| k)
+    forest
+        .stack(node)
+        .find(|(_, n)| is_key(trace, n, by))
+        .map(|(_, n)| key_name(trace, n, by))
 }
 
-/// Whether a node is one the grouping keys on (its own key node).
-fn is_key_kind(trace: &Trace, forest: &Forest, id: u32, by: GroupBy) -> bool {
-    let n = &forest.nodes[id as usize];
+/// Whether a scope is one the grouping keys on.
+fn is_key(trace: &Trace, n: &Node, by: GroupBy) -> bool {
     match by {
         GroupBy::Scope => true,
         GroupBy::Op => n.kind == ScopeKind::Op,
@@ -237,6 +215,15 @@ fn is_key_kind(trace: &Trace, forest: &Forest, id: u32, by: GroupBy) -> bool {
         GroupBy::Layer => {
             n.kind == ScopeKind::Module && layer_of(trace.strings.get(n.name)).is_some()
         }
+    }
+}
+
+/// The key a scope the grouping keys on stands for.
+fn key_name(trace: &Trace, n: &Node, by: GroupBy) -> String {
+    let name = trace.strings.get(n.name);
+    match (by, layer_of(name)) {
+        (GroupBy::Layer, Some(l)) => format!("layer {l}"),
+        _ => group_name(name).to_owned(),
     }
 }
 
@@ -262,13 +249,13 @@ fn host_time(
             let n = &forest.nodes[id];
             if n.parent != NONE {
                 let p = n.parent as usize - r.start;
-                near[off] = if is_key_kind(trace, forest, n.parent, by) {
+                near[off] = if is_key(trace, &forest.nodes[n.parent as usize], by) {
                     n.parent
                 } else {
                     near[p]
                 };
             }
-            if n.end < lo || n.start > hi || !is_key_kind(trace, forest, id as u32, by) {
+            if n.end < lo || n.start > hi || !is_key(trace, n, by) {
                 continue;
             }
             let dur = n.end.min(hi) - n.start.max(lo);
@@ -279,12 +266,8 @@ fn host_time(
         }
         for (off, id) in r.enumerate() {
             if own[off] != 0 {
-                let key = match by {
-                    GroupBy::Layer => layer_of(trace.strings.get(forest.nodes[id].name))
-                        .map(|l| format!("layer {l}"))
-                        .unwrap_or_default(),
-                    _ => group_name(trace.strings.get(forest.nodes[id].name)).to_owned(),
-                };
+                // Only key scopes hold time here.
+                let key = key_name(trace, &forest.nodes[id], by);
                 *out.entry(key).or_default() += own[off];
             }
         }

@@ -6,13 +6,10 @@
 //! (a malformed or clock-skewed pair) is cut at its parent's end, so the nesting holds and
 //! every instant has one innermost scope.
 
-use gapscope_traces::{MarkerSource, ScopeKind, StrId, Trace};
+use gapscope_traces::{MODULE_CALL_PREFIX, MarkerSource, ScopeKind, StrId, Trace};
 
 /// No node (the parent of a root).
 pub const NONE: u32 = u32::MAX;
-
-/// What with_modules names an nn.Module call, and what NVTX module ranges copy.
-const MODULE_PREFIX: &str = "nn.Module: ";
 
 /// One host scope.
 #[derive(Debug, Clone, Copy)]
@@ -59,7 +56,7 @@ impl Forest {
             if !matches!(src, MarkerSource::Nvtx | MarkerSource::KinetoUserAnnotation) {
                 continue;
             }
-            let kind = if trace.strings.get(m.name[i]).starts_with(MODULE_PREFIX) {
+            let kind = if trace.strings.get(m.name[i]).starts_with(MODULE_CALL_PREFIX) {
                 ScopeKind::Module
             } else {
                 ScopeKind::Annotation
@@ -253,7 +250,7 @@ pub fn layer_of(name: &str) -> Option<u32> {
 /// activation's own call (torch.profiler records some and drops others).
 pub fn is_transparent_module(name: &str) -> bool {
     let class = group_name(name);
-    let class = class.strip_prefix(MODULE_PREFIX).unwrap_or(class);
+    let class = class.strip_prefix(MODULE_CALL_PREFIX).unwrap_or(class);
     [
         "Activation",
         "SiLU",
@@ -273,7 +270,7 @@ pub fn is_transparent_module(name: &str) -> bool {
 /// `nn.Module: Linear`), so the calls of one module class group together. Other names are
 /// returned as they are.
 pub fn group_name(name: &str) -> &str {
-    if name.starts_with(MODULE_PREFIX)
+    if name.starts_with(MODULE_CALL_PREFIX)
         && let Some(cut) = name.rfind('_')
         && cut + 1 < name.len()
         && name[cut + 1..].bytes().all(|c| c.is_ascii_digit())

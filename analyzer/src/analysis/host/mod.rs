@@ -24,4 +24,4 @@ impl HostIndex {
 }
 pub use forest::Forest;
 pub use launch_map::LaunchMap;
-pub use report::{HostIdleReport, IdleCauseRow, Lever, ScopeTime};
+pub use report::{HostIdleReport, IdleCause, IdleCauseRow, Lever, ScopeTime};

@@ -36,17 +36,51 @@ impl IdleCauseRow {
         }
     }
 
-    /// The causes with their names, largest first.
-    pub fn ranked(&self) -> Vec<(&'static str, f64)> {
+    /// The causes with their ms per step, largest first.
+    pub fn ranked(&self) -> Vec<(IdleCause, f64)> {
         let mut v = vec![
-            ("host compute", self.host_compute_ms_per_step),
-            ("launch", self.launch_ms_per_step),
-            ("sync", self.sync_ms_per_step),
-            ("GPU-side wait", self.gpu_wait_ms_per_step),
-            ("unexplained", self.unexplained_ms_per_step),
+            (IdleCause::HostCompute, self.host_compute_ms_per_step),
+            (IdleCause::Launch, self.launch_ms_per_step),
+            (IdleCause::Sync, self.sync_ms_per_step),
+            (IdleCause::GpuWait, self.gpu_wait_ms_per_step),
+            (IdleCause::Unexplained, self.unexplained_ms_per_step),
         ];
         v.sort_by(|a, b| b.1.total_cmp(&a.1));
         v
+    }
+}
+
+/// One cause of GPU idle time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdleCause {
+    HostCompute,
+    Launch,
+    Sync,
+    GpuWait,
+    Unexplained,
+}
+
+impl IdleCause {
+    /// The name reports show.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::HostCompute => "host compute",
+            Self::Launch => "launch",
+            Self::Sync => "sync",
+            Self::GpuWait => "GPU-side wait",
+            Self::Unexplained => "unexplained",
+        }
+    }
+
+    /// The key in JSON ([`Lever::cause`]).
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::HostCompute => "host_compute",
+            Self::Launch => "launch",
+            Self::Sync => "sync",
+            Self::GpuWait => "gpu_wait",
+            Self::Unexplained => "unexplained",
+        }
     }
 }
 
@@ -186,63 +220,42 @@ fn lever(
     }
     let (cause, ms) = row.ranked()[0];
     let share = if idle > 0.0 { 100.0 * ms / idle } else { 0.0 };
-    let (key, text) = match cause {
-        "host compute" => match top {
+    let text = match cause {
+        IdleCause::HostCompute => match top {
             // Time inside an annotation (a step range) but in no finer scope: the trace
             // does not say which code it was.
-            Some(t) if t.kind == "annotation" => (
-                "host_compute",
-                format!(
-                    "host compute is {share:.0}% of the idle, {:.3} ms/step of it inside `{}` but in no finer recorded scope; record ops, Python functions or NVTX ranges inside it (torch.profiler with_stack, NVTX) to name the code",
-                    t.ms_per_step, t.name
-                ),
+            Some(t) if t.kind == "annotation" => format!(
+                "host compute is {share:.0}% of the idle, {:.3} ms/step of it inside `{}` but in no finer recorded scope; record ops, Python functions or NVTX ranges inside it (torch.profiler with_stack, NVTX) to name the code",
+                t.ms_per_step, t.name
             ),
             _ => {
                 let what = top.map_or_else(
                     || "host code".to_owned(),
                     |t| format!("`{}` ({:.3} ms/step)", t.name, t.ms_per_step),
                 );
-                (
-                    "host_compute",
-                    format!(
-                        "host compute is {share:.0}% of the idle: the host is busy in {what} while the GPU waits; make that work cheaper or take it off the critical path (another backend or implementation, cache its set-up), or capture the step in a CUDA graph"
-                    ),
+                format!(
+                    "host compute is {share:.0}% of the idle: the host is busy in {what} while the GPU waits; make that work cheaper or take it off the critical path (another backend or implementation, cache its set-up), or capture the step in a CUDA graph"
                 )
             }
         },
-        "launch" => (
-            "launch",
-            format!(
-                "launch overhead is {share:.0}% of the idle: the host spends the gaps issuing work; fewer, fused kernels or a CUDA graph per step"
-            ),
+        IdleCause::Launch => format!(
+            "launch overhead is {share:.0}% of the idle: the host spends the gaps issuing work; fewer, fused kernels or a CUDA graph per step"
         ),
-        "sync" => (
-            "sync",
-            format!(
-                "synchronisation is {share:.0}% of the idle: the host blocks until the GPU drains; remove host syncs from the step (.item(), .cpu(), .tolist(), blocking copies)"
-            ),
+        IdleCause::Sync => format!(
+            "synchronisation is {share:.0}% of the idle: the host blocks until the GPU drains; remove host syncs from the step (.item(), .cpu(), .tolist(), blocking copies)"
         ),
-        "GPU-side wait" => (
-            "gpu_wait",
-            format!(
-                "{share:.0}% of the idle is work issued in time that waited on the GPU side (another stream or an event): look at cross-stream dependencies, not the host"
-            ),
+        IdleCause::GpuWait => format!(
+            "{share:.0}% of the idle is work issued in time that waited on the GPU side (another stream or an event): look at cross-stream dependencies, not the host"
         ),
-        _ => (
-            "unexplained",
-            if scopes == 0 {
-                format!(
-                    "{share:.0}% of the idle is unexplained: the trace has no host scopes; record CPU activity (torch.profiler with CPU events, with_stack or with_modules, or NVTX ranges) to name the cause"
-                )
-            } else {
-                format!(
-                    "{share:.0}% of the idle is unexplained: the launching thread was outside every recorded scope; add NVTX ranges or with_stack to name it"
-                )
-            },
+        IdleCause::Unexplained if scopes == 0 => format!(
+            "{share:.0}% of the idle is unexplained: the trace has no host scopes; record CPU activity (torch.profiler with CPU events, with_stack or with_modules, or NVTX ranges) to name the cause"
+        ),
+        IdleCause::Unexplained => format!(
+            "{share:.0}% of the idle is unexplained: the launching thread was outside every recorded scope; add NVTX ranges or with_stack to name it"
         ),
     };
     Lever {
-        cause: key.into(),
+        cause: cause.key().into(),
         text,
     }
 }

@@ -21,8 +21,8 @@ mod scan;
 use std::path::Path;
 
 use gapscope_traces::{
-    GpuInfo, KernelRow, LaunchApi, LaunchRow, Manifest, MarkerRow, MarkerSource, MemopKind,
-    MemopRow, Phase, ScopeKind, ScopeRow, Trace,
+    GpuInfo, KernelRow, LaunchApi, LaunchRow, MODULE_CALL_PREFIX, Manifest, MarkerRow,
+    MarkerSource, MemopKind, MemopRow, Phase, ScopeKind, ScopeRow, Trace,
 };
 use serde::Deserialize;
 
@@ -374,18 +374,23 @@ impl Builder {
         }
     }
 
+    /// A name's bytes as text; an event whose name is not UTF-8 is malformed.
+    fn utf8<'r>(&self, raw: &'r [u8], at: u64) -> Result<&'r str> {
+        std::str::from_utf8(raw).map_err(|e| {
+            AnalyzerError::parse(
+                &self.path,
+                format!("invalid trace event at byte {at}: string is not UTF-8: {e}"),
+            )
+        })
+    }
+
     /// The id of a name given as unescaped bytes; an error when they are not UTF-8 (as the
     /// full reader reports it).
     fn name_id(&mut self, raw: &[u8], at: u64) -> Result<gapscope_traces::StrId> {
         if let Some(&id) = self.name_ids.get(raw) {
             return Ok(id);
         }
-        let s = std::str::from_utf8(raw).map_err(|e| {
-            AnalyzerError::parse(
-                &self.path,
-                format!("invalid trace event at byte {at}: string is not UTF-8: {e}"),
-            )
-        })?;
+        let s = self.utf8(raw, at)?;
         let id = self.trace.strings.intern(s);
         self.name_ids.insert(raw.into(), id);
         Ok(id)
@@ -460,13 +465,8 @@ impl Builder {
             && ph != "X"
         {
             // Still a malformed event when its name is not UTF-8.
-            if let Some(raw) = ev.name_raw
-                && let Err(e) = std::str::from_utf8(raw)
-            {
-                return Err(AnalyzerError::parse(
-                    &self.path,
-                    format!("invalid trace event at byte {at}: string is not UTF-8: {e}"),
-                ));
+            if let Some(raw) = ev.name_raw {
+                self.utf8(raw, at)?;
             }
             return Ok(());
         }
@@ -592,13 +592,7 @@ impl Builder {
                 t.markers.push(row);
             }
             Category::CpuOp | Category::PythonFunction => {
-                let kind = if cat == Category::CpuOp {
-                    ScopeKind::Op
-                } else if t.strings.get(name_id).starts_with(MODULE_PREFIX) {
-                    ScopeKind::Module
-                } else {
-                    ScopeKind::Python
-                };
+                let kind = scope_kind(cat, t.strings.get(name_id));
                 let name = name_id;
                 t.scopes.push(ScopeRow {
                     pid: pid as u32,
@@ -617,13 +611,8 @@ impl Builder {
     /// general path below.
     fn scope(&mut self, f: &fields::ScopeFields, cat: Category, at: u64) -> Result<()> {
         if f.ph.is_some_and(|ph| ph != "X") {
-            if let Some(raw) = f.name
-                && let Err(e) = std::str::from_utf8(raw)
-            {
-                return Err(AnalyzerError::parse(
-                    &self.path,
-                    format!("invalid trace event at byte {at}: string is not UTF-8: {e}"),
-                ));
+            if let Some(raw) = f.name {
+                self.utf8(raw, at)?;
             }
             return Ok(());
         }
@@ -632,13 +621,7 @@ impl Builder {
         let end = start.add(f.dur.unwrap_or_default());
         let name = self.name_id(f.name.unwrap_or_default(), at)?;
         let t = &mut self.trace;
-        let kind = if cat == Category::CpuOp {
-            ScopeKind::Op
-        } else if t.strings.get(name).starts_with(MODULE_PREFIX) {
-            ScopeKind::Module
-        } else {
-            ScopeKind::Python
-        };
+        let kind = scope_kind(cat, t.strings.get(name));
         t.scopes.push(ScopeRow {
             pid: f.pid.unwrap_or_default() as u32,
             tid: f.tid.unwrap_or_default(),
@@ -676,8 +659,16 @@ fn base_time_ns(raw: &[u8]) -> Option<i64> {
     decimal::Nanos::from_nanos(&text)?.map(decimal::Nanos::round)
 }
 
-/// How `with_modules` names an `nn.Module` call (`nn.Module: LlamaAttention_0`).
-pub const MODULE_PREFIX: &str = "nn.Module: ";
+/// A host scope's kind: a CPU op, or a Python function that may be an `nn.Module` call.
+fn scope_kind(cat: Category, name: &str) -> ScopeKind {
+    if cat == Category::CpuOp {
+        ScopeKind::Op
+    } else if name.starts_with(MODULE_CALL_PREFIX) {
+        ScopeKind::Module
+    } else {
+        ScopeKind::Python
+    }
+}
 
 /// Phase from an annotation name: "prefill", "decode" and "sample" anywhere in it.
 pub fn phase_from_name(name: &str) -> Phase {

@@ -13,6 +13,7 @@ pub use bucket::Bucket;
 pub use rules::RuleSet;
 pub mod analysis;
 pub mod diff;
+pub mod explore;
 pub mod export;
 pub mod gate;
 pub mod history;

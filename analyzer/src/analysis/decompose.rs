@@ -203,6 +203,47 @@ impl NameTimes {
 
 /// Analyses one imported trace.
 pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings) -> Report {
+    analyze_parts(imported, rules, settings).0
+}
+
+/// One step's decomposition on the steps' device, for every step (the report keeps only
+/// the steps in its scope).
+#[derive(Debug, Clone)]
+pub struct StepParts {
+    /// GPU time per bucket ([`Bucket::ALL`] order), ns.
+    pub bucket_ns: [i64; NB],
+    /// Activities per bucket.
+    pub calls: [u32; NB],
+    /// Overlap-correct GPU busy time, ns.
+    pub busy_ns: i64,
+    /// First activity start and last activity end (`i64::MAX`/`i64::MIN` without activity).
+    pub first_ns: i64,
+    pub last_ns: i64,
+    /// The longest idle gap inside the step and where it starts.
+    pub max_gap_ns: i64,
+    pub max_gap_at_ns: i64,
+}
+
+/// What the analysis computed on the way to the report and the report does not carry:
+/// each activity's bucket, the steps, every step's decomposition and the host scopes. The
+/// explorer draws these (`crate::explore`).
+pub struct Parts {
+    /// Bucket index ([`Bucket::ALL`]) per kernel and per memop.
+    pub kernel_bucket: Vec<u8>,
+    pub memop_bucket: Vec<u8>,
+    pub steps: Steps,
+    /// Same order as `steps.steps`.
+    pub step_parts: Vec<StepParts>,
+    /// The host scope forest and launch map.
+    pub host: HostIndex,
+}
+
+/// [`analyze`], also returning the [`Parts`] behind the report.
+pub fn analyze_parts(
+    imported: &Imported,
+    rules: &RuleSet,
+    settings: &AnalysisSettings,
+) -> (Report, Parts) {
     let trace = &imported.trace;
     let p = Prepared::new(trace, rules);
     // Steps on the other core while the host side is indexed (unless the buckets already
@@ -501,7 +542,7 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
             p.scope_classified
         ));
     }
-    Report {
+    let report = Report {
         schema_version: REPORT_SCHEMA_VERSION,
         source: SourceInfo {
             path: trace.manifest.source_path.clone().unwrap_or_default(),
@@ -547,7 +588,37 @@ pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings
         distortion,
         host_idle,
         groups,
-    }
+    };
+    let step_parts = accs
+        .iter()
+        .map(|a| StepParts {
+            bucket_ns: a.bucket_ns,
+            calls: a.calls,
+            busy_ns: a.busy_ns,
+            first_ns: a.first_start,
+            last_ns: a.last_end,
+            max_gap_ns: a.max_gap,
+            max_gap_at_ns: a.max_gap_at,
+        })
+        .collect();
+    let Prepared {
+        kernel_bucket,
+        memop_bucket,
+        host: prepared_host,
+        ..
+    } = p;
+    let host = match (built, prepared_host) {
+        (Some(h), _) | (None, Some(h)) => h,
+        (None, None) => unreachable!("the host index is built above when Prepared has none"),
+    };
+    let parts = Parts {
+        kernel_bucket,
+        memop_bucket,
+        steps,
+        step_parts,
+        host,
+    };
+    (report, parts)
 }
 
 /// NVML telemetry of the steps' device over the decode steps (the device's kernel span

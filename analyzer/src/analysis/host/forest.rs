@@ -121,6 +121,13 @@ impl Forest {
         self.nodes.is_empty()
     }
 
+    /// Each thread with its start-sorted node range, by thread id.
+    pub fn threads(&self) -> impl Iterator<Item = (u64, std::ops::Range<usize>)> + '_ {
+        self.threads
+            .iter()
+            .map(|&(tid, a, b)| (tid, a as usize..b as usize))
+    }
+
     /// The start-sorted node range of one thread.
     pub fn thread(&self, tid: u64) -> std::ops::Range<usize> {
         match self.threads.binary_search_by_key(&tid, |t| t.0) {

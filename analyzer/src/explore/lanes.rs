@@ -1,0 +1,307 @@
+//! The timeline's lanes as sorted columns: one GPU lane per (device, stream) holding its
+//! kernels and memops, one host lane per thread with a row per nesting depth, and one
+//! marker lane per device for ranges on the GPU timeline. Each row is start-sorted with a
+//! running maximum of ends, so the visible range is two binary searches.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use gapscope_traces::Trace;
+
+use super::activity::ActRef;
+use super::step_view::StepView;
+use crate::analysis::host::Forest;
+
+/// Host rows deeper than this are folded into the last row's count (`HostLane::hidden`).
+pub const MAX_HOST_DEPTH: usize = 32;
+
+/// The kernels and memops of one (device, stream), start-sorted.
+#[derive(Debug, Default)]
+pub struct GpuLane {
+    pub device: u32,
+    pub stream: u32,
+    pub start_ns: Vec<i64>,
+    pub end_ns: Vec<i64>,
+    /// Running maximum of `end_ns` (for the first activity that reaches past an instant).
+    pub end_max_ns: Vec<i64>,
+    pub bucket: Vec<u8>,
+    pub act: Vec<ActRef>,
+}
+
+/// Start-sorted ranges that do not overlap (one nesting depth of a thread, or one packed
+/// row of markers); `id` is a forest node or a marker index.
+#[derive(Debug, Default)]
+pub struct HostRow {
+    pub start_ns: Vec<i64>,
+    pub end_ns: Vec<i64>,
+    pub end_max_ns: Vec<i64>,
+    pub id: Vec<u32>,
+}
+
+/// One host thread's scopes, a row per depth.
+#[derive(Debug, Default)]
+pub struct HostLane {
+    pub tid: u64,
+    pub rows: Vec<HostRow>,
+    /// Scopes deeper than [`MAX_HOST_DEPTH`], not drawn.
+    pub hidden: usize,
+}
+
+/// Ranges on one device's GPU timeline (engine step markers, GPU annotations), packed into
+/// rows that do not overlap.
+#[derive(Debug, Default)]
+pub struct MarkerLane {
+    pub device: u32,
+    pub rows: Vec<HostRow>,
+}
+
+#[derive(Debug, Default)]
+pub struct LaneSet {
+    /// Sorted by (device, stream).
+    pub gpu: Vec<GpuLane>,
+    /// Sorted by thread id.
+    pub host: Vec<HostLane>,
+    pub markers: Vec<MarkerLane>,
+}
+
+/// The index range of a start-sorted row whose items may overlap `[t0, t1)`: from the
+/// first item that ends after `t0` to the last that starts before `t1`.
+pub fn overlapping(start_ns: &[i64], end_max_ns: &[i64], t0: i64, t1: i64) -> Range<usize> {
+    let lo = end_max_ns.partition_point(|&e| e <= t0);
+    let hi = start_ns.partition_point(|&s| s < t1);
+    lo..hi.max(lo)
+}
+
+fn running_max(end: &[i64]) -> Vec<i64> {
+    let mut m = i64::MIN;
+    end.iter()
+        .map(|&e| {
+            m = m.max(e);
+            m
+        })
+        .collect()
+}
+
+impl GpuLane {
+    pub fn len(&self) -> usize {
+        self.start_ns.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.start_ns.is_empty()
+    }
+    pub fn overlapping(&self, t0: i64, t1: i64) -> Range<usize> {
+        overlapping(&self.start_ns, &self.end_max_ns, t0, t1)
+    }
+    /// "device 0 · stream 7".
+    pub fn label(&self) -> String {
+        format!("GPU {} · stream {}", self.device, self.stream)
+    }
+}
+
+impl HostRow {
+    pub fn len(&self) -> usize {
+        self.start_ns.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.start_ns.is_empty()
+    }
+    pub fn overlapping(&self, t0: i64, t1: i64) -> Range<usize> {
+        overlapping(&self.start_ns, &self.end_max_ns, t0, t1)
+    }
+    fn push(&mut self, s: i64, e: i64, id: u32) {
+        self.start_ns.push(s);
+        self.end_ns.push(e);
+        self.id.push(id);
+    }
+    fn finish(&mut self) {
+        self.end_max_ns = running_max(&self.end_ns);
+    }
+}
+
+impl LaneSet {
+    pub fn build(
+        trace: &Trace,
+        kernel_bucket: &[u8],
+        memop_bucket: &[u8],
+        forest: &Forest,
+    ) -> Self {
+        Self {
+            gpu: gpu_lanes(trace, kernel_bucket, memop_bucket),
+            host: host_lanes(forest),
+            markers: marker_lanes(trace),
+        }
+    }
+
+    /// First and last instant of the lanes and steps (0, 0 when all are empty).
+    pub fn span_ns(&self, steps: &[StepView]) -> (i64, i64) {
+        let mut lo = i64::MAX;
+        let mut hi = i64::MIN;
+        let mut see = |s: Option<&i64>, e: Option<&i64>| {
+            if let (Some(&s), Some(&e)) = (s, e) {
+                lo = lo.min(s);
+                hi = hi.max(e);
+            }
+        };
+        for l in &self.gpu {
+            see(l.start_ns.first(), l.end_max_ns.last());
+        }
+        let rows = self
+            .host
+            .iter()
+            .flat_map(|l| &l.rows)
+            .chain(self.markers.iter().flat_map(|l| &l.rows));
+        for r in rows {
+            see(r.start_ns.first(), r.end_max_ns.last());
+        }
+        for s in steps {
+            see(Some(&s.start_ns), Some(&s.end_ns));
+        }
+        if lo > hi { (0, 0) } else { (lo, hi) }
+    }
+}
+
+fn gpu_lanes(trace: &Trace, kernel_bucket: &[u8], memop_bucket: &[u8]) -> Vec<GpuLane> {
+    let k = &trace.kernels;
+    let m = &trace.memops;
+    // Count per lane first, so every column is allocated once.
+    let mut index: HashMap<(u32, u32), usize> = HashMap::new();
+    let mut counts: Vec<usize> = Vec::new();
+    let mut lane_of = |d: u32, s: u32, counts: &mut Vec<usize>| -> usize {
+        *index.entry((d, s)).or_insert_with(|| {
+            counts.push(0);
+            counts.len() - 1
+        })
+    };
+    let mut k_lane = Vec::with_capacity(k.len);
+    for i in 0..k.len {
+        let l = lane_of(k.device[i], k.stream[i], &mut counts);
+        counts[l] += 1;
+        k_lane.push(l as u32);
+    }
+    let mut m_lane = Vec::with_capacity(m.len);
+    for i in 0..m.len {
+        let l = lane_of(m.device[i], m.stream[i], &mut counts);
+        counts[l] += 1;
+        m_lane.push(l as u32);
+    }
+    let mut keys: Vec<(u32, u32)> = vec![(0, 0); counts.len()];
+    for (&key, &l) in &index {
+        keys[l] = key;
+    }
+    // (start, end, bucket, activity) per lane, then sorted by start: traces list most
+    // activities in start order, which the stable sort's run detection makes near linear.
+    let mut rows: Vec<Vec<(i64, i64, u8, ActRef)>> =
+        counts.iter().map(|&c| Vec::with_capacity(c)).collect();
+    for i in 0..k.len {
+        let b = kernel_bucket.get(i).copied().unwrap_or(0);
+        rows[k_lane[i] as usize].push((k.gpu_start_ns[i], k.gpu_end_ns[i], b, ActRef::kernel(i)));
+    }
+    for i in 0..m.len {
+        let b = memop_bucket.get(i).copied().unwrap_or(0);
+        rows[m_lane[i] as usize].push((m.gpu_start_ns[i], m.gpu_end_ns[i], b, ActRef::memop(i)));
+    }
+    let mut lanes: Vec<GpuLane> = rows
+        .into_iter()
+        .zip(keys)
+        .map(|(mut r, (device, stream))| {
+            r.sort_by_key(|x| x.0);
+            let end_ns: Vec<i64> = r.iter().map(|x| x.1.max(x.0)).collect();
+            GpuLane {
+                device,
+                stream,
+                start_ns: r.iter().map(|x| x.0).collect(),
+                end_max_ns: running_max(&end_ns),
+                end_ns,
+                bucket: r.iter().map(|x| x.2).collect(),
+                act: r.iter().map(|x| x.3).collect(),
+            }
+        })
+        .collect();
+    lanes.sort_by_key(|l| (l.device, l.stream));
+    lanes
+}
+
+fn host_lanes(forest: &Forest) -> Vec<HostLane> {
+    let mut lanes: Vec<HostLane> = Vec::new();
+    for (tid, range) in forest.threads() {
+        let mut lane = HostLane {
+            tid,
+            ..HostLane::default()
+        };
+        for id in range {
+            let n = &forest.nodes[id];
+            let d = n.depth as usize;
+            if d >= MAX_HOST_DEPTH {
+                lane.hidden += 1;
+                continue;
+            }
+            if lane.rows.len() <= d {
+                lane.rows.resize_with(d + 1, HostRow::default);
+            }
+            lane.rows[d].push(n.start, n.end.max(n.start), id as u32);
+        }
+        lane.rows.iter_mut().for_each(HostRow::finish);
+        lanes.push(lane);
+    }
+    lanes
+}
+
+fn marker_lanes(trace: &Trace) -> Vec<MarkerLane> {
+    let m = &trace.markers;
+    let mut items: Vec<(u32, i64, i64, u32)> = (0..m.len)
+        .filter(|&i| m.gpu_start_ns[i] != i64::MIN && m.gpu_end_ns[i] != i64::MIN)
+        .map(|i| {
+            (
+                m.device[i],
+                m.gpu_start_ns[i],
+                m.gpu_end_ns[i].max(m.gpu_start_ns[i]),
+                i as u32,
+            )
+        })
+        .collect();
+    // Longest first among equal starts, so enclosing ranges take the upper rows.
+    items.sort_by_key(|x| (x.0, x.1, std::cmp::Reverse(x.2)));
+    let mut lanes: Vec<MarkerLane> = Vec::new();
+    for (device, s, e, id) in items {
+        if lanes.last().is_none_or(|l| l.device != device) {
+            lanes.push(MarkerLane {
+                device,
+                rows: Vec::new(),
+            });
+        }
+        let lane = lanes.last_mut().expect("pushed above");
+        // First row whose last range has ended (greedy interval packing).
+        match lane
+            .rows
+            .iter_mut()
+            .find(|r| r.end_ns.last().is_none_or(|&last| last <= s))
+        {
+            Some(r) => r.push(s, e, id),
+            None => {
+                let mut r = HostRow::default();
+                r.push(s, e, id);
+                lane.rows.push(r);
+            }
+        }
+    }
+    for l in &mut lanes {
+        l.rows.iter_mut().for_each(HostRow::finish);
+    }
+    lanes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlapping_finds_items_reaching_into_the_window() {
+        // [0,10) [5,50) [20,30) [60,70)
+        let start = [0, 5, 20, 60];
+        let end_max = running_max(&[10, 50, 30, 70]);
+        assert_eq!(overlapping(&start, &end_max, 40, 65), 1..4);
+        assert_eq!(overlapping(&start, &end_max, 10, 20), 1..2);
+        assert_eq!(overlapping(&start, &end_max, 71, 80), 4..4);
+        assert_eq!(overlapping(&start, &end_max, -5, 0), 0..0);
+    }
+}

@@ -1,0 +1,104 @@
+//! What the explorer (`gapscope-gui`) draws, computed here so that the front end holds no
+//! analysis: the report, each activity's bucket, per-lane sorted columns, every step's
+//! decomposition, the kernel table and the sums of a box selection.
+
+pub mod activity;
+pub mod kernel_table;
+pub mod lanes;
+pub mod selection;
+pub mod step_view;
+
+use gapscope_traces::Trace;
+
+use crate::analysis::host::Forest;
+use crate::analysis::{AnalysisSettings, Report, analyze_parts};
+use crate::import::Imported;
+use crate::rules::RuleSet;
+
+pub use activity::{ActRef, ActivityDetail};
+pub use kernel_table::{KernelRow, KernelTable, SortKey, TableQuery};
+pub use lanes::{GpuLane, HostLane, HostRow, LaneSet, MarkerLane};
+pub use selection::BoxSums;
+pub use step_view::StepView;
+
+/// One opened trace, analysed for the explorer.
+pub struct Exploration {
+    pub trace: Trace,
+    pub report: Report,
+    /// Bucket index ([`crate::Bucket::ALL`]) per kernel and per memop.
+    pub kernel_bucket: Vec<u8>,
+    pub memop_bucket: Vec<u8>,
+    /// Every step (prefill, decode, mixed, iterations), in time order.
+    pub steps: Vec<StepView>,
+    pub lanes: LaneSet,
+    /// The host scopes the host lanes point into.
+    pub forest: Forest,
+    pub kernels: KernelTable,
+    /// First and last instant of anything on the timeline, ns (0, 0 for an empty trace).
+    pub span_ns: (i64, i64),
+}
+
+/// The stages of [`explore`], reported as they start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Analysing,
+    Lanes,
+    KernelTable,
+}
+
+impl Stage {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Analysing => "analysing (buckets, steps, host scopes)",
+            Self::Lanes => "building the timeline lanes",
+            Self::KernelTable => "building the kernel table",
+        }
+    }
+}
+
+/// Analyses an imported trace for the explorer; `stage` hears each stage as it starts.
+pub fn explore(
+    imported: Imported,
+    rules: &RuleSet,
+    settings: &AnalysisSettings,
+    stage: &dyn Fn(Stage),
+) -> Exploration {
+    stage(Stage::Analysing);
+    let (report, parts) = analyze_parts(&imported, rules, settings);
+    let trace = imported.trace;
+    stage(Stage::Lanes);
+    let lanes = LaneSet::build(
+        &trace,
+        &parts.kernel_bucket,
+        &parts.memop_bucket,
+        &parts.host.forest,
+    );
+    let steps = step_view::views(&parts.steps, &parts.step_parts);
+    stage(Stage::KernelTable);
+    let kernels = KernelTable::build(&trace, &parts.kernel_bucket, &parts.memop_bucket);
+    let span_ns = lanes.span_ns(&steps);
+    Exploration {
+        trace,
+        report,
+        kernel_bucket: parts.kernel_bucket,
+        memop_bucket: parts.memop_bucket,
+        steps,
+        lanes,
+        forest: parts.host.forest,
+        kernels,
+        span_ns,
+    }
+}
+
+impl Exploration {
+    /// Everything there is to show about one kernel or memop.
+    pub fn detail(&self, a: ActRef) -> Option<ActivityDetail> {
+        ActivityDetail::of(&self.trace, &self.kernel_bucket, &self.memop_bucket, a)
+    }
+
+    /// The step that holds instant `t`, if any.
+    pub fn step_at(&self, t: i64) -> Option<usize> {
+        let i = self.steps.partition_point(|s| s.start_ns <= t);
+        (i > 0 && t < self.steps[i - 1].end_ns).then(|| i - 1)
+    }
+}

@@ -1,1 +1,91 @@
-fn main() {}
+//! `gapscope-gui [TRACE...]`: the explorer window, or one view rendered to PNG.
+
+use std::process::ExitCode;
+
+use gapscope_gui::screenshot::Screenshot;
+use gapscope_gui::settings::{self, Command};
+use gapscope_gui::{App, Settings};
+
+struct Shell {
+    app: App,
+    shot: Option<Screenshot>,
+}
+
+impl eframe::App for Shell {
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        self.app.ui(ui);
+        if let Some(s) = &mut self.shot {
+            let settled = self.app.settled();
+            s.frame(ui.ctx(), settled);
+        }
+    }
+}
+
+fn run(s: Settings) -> Result<(), String> {
+    let shot = s.screenshot.clone().map(Screenshot::new);
+    let result = shot.as_ref().map(|s| s.result.clone());
+    let [w, h] = s.size;
+    let mut viewport = egui::ViewportBuilder::default()
+        .with_title("gapscope")
+        .with_inner_size([w as f32, h as f32])
+        .with_drag_and_drop(true);
+    if shot.is_some() {
+        viewport = viewport.with_resizable(false);
+    }
+    let options = eframe::NativeOptions {
+        viewport,
+        ..Default::default()
+    };
+    let app = App::new(&s);
+    eframe::run_native(
+        "gapscope",
+        options,
+        Box::new(move |cc| {
+            cc.egui_ctx.set_theme(egui::Theme::Dark);
+            if shot.is_some() {
+                // One logical pixel per physical pixel, so the PNG has the size asked for.
+                cc.egui_ctx
+                    .set_zoom_factor(1.0 / cc.egui_ctx.native_pixels_per_point().unwrap_or(1.0));
+            }
+            Ok(Box::new(Shell { app, shot }))
+        }),
+    )
+    .map_err(|e| {
+        format!(
+            "cannot open a window: {e} (no display? on a headless machine run it under xvfb-run)"
+        )
+    })?;
+    match result {
+        Some(r) => r
+            .lock()
+            .ok()
+            .and_then(|mut r| r.take())
+            .unwrap_or_else(|| Err("the window closed before the screenshot was taken".into())),
+        None => Ok(()),
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match settings::parse(&args) {
+        Ok(Command::Help) => {
+            print!("{}", settings::USAGE);
+            ExitCode::SUCCESS
+        }
+        Ok(Command::Version) => {
+            println!("gapscope-gui {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        Ok(Command::Run(s)) => match run(s) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("gapscope-gui: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Err(e) => {
+            eprintln!("gapscope-gui: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,451 @@
+//! The explorer window: open documents, the selected view, the shared side panel.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use egui::{Color32, RichText, Ui};
+use gapscope_analyzer::RuleSet;
+use gapscope_analyzer::roofline::WeightFormat;
+
+use crate::axis::AxisMode;
+use crate::doc::{Doc, DocState};
+use crate::file_dialog::FileDialog;
+use crate::loader::{self, LoadSettings};
+use crate::settings::Settings;
+use crate::views::diff::DiffState;
+use crate::views::kernels::KernelsState;
+use crate::views::roofline::RooflineState;
+use crate::views::timeline::{self, Hit, TimelineState};
+use crate::views::{self, View, format};
+
+pub struct App {
+    pub docs: Vec<Doc>,
+    /// Index of the document the views show.
+    pub active: usize,
+    pub view: View,
+    pub kernels: Vec<KernelsState>,
+    pub diff: DiffState,
+    pub roofline: RooflineState,
+    load: LoadSettings,
+    step_aligned: bool,
+    pending: Vec<PathBuf>,
+    dialog: FileDialog,
+    /// An error that belongs to no document (bad rules file, ...).
+    pub notice: Option<String>,
+}
+
+impl App {
+    pub fn new(s: &Settings) -> Self {
+        let mut notice = None;
+        let rules = match &s.rules {
+            Some(p) => RuleSet::with_user_file(p).unwrap_or_else(|e| {
+                notice = Some(loader::one_line(&e.to_string()));
+                RuleSet::builtin()
+            }),
+            None => RuleSet::builtin(),
+        };
+        let mut roofline = RooflineState::default();
+        if let Some(m) = &s.model {
+            roofline.set_model(m.clone());
+        }
+        if let Some(p) = &s.hw_profile {
+            roofline.set_profile(p.clone());
+        }
+        if let Some(h) = &s.hw {
+            roofline.hw_id = h.clone();
+        }
+        if let Some(w) = &s.weights {
+            match WeightFormat::parse(w) {
+                Some(f) => roofline.weights = f,
+                None => {
+                    notice = Some(format!(
+                        "--weights {w:?}: use bf16, fp8, q8_0, q4_0, q4_k, nvfp4 or mxfp4"
+                    ))
+                }
+            }
+        }
+        Self {
+            docs: Vec::new(),
+            active: 0,
+            view: s.view,
+            kernels: Vec::new(),
+            diff: DiffState::default(),
+            roofline,
+            load: LoadSettings {
+                rules: Arc::new(rules),
+                max_events: s.max_events,
+                ..LoadSettings::default()
+            },
+            step_aligned: s.step_aligned,
+            pending: s.traces.clone(),
+            dialog: FileDialog::default(),
+            notice,
+        }
+    }
+
+    /// Queues a trace to open at the next frame.
+    pub fn open(&mut self, path: PathBuf) {
+        self.pending.push(path);
+    }
+
+    /// Whether every document has finished loading (or failed).
+    pub fn settled(&self) -> bool {
+        self.pending.is_empty()
+            && self
+                .docs
+                .iter()
+                .all(|d| !matches!(d.state, DocState::Loading(_)))
+    }
+
+    fn start_pending(&mut self, ctx: &egui::Context) {
+        for path in std::mem::take(&mut self.pending) {
+            let c = ctx.clone();
+            let progress =
+                loader::spawn(path.clone(), self.load.clone(), move || c.request_repaint());
+            let timeline = TimelineState {
+                mode: if self.step_aligned {
+                    AxisMode::StepAligned
+                } else {
+                    AxisMode::Time
+                },
+                ..TimelineState::default()
+            };
+            self.docs.push(Doc {
+                path,
+                state: DocState::Loading(progress),
+                timeline,
+            });
+            self.kernels.push(KernelsState::default());
+            self.active = self.docs.len() - 1;
+            if self.docs.len() == 2 {
+                self.diff.a = 0;
+                self.diff.b = 1;
+            }
+        }
+    }
+
+    /// The whole window.
+    pub fn ui(&mut self, ui: &mut Ui) {
+        let ctx = ui.ctx().clone();
+        self.start_pending(&ctx);
+        let mut loading = false;
+        for d in &mut self.docs {
+            d.poll();
+            loading |= matches!(d.state, DocState::Loading(_));
+        }
+        if loading {
+            ctx.request_repaint_after(std::time::Duration::from_millis(100));
+        }
+        let dropped: Vec<PathBuf> = ctx.input(|i| {
+            i.raw
+                .dropped_files
+                .iter()
+                .map(|f| f.path().to_path_buf())
+                .collect()
+        });
+        for p in dropped {
+            self.open(p);
+        }
+        if let Some(p) = self.dialog.show(&ctx) {
+            self.open(p);
+        }
+        egui::Panel::top("toolbar").show(ui, |ui| self.toolbar(ui));
+        egui::Panel::bottom("status").show(ui, |ui| self.status(ui));
+        if self.view == View::Timeline && self.docs.get(self.active).and_then(Doc::loaded).is_some()
+        {
+            egui::Panel::right("details")
+                .default_size(320.0)
+                .show(ui, |ui| self.details(ui));
+        }
+        egui::CentralPanel::default_margins().show(ui, |ui| self.central(ui));
+        let hovering_files = ctx.input(|i| !i.raw.hovered_files.is_empty());
+        if hovering_files {
+            let r = ctx.content_rect();
+            ctx.layer_painter(egui::LayerId::new(
+                egui::Order::Foreground,
+                egui::Id::unique("drop"),
+            ))
+            .rect_filled(r, 0.0, Color32::from_black_alpha(160));
+        }
+    }
+
+    fn toolbar(&mut self, ui: &mut Ui) {
+        ui.horizontal_wrapped(|ui| {
+            if ui.button("Open…").clicked() {
+                self.dialog.open = true;
+            }
+            ui.separator();
+            let mut close = None;
+            for (i, d) in self.docs.iter().enumerate() {
+                let mut title = d.title();
+                if matches!(d.state, DocState::Loading(_)) {
+                    title += " (loading)";
+                } else if matches!(d.state, DocState::Failed(_)) {
+                    title += " (failed)";
+                }
+                if ui
+                    .selectable_label(i == self.active, title)
+                    .on_hover_text(d.path.display().to_string())
+                    .clicked()
+                {
+                    self.active = i;
+                }
+                if ui.small_button("×").on_hover_text("close").clicked() {
+                    close = Some(i);
+                }
+            }
+            if let Some(i) = close {
+                self.docs.remove(i);
+                self.kernels.remove(i);
+                self.active = self.active.min(self.docs.len().saturating_sub(1));
+                self.diff = DiffState::default();
+            }
+            ui.separator();
+            for v in View::ALL {
+                if ui.selectable_label(self.view == v, v.name()).clicked() {
+                    self.view = v;
+                }
+            }
+            if self.view == View::Timeline
+                && let Some(d) = self.docs.get_mut(self.active)
+                && let DocState::Ready(l) = &d.state
+            {
+                ui.separator();
+                let mut aligned = d.timeline.mode == AxisMode::StepAligned;
+                let has_steps = !l.x.steps.is_empty();
+                if ui
+                    .add_enabled(has_steps, egui::Checkbox::new(&mut aligned, "step-aligned"))
+                    .on_hover_text(
+                        "every step the same width, so the same kernel lines up from step to step",
+                    )
+                    .changed()
+                {
+                    d.timeline.set_mode(
+                        if aligned {
+                            AxisMode::StepAligned
+                        } else {
+                            AxisMode::Time
+                        },
+                        l,
+                    );
+                }
+                if ui.button("fit").on_hover_text("F").clicked() {
+                    d.timeline.fit();
+                }
+            }
+        });
+    }
+
+    fn status(&self, ui: &mut Ui) {
+        ui.horizontal(|ui| {
+            if let Some(n) = &self.notice {
+                ui.colored_label(Color32::from_rgb(255, 120, 120), n);
+            }
+            let Some(d) = self.docs.get(self.active) else {
+                ui.label(
+                    "Open a trace: Open…, drop a file here, or pass paths on the command line.",
+                );
+                return;
+            };
+            match &d.state {
+                DocState::Loading(_) => {
+                    ui.label(format!("loading {}", d.path.display()));
+                }
+                DocState::Failed(e) => {
+                    ui.colored_label(Color32::from_rgb(255, 120, 120), e);
+                }
+                DocState::Ready(l) => {
+                    let r = &l.x.report;
+                    let tpot = r
+                        .steps
+                        .tpot_ms
+                        .map(|t| format!(" · TPOT median {:.3} ms", t.median))
+                        .unwrap_or_default();
+                    let busy = r
+                        .steps
+                        .decode_busy_pct
+                        .map(|b| format!(" · GPU busy {b:.1}% in decode"))
+                        .unwrap_or_default();
+                    ui.label(format!(
+                        "{} · {} kernels · {} memops · {} steps{tpot}{busy} · loaded in {:.2} s",
+                        r.source.format,
+                        format::count(r.source.kernels as u64),
+                        format::count(r.source.memops as u64),
+                        l.x.steps.len(),
+                        l.load_s
+                    ));
+                    if !r.warnings.is_empty() {
+                        ui.colored_label(
+                            Color32::from_rgb(255, 200, 80),
+                            format!("{} warnings", r.warnings.len()),
+                        )
+                        .on_hover_text(r.warnings.join("\n"));
+                    }
+                }
+            }
+        });
+    }
+
+    fn details(&mut self, ui: &mut Ui) {
+        let Some(d) = self.docs.get_mut(self.active) else {
+            return;
+        };
+        let DocState::Ready(l) = &d.state else { return };
+        let st = &mut d.timeline;
+        egui::ScrollArea::vertical().show(ui, |ui| {
+            ui.heading("selection");
+            match &st.selected {
+                Some(h) => {
+                    ui.label(timeline::describe(l, h));
+                    if let Hit::Step(k) = h
+                        && ui.button("zoom to this step").clicked()
+                    {
+                        let s = &l.x.steps[*k];
+                        st.zoom_to_ns(s.start_ns, s.end_ns, 0.02);
+                    }
+                }
+                None => {
+                    ui.label("Click a kernel, scope or step; drag to select a box.");
+                }
+            }
+            if let Some(sel) = &st.selection {
+                ui.separator();
+                ui.heading("box selection");
+                ui.label(format!(
+                    "{} over {} lanes · {} activities · {} of GPU time",
+                    format::dur_ns((sel.sums.t1_ns - sel.sums.t0_ns) as f64),
+                    sel.lanes.len(),
+                    format::count(sel.sums.activities),
+                    format::dur_ns(sel.sums.total_ns as f64)
+                ));
+                egui::Grid::new("box_sums").striped(true).show(ui, |ui| {
+                    ui.strong("bucket");
+                    ui.strong("time");
+                    ui.strong("share");
+                    ui.strong("calls");
+                    ui.end_row();
+                    for (b, ns, calls) in sel.sums.rows() {
+                        ui.colored_label(crate::palette::bucket_of(b), b.as_str());
+                        ui.monospace(format::dur_ns(ns as f64));
+                        ui.monospace(format!("{:.1}%", ns as f64 / sel.sums.total_ns.max(1) as f64 * 100.0));
+                        ui.monospace(format::count(calls));
+                        ui.end_row();
+                    }
+                });
+            }
+            let r = &l.x.report;
+            if let Some(h) = &r.host_idle {
+                ui.separator();
+                ui.heading("why the GPU sat idle");
+                for (label, row) in [("inside steps", &h.inside_steps), ("between steps", &h.between_steps)] {
+                    ui.label(format!(
+                        "{label}: {:.3} ms/step · launch {:.3} · host compute {:.3} · sync {:.3} · GPU wait {:.3} · unexplained {:.3}",
+                        row.idle_ms_per_step,
+                        row.launch_ms_per_step,
+                        row.host_compute_ms_per_step,
+                        row.sync_ms_per_step,
+                        row.gpu_wait_ms_per_step,
+                        row.unexplained_ms_per_step
+                    ));
+                }
+                for sc in h.top_scopes.iter().take(5) {
+                    ui.monospace(format!("{:.3} ms/step {:>5.1}%  {}", sc.ms_per_step, sc.share_of_idle_pct, format::fit(&sc.name, 40)));
+                }
+                ui.label(RichText::new(format!("lever: {}", h.lever.text)).strong());
+            }
+            if !r.warnings.is_empty() {
+                ui.separator();
+                ui.heading("warnings");
+                for w in &r.warnings {
+                    ui.colored_label(Color32::from_rgb(255, 200, 80), w);
+                }
+            }
+        });
+    }
+
+    fn central(&mut self, ui: &mut Ui) {
+        let Some(d) = self.docs.get(self.active) else {
+            ui.centered_and_justified(|ui| {
+                ui.label(
+                    RichText::new(
+                        "gapscope: open a trace (Open…, drop a file, or gapscope-gui TRACE)",
+                    )
+                    .size(18.0),
+                );
+            });
+            return;
+        };
+        match &d.state {
+            DocState::Loading(p) => {
+                let (frac, what) = p.status();
+                ui.label(format!("{}: {what}…", d.path.display()));
+                match frac {
+                    Some(f) => ui.add(egui::ProgressBar::new(f).show_percentage()),
+                    None => ui.add(egui::ProgressBar::new(1.0).animate(true)),
+                };
+                return;
+            }
+            DocState::Failed(e) => {
+                ui.colored_label(
+                    Color32::from_rgb(255, 120, 120),
+                    RichText::new(e).size(15.0),
+                );
+                return;
+            }
+            DocState::Ready(_) => {}
+        }
+        match self.view {
+            View::Timeline => {
+                let d = &mut self.docs[self.active];
+                if let DocState::Ready(l) = &d.state {
+                    timeline::show(ui, &mut d.timeline, l, "main", None);
+                }
+            }
+            View::Steps => {
+                let d = &mut self.docs[self.active];
+                if let DocState::Ready(l) = &d.state
+                    && let Some(k) = views::steps::show(ui, l)
+                {
+                    let s = &l.x.steps[k];
+                    d.timeline.zoom_to_ns(s.start_ns, s.end_ns, 0.02);
+                    d.timeline.selected = Some(Hit::Step(k));
+                    self.view = View::Timeline;
+                }
+            }
+            View::Kernels => {
+                let d = &mut self.docs[self.active];
+                if let DocState::Ready(l) = &d.state
+                    && let Some(h) = views::kernels::show(ui, &mut self.kernels[self.active], l)
+                {
+                    d.timeline.highlight = h;
+                }
+            }
+            View::Diff => {
+                let titles: Vec<String> = self.docs.iter().map(Doc::title).collect();
+                let docs: Vec<(&str, Option<&loader::Loaded>)> = self
+                    .docs
+                    .iter()
+                    .zip(&titles)
+                    .map(|(d, t)| (t.as_str(), d.loaded()))
+                    .collect();
+                views::diff::show(ui, &mut self.diff, &docs);
+            }
+            View::Roofline => {
+                let docs: Vec<&loader::Loaded> = self.docs.iter().filter_map(Doc::loaded).collect();
+                views::roofline::show(ui, &mut self.roofline, &docs);
+            }
+            View::Telemetry => {
+                let d = &mut self.docs[self.active];
+                if let DocState::Ready(l) = &d.state {
+                    views::telemetry::show(ui, &mut d.timeline, l);
+                }
+            }
+        }
+    }
+}
+
+impl eframe::App for App {
+    fn ui(&mut self, ui: &mut Ui, _frame: &mut eframe::Frame) {
+        App::ui(self, ui);
+    }
+}

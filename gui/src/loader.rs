@@ -1,0 +1,149 @@
+//! Opening a trace off the UI thread: import (with byte progress), analysis, lanes and the
+//! level of detail run on a worker; the UI polls the shared [`Progress`] and never blocks.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use gapscope_analyzer::RuleSet;
+use gapscope_analyzer::analysis::AnalysisSettings;
+use gapscope_analyzer::explore::{Exploration, Stage, explore};
+use gapscope_analyzer::import::{ImportOptions, ImportProgress, import_trace};
+
+use crate::lod::LaneLod;
+
+/// A trace ready to draw.
+pub struct Loaded {
+    pub x: Exploration,
+    /// One per GPU lane, same order as `x.lanes.gpu`.
+    pub lods: Vec<LaneLod>,
+    /// Seconds from the start of the open to the data being ready.
+    pub load_s: f64,
+}
+
+/// What the worker has done so far, read by the UI every frame.
+#[derive(Default)]
+pub struct Progress {
+    pub bytes_done: AtomicU64,
+    pub bytes_total: AtomicU64,
+    /// 0: importing; then 1 + the [`Stage`] index; 10: level of detail.
+    pub stage: AtomicU8,
+    pub result: Mutex<Option<Result<Loaded, String>>>,
+}
+
+impl Progress {
+    /// (fraction done when known, what is happening).
+    pub fn status(&self) -> (Option<f32>, &'static str) {
+        match self.stage.load(Ordering::Relaxed) {
+            0 => {
+                let t = self.bytes_total.load(Ordering::Relaxed);
+                let d = self.bytes_done.load(Ordering::Relaxed);
+                ((t > 0).then(|| (d as f32 / t as f32).min(1.0)), "importing")
+            }
+            1 => (None, Stage::Analysing.label()),
+            2 => (None, Stage::Lanes.label()),
+            3 => (None, Stage::KernelTable.label()),
+            _ => (None, "building the level of detail"),
+        }
+    }
+
+    pub fn take(&self) -> Option<Result<Loaded, String>> {
+        self.result.lock().ok()?.take()
+    }
+}
+
+struct Bytes<'a>(&'a Progress);
+
+impl ImportProgress for Bytes<'_> {
+    fn start(&self, total: Option<u64>) {
+        self.0
+            .bytes_total
+            .store(total.unwrap_or(0), Ordering::Relaxed);
+    }
+    fn advance(&self, n: u64) {
+        self.0.bytes_done.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// How traces are read and analysed.
+#[derive(Clone)]
+pub struct LoadSettings {
+    pub rules: Arc<RuleSet>,
+    pub analysis: AnalysisSettings,
+    /// Most events an import loads (`None`: the importer's default for the format).
+    pub max_events: Option<u64>,
+}
+
+impl Default for LoadSettings {
+    fn default() -> Self {
+        Self {
+            rules: Arc::new(RuleSet::builtin()),
+            analysis: AnalysisSettings::default(),
+            max_events: None,
+        }
+    }
+}
+
+/// Imports and analyses `path` on the calling thread.
+pub fn load_blocking(path: &Path, s: &LoadSettings, p: &Progress) -> Result<Loaded, String> {
+    let t0 = Instant::now();
+    let opts = ImportOptions {
+        kernel_columns: None,
+        // A truncated file loads what it holds; the report's warnings say so.
+        allow_truncated: true,
+        max_events: s.max_events,
+    };
+    let imported = import_trace(path, &opts, &Bytes(p)).map_err(|e| one_line(&e.to_string()))?;
+    let stage = |st: Stage| {
+        let code = match st {
+            Stage::Analysing => 1,
+            Stage::Lanes => 2,
+            Stage::KernelTable => 3,
+        };
+        p.stage.store(code, Ordering::Relaxed);
+    };
+    let x = explore(imported, &s.rules, &s.analysis, &stage);
+    p.stage.store(10, Ordering::Relaxed);
+    let lods = x.lanes.gpu.iter().map(LaneLod::build).collect();
+    Ok(Loaded {
+        x,
+        lods,
+        load_s: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// Starts loading `path` on a worker thread; `done` runs when the result is in `Progress`.
+pub fn spawn(path: PathBuf, s: LoadSettings, done: impl Fn() + Send + 'static) -> Arc<Progress> {
+    let p = Arc::new(Progress::default());
+    let q = Arc::clone(&p);
+    let worker = std::thread::Builder::new()
+        .name("gapscope-load".into())
+        .spawn(move || {
+            // A panic in the analysis is a bug, but it must not take the window down.
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                load_blocking(&path, &s, &q)
+            }))
+            .unwrap_or_else(|_| {
+                Err(format!(
+                    "{}: the analysis failed (internal error)",
+                    path.display()
+                ))
+            });
+            if let Ok(mut slot) = q.result.lock() {
+                *slot = Some(r);
+            }
+            done();
+        });
+    if let Err(e) = worker {
+        if let Ok(mut slot) = p.result.lock() {
+            *slot = Some(Err(format!("cannot start a loader thread: {e}")));
+        }
+    }
+    p
+}
+
+/// The first line of an error, for the window.
+pub fn one_line(s: &str) -> String {
+    s.lines().next().unwrap_or("").trim().to_owned()
+}

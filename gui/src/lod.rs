@@ -1,0 +1,182 @@
+//! Level of detail for one GPU lane, with no egui types (tested and benchmarked headless).
+//!
+//! Zoomed out, many activities fall into one pixel. The timeline folds a run of activities
+//! narrower than a few pixels into one bar (Tracy's folded zones) and needs, for any index
+//! range of the lane, the time per bucket (for the bar's dominant bucket) and the longest
+//! activity (Perfetto's mipmap keeps the max-duration slice as the representative). Both
+//! come from per-block summaries: cumulative time per bucket at every 64th activity, and
+//! the longest activity per block of 64 and per block of 4096. A range query reads two
+//! partial blocks and the block summaries in between, so a frame's cost depends on the
+//! pixels drawn, not on the activities in the lane.
+
+use gapscope_analyzer::Bucket;
+use gapscope_analyzer::explore::GpuLane;
+
+pub const NB: usize = Bucket::ALL.len();
+const B1: usize = 64;
+const B2: usize = 4096;
+
+/// What a folded run of activities holds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunSummary {
+    pub count: usize,
+    /// The bucket with the most time in the run.
+    pub dominant: u8,
+    /// Summed activity time, ns.
+    pub time_ns: i64,
+    /// Index (in the lane) of the longest activity of the run.
+    pub longest: usize,
+}
+
+pub struct LaneLod {
+    /// Cumulative time per bucket before activity `k * 64`.
+    cum: Vec<[i64; NB]>,
+    /// (duration, index) of the longest activity of each 64-block and each 4096-block.
+    max1: Vec<(i64, u32)>,
+    max2: Vec<(i64, u32)>,
+}
+
+fn dur(l: &GpuLane, i: usize) -> i64 {
+    (l.end_ns[i] - l.start_ns[i]).max(0)
+}
+
+impl LaneLod {
+    pub fn build(l: &GpuLane) -> Self {
+        let n = l.len();
+        let mut cum = Vec::with_capacity(n / B1 + 1);
+        let mut acc = [0i64; NB];
+        let mut max1 = Vec::with_capacity(n / B1 + 1);
+        for block in 0..n.div_ceil(B1) {
+            cum.push(acc);
+            let mut best = (-1i64, 0u32);
+            for i in block * B1..((block + 1) * B1).min(n) {
+                let d = dur(l, i);
+                acc[(l.bucket[i] as usize).min(NB - 1)] += d;
+                if d > best.0 {
+                    best = (d, i as u32);
+                }
+            }
+            max1.push(best);
+        }
+        cum.push(acc);
+        let max2 = max1
+            .chunks(B2 / B1)
+            .map(|c| *c.iter().max_by_key(|x| x.0).expect("chunks are not empty"))
+            .collect();
+        Self { cum, max1, max2 }
+    }
+
+    /// Bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.cum.len() * std::mem::size_of::<[i64; NB]>() + (self.max1.len() + self.max2.len()) * 16
+    }
+
+    /// Time per bucket of activities `0..i`.
+    fn prefix(&self, l: &GpuLane, i: usize) -> [i64; NB] {
+        let block = i / B1;
+        let mut acc = self.cum[block];
+        for k in block * B1..i {
+            acc[(l.bucket[k] as usize).min(NB - 1)] += dur(l, k);
+        }
+        acc
+    }
+
+    /// Time per bucket of activities `i..j`.
+    pub fn bucket_ns(&self, l: &GpuLane, i: usize, j: usize) -> [i64; NB] {
+        let (a, b) = (self.prefix(l, i), self.prefix(l, j.max(i)));
+        let mut out = [0; NB];
+        for k in 0..NB {
+            out[k] = b[k] - a[k];
+        }
+        out
+    }
+
+    /// The longest activity of `i..j` (`i` when the range is empty).
+    pub fn longest(&self, l: &GpuLane, i: usize, j: usize) -> usize {
+        let mut best = (-1i64, i);
+        let mut see = |d: i64, k: usize| {
+            if d > best.0 {
+                best = (d, k);
+            }
+        };
+        let mut k = i;
+        while k < j {
+            if k % B2 == 0 && k + B2 <= j {
+                let (d, at) = self.max2[k / B2];
+                see(d, at as usize);
+                k += B2;
+            } else if k % B1 == 0 && k + B1 <= j {
+                let (d, at) = self.max1[k / B1];
+                see(d, at as usize);
+                k += B1;
+            } else {
+                see(dur(l, k), k);
+                k += 1;
+            }
+        }
+        best.1
+    }
+
+    pub fn summary(&self, l: &GpuLane, i: usize, j: usize) -> RunSummary {
+        let ns = self.bucket_ns(l, i, j);
+        let (dominant, _) = ns
+            .iter()
+            .enumerate()
+            .max_by_key(|&(_, &t)| t)
+            .expect("NB > 0");
+        RunSummary {
+            count: j.saturating_sub(i),
+            dominant: dominant as u8,
+            time_ns: ns.iter().sum(),
+            longest: self.longest(l, i, j),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gapscope_analyzer::explore::ActRef;
+
+    fn lane(n: usize) -> GpuLane {
+        let start: Vec<i64> = (0..n as i64).map(|i| i * 10).collect();
+        let end: Vec<i64> = (0..n as i64).map(|i| i * 10 + 1 + (i * 7919) % 9).collect();
+        GpuLane {
+            device: 0,
+            stream: 1,
+            end_max_ns: end.clone(),
+            start_ns: start,
+            end_ns: end,
+            bucket: (0..n).map(|i| (i % 3) as u8).collect(),
+            act: (0..n).map(ActRef::kernel).collect(),
+        }
+    }
+
+    #[test]
+    fn range_queries_match_a_plain_scan() {
+        let l = lane(10_000);
+        let lod = LaneLod::build(&l);
+        for &(i, j) in &[
+            (0, 0),
+            (0, 1),
+            (3, 70),
+            (63, 65),
+            (100, 9000),
+            (0, 10_000),
+            (4095, 8193),
+        ] {
+            let mut want = [0i64; NB];
+            let mut best = (-1, i);
+            for k in i..j {
+                want[l.bucket[k] as usize] += dur(&l, k);
+                if dur(&l, k) > best.0 {
+                    best = (dur(&l, k), k);
+                }
+            }
+            assert_eq!(lod.bucket_ns(&l, i, j), want, "{i}..{j}");
+            if j > i {
+                assert_eq!(dur(&l, lod.longest(&l, i, j)), best.0, "{i}..{j}");
+            }
+        }
+    }
+}

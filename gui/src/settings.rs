@@ -1,0 +1,170 @@
+//! The explorer's command line, as typed settings (no clap: the GUI takes a handful of
+//! options, and the dependency rules keep command-line crates in the CLI).
+
+use std::path::PathBuf;
+
+use crate::views::View;
+
+pub const USAGE: &str = "\
+gapscope-gui: the gapscope trace explorer
+
+usage: gapscope-gui [TRACE...] [options]
+
+TRACE is a native trace (.gst), a PyTorch/Kineto JSON (.json or .json.gz) or an nsys
+SQLite export (.sqlite). Open more from the window (Open…, or drop files on it).
+
+options:
+  --view VIEW          start in timeline | steps | kernels | diff | roofline | telemetry
+  --step-aligned       start the timeline with every step the same width
+  --model CONFIG.json  the model's Hugging Face config.json, for the roofline
+  --hw GPU             the roofline's GPU (h100-sxm, h200, ...; default: the trace's GPU)
+  --hw-profile P.json  measured ceilings from gapscope-calibrate instead
+  --weights FMT        bf16 (default), fp8, q8_0, q4_0, q4_k, nvfp4 or mxfp4
+  --rules FILE         extra bucket rules (TOML), as for `gapscope report --rules`
+  --max-events N       refuse Kineto/nsys inputs with more events than N
+  --screenshot OUT.png render --view once, write it as PNG and exit (needs a display;
+                       use xvfb-run on a headless machine)
+  --size WxH           window size (default 1600x900)
+  -h, --help           this text
+  -V, --version        the version
+
+keys: W/S zoom, A/D pan, F fit, Esc clear the selection; Ctrl+wheel zooms, Shift+wheel
+pans, drag selects a box (sums by bucket), right-drag pans, double-click a step zooms to it.
+";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub traces: Vec<PathBuf>,
+    pub view: View,
+    pub step_aligned: bool,
+    pub model: Option<PathBuf>,
+    pub hw: Option<String>,
+    pub hw_profile: Option<PathBuf>,
+    pub weights: Option<String>,
+    pub rules: Option<PathBuf>,
+    pub max_events: Option<u64>,
+    pub screenshot: Option<PathBuf>,
+    pub size: [u32; 2],
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            traces: Vec::new(),
+            view: View::Timeline,
+            step_aligned: false,
+            model: None,
+            hw: None,
+            hw_profile: None,
+            weights: None,
+            rules: None,
+            max_events: None,
+            screenshot: None,
+            size: [1600, 900],
+        }
+    }
+}
+
+/// What the command line asks for.
+#[derive(Debug, PartialEq)]
+pub enum Command {
+    Run(Settings),
+    Help,
+    Version,
+}
+
+/// Parses the arguments after the program name; errors are one line.
+pub fn parse(args: &[String]) -> Result<Command, String> {
+    let mut s = Settings::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = |name: &str| -> Result<String, String> {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{name} needs a value (see --help)"))
+        };
+        match a.as_str() {
+            "-h" | "--help" => return Ok(Command::Help),
+            "-V" | "--version" => return Ok(Command::Version),
+            "--view" => {
+                let v = value(a)?;
+                s.view = View::parse(&v).ok_or_else(|| {
+                    format!(
+                        "--view {v:?}: use timeline, steps, kernels, diff, roofline or telemetry"
+                    )
+                })?;
+            }
+            "--step-aligned" => s.step_aligned = true,
+            "--model" => s.model = Some(value(a)?.into()),
+            "--hw" => s.hw = Some(value(a)?),
+            "--hw-profile" => s.hw_profile = Some(value(a)?.into()),
+            "--weights" => s.weights = Some(value(a)?),
+            "--rules" => s.rules = Some(value(a)?.into()),
+            "--max-events" => {
+                let v = value(a)?;
+                s.max_events = Some(
+                    v.parse()
+                        .map_err(|_| format!("--max-events {v:?}: not a number"))?,
+                );
+            }
+            "--screenshot" => s.screenshot = Some(value(a)?.into()),
+            "--size" => {
+                let v = value(a)?;
+                s.size = parse_size(&v).ok_or_else(|| {
+                    format!("--size {v:?}: use WIDTHxHEIGHT, e.g. 1600x900 (each 64..=8192)")
+                })?;
+            }
+            other if other.starts_with('-') && other.len() > 1 => {
+                return Err(format!("unknown option {other:?} (see --help)"));
+            }
+            path => s.traces.push(path.into()),
+        }
+    }
+    if s.screenshot.is_some() && s.traces.is_empty() {
+        return Err("--screenshot needs at least one TRACE".into());
+    }
+    if s.screenshot.is_some() && s.view == View::Diff && s.traces.len() < 2 {
+        return Err("--view diff needs two traces".into());
+    }
+    Ok(Command::Run(s))
+}
+
+fn parse_size(v: &str) -> Option<[u32; 2]> {
+    let (w, h) = v.split_once(['x', 'X'])?;
+    let (w, h) = (w.trim().parse().ok()?, h.trim().parse().ok()?);
+    let ok = |x: u32| (64..=8192).contains(&x);
+    (ok(w) && ok(h)).then_some([w, h])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn parses_screenshot_options_and_rejects_bad_ones() {
+        let Ok(Command::Run(s)) = parse(&args(
+            "a.gst b.json.gz --view diff --screenshot o.png --size 800x600",
+        )) else {
+            panic!("should parse")
+        };
+        assert_eq!(s.traces.len(), 2);
+        assert_eq!((s.view, s.size), (View::Diff, [800, 600]));
+        assert!(
+            parse(&args("a.gst --view nope"))
+                .unwrap_err()
+                .contains("--view")
+        );
+        assert!(
+            parse(&args("a.gst --size 10x10"))
+                .unwrap_err()
+                .contains("--size")
+        );
+        assert!(parse(&args("--screenshot o.png")).is_err());
+        assert!(parse(&args("a.gst --view diff --screenshot o.png")).is_err());
+        assert_eq!(parse(&args("--help")), Ok(Command::Help));
+    }
+}

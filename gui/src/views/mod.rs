@@ -1,0 +1,48 @@
+//! The explorer's views. Each draws the analyzer's typed data; none computes a figure.
+
+pub mod diff;
+pub mod format;
+pub mod kernels;
+pub mod roofline;
+pub mod row_paint;
+pub mod steps;
+pub mod telemetry;
+pub mod timeline;
+
+/// The view shown in the main area.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum View {
+    #[default]
+    Timeline,
+    Steps,
+    Kernels,
+    Diff,
+    Roofline,
+    Telemetry,
+}
+
+impl View {
+    pub const ALL: [View; 6] = [
+        View::Timeline,
+        View::Steps,
+        View::Kernels,
+        View::Diff,
+        View::Roofline,
+        View::Telemetry,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            View::Timeline => "timeline",
+            View::Steps => "steps",
+            View::Kernels => "kernels",
+            View::Diff => "diff",
+            View::Roofline => "roofline",
+            View::Telemetry => "telemetry",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.name() == s)
+    }
+}

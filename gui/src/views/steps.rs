@@ -1,0 +1,183 @@
+//! Stacked bars of bucket time for every step of the run (idle on top), prefill, decode
+//! and mixed steps told apart by the strip under each bar, stalls marked red. Clicking a
+//! bar asks for the timeline zoomed to that step.
+
+use egui::{Align2, Color32, FontId, Pos2, Rect, Sense, Stroke, Ui, Vec2};
+use gapscope_analyzer::Bucket;
+use gapscope_analyzer::explore::StepView;
+
+use super::format;
+use crate::loader::Loaded;
+use crate::palette;
+
+const AXIS_W: f32 = 56.0;
+const PHASE_H: f32 = 6.0;
+
+/// Draws the bars; returns the step clicked, if any.
+pub fn show(ui: &mut Ui, l: &Loaded) -> Option<usize> {
+    let steps = &l.x.steps;
+    ui.horizontal_wrapped(|ui| {
+        ui.label(format!(
+            "{} steps · {} decode · {} prefill · {} mixed · {} stalls · steps from {}",
+            steps.len(),
+            l.x.report.steps.decode_steps,
+            l.x.report.steps.prefill_steps,
+            l.x.report.steps.mixed_steps,
+            steps.iter().filter(|s| s.stall).count(),
+            l.x.report.steps.source
+        ));
+    });
+    legend(ui, steps);
+    if steps.is_empty() {
+        ui.label("No steps were found in this trace: the timeline still shows every kernel.");
+        return None;
+    }
+    let (rect, resp) = ui.allocate_exact_size(ui.available_size(), Sense::click());
+    let p = ui.painter_at(rect);
+    p.rect_filled(rect, 0.0, Color32::from_gray(18));
+    let plot = Rect::from_min_max(
+        Pos2::new(rect.left() + AXIS_W, rect.top() + 8.0),
+        Pos2::new(rect.right() - 8.0, rect.bottom() - 22.0),
+    );
+    let max_ms = steps
+        .iter()
+        .map(StepView::stacked_ms)
+        .fold(0.0, f64::max)
+        .max(1e-6);
+    let y_of = |ms: f64| plot.bottom() - (ms / max_ms) as f32 * plot.height();
+    // Axis: 5 ticks.
+    let font = FontId::monospace(10.0);
+    for k in 0..=4 {
+        let v = max_ms * k as f64 / 4.0;
+        let y = y_of(v);
+        p.line_segment(
+            [Pos2::new(plot.left(), y), Pos2::new(plot.right(), y)],
+            Stroke::new(1.0, Color32::from_gray(45)),
+        );
+        p.text(
+            Pos2::new(plot.left() - 4.0, y),
+            Align2::RIGHT_CENTER,
+            format!("{v:.2} ms"),
+            font.clone(),
+            Color32::from_gray(180),
+        );
+    }
+    let n = steps.len();
+    let w = plot.width() / n as f32;
+    let mut mesh = egui::Mesh::default();
+    // At most one bar per pixel column: the tallest step of the column stands for it.
+    let mut col_best: Vec<Option<usize>> = vec![None; plot.width().ceil().max(1.0) as usize + 1];
+    for (k, s) in steps.iter().enumerate() {
+        let c = ((k as f32 * w) as usize).min(col_best.len() - 1);
+        if col_best[c].is_none_or(|b| steps[b].stacked_ms() < s.stacked_ms()) {
+            col_best[c] = Some(k);
+        }
+    }
+    let bar_w = w.max(1.0);
+    for k in col_best.into_iter().flatten() {
+        let s = &steps[k];
+        let x0 = plot.left() + k as f32 * w;
+        let x1 = x0 + if bar_w > 3.0 { bar_w - 1.0 } else { bar_w };
+        let mut acc = 0.0;
+        for (b, &ms) in s.bucket_ms.iter().enumerate() {
+            if ms <= 0.0 {
+                continue;
+            }
+            let r = Rect::from_x_y_ranges(x0..=x1, y_of(acc + ms)..=y_of(acc));
+            mesh.add_colored_rect(r, palette::bucket(b as u8));
+            acc += ms;
+        }
+        if s.idle_ms > 0.0 {
+            let r = Rect::from_x_y_ranges(x0..=x1, y_of(acc + s.idle_ms)..=y_of(acc));
+            mesh.add_colored_rect(
+                r,
+                if s.stall {
+                    palette::STALL
+                } else {
+                    palette::IDLE
+                },
+            );
+        }
+        let strip =
+            Rect::from_x_y_ranges(x0..=x1, plot.bottom() + 2.0..=plot.bottom() + 2.0 + PHASE_H);
+        mesh.add_colored_rect(strip, palette::phase(s.phase));
+    }
+    p.add(egui::Shape::mesh(mesh));
+    p.text(
+        Pos2::new(plot.left(), rect.bottom() - 2.0),
+        Align2::LEFT_BOTTOM,
+        "step 0",
+        font.clone(),
+        Color32::from_gray(180),
+    );
+    p.text(
+        Pos2::new(plot.right(), rect.bottom() - 2.0),
+        Align2::RIGHT_BOTTOM,
+        format!("step {}", n - 1),
+        font,
+        Color32::from_gray(180),
+    );
+    let at = resp
+        .hover_pos()
+        .filter(|q| plot.x_range().contains(q.x))
+        .map(|q| (((q.x - plot.left()) / w) as usize).min(n - 1));
+    let clicked = at.filter(|_| resp.clicked());
+    if let Some(k) = at {
+        resp.on_hover_ui_at_pointer(|ui| {
+            ui.label(step_tooltip(k, &steps[k]));
+        });
+    }
+    clicked
+}
+
+fn legend(ui: &mut Ui, steps: &[StepView]) {
+    ui.horizontal_wrapped(|ui| {
+        for (b, bucket) in Bucket::ALL.iter().enumerate() {
+            if steps.iter().any(|s| s.bucket_ms[b] > 0.0) {
+                swatch(ui, palette::bucket(b as u8), bucket.as_str());
+            }
+        }
+        swatch(ui, palette::IDLE, "idle");
+        swatch(ui, palette::STALL, "stall (idle)");
+        ui.separator();
+        for ph in [
+            gapscope_traces::Phase::Prefill,
+            gapscope_traces::Phase::Decode,
+            gapscope_traces::Phase::Mixed,
+        ] {
+            if steps.iter().any(|s| s.phase == ph) {
+                swatch(ui, palette::phase(ph), ph.as_str());
+            }
+        }
+    });
+}
+
+pub fn swatch(ui: &mut Ui, c: Color32, label: &str) {
+    let (r, _) = ui.allocate_exact_size(Vec2::splat(10.0), Sense::hover());
+    ui.painter().rect_filled(r, 2.0, c);
+    ui.label(label);
+}
+
+fn step_tooltip(k: usize, s: &StepView) -> String {
+    let mut t = format!(
+        "step {k} · {}{}\n{} active · {} busy · {} idle (largest gap {})",
+        s.phase.as_str(),
+        if s.stall { " · STALL" } else { "" },
+        format::ms(s.active_ms),
+        format::ms(s.busy_ms),
+        format::ms(s.idle_ms),
+        format::ms(s.max_gap_ms)
+    );
+    let mut rows: Vec<(usize, f64)> = s
+        .bucket_ms
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|r| r.1 > 0.0)
+        .collect();
+    rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+    for (b, ms) in rows {
+        t += &format!("\n{:<16} {}", Bucket::ALL[b].as_str(), format::ms(ms));
+    }
+    t + "\nclick: show it in the timeline"
+}

@@ -1,0 +1,812 @@
+//! The timeline: a lane per device and stream (kernels and memops coloured by bucket),
+//! step boundaries, GPU-timeline markers and the host scopes per thread; zoom and pan with
+//! mouse and keyboard (W/S zoom, A/D pan, as in Perfetto; F fits), hover details, click to
+//! select, box selection (drag) that sums time by bucket, and the step-aligned mode.
+
+use egui::{Align2, Color32, FontId, Key, Pos2, Rect, Sense, Stroke, StrokeKind, Ui, Vec2};
+use gapscope_analyzer::Bucket;
+use gapscope_analyzer::explore::{ActRef, BoxSums, GpuLane, HostRow};
+use gapscope_traces::{ScopeKind, StrId};
+
+use super::format;
+use super::row_paint::{Drawn, Mapper, RowSource, paint_row};
+use crate::axis::{Axis, AxisMode};
+use crate::loader::Loaded;
+use crate::lod::LaneLod;
+use crate::palette;
+
+pub const RULER_H: f32 = 22.0;
+pub const LABEL_W: f32 = 150.0;
+const GPU_H: f32 = 20.0;
+const STEP_H: f32 = 16.0;
+const ROW_H: f32 = 14.0;
+
+/// What the pointer is over, or what was clicked.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Hit {
+    Activity(ActRef),
+    /// A folded run on GPU lane `lane`, items `i..j`.
+    Run {
+        lane: usize,
+        i: usize,
+        j: usize,
+    },
+    /// A host scope (forest node).
+    Scope(u32),
+    /// A marker (marker table index).
+    Marker(u32),
+    Step(usize),
+}
+
+/// A box selection: a time range over some GPU lanes, and what it holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BoxSelection {
+    pub lanes: Vec<usize>,
+    pub sums: BoxSums,
+}
+
+/// One document's timeline state.
+#[derive(Default)]
+pub struct TimelineState {
+    pub mode: AxisMode,
+    pub axis: Option<Axis>,
+    /// Visible axis range.
+    pub u0: f64,
+    pub u1: f64,
+    pub hovered: Option<Hit>,
+    pub selected: Option<Hit>,
+    /// Kernel name whose instances are highlighted (from the kernel table).
+    pub highlight: Option<StrId>,
+    pub selection: Option<BoxSelection>,
+    pub drag_from: Option<Pos2>,
+    /// Width of the lane area at the last frame, px (for keyboard zoom before a frame).
+    pub last_width: f32,
+}
+
+impl TimelineState {
+    pub fn reset(&mut self, l: &Loaded) {
+        self.rebuild_axis(l);
+        self.fit();
+    }
+
+    fn rebuild_axis(&mut self, l: &Loaded) {
+        let steps: Vec<(i64, i64)> = l.x.steps.iter().map(|s| (s.start_ns, s.end_ns)).collect();
+        self.axis = Some(Axis::new(self.mode, l.x.span_ns, &steps));
+    }
+
+    /// Shows the whole trace.
+    pub fn fit(&mut self) {
+        if let Some(a) = &self.axis {
+            let (u0, u1) = a.extent();
+            self.u0 = u0;
+            self.u1 = u1.max(u0 + 1e-6);
+        }
+    }
+
+    /// Switches between time and step-aligned axes, keeping the visible time range.
+    pub fn set_mode(&mut self, mode: AxisMode, l: &Loaded) {
+        if mode == self.mode && self.axis.is_some() {
+            return;
+        }
+        let range = self.visible_ns();
+        self.mode = mode;
+        self.rebuild_axis(l);
+        match range {
+            Some((t0, t1)) => self.zoom_to_ns(t0, t1, 0.0),
+            None => self.fit(),
+        }
+    }
+
+    /// The visible time range, ns.
+    pub fn visible_ns(&self) -> Option<(i64, i64)> {
+        let a = self.axis.as_ref()?;
+        Some((a.from_u(self.u0), a.from_u(self.u1)))
+    }
+
+    /// Shows `[t0, t1)` with `margin` (a fraction of the range) on each side.
+    pub fn zoom_to_ns(&mut self, t0: i64, t1: i64, margin: f64) {
+        let Some(a) = &self.axis else { return };
+        let (u0, u1) = (a.to_u(t0), a.to_u(t1.max(t0 + 1)));
+        let pad = (u1 - u0) * margin;
+        self.u0 = u0 - pad;
+        self.u1 = (u1 + pad).max(self.u0 + 1e-6);
+    }
+
+    /// Zooms by `factor` (> 1 zooms in) around the fraction `at` of the view.
+    pub fn zoom(&mut self, factor: f64, at: f64) {
+        let w = self.u1 - self.u0;
+        let pivot = self.u0 + w * at.clamp(0.0, 1.0);
+        // No closer than 1 ns per 1000 px in time mode.
+        let min_w = match self.mode {
+            AxisMode::Time => 1.0,
+            AxisMode::StepAligned => 1e-7,
+        };
+        let nw = (w / factor).max(min_w);
+        self.u0 = pivot - (pivot - self.u0) * nw / w;
+        self.u1 = self.u0 + nw;
+    }
+
+    /// Pans by `frac` of the view width (positive: later).
+    pub fn pan(&mut self, frac: f64) {
+        let d = (self.u1 - self.u0) * frac;
+        self.u0 += d;
+        self.u1 += d;
+    }
+}
+
+struct GpuRow<'a> {
+    l: &'a Loaded,
+    lane: &'a GpuLane,
+    lod: &'a LaneLod,
+    highlight: Option<StrId>,
+}
+
+impl GpuRow<'_> {
+    fn name_id(&self, i: usize) -> StrId {
+        let a = self.lane.act[i];
+        let t = &self.l.x.trace;
+        if a.is_memop() {
+            t.memops.name[a.index()]
+        } else {
+            t.kernels.name[a.index()]
+        }
+    }
+}
+
+impl RowSource for GpuRow<'_> {
+    fn start(&self) -> &[i64] {
+        &self.lane.start_ns
+    }
+    fn end(&self) -> &[i64] {
+        &self.lane.end_ns
+    }
+    fn end_max(&self) -> &[i64] {
+        &self.lane.end_max_ns
+    }
+    fn color(&self, i: usize) -> Color32 {
+        let c = palette::bucket(self.lane.bucket[i]);
+        match self.highlight {
+            Some(h) if self.name_id(i) == h => palette::HIGHLIGHT,
+            Some(_) => palette::dim(c),
+            None => c,
+        }
+    }
+    fn label(&self, i: usize) -> String {
+        gapscope_analyzer::analysis::steps::short(self.l.x.trace.strings.get(self.name_id(i)))
+    }
+    fn run(&self, i: usize, j: usize) -> (Color32, String) {
+        let s = self.lod.summary(self.lane, i, j);
+        let c = palette::bucket(s.dominant);
+        let c = if self.highlight.is_some() {
+            palette::dim(c)
+        } else {
+            c
+        };
+        (
+            c,
+            format!(
+                "{} × {}",
+                format::count(s.count as u64),
+                Bucket::ALL[s.dominant as usize].as_str()
+            ),
+        )
+    }
+}
+
+struct ScopeRowSrc<'a> {
+    l: &'a Loaded,
+    row: &'a HostRow,
+    markers: bool,
+}
+
+impl ScopeRowSrc<'_> {
+    fn name(&self, i: usize) -> &str {
+        let id = self.row.id[i] as usize;
+        let t = &self.l.x.trace;
+        if self.markers {
+            t.strings.get(t.markers.name[id])
+        } else {
+            t.strings.get(self.l.x.forest.nodes[id].name)
+        }
+    }
+    fn kind(&self, i: usize) -> ScopeKind {
+        if self.markers {
+            ScopeKind::Annotation
+        } else {
+            self.l.x.forest.nodes[self.row.id[i] as usize].kind
+        }
+    }
+}
+
+impl RowSource for ScopeRowSrc<'_> {
+    fn start(&self) -> &[i64] {
+        &self.row.start_ns
+    }
+    fn end(&self) -> &[i64] {
+        &self.row.end_ns
+    }
+    fn end_max(&self) -> &[i64] {
+        &self.row.end_max_ns
+    }
+    fn color(&self, i: usize) -> Color32 {
+        palette::scope(self.kind(i))
+    }
+    fn label(&self, i: usize) -> String {
+        self.name(i).to_owned()
+    }
+    fn run(&self, i: usize, j: usize) -> (Color32, String) {
+        (
+            palette::dim(palette::scope(self.kind(i))),
+            format!("{} scopes", j - i),
+        )
+    }
+}
+
+/// Everything drawn this frame that the pointer can hit.
+#[derive(Default)]
+struct Hits {
+    items: Vec<(Rect, Hit)>,
+    /// (GPU lane index, its row rect).
+    gpu_rows: Vec<(usize, Rect)>,
+}
+
+/// Keyboard and mouse navigation; returns true when the view changed.
+fn navigate(ui: &Ui, st: &mut TimelineState, hover_frac: Option<f64>, area_hovered: bool) -> bool {
+    let typing = ui.ctx().egui_wants_keyboard_input();
+    let (dt, zoom, scroll, keys) = ui.input(|i| {
+        let k = |key| !typing && i.key_down(key);
+        (
+            i.stable_dt.min(0.1) as f64,
+            i.zoom_delta() as f64,
+            i.smooth_scroll_delta,
+            [
+                k(Key::W),
+                k(Key::S),
+                k(Key::A),
+                k(Key::D),
+                !typing && i.key_pressed(Key::F),
+            ],
+        )
+    });
+    let at = hover_frac.unwrap_or(0.5);
+    let mut changed = false;
+    if area_hovered && zoom != 1.0 {
+        st.zoom(zoom, at);
+        changed = true;
+    }
+    if area_hovered && scroll.x != 0.0 && st.last_width > 0.0 {
+        st.pan(-(scroll.x as f64) / st.last_width as f64);
+        changed = true;
+    }
+    // W/S: zoom ×4 per second; A/D: pan half a view per second.
+    if keys[0] {
+        st.zoom(4f64.powf(dt), at);
+    }
+    if keys[1] {
+        st.zoom(4f64.powf(-dt), at);
+    }
+    if keys[2] {
+        st.pan(-0.5 * dt * 2.0);
+    }
+    if keys[3] {
+        st.pan(0.5 * dt * 2.0);
+    }
+    if keys[..4].iter().any(|&k| k) {
+        ui.ctx().request_repaint();
+        changed = true;
+    }
+    if keys[4] {
+        st.fit();
+        changed = true;
+    }
+    changed
+}
+
+/// Height of all lanes of a trace, px.
+pub fn lanes_height(l: &Loaded) -> f32 {
+    let x = &l.x;
+    let markers: usize = x.lanes.markers.iter().map(|m| m.rows.len()).sum();
+    let host: usize = x.lanes.host.iter().map(|h| h.rows.len()).sum();
+    STEP_H + 4.0 + x.lanes.gpu.len() as f32 * GPU_H + (markers + host) as f32 * ROW_H + 12.0
+}
+
+/// Draws the time ruler in `rect`.
+pub fn ruler(painter: &egui::Painter, rect: Rect, m: &Mapper, l: &Loaded) {
+    painter.rect_filled(rect, 0.0, Color32::from_gray(30));
+    let font = FontId::monospace(10.0);
+    let col = Color32::from_gray(190);
+    match m.axis.mode {
+        AxisMode::Time => {
+            let (t0, t1) = (m.t0(), m.t1());
+            let span = (t1 - t0).max(1) as f64;
+            let target = span * 110.0 / m.width.max(1.0) as f64;
+            let mag = 10f64.powf(target.log10().floor());
+            let step = [1.0, 2.0, 5.0, 10.0]
+                .iter()
+                .map(|f| f * mag)
+                .find(|&s| s >= target)
+                .unwrap_or(10.0 * mag)
+                .max(1.0);
+            let origin = m.axis.origin_ns();
+            let first = (((t0 - origin) as f64 / step).ceil() * step) as i64 + origin;
+            let mut t = first;
+            let mut n = 0;
+            while t <= t1 && n < 200 {
+                let x = m.sx(t);
+                painter.line_segment(
+                    [
+                        Pos2::new(x, rect.bottom() - 6.0),
+                        Pos2::new(x, rect.bottom()),
+                    ],
+                    Stroke::new(1.0, col),
+                );
+                painter.text(
+                    Pos2::new(x + 2.0, rect.top() + 2.0),
+                    Align2::LEFT_TOP,
+                    format::dur_ns((t - origin) as f64),
+                    font.clone(),
+                    col,
+                );
+                t += step as i64;
+                n += 1;
+            }
+        }
+        AxisMode::StepAligned => {
+            let steps = &l.x.steps;
+            let px_per_step = m.scale();
+            let every = ((48.0 / px_per_step).ceil() as usize).max(1);
+            let first = m.u0.max(0.0) as usize / (1.0 + crate::axis::STEP_GAP_UNITS) as usize;
+            for (k, s) in steps.iter().enumerate().skip(first.saturating_sub(1)) {
+                let x = m.sx(s.start_ns);
+                if x > rect.right() {
+                    break;
+                }
+                if k % every == 0 {
+                    painter.line_segment(
+                        [
+                            Pos2::new(x, rect.bottom() - 6.0),
+                            Pos2::new(x, rect.bottom()),
+                        ],
+                        Stroke::new(1.0, col),
+                    );
+                    painter.text(
+                        Pos2::new(x + 2.0, rect.top() + 2.0),
+                        Align2::LEFT_TOP,
+                        format!("step {k}"),
+                        font.clone(),
+                        col,
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The timeline of one loaded trace in the available space. `force_mode` fixes the axis
+/// (the diff view's step-aligned pair); `id` keeps widget ids apart when two are shown.
+pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_height: Option<f32>) {
+    if st.axis.is_none() {
+        st.reset(l);
+    }
+    let avail = ui.available_size();
+    let height = max_height.unwrap_or(avail.y).max(RULER_H + 40.0);
+    let (outer, resp) = ui.allocate_exact_size(Vec2::new(avail.x, height), Sense::click_and_drag());
+    let lane_area = Rect::from_min_max(Pos2::new(outer.left() + LABEL_W, outer.top()), outer.max);
+    st.last_width = lane_area.width();
+    let hover_frac = resp
+        .hover_pos()
+        .filter(|p| p.x >= lane_area.left())
+        .map(|p| ((p.x - lane_area.left()) / lane_area.width()) as f64);
+    if navigate(ui, st, hover_frac, resp.hovered()) {
+        st.hovered = None;
+    }
+    // Vertical scrolling of the lanes with the wheel (zoom is Ctrl+wheel, pan Shift+wheel).
+    let content_h = lanes_height(l);
+    let scroll_id = ui.scope_id().with(("timeline_scroll", id));
+    let mut scroll_y: f32 = ui.data(|d| d.get_temp(scroll_id)).unwrap_or(0.0);
+    if resp.hovered() {
+        let dy = ui.input(|i| {
+            if i.modifiers.ctrl || i.modifiers.command {
+                0.0
+            } else {
+                i.smooth_scroll_delta.y
+            }
+        });
+        scroll_y -= dy;
+    }
+    let visible_h = outer.height() - RULER_H;
+    scroll_y = scroll_y.clamp(0.0, (content_h - visible_h).max(0.0));
+    ui.data_mut(|d| d.insert_temp(scroll_id, scroll_y));
+
+    let axis = st.axis.as_ref().expect("set above").clone();
+    let m = Mapper {
+        axis: &axis,
+        u0: st.u0,
+        u1: st.u1,
+        left: lane_area.left(),
+        width: lane_area.width(),
+    };
+    let painter = ui.painter_at(outer);
+    painter.rect_filled(outer, 0.0, Color32::from_gray(18));
+    let ruler_rect = Rect::from_min_max(
+        lane_area.min,
+        Pos2::new(lane_area.right(), lane_area.top() + RULER_H),
+    );
+    ruler(&painter, ruler_rect, &m, l);
+    let body = Rect::from_min_max(Pos2::new(outer.left(), outer.top() + RULER_H), outer.max);
+    let lanes_painter = painter.with_clip_rect(body);
+    let label_painter = lanes_painter.with_clip_rect(Rect::from_min_max(
+        body.min,
+        Pos2::new(lane_area.left(), body.bottom()),
+    ));
+    let lane_clip = lanes_painter.with_clip_rect(Rect::from_min_max(
+        Pos2::new(lane_area.left(), body.top()),
+        body.max,
+    ));
+    let mut hits = Hits::default();
+    let mut y = body.top() - scroll_y;
+    let font = FontId::proportional(11.0);
+    let label_col = Color32::from_gray(200);
+    let row = |y: f32, h: f32| {
+        Rect::from_min_max(
+            Pos2::new(lane_area.left(), y),
+            Pos2::new(lane_area.right(), y + h),
+        )
+    };
+    let visible = |r: &Rect| r.bottom() >= body.top() && r.top() <= body.bottom();
+
+    // Steps.
+    let steps_rect = row(y, STEP_H);
+    if visible(&steps_rect) {
+        label_painter.text(
+            Pos2::new(outer.left() + 4.0, steps_rect.center().y),
+            Align2::LEFT_CENTER,
+            format!("steps ({})", l.x.steps.len()),
+            font.clone(),
+            label_col,
+        );
+        paint_steps(&lane_clip, steps_rect, &m, l, &mut hits);
+    }
+    y += STEP_H + 4.0;
+    // Markers on the GPU timeline.
+    for ml in &l.x.lanes.markers {
+        for (r_i, r) in ml.rows.iter().enumerate() {
+            let rr = row(y, ROW_H);
+            if visible(&rr) {
+                if r_i == 0 {
+                    label_painter.text(
+                        Pos2::new(outer.left() + 4.0, rr.center().y),
+                        Align2::LEFT_CENTER,
+                        format!("GPU {} markers", ml.device),
+                        font.clone(),
+                        label_col,
+                    );
+                }
+                let src = ScopeRowSrc {
+                    l,
+                    row: r,
+                    markers: true,
+                };
+                let mut drawn = Vec::new();
+                paint_row(&lane_clip, rr, &m, &src, &mut drawn);
+                for (rect, d) in drawn {
+                    if let Drawn::Item(i) = d {
+                        hits.items.push((rect, Hit::Marker(r.id[i])));
+                    }
+                }
+            }
+            y += ROW_H;
+        }
+    }
+    // GPU lanes.
+    for (li, lane) in l.x.lanes.gpu.iter().enumerate() {
+        let rr = row(y, GPU_H);
+        if visible(&rr) {
+            label_painter.text(
+                Pos2::new(outer.left() + 4.0, rr.center().y),
+                Align2::LEFT_CENTER,
+                lane.label(),
+                font.clone(),
+                label_col,
+            );
+            let src = GpuRow {
+                l,
+                lane,
+                lod: &l.lods[li],
+                highlight: st.highlight,
+            };
+            let mut drawn = Vec::new();
+            paint_row(&lane_clip, rr, &m, &src, &mut drawn);
+            for (rect, d) in drawn {
+                hits.items.push((
+                    rect,
+                    match d {
+                        Drawn::Item(i) => Hit::Activity(lane.act[i]),
+                        Drawn::Run(i, j) => Hit::Run { lane: li, i, j },
+                    },
+                ));
+            }
+            hits.gpu_rows.push((li, rr));
+        }
+        y += GPU_H;
+    }
+    // Host threads.
+    for hl in &l.x.lanes.host {
+        for (r_i, r) in hl.rows.iter().enumerate() {
+            let rr = row(y, ROW_H);
+            if visible(&rr) {
+                if r_i == 0 {
+                    label_painter.text(
+                        Pos2::new(outer.left() + 4.0, rr.center().y),
+                        Align2::LEFT_CENTER,
+                        format!("host thread {}", hl.tid),
+                        font.clone(),
+                        label_col,
+                    );
+                }
+                let src = ScopeRowSrc {
+                    l,
+                    row: r,
+                    markers: false,
+                };
+                let mut drawn = Vec::new();
+                paint_row(&lane_clip, rr, &m, &src, &mut drawn);
+                for (rect, d) in drawn {
+                    if let Drawn::Item(i) = d {
+                        hits.items.push((rect, Hit::Scope(r.id[i])));
+                    }
+                }
+            }
+            y += ROW_H;
+        }
+    }
+    // Step boundaries across the lanes, where steps are wide enough to tell apart.
+    if l.x.steps.len() as f64 * 6.0
+        < lane_area.width() as f64 * (m.axis.extent().1 - m.axis.extent().0) / (st.u1 - st.u0)
+    {
+        let stroke = Stroke::new(1.0, Color32::from_rgba_unmultiplied(255, 255, 255, 28));
+        let (t0, t1) = (m.t0(), m.t1());
+        let first = l.x.steps.partition_point(|s| s.end_ns < t0);
+        for s in l.x.steps[first..].iter().take_while(|s| s.start_ns <= t1) {
+            let x = m.sx(s.start_ns);
+            lane_clip.line_segment(
+                [Pos2::new(x, body.top()), Pos2::new(x, body.bottom())],
+                stroke,
+            );
+        }
+    }
+
+    // Pointer: hover, click, box selection (primary drag), pan (secondary drag).
+    let pointer = resp.hover_pos();
+    st.hovered = pointer.and_then(|p| {
+        hits.items
+            .iter()
+            .find(|(r, _)| r.contains(p))
+            .map(|(_, h)| h.clone())
+    });
+    if resp.clicked() {
+        st.selected = st.hovered.clone();
+        if let Some(Hit::Step(k)) = &st.selected {
+            let s = &l.x.steps[*k];
+            if resp.double_clicked() {
+                st.zoom_to_ns(s.start_ns, s.end_ns, 0.02);
+            }
+        }
+    }
+    if resp.drag_started_by(egui::PointerButton::Primary) {
+        st.drag_from = resp.interact_pointer_pos();
+    }
+    if resp.dragged_by(egui::PointerButton::Secondary)
+        || resp.dragged_by(egui::PointerButton::Middle)
+    {
+        let dx = resp.drag_delta().x as f64;
+        st.pan(-dx / lane_area.width().max(1.0) as f64);
+    }
+    if let (Some(a), Some(b)) = (st.drag_from, resp.interact_pointer_pos()) {
+        let r = Rect::from_two_pos(a, b).intersect(Rect::from_min_max(
+            Pos2::new(lane_area.left(), body.top()),
+            body.max,
+        ));
+        painter.rect_filled(r, 0.0, palette::SELECTION);
+        painter.rect_stroke(
+            r,
+            0.0,
+            Stroke::new(1.0, Color32::from_rgb(0x40, 0x80, 0xff)),
+            StrokeKind::Inside,
+        );
+        if resp.drag_stopped() {
+            st.drag_from = None;
+            let lanes: Vec<usize> = hits
+                .gpu_rows
+                .iter()
+                .filter(|(_, rr)| rr.top() < r.bottom() && rr.bottom() > r.top())
+                .map(|&(i, _)| i)
+                .collect();
+            let t0 = m.t((r.left() - lane_area.left()) as f64);
+            let t1 = m.t((r.right() - lane_area.left()) as f64);
+            st.selection = select_box(l, lanes, t0, t1);
+        }
+    }
+    if let Some(sel) = &st.selection {
+        let (a, b) = (m.sx(sel.sums.t0_ns), m.sx(sel.sums.t1_ns));
+        lane_clip.rect_stroke(
+            Rect::from_x_y_ranges(a..=b.max(a + 1.0), body.y_range()),
+            0.0,
+            Stroke::new(1.0, Color32::from_rgb(0x40, 0x80, 0xff)),
+            StrokeKind::Inside,
+        );
+    }
+    if ui.input(|i| i.key_pressed(Key::Escape)) {
+        st.selection = None;
+        st.selected = None;
+    }
+    if let Some(h) = &st.hovered {
+        let text = describe(l, h);
+        resp.on_hover_ui_at_pointer(|ui| {
+            ui.set_max_width(440.0);
+            ui.label(text);
+        });
+    }
+}
+
+/// The box selection over `lanes` from `t0` to `t1`, or none when it holds no lane.
+pub fn select_box(l: &Loaded, lanes: Vec<usize>, t0: i64, t1: i64) -> Option<BoxSelection> {
+    if lanes.is_empty() || t0 == t1 {
+        return None;
+    }
+    let refs: Vec<&GpuLane> = lanes.iter().filter_map(|&i| l.x.lanes.gpu.get(i)).collect();
+    Some(BoxSelection {
+        sums: BoxSums::of(&refs, t0, t1),
+        lanes,
+    })
+}
+
+fn paint_steps(p: &egui::Painter, rect: Rect, m: &Mapper, l: &Loaded, hits: &mut Hits) {
+    let steps = &l.x.steps;
+    let (t0, t1) = (m.t0(), m.t1());
+    let first = steps.partition_point(|s| s.end_ns < t0);
+    let mut mesh = egui::Mesh::default();
+    let mut last_x = f32::NEG_INFINITY;
+    for (k, s) in steps.iter().enumerate().skip(first) {
+        if s.start_ns > t1 {
+            break;
+        }
+        let (a, b) = (m.sx(s.start_ns), m.sx(s.end_ns));
+        // One step per pixel at most.
+        if b < last_x + 1.0 {
+            continue;
+        }
+        last_x = b;
+        let r = Rect::from_x_y_ranges(a..=b.max(a + 1.0), rect.top() + 2.0..=rect.bottom() - 2.0);
+        mesh.add_colored_rect(
+            r.shrink2(Vec2::new(if b - a > 3.0 { 0.5 } else { 0.0 }, 0.0)),
+            palette::phase(s.phase),
+        );
+        if s.stall {
+            mesh.add_colored_rect(
+                Rect::from_x_y_ranges(r.x_range(), rect.top()..=rect.top() + 3.0),
+                palette::STALL,
+            );
+        }
+        if b - a > 40.0 {
+            p.text(
+                Pos2::new(a.max(rect.left()) + 3.0, rect.center().y),
+                Align2::LEFT_CENTER,
+                format!("#{k} {}", s.phase.as_str()),
+                FontId::proportional(10.0),
+                Color32::BLACK,
+            );
+        }
+        hits.items.push((r, Hit::Step(k)));
+    }
+    p.add(egui::Shape::mesh(mesh));
+}
+
+/// The hover text for a hit.
+pub fn describe(l: &Loaded, h: &Hit) -> String {
+    let x = &l.x;
+    match h {
+        Hit::Activity(a) => match x.detail(*a) {
+            Some(d) => {
+                let mut s = format!(
+                    "{}\nbucket {} · {}\nGPU {} · stream {} · starts at {}",
+                    d.name,
+                    d.bucket.as_str(),
+                    format::dur_ns(d.dur_ns as f64),
+                    d.device,
+                    d.stream,
+                    format::dur_ns((d.start_ns - x.span_ns.0) as f64)
+                );
+                if let (Some(g), Some(b)) = (d.grid, d.block) {
+                    s += &format!(
+                        "\ngrid {}×{}×{} · block {}×{}×{}",
+                        g[0], g[1], g[2], b[0], b[1], b[2]
+                    );
+                }
+                if let Some(k) = &d.memop_kind {
+                    s += &format!("\n{k}");
+                }
+                if let Some(b) = d.bytes {
+                    s += &format!("\n{} moved", format::bytes(b));
+                }
+                if let Some(f) = d.flops {
+                    s += &format!(" · {:.3} GFLOP", f as f64 / 1e9);
+                }
+                if let Some(g) = d.achieved_gb_per_s {
+                    s += &format!("\nachieved {g:.1} GB/s");
+                }
+                if let Some(t) = d.achieved_tflops {
+                    s += &format!(" · {t:.2} TFLOP/s");
+                }
+                if d.graph_id != 0 {
+                    s += &format!("\nCUDA graph {} · node {}", d.graph_id, d.graph_node);
+                }
+                if let Some(op) = &d.op {
+                    s += &format!("\nop {op}");
+                }
+                if let Some(layer) = d.layer {
+                    s += &format!(" · layer {layer}");
+                }
+                if let Some(k) = x.step_at(d.start_ns) {
+                    s += &format!("\nin step {k} ({})", x.steps[k].phase.as_str());
+                }
+                s
+            }
+            None => "?".to_owned(),
+        },
+        Hit::Run { lane, i, j } => {
+            let ln = &x.lanes.gpu[*lane];
+            let s = l.lods[*lane].summary(ln, *i, *j);
+            let longest = x
+                .detail(ln.act[s.longest])
+                .map(|d| {
+                    format!(
+                        "{} ({})",
+                        gapscope_analyzer::analysis::steps::short(&d.name),
+                        format::dur_ns(d.dur_ns as f64)
+                    )
+                })
+                .unwrap_or_default();
+            format!(
+                "{} activities folded (zoom in to see them)\nmostly {} · {} of GPU time\nlongest: {longest}",
+                format::count(s.count as u64),
+                Bucket::ALL[s.dominant as usize].as_str(),
+                format::dur_ns(s.time_ns as f64)
+            )
+        }
+        Hit::Scope(n) => {
+            let node = &x.forest.nodes[*n as usize];
+            format!(
+                "{}\n{:?} scope · {}",
+                x.trace.strings.get(node.name),
+                node.kind,
+                format::dur_ns((node.end - node.start) as f64)
+            )
+        }
+        Hit::Marker(i) => {
+            let m = &x.trace.markers;
+            let i = *i as usize;
+            format!(
+                "{}\nmarker · {}",
+                x.trace.strings.get(m.name[i]),
+                format::dur_ns((m.gpu_end_ns[i] - m.gpu_start_ns[i]) as f64)
+            )
+        }
+        Hit::Step(k) => {
+            let s = &x.steps[*k];
+            let mut t = format!(
+                "step {k} · {} · {}\nbusy {} · idle {}{}",
+                s.phase.as_str(),
+                format::dur_ns((s.end_ns - s.start_ns) as f64),
+                format::ms(s.busy_ms),
+                format::ms(s.idle_ms),
+                if s.stall { " · STALL" } else { "" }
+            );
+            if s.batch > 0 {
+                t += &format!("\nbatch {}", s.batch);
+            }
+            t += "\ndouble-click to zoom to it";
+            t
+        }
+    }
+}

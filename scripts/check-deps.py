@@ -5,7 +5,8 @@ Fails when a workspace crate depends on a workspace crate it may not, when analy
 reach cudarc, when profiler reaches engine, when a device-side package's normal
 dependency tree contains polars, egui, eframe, sqlx or tokio, or when an analysis library
 (analyzer, traces) pulls in a presentation or command-line crate (plotters, clap, indicatif,
-egui, eframe).
+egui, eframe), when anything but gapscope-gui pulls in windowing crates, or when the GUI
+pulls in command-line or chart crates.
 """
 import json
 import subprocess
@@ -28,6 +29,11 @@ HEAVY = {"polars", "egui", "eframe", "sqlx", "tokio"}
 # draws the same typed reports.
 ANALYSIS_LIBS = ["gapscope-analyzer", "gapscope-traces"]
 PRESENTATION = {"plotters", "clap", "indicatif", "egui", "eframe"}
+# Windowing lives in the explorer binary alone: `gapscope gui` starts it as a process, so the
+# CLI (and everything else) runs on machines without a display and builds without it.
+GUI_ONLY = {"egui", "eframe", "winit", "glutin", "egui_glow"}
+# The explorer draws the analyzer's reports; it takes no command-line or chart crate.
+GUI_FORBIDDEN = {"clap", "indicatif", "plotters"}
 
 
 def tree(pkg):
@@ -62,6 +68,14 @@ def main():
         bad = PRESENTATION & tree(pkg)
         if bad:
             errors.append(f"{pkg} (analysis library) pulls in {', '.join(sorted(bad))}")
+    for pkg in sorted(names - {"gapscope-gui"}):
+        bad = GUI_ONLY & tree(pkg)
+        if bad:
+            errors.append(f"{pkg} pulls in {', '.join(sorted(bad))}: windowing belongs to gapscope-gui alone")
+    if "gapscope-gui" in names:
+        bad = GUI_FORBIDDEN & tree("gapscope-gui")
+        if bad:
+            errors.append(f"gapscope-gui pulls in {', '.join(sorted(bad))}: it draws the analyzer's reports, nothing more")
     for pkg in DEVICE_SIDE:
         bad = HEAVY & tree(pkg)
         if bad:

@@ -4,6 +4,7 @@ mod buckets_cmd;
 mod diff_cmd;
 mod export_cmd;
 mod gate_cmd;
+mod gui_cmd;
 mod history_cmd;
 mod import_cmd;
 mod join_cmd;
@@ -56,6 +57,8 @@ enum Command {
     Roofline(roofline_cmd::RooflineArgs),
     /// Copy an engine trace's launch metadata and steps onto a recording of the same run.
     Join(join_cmd::JoinArgs),
+    /// Open traces in the explorer window (runs gapscope-gui).
+    Gui(gui_cmd::GuiArgs),
 }
 
 /// Settings every subcommand gets.
@@ -145,6 +148,7 @@ fn main() -> ExitCode {
         Command::Diff(a) => diff_cmd::run(a, &g),
         Command::Gate(a) => gate_cmd::run(a, &g),
         Command::History(a) => history_cmd::run(a, &g),
+        Command::Gui(a) => gui_cmd::run(a),
     };
     match result {
         Ok(code) => code,

@@ -773,3 +773,61 @@ fn report_flags_throttling_and_clock_drops_inside_the_decode_steps() {
     let table = String::from_utf8(run(&["report", b]).stdout).unwrap();
     assert!(!table.contains("Telemetry"), "{table}");
 }
+
+/// A copy of `gapscope` alone in a fresh folder, optionally beside a fake `gapscope-gui`
+/// script that prints its arguments and exits with 7.
+fn lone_gapscope(with_gui: bool) -> (tempfile::TempDir, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("gapscope");
+    std::fs::copy(env!("CARGO_BIN_EXE_gapscope"), &exe).unwrap();
+    if with_gui {
+        let gui = dir.path().join("gapscope-gui");
+        std::fs::write(&gui, "#!/bin/sh\necho \"gui:$*\"\nexit 7\n").unwrap();
+        std::fs::set_permissions(&gui, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    (dir, exe)
+}
+
+#[test]
+fn gui_starts_gapscope_gui_beside_it_with_every_argument() {
+    let (_dir, exe) = lone_gapscope(true);
+    let o = Command::new(&exe)
+        .args([
+            "gui",
+            "a.gst",
+            "b.json.gz",
+            "--view",
+            "diff",
+            "--step-aligned",
+        ])
+        .env("PATH", "")
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(7),
+        "the explorer's exit code comes back"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "gui:a.gst b.json.gz --view diff --step-aligned"
+    );
+}
+
+#[test]
+fn gui_without_the_explorer_says_how_to_build_it() {
+    let (_dir, exe) = lone_gapscope(false);
+    let o = Command::new(&exe)
+        .args(["gui", "a.gst"])
+        .env("PATH", "")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+    assert!(
+        e.contains("gapscope-gui not found") && e.contains("cargo build --release -p gapscope-gui"),
+        "{e}"
+    );
+}

@@ -32,6 +32,9 @@ pub struct App {
     dialog: FileDialog,
     /// An error that belongs to no document (bad rules file, ...).
     pub notice: Option<String>,
+    /// Whether the step bars stack idle time, and where the last frame drew them.
+    pub steps_show_idle: bool,
+    pub steps_plot: Option<egui::Rect>,
 }
 
 impl App {
@@ -80,6 +83,8 @@ impl App {
             pending: s.traces.clone(),
             dialog: FileDialog::default(),
             notice,
+            steps_show_idle: true,
+            steps_plot: None,
         }
     }
 
@@ -403,8 +408,13 @@ impl App {
             }
             View::Steps => {
                 let d = &mut self.docs[self.active];
+                let (clicked, plot) = match &d.state {
+                    DocState::Ready(l) => views::steps::show(ui, l, &mut self.steps_show_idle),
+                    _ => (None, None),
+                };
+                self.steps_plot = plot;
                 if let DocState::Ready(l) = &d.state
-                    && let Some(k) = views::steps::show(ui, l)
+                    && let Some(k) = clicked
                 {
                     let s = &l.x.steps[k];
                     d.timeline.zoom_to_ns(s.start_ns, s.end_ns, 0.02);

@@ -117,6 +117,18 @@ impl LaneLod {
         best.1
     }
 
+    /// The bucket with the most time in `i..j`.
+    pub fn dominant(&self, l: &GpuLane, i: usize, j: usize) -> u8 {
+        let ns = self.bucket_ns(l, i, j);
+        let mut best = 0;
+        for b in 1..NB {
+            if ns[b] > ns[best] {
+                best = b;
+            }
+        }
+        best as u8
+    }
+
     pub fn summary(&self, l: &GpuLane, i: usize, j: usize) -> RunSummary {
         let ns = self.bucket_ns(l, i, j);
         let (dominant, _) = ns

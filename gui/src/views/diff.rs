@@ -62,8 +62,7 @@ pub fn show(ui: &mut Ui, st: &mut DiffState, docs: &[(&str, Option<&Loaded>)]) {
     }
     ui.horizontal(|ui| {
         for (label, which) in [("A", &mut st.a), ("B", &mut st.b)] {
-            ui.label(label);
-            egui::ComboBox::from_id_salt(("diff_side", label))
+            egui::ComboBox::new(("diff_side", label), label)
                 .selected_text(docs[*which].0)
                 .show_ui(ui, |ui| {
                     for (i, (name, _)) in docs.iter().enumerate() {
@@ -120,7 +119,7 @@ pub fn show(ui: &mut Ui, st: &mut DiffState, docs: &[(&str, Option<&Loaded>)]) {
 fn waterfall(ui: &mut Ui, r: &DiffReport, height: f32) {
     ui.label(
         RichText::new(format!(
-            "step time A {} → B {} (gap {:+.3} ms{})",
+            "step time A {} -> B {} (gap {:+.3} ms{})",
             format::ms(r.a.step_ms),
             format::ms(r.b.step_ms),
             r.gap_ms,
@@ -266,7 +265,7 @@ fn tables(ui: &mut Ui, r: &DiffReport) {
         ui.label("bucket");
         ui.label("A");
         ui.label("B");
-        ui.label("Δ");
+        ui.label("delta");
         ui.end_row();
         for k in &r.top_moved {
             ui.label(format::fit(&k.name, 48)).on_hover_text(&k.name);

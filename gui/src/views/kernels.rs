@@ -91,7 +91,7 @@ pub fn show(ui: &mut Ui, st: &mut KernelsState, l: &Loaded) -> Option<Option<Str
                 .desired_width(260.0)
                 .hint_text("e.g. gemv|gemm"),
         );
-        egui::ComboBox::from_id_salt("kernel_bucket")
+        egui::ComboBox::new("kernel_bucket", "bucket")
             .selected_text(st.bucket.map_or("all buckets", |b| b.as_str()))
             .show_ui(ui, |ui| {
                 ui.selectable_value(&mut st.bucket, None, "all buckets");
@@ -132,7 +132,7 @@ pub fn show(ui: &mut Ui, st: &mut KernelsState, l: &Loaded) -> Option<Option<Str
         for (title, key, w) in cols {
             let w = if w == 0.0 { name_w } else { w };
             let arrow = if st.sort == key {
-                if st.ascending { " ▲" } else { " ▼" }
+                if st.ascending { " ^" } else { " v" }
             } else {
                 ""
             };
@@ -247,7 +247,7 @@ fn bucket_table(ui: &mut Ui, st: &mut KernelsState, l: &Loaded) {
         .num_columns(7)
         .show(ui, |ui| {
             ui.strong("bucket");
-            for (k, t) in ["total ▼", "calls ▼", "share ▼"].iter().enumerate() {
+            for (k, t) in ["total v", "calls v", "share v"].iter().enumerate() {
                 if ui
                     .add(egui::Button::new(RichText::new(*t).strong()).frame(false))
                     .clicked()

@@ -88,8 +88,7 @@ pub fn show(ui: &mut Ui, st: &mut RooflineState, docs: &[&Loaded]) {
         {
             st.set_model(PathBuf::from(st.model_text.clone()));
         }
-        ui.label("GPU");
-        egui::ComboBox::from_id_salt("roofline_hw")
+        egui::ComboBox::new("roofline_hw", "GPU")
             .selected_text(if st.hw_id.is_empty() {
                 "from the trace"
             } else {
@@ -118,8 +117,7 @@ pub fn show(ui: &mut Ui, st: &mut RooflineState, docs: &[&Loaded]) {
                 st.set_profile(PathBuf::from(st.profile_text.clone()));
             }
         }
-        ui.label("weights");
-        egui::ComboBox::from_id_salt("roofline_fmt")
+        egui::ComboBox::new("roofline_fmt", "weights")
             .selected_text(st.weights.as_str())
             .show_ui(ui, |ui| {
                 for f in ["bf16", "fp8", "q8_0", "q4_0", "q4_k", "nvfp4", "mxfp4"] {

@@ -64,8 +64,10 @@ pub trait RowSource {
     fn end_max(&self) -> &[i64];
     fn color(&self, i: usize) -> Color32;
     fn label(&self, i: usize) -> String;
-    /// Colour and label of the folded run `i..j`.
-    fn run(&self, i: usize, j: usize) -> (Color32, String);
+    /// Colour of the folded run `i..j` (its dominant kind).
+    fn run_color(&self, i: usize, j: usize) -> Color32;
+    /// Label of the folded run `i..j`.
+    fn run_label(&self, i: usize, j: usize) -> String;
 }
 
 /// Paints one row into `rect`; returns what was drawn where (for hit testing).
@@ -97,13 +99,25 @@ pub fn paint_row(
             i += 1;
             continue;
         }
-        // Fold: every item that starts within MIN_PX of the run's end joins it.
-        let mut j = i + 1;
-        let mut run_end = x1.max(x0);
+        // Fold (Tracy): the items starting within MIN_PX of the run's start form one pixel
+        // bucket, coloured by its dominant bucket (Perfetto's mipmap keeps one representative
+        // per bucket); neighbouring buckets join the run while their colour is the same, no
+        // item among them is wide, and no gap wider than MIN_PX separates them.
+        let chunk = |j: usize| -> usize {
+            let limit = m.axis.from_u(m.u0 + (m.x(start[j]) + MIN_PX) / scale);
+            (j + 1 + start[j + 1..range.end].partition_point(|&s| s < limit)).min(range.end)
+        };
+        let mut k = chunk(i);
+        let color = src.run_color(i, k);
+        let mut j = k;
+        let mut run_end = x1.max(x0).max(m.x(end_max[k - 1]));
         while j < range.end {
-            let limit = m.axis.from_u(m.u0 + (run_end + MIN_PX) / scale);
-            let k = j + start[j..range.end].partition_point(|&s| s < limit);
-            if k == j {
+            let xs = m.x(start[j]);
+            if xs > run_end + MIN_PX || m.x(end[j]) - xs >= MIN_PX {
+                break;
+            }
+            k = chunk(j);
+            if src.run_color(j, k) != color {
                 break;
             }
             run_end = run_end.max(m.x(end_max[k - 1]));
@@ -116,13 +130,13 @@ pub fn paint_row(
             mesh.add_colored_rect(r, src.color(i));
             hits.push((r.expand2(egui::vec2(1.0, 0.0)), Drawn::Item(i)));
         } else {
-            let (c, label) = src.run(i, j);
+            let c = color;
             mesh.add_colored_rect(r, c);
             // A dark tick on top tells a folded run from one long activity.
             let tick = Rect::from_x_y_ranges(r.x_range(), y0..=(y0 + 2.0).min(y1));
             mesh.add_colored_rect(tick, palette::dim(c));
             if (xb - xa) as f64 >= LABEL_MIN_PX {
-                labels.push((r, label, c));
+                labels.push((r, src.run_label(i, j), c));
             }
             hits.push((r, Drawn::Run(i, j)));
         }

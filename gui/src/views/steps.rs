@@ -13,8 +13,8 @@ use crate::palette;
 const AXIS_W: f32 = 56.0;
 const PHASE_H: f32 = 6.0;
 
-/// Draws the bars; returns the step clicked, if any.
-pub fn show(ui: &mut Ui, l: &Loaded) -> Option<usize> {
+/// Draws the bars; returns the step clicked, if any, and the plot's rectangle.
+pub fn show(ui: &mut Ui, l: &Loaded, show_idle: &mut bool) -> (Option<usize>, Option<Rect>) {
     let steps = &l.x.steps;
     ui.horizontal_wrapped(|ui| {
         ui.label(format!(
@@ -27,11 +27,16 @@ pub fn show(ui: &mut Ui, l: &Loaded) -> Option<usize> {
             l.x.report.steps.source
         ));
     });
-    legend(ui, steps);
+    ui.horizontal(|ui| {
+        legend(ui, steps);
+        ui.checkbox(show_idle, "show idle")
+            .on_hover_text("stack each step's GPU idle on top of its buckets");
+    });
     if steps.is_empty() {
         ui.label("No steps were found in this trace: the timeline still shows every kernel.");
-        return None;
+        return (None, None);
     }
+    let idle_of = |s: &StepView| if *show_idle { s.idle_ms } else { 0.0 };
     let (rect, resp) = ui.allocate_exact_size(ui.available_size(), Sense::click());
     let p = ui.painter_at(rect);
     p.rect_filled(rect, 0.0, Color32::from_gray(18));
@@ -39,11 +44,8 @@ pub fn show(ui: &mut Ui, l: &Loaded) -> Option<usize> {
         Pos2::new(rect.left() + AXIS_W, rect.top() + 8.0),
         Pos2::new(rect.right() - 8.0, rect.bottom() - 22.0),
     );
-    let max_ms = steps
-        .iter()
-        .map(StepView::stacked_ms)
-        .fold(0.0, f64::max)
-        .max(1e-6);
+    let height_of = |s: &StepView| s.stacked_ms() - s.idle_ms + idle_of(s);
+    let max_ms = steps.iter().map(height_of).fold(0.0, f64::max).max(1e-6);
     let y_of = |ms: f64| plot.bottom() - (ms / max_ms) as f32 * plot.height();
     // Axis: 5 ticks.
     let font = FontId::monospace(10.0);
@@ -69,7 +71,7 @@ pub fn show(ui: &mut Ui, l: &Loaded) -> Option<usize> {
     let mut col_best: Vec<Option<usize>> = vec![None; plot.width().ceil().max(1.0) as usize + 1];
     for (k, s) in steps.iter().enumerate() {
         let c = ((k as f32 * w) as usize).min(col_best.len() - 1);
-        if col_best[c].is_none_or(|b| steps[b].stacked_ms() < s.stacked_ms()) {
+        if col_best[c].is_none_or(|b| height_of(&steps[b]) < height_of(s)) {
             col_best[c] = Some(k);
         }
     }
@@ -87,7 +89,7 @@ pub fn show(ui: &mut Ui, l: &Loaded) -> Option<usize> {
             mesh.add_colored_rect(r, palette::bucket(b as u8));
             acc += ms;
         }
-        if s.idle_ms > 0.0 {
+        if idle_of(s) > 0.0 {
             let r = Rect::from_x_y_ranges(x0..=x1, y_of(acc + s.idle_ms)..=y_of(acc));
             mesh.add_colored_rect(
                 r,
@@ -127,7 +129,7 @@ pub fn show(ui: &mut Ui, l: &Loaded) -> Option<usize> {
             ui.label(step_tooltip(k, &steps[k]));
         });
     }
-    clicked
+    (clicked, Some(plot))
 }
 
 fn legend(ui: &mut Ui, steps: &[StepView]) {

@@ -61,6 +61,17 @@ pub struct TimelineState {
     pub drag_from: Option<Pos2>,
     /// Width of the lane area at the last frame, px (for keyboard zoom before a frame).
     pub last_width: f32,
+    /// Where the last frame drew the lanes (for tests and the benchmark).
+    pub geometry: Option<Geometry>,
+}
+
+/// Screen geometry of the last frame.
+#[derive(Debug, Clone)]
+pub struct Geometry {
+    /// The lanes' drawing area (right of the labels, below the ruler).
+    pub lanes: Rect,
+    /// GPU lane index and its row.
+    pub gpu_rows: Vec<(usize, Rect)>,
 }
 
 impl TimelineState {
@@ -174,21 +185,20 @@ impl RowSource for GpuRow<'_> {
     fn label(&self, i: usize) -> String {
         gapscope_analyzer::analysis::steps::short(self.l.x.trace.strings.get(self.name_id(i)))
     }
-    fn run(&self, i: usize, j: usize) -> (Color32, String) {
-        let s = self.lod.summary(self.lane, i, j);
-        let c = palette::bucket(s.dominant);
-        let c = if self.highlight.is_some() {
+    fn run_color(&self, i: usize, j: usize) -> Color32 {
+        let c = palette::bucket(self.lod.dominant(self.lane, i, j));
+        if self.highlight.is_some() {
             palette::dim(c)
         } else {
             c
-        };
-        (
-            c,
-            format!(
-                "{} × {}",
-                format::count(s.count as u64),
-                Bucket::ALL[s.dominant as usize].as_str()
-            ),
+        }
+    }
+    fn run_label(&self, i: usize, j: usize) -> String {
+        let s = self.lod.summary(self.lane, i, j);
+        format!(
+            "{} × {}",
+            format::count(s.count as u64),
+            Bucket::ALL[s.dominant as usize].as_str()
         )
     }
 }
@@ -234,11 +244,11 @@ impl RowSource for ScopeRowSrc<'_> {
     fn label(&self, i: usize) -> String {
         self.name(i).to_owned()
     }
-    fn run(&self, i: usize, j: usize) -> (Color32, String) {
-        (
-            palette::dim(palette::scope(self.kind(i))),
-            format!("{} scopes", j - i),
-        )
+    fn run_color(&self, i: usize, _j: usize) -> Color32 {
+        palette::dim(palette::scope(self.kind(i)))
+    }
+    fn run_label(&self, i: usize, j: usize) -> String {
+        format!("{} scopes", format::count((j - i) as u64))
     }
 }
 
@@ -576,6 +586,10 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
         }
     }
 
+    st.geometry = Some(Geometry {
+        lanes: Rect::from_min_max(Pos2::new(lane_area.left(), body.top()), body.max),
+        gpu_rows: hits.gpu_rows.clone(),
+    });
     // Pointer: hover, click, box selection (primary drag), pan (secondary drag).
     let pointer = resp.hover_pos();
     st.hovered = pointer.and_then(|p| {
@@ -594,7 +608,8 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
         }
     }
     if resp.drag_started_by(egui::PointerButton::Primary) {
-        st.drag_from = resp.interact_pointer_pos();
+        // Where the button went down (the drag is only recognised after some movement).
+        st.drag_from = ui.input(|i| i.pointer.press_origin());
     }
     if resp.dragged_by(egui::PointerButton::Secondary)
         || resp.dragged_by(egui::PointerButton::Middle)

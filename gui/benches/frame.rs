@@ -1,0 +1,166 @@
+//! Frame cost of the explorer on a large trace, headless (no window, no GPU): the real
+//! `App` runs in an `egui::Context` pass plus tessellation, which is the UI thread's whole
+//! per-frame work before the renderer uploads the vertices.
+//!
+//! cargo bench -p gapscope-gui --bench frame -- TRACE [--frames N] [--size WxH]
+//!
+//! Prints, as one JSON object: the time from opening the trace to the end of the first
+//! frame that draws it, the per-frame time (median, min, max, p90) at full zoom-out, at a
+//! mid zoom (1/1000 of the trace) and at a deep zoom (one step), each while panning, and
+//! the peak resident memory.
+
+use std::time::Instant;
+
+use egui::{Pos2, RawInput, Rect, Vec2};
+use gapscope_gui::App;
+use gapscope_gui::doc::DocState;
+use gapscope_gui::settings::Settings;
+
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kib| kib / 1024.0)
+}
+
+fn frame(ctx: &egui::Context, app: &mut App, size: Vec2) -> f64 {
+    let input = RawInput {
+        screen_rect: Some(Rect::from_min_size(Pos2::ZERO, size)),
+        ..RawInput::default()
+    };
+    let t = Instant::now();
+    let out = ctx.run_ui(input, |ui| app.ui(ui));
+    let prims = ctx.tessellate(out.shapes, out.pixels_per_point);
+    std::hint::black_box(prims);
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+fn stats(v: &mut [f64]) -> serde_like::Stats {
+    v.sort_by(f64::total_cmp);
+    let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+    serde_like::Stats {
+        median: q(0.5),
+        min: v[0],
+        p90: q(0.9),
+        max: v[v.len() - 1],
+        n: v.len(),
+    }
+}
+
+mod serde_like {
+    pub struct Stats {
+        pub median: f64,
+        pub min: f64,
+        pub p90: f64,
+        pub max: f64,
+        pub n: usize,
+    }
+    impl std::fmt::Display for Stats {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(
+                f,
+                "{{\"median_ms\": {:.3}, \"min_ms\": {:.3}, \"p90_ms\": {:.3}, \"max_ms\": {:.3}, \"frames\": {}}}",
+                self.median, self.min, self.p90, self.max, self.n
+            )
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    let mut trace = None;
+    let mut frames = 60usize;
+    let mut size = Vec2::new(1600.0, 900.0);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--frames" => frames = it.next().and_then(|v| v.parse().ok()).expect("--frames N"),
+            "--size" => {
+                let v = it.next().expect("--size WxH");
+                let (w, h) = v.split_once('x').expect("--size WxH");
+                size = Vec2::new(w.parse().expect("width"), h.parse().expect("height"));
+            }
+            p => trace = Some(p.to_owned()),
+        }
+    }
+    let Some(trace) = trace else {
+        eprintln!("usage: frame TRACE [--frames N] [--size WxH]");
+        std::process::exit(2);
+    };
+    let ctx = egui::Context::default();
+    let settings = Settings {
+        traces: vec![trace.clone().into()],
+        ..Settings::default()
+    };
+    let t0 = Instant::now();
+    let mut app = App::new(&settings);
+    // Frames while loading (the progress bar), then the first frame with the trace.
+    let mut loading_frames = Vec::new();
+    loop {
+        let ms = frame(&ctx, &mut app, size);
+        if app.settled() {
+            break;
+        }
+        loading_frames.push(ms);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let load_s = t0.elapsed().as_secs_f64();
+    frame(&ctx, &mut app, size);
+    let first_frame_s = t0.elapsed().as_secs_f64();
+    let (kernels, steps, load_only_s) = match &app.docs[0].state {
+        DocState::Ready(l) => (l.x.trace.kernels.len, l.x.steps.len(), l.load_s),
+        DocState::Failed(e) => panic!("{trace}: {e}"),
+        DocState::Loading(_) => unreachable!("settled"),
+    };
+    let (span0, span1, step_ns) = match &app.docs[0].state {
+        DocState::Ready(l) => (
+            l.x.span_ns.0,
+            l.x.span_ns.1,
+            l.x.steps
+                .first()
+                .map_or(1_000_000, |s| s.end_ns - s.start_ns),
+        ),
+        _ => unreachable!(),
+    };
+    let span = (span1 - span0).max(1);
+    let mut results = Vec::new();
+    for (name, width_ns) in [
+        ("full", span),
+        ("mid", (span / 1000).max(1)),
+        ("deep", step_ns.max(1)),
+    ] {
+        let mut v = Vec::with_capacity(frames);
+        for f in 0..frames {
+            // Pan across the trace so no frame repeats the one before.
+            let tl = &mut app.docs[0].timeline;
+            let start = if width_ns >= span {
+                span0
+            } else {
+                span0 + ((span - width_ns) as f64 * f as f64 / frames as f64) as i64
+            };
+            tl.zoom_to_ns(start, start + width_ns, 0.0);
+            v.push(frame(&ctx, &mut app, size));
+        }
+        results.push(format!("\"{name}\": {}", stats(&mut v)));
+    }
+    let loading = if loading_frames.is_empty() {
+        "null".to_owned()
+    } else {
+        stats(&mut loading_frames).to_string()
+    };
+    println!(
+        "{{\"trace\": {trace:?}, \"kernels\": {kernels}, \"steps\": {steps}, \"size\": \"{}x{}\", \"load_s\": {load_only_s:.3}, \"open_to_first_frame_s\": {first_frame_s:.3}, \"first_frame_after_load_s\": {:.3}, \"loading_frames\": {loading}, {}, \"peak_rss_mib\": {:.0}}}",
+        size.x,
+        size.y,
+        first_frame_s - load_s,
+        results.join(", "),
+        peak_rss_mib()
+    );
+}

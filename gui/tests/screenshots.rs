@@ -1,0 +1,97 @@
+//! Every view rendered by the real binary (`--screenshot`) from bundled traces: each PNG
+//! exists, has the requested size and is not blank. It needs a display, so it is ignored
+//! by `cargo test`; `.ci/run` runs it under `xvfb-run` (and fails if it did not run).
+//! With GAPSCOPE_SCREENSHOT_DIR set, the PNGs are kept there (docs/images is made so).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const W: u32 = 1400;
+const H: u32 = 800;
+
+fn repo(p: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(p)
+        .display()
+        .to_string()
+}
+
+/// (view, arguments) for each view, from the bundled traces that show it best.
+fn cases() -> Vec<(&'static str, Vec<String>)> {
+    let engine = repo("traces/reference/engine-llama3-8b-npl1.gst");
+    let hybrid = repo("traces/reference/cupti-qwen3next-small-npl1.gst");
+    vec![
+        ("timeline", vec![hybrid.clone()]),
+        ("steps", vec![engine.clone()]),
+        ("kernels", vec![engine.clone()]),
+        (
+            "diff",
+            vec![
+                repo("traces/reference/hf-llama3.2-1b-npl8-stack-cudnn.json.gz"),
+                repo("traces/reference/hf-llama3.2-1b-npl8-stack-math.json.gz"),
+            ],
+        ),
+        (
+            "roofline",
+            vec![engine, "--model".into(), repo("models/llama-3-8b.json")],
+        ),
+        ("telemetry", vec![hybrid]),
+    ]
+}
+
+/// (width, height, distinct colours, share of pixels unlike the most common colour).
+fn inspect(p: &Path) -> (u32, u32, usize, f64) {
+    let dec = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(p).unwrap()));
+    let mut r = dec.read_info().unwrap();
+    let mut buf = vec![0; r.output_buffer_size().unwrap()];
+    let info = r.next_frame(&mut buf).unwrap();
+    let px: Vec<[u8; 4]> = buf[..info.buffer_size()]
+        .chunks(4)
+        .map(|c| [c[0], c[1], c[2], c.get(3).copied().unwrap_or(255)])
+        .collect();
+    let mut counts = std::collections::HashMap::new();
+    for p in &px {
+        *counts.entry(*p).or_insert(0usize) += 1;
+    }
+    let top = counts.values().copied().max().unwrap_or(0);
+    (
+        info.width,
+        info.height,
+        counts.len(),
+        1.0 - top as f64 / px.len().max(1) as f64,
+    )
+}
+
+#[test]
+#[ignore = "needs a display: .ci/run runs it under xvfb-run"]
+fn every_view_renders_from_a_bundled_trace() {
+    let keep = std::env::var_os("GAPSCOPE_SCREENSHOT_DIR").map(PathBuf::from);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = keep.clone().unwrap_or_else(|| tmp.path().to_path_buf());
+    std::fs::create_dir_all(&dir).unwrap();
+    for (view, args) in cases() {
+        let out = dir.join(format!("{view}.png"));
+        let _ = std::fs::remove_file(&out);
+        let o = Command::new(env!("CARGO_BIN_EXE_gapscope-gui"))
+            .args(&args)
+            .args(["--view", view, "--screenshot"])
+            .arg(&out)
+            .args(["--size", &format!("{W}x{H}")])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{view}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(out.is_file(), "{view}: no PNG");
+        let (w, h, colours, busy) = inspect(&out);
+        assert_eq!((w, h), (W, H), "{view}: size");
+        assert!(
+            colours > 50 && busy > 0.05,
+            "{view}: looks blank ({colours} colours, {:.1}% not background)",
+            busy * 100.0
+        );
+    }
+}

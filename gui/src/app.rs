@@ -35,6 +35,8 @@ pub struct App {
     /// Whether the step bars stack idle time, and where the last frame drew them.
     pub steps_show_idle: bool,
     pub steps_plot: Option<egui::Rect>,
+    /// `--step K`: zoom the first trace's timeline to step K once it has loaded.
+    start_step: Option<usize>,
 }
 
 impl App {
@@ -85,6 +87,7 @@ impl App {
             notice,
             steps_show_idle: true,
             steps_plot: None,
+            start_step: s.step,
         }
     }
 
@@ -96,10 +99,11 @@ impl App {
     /// Whether every document has finished loading (or failed).
     pub fn settled(&self) -> bool {
         self.pending.is_empty()
-            && self
-                .docs
-                .iter()
-                .all(|d| !matches!(d.state, DocState::Loading(_)))
+            && self.docs.iter().all(|d| match &d.state {
+                DocState::Loading(_) => false,
+                DocState::Ready(l) => l.kernel_table().is_some(),
+                DocState::Failed(_) => true,
+            })
     }
 
     fn start_pending(&mut self, ctx: &egui::Context) {
@@ -134,10 +138,24 @@ impl App {
         let ctx = ui.ctx().clone();
         self.start_pending(&ctx);
         let mut loading = false;
-        for d in &mut self.docs {
-            d.poll();
+        for (i, d) in self.docs.iter_mut().enumerate() {
+            if d.poll()
+                && i == 0
+                && let (Some(k), DocState::Ready(l)) = (self.start_step.take(), &d.state)
+            {
+                match l.x.steps.get(k) {
+                    Some(s) => d.timeline.zoom_to_ns(s.start_ns, s.end_ns, 0.02),
+                    None => {
+                        self.notice = Some(format!(
+                            "--step {k}: the trace has {} steps",
+                            l.x.steps.len()
+                        ))
+                    }
+                }
+            }
             loading |= matches!(d.state, DocState::Loading(_));
         }
+        loading |= !self.settled();
         if loading {
             ctx.request_repaint_after(std::time::Duration::from_millis(100));
         }

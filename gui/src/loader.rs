@@ -3,23 +3,27 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use gapscope_analyzer::RuleSet;
 use gapscope_analyzer::analysis::AnalysisSettings;
-use gapscope_analyzer::explore::{Exploration, Stage, explore};
+use gapscope_analyzer::explore::{Exploration, KernelTable, Stage, explore};
 use gapscope_analyzer::import::{ImportOptions, ImportProgress, import_trace};
 
 use crate::lod::LaneLod;
 
 /// A trace ready to draw.
 pub struct Loaded {
-    pub x: Exploration,
+    pub x: Arc<Exploration>,
+    /// The kernel table, built after the timeline is shown (empty until then).
+    pub kernel_table: Arc<OnceLock<KernelTable>>,
     /// One per GPU lane, same order as `x.lanes.gpu`.
     pub lods: Vec<LaneLod>,
     /// Seconds from the start of the open to the data being ready.
     pub load_s: f64,
+    /// Seconds per stage (import, analysis, lanes, kernel table, level of detail).
+    pub stages_s: Vec<(&'static str, f64)>,
 }
 
 /// What the worker has done so far, read by the UI every frame.
@@ -43,7 +47,6 @@ impl Progress {
             }
             1 => (None, Stage::Analysing.label()),
             2 => (None, Stage::Lanes.label()),
-            3 => (None, Stage::KernelTable.label()),
             _ => (None, "building the level of detail"),
         }
     }
@@ -85,7 +88,22 @@ impl Default for LoadSettings {
     }
 }
 
-/// Imports and analyses `path` on the calling thread.
+impl Loaded {
+    pub fn kernel_table(&self) -> Option<&KernelTable> {
+        self.kernel_table.get()
+    }
+
+    /// Builds the kernel table on the calling thread (unless it exists).
+    pub fn build_kernel_table(&self) {
+        build_table(&self.x, &self.kernel_table);
+    }
+}
+
+fn build_table(x: &Exploration, slot: &OnceLock<KernelTable>) {
+    slot.get_or_init(|| KernelTable::build(&x.trace, &x.kernel_bucket, &x.memop_bucket));
+}
+
+/// Imports and analyses `path` on the calling thread (the kernel table stays to build).
 pub fn load_blocking(path: &Path, s: &LoadSettings, p: &Progress) -> Result<Loaded, String> {
     let t0 = Instant::now();
     let opts = ImportOptions {
@@ -95,21 +113,39 @@ pub fn load_blocking(path: &Path, s: &LoadSettings, p: &Progress) -> Result<Load
         max_events: s.max_events,
     };
     let imported = import_trace(path, &opts, &Bytes(p)).map_err(|e| one_line(&e.to_string()))?;
+    let marks = Mutex::new(vec![("import", t0.elapsed().as_secs_f64())]);
     let stage = |st: Stage| {
-        let code = match st {
-            Stage::Analysing => 1,
-            Stage::Lanes => 2,
-            Stage::KernelTable => 3,
+        let (code, prev) = match st {
+            Stage::Analysing => (1, None),
+            Stage::Lanes => (2, Some("analysis")),
         };
+        if let (Some(name), Ok(mut m)) = (prev, marks.lock()) {
+            m.push((name, t0.elapsed().as_secs_f64()));
+        }
         p.stage.store(code, Ordering::Relaxed);
     };
     let x = explore(imported, &s.rules, &s.analysis, &stage);
+    let mut marks = marks.into_inner().unwrap_or_default();
+    marks.push(("lanes", t0.elapsed().as_secs_f64()));
     p.stage.store(10, Ordering::Relaxed);
     let lods = x.lanes.gpu.iter().map(LaneLod::build).collect();
+    let load_s = t0.elapsed().as_secs_f64();
+    marks.push(("level of detail", load_s));
+    let mut prev = 0.0;
+    let stages_s = marks
+        .into_iter()
+        .map(|(n, t)| {
+            let d = t - prev;
+            prev = t;
+            (n, d)
+        })
+        .collect();
     Ok(Loaded {
-        x,
+        x: Arc::new(x),
+        kernel_table: Arc::default(),
         lods,
-        load_s: t0.elapsed().as_secs_f64(),
+        load_s,
+        stages_s,
     })
 }
 
@@ -130,10 +166,19 @@ pub fn spawn(path: PathBuf, s: LoadSettings, done: impl Fn() + Send + 'static) -
                     path.display()
                 ))
             });
+            // The timeline goes first; the kernel table follows on this thread.
+            let table = r
+                .as_ref()
+                .ok()
+                .map(|l| (Arc::clone(&l.x), Arc::clone(&l.kernel_table)));
             if let Ok(mut slot) = q.result.lock() {
                 *slot = Some(r);
             }
             done();
+            if let Some((x, slot)) = table {
+                build_table(&x, &slot);
+                done();
+            }
         });
     if let Err(e) = worker {
         if let Ok(mut slot) = p.result.lock() {

@@ -16,6 +16,7 @@ SQLite export (.sqlite). Open more from the window (Open…, or drop files on it
 options:
   --view VIEW          start in timeline | steps | kernels | diff | roofline | telemetry
   --step-aligned       start the timeline with every step the same width
+  --step K             start the timeline zoomed to step K (0-based)
   --model CONFIG.json  the model's Hugging Face config.json, for the roofline
   --hw GPU             the roofline's GPU (h100-sxm, h200, ...; default: the trace's GPU)
   --hw-profile P.json  measured ceilings from gapscope-calibrate instead
@@ -37,6 +38,7 @@ pub struct Settings {
     pub traces: Vec<PathBuf>,
     pub view: View,
     pub step_aligned: bool,
+    pub step: Option<usize>,
     pub model: Option<PathBuf>,
     pub hw: Option<String>,
     pub hw_profile: Option<PathBuf>,
@@ -53,6 +55,7 @@ impl Default for Settings {
             traces: Vec::new(),
             view: View::Timeline,
             step_aligned: false,
+            step: None,
             model: None,
             hw: None,
             hw_profile: None,
@@ -95,6 +98,13 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
                 })?;
             }
             "--step-aligned" => s.step_aligned = true,
+            "--step" => {
+                let v = value(a)?;
+                s.step = Some(
+                    v.parse()
+                        .map_err(|_| format!("--step {v:?}: not a step number"))?,
+                );
+            }
             "--model" => s.model = Some(value(a)?.into()),
             "--hw" => s.hw = Some(value(a)?),
             "--hw-profile" => s.hw_profile = Some(value(a)?.into()),

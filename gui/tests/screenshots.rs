@@ -22,7 +22,10 @@ fn cases() -> Vec<(&'static str, Vec<String>)> {
     let engine = repo("traces/reference/engine-llama3-8b-npl1.gst");
     let hybrid = repo("traces/reference/cupti-qwen3next-small-npl1.gst");
     vec![
-        ("timeline", vec![hybrid.clone()]),
+        (
+            "timeline",
+            vec![hybrid.clone(), "--step".into(), "8".into()],
+        ),
         ("steps", vec![engine.clone()]),
         ("kernels", vec![engine.clone()]),
         (

@@ -119,17 +119,38 @@ impl HostRow {
 }
 
 impl LaneSet {
-    pub fn build(
-        trace: &Trace,
-        kernel_bucket: &[u8],
-        memop_bucket: &[u8],
-        forest: &Forest,
-    ) -> Self {
+    /// The lanes of a trace, GPU lanes without buckets (see [`Self::fill_buckets`]) and no
+    /// host lanes (see [`Self::add_host`]): both need the analysis, the rest does not.
+    pub fn build(trace: &Trace) -> Self {
         Self {
-            gpu: gpu_lanes(trace, kernel_bucket, memop_bucket),
-            host: host_lanes(forest),
+            gpu: gpu_lanes(trace),
+            host: Vec::new(),
             markers: marker_lanes(trace),
         }
+    }
+
+    /// Fills each GPU lane's bucket column from the analysis.
+    pub fn fill_buckets(&mut self, kernel_bucket: &[u8], memop_bucket: &[u8]) {
+        let other = crate::bucket::Bucket::Other as u8;
+        for l in &mut self.gpu {
+            l.bucket = l
+                .act
+                .iter()
+                .map(|a| {
+                    let v = if a.is_memop() {
+                        memop_bucket
+                    } else {
+                        kernel_bucket
+                    };
+                    v.get(a.index()).copied().unwrap_or(other)
+                })
+                .collect();
+        }
+    }
+
+    /// Adds a host lane per thread of the scope forest.
+    pub fn add_host(&mut self, forest: &Forest) {
+        self.host = host_lanes(forest);
     }
 
     /// First and last instant of the lanes and steps (0, 0 when all are empty).
@@ -160,61 +181,86 @@ impl LaneSet {
     }
 }
 
-fn gpu_lanes(trace: &Trace, kernel_bucket: &[u8], memop_bucket: &[u8]) -> Vec<GpuLane> {
+/// The GPU lanes without their bucket column (filled by [`LaneSet::fill_buckets`] once the
+/// analysis has classified every activity), so they can be built beside the analysis.
+fn gpu_lanes(trace: &Trace) -> Vec<GpuLane> {
     let k = &trace.kernels;
     let m = &trace.memops;
-    // Count per lane first, so every column is allocated once.
-    let mut index: HashMap<(u32, u32), usize> = HashMap::new();
-    let mut counts: Vec<usize> = Vec::new();
-    let mut lane_of = |d: u32, s: u32, counts: &mut Vec<usize>| -> usize {
-        *index.entry((d, s)).or_insert_with(|| {
-            counts.push(0);
-            counts.len() - 1
-        })
+    // Lane of each activity: consecutive activities mostly share a stream, so the last
+    // lookup is tried before the map.
+    let mut index: HashMap<(u32, u32), u32> = HashMap::new();
+    let mut keys: Vec<(u32, u32)> = Vec::new();
+    let mut assign = |dev: &[u32], stream: &[u32], n: usize| -> Vec<u32> {
+        let mut last = (u32::MAX, u32::MAX, 0u32);
+        (0..n)
+            .map(|i| {
+                let key = (dev[i], stream[i]);
+                if (last.0, last.1) != key {
+                    let id = *index.entry(key).or_insert_with(|| {
+                        keys.push(key);
+                        keys.len() as u32 - 1
+                    });
+                    last = (key.0, key.1, id);
+                }
+                last.2
+            })
+            .collect()
     };
-    let mut k_lane = Vec::with_capacity(k.len);
-    for i in 0..k.len {
-        let l = lane_of(k.device[i], k.stream[i], &mut counts);
-        counts[l] += 1;
-        k_lane.push(l as u32);
+    let k_lane = assign(&k.device, &k.stream, k.len);
+    let m_lane = assign(&m.device, &m.stream, m.len);
+    // Per lane, kernel and memop indices in table order; each list sorted by start (traces
+    // list activities in start order, so this is usually a check), then merged.
+    let mut kl: Vec<Vec<u32>> = vec![Vec::new(); keys.len()];
+    for (i, &l) in k_lane.iter().enumerate() {
+        kl[l as usize].push(i as u32);
     }
-    let mut m_lane = Vec::with_capacity(m.len);
-    for i in 0..m.len {
-        let l = lane_of(m.device[i], m.stream[i], &mut counts);
-        counts[l] += 1;
-        m_lane.push(l as u32);
+    let mut ml: Vec<Vec<u32>> = vec![Vec::new(); keys.len()];
+    for (i, &l) in m_lane.iter().enumerate() {
+        ml[l as usize].push(i as u32);
     }
-    let mut keys: Vec<(u32, u32)> = vec![(0, 0); counts.len()];
-    for (&key, &l) in &index {
-        keys[l] = key;
-    }
-    // (start, end, bucket, activity) per lane, then sorted by start: traces list most
-    // activities in start order, which the stable sort's run detection makes near linear.
-    let mut rows: Vec<Vec<(i64, i64, u8, ActRef)>> =
-        counts.iter().map(|&c| Vec::with_capacity(c)).collect();
-    for i in 0..k.len {
-        let b = kernel_bucket.get(i).copied().unwrap_or(0);
-        rows[k_lane[i] as usize].push((k.gpu_start_ns[i], k.gpu_end_ns[i], b, ActRef::kernel(i)));
-    }
-    for i in 0..m.len {
-        let b = memop_bucket.get(i).copied().unwrap_or(0);
-        rows[m_lane[i] as usize].push((m.gpu_start_ns[i], m.gpu_end_ns[i], b, ActRef::memop(i)));
-    }
-    let mut lanes: Vec<GpuLane> = rows
-        .into_iter()
-        .zip(keys)
-        .map(|(mut r, (device, stream))| {
-            r.sort_by_key(|x| x.0);
-            let end_ns: Vec<i64> = r.iter().map(|x| x.1.max(x.0)).collect();
-            GpuLane {
+    drop((k_lane, m_lane));
+    let mut lanes: Vec<GpuLane> = keys
+        .iter()
+        .zip(kl.into_iter().zip(ml))
+        .map(|(&(device, stream), (mut ks, mut ms))| {
+            let ks_start = |i: &u32| k.gpu_start_ns[*i as usize];
+            let ms_start = |i: &u32| m.gpu_start_ns[*i as usize];
+            if !ks.is_sorted_by_key(ks_start) {
+                ks.sort_by_key(ks_start);
+            }
+            if !ms.is_sorted_by_key(ms_start) {
+                ms.sort_by_key(ms_start);
+            }
+            let n = ks.len() + ms.len();
+            let mut lane = GpuLane {
                 device,
                 stream,
-                start_ns: r.iter().map(|x| x.0).collect(),
-                end_max_ns: running_max(&end_ns),
-                end_ns,
-                bucket: r.iter().map(|x| x.2).collect(),
-                act: r.iter().map(|x| x.3).collect(),
+                start_ns: Vec::with_capacity(n),
+                end_ns: Vec::with_capacity(n),
+                end_max_ns: Vec::new(),
+                bucket: Vec::new(),
+                act: Vec::with_capacity(n),
+            };
+            let (mut a, mut b) = (0, 0);
+            while a < ks.len() || b < ms.len() {
+                let take_kernel = b >= ms.len()
+                    || (a < ks.len()
+                        && k.gpu_start_ns[ks[a] as usize] <= m.gpu_start_ns[ms[b] as usize]);
+                let (s, e, act) = if take_kernel {
+                    let i = ks[a] as usize;
+                    a += 1;
+                    (k.gpu_start_ns[i], k.gpu_end_ns[i], ActRef::kernel(i))
+                } else {
+                    let i = ms[b] as usize;
+                    b += 1;
+                    (m.gpu_start_ns[i], m.gpu_end_ns[i], ActRef::memop(i))
+                };
+                lane.start_ns.push(s);
+                lane.end_ns.push(e.max(s));
+                lane.act.push(act);
             }
+            lane.end_max_ns = running_max(&lane.end_ns);
+            lane
         })
         .collect();
     lanes.sort_by_key(|l| (l.device, l.stream));

@@ -2,6 +2,9 @@
 //! analysis: the report, each activity's bucket, per-lane sorted columns, every step's
 //! decomposition, the kernel table and the sums of a box selection.
 
+//! The kernel table is built apart ([`KernelTable::build`]): the explorer shows the
+//! timeline first and builds it in the background.
+
 pub mod activity;
 pub mod kernel_table;
 pub mod lanes;
@@ -33,7 +36,6 @@ pub struct Exploration {
     pub lanes: LaneSet,
     /// The host scopes the host lanes point into.
     pub forest: Forest,
-    pub kernels: KernelTable,
     /// First and last instant of anything on the timeline, ns (0, 0 for an empty trace).
     pub span_ns: (i64, i64),
 }
@@ -43,7 +45,6 @@ pub struct Exploration {
 pub enum Stage {
     Analysing,
     Lanes,
-    KernelTable,
 }
 
 impl Stage {
@@ -51,7 +52,6 @@ impl Stage {
         match self {
             Self::Analysing => "analysing (buckets, steps, host scopes)",
             Self::Lanes => "building the timeline lanes",
-            Self::KernelTable => "building the kernel table",
         }
     }
 }
@@ -64,18 +64,20 @@ pub fn explore(
     stage: &dyn Fn(Stage),
 ) -> Exploration {
     stage(Stage::Analysing);
-    let (report, parts) = analyze_parts(&imported, rules, settings);
-    let trace = imported.trace;
+    // The lanes' sorted columns need no analysis: built on the other core meanwhile.
+    let (report, parts, mut lanes) = std::thread::scope(|s| {
+        let lanes = s.spawn(|| LaneSet::build(&imported.trace));
+        let (report, parts) = analyze_parts(&imported, rules, settings);
+        let lanes = lanes
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        (report, parts, lanes)
+    });
     stage(Stage::Lanes);
-    let lanes = LaneSet::build(
-        &trace,
-        &parts.kernel_bucket,
-        &parts.memop_bucket,
-        &parts.host.forest,
-    );
+    let trace = imported.trace;
+    lanes.fill_buckets(&parts.kernel_bucket, &parts.memop_bucket);
+    lanes.add_host(&parts.host.forest);
     let steps = step_view::views(&parts.steps, &parts.step_parts);
-    stage(Stage::KernelTable);
-    let kernels = KernelTable::build(&trace, &parts.kernel_bucket, &parts.memop_bucket);
     let span_ns = lanes.span_ns(&steps);
     Exploration {
         trace,
@@ -85,7 +87,6 @@ pub fn explore(
         steps,
         lanes,
         forest: parts.host.forest,
-        kernels,
         span_ns,
     }
 }

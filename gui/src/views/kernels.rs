@@ -4,7 +4,7 @@
 
 use egui::{Color32, RichText, ScrollArea, TextEdit, Ui};
 use gapscope_analyzer::Bucket;
-use gapscope_analyzer::explore::{SortKey, TableQuery};
+use gapscope_analyzer::explore::{KernelTable, SortKey, TableQuery};
 use gapscope_traces::StrId;
 use regex::RegexBuilder;
 
@@ -31,13 +31,13 @@ type QueryKey = (String, Option<Bucket>, SortKey, bool, usize);
 
 impl KernelsState {
     /// The rows passing the filter, in order (recomputed only when the query changes).
-    pub fn rows(&mut self, l: &Loaded) -> &[u32] {
+    pub fn rows(&mut self, table: &KernelTable) -> &[u32] {
         let key: QueryKey = (
             self.filter.clone(),
             self.bucket,
             self.sort,
             self.ascending,
-            l.x.kernels.rows.len(),
+            table.rows.len(),
         );
         if self.shown.as_ref().is_none_or(|(k, _)| *k != key) {
             let regex = if self.filter.is_empty() {
@@ -68,7 +68,7 @@ impl KernelsState {
             let rows = if self.regex_error.is_some() {
                 Vec::new()
             } else {
-                l.x.kernels.select(&q)
+                table.select(&q)
             };
             self.shown = Some((key, rows));
         }
@@ -104,8 +104,15 @@ pub fn show(ui: &mut Ui, st: &mut KernelsState, l: &Loaded) -> Option<Option<Str
             st.bucket = None;
         }
     });
-    let total = l.x.kernels.rows.len();
-    let rows = st.rows(l).to_vec();
+    let Some(table) = l.kernel_table() else {
+        ui.horizontal(|ui| {
+            ui.spinner();
+            ui.label("building the kernel table…");
+        });
+        return changed;
+    };
+    let total = table.rows.len();
+    let rows = st.rows(table).to_vec();
     ui.horizontal(|ui| {
         ui.label(format!(
             "{} of {} kernel and memop names (whole trace, all devices)",
@@ -155,7 +162,7 @@ pub fn show(ui: &mut Ui, st: &mut KernelsState, l: &Loaded) -> Option<Option<Str
         .auto_shrink([false, false])
         .show_rows(ui, ROW_H, rows.len(), |ui, range| {
             for &ri in &rows[range] {
-                let r = &l.x.kernels.rows[ri as usize];
+                let r = &table.rows[ri as usize];
                 let selected = st.selected == Some(ri);
                 let resp = ui.horizontal(|ui| {
                     let name = if r.memop {

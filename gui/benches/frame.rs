@@ -27,7 +27,8 @@ fn peak_rss_mib() -> f64 {
         .map_or(f64::NAN, |kib| kib / 1024.0)
 }
 
-fn frame(ctx: &egui::Context, app: &mut App, size: Vec2) -> f64 {
+/// One frame: the egui pass and tessellation; (ms, vertices drawn).
+fn frame_v(ctx: &egui::Context, app: &mut App, size: Vec2) -> (f64, usize) {
     let input = RawInput {
         screen_rect: Some(Rect::from_min_size(Pos2::ZERO, size)),
         ..RawInput::default()
@@ -35,8 +36,19 @@ fn frame(ctx: &egui::Context, app: &mut App, size: Vec2) -> f64 {
     let t = Instant::now();
     let out = ctx.run_ui(input, |ui| app.ui(ui));
     let prims = ctx.tessellate(out.shapes, out.pixels_per_point);
-    std::hint::black_box(prims);
-    t.elapsed().as_secs_f64() * 1e3
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    let vertices = prims
+        .iter()
+        .map(|p| match &p.primitive {
+            egui::epaint::Primitive::Mesh(m) => m.vertices.len(),
+            egui::epaint::Primitive::Callback(_) => 0,
+        })
+        .sum();
+    (ms, vertices)
+}
+
+fn frame(ctx: &egui::Context, app: &mut App, size: Vec2) -> f64 {
+    frame_v(ctx, app, size).0
 }
 
 fn stats(v: &mut [f64]) -> serde_like::Stats {
@@ -154,6 +166,7 @@ fn main() {
         ("deep", step_ns.max(1)),
     ] {
         let mut v = Vec::with_capacity(frames);
+        let mut verts = Vec::with_capacity(frames);
         for f in 0..frames {
             // Pan across the trace so no frame repeats the one before.
             let tl = &mut app.docs[0].timeline;
@@ -163,9 +176,16 @@ fn main() {
                 span0 + ((span - width_ns) as f64 * f as f64 / frames as f64) as i64
             };
             tl.zoom_to_ns(start, start + width_ns, 0.0);
-            v.push(frame(&ctx, &mut app, size));
+            let (ms, n) = frame_v(&ctx, &mut app, size);
+            v.push(ms);
+            verts.push(n);
         }
-        results.push(format!("\"{name}\": {}", stats(&mut v)));
+        verts.sort_unstable();
+        results.push(format!(
+            "\"{name}\": {}, \"{name}_vertices_median\": {}",
+            stats(&mut v),
+            verts[verts.len() / 2]
+        ));
     }
     let loading = if loading_frames.is_empty() {
         "null".to_owned()

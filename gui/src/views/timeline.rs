@@ -681,17 +681,14 @@ fn paint_steps(p: &egui::Painter, rect: Rect, m: &Mapper, l: &Loaded, hits: &mut
     let (t0, t1) = (m.t0(), m.t1());
     let first = steps.partition_point(|s| s.end_ns < t0);
     let mut mesh = egui::Mesh::default();
-    let mut last_x = f32::NEG_INFINITY;
-    for (k, s) in steps.iter().enumerate().skip(first) {
-        if s.start_ns > t1 {
-            break;
-        }
+    // One step per pixel at most: after each drawn step, jump (binary search) to the first
+    // step that starts a pixel later, so a frame costs pixels, not steps.
+    let mut k = first;
+    while k < steps.len() && steps[k].start_ns <= t1 {
+        let s = &steps[k];
         let (a, b) = (m.sx(s.start_ns), m.sx(s.end_ns));
-        // One step per pixel at most.
-        if b < last_x + 1.0 {
-            continue;
-        }
-        last_x = b;
+        let next_t = m.t((b - m.left) as f64 + 1.0);
+        let next = (k + 1).max(steps.partition_point(|x| x.start_ns < next_t));
         let r = Rect::from_x_y_ranges(a..=b.max(a + 1.0), rect.top() + 2.0..=rect.bottom() - 2.0);
         mesh.add_colored_rect(
             r.shrink2(Vec2::new(if b - a > 3.0 { 0.5 } else { 0.0 }, 0.0)),
@@ -713,6 +710,7 @@ fn paint_steps(p: &egui::Painter, rect: Rect, m: &Mapper, l: &Loaded, hits: &mut
             );
         }
         hits.items.push((r, Hit::Step(k)));
+        k = next;
     }
     p.add(egui::Shape::mesh(mesh));
 }

@@ -10,11 +10,11 @@ const W: u32 = 1400;
 const H: u32 = 800;
 
 fn repo(p: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join(p)
-        .display()
-        .to_string()
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    // Relative to the repository, as a user would type it (the current directory of a test
+    // is the package's folder, so the run below starts in the repository root).
+    assert!(root.join(p).exists(), "{p} is missing");
+    p.to_owned()
 }
 
 /// (view, arguments) for each view, from the bundled traces that show it best.
@@ -77,6 +77,7 @@ fn every_view_renders_from_a_bundled_trace() {
         let out = dir.join(format!("{view}.png"));
         let _ = std::fs::remove_file(&out);
         let o = Command::new(env!("CARGO_BIN_EXE_gapscope-gui"))
+            .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
             .args(&args)
             .args(["--view", view, "--screenshot"])
             .arg(&out)

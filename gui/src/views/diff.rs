@@ -140,7 +140,8 @@ fn waterfall(ui: &mut Ui, r: &DiffReport, height: f32) {
         .filter(|d| d.delta_ms.abs() > 1e-6)
         .collect();
     moved.sort_by(|x, y| y.delta_ms.abs().total_cmp(&x.delta_ms.abs()));
-    for d in moved.iter().take(10) {
+    // The six largest bucket deltas; the other buckets together; then what no bucket holds.
+    for d in moved.iter().take(6) {
         let next = level - d.delta_ms;
         bars.push((
             d.bucket.as_str().into(),
@@ -150,11 +151,20 @@ fn waterfall(ui: &mut Ui, r: &DiffReport, height: f32) {
         ));
         level = next;
     }
-    let rest: f64 = moved.iter().skip(10).map(|d| d.delta_ms).sum::<f64>() + r.residual_ms;
-    if rest.abs() > 1e-6 {
-        let next = level - rest;
-        bars.push(("idle, overlap, rest".into(), level, next, palette::IDLE));
-        level = next;
+    let others: f64 = moved.iter().skip(6).map(|d| d.delta_ms).sum();
+    for (name, delta, color) in [
+        (
+            "other buckets",
+            others,
+            palette::bucket_of(gapscope_analyzer::Bucket::Other),
+        ),
+        ("idle + overlap", r.residual_ms, palette::IDLE),
+    ] {
+        if delta.abs() > 1e-6 {
+            let next = level - delta;
+            bars.push((name.into(), level, next, color));
+            level = next;
+        }
     }
     bars.push(("B".into(), 0.0, r.b.step_ms, Color32::from_gray(170)));
     let _ = level;

@@ -57,3 +57,25 @@ pub fn fit(s: &str, n: usize) -> String {
         t
     }
 }
+
+/// A ruler tick at `ns` on a ruler whose ticks are `step` ns apart: the unit of the step,
+/// with only the decimals the step needs ("720 ms", "1.25 s", "3.5 µs").
+pub fn tick_ns(ns: f64, step: f64) -> String {
+    let (div, unit) = if step >= 1e9 {
+        (1e9, "s")
+    } else if step >= 1e6 {
+        (1e6, "ms")
+    } else if step >= 1e3 {
+        (1e3, "µs")
+    } else {
+        (1.0, "ns")
+    };
+    // Decimals for the step in its unit (steps are 1, 2 or 5 times a power of ten).
+    let s = step / div;
+    let decimals = if s >= 1.0 {
+        0
+    } else {
+        (-s.log10()).ceil() as usize
+    };
+    format!("{:.*} {unit}", decimals, ns / div)
+}

@@ -134,7 +134,9 @@ pub fn show(ui: &mut Ui, st: &mut KernelsState, l: &Loaded) -> Option<Option<Str
         ("share", SortKey::Share, 60.0),
     ];
     let fixed: f32 = cols.iter().map(|c| c.2).sum();
-    let name_w = (ui.available_width() - fixed - 20.0).max(160.0);
+    // The columns' item spacing and the scroll bar come off the name column.
+    let spacing = ui.spacing().item_spacing.x * cols.len() as f32;
+    let name_w = (ui.available_width() - fixed - spacing - 18.0).max(160.0);
     ui.horizontal(|ui| {
         for (title, key, w) in cols {
             let w = if w == 0.0 { name_w } else { w };
@@ -171,10 +173,19 @@ pub fn show(ui: &mut Ui, st: &mut KernelsState, l: &Loaded) -> Option<Option<Str
                         r.name.clone()
                     };
                     let chars = (name_w / 6.5) as usize;
-                    let n = ui.add_sized(
-                        [name_w, ROW_H],
-                        egui::Button::selectable(selected, format::fit(&name, chars)),
-                    );
+                    let n = ui
+                        .allocate_ui_with_layout(
+                            egui::Vec2::new(name_w, ROW_H),
+                            egui::Layout::left_to_right(egui::Align::Center),
+                            |ui| {
+                                ui.set_min_width(name_w);
+                                ui.add(egui::Button::selectable(
+                                    selected,
+                                    format::fit(&name, chars),
+                                ))
+                            },
+                        )
+                        .inner;
                     cell(
                         ui,
                         110.0,

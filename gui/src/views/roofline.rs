@@ -207,7 +207,7 @@ fn chart(ui: &mut Ui, r: &RooflineReport, batch: u64) {
     let p = ui.painter_at(rect);
     p.rect_filled(rect, 0.0, Color32::from_gray(18));
     let plot = Rect::from_min_max(
-        rect.min + Vec2::new(64.0, 14.0),
+        rect.min + Vec2::new(70.0, 14.0),
         rect.max - Vec2::new(150.0, 30.0),
     );
     // Decades covering every floor and point, in ms.
@@ -351,6 +351,8 @@ fn chart(ui: &mut Ui, r: &RooflineReport, batch: u64) {
             font.clone(),
             Color32::from_rgb(255, 210, 0),
         );
+        // Labels that would overlap one already placed are left out (the point stays).
+        let mut placed: Vec<Rect> = Vec::new();
         for (j, bf) in m.buckets.iter().enumerate() {
             if bf.ms_per_step <= 0.0 {
                 continue;
@@ -368,13 +370,21 @@ fn chart(ui: &mut Ui, r: &RooflineReport, batch: u64) {
                     Stroke::new(1.5, c),
                 );
             }
-            p.text(
-                pt + Vec2::new(5.0, 0.0),
-                Align2::LEFT_CENTER,
-                format!("{} {:.0}%", bf.bucket.as_str(), bf.pct_of_floor),
-                FontId::proportional(9.5),
-                c,
+            let label = format!("{} {:.0}% of floor", bf.bucket.as_str(), bf.pct_of_floor);
+            let area = Rect::from_min_size(
+                pt + Vec2::new(5.0, -6.0),
+                Vec2::new(label.len() as f32 * 5.6, 12.0),
             );
+            if placed.iter().all(|r| !r.intersects(area)) {
+                placed.push(area);
+                p.text(
+                    pt + Vec2::new(5.0, 0.0),
+                    Align2::LEFT_CENTER,
+                    label,
+                    FontId::proportional(9.5),
+                    c,
+                );
+            }
         }
     }
 }

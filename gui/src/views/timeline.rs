@@ -353,7 +353,7 @@ pub fn ruler(painter: &egui::Painter, rect: Rect, m: &Mapper, l: &Loaded) {
                 painter.text(
                     Pos2::new(x + 2.0, rect.top() + 2.0),
                     Align2::LEFT_TOP,
-                    format::dur_ns((t - origin) as f64),
+                    format::tick_ns((t - origin) as f64, step),
                     font.clone(),
                     col,
                 );
@@ -683,6 +683,7 @@ fn paint_steps(p: &egui::Painter, rect: Rect, m: &Mapper, l: &Loaded, hits: &mut
     let mut mesh = egui::Mesh::default();
     // One step per pixel at most: after each drawn step, jump (binary search) to the first
     // step that starts a pixel later, so a frame costs pixels, not steps.
+    let mut labels: Vec<(Pos2, String)> = Vec::new();
     let mut k = first;
     while k < steps.len() && steps[k].start_ns <= t1 {
         let s = &steps[k];
@@ -701,18 +702,24 @@ fn paint_steps(p: &egui::Painter, rect: Rect, m: &Mapper, l: &Loaded, hits: &mut
             );
         }
         if b - a > 40.0 {
-            p.text(
+            labels.push((
                 Pos2::new(a.max(rect.left()) + 3.0, rect.center().y),
-                Align2::LEFT_CENTER,
                 format!("#{k} {}", s.phase.as_str()),
-                FontId::proportional(10.0),
-                Color32::BLACK,
-            );
+            ));
         }
         hits.items.push((r, Hit::Step(k)));
         k = next;
     }
     p.add(egui::Shape::mesh(mesh));
+    for (at, text) in labels {
+        p.text(
+            at,
+            Align2::LEFT_CENTER,
+            text,
+            FontId::proportional(10.0),
+            Color32::BLACK,
+        );
+    }
 }
 
 /// The hover text for a hit.

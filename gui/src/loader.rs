@@ -180,10 +180,8 @@ pub fn spawn(path: PathBuf, s: LoadSettings, done: impl Fn() + Send + 'static) -
                 done();
             }
         });
-    if let Err(e) = worker {
-        if let Ok(mut slot) = p.result.lock() {
-            *slot = Some(Err(format!("cannot start a loader thread: {e}")));
-        }
+    if let (Err(e), Ok(mut slot)) = (worker, p.result.lock()) {
+        *slot = Some(Err(format!("cannot start a loader thread: {e}")));
     }
     p
 }

@@ -101,11 +101,11 @@ impl LaneLod {
         };
         let mut k = i;
         while k < j {
-            if k % B2 == 0 && k + B2 <= j {
+            if k.is_multiple_of(B2) && k + B2 <= j {
                 let (d, at) = self.max2[k / B2];
                 see(d, at as usize);
                 k += B2;
-            } else if k % B1 == 0 && k + B1 <= j {
+            } else if k.is_multiple_of(B1) && k + B1 <= j {
                 let (d, at) = self.max1[k / B1];
                 see(d, at as usize);
                 k += B1;

@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use gapscope_gui::doc::DocState;
 use gapscope_gui::screenshot::Screenshot;
 use gapscope_gui::settings::{self, Command};
 use gapscope_gui::{App, Settings};
@@ -16,7 +17,17 @@ impl eframe::App for Shell {
         self.app.ui(ui);
         if let Some(s) = &mut self.shot {
             let settled = self.app.settled();
-            s.frame(ui.ctx(), settled);
+            let failed: Vec<String> = self
+                .app
+                .docs
+                .iter()
+                .filter_map(|d| match &d.state {
+                    DocState::Failed(e) => Some(e.clone()),
+                    _ => None,
+                })
+                .chain(self.app.notice.clone())
+                .collect();
+            s.frame(ui.ctx(), settled, &failed);
         }
     }
 }
@@ -76,7 +87,7 @@ fn main() -> ExitCode {
             println!("gapscope-gui {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
-        Ok(Command::Run(s)) => match run(s) {
+        Ok(Command::Run(s)) => match run(*s) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("gapscope-gui: {e}");

@@ -34,8 +34,10 @@ impl Screenshot {
         }
     }
 
-    /// Call once per frame after the UI is drawn; `settled`: all traces are in.
-    pub fn frame(&mut self, ctx: &egui::Context, settled: bool) {
+    /// Call once per frame after the UI is drawn; `settled`: all traces are in; `failed`:
+    /// the errors of traces that did not load (the picture is still taken, showing them,
+    /// and the run then fails).
+    pub fn frame(&mut self, ctx: &egui::Context, settled: bool, failed: &[String]) {
         ctx.request_repaint();
         if self.started.elapsed().as_secs() > MAX_WAIT_S {
             self.finish(
@@ -65,7 +67,10 @@ impl Screenshot {
         }
         let img = self.image.lock().ok().and_then(|mut s| s.take());
         if let Some(img) = img {
-            let r = write_png(&self.out, &img);
+            let r = write_png(&self.out, &img).and_then(|()| match failed.first() {
+                Some(e) => Err(e.clone()),
+                None => Ok(()),
+            });
             self.finish(ctx, r);
         }
     }

@@ -71,7 +71,7 @@ impl Default for Settings {
 /// What the command line asks for.
 #[derive(Debug, PartialEq)]
 pub enum Command {
-    Run(Settings),
+    Run(Box<Settings>),
     Help,
     Version,
 }
@@ -136,7 +136,7 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
     if s.screenshot.is_some() && s.view == View::Diff && s.traces.len() < 2 {
         return Err("--view diff needs two traces".into());
     }
-    Ok(Command::Run(s))
+    Ok(Command::Run(Box::new(s)))
 }
 
 fn parse_size(v: &str) -> Option<[u32; 2]> {

@@ -258,7 +258,7 @@ fn bucket_table(ui: &mut Ui, st: &mut KernelsState, l: &Loaded) {
         BucketSort::Total | BucketSort::Share => {
             rows.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms))
         }
-        BucketSort::Calls => rows.sort_by(|a, b| b.calls.cmp(&a.calls)),
+        BucketSort::Calls => rows.sort_by_key(|r| std::cmp::Reverse(r.calls)),
     }
     egui::Grid::new("bucket_table")
         .striped(true)

@@ -293,11 +293,7 @@ fn chart(ui: &mut Ui, r: &RooflineReport, batch: u64) {
         font.clone(),
         Color32::from_gray(160),
     );
-    let lines: [(
-        &str,
-        Color32,
-        fn(&gapscope_analyzer::roofline::StepFloor) -> f64,
-    ); 4] = [
+    let lines: [FloorLine; 4] = [
         (
             "weight-read floor",
             Color32::from_rgb(0x1f, 0x77, 0xb4),
@@ -388,6 +384,13 @@ fn chart(ui: &mut Ui, r: &RooflineReport, batch: u64) {
         }
     }
 }
+
+/// A floor line: its name, colour and value per batch (s).
+type FloorLine = (
+    &'static str,
+    Color32,
+    fn(&gapscope_analyzer::roofline::StepFloor) -> f64,
+);
 
 fn file_name(p: &str) -> &str {
     p.rsplit('/').next().unwrap_or(p)

@@ -57,9 +57,9 @@ pub fn min_max_columns(
             x.max(0.0) as usize,
             next.min(columns as f64).max(0.0) as usize,
         );
-        for c in c0..c1.max(c0 + 1).min(columns) {
-            let v = values[k];
-            out[c] = Some(match out[c] {
+        let v = values[k];
+        for slot in &mut out[c0.min(columns)..c1.max(c0 + 1).min(columns)] {
+            *slot = Some(match *slot {
                 Some((a, b)) => (f64::min(a, v), f64::max(b, v)),
                 None => (v, v),
             });
@@ -179,5 +179,46 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded) {
     if reasons != 0 {
         let names = gapscope_analyzer::analysis::telemetry::reason_names(reasons).join(", ");
         ui.label(format!("throttle reasons seen: {names}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::axis::{Axis, AxisMode};
+
+    #[test]
+    fn columns_keep_min_and_max_and_leave_gaps_empty() {
+        let axis = Axis::new(AxisMode::Time, (0, 1000), &[]);
+        let times = [0, 10, 20, 30, 1000];
+        let values = [1.0, 5.0, 3.0, 2.0, 9.0];
+        // 10 ns per column: one sample per column, then a gap (970 ns > 3 × 10 ns).
+        let m = Mapper {
+            axis: &axis,
+            u0: 0.0,
+            u1: 1000.0,
+            left: 0.0,
+            width: 100.0,
+        };
+        let c = min_max_columns(&times, &values, &m, 100);
+        assert_eq!(
+            &c[..4],
+            &[
+                Some((1.0, 1.0)),
+                Some((5.0, 5.0)),
+                Some((3.0, 3.0)),
+                Some((2.0, 2.0))
+            ]
+        );
+        assert!(
+            c[4..].iter().all(Option::is_none),
+            "the gap is not drawn: {:?}",
+            &c[4..8]
+        );
+        // 100 ns per column: the first four samples share column 0, as min and max (no mean).
+        let m = Mapper { width: 10.0, ..m };
+        let c = min_max_columns(&times, &values, &m, 10);
+        assert_eq!(c[0], Some((1.0, 5.0)));
+        assert!(c[1..].iter().all(Option::is_none));
     }
 }

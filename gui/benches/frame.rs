@@ -34,7 +34,8 @@ fn frame_v(ctx: &egui::Context, app: &mut App, size: Vec2) -> (f64, usize) {
         ..RawInput::default()
     };
     let t = Instant::now();
-    let out = ctx.run_ui(input, |ui| app.ui(ui));
+    let mut out = ctx.run_ui(input, |ui| app.ui(ui));
+    out.textures_delta.clear();
     let prims = ctx.tessellate(out.shapes, out.pixels_per_point);
     let ms = t.elapsed().as_secs_f64() * 1e3;
     let vertices = prims

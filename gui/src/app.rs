@@ -220,6 +220,9 @@ impl App {
             if let Some(i) = close {
                 self.docs.remove(i);
                 self.kernels.remove(i);
+                if i < self.active {
+                    self.active -= 1;
+                }
                 self.active = self.active.min(self.docs.len().saturating_sub(1));
                 self.diff = DiffState::default();
             }
@@ -336,7 +339,7 @@ impl App {
                 ui.heading("box selection");
                 ui.label(format!(
                     "{} over {} lanes · {} activities · {} of GPU time",
-                    format::dur_ns((sel.sums.t1_ns - sel.sums.t0_ns) as f64),
+                    format::dur_ns(sel.sums.t1_ns.saturating_sub(sel.sums.t0_ns) as f64),
                     sel.lanes.len(),
                     format::count(sel.sums.activities),
                     format::dur_ns(sel.sums.total_ns as f64)

@@ -99,8 +99,15 @@ impl Loaded {
     }
 }
 
+/// Builds the kernel table into `slot`; a panic (a bug) leaves an empty table rather than
+/// a view that waits forever.
 fn build_table(x: &Exploration, slot: &OnceLock<KernelTable>) {
-    slot.get_or_init(|| KernelTable::build(&x.trace, &x.kernel_bucket, &x.memop_bucket));
+    slot.get_or_init(|| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            KernelTable::build(&x.trace, &x.kernel_bucket, &x.memop_bucket)
+        }))
+        .unwrap_or_default()
+    });
 }
 
 /// Imports and analyses `path` on the calling thread (the kernel table stays to build).

@@ -117,32 +117,36 @@ impl LaneLod {
         best.1
     }
 
-    /// The bucket with the most time in `i..j`.
+    /// The bucket with the most time in `i..j` (the first item's bucket on a tie with it,
+    /// or when nothing in the range has time).
     pub fn dominant(&self, l: &GpuLane, i: usize, j: usize) -> u8 {
-        let ns = self.bucket_ns(l, i, j);
-        let mut best = 0;
-        for b in 1..NB {
-            if ns[b] > ns[best] {
-                best = b;
-            }
-        }
-        best as u8
+        dominant_of(
+            &self.bucket_ns(l, i, j),
+            l.bucket.get(i).copied().unwrap_or(0),
+        )
     }
 
     pub fn summary(&self, l: &GpuLane, i: usize, j: usize) -> RunSummary {
         let ns = self.bucket_ns(l, i, j);
-        let (dominant, _) = ns
-            .iter()
-            .enumerate()
-            .max_by_key(|&(_, &t)| t)
-            .expect("NB > 0");
         RunSummary {
             count: j.saturating_sub(i),
-            dominant: dominant as u8,
+            dominant: dominant_of(&ns, l.bucket.get(i).copied().unwrap_or(0)),
             time_ns: ns.iter().sum(),
             longest: self.longest(l, i, j),
         }
     }
+}
+
+/// The bucket with the most time; `first` wins ties with it (and an all-zero range).
+fn dominant_of(ns: &[i64; NB], first: u8) -> u8 {
+    let first = (first as usize).min(NB - 1);
+    let mut best = first;
+    for (b, &t) in ns.iter().enumerate() {
+        if t > ns[best] {
+            best = b;
+        }
+    }
+    best as u8
 }
 
 #[cfg(test)]
@@ -162,6 +166,16 @@ mod tests {
             bucket: (0..n).map(|i| (i % 3) as u8).collect(),
             act: (0..n).map(ActRef::kernel).collect(),
         }
+    }
+
+    #[test]
+    fn the_colour_and_the_label_of_a_run_agree_on_ties() {
+        let mut l = lane(4);
+        l.end_ns = l.start_ns.clone();
+        l.bucket = vec![5, 5, 0, 16];
+        let lod = LaneLod::build(&l);
+        assert_eq!(lod.dominant(&l, 0, 4), 5);
+        assert_eq!(lod.summary(&l, 0, 4).dominant, 5);
     }
 
     #[test]

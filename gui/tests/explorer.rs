@@ -359,3 +359,23 @@ fn the_diff_view_shows_hand_computed_deltas() {
     );
     assert!(h.query_all_by_label("gemv").next().is_some());
 }
+
+#[test]
+fn a_narrow_window_and_a_long_zoom_out_do_not_panic() {
+    let s = Settings {
+        traces: vec![reference("engine-llama3-8b-npl1.gst")],
+        ..Settings::default()
+    };
+    let mut h = Harness::builder()
+        .with_size(Vec2::new(120.0, 200.0))
+        .build_ui_state(|ui, app: &mut App| app.ui(ui), App::new(&s));
+    settle(&mut h);
+    // Zooming out stops at four times the trace.
+    let (a0, a1) = visible(&h);
+    for _ in 0..50 {
+        h.state_mut().docs[0].timeline.zoom(0.1, 0.5);
+    }
+    h.run_steps(2);
+    let (b0, b1) = visible(&h);
+    assert!(b1 - b0 <= 4 * (a1 - a0) + 4, "{a0}..{a1} -> {b0}..{b1}");
+}

@@ -191,18 +191,21 @@ fn gpu_lanes(trace: &Trace) -> Vec<GpuLane> {
     let mut index: HashMap<(u32, u32), u32> = HashMap::new();
     let mut keys: Vec<(u32, u32)> = Vec::new();
     let mut assign = |dev: &[u32], stream: &[u32], n: usize| -> Vec<u32> {
-        let mut last = (u32::MAX, u32::MAX, 0u32);
+        let mut last: Option<((u32, u32), u32)> = None;
         (0..n)
             .map(|i| {
                 let key = (dev[i], stream[i]);
-                if (last.0, last.1) != key {
-                    let id = *index.entry(key).or_insert_with(|| {
-                        keys.push(key);
-                        keys.len() as u32 - 1
-                    });
-                    last = (key.0, key.1, id);
+                match last {
+                    Some((k, id)) if k == key => id,
+                    _ => {
+                        let id = *index.entry(key).or_insert_with(|| {
+                            keys.push(key);
+                            keys.len() as u32 - 1
+                        });
+                        last = Some((key, id));
+                        id
+                    }
                 }
-                last.2
             })
             .collect()
     };
@@ -339,6 +342,35 @@ fn marker_lanes(trace: &Trace) -> Vec<MarkerLane> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_first_activity_on_device_and_stream_u32_max_gets_its_own_lane() {
+        use gapscope_traces::{KernelRow, MemopRow};
+        let mut t = Trace::default();
+        let n = t.strings.intern("k");
+        let k = |device, stream, s| KernelRow {
+            device,
+            stream,
+            name: n,
+            gpu_start_ns: s,
+            gpu_end_ns: s + 5,
+            ..KernelRow::default()
+        };
+        t.kernels.push(k(u32::MAX, u32::MAX, 0));
+        t.kernels.push(k(0, 7, 10));
+        t.memops.push(MemopRow {
+            device: 0,
+            stream: 7,
+            gpu_start_ns: 3,
+            gpu_end_ns: 4,
+            ..MemopRow::default()
+        });
+        let l = LaneSet::build(&t);
+        let keys: Vec<(u32, u32)> = l.gpu.iter().map(|g| (g.device, g.stream)).collect();
+        assert_eq!(keys, [(0, 7), (u32::MAX, u32::MAX)]);
+        assert_eq!(l.gpu[0].act, [ActRef::memop(0), ActRef::kernel(1)]);
+        assert_eq!(l.gpu[1].act, [ActRef::kernel(0)]);
+    }
 
     #[test]
     fn overlapping_finds_items_reaching_into_the_window() {

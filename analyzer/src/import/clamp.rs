@@ -86,6 +86,8 @@ pub fn clamp_times(t: &mut Trace) -> Clamped {
     let mk = &mut t.markers;
     marker_pairs(&mut mk.gpu_start_ns, &mut mk.gpu_end_ns, &mut c);
     marker_pairs(&mut mk.host_start_ns, &mut mk.host_end_ns, &mut c);
+    let sc = &mut t.scopes;
+    span_pairs(&mut sc.host_start_ns, &mut sc.host_end_ns, &mut c);
     for v in &mut t.samples.host_ns {
         clamp_one(v, &mut c);
     }

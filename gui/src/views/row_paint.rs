@@ -34,7 +34,11 @@ impl Mapper<'_> {
     }
     /// Absolute screen x, clamped to a little outside the view so f32 stays exact.
     pub fn sx(&self, t: i64) -> f32 {
-        self.left + self.x(t).clamp(-8.0, self.width as f64 + 8.0) as f32
+        self.clamp_x(self.x(t))
+    }
+    /// A view-relative x as an absolute screen x, clamped to a little outside the view.
+    pub fn clamp_x(&self, x: f64) -> f32 {
+        self.left + x.clamp(-8.0, (self.width as f64).max(0.0) + 8.0) as f32
     }
     /// The instant at a view-relative pixel.
     pub fn t(&self, x: f64) -> i64 {
@@ -68,6 +72,15 @@ pub trait RowSource {
     fn run_color(&self, i: usize, j: usize) -> Color32;
     /// Label of the folded run `i..j`.
     fn run_label(&self, i: usize, j: usize) -> String;
+    /// The longest item of `i..j`, when it can be found cheaply (the default scans up to
+    /// 256 items; GPU lanes answer from their level of detail).
+    fn longest(&self, i: usize, j: usize) -> Option<usize> {
+        if j.saturating_sub(i) > 256 {
+            return None;
+        }
+        let (s, e) = (self.start(), self.end());
+        (i..j).max_by_key(|&k| e[k] - s[k])
+    }
 }
 
 /// Paints one row into `rect`; returns what was drawn where (for hit testing).
@@ -103,14 +116,30 @@ pub fn paint_row(
         // bucket, coloured by its dominant bucket (Perfetto's mipmap keeps one representative
         // per bucket); neighbouring buckets join the run while their colour is the same, no
         // item among them is wide, and no gap wider than MIN_PX separates them.
+        // A chunk ends before its first item at least MIN_PX wide (a long item starting
+        // right after a zero-length one must not hide in the fold), and a run ends where
+        // the next item starts, so an earlier long item cannot stretch it.
         let chunk = |j: usize| -> usize {
             let limit = m.axis.from_u(m.u0 + (m.x(start[j]) + MIN_PX) / scale);
-            (j + 1 + start[j + 1..range.end].partition_point(|&s| s < limit)).min(range.end)
+            let k =
+                (j + 1 + start[j + 1..range.end].partition_point(|&s| s < limit)).min(range.end);
+            match src.longest(j + 1, k) {
+                Some(w) if m.x(end[w]) - m.x(start[w]) >= MIN_PX => w,
+                _ => k,
+            }
+        };
+        let run_end_of = |k: usize| -> f64 {
+            let e = m.x(end_max[k - 1]);
+            if k < range.end {
+                e.min(m.x(start[k]).max(m.x(end[k - 1])))
+            } else {
+                e
+            }
         };
         let mut k = chunk(i);
         let color = src.run_color(i, k);
         let mut j = k;
-        let mut run_end = x1.max(x0).max(m.x(end_max[k - 1]));
+        let mut run_end = x1.max(x0).max(run_end_of(k));
         while j < range.end {
             let xs = m.x(start[j]);
             if xs > run_end + MIN_PX || m.x(end[j]) - xs >= MIN_PX {
@@ -120,11 +149,11 @@ pub fn paint_row(
             if src.run_color(j, k) != color {
                 break;
             }
-            run_end = run_end.max(m.x(end_max[k - 1]));
+            run_end = run_end.max(run_end_of(k));
             j = k;
         }
-        let xa = m.left + x0.clamp(-8.0, m.width as f64 + 8.0) as f32;
-        let xb = m.left + run_end.max(x0 + 1.0).clamp(-8.0, m.width as f64 + 8.0) as f32;
+        let xa = m.clamp_x(x0);
+        let xb = m.clamp_x(run_end.max(x0 + 1.0));
         let r = Rect::from_x_y_ranges(xa..=xb.max(xa + 1.0), y0..=y1);
         if j - i == 1 {
             mesh.add_colored_rect(r, src.color(i));
@@ -158,5 +187,84 @@ pub fn paint_row(
             font.clone(),
             palette::text_on(bg),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::axis::{Axis, AxisMode};
+
+    struct Row {
+        start: Vec<i64>,
+        end: Vec<i64>,
+        end_max: Vec<i64>,
+    }
+
+    impl RowSource for Row {
+        fn start(&self) -> &[i64] {
+            &self.start
+        }
+        fn end(&self) -> &[i64] {
+            &self.end
+        }
+        fn end_max(&self) -> &[i64] {
+            &self.end_max
+        }
+        fn color(&self, _: usize) -> Color32 {
+            Color32::RED
+        }
+        fn label(&self, i: usize) -> String {
+            format!("item {i}")
+        }
+        fn run_color(&self, _: usize, _: usize) -> Color32 {
+            Color32::BLUE
+        }
+        fn run_label(&self, i: usize, j: usize) -> String {
+            format!("{} items", j - i)
+        }
+    }
+
+    fn drawn(row: &Row, span: (i64, i64)) -> Vec<Drawn> {
+        let axis = Axis::new(AxisMode::Time, span, &[]);
+        let m = Mapper {
+            axis: &axis,
+            u0: 0.0,
+            u1: (span.1 - span.0) as f64,
+            left: 0.0,
+            width: 1000.0,
+        };
+        let mut hits = Vec::new();
+        let ctx = egui::Context::default();
+        let mut out = ctx.run_ui(egui::RawInput::default(), |ui| {
+            let rect = Rect::from_min_size(Pos2::ZERO, egui::vec2(1000.0, 20.0));
+            paint_row(ui.painter(), rect, &m, row, &mut hits);
+        });
+        out.textures_delta.clear();
+        hits.into_iter().map(|(_, d)| d).collect()
+    }
+
+    #[test]
+    fn a_long_item_after_a_zero_length_one_is_drawn_on_its_own() {
+        // [0, 0) then [0, 500) in a view from -100 to 900: the second is half the view.
+        let row = Row {
+            start: vec![0, 0],
+            end: vec![0, 500],
+            end_max: vec![0, 500],
+        };
+        assert_eq!(drawn(&row, (-100, 900)), [Drawn::Item(0), Drawn::Item(1)]);
+    }
+
+    #[test]
+    fn narrow_neighbours_fold_into_one_run() {
+        // 100 items of 1 ns every 2 ns over 1000 px for 1000 ns: each 1 px wide.
+        let start: Vec<i64> = (0..100).map(|i| i * 2).collect();
+        let end: Vec<i64> = start.iter().map(|s| s + 1).collect();
+        let row = Row {
+            end_max: end.clone(),
+            start,
+            end,
+        };
+        assert_eq!(drawn(&row, (0, 1000)), [Drawn::Run(0, 100)]);
     }
 }

@@ -58,7 +58,7 @@ pub fn min_max_columns(
             next.min(columns as f64).max(0.0) as usize,
         );
         let v = values[k];
-        for slot in &mut out[c0.min(columns)..c1.max(c0 + 1).min(columns)] {
+        for slot in &mut out[c0.min(columns)..c1.max(c0.saturating_add(1)).min(columns)] {
             *slot = Some(match *slot {
                 Some((a, b)) => (f64::min(a, v), f64::max(b, v)),
                 None => (v, v),

@@ -132,7 +132,12 @@ impl TimelineState {
             AxisMode::Time => 1.0,
             AxisMode::StepAligned => 1e-7,
         };
-        let nw = (w / factor).max(min_w);
+        // No further out than four times the whole trace.
+        let max_w = self.axis.as_ref().map_or(f64::MAX, |a| {
+            let (e0, e1) = a.extent();
+            4.0 * (e1 - e0).max(min_w)
+        });
+        let nw = (w / factor).clamp(min_w, max_w.max(min_w));
         self.u0 = pivot - (pivot - self.u0) * nw / w;
         self.u1 = self.u0 + nw;
     }
@@ -192,6 +197,9 @@ impl RowSource for GpuRow<'_> {
         } else {
             c
         }
+    }
+    fn longest(&self, i: usize, j: usize) -> Option<usize> {
+        (j > i).then(|| self.lod.longest(self.lane, i, j))
     }
     fn run_label(&self, i: usize, j: usize) -> String {
         let s = self.lod.summary(self.lane, i, j);
@@ -328,7 +336,7 @@ pub fn ruler(painter: &egui::Painter, rect: Rect, m: &Mapper, l: &Loaded) {
     match m.axis.mode {
         AxisMode::Time => {
             let (t0, t1) = (m.t0(), m.t1());
-            let span = (t1 - t0).max(1) as f64;
+            let span = t1.saturating_sub(t0).max(1) as f64;
             let target = span * 110.0 / m.width.max(1.0) as f64;
             let mag = 10f64.powf(target.log10().floor());
             let step = [1.0, 2.0, 5.0, 10.0]
@@ -338,7 +346,8 @@ pub fn ruler(painter: &egui::Painter, rect: Rect, m: &Mapper, l: &Loaded) {
                 .unwrap_or(10.0 * mag)
                 .max(1.0);
             let origin = m.axis.origin_ns();
-            let first = (((t0 - origin) as f64 / step).ceil() * step) as i64 + origin;
+            let first = ((t0.saturating_sub(origin) as f64 / step).ceil() * step) as i64;
+            let first = first.saturating_add(origin);
             let mut t = first;
             let mut n = 0;
             while t <= t1 && n < 200 {
@@ -353,11 +362,11 @@ pub fn ruler(painter: &egui::Painter, rect: Rect, m: &Mapper, l: &Loaded) {
                 painter.text(
                     Pos2::new(x + 2.0, rect.top() + 2.0),
                     Align2::LEFT_TOP,
-                    format::tick_ns((t - origin) as f64, step),
+                    format::tick_ns(t.saturating_sub(origin) as f64, step),
                     font.clone(),
                     col,
                 );
-                t += step as i64;
+                t = t.saturating_add(step as i64);
                 n += 1;
             }
         }
@@ -365,7 +374,7 @@ pub fn ruler(painter: &egui::Painter, rect: Rect, m: &Mapper, l: &Loaded) {
             let steps = &l.x.steps;
             let px_per_step = m.scale();
             let every = ((48.0 / px_per_step).ceil() as usize).max(1);
-            let first = m.u0.max(0.0) as usize / (1.0 + crate::axis::STEP_GAP_UNITS) as usize;
+            let first = (m.u0.max(0.0) / (1.0 + crate::axis::STEP_GAP_UNITS)) as usize;
             for (k, s) in steps.iter().enumerate().skip(first.saturating_sub(1)) {
                 let x = m.sx(s.start_ns);
                 if x > rect.right() {
@@ -402,6 +411,16 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
     let height = max_height.unwrap_or(avail.y).max(RULER_H + 40.0);
     let (outer, resp) = ui.allocate_exact_size(Vec2::new(avail.x, height), Sense::click_and_drag());
     let lane_area = Rect::from_min_max(Pos2::new(outer.left() + LABEL_W, outer.top()), outer.max);
+    if lane_area.width() < 16.0 {
+        ui.painter().text(
+            outer.left_top(),
+            egui::Align2::LEFT_TOP,
+            "(too narrow for the timeline)",
+            FontId::proportional(11.0),
+            Color32::GRAY,
+        );
+        return;
+    }
     st.last_width = lane_area.width();
     let hover_frac = resp
         .hover_pos()

@@ -3,7 +3,8 @@
 prints each run's JSON line, then the median and min-max over runs of: open to first frame,
 open to kernel table, per-frame median at full / mid / deep zoom, peak RSS.
 
-usage: gui_frame.py TRACE [--repeats 5] [--frames 60] [--bench PATH]
+usage: gui_frame.py TRACE [--repeats 5] [--frames 60] [--kernels] [--bench PATH]
+(--kernels: also the kernel table's frames, steady and with the filter or sort changed)
 (build the bench first: cargo bench -p gapscope-gui --bench frame --no-run)
 """
 import argparse
@@ -28,12 +29,14 @@ def main():
     ap.add_argument("trace")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--frames", type=int, default=60)
+    ap.add_argument("--kernels", action="store_true")
     ap.add_argument("--bench")
     a = ap.parse_args()
     bench = a.bench or newest_bench()
     runs = []
     for _ in range(a.repeats):
-        out = subprocess.run([bench, a.trace, "--frames", str(a.frames)], check=True,
+        extra = ["--kernels"] if a.kernels else []
+        out = subprocess.run([bench, a.trace, "--frames", str(a.frames)] + extra, check=True,
                              capture_output=True, text=True).stdout
         print(out.strip(), flush=True)
         runs.append(json.loads(out))
@@ -48,6 +51,10 @@ def main():
     for z in ("full", "mid", "deep"):
         line(f"frame median, {z} zoom", [r[z]["median_ms"] for r in runs], "ms")
         line(f"frame p90, {z} zoom", [r[z]["p90_ms"] for r in runs], "ms")
+    if a.kernels:
+        print(f"kernel table: {runs[0]['kernel_names']:,} names")
+        for mode in ("steady", "filter", "sort"):
+            line(f"kernels frame, {mode}", [r[f"kernels_{mode}"]["median_ms"] for r in runs], "ms")
     line("peak RSS", [r["peak_rss_mib"] for r in runs], "MiB", "{:.0f}")
 
 

@@ -2,19 +2,22 @@
 //! `App` runs in an `egui::Context` pass plus tessellation, which is the UI thread's whole
 //! per-frame work before the renderer uploads the vertices.
 //!
-//! cargo bench -p gapscope-gui --bench frame -- TRACE [--frames N] [--size WxH]
+//! cargo bench -p gapscope-gui --bench frame -- TRACE [--frames N] [--size WxH] [--kernels]
 //!
 //! Prints, as one JSON object: the time from opening the trace to the end of the first
 //! frame that draws it, the per-frame time (median, min, max, p90) at full zoom-out, at a
 //! mid zoom (1/1000 of the trace) and at a deep zoom (one step), each while panning, and
-//! the peak resident memory.
+//! the peak resident memory. With `--kernels`, also the kernel table's frames: as they are,
+//! with the filter changed every frame, with the sort changed every frame.
 
 use std::time::Instant;
 
 use egui::{Pos2, RawInput, Rect, Vec2};
+use gapscope_analyzer::explore::SortKey;
 use gapscope_gui::App;
 use gapscope_gui::doc::DocState;
 use gapscope_gui::settings::Settings;
+use gapscope_gui::views::View;
 
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
@@ -90,11 +93,13 @@ fn main() {
         .collect();
     let mut trace = None;
     let mut frames = 60usize;
+    let mut kernels_view = false;
     let mut size = Vec2::new(1600.0, 900.0);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--frames" => frames = it.next().and_then(|v| v.parse().ok()).expect("--frames N"),
+            "--kernels" => kernels_view = true,
             "--size" => {
                 let v = it.next().expect("--size WxH");
                 let (w, h) = v.split_once('x').expect("--size WxH");
@@ -161,6 +166,31 @@ fn main() {
     };
     let span = (span1 - span0).max(1);
     let mut results = Vec::new();
+    if kernels_view {
+        // The kernel table: frames as they are, frames whose filter changes every time (a
+        // regex over every name, then the sort), frames whose sort key changes every time.
+        app.view = View::Kernels;
+        let keys = [SortKey::Total, SortKey::Name, SortKey::P99, SortKey::Calls];
+        for mode in ["steady", "filter", "sort"] {
+            let mut v = Vec::with_capacity(frames);
+            for f in 0..frames {
+                let k = &mut app.kernels[0];
+                match mode {
+                    "filter" => k.filter = format!("v{}", f % 97),
+                    "sort" => k.sort = keys[f % keys.len()],
+                    _ => {}
+                }
+                v.push(frame(&ctx, &mut app, size));
+            }
+            results.push(format!("\"kernels_{mode}\": {}", stats(&mut v)));
+        }
+        let names = match &app.docs[0].state {
+            DocState::Ready(l) => l.kernel_table().map_or(0, |t| t.rows.len()),
+            _ => 0,
+        };
+        results.push(format!("\"kernel_names\": {names}"));
+        app.view = View::Timeline;
+    }
     for (name, width_ns) in [
         ("full", span),
         ("mid", (span / 1000).max(1)),

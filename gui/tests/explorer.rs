@@ -379,3 +379,18 @@ fn a_narrow_window_and_a_long_zoom_out_do_not_panic() {
     let (b0, b1) = visible(&h);
     assert!(b1 - b0 <= 4 * (a1 - a0) + 4, "{a0}..{a1} -> {b0}..{b1}");
 }
+
+#[test]
+fn selecting_a_kernel_highlights_its_instances() {
+    let mut h = harness(&[reference("engine-llama3-8b-npl1.gst")], View::Kernels);
+    h.get_by_label("attn_decode_bf16").click();
+    h.run_steps(2);
+    let doc = &h.state().docs[0];
+    let l = doc.loaded().unwrap();
+    let id = l.x.trace.strings.lookup("attn_decode_bf16").unwrap();
+    assert_eq!(doc.timeline.highlight, Some(id));
+    // Clicking it again clears the highlight.
+    h.get_by_label("attn_decode_bf16").click();
+    h.run_steps(2);
+    assert_eq!(h.state().docs[0].timeline.highlight, None);
+}

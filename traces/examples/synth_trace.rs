@@ -2,6 +2,9 @@
 //! chunks so memory stays flat at any N. Used by the scale benchmarks in docs/BENCHMARKS.md.
 //!
 //! cargo run --release -p gapscope-traces --example synth_trace -- 10000000 /tmp/10m.gst
+//!
+//! A third argument, DISTINCT, spreads the layers' GEMV calls over DISTINCT kernel names
+//! (`gemv_bf16_v0`, `gemv_bf16_v1`, ...), for the explorer's kernel-table benchmark.
 
 use std::path::PathBuf;
 
@@ -27,11 +30,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let n: u64 = args
         .next()
-        .ok_or("usage: synth_trace N_KERNELS OUT.gst")?
+        .ok_or("usage: synth_trace N_KERNELS OUT.gst [DISTINCT]")?
         .parse()?;
-    let out = PathBuf::from(args.next().ok_or("usage: synth_trace N_KERNELS OUT.gst")?);
+    let out = PathBuf::from(
+        args.next()
+            .ok_or("usage: synth_trace N_KERNELS OUT.gst [DISTINCT]")?,
+    );
+    let distinct: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(0);
     let mut strings = StringTable::new();
     let names: Vec<u32> = LAYER.iter().map(|(n, _)| strings.intern(n)).collect();
+    let variants: Vec<u32> = (0..distinct)
+        .map(|v| strings.intern(&format!("gemv_bf16_v{v}")))
+        .collect();
+    let mut next_variant = 0usize;
     let embed = strings.intern("get_rows_bf16");
     let head = strings.intern("gemv_bf16");
     let argmax = strings.intern("argmax_f32");
@@ -72,7 +83,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         push(embed, jitter(1_500), &mut now, -1);
         for layer in 0..32 {
             for (i, &(_, d)) in LAYER.iter().enumerate() {
-                push(names[i], jitter(d), &mut now, layer);
+                let name = if !variants.is_empty() && LAYER[i].0 == "gemv_bf16" {
+                    next_variant += 1;
+                    variants[next_variant % variants.len()]
+                } else {
+                    names[i]
+                };
+                push(name, jitter(d), &mut now, layer);
             }
         }
         push(head, jitter(250_000), &mut now, -1);

@@ -11,7 +11,7 @@ use gapscope_analyzer::analysis::AnalysisSettings;
 use gapscope_analyzer::explore::{Exploration, KernelTable, Stage, explore};
 use gapscope_analyzer::import::{ImportOptions, ImportProgress, import_trace};
 
-use crate::lod::LaneLod;
+use crate::lod::{LaneLod, Longest};
 
 /// A trace ready to draw.
 pub struct Loaded {
@@ -20,6 +20,9 @@ pub struct Loaded {
     pub kernel_table: Arc<OnceLock<KernelTable>>,
     /// One per GPU lane, same order as `x.lanes.gpu`.
     pub lods: Vec<LaneLod>,
+    /// The longest-item index of each host row (per host lane, per depth) and marker row.
+    pub host_longest: Vec<Vec<Longest>>,
+    pub marker_longest: Vec<Vec<Longest>>,
     /// Seconds from the start of the open to the data being ready.
     pub load_s: f64,
     /// Seconds per stage (import, analysis, lanes, kernel table, level of detail).
@@ -136,6 +139,13 @@ pub fn load_blocking(path: &Path, s: &LoadSettings, p: &Progress) -> Result<Load
     marks.push(("lanes", t0.elapsed().as_secs_f64()));
     p.stage.store(10, Ordering::Relaxed);
     let lods = x.lanes.gpu.iter().map(LaneLod::build).collect();
+    let rows = |rows: &[gapscope_analyzer::explore::HostRow]| -> Vec<Longest> {
+        rows.iter()
+            .map(|r| Longest::build(&r.start_ns, &r.end_ns))
+            .collect()
+    };
+    let host_longest = x.lanes.host.iter().map(|h| rows(&h.rows)).collect();
+    let marker_longest = x.lanes.markers.iter().map(|m| rows(&m.rows)).collect();
     let load_s = t0.elapsed().as_secs_f64();
     marks.push(("level of detail", load_s));
     let mut prev = 0.0;
@@ -151,6 +161,8 @@ pub fn load_blocking(path: &Path, s: &LoadSettings, p: &Progress) -> Result<Load
         x: Arc::new(x),
         kernel_table: Arc::default(),
         lods,
+        host_longest,
+        marker_longest,
         load_s,
         stages_s,
     })

@@ -31,13 +31,68 @@ pub struct RunSummary {
 pub struct LaneLod {
     /// Cumulative time per bucket before activity `k * 64`.
     cum: Vec<[i64; NB]>,
-    /// (duration, index) of the longest activity of each 64-block and each 4096-block.
-    max1: Vec<(i64, u32)>,
-    max2: Vec<(i64, u32)>,
+    longest: Longest,
 }
 
 fn dur(l: &GpuLane, i: usize) -> i64 {
     (l.end_ns[i] - l.start_ns[i]).max(0)
+}
+
+/// The longest item of any index range of a row (GPU lane, host-scope row, marker row):
+/// (duration, index) of the longest item of each 64-block and each 4096-block, so a query
+/// reads two partial blocks and the block maxima in between.
+#[derive(Debug, Default)]
+pub struct Longest {
+    max1: Vec<(i64, u32)>,
+    max2: Vec<(i64, u32)>,
+}
+
+impl Longest {
+    pub fn build(start: &[i64], end: &[i64]) -> Self {
+        let n = start.len().min(end.len());
+        let max1: Vec<(i64, u32)> = (0..n.div_ceil(B1))
+            .map(|block| {
+                (block * B1..((block + 1) * B1).min(n))
+                    .map(|i| ((end[i] - start[i]).max(0), i as u32))
+                    .fold((-1, 0), |a, b| if b.0 > a.0 { b } else { a })
+            })
+            .collect();
+        let max2 = max1
+            .chunks(B2 / B1)
+            .map(|c| *c.iter().max_by_key(|x| x.0).expect("chunks are not empty"))
+            .collect();
+        Self { max1, max2 }
+    }
+
+    /// Index of the longest item of `i..j` (`i` when the range is empty).
+    pub fn of(&self, start: &[i64], end: &[i64], i: usize, j: usize) -> usize {
+        let mut best = (-1i64, i);
+        let mut see = |d: i64, k: usize| {
+            if d > best.0 {
+                best = (d, k);
+            }
+        };
+        let mut k = i;
+        while k < j {
+            if k.is_multiple_of(B2) && k + B2 <= j {
+                let (d, at) = self.max2[k / B2];
+                see(d, at as usize);
+                k += B2;
+            } else if k.is_multiple_of(B1) && k + B1 <= j {
+                let (d, at) = self.max1[k / B1];
+                see(d, at as usize);
+                k += B1;
+            } else {
+                see((end[k] - start[k]).max(0), k);
+                k += 1;
+            }
+        }
+        best.1
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        (self.max1.len() + self.max2.len()) * 16
+    }
 }
 
 impl LaneLod {
@@ -45,30 +100,22 @@ impl LaneLod {
         let n = l.len();
         let mut cum = Vec::with_capacity(n / B1 + 1);
         let mut acc = [0i64; NB];
-        let mut max1 = Vec::with_capacity(n / B1 + 1);
         for block in 0..n.div_ceil(B1) {
             cum.push(acc);
-            let mut best = (-1i64, 0u32);
             for i in block * B1..((block + 1) * B1).min(n) {
-                let d = dur(l, i);
-                acc[(l.bucket[i] as usize).min(NB - 1)] += d;
-                if d > best.0 {
-                    best = (d, i as u32);
-                }
+                acc[(l.bucket[i] as usize).min(NB - 1)] += dur(l, i);
             }
-            max1.push(best);
         }
         cum.push(acc);
-        let max2 = max1
-            .chunks(B2 / B1)
-            .map(|c| *c.iter().max_by_key(|x| x.0).expect("chunks are not empty"))
-            .collect();
-        Self { cum, max1, max2 }
+        Self {
+            cum,
+            longest: Longest::build(&l.start_ns, &l.end_ns),
+        }
     }
 
     /// Bytes held.
     pub fn heap_bytes(&self) -> usize {
-        self.cum.len() * std::mem::size_of::<[i64; NB]>() + (self.max1.len() + self.max2.len()) * 16
+        self.cum.len() * std::mem::size_of::<[i64; NB]>() + self.longest.heap_bytes()
     }
 
     /// Time per bucket of activities `0..i`.
@@ -93,28 +140,7 @@ impl LaneLod {
 
     /// The longest activity of `i..j` (`i` when the range is empty).
     pub fn longest(&self, l: &GpuLane, i: usize, j: usize) -> usize {
-        let mut best = (-1i64, i);
-        let mut see = |d: i64, k: usize| {
-            if d > best.0 {
-                best = (d, k);
-            }
-        };
-        let mut k = i;
-        while k < j {
-            if k.is_multiple_of(B2) && k + B2 <= j {
-                let (d, at) = self.max2[k / B2];
-                see(d, at as usize);
-                k += B2;
-            } else if k.is_multiple_of(B1) && k + B1 <= j {
-                let (d, at) = self.max1[k / B1];
-                see(d, at as usize);
-                k += B1;
-            } else {
-                see(dur(l, k), k);
-                k += 1;
-            }
-        }
-        best.1
+        self.longest.of(&l.start_ns, &l.end_ns, i, j)
     }
 
     /// The bucket with the most time in `i..j` (the first item's bucket on a tie with it,

@@ -73,7 +73,7 @@ pub trait RowSource {
     /// Label of the folded run `i..j`.
     fn run_label(&self, i: usize, j: usize) -> String;
     /// The longest item of `i..j`, when it can be found cheaply (the default scans up to
-    /// 256 items; GPU lanes answer from their level of detail).
+    /// 256 items; the explorer's rows answer from their `lod::Longest` index).
     fn longest(&self, i: usize, j: usize) -> Option<usize> {
         if j.saturating_sub(i) > 256 {
             return None;

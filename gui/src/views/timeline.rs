@@ -215,6 +215,7 @@ struct ScopeRowSrc<'a> {
     l: &'a Loaded,
     row: &'a HostRow,
     markers: bool,
+    longest: Option<&'a crate::lod::Longest>,
 }
 
 impl ScopeRowSrc<'_> {
@@ -251,6 +252,10 @@ impl RowSource for ScopeRowSrc<'_> {
     }
     fn label(&self, i: usize) -> String {
         self.name(i).to_owned()
+    }
+    fn longest(&self, i: usize, j: usize) -> Option<usize> {
+        let idx = self.longest?;
+        (j > i).then(|| idx.of(&self.row.start_ns, &self.row.end_ns, i, j))
     }
     fn run_color(&self, i: usize, _j: usize) -> Color32 {
         palette::dim(palette::scope(self.kind(i)))
@@ -498,7 +503,7 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
     }
     y += STEP_H + 4.0;
     // Markers on the GPU timeline.
-    for ml in &l.x.lanes.markers {
+    for (ml_i, ml) in l.x.lanes.markers.iter().enumerate() {
         for (r_i, r) in ml.rows.iter().enumerate() {
             let rr = row(y, ROW_H);
             if visible(&rr) {
@@ -515,6 +520,7 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
                     l,
                     row: r,
                     markers: true,
+                    longest: l.marker_longest.get(ml_i).and_then(|v| v.get(r_i)),
                 };
                 let mut drawn = Vec::new();
                 paint_row(&lane_clip, rr, &m, &src, &mut drawn);
@@ -560,7 +566,7 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
         y += GPU_H;
     }
     // Host threads.
-    for hl in &l.x.lanes.host {
+    for (hl_i, hl) in l.x.lanes.host.iter().enumerate() {
         for (r_i, r) in hl.rows.iter().enumerate() {
             let rr = row(y, ROW_H);
             if visible(&rr) {
@@ -577,6 +583,7 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
                     l,
                     row: r,
                     markers: false,
+                    longest: l.host_longest.get(hl_i).and_then(|v| v.get(r_i)),
                 };
                 let mut drawn = Vec::new();
                 paint_row(&lane_clip, rr, &m, &src, &mut drawn);

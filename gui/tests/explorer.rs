@@ -394,3 +394,28 @@ fn selecting_a_kernel_highlights_its_instances() {
     h.run_steps(2);
     assert_eq!(h.state().docs[0].timeline.highlight, None);
 }
+
+#[test]
+fn closing_a_tab_left_of_the_active_one_keeps_the_active_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let step: &[(&str, i64)] = &[("gemv_bf16_b1", 100 * US)];
+    let paths: Vec<PathBuf> = (0..3)
+        .map(|i| dir.path().join(format!("t{i}.gst")))
+        .collect();
+    for p in &paths {
+        write_trace(p, &[step, step], 10 * US, 10 * US);
+    }
+    let mut h = harness(&paths, View::Timeline);
+    h.state_mut().active = 1;
+    h.run_steps(1);
+    // The first tab's close button.
+    h.query_all_by_label("×")
+        .next()
+        .expect("close buttons")
+        .click();
+    h.run_steps(2);
+    let app = h.state();
+    assert_eq!(app.docs.len(), 2);
+    assert_eq!(app.docs[app.active].path, paths[1]);
+    assert_eq!(app.kernels.len(), 2);
+}

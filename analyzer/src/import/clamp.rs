@@ -259,6 +259,25 @@ mod tests {
         assert!(c.warning().unwrap().contains("3 times beyond"));
     }
 
+    /// Host scopes (Kineto `cpu_op`, `python_function`) are clamped like every other time:
+    /// a `ts` of 1e30 once reached the explorer's axis as about i64::MAX.
+    #[test]
+    fn host_scope_times_are_clamped() {
+        let mut t = Trace::default();
+        t.scopes.push(gapscope_traces::ScopeRow {
+            host_start_ns: i64::MAX - 5,
+            host_end_ns: i64::MIN,
+            ..Default::default()
+        });
+        let c = clamp_times(&mut t);
+        assert_eq!(c.out_of_range, 2);
+        assert_eq!(t.scopes.host_start_ns[0], LIMIT_NS);
+        assert_eq!(
+            t.scopes.host_end_ns[0], LIMIT_NS,
+            "a reversed scope ends at its start"
+        );
+    }
+
     #[test]
     fn ordinary_traces_are_untouched() {
         let mut t = kernels(&[(1_790_857_026_000_000_000, 1_790_857_026_000_005_000)]);

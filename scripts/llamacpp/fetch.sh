@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Fetches llama.cpp's source and trims it to what a CUDA build of llama-batched-bench and the
+# GGUF writer (gguf-py) need, into DEST (default .device/llamacpp-src): about 22 MB, under the
+# GPU machine's 64 MiB carry limit. Runs here (needs network for PyPI, no GPU).
+#
+# The ggml-org/llama.cpp repository is too large to fetch; the PyPI source distribution of
+# llama-cpp-python vendors a recent llama.cpp (see ../shared/LLAMACPP.md). Its commit is
+# written to DEST/COMMIT. llama.cpp is MIT-licensed (DEST/LICENSE); nothing of it is committed
+# to this repository.
+#
+# usage: scripts/llamacpp/fetch.sh [DEST]
+set -euo pipefail
+VERSION=0.3.36
+dest=$(realpath -m "${1:-.device/llamacpp-src}")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+python3 -m venv "$work/venv"
+"$work/venv/bin/pip" install -q scikit-build-core cmake ninja
+# pip prepares the sdist's metadata while downloading it, which needs CMake on PATH.
+PATH="$work/venv/bin:$PATH" "$work/venv/bin/pip" download -q --no-deps --no-binary :all: \
+    --no-build-isolation "llama-cpp-python==$VERSION" -d "$work"
+tar xzf "$work/llama_cpp_python-$VERSION.tar.gz" -C "$work"
+src="$work/llama_cpp_python-$VERSION/vendor/llama.cpp"
+
+rm -rf "$dest"
+mkdir -p "$dest/ggml/src" "$dest/tools"
+cp -r "$src"/{CMakeLists.txt,LICENSE,cmake,include,src,common,vendor,gguf-py} "$dest/"
+cp -r "$src"/ggml/{CMakeLists.txt,cmake,include,.gitignore} "$dest/ggml/" 2>/dev/null || \
+    cp -r "$src"/ggml/{CMakeLists.txt,cmake,include} "$dest/ggml/"
+# ggml's core files and only the CPU and CUDA backends.
+find "$src/ggml/src" -maxdepth 1 -type f -exec cp {} "$dest/ggml/src/" \;
+cp -r "$src/ggml/src/ggml-cpu" "$src/ggml/src/ggml-cuda" "$dest/ggml/src/"
+# Only the tools built on the GPU machine.
+cp -r "$src/tools/batched-bench" "$dest/tools/"
+cat > "$dest/tools/CMakeLists.txt" <<'CMAKE'
+# Trimmed by gapscope's scripts/llamacpp/fetch.sh: only the tools its recordings use.
+find_package(Threads REQUIRED)
+llama_add_compile_flags()
+add_subdirectory(batched-bench)
+CMAKE
+if [ -d "$src/.git" ] || [ -f "$src/.git" ]; then
+    git -C "$src" rev-parse HEAD > "$dest/COMMIT"
+else
+    echo "unknown (llama-cpp-python $VERSION sdist)" > "$dest/COMMIT"
+fi
+echo "llama-cpp-python $VERSION" >> "$dest/COMMIT"
+echo "fetch: $(du -sh "$dest" | cut -f1) in $dest, llama.cpp $(head -1 "$dest/COMMIT")"

@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Fetches llama.cpp's source and trims it to what a CUDA build of llama-batched-bench and the
-# GGUF writer (gguf-py) need, into DEST (default .device/llamacpp-src): about 22 MB, under the
-# GPU machine's 64 MiB carry limit. Runs here (needs network for PyPI, no GPU).
+# GGUF writer (gguf-py) need, as DEST (default .device/llamacpp-src.tar.xz): 23 MB unpacked,
+# about 3 MB packed, which leaves room in the GPU machine's 64 MiB carry limit. Runs here
+# (needs network for PyPI, no GPU).
 #
 # The ggml-org/llama.cpp repository is too large to fetch; the PyPI source distribution of
 # llama-cpp-python vendors a recent llama.cpp (see ../shared/LLAMACPP.md). Its commit is
 # written to DEST/COMMIT. llama.cpp is MIT-licensed (DEST/LICENSE); nothing of it is committed
 # to this repository.
 #
-# usage: scripts/llamacpp/fetch.sh [DEST]
+# usage: scripts/llamacpp/fetch.sh [DEST.tar.xz]
 set -euo pipefail
 VERSION=0.3.36
-dest=$(realpath -m "${1:-.device/llamacpp-src}")
+tarball=$(realpath -m "${1:-.device/llamacpp-src.tar.xz}")
 work=$(mktemp -d)
+dest="$work/llamacpp-src"
 trap 'rm -rf "$work"' EXIT
 
 python3 -m venv "$work/venv"
@@ -45,4 +47,6 @@ else
     echo "unknown (llama-cpp-python $VERSION sdist)" > "$dest/COMMIT"
 fi
 echo "llama-cpp-python $VERSION" >> "$dest/COMMIT"
-echo "fetch: $(du -sh "$dest" | cut -f1) in $dest, llama.cpp $(head -1 "$dest/COMMIT")"
+mkdir -p "$(dirname "$tarball")"
+tar cJf "$tarball" -C "$work" llamacpp-src
+echo "fetch: $(du -sh "$dest" | cut -f1) unpacked, $(du -h "$tarball" | cut -f1) in $tarball, llama.cpp $(head -1 "$dest/COMMIT")"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One GPU-machine call for the llama.cpp recordings: builds llama-batched-bench unless an
 # earlier call on the same (warm) machine did, writes the models unless they exist, then
-# records PHASE. Run from the repository root with .device carried (fetch.sh's tree in
-# .device/llamacpp-src, gapscope-record and libgapscope_profiler.so in .device/).
+# records PHASE. Run from the repository root with .device carried (fetch.sh's tarball
+# .device/llamacpp-src.tar.xz, gapscope-record and libgapscope_profiler.so in .device/).
 #
 #   smoke: Llama-3-8B shapes Q8_0, npl 1, 32 decode steps, graphs and FA on/off, once each
 #   dense: Llama-3-8B shapes Q8_0, npl 1 and 32, 64 decode steps, graphs and FA on/off, 3x
@@ -19,14 +19,17 @@ t0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 run() {
   stamp "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
-  stamp "llama.cpp $(head -1 .device/llamacpp-src/COMMIT); cmake $(cmake --version 2>/dev/null | head -1 || echo missing); $(nvcc --version 2>/dev/null | tail -1)"
+  if [ ! -d "$work/src" ]; then
+    tar xJf .device/llamacpp-src.tar.xz -C "$work" && mv "$work/llamacpp-src" "$work/src"
+  fi
+  stamp "llama.cpp $(head -1 "$work/src/COMMIT"); cmake $(cmake --version 2>/dev/null | head -1 || echo missing); $(nvcc --version 2>/dev/null | tail -1)"
   if [ ! -x "$work/build/bin/llama-batched-bench" ]; then
     stamp "build"
-    bash scripts/llamacpp/build.sh .device/llamacpp-src "$work/build"
+    bash scripts/llamacpp/build.sh "$work/src" "$work/build"
   fi
   stamp "models"
   [ -f "$work/models/llama3-8b-q8_0.gguf" ] || python3 scripts/llamacpp/make_models.py \
-      --gguf-py .device/llamacpp-src/gguf-py --out "$work/models" --types q8_0
+      --gguf-py "$work/src/gguf-py" --out "$work/models" --types q8_0
   rm -rf "$work/rec"
   local bench="$work/build/bin/llama-batched-bench" model="$work/models/llama3-8b-q8_0.gguf"
   case $phase in

@@ -7,8 +7,8 @@
 #   smoke: Llama-3-8B shapes Q8_0, npl 1, 32 decode steps, graphs and FA on/off, once each
 #   dense: Llama-3-8B shapes Q8_0, npl 1 and 32, 64 decode steps, graphs and FA on/off, 3x
 #
-# Results under $OUT: run.log and recordings.tar.gz (the .gst recordings, the jsonl of each
-# plain and recorded run, their logs).
+# Results under $OUT: run.log and recordings-nplN.tar.gz (the .gst recordings, the jsonl of
+# each plain and recorded run, their logs).
 set -euo pipefail
 phase=${1:-smoke}
 export LD_LIBRARY_PATH=/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
@@ -38,7 +38,10 @@ run() {
     *) echo "unknown phase $phase" >&2; exit 2 ;;
   esac
   stamp "pack"
-  tar czf "$out/recordings.tar.gz" -C "$work" rec
+  # One tarball per npl (each returned file is at most 16 MiB).
+  for npl in $(ls "$work/rec" | grep -o 'npl[0-9]*' | sort -u); do
+    (cd "$work" && tar czf "$out/recordings-$npl.tar.gz" rec/*-"$npl"-*)
+  done
   ls -la "$out"
   stamp "done"
 }

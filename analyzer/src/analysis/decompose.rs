@@ -310,7 +310,12 @@ pub fn analyze_parts(
                 sp += 1;
             }
             let in_step = sp < steps.steps.len() && steps.steps[sp].gpu_start_ns <= start;
-            activity_total_ns = activity_total_ns.saturating_add((end - start).max(0));
+            // Copies that end before the first step (loading the weights: 8 GB of HtoD in a
+            // llama.cpp recording) are set-up, not work outside the steps.
+            let loading = is_memop && steps.steps.first().is_some_and(|f| end <= f.gpu_start_ns);
+            if !loading {
+                activity_total_ns = activity_total_ns.saturating_add((end - start).max(0));
+            }
             if in_step {
                 activity_in_steps_ns = activity_in_steps_ns.saturating_add((end - start).max(0));
             }

@@ -665,6 +665,53 @@ mod tests {
         assert_eq!(phases(&s), "PDDDDDDDD", "{}", s.source);
     }
 
+    /// A llama.cpp-like step: two gathers at its start (token embedding, output rows) by
+    /// the same kernel, and no kernel of its own that runs once per step.
+    fn llamacpp_decode(gather: &'static str) -> Pass {
+        let mut s = vec![(gather, 10), (gather, 5)];
+        for _ in 0..2 {
+            s.extend([
+                ("rms_norm_f32", 20),
+                ("mul_mat_vec_q", 100),
+                ("flash_attn_ext_vec", 50),
+                ("mul_mat_vec_q", 100),
+            ]);
+        }
+        s.extend([("rms_norm_f32", 20), ("mul_mat_vec_q", 100)]);
+        s
+    }
+
+    #[test]
+    fn a_kernel_run_twice_per_step_anchors_every_second_occurrence() {
+        let ps: Vec<Pass> = std::iter::repeat_n(llamacpp_decode("k_get_rows_float"), 8).collect();
+        let s = auto(&trace(&ps));
+        assert_eq!(phases(&s), "DDDDDDDD", "{}", s.source);
+        assert!(s.source.contains("every 2nd"), "{}", s.source);
+    }
+
+    #[test]
+    fn a_first_decode_step_with_another_gather_kernel_is_not_lost_in_the_prefill() {
+        // llama.cpp's first decode step gathers with another get_rows kernel than the rest,
+        // so the anchor's first occurrence is in the second decode step.
+        let mut ps = vec![prefill(), llamacpp_decode("k_get_rows_float")];
+        ps.extend(std::iter::repeat_n(
+            llamacpp_decode("k_get_rows_float_vec"),
+            7,
+        ));
+        let s = auto(&trace(&ps));
+        assert_eq!(phases(&s), "PDDDDDDDD", "{}", s.source);
+    }
+
+    #[test]
+    fn a_trailing_partial_step_is_not_a_step() {
+        // The program's last work: the start of a step (two gathers and a norm), then exit.
+        let mut ps: Vec<Pass> =
+            std::iter::repeat_n(llamacpp_decode("k_get_rows_float"), 8).collect();
+        ps.push(llamacpp_decode("k_get_rows_float")[..3].to_vec());
+        let s = auto(&trace(&ps));
+        assert_eq!(phases(&s), "DDDDDDDD", "{}", s.source);
+    }
+
     #[test]
     fn attention_kernel_switch_halfway_stays_decode() {
         // Past some context length the engine switches attention kernels; same time.

@@ -91,55 +91,147 @@ fn modal(seq: &Sequence, segs: &[(usize, usize)]) -> (usize, usize) {
         .unwrap_or((0, 0))
 }
 
+/// Whether the segments cut at `pos` repeat over most of the trace (see
+/// [`MIN_SAME_NEIGHBOURS`] and [`MIN_MODAL_SHARE`]).
+fn repeats(seq: &Sequence, pos: &[usize], n: usize) -> bool {
+    let c = pos.len();
+    if c < 3 {
+        return false;
+    }
+    // The periodic region must be most of the trace, not a short burst.
+    if (pos[c - 1] - pos[0]) * c < n * (c - 1) / 2 {
+        return false;
+    }
+    // The last segment runs to the end of the trace; only whole periods are compared.
+    let segs: Vec<(usize, usize)> = pos.windows(2).map(|w| (w[0], w[1])).collect();
+    let comparisons = segs.len() - 1;
+    if comparisons == 0 {
+        return false;
+    }
+    let same = segs
+        .windows(2)
+        .filter(|w| seq.key(w[0]) == seq.key(w[1]))
+        .count();
+    let (_, modal_count) = modal(seq, &segs);
+    (same as f64) >= MIN_SAME_NEIGHBOURS * comparisons as f64
+        || (modal_count as f64) >= MIN_MODAL_SHARE * segs.len() as f64
+}
+
+/// Most occurrences of one name per step that the anchor search tries (see [`find_anchor`]).
+const MAX_STRIDE: usize = 4;
+
+/// The anchor: a kernel name, and which of its occurrences start a step (every `stride`-th
+/// from `offset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Anchor {
+    name: u32,
+    stride: usize,
+    offset: usize,
+}
+
+impl Anchor {
+    fn positions(&self, all: &[usize]) -> Vec<usize> {
+        all.iter()
+            .copied()
+            .skip(self.offset)
+            .step_by(self.stride)
+            .collect()
+    }
+}
+
 /// The anchor kernel name: every name occurring at least three times is a candidate. A
 /// candidate qualifies when its segments repeat (see [`MIN_SAME_NEIGHBOURS`] and
 /// [`MIN_MODAL_SHARE`]) over most of the trace. The qualifying candidate with the fewest
 /// occurrences is the step (a per-layer kernel repeats more often, and its segments break at
 /// every step boundary); among equals, the one after the largest idle gap marks the step start.
+///
+/// A name that runs more than once per step, and whose own segments therefore do not repeat
+/// (llama.cpp gathers the token embedding and the output rows with the same `k_get_rows`
+/// kernel in every step), is also tried with every 2nd, 3rd or 4th occurrence as the step
+/// start, from each offset; the smallest such stride counts. A name whose own segments
+/// already repeat is not tried so: every 2nd occurrence of a per-step kernel would make
+/// steps of two steps.
 fn find_anchor(
     seq: &Sequence,
     positions: &HashMap<u32, Vec<usize>>,
     gap_before: &[i64],
-) -> Option<u32> {
+) -> Option<Anchor> {
     let n = seq.names.len();
-    let mut best: Option<(usize, i64, u32)> = None; // (count, median gap, name)
+    // (count, stride, median gap, name, offset): fewest occurrences, then the plain anchor,
+    // then the largest gap before it.
+    let mut best: Option<(usize, usize, i64, u32, usize)> = None;
+    let consider =
+        |a: Anchor, pos: &[usize], best: &mut Option<(usize, usize, i64, u32, usize)>| {
+            let c = pos.len();
+            let mut gaps: Vec<i64> = pos.iter().map(|&j| gap_before[j]).collect();
+            gaps.sort_unstable();
+            let g = gaps[gaps.len() / 2];
+            let better = match *best {
+                None => true,
+                Some((bc, bs, bg, bn, bo)) => {
+                    (c, a.stride, std::cmp::Reverse(g), a.name, a.offset)
+                        < (bc, bs, std::cmp::Reverse(bg), bn, bo)
+                }
+            };
+            if better {
+                *best = Some((c, a.stride, g, a.name, a.offset));
+            }
+        };
     for (&name, pos) in positions {
         let c = pos.len();
         if c < 3 || c > n / 2 {
             continue;
         }
-        // The periodic region must be most of the trace, not a short burst.
-        if (pos[c - 1] - pos[0]) * c < n * (c - 1) / 2 {
+        if repeats(seq, pos, n) {
+            let a = Anchor {
+                name,
+                stride: 1,
+                offset: 0,
+            };
+            consider(a, pos, &mut best);
             continue;
         }
-        // The last segment runs to the end of the trace; only whole periods are compared.
-        let segs: Vec<(usize, usize)> = pos.windows(2).map(|w| (w[0], w[1])).collect();
-        let comparisons = segs.len() - 1;
-        if comparisons == 0 {
-            continue;
-        }
-        let same = segs
-            .windows(2)
-            .filter(|w| seq.key(w[0]) == seq.key(w[1]))
-            .count();
-        let (_, modal_count) = modal(seq, &segs);
-        if (same as f64) < MIN_SAME_NEIGHBOURS * comparisons as f64
-            && (modal_count as f64) < MIN_MODAL_SHARE * segs.len() as f64
-        {
-            continue;
-        }
-        let mut gaps: Vec<i64> = pos.iter().map(|&j| gap_before[j]).collect();
-        gaps.sort_unstable();
-        let g = gaps[gaps.len() / 2];
-        let better = match best {
-            None => true,
-            Some((bc, bg, bn)) => c < bc || (c == bc && (g > bg || (g == bg && name < bn))),
-        };
-        if better {
-            best = Some((c, g, name));
+        for stride in 2..=MAX_STRIDE {
+            if c / stride < 3 {
+                break;
+            }
+            // The smallest stride that repeats is the name's count per step: a larger one
+            // would make steps of several steps.
+            let mut found = false;
+            for offset in 0..stride {
+                let a = Anchor {
+                    name,
+                    stride,
+                    offset,
+                };
+                let p = a.positions(pos);
+                // Every step holds `stride` of them, so they must run through the trace:
+                // three quarters of it at least (a kernel used only in one half of it, such
+                // as an attention variant that takes over halfway, is no step).
+                let spans_most = (p[p.len() - 1] - p[0]) * 4 >= n * 3;
+                if spans_most && repeats(seq, &p, n) {
+                    consider(a, &p, &mut best);
+                    found = true;
+                }
+            }
+            if found {
+                break;
+            }
         }
     }
-    best.map(|b| b.2)
+    best.map(|(_, stride, _, name, offset)| Anchor {
+        name,
+        stride,
+        offset,
+    })
+}
+
+fn ordinal(m: usize) -> String {
+    match m {
+        2 => "2nd".into(),
+        3 => "3rd".into(),
+        m => format!("{m}th"),
+    }
 }
 
 /// What a segment holds, for telling a prefill from a decode step.
@@ -178,7 +270,8 @@ pub(super) fn auto_detect(p: &Prepared, device: u32, whole_periods: bool) -> Opt
         positions.entry(nm).or_default().push(j);
     }
     let anchor = find_anchor(&seq, &positions, &gap_before)?;
-    let pos = &positions[&anchor];
+    let all = &positions[&anchor.name];
+    let pos = &anchor.positions(all);
     let segs = segments(pos, n);
     let (m, _) = modal(&seq, &segs);
     let (ma, mb) = segs[m];
@@ -240,6 +333,16 @@ pub(super) fn auto_detect(p: &Prepared, device: u32, whole_periods: bool) -> Opt
         if whole_periods && s.1 >= n {
             break;
         }
+        // A last segment that is the start of a modal one and less than half as long is
+        // not a step: the trace (or the program's work) ends inside it.
+        let len = s.1 - s.0;
+        if s.1 >= n
+            && w > 0
+            && 2 * len < modal_names.len()
+            && seq.names[s.0..s.1] == modal_names[..len]
+        {
+            break;
+        }
         let phase = if is_prefill(s, work) {
             prefills += 1;
             Phase::Prefill
@@ -254,20 +357,48 @@ pub(super) fn auto_detect(p: &Prepared, device: u32, whole_periods: bool) -> Opt
         // Work before the first anchor: a prefill when it holds GEMM/attention work and is
         // not the tail of a periodic step (a recording that began mid-step). It joins a
         // first segment that is itself a prefill.
-        if w == 0 && !whole_periods && leading_prefill(&seq, pos[0], modal_names, &bucket) {
-            if phase == Phase::Prefill {
-                steps[0].gpu_start_ns = start_of(0);
-            } else {
-                prefills += 1;
-                steps.insert(
-                    0,
-                    Step {
+        //
+        // Before that, decode steps whose kernels are the modal segment's but for a few
+        // variants (llama.cpp's first decode step gathers with another `get_rows` kernel,
+        // so its anchor differs) are peeled off the end of that work.
+        if w == 0 && !whole_periods {
+            let ml = modal_names.len();
+            let mut lead_end = pos[0];
+            let mut lead: Vec<(usize, usize)> = Vec::new();
+            while ml > 0 && lead_end >= ml {
+                let a = lead_end - ml;
+                let differ = seq.names[a..lead_end]
+                    .iter()
+                    .zip(modal_names)
+                    .filter(|(x, y)| x != y)
+                    .count();
+                if differ * 50 > ml.max(100) {
+                    break;
+                }
+                lead.push((a, lead_end));
+                lead_end = a;
+            }
+            let lead_steps = lead.iter().rev().map(|&(a, b)| Step {
+                phase: Phase::Decode,
+                gpu_start_ns: start_of(a),
+                gpu_end_ns: start_of(b),
+            });
+            let prefill_first = phase == Phase::Prefill && lead.is_empty();
+            let mut front: Vec<Step> = Vec::new();
+            if leading_prefill(&seq, lead_end, modal_names, &bucket) {
+                if prefill_first {
+                    steps[0].gpu_start_ns = start_of(0);
+                } else {
+                    prefills += 1;
+                    front.push(Step {
                         phase: Phase::Prefill,
                         gpu_start_ns: start_of(0),
-                        gpu_end_ns: start_of(pos[0]),
-                    },
-                );
+                        gpu_end_ns: start_of(lead_end),
+                    });
+                }
             }
+            front.extend(lead_steps);
+            steps.splice(0..0, front);
         }
     }
     if steps.is_empty() {
@@ -280,9 +411,12 @@ pub(super) fn auto_detect(p: &Prepared, device: u32, whole_periods: bool) -> Opt
     };
     Some(Steps {
         source: format!(
-            "auto: periodic kernel sequence, anchor {:?} ({} occurrences{prefill_note})",
-            short(p.trace.strings.get(anchor)),
-            pos.len()
+            "auto: periodic kernel sequence, anchor {:?} ({}{prefill_note})",
+            short(p.trace.strings.get(anchor.name)),
+            match anchor.stride {
+                1 => format!("{} occurrences", pos.len()),
+                m => format!("every {} of its {} occurrences", ordinal(m), all.len()),
+            }
         ),
         batch: vec![0; steps.len()],
         steps,

@@ -6,6 +6,7 @@
 #
 # usage: scripts/llamacpp/record.sh BENCH MODEL OUTDIR RECORD [NPL_LIST] [NTG] [REPEATS]
 #   BENCH: llama-batched-bench; RECORD: gapscope-record; NPL_LIST default "1 32".
+#   GRAPHS and FA (environment) narrow the matrix: default "on off" each.
 set -euo pipefail
 bench=$1
 model=$2
@@ -17,8 +18,8 @@ repeats=${7:-1}
 mkdir -p "$out"
 name=$(basename "$model" .gguf)
 for npl in $npls; do
-  for graphs in on off; do
-    for fa in on off; do
+  for graphs in ${GRAPHS:-on off}; do
+    for fa in ${FA:-on off}; do
       for r in $(seq 1 "$repeats"); do
         tag="$name-npl$npl-graphs-$graphs-fa-$fa-r$r"
         envs=()

@@ -6,6 +6,8 @@
 #
 #   smoke: Llama-3-8B shapes Q8_0, npl 1, 32 decode steps, graphs and FA on/off, once each
 #   dense: Llama-3-8B shapes Q8_0, npl 1 and 32, 64 decode steps, graphs and FA on/off, 3x
+#   reference: npl 1 and 32, 8 decode steps, graphs and FA on (the small traces in
+#              traces/reference/)
 #
 # Results under $OUT: run.log and recordings-nplN.tar.gz (the .gst recordings, the jsonl of
 # each plain and recorded run, their logs).
@@ -35,6 +37,7 @@ run() {
   case $phase in
     smoke) stamp "record smoke"; bash scripts/llamacpp/record.sh "$bench" "$model" "$work/rec" .device/gapscope-record "1" 32 1 ;;
     dense) stamp "record dense"; bash scripts/llamacpp/record.sh "$bench" "$model" "$work/rec" .device/gapscope-record "1 32" 64 3 ;;
+    reference) stamp "record reference"; GRAPHS=on FA=on bash scripts/llamacpp/record.sh "$bench" "$model" "$work/rec" .device/gapscope-record "1 32" 8 1 ;;
     *) echo "unknown phase $phase" >&2; exit 2 ;;
   esac
   stamp "pack"

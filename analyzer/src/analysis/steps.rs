@@ -703,6 +703,16 @@ mod tests {
     }
 
     #[test]
+    fn a_short_run_after_a_long_prefill_still_anchors_every_second_gather() {
+        // Eight decode steps after a prefill of several batches: the decode is under three
+        // quarters of the trace, and its steps are still found.
+        let mut ps = vec![prefill(), prefill(), prefill()];
+        ps.extend(std::iter::repeat_n(llamacpp_decode("k_get_rows_float"), 8));
+        let s = auto(&trace(&ps));
+        assert_eq!(phases(&s), "PDDDDDDDD", "{}", s.source);
+    }
+
+    #[test]
     fn a_trailing_partial_step_is_not_a_step() {
         // The program's last work: the start of a step (two gathers and a norm), then exit.
         let mut ps: Vec<Pass> =

@@ -177,6 +177,9 @@ fn find_anchor(
                 *best = Some((c, a.stride, g, a.name, a.offset));
             }
         };
+    // Plain anchors first; the period (median kernels per segment) of the best one bounds
+    // the stride anchors below.
+    let mut strided: Vec<(u32, &Vec<usize>)> = Vec::new();
     for (&name, pos) in positions {
         let c = pos.len();
         if c < 3 || c > n / 2 {
@@ -189,8 +192,18 @@ fn find_anchor(
                 offset: 0,
             };
             consider(a, pos, &mut best);
-            continue;
+        } else {
+            strided.push((name, pos));
         }
+    }
+    let period = |p: &[usize]| {
+        let mut d: Vec<usize> = p.windows(2).map(|w| w[1] - w[0]).collect();
+        d.sort_unstable();
+        d.get(d.len() / 2).copied().unwrap_or(0)
+    };
+    let plain_period = best.map(|(_, _, _, name, _)| period(&positions[&name]));
+    for (name, pos) in strided {
+        let c = pos.len();
         for stride in 2..=MAX_STRIDE {
             if c / stride < 3 {
                 break;
@@ -205,13 +218,15 @@ fn find_anchor(
                     offset,
                 };
                 let p = a.positions(pos);
-                // Every step holds `stride` of them, so they must run through the trace:
-                // three quarters of it at least (a kernel used only in one half of it, such
-                // as an attention variant that takes over halfway, is no step).
-                let spans_most = (p[p.len() - 1] - p[0]) * 4 >= n * 3;
-                if spans_most && repeats(seq, &p, n) {
-                    consider(a, &p, &mut best);
+                // A strided anchor must find a longer period than the best plain one (at
+                // least 1.5 times): an attention variant that takes over halfway repeats
+                // every 2nd layer of the steps a plain anchor already finds, in half the
+                // trace, and is no step.
+                if repeats(seq, &p, n) {
                     found = true;
+                    if plain_period.is_none_or(|pp| 2 * period(&p) >= 3 * pp) {
+                        consider(a, &p, &mut best);
+                    }
                 }
             }
             if found {

@@ -713,6 +713,21 @@ mod tests {
     }
 
     #[test]
+    fn eight_decode_steps_after_a_prefill_larger_than_them_are_found() {
+        // llama.cpp at npl 32: a 4096-token prompt in 8 batches, then 8 decode steps; the
+        // decode is under half the trace.
+        // (Each batch on its own GEMM kernel, so the batches are not periodic themselves.)
+        const GEMMS: [&str; 10] = [
+            "gemm_a", "gemm_b", "gemm_c", "gemm_d", "gemm_e", "gemm_f", "gemm_g", "gemm_h",
+            "gemm_i", "gemm_j",
+        ];
+        let mut ps: Vec<Pass> = GEMMS.iter().map(|g| prefill_with(g, 2)).collect();
+        ps.extend(std::iter::repeat_n(llamacpp_decode("k_get_rows_float"), 8));
+        let s = auto(&trace(&ps));
+        assert_eq!(phases(&s), "PDDDDDDDD", "{}", s.source);
+    }
+
+    #[test]
     fn a_trailing_partial_step_is_not_a_step() {
         // The program's last work: the start of a step (two gathers and a norm), then exit.
         let mut ps: Vec<Pass> =

@@ -93,13 +93,14 @@ fn modal(seq: &Sequence, segs: &[(usize, usize)]) -> (usize, usize) {
 
 /// Whether the segments cut at `pos` repeat over most of the trace (see
 /// [`MIN_SAME_NEIGHBOURS`] and [`MIN_MODAL_SHARE`]).
-fn repeats(seq: &Sequence, pos: &[usize], n: usize) -> bool {
+fn repeats(seq: &Sequence, pos: &[usize], n: usize, min_share: usize) -> bool {
     let c = pos.len();
     if c < 3 {
         return false;
     }
-    // The periodic region must be most of the trace, not a short burst.
-    if (pos[c - 1] - pos[0]) * c < n * (c - 1) / 2 {
+    // The periodic region must be a large part of the trace (1 / `min_share` of it), not a
+    // short burst.
+    if (pos[c - 1] - pos[0]) * c * min_share < n * (c - 1) {
         return false;
     }
     // The last segment runs to the end of the trace; only whole periods are compared.
@@ -185,7 +186,7 @@ fn find_anchor(
         if c < 3 || c > n / 2 {
             continue;
         }
-        if repeats(seq, pos, n) {
+        if repeats(seq, pos, n, 2) {
             let a = Anchor {
                 name,
                 stride: 1,
@@ -222,7 +223,10 @@ fn find_anchor(
                 // least 1.5 times): an attention variant that takes over halfway repeats
                 // every 2nd layer of the steps a plain anchor already finds, in half the
                 // trace, and is no step.
-                if repeats(seq, &p, n) {
+                // A third of the trace: a strided anchor is held to a longer period than the
+                // plain ones (below), so it may leave a long prefill (llama.cpp's 32 × 128
+                // prompt tokens before 8 decode steps) outside its periodic region.
+                if repeats(seq, &p, n, 3) {
                     found = true;
                     if plain_period.is_none_or(|pp| 2 * period(&p) >= 3 * pp) {
                         consider(a, &p, &mut best);

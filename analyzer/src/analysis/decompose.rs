@@ -245,7 +245,7 @@ pub fn analyze_parts(
     settings: &AnalysisSettings,
 ) -> (Report, Parts) {
     let trace = &imported.trace;
-    let p = Prepared::new(trace, rules);
+    let mut p = Prepared::new(trace, rules);
     // Steps on the other core while the host side is indexed (unless the buckets already
     // needed it): the idle attribution below reads both.
     let (steps, built) = std::thread::scope(|s| {
@@ -256,10 +256,11 @@ pub fn analyze_parts(
             .unwrap_or_else(|e| std::panic::resume_unwind(e));
         (steps, built)
     });
-    let hi: &HostIndex = match (&built, &p.host) {
+    let host: HostIndex = match (built, p.host.take()) {
         (Some(h), _) | (None, Some(h)) => h,
         (None, None) => unreachable!("the host index is built above when Prepared has none"),
     };
+    let hi = &host;
     let k = &trace.kernels;
     let m = &trace.memops;
 
@@ -609,13 +610,8 @@ pub fn analyze_parts(
     let Prepared {
         kernel_bucket,
         memop_bucket,
-        host: prepared_host,
         ..
     } = p;
-    let host = match (built, prepared_host) {
-        (Some(h), _) | (None, Some(h)) => h,
-        (None, None) => unreachable!("the host index is built above when Prepared has none"),
-    };
     let parts = Parts {
         kernel_bucket,
         memop_bucket,

@@ -3,6 +3,8 @@
 //! mouse and keyboard (W/S zoom, A/D pan, as in Perfetto; F fits), hover details, click to
 //! select, box selection (drag) that sums time by bucket, and the step-aligned mode.
 
+use std::sync::Arc;
+
 use egui::{Align2, Color32, FontId, Key, Pos2, Rect, Sense, Stroke, StrokeKind, Ui, Vec2};
 use gapscope_analyzer::Bucket;
 use gapscope_analyzer::explore::{ActRef, BoxSums, GpuLane, HostRow};
@@ -49,7 +51,8 @@ pub struct BoxSelection {
 #[derive(Default)]
 pub struct TimelineState {
     pub mode: AxisMode,
-    pub axis: Option<Axis>,
+    /// Shared, so a frame borrows it without copying its knots (two per step).
+    pub axis: Option<Arc<Axis>>,
     /// Visible axis range.
     pub u0: f64,
     pub u1: f64,
@@ -82,7 +85,7 @@ impl TimelineState {
 
     fn rebuild_axis(&mut self, l: &Loaded) {
         let steps: Vec<(i64, i64)> = l.x.steps.iter().map(|s| (s.start_ns, s.end_ns)).collect();
-        self.axis = Some(Axis::new(self.mode, l.x.span_ns, &steps));
+        self.axis = Some(Arc::new(Axis::new(self.mode, l.x.span_ns, &steps)));
     }
 
     /// Shows the whole trace.
@@ -452,7 +455,7 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
     scroll_y = scroll_y.clamp(0.0, (content_h - visible_h).max(0.0));
     ui.data_mut(|d| d.insert_temp(scroll_id, scroll_y));
 
-    let axis = st.axis.as_ref().expect("set above").clone();
+    let axis = Arc::clone(st.axis.as_ref().expect("set above"));
     let m = Mapper {
         axis: &axis,
         u0: st.u0,
@@ -489,61 +492,78 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
     };
     let visible = |r: &Rect| r.bottom() >= body.top() && r.top() <= body.bottom();
 
-    // Steps.
-    let steps_rect = row(y, STEP_H);
-    if visible(&steps_rect) {
+    // A lane's label, left of its first row.
+    let lane_label = |rr: Rect, text: String| {
         label_painter.text(
-            Pos2::new(outer.left() + 4.0, steps_rect.center().y),
+            Pos2::new(outer.left() + 4.0, rr.center().y),
             Align2::LEFT_CENTER,
-            format!("steps ({})", l.x.steps.len()),
+            text,
             font.clone(),
             label_col,
         );
+    };
+    // Steps.
+    let steps_rect = row(y, STEP_H);
+    if visible(&steps_rect) {
+        lane_label(steps_rect, format!("steps ({})", l.x.steps.len()));
         paint_steps(&lane_clip, steps_rect, &m, l, &mut hits);
     }
     y += STEP_H + 4.0;
-    // Markers on the GPU timeline.
-    for (ml_i, ml) in l.x.lanes.markers.iter().enumerate() {
-        for (r_i, r) in ml.rows.iter().enumerate() {
-            let rr = row(y, ROW_H);
+    // The rows of one marker lane or host thread: ranges that nest or pack into rows.
+    let scope_rows = |y: &mut f32,
+                      hits: &mut Hits,
+                      rows: &[HostRow],
+                      longest: Option<&Vec<crate::lod::Longest>>,
+                      label: String,
+                      markers: bool| {
+        for (r_i, r) in rows.iter().enumerate() {
+            let rr = row(*y, ROW_H);
             if visible(&rr) {
                 if r_i == 0 {
-                    label_painter.text(
-                        Pos2::new(outer.left() + 4.0, rr.center().y),
-                        Align2::LEFT_CENTER,
-                        format!("GPU {} markers", ml.device),
-                        font.clone(),
-                        label_col,
-                    );
+                    lane_label(rr, label.clone());
                 }
                 let src = ScopeRowSrc {
                     l,
                     row: r,
-                    markers: true,
-                    longest: l.marker_longest.get(ml_i).and_then(|v| v.get(r_i)),
+                    markers,
+                    longest: longest.and_then(|v| v.get(r_i)),
                 };
                 let mut drawn = Vec::new();
                 paint_row(&lane_clip, rr, &m, &src, &mut drawn);
                 for (rect, d) in drawn {
                     if let Drawn::Item(i) = d {
-                        hits.items.push((rect, Hit::Marker(r.id[i])));
+                        let id = r.id[i];
+                        hits.items.push((
+                            rect,
+                            if markers {
+                                Hit::Marker(id)
+                            } else {
+                                Hit::Scope(id)
+                            },
+                        ));
                     }
                 }
             }
-            y += ROW_H;
+            *y += ROW_H;
         }
+    };
+    // Markers on the GPU timeline.
+    for (ml_i, ml) in l.x.lanes.markers.iter().enumerate() {
+        let label = format!("GPU {} markers", ml.device);
+        scope_rows(
+            &mut y,
+            &mut hits,
+            &ml.rows,
+            l.marker_longest.get(ml_i),
+            label,
+            true,
+        );
     }
     // GPU lanes.
     for (li, lane) in l.x.lanes.gpu.iter().enumerate() {
         let rr = row(y, GPU_H);
         if visible(&rr) {
-            label_painter.text(
-                Pos2::new(outer.left() + 4.0, rr.center().y),
-                Align2::LEFT_CENTER,
-                lane.label(),
-                font.clone(),
-                label_col,
-            );
+            lane_label(rr, lane.label());
             let src = GpuRow {
                 l,
                 lane,
@@ -567,34 +587,15 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
     }
     // Host threads.
     for (hl_i, hl) in l.x.lanes.host.iter().enumerate() {
-        for (r_i, r) in hl.rows.iter().enumerate() {
-            let rr = row(y, ROW_H);
-            if visible(&rr) {
-                if r_i == 0 {
-                    label_painter.text(
-                        Pos2::new(outer.left() + 4.0, rr.center().y),
-                        Align2::LEFT_CENTER,
-                        format!("host thread {}", hl.tid),
-                        font.clone(),
-                        label_col,
-                    );
-                }
-                let src = ScopeRowSrc {
-                    l,
-                    row: r,
-                    markers: false,
-                    longest: l.host_longest.get(hl_i).and_then(|v| v.get(r_i)),
-                };
-                let mut drawn = Vec::new();
-                paint_row(&lane_clip, rr, &m, &src, &mut drawn);
-                for (rect, d) in drawn {
-                    if let Drawn::Item(i) = d {
-                        hits.items.push((rect, Hit::Scope(r.id[i])));
-                    }
-                }
-            }
-            y += ROW_H;
-        }
+        let label = format!("host thread {}", hl.tid);
+        scope_rows(
+            &mut y,
+            &mut hits,
+            &hl.rows,
+            l.host_longest.get(hl_i),
+            label,
+            false,
+        );
     }
     // Step boundaries across the lanes, where steps are wide enough to tell apart.
     if l.x.steps.len() as f64 * 6.0

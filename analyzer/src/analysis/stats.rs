@@ -23,6 +23,22 @@ pub fn percentile_sorted(v: &[f64], p: f64) -> f64 {
     v[lo] + (v[hi] - v[lo]) * (rank - lo as f64)
 }
 
+/// [`percentile`] of integer samples by selection instead of a sort: O(n), and it reorders
+/// `v` (the kernel table takes p50 and p99 of 10M durations this way).
+pub fn percentile_select(v: &mut [i64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let rank = (p / 100.0).clamp(0.0, 1.0) * (v.len() - 1) as f64;
+    let lo = rank.floor() as usize;
+    let (_, &mut a, rest) = v.select_nth_unstable(lo);
+    if rank == lo as f64 || rest.is_empty() {
+        return a as f64;
+    }
+    let b = *rest.iter().min().expect("not empty");
+    a as f64 + (b - a) as f64 * (rank - lo as f64)
+}
+
 /// Distribution summary of one quantity.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
 pub struct Summary {

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use gapscope_traces::{StrId, Trace};
 use regex::Regex;
 
+use crate::analysis::stats::percentile_select;
 use crate::bucket::Bucket;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -53,21 +54,6 @@ pub struct TableQuery {
     pub bucket: Option<Bucket>,
     pub sort: SortKey,
     pub ascending: bool,
-}
-
-/// Linear-interpolated percentile of an unsorted slice, by selection (reorders `v`).
-fn percentile_select(v: &mut [i64], p: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let rank = (p / 100.0).clamp(0.0, 1.0) * (v.len() - 1) as f64;
-    let lo = rank.floor() as usize;
-    let (_, &mut a, rest) = v.select_nth_unstable(lo);
-    if rank == lo as f64 || rest.is_empty() {
-        return a as f64;
-    }
-    let b = *rest.iter().min().expect("not empty");
-    a as f64 + (b - a) as f64 * (rank - lo as f64)
 }
 
 impl KernelTable {

@@ -519,7 +519,7 @@ pub fn cut(s: &str, n: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use gapscope_traces::{KernelRow, Manifest, Trace};
+    use gapscope_traces::{KernelRow, Manifest, MemopKind, MemopRow, Trace};
 
     use super::*;
     use crate::rules::RuleSet;
@@ -561,6 +561,11 @@ mod tests {
 
     /// Kernels back to back with 5 ns launch gaps, passes 200 ns apart, all on device 0.
     fn trace(passes: &[Pass]) -> Trace {
+        trace_apart(passes, 200)
+    }
+
+    /// As [`trace`], with passes `apart` ns apart.
+    fn trace_apart(passes: &[Pass], apart: i64) -> Trace {
         let mut t = Trace::new(Manifest::new("test"));
         let mut now = 1_000;
         for pass in passes {
@@ -574,7 +579,7 @@ mod tests {
                 });
                 now += dur + 5;
             }
-            now += 200;
+            now += apart;
         }
         t
     }
@@ -679,6 +684,85 @@ mod tests {
         }
         s.extend([("rms_norm_f32", 20), ("mul_mat_vec_q", 100)]);
         s
+    }
+
+    /// A llama.cpp decode step as it runs: the two `get_rows` of the output rows inside the
+    /// last layer, not at the step's start.
+    fn llamacpp_step() -> Pass {
+        let mut s = Vec::new();
+        for _ in 0..2 {
+            s.extend([
+                ("rms_norm_f32", 20),
+                ("mul_mat_vec_q", 100),
+                ("flash_attn_ext_vec", 50),
+                ("mul_mat_vec_q", 100),
+            ]);
+        }
+        s.extend([("k_get_rows_float", 5), ("k_get_rows_float", 5)]);
+        s.extend([("rms_norm_f32", 20), ("mul_mat_vec_q", 100)]);
+        s.extend([("rms_norm_f32", 20), ("mul_mat_vec_q", 300)]);
+        s
+    }
+
+    /// Eight [`llamacpp_step`]s 30 us apart. With `read_back`, each idle holds what
+    /// llama.cpp copies there: the logits read back right after the last kernel, and 2 us
+    /// before the next step's first kernel its inputs written. Returns the trace and the
+    /// input copies' starts (steps 2 to 8).
+    fn llamacpp_run(read_back: bool) -> (Trace, Vec<i64>) {
+        let ps: Vec<Pass> = std::iter::repeat_n(llamacpp_step(), 8).collect();
+        let mut t = trace_apart(&ps, 30_000);
+        let per = llamacpp_step().len();
+        let mut input_copies = Vec::new();
+        for i in 1..8 {
+            let first = t.kernels.gpu_start_ns[i * per];
+            let last_end = t.kernels.gpu_end_ns[i * per - 1];
+            if read_back {
+                t.memops.push(MemopRow {
+                    kind: MemopKind::DtoH as u8,
+                    gpu_start_ns: last_end + 500,
+                    gpu_end_ns: last_end + 1_500,
+                    ..MemopRow::default()
+                });
+            }
+            t.memops.push(MemopRow {
+                kind: MemopKind::HtoD as u8,
+                gpu_start_ns: first - 2_000,
+                gpu_end_ns: first - 1_000,
+                ..MemopRow::default()
+            });
+            input_copies.push(first - 2_000);
+        }
+        (t, input_copies)
+    }
+
+    #[test]
+    fn a_step_starts_after_the_host_idle_that_reads_its_results_back_not_at_the_anchor() {
+        // The anchor (every 2nd get_rows) sits in the last layer. Cut there, the host's
+        // 30 us between steps would be a launch gap inside each step; the step starts with
+        // the input copy after it.
+        let (t, input_copies) = llamacpp_run(true);
+        let s = auto(&t);
+        assert_eq!(phases(&s), "DDDDDDDD", "{}", s.source);
+        let starts: Vec<i64> = s.steps[1..].iter().map(|s| s.gpu_start_ns).collect();
+        assert_eq!(starts, input_copies);
+    }
+
+    #[test]
+    fn an_idle_without_a_read_back_does_not_move_the_step_start() {
+        // A host pause inside a step (HF eager's Python) idles the GPU as long, but reads
+        // nothing back; and idles of 200 ns are no host boundary at all.
+        let (t, input_copies) = llamacpp_run(false);
+        let s = auto(&t);
+        assert_eq!(s.steps.len(), 8, "{}", s.source);
+        assert!(!input_copies.contains(&s.steps[1].gpu_start_ns));
+        let ps: Vec<Pass> = std::iter::repeat_n(llamacpp_step(), 8).collect();
+        let short = trace(&ps);
+        let s = auto(&short);
+        assert_eq!(s.steps.len(), 8, "{}", s.source);
+        assert_ne!(
+            s.steps[1].gpu_start_ns,
+            short.kernels.gpu_start_ns[llamacpp_step().len()]
+        );
     }
 
     #[test]

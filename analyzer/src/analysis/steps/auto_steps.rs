@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use gapscope_traces::Phase;
+use gapscope_traces::{MemopKind, Phase};
 
 use super::{Step, StepKind, Steps, short};
 use crate::analysis::prepared::Prepared;
@@ -245,6 +245,132 @@ fn find_anchor(
     })
 }
 
+/// Where a step that starts with a kernel at `kernel_start` begins, given the GPU idle of
+/// `idle` ns before that kernel: copies in that idle (the logits read back, the next
+/// step's inputs written) split it, and the step begins with the activity after the longest
+/// part, the host's work between the steps. Without copies in the idle, at the kernel.
+fn step_start(p: &Prepared, memops: &[u32], kernel_start: i64, idle: i64) -> i64 {
+    if idle <= 0 {
+        return kernel_start;
+    }
+    let m = &p.trace.memops;
+    let from = kernel_start - idle;
+    let first = memops.partition_point(|&i| m.gpu_start_ns[i as usize] < from);
+    let (mut cursor, mut longest, mut start) = (from, -1i64, kernel_start);
+    for &i in memops[first..]
+        .iter()
+        .take_while(|&&i| m.gpu_start_ns[i as usize] < kernel_start)
+    {
+        let (a, b) = (m.gpu_start_ns[i as usize], m.gpu_end_ns[i as usize]);
+        if a - cursor > longest {
+            (longest, start) = (a - cursor, a);
+        }
+        cursor = cursor.max(b);
+    }
+    if kernel_start - cursor > longest {
+        start = kernel_start;
+    }
+    start
+}
+
+/// A step starts after the longest idle of its period when that idle is at least this long
+/// (and twice the idle before the anchor): the host's work between two steps.
+const MIN_BOUNDARY_IDLE_NS: i64 = 5_000;
+
+/// Moves each step start from the anchor to the kernel of the period that follows the
+/// longest GPU idle (median over the modal segments), when that idle is clearly longer than
+/// the one before the anchor (see [`MIN_BOUNDARY_IDLE_NS`]) and holds a device-to-host copy
+/// in most steps.
+///
+/// The anchor is only a kernel that runs once per step; where it runs inside the step is the
+/// engine's business. llama.cpp's anchor is the `get_rows` of the last layer, and the host's
+/// work between two steps (reading the logits, sampling, building the next graph) happens
+/// before the first layer's norm: cut at the anchor, that idle would sit inside a step and be
+/// called a launch gap. Cut after it, it is the host gap between steps that it is.
+///
+/// Segments that are not modal (a prefill) move to the same kernel name when it stands at
+/// the same place, else to that name's occurrence after the longest idle in the segment, else
+/// they stay. A last anchor whose step would start past the trace's end is dropped.
+fn start_after_idle(
+    p: &Prepared,
+    device: u32,
+    seq: &Sequence,
+    pos: Vec<usize>,
+    gap_before: &[i64],
+) -> Vec<usize> {
+    let (order, k, memops) = (p.kernels_on(device), &p.trace.kernels, p.memops_on(device));
+    let n = seq.names.len();
+    let segs = segments(&pos, n);
+    let (m, _) = modal(seq, &segs);
+    let (ma, mb) = segs[m];
+    let len = mb - ma;
+    let modal_names = &seq.names[ma..mb];
+    let whole: Vec<usize> = segs
+        .iter()
+        .filter(|&&(a, b)| b - a == len && seq.names[a..b] == *modal_names)
+        .map(|&(a, _)| a)
+        .collect();
+    if len < 2 || whole.len() < 3 {
+        return pos;
+    }
+    let mut gaps = vec![0i64; whole.len()];
+    let mut median_gap = |d: usize| {
+        for (g, &a) in gaps.iter_mut().zip(&whole) {
+            *g = gap_before[a + d];
+        }
+        let mid = gaps.len() / 2;
+        *gaps.select_nth_unstable(mid).1
+    };
+    let at_anchor = median_gap(0);
+    let Some((d, idle)) = (1..len)
+        .map(|d| (d, median_gap(d)))
+        .max_by_key(|&(d, g)| (g, std::cmp::Reverse(d)))
+    else {
+        return pos;
+    };
+    if idle < 2 * at_anchor || idle - at_anchor < MIN_BOUNDARY_IDLE_NS {
+        return pos;
+    }
+    // The host reads the step's results back before it can start the next step: a
+    // device-to-host copy in that idle, in most steps, tells the boundary from a stall of the
+    // host inside a step (a Python-side pause in HF eager idles the GPU as long).
+    let m = &p.trace.memops;
+    let reads_back = |j: usize| {
+        let (to, from) = (
+            k.gpu_start_ns[order[j] as usize],
+            k.gpu_start_ns[order[j] as usize] - gap_before[j],
+        );
+        let first = memops.partition_point(|&i| m.gpu_start_ns[i as usize] < from);
+        memops[first..]
+            .iter()
+            .take_while(|&&i| m.gpu_start_ns[i as usize] < to)
+            .any(|&i| m.kind[i as usize] == MemopKind::DtoH as u8)
+    };
+    if 2 * whole.iter().filter(|&&a| reads_back(a + d)).count() < whole.len() {
+        return pos;
+    }
+    let target = modal_names[d];
+    pos.iter()
+        .enumerate()
+        .filter_map(|(w, &p)| {
+            let end = pos.get(w + 1).copied().unwrap_or(n);
+            if p + d < end && seq.names[p + d] == target {
+                Some(p + d)
+            } else if p + d >= n {
+                // The trace ends before the step after the last anchor starts.
+                None
+            } else {
+                Some(
+                    (p..end)
+                        .filter(|&j| seq.names[j] == target)
+                        .max_by_key(|&j| (gap_before[j], std::cmp::Reverse(j)))
+                        .unwrap_or(p),
+                )
+            }
+        })
+        .collect()
+}
+
 fn ordinal(m: usize) -> String {
     match m {
         2 => "2nd".into(),
@@ -290,7 +416,7 @@ pub(super) fn auto_detect(p: &Prepared, device: u32, whole_periods: bool) -> Opt
     }
     let anchor = find_anchor(&seq, &positions, &gap_before)?;
     let all = &positions[&anchor.name];
-    let pos = &anchor.positions(all);
+    let pos = &start_after_idle(p, device, &seq, anchor.positions(all), &gap_before);
     let segs = segments(pos, n);
     let (m, _) = modal(&seq, &segs);
     let (ma, mb) = segs[m];
@@ -337,7 +463,9 @@ pub(super) fn auto_detect(p: &Prepared, device: u32, whole_periods: bool) -> Opt
             && (w.other_matmuls || h >= PREFILL_LONG_HEAVY_RATIO * median_heavy)
     };
 
-    let start_of = |j: usize| k.gpu_start_ns[order[j] as usize];
+    let memops = p.memops_on(device);
+    let start_of =
+        |j: usize| step_start(p, memops, k.gpu_start_ns[order[j] as usize], gap_before[j]);
     let end_of = |(a, b): (usize, usize)| match b < n {
         true => start_of(b),
         false => order[a..]

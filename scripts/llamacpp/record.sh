@@ -7,6 +7,9 @@
 # usage: scripts/llamacpp/record.sh BENCH MODEL OUTDIR RECORD [NPL_LIST] [NTG] [REPEATS]
 #   BENCH: llama-batched-bench; RECORD: gapscope-record; NPL_LIST default "1 32".
 #   GRAPHS and FA (environment) narrow the matrix: default "on off" each.
+#   DEADLINE (environment, epoch seconds): no configuration starts after it; the ones left
+#   are listed as skipped (a device call has a hard time limit, and what was recorded
+#   must still come back).
 set -euo pipefail
 bench=$1
 model=$2
@@ -22,6 +25,10 @@ for npl in $npls; do
     for fa in ${FA:-on off}; do
       for r in $(seq 1 "$repeats"); do
         tag="$name-npl$npl-graphs-$graphs-fa-$fa-r$r"
+        if [ -n "${DEADLINE:-}" ] && [ "$(date +%s)" -ge "$DEADLINE" ]; then
+          echo "record: $tag: skipped (past the call's deadline)"
+          continue
+        fi
         envs=()
         [ "$graphs" = off ] && envs=(GGML_CUDA_DISABLE_GRAPHS=1)
         args=(-m "$model" -c $(( npl * (128 + ntg) + 256 )) -b 2048 -ub 512

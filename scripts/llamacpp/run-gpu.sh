@@ -2,15 +2,22 @@
 # One GPU-machine call for the llama.cpp recordings: builds llama-batched-bench unless an
 # earlier call on the same (warm) machine did, writes the models unless they exist, then
 # records PHASE. Run from the repository root with .device carried (fetch.sh's tarball
-# .device/llamacpp-src.tar.xz, gapscope-record and libgapscope_profiler.so in .device/).
+# .device/llamacpp-src.tar.xz, gapscope-record and libgapscope_profiler.so in .device/, and
+# for `dense` gapscope-engine).
 #
-#   smoke: Llama-3-8B shapes Q8_0, npl 1, 32 decode steps, graphs and FA on/off, once each
-#   dense: Llama-3-8B shapes Q8_0, npl 1 and 32, 64 decode steps, graphs and FA on/off, 3x
-#   reference: npl 1 and 32, 8 decode steps, graphs and FA on (the small traces in
-#              traces/reference/)
+#   hybrid: Qwen3.5-9B shapes (models/qwen3.5-9b.json) Q4_0: the reference traces (npl 1 and
+#           128, 8 decode steps, graphs and FA on), then npl 1, 32 and 128, 64 decode steps,
+#           graphs on/off, FA on, 3x
+#   dense:  Llama-3-8B shapes (models/llama-3-8b.json) Q8_0: npl 1 and 32 with graphs and FA
+#           on/off, npl 128 with graphs on/off and FA on, 64 decode steps, 3x; the reference
+#           traces (npl 1 and 32, 8 decode steps); gapscope-engine on the same shapes, Q8_0,
+#           npl 1 and 32 (the cross-engine diff)
+#   smoke:  Llama-3-8B Q8_0, npl 1, 32 decode steps, graphs and FA on/off, once each
 #
-# Results under $OUT: run.log and recordings-nplN.tar.gz (the .gst recordings, the jsonl of
-# each plain and recorded run, their logs).
+# The two phases reproduce every recording of the case study in two calls. No recording
+# starts after 560 s (DEADLINE in record.sh): a call has 600 s, and what was recorded must
+# come back. Results under $OUT: run.log and recordings-*.tar.gz (the .gst recordings, the
+# jsonl of each plain and recorded run, their logs; one tarball per npl, each under 16 MiB).
 set -euo pipefail
 phase=${1:-smoke}
 export LD_LIBRARY_PATH=/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
@@ -18,7 +25,16 @@ out=${OUT:-/tmp/gapscope-out}
 work=/tmp/gapscope-llamacpp
 mkdir -p "$work" "$out"
 t0=$(date +%s)
+export DEADLINE=$(( t0 + ${BUDGET_S:-560} ))
 stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+model() {  # model CONFIG TYPE: writes it unless it exists, prints its path
+  local name path
+  name=$(basename "$1" .json)
+  path="$work/models/$name-$2.gguf"
+  [ -f "$path" ] || python3 scripts/llamacpp/make_models.py --gguf-py "$work/src/gguf-py" \
+      --out "$work/models" --config "$1" --types "$2" >&2
+  echo "$path"
+}
 run() {
   stamp "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
   if [ ! -d "$work/src" ]; then
@@ -29,22 +45,43 @@ run() {
     stamp "build"
     bash scripts/llamacpp/build.sh "$work/src" "$work/build"
   fi
-  stamp "models"
-  [ -f "$work/models/llama3-8b-q8_0.gguf" ] || python3 scripts/llamacpp/make_models.py \
-      --gguf-py "$work/src/gguf-py" --out "$work/models" --types q8_0
   rm -rf "$work/rec"
-  local bench="$work/build/bin/llama-batched-bench" model="$work/models/llama3-8b-q8_0.gguf"
+  local bench="$work/build/bin/llama-batched-bench" rec=.device/gapscope-record m
   case $phase in
-    smoke) stamp "record smoke"; bash scripts/llamacpp/record.sh "$bench" "$model" "$work/rec" .device/gapscope-record "1" 32 1 ;;
-    dense) stamp "record dense"; bash scripts/llamacpp/record.sh "$bench" "$model" "$work/rec" .device/gapscope-record "1 32" 64 3 ;;
-    reference) stamp "record reference"; GRAPHS=on FA=on bash scripts/llamacpp/record.sh "$bench" "$model" "$work/rec" .device/gapscope-record "1 32" 8 1 ;;
+    smoke)
+      m=$(model models/llama-3-8b.json q8_0)
+      stamp "record smoke"
+      bash scripts/llamacpp/record.sh "$bench" "$m" "$work/rec" $rec "1" 32 1 || stamp "record failed" ;;
+    hybrid)
+      m=$(model models/qwen3.5-9b.json q4_0)
+      stamp "record hybrid reference"
+      GRAPHS=on FA=on bash scripts/llamacpp/record.sh "$bench" "$m" "$work/rec/ref" $rec "1 128" 8 1 || stamp "record failed"
+      stamp "record hybrid"
+      FA=on bash scripts/llamacpp/record.sh "$bench" "$m" "$work/rec" $rec "1 32 128" 64 3 || stamp "record failed" ;;
+    dense)
+      m=$(model models/llama-3-8b.json q8_0)
+      stamp "record dense"
+      bash scripts/llamacpp/record.sh "$bench" "$m" "$work/rec" $rec "1 32" 64 3 || stamp "record failed"
+      FA=on bash scripts/llamacpp/record.sh "$bench" "$m" "$work/rec" $rec "128" 64 3 || stamp "record failed"
+      stamp "record dense reference"
+      GRAPHS=on FA=on bash scripts/llamacpp/record.sh "$bench" "$m" "$work/rec/ref" $rec "1 32" 8 1 || stamp "record failed"
+      stamp "gapscope-engine"
+      for npl in 1 32; do
+        if [ "$(date +%s)" -ge "$DEADLINE" ]; then echo "engine npl$npl: skipped (past the deadline)"; continue; fi
+        .device/gapscope-engine bench --config models/llama-3-8b.json --weights q8_0 \
+            --npl "$npl" --npp 128 --ntg 64 --reps 1 -o "$work/rec/engine-llama-3-8b-q8_0-npl$npl.gst" \
+            > "$work/rec/engine-llama-3-8b-q8_0-npl$npl.txt" 2>&1 \
+          || { echo "engine npl$npl failed"; tail -5 "$work/rec/engine-llama-3-8b-q8_0-npl$npl.txt"; }
+        tail -3 "$work/rec/engine-llama-3-8b-q8_0-npl$npl.txt"
+      done ;;
     *) echo "unknown phase $phase" >&2; exit 2 ;;
   esac
   stamp "pack"
-  # One tarball per npl (each returned file is at most 16 MiB).
-  for npl in $(ls "$work/rec" | grep -o 'npl[0-9]*' | sort -u); do
-    (cd "$work" && tar czf "$out/recordings-$npl.tar.gz" rec/*-"$npl"-*)
-  done
+  # One tarball per npl (each returned file is at most 16 MiB), the reference traces apart.
+  (cd "$work" && for npl in $(ls rec | grep -o 'npl[0-9]*' | sort -u); do
+     tar czf "$out/recordings-$npl.tar.gz" rec/*-"$npl".* rec/*-"$npl"-* 2>/dev/null || true
+   done
+   [ -d rec/ref ] && tar czf "$out/recordings-ref.tar.gz" rec/ref)
   ls -la "$out"
   stamp "done"
 }

@@ -486,6 +486,7 @@ pub fn analyze_parts(
             .tpot_ms
             .as_ref()
             .or(step_report.iteration_period_ms.as_ref()),
+        periods: &step_report.series.tpot_ms,
         windows_ns: &windows,
         activity_in_steps_ns,
         activity_total_ns,

@@ -765,6 +765,40 @@ mod tests {
         );
     }
 
+    /// A decode step of a hybrid model as llama.cpp runs it: two groups of three
+    /// gated-DeltaNet layers and one full-attention layer, the LM head on the same matmul
+    /// kernel as every projection, so no kernel runs exactly once per step.
+    fn hybrid_step() -> Pass {
+        let mut s = Vec::new();
+        for _ in 0..2 {
+            for _ in 0..3 {
+                s.extend([
+                    ("rms_norm_f32", 20),
+                    ("mul_mat_q", 100),
+                    ("ssm_conv_f32", 10),
+                    ("gated_delta_net_cuda", 40),
+                    ("mul_mat_q", 100),
+                ]);
+            }
+            s.extend([
+                ("rms_norm_f32", 20),
+                ("mul_mat_q", 100),
+                ("flash_attn_ext_f16", 50),
+                ("mul_mat_q", 100),
+            ]);
+        }
+        s.extend([("rms_norm_f32", 20), ("mul_mat_q", 300)]);
+        s
+    }
+
+    #[test]
+    fn a_hybrid_model_steps_are_whole_steps_not_groups_of_layers() {
+        let ps: Vec<Pass> = std::iter::repeat_n(hybrid_step(), 12).collect();
+        let s = auto(&trace(&ps));
+        assert_eq!(s.steps.len(), 12, "{}", s.source);
+        assert!(s.source.contains("every 2nd"), "{}", s.source);
+    }
+
     #[test]
     fn a_kernel_run_twice_per_step_anchors_every_second_occurrence() {
         let ps: Vec<Pass> = std::iter::repeat_n(llamacpp_decode("k_get_rows_float"), 8).collect();

@@ -245,6 +245,97 @@ fn find_anchor(
     })
 }
 
+/// Most segments one step may hold when the anchor runs once per group of layers (see
+/// [`widen_to_step`]).
+const MAX_GROUPS_PER_STEP: usize = 128;
+
+/// Widens an anchor that runs once per group of layers to one step: when its segments do not
+/// repeat neighbour to neighbour (the group holding the LM head differs from the others) but
+/// repeat every `m`-th segment, the smallest such `m` is the number of groups per step, and
+/// every `m`-th occurrence starts a step (from the offset after the longest idle). Only when
+/// the segment that differs is the rest of a step (no prefill: see the check inside).
+///
+/// A Qwen3.5-style hybrid repeats three gated-DeltaNet layers and one full-attention layer;
+/// when no kernel runs exactly once per step (llama.cpp's LM head is the same `mul_mat_q` as
+/// every projection), the full-attention kernel is the rarest that repeats, and would make
+/// each group of four layers a step.
+fn widen_to_step(
+    p: &Prepared,
+    order: &[u32],
+    seq: &Sequence,
+    anchor: Anchor,
+    all: &[usize],
+    gap_before: &[i64],
+) -> Anchor {
+    let pos = anchor.positions(all);
+    let keys: Vec<(usize, u64)> = pos.windows(2).map(|w| seq.key((w[0], w[1]))).collect();
+    let c = keys.len();
+    let same = |m: usize| {
+        let hits = (0..c - m).filter(|&i| keys[i] == keys[i + m]).count();
+        hits as f64 >= MIN_SAME_NEIGHBOURS * (c - m) as f64
+    };
+    if c < 6 || same(1) {
+        return anchor;
+    }
+    let Some(m) = (2..=MAX_GROUPS_PER_STEP.min(c / 3)).find(|&m| same(m)) else {
+        return anchor;
+    };
+    // The segment that differs every m-th must be the rest of a step (the LM head), not a
+    // prefill that comes back every m-th step (one request after another): it runs the
+    // modal segment's matmul kernels and is not twice as heavy.
+    let segs: Vec<(usize, usize)> = pos.windows(2).map(|w| (w[0], w[1])).collect();
+    let (mi, _) = modal(seq, &segs);
+    let modal_key = keys[mi];
+    let modal_set: HashSet<u32> = seq.names[segs[mi].0..segs[mi].1].iter().copied().collect();
+    let heavy = |(a, b): (usize, usize)| -> (i64, bool) {
+        let mut w = (0i64, false);
+        for j in a..b {
+            let i = order[j] as usize;
+            let bk = Bucket::ALL[p.kernel_bucket[i] as usize];
+            if is_heavy(bk) {
+                let k = &p.trace.kernels;
+                w.0 =
+                    w.0.saturating_add((k.gpu_end_ns[i] - k.gpu_start_ns[i]).max(0));
+                w.1 |= is_matmul(bk) && !modal_set.contains(&seq.names[j]);
+            }
+        }
+        w
+    };
+    let mut modal_heavy: Vec<i64> = (0..c)
+        .filter(|&i| keys[i] == modal_key)
+        .map(|i| heavy(segs[i]).0)
+        .collect();
+    modal_heavy.sort_unstable();
+    let median = modal_heavy[modal_heavy.len() / 2] as f64;
+    let step_tail = (0..c - m).any(|i| {
+        let (h, other) = heavy(segs[i]);
+        keys[i] != modal_key
+            && keys[i + m] == keys[i]
+            && !(other || h as f64 >= PREFILL_LONG_HEAVY_RATIO * median)
+    });
+    if !step_tail {
+        return anchor;
+    }
+    let median_gap = |o: usize| {
+        let mut g: Vec<i64> = pos
+            .iter()
+            .skip(o)
+            .step_by(m)
+            .map(|&j| gap_before[j])
+            .collect();
+        g.sort_unstable();
+        g[g.len() / 2]
+    };
+    let o = (0..m)
+        .max_by_key(|&o| (median_gap(o), std::cmp::Reverse(o)))
+        .unwrap_or(0);
+    Anchor {
+        name: anchor.name,
+        stride: anchor.stride * m,
+        offset: anchor.offset + o * anchor.stride,
+    }
+}
+
 /// Where a step that starts with a kernel at `kernel_start` begins, given the GPU idle of
 /// `idle` ns before that kernel: copies in that idle (the logits read back, the next
 /// step's inputs written) split it, and the step begins with the activity after the longest
@@ -415,6 +506,14 @@ pub(super) fn auto_detect(p: &Prepared, device: u32, whole_periods: bool) -> Opt
         positions.entry(nm).or_default().push(j);
     }
     let anchor = find_anchor(&seq, &positions, &gap_before)?;
+    let anchor = widen_to_step(
+        p,
+        order,
+        &seq,
+        anchor,
+        &positions[&anchor.name],
+        &gap_before,
+    );
     let all = &positions[&anchor.name];
     let pos = &start_after_idle(p, device, &seq, anchor.positions(all), &gap_before);
     let segs = segments(pos, n);

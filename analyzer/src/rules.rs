@@ -463,6 +463,19 @@ mod tests {
             b("void flash_attn_ext_f16<128, 128, 4>(char const*)"),
             Bucket::Attention
         );
+        // Flash attention off: KQ and KQV on the f16 KV cache; bf16 weights stay GEMV.
+        assert_eq!(
+            b("void mul_mat_vec_f<__half, float, 1, 64, false, false>(__half const*)"),
+            Bucket::Attention
+        );
+        assert_eq!(
+            b("void mul_mat_f<__half, 32, 8, false>(__half const*)"),
+            Bucket::Attention
+        );
+        assert_eq!(
+            b("void mul_mat_vec_f<nv_bfloat16, float, 1, 128, false, false>(nv_bfloat16 const*)"),
+            Bucket::Gemv
+        );
         assert_eq!(
             b("void rms_norm_f32<1024, true>(float const*)"),
             Bucket::Norm

@@ -355,16 +355,30 @@ fn cudnn_sdpa_is_not_conv() {
     );
 }
 
-/// PyTorch's depthwise convolution kernel (aten/src/ATen/native/cuda/DepthwiseConv2d.cu) against the causal-conv1d package's kernel.
+/// PyTorch's depthwise convolution kernel (aten/src/ATen/native/cuda/DepthwiseConv2d.cu), the causal-conv1d package's kernel and llama.cpp's ssm_conv: all conv (the recurrence stays linear_attn_ssm).
 #[test]
-fn depthwise_conv_is_conv_but_causal_conv1d_is_linear_attention() {
+fn depthwise_conv_and_the_causal_conv1d_of_recurrent_layers_are_conv() {
     assert_bucket(
         "void at::native::(anonymous namespace)::conv_depthwise2d_forward_kernel<1, c10::BFloat16, int>(at::GenericPackedTensorAccessor<c10::BFloat16 const, 4ul, at::DefaultPtrTraits, int>, at::GenericPackedTensorAccessor<c10::BFloat16, 4ul, at::DefaultPtrTraits, int>, at::GenericPackedTensorAccessor<c10::BFloat16 const, 4ul, at::DefaultPtrTraits, int>, at::GenericPackedTensorAccessor<c10::BFloat16 const, 1ul, at::DefaultPtrTraits, int>, bool, int, int, int, int, int, int, int, int, int, int, int, int, int)",
         Bucket::Conv,
     );
     assert_bucket(
         "void causal_conv1d_fwd_kernel<Causal_conv1d_fwd_kernel_traits<128, 4, true, c10::BFloat16, c10::BFloat16> >(ConvParamsBase)",
+        Bucket::Conv,
+    );
+    // llama.cpp's: the conv of a Qwen3.5 gated-DeltaNet layer, beside the recurrence.
+    assert_bucket(
+        "void ssm_conv_f32<true, 128ul, 4ul>(float const*, float const*, float const*, int)",
+        Bucket::Conv,
+    );
+    assert_bucket(
+        "void gated_delta_net_cuda<128, false, false>(float const*, float const*, float const*)",
         Bucket::LinearAttnSsm,
+    );
+    // The decay's softplus in llama.cpp's fused gated unary kernel.
+    assert_bucket(
+        "void unary_gated_op_kernel<&_INTERNAL_484bb514_8_unary_cu_eb6d5366::op_softplus(float)>(float const*)",
+        Bucket::ActElementwise,
     );
 }
 

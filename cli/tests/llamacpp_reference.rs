@@ -100,7 +100,8 @@ fn qwen35_hybrid_npl1_shows_every_delta_net_bucket() {
         6.8458,
         &[
             ("gemv", 57.3),
-            ("linear_attn_ssm", 3.2),
+            ("linear_attn_ssm", 1.3),
+            ("conv", 1.8),
             ("embed_gather", 4.3),
             ("copy", 4.1),
             ("attention", 1.4),

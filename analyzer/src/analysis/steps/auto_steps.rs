@@ -99,8 +99,14 @@ fn repeats(seq: &Sequence, pos: &[usize], n: usize, min_share: usize) -> bool {
         return false;
     }
     // The periodic region must be a large part of the trace (1 / `min_share` of it), not a
-    // short burst.
-    if (pos[c - 1] - pos[0]) * c * min_share < n * (c - 1) {
+    // short burst. A region that runs to the trace's end (its last segment at most twice the
+    // mean period) is measured from its start: what comes before it is the prompt's prefill
+    // (llama.cpp at npl 128 prefills 16k tokens, four times the kernels of 8 decode steps),
+    // judged as such later.
+    let span = pos[c - 1] - pos[0];
+    let to_end = (n - pos[c - 1]) * (c - 1) <= 2 * span;
+    let whole = if to_end { n - pos[0] } else { n };
+    if span * c * min_share < whole * (c - 1) {
         return false;
     }
     // The last segment runs to the end of the trace; only whole periods are compared.

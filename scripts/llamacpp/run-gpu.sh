@@ -11,7 +11,8 @@
 #   dense:  Llama-3-8B shapes (models/llama-3-8b.json) Q8_0: npl 1 and 32 with graphs and FA
 #           on/off, npl 128 with graphs on/off and FA on, 64 decode steps, 3x; the reference
 #           traces (npl 1 and 32, 8 decode steps); gapscope-engine on the same shapes, Q8_0,
-#           npl 1 and 32 (the cross-engine diff)
+#           npl 1 and 32, recorded the same way (the cross-engine diff)
+#   engine: only the gapscope-engine recordings of `dense`
 #   smoke:  Llama-3-8B Q8_0, npl 1, 32 decode steps, graphs and FA on/off, once each
 #
 # The two phases reproduce every recording of the case study in two calls. No recording
@@ -35,13 +36,27 @@ model() {  # model CONFIG TYPE: writes it unless it exists, prints its path
       --out "$work/models" --config "$1" --types "$2" >&2
   echo "$path"
 }
+engine_runs() {  # gapscope-engine on the dense shapes, Q8_0, recorded by gapscope-record
+  # like llama.cpp (CUDA graphs, no per-launch events: --timing off), for the cross-engine diff
+  stamp "gapscope-engine"
+  mkdir -p "$work/rec"
+  for npl in 1 32; do
+    if [ "$(date +%s)" -ge "$DEADLINE" ]; then echo "engine npl$npl: skipped (past the deadline)"; continue; fi
+    local tag="$work/rec/engine-llama-3-8b-q8_0-npl$npl"
+    .device/gapscope-record -o "$tag.gst" -- .device/gapscope-engine bench \
+        --config models/llama-3-8b.json --weights q8_0 --npl "$npl" --npp 128 --ntg 64 \
+        --reps 1 --warmup 0 --timing off --no-copy-bw > "$tag.txt" 2>&1 \
+      || { echo "engine npl$npl failed"; tail -5 "$tag.txt"; }
+    grep -E "^ +$npl " "$tag.txt" | head -1
+  done
+}
 run() {
   stamp "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
   if [ ! -d "$work/src" ]; then
     tar xJf .device/llamacpp-src.tar.xz -C "$work" && mv "$work/llamacpp-src" "$work/src"
   fi
   stamp "llama.cpp $(head -1 "$work/src/COMMIT"); cmake $(cmake --version 2>/dev/null | head -1 || echo missing); $(nvcc --version 2>/dev/null | tail -1)"
-  if [ ! -x "$work/build/bin/llama-batched-bench" ]; then
+  if [ "$phase" != engine ] && [ ! -x "$work/build/bin/llama-batched-bench" ]; then
     stamp "build"
     bash scripts/llamacpp/build.sh "$work/src" "$work/build"
   fi
@@ -65,15 +80,8 @@ run() {
       FA=on bash scripts/llamacpp/record.sh "$bench" "$m" "$work/rec" $rec "128" 64 3 || stamp "record failed"
       stamp "record dense reference"
       GRAPHS=on FA=on bash scripts/llamacpp/record.sh "$bench" "$m" "$work/rec/ref" $rec "1 32" 8 1 || stamp "record failed"
-      stamp "gapscope-engine"
-      for npl in 1 32; do
-        if [ "$(date +%s)" -ge "$DEADLINE" ]; then echo "engine npl$npl: skipped (past the deadline)"; continue; fi
-        .device/gapscope-engine bench --config models/llama-3-8b.json --weights q8_0 \
-            --npl "$npl" --npp 128 --ntg 64 --reps 1 -o "$work/rec/engine-llama-3-8b-q8_0-npl$npl.gst" \
-            > "$work/rec/engine-llama-3-8b-q8_0-npl$npl.txt" 2>&1 \
-          || { echo "engine npl$npl failed"; tail -5 "$work/rec/engine-llama-3-8b-q8_0-npl$npl.txt"; }
-        tail -3 "$work/rec/engine-llama-3-8b-q8_0-npl$npl.txt"
-      done ;;
+      engine_runs ;;
+    engine) engine_runs ;;
     *) echo "unknown phase $phase" >&2; exit 2 ;;
   esac
   stamp "pack"

@@ -35,7 +35,9 @@ fn share(r: &Value, bucket: &str) -> f64 {
 
 /// One recording: 8 decode steps and the prefill, plausible, the decode window per step
 /// within 2% of llama-batched-bench's `t_tg / tg` for the same recorded run, and the bucket
-/// shares of busy time (percent) within 0.5 points.
+/// shares of busy time (percent) within 0.5 points. (The shares sum to 100: kernels that
+/// llama.cpp launches early under programmatic dependent launch count from the end of the
+/// kernel before them.)
 fn pinned(file: &str, bench_tg_ms: f64, shares: &[(&str, f64)]) -> Value {
     let r = report(&repo(&format!("traces/reference/{file}")));
     let s = &r["steps"];
@@ -71,10 +73,10 @@ fn llama3_8b_q8_0_npl1_is_mmvq_bound() {
         "llamacpp-llama3-8b-q8_0-npl1.gst",
         6.7161,
         &[
-            ("gemv", 74.1),
-            ("quantize", 11.4),
-            ("attention", 5.4),
-            ("norm", 5.5),
+            ("gemv", 80.2),
+            ("quantize", 5.5),
+            ("attention", 3.9),
+            ("norm", 6.3),
         ],
     );
 }
@@ -85,9 +87,9 @@ fn llama3_8b_q8_0_npl32_runs_mmq() {
         "llamacpp-llama3-8b-q8_0-npl32.gst",
         14.0476,
         &[
-            ("gemm_quant", 79.4),
-            ("attention", 5.0),
-            ("copy", 4.4),
+            ("gemm_quant", 80.6),
+            ("attention", 4.8),
+            ("copy", 4.1),
             ("gemv", 0.0),
         ],
     );
@@ -99,13 +101,13 @@ fn qwen35_hybrid_npl1_shows_every_delta_net_bucket() {
         "llamacpp-qwen3.5-9b-q4_0-npl1.gst",
         6.8458,
         &[
-            ("gemv", 57.3),
-            ("linear_attn_ssm", 1.3),
-            ("conv", 1.8),
-            ("embed_gather", 4.3),
-            ("copy", 4.1),
-            ("attention", 1.4),
-            ("norm", 10.6),
+            ("gemv", 67.0),
+            ("linear_attn_ssm", 1.6),
+            ("conv", 0.8),
+            ("embed_gather", 3.0),
+            ("copy", 3.9),
+            ("attention", 1.8),
+            ("norm", 10.1),
         ],
     );
     assert!(share(&r, "other") <= 2.0, "other {}", share(&r, "other"));

@@ -102,7 +102,7 @@ pub fn import_trace(
     let clamped = clamp::clamp_times(&mut trace);
     let mut warnings = importer_warnings;
     warnings.extend(clamped.warning());
-    warnings.extend(validate::odd_values(&trace));
+    warnings.extend(validate::odd_values(&mut trace));
     if trace.manifest.truncated {
         let why = if trace.manifest.notes.is_empty() {
             String::new()

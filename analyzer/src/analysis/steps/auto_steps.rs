@@ -293,31 +293,18 @@ fn widen_to_step(
     let (mi, _) = modal(seq, &segs);
     let modal_key = keys[mi];
     let modal_set: HashSet<u32> = seq.names[segs[mi].0..segs[mi].1].iter().copied().collect();
-    let heavy = |(a, b): (usize, usize)| -> (i64, bool) {
-        let mut w = (0i64, false);
-        for j in a..b {
-            let i = order[j] as usize;
-            let bk = Bucket::ALL[p.kernel_bucket[i] as usize];
-            if is_heavy(bk) {
-                let k = &p.trace.kernels;
-                w.0 =
-                    w.0.saturating_add((k.gpu_end_ns[i] - k.gpu_start_ns[i]).max(0));
-                w.1 |= is_matmul(bk) && !modal_set.contains(&seq.names[j]);
-            }
-        }
-        w
-    };
+    let work = |seg| Work::of(p, order, &seq.names, &modal_set, seg);
     let mut modal_heavy: Vec<i64> = (0..c)
         .filter(|&i| keys[i] == modal_key)
-        .map(|i| heavy(segs[i]).0)
+        .map(|i| work(segs[i]).heavy_ns)
         .collect();
     modal_heavy.sort_unstable();
     let median = modal_heavy[modal_heavy.len() / 2] as f64;
     let step_tail = (0..c - m).any(|i| {
-        let (h, other) = heavy(segs[i]);
+        let w = work(segs[i]);
         keys[i] != modal_key
             && keys[i + m] == keys[i]
-            && !(other || h as f64 >= PREFILL_LONG_HEAVY_RATIO * median)
+            && !(w.other_matmuls || w.heavy_ns as f64 >= PREFILL_LONG_HEAVY_RATIO * median)
     });
     if !step_tail {
         return anchor;
@@ -485,6 +472,40 @@ struct Work {
     other_matmuls: bool,
 }
 
+impl Work {
+    /// The work of the kernels `a..b` of `order` (one device's, by start), whose names are
+    /// `names`; `modal_set` holds the modal segment's names.
+    fn of(
+        p: &Prepared,
+        order: &[u32],
+        names: &[u32],
+        modal_set: &HashSet<u32>,
+        (a, b): (usize, usize),
+    ) -> Self {
+        let k = &p.trace.kernels;
+        let mut w = Work {
+            heavy_ns: 0,
+            has_heavy: false,
+            other_matmuls: false,
+        };
+        for (&i, name) in order[a..b].iter().zip(&names[a..b]) {
+            let i = i as usize;
+            let bk = Bucket::ALL[p.kernel_bucket[i] as usize];
+            if !is_heavy(bk) {
+                continue;
+            }
+            w.has_heavy = true;
+            w.heavy_ns = w
+                .heavy_ns
+                .saturating_add(k.gpu_end_ns[i].saturating_sub(k.gpu_start_ns[i]).max(0));
+            if is_matmul(bk) && !modal_set.contains(name) {
+                w.other_matmuls = true;
+            }
+        }
+        w
+    }
+}
+
 /// Finds the steps of one device from its periodic kernel sequence. With `whole_periods`
 /// (training iterations), only the segments from one anchor to the next count: the work
 /// before the first anchor and after the last is a partial iteration.
@@ -529,28 +550,7 @@ pub(super) fn auto_detect(p: &Prepared, device: u32, whole_periods: bool) -> Opt
     let is_modal = |(a, b): (usize, usize)| seq.names[a..b] == *modal_names;
     let modal_set: HashSet<u32> = modal_names.iter().copied().collect();
     let bucket = |j: usize| Bucket::ALL[p.kernel_bucket[order[j] as usize] as usize];
-    let work = |(a, b): (usize, usize)| {
-        let mut w = Work {
-            heavy_ns: 0,
-            has_heavy: false,
-            other_matmuls: false,
-        };
-        for (&i, name) in order[a..b].iter().zip(&seq.names[a..b]) {
-            let i = i as usize;
-            let bk = Bucket::ALL[p.kernel_bucket[i] as usize];
-            if !is_heavy(bk) {
-                continue;
-            }
-            w.has_heavy = true;
-            w.heavy_ns = w
-                .heavy_ns
-                .saturating_add(k.gpu_end_ns[i].saturating_sub(k.gpu_start_ns[i]).max(0));
-            if is_matmul(bk) && !modal_set.contains(name) {
-                w.other_matmuls = true;
-            }
-        }
-        w
-    };
+    let work = |seg| Work::of(p, order, &seq.names, &modal_set, seg);
     let works: Vec<Work> = segs.iter().map(|&s| work(s)).collect();
     let mut modal_heavy: Vec<i64> = segs
         .iter()

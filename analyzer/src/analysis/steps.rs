@@ -674,30 +674,26 @@ mod tests {
     /// the same kernel, and no kernel of its own that runs once per step.
     fn llamacpp_decode(gather: &'static str) -> Pass {
         let mut s = vec![(gather, 10), (gather, 5)];
-        for _ in 0..2 {
-            s.extend([
-                ("rms_norm_f32", 20),
-                ("mul_mat_vec_q", 100),
-                ("flash_attn_ext_vec", 50),
-                ("mul_mat_vec_q", 100),
-            ]);
-        }
+        s.extend(llamacpp_layers());
         s.extend([("rms_norm_f32", 20), ("mul_mat_vec_q", 100)]);
         s
+    }
+
+    /// Two llama.cpp decoder layers at batch 1.
+    fn llamacpp_layers() -> Pass {
+        let layer = [
+            ("rms_norm_f32", 20),
+            ("mul_mat_vec_q", 100),
+            ("flash_attn_ext_vec", 50),
+            ("mul_mat_vec_q", 100),
+        ];
+        [layer, layer].concat()
     }
 
     /// A llama.cpp decode step as it runs: the two `get_rows` of the output rows inside the
     /// last layer, not at the step's start.
     fn llamacpp_step() -> Pass {
-        let mut s = Vec::new();
-        for _ in 0..2 {
-            s.extend([
-                ("rms_norm_f32", 20),
-                ("mul_mat_vec_q", 100),
-                ("flash_attn_ext_vec", 50),
-                ("mul_mat_vec_q", 100),
-            ]);
-        }
+        let mut s = llamacpp_layers();
         s.extend([("k_get_rows_float", 5), ("k_get_rows_float", 5)]);
         s.extend([("rms_norm_f32", 20), ("mul_mat_vec_q", 100)]);
         s.extend([("rms_norm_f32", 20), ("mul_mat_vec_q", 300)]);

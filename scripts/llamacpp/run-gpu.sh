@@ -7,17 +7,19 @@
 #
 #   hybrid: Qwen3.5-9B shapes (models/qwen3.5-9b.json) Q4_0: the reference traces (npl 1 and
 #           128, 8 decode steps, graphs and FA on), then npl 1, 32 and 128, 64 decode steps,
-#           graphs on/off, FA on, 3x
+#           graphs on/off with FA on, and graphs off with FA off, 3x
 #   dense:  Llama-3-8B shapes (models/llama-3-8b.json) Q8_0: npl 1 and 32 with graphs and FA
 #           on/off, npl 128 with graphs on/off and FA on, 64 decode steps, 3x; the reference
 #           traces (npl 1 and 32, 8 decode steps); gapscope-engine on the same shapes, Q8_0,
 #           npl 1 and 32, recorded the same way (the cross-engine diff)
 #   engine: only the gapscope-engine recordings of `dense`
-#   smoke:  Llama-3-8B Q8_0, npl 1, 32 decode steps, graphs and FA on/off, once each
+#   smoke:  Llama-3-8B shapes in Q8_0, Q4_0 and bf16 load and generate (plain batched-bench,
+#           npl 1, 16 decode steps; nothing recorded)
+#   hybrid-fa-off: only the flash-attention-off recordings of `hybrid`
 #
 # The two phases reproduce every recording of the case study in two calls. No recording
 # starts after 560 s (DEADLINE in record.sh): a call has 600 s, and what was recorded must
-# come back. Results under $OUT: run.log and recordings-*.tar.gz (the .gst recordings, the
+# come back. Results under $OUT: run-PHASE.log and recordings-*.tar.gz (the .gst recordings, the
 # jsonl of each plain and recorded run, their logs; one tarball per npl, each under 16 MiB).
 set -euo pipefail
 phase=${1:-smoke}
@@ -60,19 +62,30 @@ run() {
     stamp "build"
     bash scripts/llamacpp/build.sh "$work/src" "$work/build"
   fi
-  rm -rf "$work/rec"
+  rm -rf "$work/rec" && mkdir -p "$work/rec"
   local bench="$work/build/bin/llama-batched-bench" rec=.device/gapscope-record m
   case $phase in
     smoke)
-      m=$(model models/llama-3-8b.json q8_0)
-      stamp "record smoke"
-      bash scripts/llamacpp/record.sh "$bench" "$m" "$work/rec" $rec "1" 32 1 || stamp "record failed" ;;
+      # Each weight format of the dense shapes loads and generates (plain runs, no recording).
+      for t in q8_0 q4_0 bf16; do
+        m=$(model models/llama-3-8b.json $t)
+        stamp "smoke $t: $("$bench" -m "$m" -c 512 -b 512 -ub 512 -npp 128 -ntg 16 -npl 1 -ngl 99 \
+            --output-format jsonl 2>"$work/smoke-$t.log" | grep -o '"t_tg": [0-9.]*, "speed_tg": [0-9.]*' \
+            || { echo "FAILED"; tail -3 "$work/smoke-$t.log"; })"
+        rm -f "$m"
+      done ;;
     hybrid)
       m=$(model models/qwen3.5-9b.json q4_0)
       stamp "record hybrid reference"
       GRAPHS=on FA=on bash scripts/llamacpp/record.sh "$bench" "$m" "$work/rec/ref" $rec "1 128" 8 1 || stamp "record failed"
       stamp "record hybrid"
-      FA=on bash scripts/llamacpp/record.sh "$bench" "$m" "$work/rec" $rec "1 32 128" 64 3 || stamp "record failed" ;;
+      FA=on bash scripts/llamacpp/record.sh "$bench" "$m" "$work/rec" $rec "1 32 128" 64 3 || stamp "record failed"
+      stamp "record hybrid, flash attention off"
+      GRAPHS=off FA=off bash scripts/llamacpp/record.sh "$bench" "$m" "$work/rec" $rec "1 32 128" 64 3 || stamp "record failed" ;;
+    hybrid-fa-off)
+      m=$(model models/qwen3.5-9b.json q4_0)
+      stamp "record hybrid, flash attention off"
+      GRAPHS=off FA=off bash scripts/llamacpp/record.sh "$bench" "$m" "$work/rec" $rec "1 32 128" 64 3 || stamp "record failed" ;;
     dense)
       m=$(model models/llama-3-8b.json q8_0)
       stamp "record dense"
@@ -89,8 +102,8 @@ run() {
   (cd "$work" && for npl in $(ls rec | grep -o 'npl[0-9]*' | sort -u); do
      tar czf "$out/recordings-$npl.tar.gz" rec/*-"$npl".* rec/*-"$npl"-* 2>/dev/null || true
    done
-   [ -d rec/ref ] && tar czf "$out/recordings-ref.tar.gz" rec/ref)
+   if [ -d rec/ref ]; then tar czf "$out/recordings-ref.tar.gz" rec/ref; fi)
   ls -la "$out"
   stamp "done"
 }
-run 2>&1 | tee "$out/run.log"
+run 2>&1 | tee "$out/run-$phase.log"

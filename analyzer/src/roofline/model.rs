@@ -123,6 +123,11 @@ pub struct ModelSpec {
     pub vocab: u64,
     pub tie_embeddings: bool,
     pub qkv_bias: bool,
+    /// Full attention gates its output by a second query-sized projection (Qwen3-Next and
+    /// Qwen3.5: `q_proj` is twice the query width).
+    pub attn_output_gate: bool,
+    /// RMSNorm weights on q and k per head (the Qwen3 family).
+    pub qk_norm: bool,
     pub moe: Option<Moe>,
     pub linear: Option<LinearAttn>,
     /// Per layer: true for linear attention, false for full attention.
@@ -233,6 +238,15 @@ impl ModelSpec {
             .unwrap_or(false)
             || model_type == "qwen2"
             || model_type == "qwen2_moe";
+        let qwen_gated = matches!(
+            model_type.as_str(),
+            "qwen3_next" | "qwen3_5" | "qwen3_5_text" | "qwen3_5_moe" | "qwen3_5_moe_text"
+        );
+        let attn_output_gate = cfg
+            .get("attn_output_gate")
+            .and_then(Value::as_bool)
+            .unwrap_or(qwen_gated);
+        let qk_norm = model_type.starts_with("qwen3");
         let experts = match opt("num_experts", 0, limits::EXPERTS)? {
             Some(e) => Some(e),
             None => match opt("num_local_experts", 0, limits::EXPERTS)? {
@@ -323,6 +337,8 @@ impl ModelSpec {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             qkv_bias,
+            attn_output_gate,
+            qk_norm,
             moe,
             linear,
             linear_layers,
@@ -344,7 +360,9 @@ impl ModelSpec {
         let attn = {
             let (nh, kv, d) = (w(self.heads), w(self.kv_heads), w(self.head_dim));
             let bias = if self.qkv_bias { (nh + 2 * kv) * d } else { 0 };
-            2 * h * nh * d + 2 * h * kv * d + bias
+            let gate = if self.attn_output_gate { h * nh * d } else { 0 };
+            let norms = if self.qk_norm { 2 * d } else { 0 };
+            2 * h * nh * d + 2 * h * kv * d + bias + gate + norms
         };
         let linear = self.linear.as_ref().map_or(0, |l| {
             let qk = w(l.key_heads) * w(l.key_head_dim);
@@ -377,17 +395,24 @@ impl ModelSpec {
         p
     }
 
-    /// Matmul weights of one full-attention block (q, k, v, o), plus q/k/v biases.
+    /// Weights of one full-attention block: the q (with the output gate's half), k, v and o
+    /// matmuls, plus [`Self::attn_vectors`].
     fn attn_params(&self) -> u64 {
-        let q = self.hidden * self.heads * self.head_dim;
+        let gate = if self.attn_output_gate { 2 } else { 1 };
+        let q = gate * self.hidden * self.heads * self.head_dim;
         let kv = 2 * self.hidden * self.kv_heads * self.head_dim;
         let o = self.heads * self.head_dim * self.hidden;
+        q + kv + o + self.attn_vectors()
+    }
+
+    /// The small vectors of one full-attention block: q/k/v biases and q/k norm weights.
+    fn attn_vectors(&self) -> u64 {
         let bias = if self.qkv_bias {
             (self.heads + 2 * self.kv_heads) * self.head_dim
         } else {
             0
         };
-        q + kv + o + bias
+        bias + if self.qk_norm { 2 * self.head_dim } else { 0 }
     }
 
     /// Weights of one gated-DeltaNet block: fused qkvz and ba projections, depthwise conv,
@@ -454,11 +479,7 @@ impl ModelSpec {
         let mut b = rows * self.hidden as f64 * bpw; // embedding rows
         b += (self.vocab * self.hidden) as f64 * bpw; // LM head, full
         b += self.hidden as f64 * small; // final norm
-        let bias = if self.qkv_bias {
-            ((self.heads + 2 * self.kv_heads) * self.head_dim) as f64
-        } else {
-            0.0
-        };
+        let bias = self.attn_vectors() as f64;
         for layer in 0..self.layers as usize {
             b += 2.0 * self.hidden as f64 * small;
             if self.linear_layers[layer] {
@@ -601,6 +622,24 @@ mod tests {
             "vocab_size": 128256, "tie_word_embeddings": false
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_qwen35_hybrid_has_the_weights_llama_cpp_loads() {
+        // scripts/llamacpp/tiny/qwen35.json. make_models.py wrote a GGUF of these shapes that
+        // llama.cpp's qwen35 loader accepted and ran; gguf-py counts 2,502,136 weights in it:
+        // the full-attention query projection twice as wide (the output gate), q/k norms.
+        let m = ModelSpec::from_hf_config(&json!({
+            "model_type": "qwen3_5_text", "hidden_size": 256, "intermediate_size": 512,
+            "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "head_dim": 64, "full_attention_interval": 4, "linear_num_key_heads": 2,
+            "linear_num_value_heads": 4, "linear_key_head_dim": 32, "linear_value_head_dim": 32,
+            "linear_conv_kernel_dim": 4, "attn_output_gate": true, "vocab_size": 512
+        }))
+        .unwrap();
+        assert!(m.attn_output_gate && m.qk_norm);
+        assert_eq!(m.params(), 2_502_136);
+        assert_eq!(m.params_u128(), 2_502_136);
     }
 
     #[test]

@@ -359,10 +359,8 @@ impl ModelSpec {
         let (h, v) = (w(self.hidden), w(self.vocab));
         let attn = {
             let (nh, kv, d) = (w(self.heads), w(self.kv_heads), w(self.head_dim));
-            let bias = if self.qkv_bias { (nh + 2 * kv) * d } else { 0 };
             let gate = if self.attn_output_gate { h * nh * d } else { 0 };
-            let norms = if self.qk_norm { 2 * d } else { 0 };
-            2 * h * nh * d + 2 * h * kv * d + bias + gate + norms
+            2 * h * nh * d + 2 * h * kv * d + gate + w(self.attn_vectors())
         };
         let linear = self.linear.as_ref().map_or(0, |l| {
             let qk = w(l.key_heads) * w(l.key_head_dim);

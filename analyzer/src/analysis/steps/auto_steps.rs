@@ -128,6 +128,17 @@ fn repeats(seq: &Sequence, pos: &[usize], n: usize, min_share: usize) -> bool {
         || (modal_count as f64) >= MIN_MODAL_SHARE * segs.len() as f64
 }
 
+/// The median GPU idle before the kernels at positions `at` (the upper one of an even count);
+/// 0 for none.
+fn median_gap(gap_before: &[i64], at: impl Iterator<Item = usize>) -> i64 {
+    let mut g: Vec<i64> = at.map(|j| gap_before[j]).collect();
+    if g.is_empty() {
+        return 0;
+    }
+    let mid = g.len() / 2;
+    *g.select_nth_unstable(mid).1
+}
+
 /// Most occurrences of one name per step that the anchor search tries (see [`find_anchor`]).
 const MAX_STRIDE: usize = 4;
 
@@ -174,9 +185,7 @@ fn find_anchor(
     let consider =
         |a: Anchor, pos: &[usize], best: &mut Option<(usize, usize, i64, u32, usize)>| {
             let c = pos.len();
-            let mut gaps: Vec<i64> = pos.iter().map(|&j| gap_before[j]).collect();
-            gaps.sort_unstable();
-            let g = gaps[gaps.len() / 2];
+            let g = median_gap(gap_before, pos.iter().copied());
             let better = match *best {
                 None => true,
                 Some((bc, bs, bg, bn, bo)) => {

@@ -7,7 +7,8 @@ use std::collections::HashSet;
 use gapscope_traces::MemopKind;
 
 use super::{
-    Anchor, MIN_SAME_NEIGHBOURS, PREFILL_LONG_HEAVY_RATIO, Sequence, Work, modal, segments,
+    Anchor, MIN_SAME_NEIGHBOURS, PREFILL_LONG_HEAVY_RATIO, Sequence, Work, median_gap, modal,
+    segments,
 };
 use crate::analysis::prepared::Prepared;
 
@@ -60,27 +61,20 @@ pub(super) fn widen_to_step(
         .collect();
     modal_heavy.sort_unstable();
     let median = modal_heavy[modal_heavy.len() / 2] as f64;
-    let step_tail = (0..c - m).any(|i| {
-        let w = work(segs[i]);
-        keys[i] != modal_key
-            && keys[i + m] == keys[i]
-            && !(w.other_matmuls || w.heavy_ns as f64 >= PREFILL_LONG_HEAVY_RATIO * median)
-    });
+    let step_tail = (0..c - m)
+        .filter(|&i| keys[i] != modal_key && keys[i + m] == keys[i])
+        .any(|i| {
+            let w = work(segs[i]);
+            !(w.other_matmuls || w.heavy_ns as f64 >= PREFILL_LONG_HEAVY_RATIO * median)
+        });
     if !step_tail {
         return anchor;
     }
-    let median_gap = |o: usize| {
-        let mut g: Vec<i64> = pos
-            .iter()
-            .skip(o)
-            .step_by(m)
-            .map(|&j| gap_before[j])
-            .collect();
-        g.sort_unstable();
-        g[g.len() / 2]
-    };
     let o = (0..m)
-        .max_by_key(|&o| (median_gap(o), std::cmp::Reverse(o)))
+        .max_by_key(|&o| {
+            let at = pos.iter().skip(o).step_by(m).copied();
+            (median_gap(gap_before, at), std::cmp::Reverse(o))
+        })
         .unwrap_or(0);
     Anchor {
         name: anchor.name,
@@ -99,13 +93,9 @@ pub(super) fn step_start(p: &Prepared, memops: &[u32], kernel_start: i64, idle: 
     }
     let m = &p.trace.memops;
     let from = kernel_start - idle;
-    let first = memops.partition_point(|&i| m.gpu_start_ns[i as usize] < from);
     let (mut cursor, mut longest, mut start) = (from, -1i64, kernel_start);
-    for &i in memops[first..]
-        .iter()
-        .take_while(|&&i| m.gpu_start_ns[i as usize] < kernel_start)
-    {
-        let (a, b) = (m.gpu_start_ns[i as usize], m.gpu_end_ns[i as usize]);
+    for i in memops_in(p, memops, from, kernel_start) {
+        let (a, b) = (m.gpu_start_ns[i], m.gpu_end_ns[i]);
         if a - cursor > longest {
             (longest, start) = (a - cursor, a);
         }
@@ -115,6 +105,22 @@ pub(super) fn step_start(p: &Prepared, memops: &[u32], kernel_start: i64, idle: 
         start = kernel_start;
     }
     start
+}
+
+/// The memops (indices into the trace's memop table) that start in `[from, to)`, from the
+/// start-sorted `memops` of one device.
+fn memops_in<'a>(
+    p: &'a Prepared,
+    memops: &'a [u32],
+    from: i64,
+    to: i64,
+) -> impl Iterator<Item = usize> + 'a {
+    let start = &p.trace.memops.gpu_start_ns;
+    let first = memops.partition_point(|&i| start[i as usize] < from);
+    memops[first..]
+        .iter()
+        .map(|&i| i as usize)
+        .take_while(move |&i| start[i] < to)
 }
 
 /// A step starts after the longest idle of its period when that idle is at least this long
@@ -157,17 +163,10 @@ pub(super) fn start_after_idle(
     if len < 2 || whole.len() < 3 {
         return pos;
     }
-    let mut gaps = vec![0i64; whole.len()];
-    let mut median_gap = |d: usize| {
-        for (g, &a) in gaps.iter_mut().zip(&whole) {
-            *g = gap_before[a + d];
-        }
-        let mid = gaps.len() / 2;
-        *gaps.select_nth_unstable(mid).1
-    };
-    let at_anchor = median_gap(0);
+    let idle_at = |d: usize| median_gap(gap_before, whole.iter().map(|&a| a + d));
+    let at_anchor = idle_at(0);
     let Some((d, idle)) = (1..len)
-        .map(|d| (d, median_gap(d)))
+        .map(|d| (d, idle_at(d)))
         .max_by_key(|&(d, g)| (g, std::cmp::Reverse(d)))
     else {
         return pos;
@@ -178,17 +177,10 @@ pub(super) fn start_after_idle(
     // The host reads the step's results back before it can start the next step: a
     // device-to-host copy in that idle, in most steps, tells the boundary from a stall of the
     // host inside a step (a Python-side pause in HF eager idles the GPU as long).
-    let m = &p.trace.memops;
+    let kind = &p.trace.memops.kind;
     let reads_back = |j: usize| {
-        let (to, from) = (
-            k.gpu_start_ns[order[j] as usize],
-            k.gpu_start_ns[order[j] as usize] - gap_before[j],
-        );
-        let first = memops.partition_point(|&i| m.gpu_start_ns[i as usize] < from);
-        memops[first..]
-            .iter()
-            .take_while(|&&i| m.gpu_start_ns[i as usize] < to)
-            .any(|&i| m.kind[i as usize] == MemopKind::DtoH as u8)
+        let to = k.gpu_start_ns[order[j] as usize];
+        memops_in(p, memops, to - gap_before[j], to).any(|i| kind[i] == MemopKind::DtoH as u8)
     };
     if 2 * whole.iter().filter(|&&a| reads_back(a + d)).count() < whole.len() {
         return pos;

@@ -3,10 +3,12 @@
 //! graphs, and records every launch with its op, layer, bucket, bytes and FLOPs.
 
 mod hf_numerics;
+mod numerics_ops;
 
 use super::attention_args::{AttnArgs, RopeArgs};
 use super::attention_shape::{self, AttentionDims};
 use super::device::{Arg, DevBuf, Device};
+use super::launch::{self, ARGMAX_MAX_SLICES, ArgmaxArgs, HeadNormArgs};
 use super::linear::{self, LinearPtrs};
 use super::recorder::{Recorder, StepInfo, Timing};
 use super::weights::{DevLinear, DevWeights};
@@ -22,6 +24,7 @@ use cudarc::cublas::{CudaBlas, sys as blas};
 use cudarc::driver::{CudaGraph, sys};
 use gapscope_kernels::Kernel;
 use gapscope_traces::{MemopKind, Phase};
+use numerics_ops::NumericsOps;
 use std::collections::HashMap;
 
 /// Sizes the backend allocates for up front, so buffers (and graph pointers) never move.
@@ -35,11 +38,6 @@ pub struct Capacity {
 
 /// Granularity of a split-K attention chunk (positions).
 const ATT_CHUNK: usize = 16;
-/// Argmax: threads per block, and at most this many blocks per logits row, each taking a slice
-/// of about ARGMAX_PER_THREAD values per thread.
-const ARGMAX_THREADS: u32 = 512;
-const ARGMAX_PER_THREAD: usize = 8;
-const ARGMAX_MAX_SLICES: usize = 64;
 const WORKSPACE_BYTES: usize = 64 << 20;
 
 struct Acts {
@@ -129,9 +127,9 @@ pub struct CudaBackend {
     max_splits: usize,
     /// GAPSCOPE_ATTENTION_SHAPE=KW:SPLITS pins the decode attention shape (tuning runs).
     att_shape_override: Option<(usize, usize)>,
-    /// Where activations are rounded (`set_numerics`); `HfBf16` runs the unfused
-    /// `hf_numerics` kernels.
-    numerics: Numerics,
+    /// The ops of the numerics (where activations are rounded), chosen by `new` and
+    /// `set_numerics`; `HfBf16` runs the unfused `hf_numerics` kernels.
+    ops: NumericsOps,
     /// bf16 `[rows, widest linear]`: cuBLAS's bf16 output under the hf-bf16 numerics.
     hf_out: Option<DevBuf>,
 }
@@ -269,7 +267,7 @@ impl CudaBackend {
             timed_steps_in_graphs: false,
             max_splits,
             att_shape_override: attention_shape::override_from_env(cfg.head_dim)?,
-            numerics: Numerics::Engine,
+            ops: NumericsOps::of(Numerics::Engine),
             hf_out: None,
         })
     }
@@ -467,18 +465,17 @@ impl CudaBackend {
 
     fn swiglu(&mut self, layer: i32, rows: usize) -> Result<()> {
         let n = rows * self.cfg.intermediate;
-        let grid = (n.div_ceil(256).min(65535) as u32, 1, 1);
-        let (gu, h) = (self.a.gu.ptr, self.a.h.ptr);
+        let (grid, block, args) = launch::swiglu_launch(self.a.gu.ptr, self.a.h.ptr, n);
         self.kernel(
             Kernel::SwigluF32,
             "swiglu",
             layer,
             "act_elementwise",
             grid,
-            256,
+            block,
             (n * 8 + n * 2) as u64,
             (n * 6) as u64,
-            &[Arg::Ptr(gu), Arg::Ptr(h), Arg::I64(n as i64)],
+            &args,
         )
     }
 
@@ -637,10 +634,8 @@ impl CudaBackend {
         };
         let (s, d) = (self.act(src), self.act(dst));
         let (grid, block, args) = linear::rms_norm_launch(s, w, d, rows, h, self.cfg.rms_eps);
-        let (kern, block) = match self.numerics {
-            Numerics::Engine => (Kernel::RmsNormF32, block),
-            Numerics::HfBf16 => (Kernel::RmsNormHf, hf_numerics::THREADS),
-        };
+        let (kern, own_block) = self.ops.rms_norm;
+        let block = own_block.unwrap_or(block);
         self.kernel(
             kern,
             "rms_norm",
@@ -672,7 +667,7 @@ impl CudaBackend {
             Norm::Ffn(_) => return false,
         };
         self.levers.fusion
-            && self.numerics == Numerics::Engine
+            && self.ops.fusions
             && rows == 1
             && !self.prefill
             && self.cfg.hidden <= linear::GEMV_NORM_MAX
@@ -682,10 +677,7 @@ impl CudaBackend {
     /// RoPE and the KV append run inside attention: decode steps with one new position per
     /// sequence (no row reads a slot another row writes) and the fusion lever on.
     fn fused_rope(&self) -> bool {
-        self.levers.fusion
-            && self.numerics == Numerics::Engine
-            && !self.prefill
-            && self.rows_distinct
+        self.levers.fusion && self.ops.fusions && !self.prefill && self.rows_distinct
     }
 
     /// (key lanes, splits) of one attention launch: `attention_shape::decode_shape`, or the
@@ -865,21 +857,18 @@ impl CudaBackend {
                     )?;
                     if mode == OutMode::Store && bias_ptr != 0 {
                         let total = rows * n;
+                        let (grid, block, args) =
+                            launch::add_bias_launch(target, bias_ptr, n, total);
                         self.kernel(
                             Kernel::AddBiasF32,
                             "qkv_bias",
                             layer,
                             "act_elementwise",
-                            (total.div_ceil(256).min(65535) as u32, 1, 1),
-                            256,
+                            grid,
+                            block,
                             (total * 8) as u64,
                             total as u64,
-                            &[
-                                Arg::Ptr(target),
-                                Arg::Ptr(bias_ptr),
-                                Arg::I32(n as i32),
-                                Arg::I64(total as i64),
-                            ],
+                            &args,
                         )?;
                     }
                 } else {
@@ -967,17 +956,18 @@ impl Backend for CudaBackend {
     fn embed(&mut self, rows: usize) -> Result<()> {
         self.flush_norm()?;
         let h = self.cfg.hidden;
-        let (t, e, x) = (self.a.tokens.ptr, self.w.embed.ptr, self.a.x.ptr);
+        let (grid, block, args) =
+            launch::get_rows_launch(self.w.embed.ptr, self.a.tokens.ptr, self.a.x.ptr, rows, h);
         self.kernel(
             Kernel::GetRowsBf16,
             "embed",
             -1,
             "embed_gather",
-            (rows as u32, 1, 1),
-            256,
+            grid,
+            block,
             (rows * h * 6) as u64,
             0,
-            &[Arg::Ptr(e), Arg::Ptr(t), Arg::Ptr(x), Arg::I32(h as i32)],
+            &args,
         )
     }
 
@@ -998,17 +988,7 @@ impl Backend for CudaBackend {
         rows: usize,
         mode: OutMode,
     ) -> Result<()> {
-        match self.numerics {
-            Numerics::Engine => {
-                let (y, yh) = if mode == OutMode::Swiglu {
-                    (0, self.act(dst))
-                } else {
-                    (self.act(dst), 0)
-                };
-                self.linear_into(which, src, y, yh, rows, mode)
-            }
-            Numerics::HfBf16 => self.hf_linear(which, src, dst, rows, mode),
-        }
+        (self.ops.linear)(self, which, src, dst, rows, mode)
     }
 
     fn head_norm(&mut self, layer: usize, rows: usize) -> Result<()> {
@@ -1024,39 +1004,28 @@ impl Backend for CudaBackend {
         };
         let c = &self.cfg;
         let heads = c.heads + c.kv_heads;
-        let qkv = self.a.qkv.ptr;
         let bytes = (rows * heads * c.head_dim * 8) as u64;
-        let (nq, nkv, hd, stride, eps) = (
-            c.heads as i32,
-            c.kv_heads as i32,
-            c.head_dim as i32,
-            c.qkv_dim() as i32,
-            c.rms_eps,
-        );
-        let (kern, block) = match self.numerics {
-            Numerics::Engine => (Kernel::HeadRmsNormF32, 32),
-            Numerics::HfBf16 => (Kernel::HeadRmsNormHf, hf_numerics::THREADS),
+        let head_norm = HeadNormArgs {
+            qkv: self.a.qkv.ptr,
+            q_weight: q,
+            k_weight: k,
+            heads: c.heads,
+            kv_heads: c.kv_heads,
+            head_dim: c.head_dim,
+            row_stride: c.qkv_dim(),
+            eps: c.rms_eps,
         };
-        let args = [
-            Arg::Ptr(qkv),
-            Arg::Ptr(q),
-            Arg::Ptr(k),
-            Arg::I32(nq),
-            Arg::I32(nkv),
-            Arg::I32(hd),
-            Arg::I32(stride),
-            Arg::F32(eps),
-        ];
+        let (kern, block) = self.ops.head_norm;
         self.kernel(
             kern,
             "qk_norm",
             layer as i32,
             "norm",
-            (rows as u32, heads as u32, 1),
+            head_norm.grid(rows),
             block,
             bytes,
             bytes,
-            &args,
+            &head_norm.args(),
         )
     }
 
@@ -1081,16 +1050,13 @@ impl Backend for CudaBackend {
             row_stride: c.qkv_dim(),
         }
         .args();
-        let (kern, block) = match self.numerics {
-            Numerics::Engine => (Kernel::RopeKvAppendF32, 512),
-            Numerics::HfBf16 => (Kernel::RopeKvAppendHf, hf_numerics::THREADS),
-        };
+        let (kern, block) = self.ops.rope;
         self.kernel(
             kern,
             "rope_kv_append",
             layer as i32,
             "rope",
-            (rows as u32, 1, 1),
+            RopeArgs::grid(rows),
             block,
             bytes,
             flops,
@@ -1140,9 +1106,87 @@ impl Backend for CudaBackend {
             )?;
             (kg, vg, self.meta_ptr(self.layout.identity))
         };
-        if self.numerics == Numerics::HfBf16 {
-            return self.hf_attention(layer, kc, vc, table, rows);
-        }
+        (self.ops.attention)(self, layer, kc, vc, table, rows)
+    }
+
+    fn gather_last(&mut self, n: usize) -> Result<()> {
+        self.flush_norm()?;
+        let h = self.cfg.hidden;
+        let ids = self.meta_ptr(self.layout.out_rows);
+        let (grid, block, args) =
+            launch::get_rows_launch(self.a.x.ptr, ids, self.a.xlast.ptr, n, h);
+        self.kernel(
+            Kernel::GetRowsF32,
+            "gather_last",
+            -1,
+            "embed_gather",
+            grid,
+            block,
+            (n * h * 8) as u64,
+            0,
+            &args,
+        )
+    }
+
+    fn argmax(&mut self, rows: usize) -> Result<()> {
+        self.flush_norm()?;
+        let v = self.cfg.vocab;
+        let s = self.a.sampled.ptr;
+        let argmax = ArgmaxArgs {
+            logits: self.a.logits.ptr,
+            vocab: v,
+            out: s,
+            slice_values: self.a.argmax_v.ptr,
+            slice_indices: self.a.argmax_i.ptr,
+            counters: self.a.argmax_counters.ptr,
+        };
+        let (grid, block, args) = argmax.launch(rows, launch::argmax_slices(v));
+        self.kernel(
+            Kernel::ArgmaxF32,
+            "argmax",
+            -1,
+            "sampling",
+            grid,
+            block,
+            (rows * v * 4) as u64,
+            (rows * v) as u64,
+            &args,
+        )?;
+        // Feed the sampled tokens back as the next step's input, on the device.
+        let t = self.a.tokens.ptr;
+        self.d2d("next_tokens", t, s, rows * 4)
+    }
+}
+
+impl CudaBackend {
+    /// The engine's linear: f32 out for store and accumulate, bf16 for SwiGLU.
+    fn engine_linear(
+        &mut self,
+        which: Linear,
+        src: Act,
+        dst: Act,
+        rows: usize,
+        mode: OutMode,
+    ) -> Result<()> {
+        let (y, yh) = if mode == OutMode::Swiglu {
+            (0, self.act(dst))
+        } else {
+            (self.act(dst), 0)
+        };
+        self.linear_into(which, src, y, yh, rows, mode)
+    }
+
+    /// The engine's decode or prefill attention over `kc`/`vc` (the cache, or its gathered
+    /// copy) through `table`, with RoPE and the KV append fused in when `fused_rope` says so.
+    fn engine_attention(
+        &mut self,
+        layer: usize,
+        kc: u64,
+        vc: u64,
+        table: u64,
+        rows: usize,
+    ) -> Result<()> {
+        let c = self.cfg.clone();
         let (kw, splits) = self.attention_shape(rows);
         let chunk = self.kv.max_ctx.div_ceil(splits).div_ceil(ATT_CHUNK) * ATT_CHUNK;
         let (bytes, flops) = self.attention_cost(rows);
@@ -1193,64 +1237,6 @@ impl Backend for CudaBackend {
         Ok(())
     }
 
-    fn gather_last(&mut self, n: usize) -> Result<()> {
-        self.flush_norm()?;
-        let h = self.cfg.hidden;
-        let (x, ids, out) = (
-            self.a.x.ptr,
-            self.meta_ptr(self.layout.out_rows),
-            self.a.xlast.ptr,
-        );
-        self.kernel(
-            Kernel::GetRowsF32,
-            "gather_last",
-            -1,
-            "embed_gather",
-            (n as u32, 1, 1),
-            256,
-            (n * h * 8) as u64,
-            0,
-            &[
-                Arg::Ptr(x),
-                Arg::Ptr(ids),
-                Arg::Ptr(out),
-                Arg::I32(h as i32),
-            ],
-        )
-    }
-
-    fn argmax(&mut self, rows: usize) -> Result<()> {
-        self.flush_norm()?;
-        let v = self.cfg.vocab;
-        let (l, s) = (self.a.logits.ptr, self.a.sampled.ptr);
-        let slices = v
-            .div_ceil(ARGMAX_THREADS as usize * ARGMAX_PER_THREAD)
-            .clamp(1, ARGMAX_MAX_SLICES);
-        self.kernel(
-            Kernel::ArgmaxF32,
-            "argmax",
-            -1,
-            "sampling",
-            (rows as u32, slices as u32, 1),
-            ARGMAX_THREADS,
-            (rows * v * 4) as u64,
-            (rows * v) as u64,
-            &[
-                Arg::Ptr(l),
-                Arg::I32(v as i32),
-                Arg::Ptr(s),
-                Arg::Ptr(self.a.argmax_v.ptr),
-                Arg::Ptr(self.a.argmax_i.ptr),
-                Arg::Ptr(self.a.argmax_counters.ptr),
-            ],
-        )?;
-        // Feed the sampled tokens back as the next step's input, on the device.
-        let t = self.a.tokens.ptr;
-        self.d2d("next_tokens", t, s, rows * 4)
-    }
-}
-
-impl CudaBackend {
     /// Quantizes `rows` activation rows to q8_1: row-major for MMVQ, k-major for MMQ.
     fn quantize(&mut self, x: u64, rows: usize, k: usize, layer: i32, k_major: bool) -> Result<()> {
         let blocks = rows * k / 32;

@@ -4,6 +4,7 @@
 //! dispatch into f32; one epilogue then applies HF's roundings, residual add or SwiGLU.
 
 use super::CudaBackend;
+use super::numerics_ops::NumericsOps;
 use crate::Numerics;
 use crate::cuda::device::{Arg, DevBuf};
 use crate::error::{EngineError, Result};
@@ -64,9 +65,9 @@ impl CudaBackend {
             let rows = self.cap.max_rows.max(self.cap.max_seqs);
             self.hf_out = Some(DevBuf::alloc(rows * widest * 2)?);
         }
-        if numerics != self.numerics {
+        if numerics != self.ops.numerics {
             self.graphs.clear();
-            self.numerics = numerics;
+            self.ops = NumericsOps::of(numerics);
         }
         Ok(())
     }

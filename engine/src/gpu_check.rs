@@ -6,8 +6,9 @@ use crate::Numerics;
 use crate::config::ModelConfig;
 use crate::cpu::{CpuBackend, ops};
 use crate::cuda::{Capacity, CudaBackend, DevBuf, Device, Timing};
-use crate::dispatch::{DispatchPolicy, Levers};
+use crate::dispatch::Levers;
 use crate::error::Result;
+use crate::lever_matrix;
 use crate::model::{Backend, Batch, forward};
 use crate::quant::{Matrix, QK, WeightFormat, quantize_q8_1, round_bf16};
 use crate::rng;
@@ -972,32 +973,28 @@ pub fn model_checks(seed: u64) -> Result<Vec<Check>> {
         .map_err(crate::error::EngineError::Invalid)?;
         for fmt in [WeightFormat::Bf16, WeightFormat::Q8_0, WeightFormat::Q4_0] {
             let w = ModelWeights::random(&cfg, fmt, seed);
-            // The last setting runs untimed so programmatic dependent launch is live (launch
+            // The PDL settings run untimed so programmatic dependent launch is live (launch
             // timing turns it off).
-            for (paged, graphs, thr, pdl, fusion) in [
-                (true, false, 8usize, false, true),
-                (false, true, 8, false, false),
-                (true, true, 0, false, true),
-                (true, true, 8, true, true),
-                (false, true, 8, true, false),
-            ] {
-                let levers = Levers {
-                    graphs,
-                    paged_kv: paged,
-                    dispatch: DispatchPolicy {
-                        mmvq_max_batch: thr,
-                        ..DispatchPolicy::default()
-                    },
-                    pdl,
-                    fusion,
+            for levers in lever_matrix::selftest_levers() {
+                let timing = if levers.pdl {
+                    Timing::Off
+                } else {
+                    Timing::Launch
                 };
-                let timing = if pdl { Timing::Off } else { Timing::Launch };
                 let (worst, same_tokens, _) =
                     model_run(&cfg, &w, levers, timing, Numerics::Engine, seed)?;
                 let name = format!(
-                    "model {mt} {} kv={} graphs={graphs} mmvq_max_batch={thr} pdl={pdl} fusion={fusion} logits{}",
+                    "model {mt} {} kv={} graphs={} mmvq_max_batch={} pdl={} fusion={} logits{}",
                     fmt.name(),
-                    if paged { "paged" } else { "contiguous" },
+                    if levers.paged_kv {
+                        "paged"
+                    } else {
+                        "contiguous"
+                    },
+                    levers.graphs,
+                    levers.dispatch.mmvq_max_batch,
+                    levers.pdl,
+                    levers.fusion,
                     if same_tokens {
                         ""
                     } else {
@@ -1021,18 +1018,14 @@ pub fn model_checks(seed: u64) -> Result<Vec<Check>> {
         // with and without graphs, paged and contiguous. Same greedy tokens required; the share
         // of bit-identical logits is reported.
         let w = ModelWeights::random(&cfg, WeightFormat::Bf16, seed);
-        for (paged, graphs) in [(true, true), (false, false)] {
-            let levers = Levers {
-                graphs,
-                paged_kv: paged,
-                ..Levers::default()
-            };
+        for levers in lever_matrix::selftest_hf_levers() {
             let (worst, same_tokens, exact) =
                 model_run(&cfg, &w, levers, Timing::Off, Numerics::HfBf16, seed)?;
             out.push(Check {
                 name: format!(
-                    "model {mt} bf16 numerics=hf-bf16 kv={} graphs={graphs} logits ({:.1}% bit-identical{})",
-                    if paged { "paged" } else { "contiguous" },
+                    "model {mt} bf16 numerics=hf-bf16 kv={} graphs={} logits ({:.1}% bit-identical{})",
+                    if levers.paged_kv { "paged" } else { "contiguous" },
+                    levers.graphs,
                     100.0 * exact,
                     if same_tokens {
                         ""

@@ -10,6 +10,7 @@ pub mod error;
 pub mod gpu_check;
 pub mod kbench;
 pub mod kv;
+pub mod lever_matrix;
 pub mod model;
 pub mod numerics;
 pub mod quant;

@@ -7,7 +7,7 @@ use gapscope_engine::bench::{self, BenchSettings};
 use gapscope_engine::cuda::{Capacity, CudaBackend, Device, Timing};
 use gapscope_engine::dispatch::Levers;
 use gapscope_engine::lever_matrix::lever_matrix;
-use gapscope_engine::{ModelConfig, ModelWeights, WeightFormat, gpu_check};
+use gapscope_engine::{ModelConfig, ModelWeights, WeightFormat, selftest};
 use gapscope_traces::Phase;
 use std::path::PathBuf;
 
@@ -27,7 +27,7 @@ fn model(name: &str) -> PathBuf {
 #[ignore = "needs a CUDA device"]
 fn every_kernel_matches_the_cpu_reference() {
     let dev = Device::open(0).unwrap();
-    let checks = gpu_check::op_checks(&dev, 0x5eed).unwrap();
+    let checks = selftest::op_checks(&dev, 0x5eed).unwrap();
     let failed: Vec<_> = checks.iter().filter(|c| !c.pass).collect();
     assert!(failed.is_empty(), "{failed:#?}");
     assert!(checks.len() > 80);
@@ -36,7 +36,7 @@ fn every_kernel_matches_the_cpu_reference() {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn whole_model_logits_match_the_cpu_reference() {
-    let checks = gpu_check::model_checks(0x5eed).unwrap();
+    let checks = selftest::model_checks(0x5eed).unwrap();
     let failed: Vec<_> = checks.iter().filter(|c| !c.pass).collect();
     assert!(failed.is_empty(), "{failed:#?}");
 }

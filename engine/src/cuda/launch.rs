@@ -125,13 +125,15 @@ impl ArgmaxArgs {
     }
 }
 
+/// Test helpers that compare an argument list with its kernel's `extern "C"` signature.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod signature {
+    use super::Arg;
     use gapscope_kernels::Kernel;
 
-    /// Pointer (true) or value (false), parameter by parameter, of `name`'s CUDA signature.
-    fn signature(kernel: Kernel, name: &str) -> Vec<bool> {
+    /// Pointer (true) or value (false), parameter by parameter, of `name`'s CUDA signature in
+    /// the module of `kernel`.
+    pub(crate) fn of(kernel: Kernel, name: &str) -> Vec<bool> {
         let src = gapscope_kernels::module_of(kernel).source;
         let at = src.find(&format!(" {name}(")).expect("kernel in source");
         let open = at + src[at..].find('(').unwrap();
@@ -142,9 +144,17 @@ mod tests {
             .collect()
     }
 
-    fn kinds(args: &[Arg]) -> Vec<bool> {
+    /// Pointer (true) or value (false), argument by argument.
+    pub(crate) fn kinds(args: &[Arg]) -> Vec<bool> {
         args.iter().map(|a| matches!(a, Arg::Ptr(_))).collect()
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::signature::{kinds, of as signature};
+    use super::*;
+    use gapscope_kernels::Kernel;
 
     /// The argument lists follow the CUDA signatures (a mismatch is undefined behaviour).
     #[test]

@@ -5,7 +5,7 @@
 
 use super::{Ctx, TOL_BF16, to_bf16_bits};
 use crate::cpu::ops;
-use crate::cuda::attention_args::{AttnArgs, ROPE_BLOCK, RopeArgs};
+use crate::cuda::attention_args::{AttnArgs, RopeArgs};
 use crate::cuda::attention_shape;
 use crate::cuda::device::Arg;
 use crate::cuda::{DevBuf, Device};
@@ -264,12 +264,7 @@ fn fused_rope(c: &mut Ctx<'_>, p: &Paged, max_kw: usize) -> Result<()> {
             head_dim: hd,
             row_stride: stride,
         };
-        c.dev.launch(
-            Kernel::RopeKvAppendF32,
-            RopeArgs::grid(NSEQ),
-            ROPE_BLOCK,
-            &rope.args(),
-        )?;
+        c.rope_kv_append(&rope, NSEQ)?;
         let oa = c.poisoned(NSEQ * nq * hd * 2)?;
         let unfused = Run {
             qkv: qa.ptr,

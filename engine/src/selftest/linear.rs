@@ -178,12 +178,7 @@ fn fused_norm(c: &mut Ctx<'_>, l: &Case<'_>) -> Result<()> {
                 norm_eps: 1e-5,
                 ..LinearPtrs::default()
             };
-            c.dev.launch(
-                kern,
-                (n_out.div_ceil(4).min(97) as u32, 1, 1),
-                launch_block(kern),
-                &linear::vector_args(kern, &ptrs, n_out, k, 1, mode),
-            )?;
+            launch_nb1(c, kern, &ptrs, (n_out, k), mode)?;
             outs.push(if mode == 2 {
                 c.read_bf16(&yh, n_out)?
             } else {
@@ -287,13 +282,9 @@ fn quant_linear(c: &mut Ctx<'_>, l: &Case<'_>) -> Result<()> {
             &args,
         )?;
     } else {
-        let args = linear::mmq_args(&q.k_major_in(ptrs), n, k, rows, 0);
-        c.dev.launch(
-            linear::mmq_kernel(fmt, true),
-            linear::mmq_grid(n, rows),
-            128,
-            &args,
-        )?;
+        let (kern, grid, block, args) =
+            linear::mmq_launch(fmt, true, &q.k_major_in(ptrs), (n, k, rows), 0);
+        c.dev.launch(kern, grid, block, &args)?;
     }
     let got = c.read_f32(&yb, rows * n)?;
     c.check(
@@ -316,13 +307,8 @@ fn quant_linear(c: &mut Ctx<'_>, l: &Case<'_>) -> Result<()> {
             let yq = c.poisoned(rows * n * 4)?;
             let p = LinearPtrs { y: yq.ptr, ..ptrs };
             let p = if k_major { q.k_major_in(p) } else { p };
-            let args = linear::mmq_args(&p, n, k, rows, 0);
-            c.dev.launch(
-                linear::mmq_kernel(fmt, k_major),
-                linear::mmq_grid(n, rows),
-                128,
-                &args,
-            )?;
+            let (kern, grid, block, args) = linear::mmq_launch(fmt, k_major, &p, (n, k, rows), 0);
+            c.dev.launch(kern, grid, block, &args)?;
             let layout = if k_major { "k-major" } else { "row-major" };
             let of = if small { "" } else { " k-major" };
             c.check(
@@ -397,9 +383,8 @@ fn quantize_layouts_agree(c: &mut Ctx<'_>, q: &Quantized, rows: usize, k: usize)
     Ok(())
 }
 
-/// One launch of `kern` at nb = 1 over the first `n_out` rows, with more blocks' work than
-/// blocks (grid-stride passes); accumulating onto `resid` when given, into a poisoned output
-/// otherwise.
+/// `launch_nb1` of `kern` over the first `n_out` rows, accumulating onto `resid` when given,
+/// into a poisoned output otherwise.
 fn b1_launch(
     c: &Ctx<'_>,
     kern: Kernel,
@@ -418,13 +403,25 @@ fn b1_launch(
         bias,
         ..*ptrs
     };
+    launch_nb1(c, kern, &p, (n_out, k), mode)?;
+    c.read_f32(&yg, n_out)
+}
+
+/// `kern` at nb = 1 over `n_out` outputs of `k` inputs, in fewer blocks than the backend
+/// launches (at most 97), so the grid-stride loop runs several passes.
+fn launch_nb1(
+    c: &Ctx<'_>,
+    kern: Kernel,
+    p: &LinearPtrs,
+    (n_out, k): (usize, usize),
+    mode: i32,
+) -> Result<()> {
     c.dev.launch(
         kern,
         (n_out.div_ceil(4).min(97) as u32, 1, 1),
         launch_block(kern),
-        &linear::vector_args(kern, &p, n_out, k, 1, mode),
-    )?;
-    c.read_f32(&yg, n_out)
+        &linear::vector_args(kern, p, n_out, k, 1, mode),
+    )
 }
 
 /// The batch-1 entries (one warp per row, and for Q8_0 the K-split and contiguous-load ones)

@@ -16,10 +16,12 @@ mod model;
 mod norm;
 mod sample;
 
+use crate::cuda::attention_args::{ROPE_BLOCK, RopeArgs};
 use crate::cuda::{DevBuf, Device};
 use crate::error::{EngineError, Result};
 use crate::quant::round_bf16;
 use crate::rng;
+use gapscope_kernels::Kernel;
 use half::bf16;
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -177,6 +179,15 @@ impl Ctx<'_> {
             .into_iter()
             .map(|x| bf16::from_bits(x).to_f32())
             .collect())
+    }
+    /// `rope_kv_append_f32` as the backend launches it under the engine numerics.
+    fn rope_kv_append(&self, rope: &RopeArgs, rows: usize) -> Result<()> {
+        self.dev.launch(
+            Kernel::RopeKvAppendF32,
+            RopeArgs::grid(rows),
+            ROPE_BLOCK,
+            &rope.args(),
+        )
     }
     fn check(&mut self, name: impl Into<String>, gpu: &[f32], cpu: &[f32], tol: f64) {
         let e = rel_err(gpu, cpu);

@@ -5,7 +5,7 @@
 use super::{Ctx, TOL_BF16, TOL_F32};
 use crate::config::ModelConfig;
 use crate::cpu::ops;
-use crate::cuda::attention_args::{ROPE_BLOCK, RopeArgs};
+use crate::cuda::attention_args::RopeArgs;
 use crate::cuda::launch::{HEAD_NORM_BLOCK, HeadNormArgs};
 use crate::cuda::linear;
 use crate::error::{EngineError, Result};
@@ -100,12 +100,7 @@ pub(super) fn qk_norm_rope(c: &mut Ctx<'_>) -> Result<()> {
         head_dim: hd,
         row_stride: stride,
     };
-    c.dev.launch(
-        Kernel::RopeKvAppendF32,
-        RopeArgs::grid(rows),
-        ROPE_BLOCK,
-        &rope.args(),
-    )?;
+    c.rope_kv_append(&rope, rows)?;
     let got_q = c.read_f32(&qkvb, rows * stride)?;
     let kall = c.read_bf16(&kc, nslots * nkv * hd)?;
     let vall = c.read_bf16(&vc, nslots * nkv * hd)?;

@@ -223,25 +223,11 @@ impl AttnHfArgs {
 mod tests {
     use super::*;
 
-    /// Pointer (true) or value (false), parameter by parameter, of `name`'s CUDA signature in
-    /// the module of `kernel` (the hf_numerics module unless named).
-    fn signature_in(kernel: Kernel, name: &str) -> Vec<bool> {
-        let src = gapscope_kernels::module_of(kernel).source;
-        let at = src.find(&format!(" {name}(")).expect("kernel in source");
-        let open = at + src[at..].find('(').unwrap();
-        let close = open + src[open..].find(')').unwrap();
-        src[open + 1..close]
-            .split(',')
-            .map(|p| p.contains('*'))
-            .collect()
-    }
+    use crate::cuda::launch::signature::{kinds, of as signature_in};
 
+    /// `name`'s signature in the hf_numerics module.
     fn signature(name: &str) -> Vec<bool> {
         signature_in(Kernel::AttnHfBf16, name)
-    }
-
-    fn kinds(args: &[Arg]) -> Vec<bool> {
-        args.iter().map(|a| matches!(a, Arg::Ptr(_))).collect()
     }
 
     /// The argument lists follow the CUDA signatures (a mismatch is undefined behaviour).

@@ -245,7 +245,6 @@ impl CudaBackend {
         } else {
             let k_major = self.levers.dispatch.mmq_k_major(rows, k);
             self.quantize(c.x, rows, k, layer, k_major)?;
-            let kern = linear::mmq_kernel(c.format, k_major);
             let bytes = c.weight_bytes + (rows * k) as u64 + out_bytes;
             let ptrs = LinearPtrs {
                 x: self.a.qx.ptr,
@@ -254,14 +253,20 @@ impl CudaBackend {
                 y: target,
                 ..c.base
             };
-            let args = linear::mmq_args(&ptrs, n, k, rows, i32::from(accumulate));
+            let (kern, grid, block, args) = linear::mmq_launch(
+                c.format,
+                k_major,
+                &ptrs,
+                (n, k, rows),
+                i32::from(accumulate),
+            );
             self.kernel(
                 kern,
                 c.which.op(),
                 layer,
                 "gemm_quant",
-                linear::mmq_grid(n, rows),
-                128,
+                grid,
+                block,
                 bytes,
                 2 * (n * k * rows) as u64,
                 &args,

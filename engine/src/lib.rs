@@ -7,17 +7,21 @@ pub mod cpu;
 pub mod cuda;
 pub mod dispatch;
 pub mod error;
-pub mod gpu_check;
 pub mod kbench;
 pub mod kv;
+pub mod lever_matrix;
 pub mod model;
 pub mod numerics;
 pub mod quant;
 pub mod records;
 pub mod rng;
+pub mod selftest;
 pub mod stats;
 pub mod tokenizer;
 pub mod weights;
+
+/// The selftest's former name, kept for the binary's `gpu_check::op_checks` / `model_checks`.
+pub use selftest as gpu_check;
 
 pub use config::ModelConfig;
 pub use error::{EngineError, Result};

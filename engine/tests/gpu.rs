@@ -5,8 +5,9 @@
 
 use gapscope_engine::bench::{self, BenchSettings};
 use gapscope_engine::cuda::{Capacity, CudaBackend, Device, Timing};
-use gapscope_engine::dispatch::{DispatchPolicy, Levers};
-use gapscope_engine::{ModelConfig, ModelWeights, WeightFormat, gpu_check};
+use gapscope_engine::dispatch::Levers;
+use gapscope_engine::lever_matrix::lever_matrix;
+use gapscope_engine::{ModelConfig, ModelWeights, WeightFormat, selftest};
 use gapscope_traces::Phase;
 use std::path::PathBuf;
 
@@ -26,7 +27,7 @@ fn model(name: &str) -> PathBuf {
 #[ignore = "needs a CUDA device"]
 fn every_kernel_matches_the_cpu_reference() {
     let dev = Device::open(0).unwrap();
-    let checks = gpu_check::op_checks(&dev, 0x5eed).unwrap();
+    let checks = selftest::op_checks(&dev, 0x5eed).unwrap();
     let failed: Vec<_> = checks.iter().filter(|c| !c.pass).collect();
     assert!(failed.is_empty(), "{failed:#?}");
     assert!(checks.len() > 80);
@@ -35,7 +36,7 @@ fn every_kernel_matches_the_cpu_reference() {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn whole_model_logits_match_the_cpu_reference() {
-    let checks = gpu_check::model_checks(0x5eed).unwrap();
+    let checks = selftest::model_checks(0x5eed).unwrap();
     let failed: Vec<_> = checks.iter().filter(|c| !c.pass).collect();
     assert!(failed.is_empty(), "{failed:#?}");
 }
@@ -47,30 +48,38 @@ fn whole_model_logits_match_the_cpu_reference() {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn levers_keep_greedy_output_identical() {
+    // (threshold, PDL, fusion) per variant; graphs and the KV layout are crossed with each.
+    let variant = |thr: usize, pdl: bool, fusion: bool| {
+        Levers::default()
+            .with_mmvq_max_batch(thr)
+            .with_pdl(pdl)
+            .with_fusion(fusion)
+    };
     let q8 = [
-        (0usize, true, true),
-        (8, false, false),
-        (8, true, true),
-        (8, true, false),
-        (64, true, true),
+        variant(0, true, true),
+        variant(8, false, false),
+        variant(8, true, true),
+        variant(8, true, false),
+        variant(64, true, true),
     ];
     let bf16 = [
-        (4usize, true, true),
-        (8, false, false),
-        (8, true, true),
-        (16, true, true),
+        variant(4, true, true),
+        variant(8, false, false),
+        variant(8, true, true),
+        variant(16, true, true),
     ];
     md5_identical_over_levers("llama-3.2-1b.json", WeightFormat::Q8_0, &[1, 12], &q8);
     md5_identical_over_levers("llama-3.2-1b.json", WeightFormat::Bf16, &[1, 8, 12], &bf16);
     md5_identical_over_levers("qwen3-0.6b.json", WeightFormat::Bf16, &[1, 8, 12], &bf16);
 }
 
-/// Runs `npl` under graphs x KV layout x each (threshold, PDL, fusion) and asserts one md5 per npl.
+/// Runs `npl` under `lever_matrix(variants)` (graphs x KV layout x each variant) and asserts
+/// one md5 per npl.
 fn md5_identical_over_levers(
     config: &str,
     format: WeightFormat,
     npl: &[usize],
-    dispatch: &[(usize, bool, bool)],
+    variants: &[Levers],
 ) {
     let cfg = ModelConfig::from_path(&model(config)).unwrap();
     let w = ModelWeights::random(&cfg, format, 3);
@@ -90,28 +99,11 @@ fn md5_identical_over_levers(
         max_rows: maxn * 24,
     };
     let mut md5s = std::collections::BTreeMap::new();
-    for graphs in [true, false] {
-        for paged in [true, false] {
-            for &(thr, pdl, fusion) in dispatch {
-                let lv = Levers {
-                    graphs,
-                    paged_kv: paged,
-                    dispatch: DispatchPolicy {
-                        mmvq_max_batch: thr,
-                        ..DispatchPolicy::default()
-                    },
-                    pdl,
-                    fusion,
-                };
-                let mut be =
-                    CudaBackend::new(Device::open(0).unwrap(), &cfg, &w, lv, cap, Timing::Off)
-                        .unwrap();
-                for r in bench::run(&mut be, &settings, None, |_| Ok(()), |_| {}).unwrap() {
-                    md5s.entry(r.npl)
-                        .or_insert_with(Vec::new)
-                        .push(((graphs, paged, thr, pdl, fusion), r.md5));
-                }
-            }
+    for lv in lever_matrix(variants) {
+        let mut be =
+            CudaBackend::new(Device::open(0).unwrap(), &cfg, &w, lv, cap, Timing::Off).unwrap();
+        for r in bench::run(&mut be, &settings, None, |_| Ok(()), |_| {}).unwrap() {
+            md5s.entry(r.npl).or_insert_with(Vec::new).push((lv, r.md5));
         }
     }
     for (n, v) in md5s {

@@ -2,6 +2,7 @@
 //! tiny configs in CI and as the oracle for GPU tests.
 
 pub mod hf_ops;
+mod numerics_ops;
 pub mod ops;
 
 use crate::Numerics;
@@ -11,13 +12,15 @@ use crate::model::{Act, Backend, Batch, Linear, Norm, OutMode};
 use crate::quant::round_bf16;
 use crate::weights::ModelWeights;
 use half::bf16;
+use numerics_ops::CpuOps;
 use std::collections::HashMap;
 
 pub struct CpuBackend<'w> {
     cfg: ModelConfig,
     w: &'w ModelWeights,
     inv_freq: Vec<f32>,
-    numerics: Numerics,
+    /// The numerics-dependent ops, picked by `with_numerics`.
+    ops: CpuOps,
     batch: Option<Batch>,
     acts: HashMap<Act, Vec<f32>>,
     /// Per layer, per sequence: K and V rows by position (bf16 values).
@@ -38,7 +41,7 @@ impl<'w> CpuBackend<'w> {
             cfg: cfg.clone(),
             w,
             inv_freq: cfg.inv_freq(),
-            numerics,
+            ops: CpuOps::of(numerics),
             batch: None,
             acts: HashMap::new(),
             k: vec![HashMap::new(); cfg.layers],
@@ -107,10 +110,7 @@ impl Backend for CpuBackend<'_> {
         };
         let h = self.cfg.hidden;
         let x = &self.act(src)?[..rows * h];
-        let y = match self.numerics {
-            Numerics::Engine => ops::rms_norm(x, w, h, self.cfg.rms_eps),
-            Numerics::HfBf16 => hf_ops::rms_norm(x, w, h, self.cfg.rms_eps),
-        };
+        let y = (self.ops.rms_norm)(x, w, h, self.cfg.rms_eps);
         self.acts.insert(dst, y);
         Ok(())
     }
@@ -132,7 +132,7 @@ impl Backend for CpuBackend<'_> {
         };
         let x = &self.act(src)?[..rows * m.cols()];
         let mut y = ops::linear(m, x, rows);
-        let hf = self.numerics == Numerics::HfBf16;
+        let numerics = self.ops;
         match mode {
             OutMode::Store => {
                 if let Some(b) = bias {
@@ -142,9 +142,7 @@ impl Backend for CpuBackend<'_> {
                         }
                     }
                 }
-                if hf {
-                    hf_ops::store(&mut y);
-                }
+                (numerics.store)(&mut y);
                 self.acts.insert(dst, y);
             }
             OutMode::Accumulate => {
@@ -152,20 +150,10 @@ impl Backend for CpuBackend<'_> {
                     .acts
                     .get_mut(&dst)
                     .ok_or_else(|| EngineError::invalid("accumulate into an unwritten buffer"))?;
-                if hf {
-                    hf_ops::accumulate(d, &y);
-                } else {
-                    for (a, b) in d.iter_mut().zip(&y) {
-                        *a += b;
-                    }
-                }
+                (numerics.accumulate)(d, &y);
             }
             OutMode::Swiglu => {
-                y = if hf {
-                    hf_ops::swiglu(&y)
-                } else {
-                    ops::swiglu(&y)
-                };
+                y = (numerics.swiglu)(&y);
                 self.acts.insert(dst, y);
             }
         }
@@ -182,10 +170,7 @@ impl Backend for CpuBackend<'_> {
         };
         let eps = self.cfg.rms_eps;
         let stride = self.cfg.qkv_dim();
-        let norm = match self.numerics {
-            Numerics::Engine => ops::head_norm,
-            Numerics::HfBf16 => hf_ops::head_norm,
-        };
+        let norm = self.ops.head_norm;
         let qkv = self
             .acts
             .get_mut(&Act::Qkv)
@@ -206,10 +191,7 @@ impl Backend for CpuBackend<'_> {
     fn rope_kv_append(&mut self, layer: usize, rows: usize) -> Result<()> {
         let (nq, nkv, hd) = (self.cfg.heads, self.cfg.kv_heads, self.cfg.head_dim);
         let stride = self.cfg.qkv_dim();
-        let rope = match self.numerics {
-            Numerics::Engine => ops::rope,
-            Numerics::HfBf16 => hf_ops::rope,
-        };
+        let rope = self.ops.rope;
         let batch = self
             .batch
             .clone()
@@ -250,7 +232,7 @@ impl Backend for CpuBackend<'_> {
         let stride = self.cfg.qkv_dim();
         let batch = self.batch()?;
         let qkv = self.act(Act::Qkv)?;
-        let hf = self.numerics == Numerics::HfBf16;
+        let hf = self.ops.hf_attention;
         let mut out = vec![0f32; rows * nq * hd];
         for r in 0..rows {
             let (seq, pos) = (batch.seq[r], batch.pos[r]);

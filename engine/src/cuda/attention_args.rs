@@ -7,7 +7,11 @@ use super::device::Arg;
 use crate::error::Result;
 use gapscope_kernels::Kernel;
 
-/// Device pointers and shapes of one rope_kv_append_f32 launch.
+/// Threads per block of `rope_kv_append_f32`.
+pub const ROPE_BLOCK: u32 = 512;
+
+/// Device pointers and shapes of one rope_kv_append_f32 launch (and `rope_kv_append_hf`, which
+/// takes the same arguments).
 #[derive(Debug, Clone, Copy)]
 pub struct RopeArgs {
     pub qkv: u64,
@@ -37,6 +41,11 @@ impl RopeArgs {
             Arg::I32(self.head_dim as i32),
             Arg::I32(self.row_stride as i32),
         ]
+    }
+
+    /// A block per row.
+    pub fn grid(rows: usize) -> (u32, u32, u32) {
+        (rows as u32, 1, 1)
     }
 }
 

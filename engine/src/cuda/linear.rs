@@ -262,6 +262,26 @@ pub fn mmq_grid(n: usize, nb: usize) -> (u32, u32, u32) {
     (nb.div_ceil(32) as u32, n.div_ceil(16) as u32, 1)
 }
 
+/// Threads per block of the MMQ entries.
+pub const MMQ_BLOCK: u32 = 128;
+
+/// One MMQ launch (`mmq_kernel`, `mmq_grid`, `MMQ_BLOCK`, `mmq_args`): the entry for `format`
+/// and the activation layout, its grid, block and arguments.
+pub fn mmq_launch(
+    format: WeightFormat,
+    k_major: bool,
+    p: &LinearPtrs,
+    (n, k, nb): (usize, usize, usize),
+    mode: i32,
+) -> (Kernel, (u32, u32, u32), u32, Vec<Arg>) {
+    (
+        mmq_kernel(format, k_major),
+        mmq_grid(n, nb),
+        MMQ_BLOCK,
+        mmq_args(p, n, k, nb, mode),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

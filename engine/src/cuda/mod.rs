@@ -5,6 +5,7 @@ pub mod attention_shape;
 pub mod backend;
 pub mod device;
 pub mod event_latency;
+pub mod launch;
 pub mod linear;
 pub mod recorder;
 pub mod weights;

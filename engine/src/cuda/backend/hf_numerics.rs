@@ -4,6 +4,7 @@
 //! dispatch into f32; one epilogue then applies HF's roundings, residual add or SwiGLU.
 
 use super::CudaBackend;
+use super::numerics_ops::NumericsOps;
 use crate::Numerics;
 use crate::cuda::device::{Arg, DevBuf};
 use crate::error::{EngineError, Result};
@@ -64,9 +65,9 @@ impl CudaBackend {
             let rows = self.cap.max_rows.max(self.cap.max_seqs);
             self.hf_out = Some(DevBuf::alloc(rows * widest * 2)?);
         }
-        if numerics != self.numerics {
+        if numerics != self.ops.numerics {
             self.graphs.clear();
-            self.numerics = numerics;
+            self.ops = NumericsOps::of(numerics);
         }
         Ok(())
     }
@@ -222,25 +223,11 @@ impl AttnHfArgs {
 mod tests {
     use super::*;
 
-    /// Pointer (true) or value (false), parameter by parameter, of `name`'s CUDA signature in
-    /// the module of `kernel` (the hf_numerics module unless named).
-    fn signature_in(kernel: Kernel, name: &str) -> Vec<bool> {
-        let src = gapscope_kernels::module_of(kernel).source;
-        let at = src.find(&format!(" {name}(")).expect("kernel in source");
-        let open = at + src[at..].find('(').unwrap();
-        let close = open + src[open..].find(')').unwrap();
-        src[open + 1..close]
-            .split(',')
-            .map(|p| p.contains('*'))
-            .collect()
-    }
+    use crate::cuda::launch::signature::{kinds, of as signature_in};
 
+    /// `name`'s signature in the hf_numerics module.
     fn signature(name: &str) -> Vec<bool> {
         signature_in(Kernel::AttnHfBf16, name)
-    }
-
-    fn kinds(args: &[Arg]) -> Vec<bool> {
-        args.iter().map(|a| matches!(a, Arg::Ptr(_))).collect()
     }
 
     /// The argument lists follow the CUDA signatures (a mismatch is undefined behaviour).

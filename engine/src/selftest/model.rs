@@ -1,0 +1,166 @@
+//! Whole-model logits: the CUDA backend against the CPU reference on tiny configs, for a
+//! prefill of two sequences and three decode steps, per weight format and per lever setting
+//! (`lever_matrix::selftest_levers`), then under the hf-bf16 numerics.
+
+use super::{Check, TOL_BF16, TOL_Q4_MODEL, TOL_Q8_MODEL, rel_err};
+use crate::Numerics;
+use crate::config::ModelConfig;
+use crate::cpu::CpuBackend;
+use crate::cuda::{Capacity, CudaBackend, Device, Timing};
+use crate::dispatch::Levers;
+use crate::error::{EngineError, Result};
+use crate::lever_matrix;
+use crate::model::{Backend, Batch, forward};
+use crate::quant::WeightFormat;
+use crate::rng;
+use crate::weights::ModelWeights;
+use gapscope_traces::Phase;
+
+/// Llama, Qwen2 (q/k/v bias) and Qwen3 (q/k norms, tied embeddings), each under the engine
+/// numerics and then the hf-bf16 ones.
+pub(super) fn checks(seed: u64) -> Result<Vec<Check>> {
+    let mut out = Vec::new();
+    for (mt, tied) in [("llama", false), ("qwen2", false), ("qwen3", true)] {
+        let cfg = ModelConfig::from_json(&serde_json::json!({
+            "model_type": mt, "hidden_size": 256, "intermediate_size": 512,
+            "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+            "head_dim": 64, "vocab_size": 1000, "rms_norm_eps": 1e-6, "tie_word_embeddings": tied
+        }))
+        .map_err(EngineError::Invalid)?;
+        engine_numerics(&cfg, mt, seed, &mut out)?;
+        hf_numerics(&cfg, mt, seed, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Every weight format under every selftest lever setting.
+fn engine_numerics(cfg: &ModelConfig, mt: &str, seed: u64, out: &mut Vec<Check>) -> Result<()> {
+    for fmt in [WeightFormat::Bf16, WeightFormat::Q8_0, WeightFormat::Q4_0] {
+        let w = ModelWeights::random(cfg, fmt, seed);
+        // The PDL settings run untimed so programmatic dependent launch is live (launch timing
+        // turns it off).
+        for levers in lever_matrix::selftest_levers() {
+            let timing = if levers.pdl {
+                Timing::Off
+            } else {
+                Timing::Launch
+            };
+            let (worst, same_tokens, _) =
+                model_run(cfg, &w, levers, timing, Numerics::Engine, seed)?;
+            let name = format!(
+                "model {mt} {} kv={} graphs={} mmvq_max_batch={} pdl={} fusion={} logits{}",
+                fmt.name(),
+                if levers.paged_kv {
+                    "paged"
+                } else {
+                    "contiguous"
+                },
+                levers.graphs,
+                levers.dispatch.mmvq_max_batch,
+                levers.pdl,
+                levers.fusion,
+                if same_tokens {
+                    ""
+                } else {
+                    " (greedy tokens differ)"
+                }
+            );
+            let tol = match fmt {
+                WeightFormat::Q4_0 => TOL_Q4_MODEL,
+                WeightFormat::Q8_0 => TOL_Q8_MODEL,
+                WeightFormat::Bf16 => TOL_BF16,
+            };
+            out.push(Check {
+                name,
+                rel_err: worst,
+                tolerance: tol,
+                pass: worst <= tol,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// HF numerics (bf16 weights): the GPU's hf_numerics kernels against the CPU's hf_ops, with and
+/// without graphs, paged and contiguous. Same greedy tokens required; the share of
+/// bit-identical logits is reported.
+fn hf_numerics(cfg: &ModelConfig, mt: &str, seed: u64, out: &mut Vec<Check>) -> Result<()> {
+    let w = ModelWeights::random(cfg, WeightFormat::Bf16, seed);
+    for levers in lever_matrix::selftest_hf_levers() {
+        let (worst, same_tokens, exact) =
+            model_run(cfg, &w, levers, Timing::Off, Numerics::HfBf16, seed)?;
+        out.push(Check {
+            name: format!(
+                "model {mt} bf16 numerics=hf-bf16 kv={} graphs={} logits ({:.1}% bit-identical{})",
+                if levers.paged_kv {
+                    "paged"
+                } else {
+                    "contiguous"
+                },
+                levers.graphs,
+                100.0 * exact,
+                if same_tokens {
+                    ""
+                } else {
+                    ", greedy tokens differ"
+                }
+            ),
+            rel_err: worst,
+            tolerance: TOL_BF16,
+            pass: worst <= TOL_BF16 && same_tokens,
+        });
+    }
+    Ok(())
+}
+
+/// A prefill of two 5-token prompts and three decode steps on the GPU and on the CPU
+/// reference with the same numerics: (worst logit rel-error, same greedy tokens, share of
+/// bit-identical logits).
+fn model_run(
+    cfg: &ModelConfig,
+    w: &ModelWeights,
+    levers: Levers,
+    timing: Timing,
+    numerics: Numerics,
+    seed: u64,
+) -> Result<(f64, bool, f64)> {
+    let dev = Device::open(0)?;
+    let cap = Capacity {
+        max_seqs: 4,
+        max_ctx: 64,
+        max_rows: 16,
+    };
+    let mut gpu = CudaBackend::new(dev, cfg, w, levers, cap, timing)?;
+    gpu.set_numerics(numerics)?;
+    gpu.rec.start_run()?;
+    let mut cpu = CpuBackend::with_numerics(cfg, w, numerics);
+    let prompts = vec![
+        rng::tokens(seed, 11, 5, cfg.vocab),
+        rng::tokens(seed, 12, 5, cfg.vocab),
+    ];
+    let (mut same, mut total) = (0usize, 0usize);
+    let mut tally = |g: &[f32], c: &[f32]| {
+        same += g.iter().zip(c).filter(|(a, b)| a == b).count();
+        total += c.len();
+        rel_err(g, c)
+    };
+    let pre = Batch::prefill(&prompts);
+    gpu.set_tokens(&pre.tokens)?;
+    gpu.step(&pre, Phase::Prefill, 0)?;
+    cpu.begin(&pre)?;
+    forward(&mut cpu, cfg, &pre)?;
+    let mut worst = tally(&gpu.read_logits()?, cpu.logits());
+    let mut same_tokens = gpu.read_sampled(2)? == cpu.sampled;
+    for i in 0..3 {
+        let toks = cpu.sampled.clone();
+        let b = Batch::decode(toks.clone(), vec![5 + i; 2]);
+        gpu.set_tokens(&toks)?;
+        gpu.step(&b, Phase::Decode, 1 + i as i64)?;
+        gpu.finish_steps()?;
+        cpu.begin(&b)?;
+        forward(&mut cpu, cfg, &b)?;
+        worst = worst.max(tally(&gpu.read_logits()?, cpu.logits()));
+        same_tokens &= gpu.read_sampled(2)? == cpu.sampled;
+    }
+    Ok((worst, same_tokens, same as f64 / total.max(1) as f64))
+}

@@ -79,8 +79,6 @@ pub enum Kernel {
     AttnReduceF32,
     ArgmaxF32,
     TimingProbe,
-    TimingProbeGrid,
-    TimingProbeStream,
     RmsNormHf,
     HeadRmsNormHf,
     RopeKvAppendHf,
@@ -89,7 +87,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 42] = [
+    pub const ALL: [Kernel; 40] = [
         Kernel::GetRowsBf16,
         Kernel::GetRowsF32,
         Kernel::KvGatherBf16,
@@ -125,8 +123,6 @@ impl Kernel {
         Kernel::AttnReduceF32,
         Kernel::ArgmaxF32,
         Kernel::TimingProbe,
-        Kernel::TimingProbeGrid,
-        Kernel::TimingProbeStream,
         Kernel::RmsNormHf,
         Kernel::HeadRmsNormHf,
         Kernel::RopeKvAppendHf,
@@ -172,8 +168,6 @@ impl Kernel {
             Kernel::AttnReduceF32 => "attn_reduce_f32",
             Kernel::ArgmaxF32 => "argmax_f32",
             Kernel::TimingProbe => "timing_probe",
-            Kernel::TimingProbeGrid => "timing_probe_grid",
-            Kernel::TimingProbeStream => "timing_probe_stream",
             Kernel::RmsNormHf => "rms_norm_hf",
             Kernel::HeadRmsNormHf => "head_rms_norm_hf",
             Kernel::RopeKvAppendHf => "rope_kv_append_hf",
@@ -237,7 +231,7 @@ pub const MODULES: &[Module] = &[
     ),
     module!("sample", [ArgmaxF32]),
     // Not an op: calibrates the latency of the per-launch timing events (engine recorder).
-    module!("timing", [TimingProbe, TimingProbeGrid, TimingProbeStream]),
+    module!("timing", [TimingProbe]),
     // Not on the fast path: the `hf-bf16` numerics mode (HF transformers' bf16 roundings).
     module!(
         "hf_numerics",

@@ -147,28 +147,6 @@ enum Cmd {
         /// and subtracted from each timed launch.
         #[arg(long)]
         raw_event_timing: bool,
-        /// Also measure the event latency with probes of 1 to 50 us and print it (a
-        /// diagnostic of how the latency depends on a kernel's length; not used for the
-        /// correction).
-        #[arg(long, conflicts_with = "raw_event_timing")]
-        event_latency_by_length: bool,
-        /// Also measure the event latency with probes of the decode kernels' launch shapes
-        /// (one warp up to 528 blocks of 256 threads) and print it (a diagnostic of how the
-        /// latency depends on a kernel's grid and block; not used for the correction).
-        #[arg(long, conflicts_with = "raw_event_timing")]
-        event_latency_by_shape: bool,
-        /// Also measure the calibration probe's event latency right after a kernel of the
-        /// GEMVs' shape that spins or streams memory, and print it (a diagnostic of whether the
-        /// latency depends on the kernel before; not used for the correction).
-        #[arg(long, conflicts_with = "raw_event_timing")]
-        event_latency_after_load: bool,
-        /// With CUDA graphs, replay launch-timed decode steps as graphs with external
-        /// event-record nodes around each kernel. By default they run as eager launches with
-        /// stream event records (the other steps still replay the graph): on an H200 the graph
-        /// nodes timed every kernel 0.17-0.34 us short of CUPTI, the stream records within a
-        /// few percent per bucket.
-        #[arg(long)]
-        timed_steps_in_graphs: bool,
     },
     /// Greedy generation from a prompt: prints the token ids, their md5 and, with a tokenizer,
     /// the text.
@@ -410,10 +388,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
             prompt,
             tokenizer,
             raw_event_timing,
-            event_latency_by_length,
-            event_latency_by_shape,
-            event_latency_after_load,
-            timed_steps_in_graphs,
         } => {
             let modes: Vec<Timing> = timing
                 .iter()
@@ -435,7 +409,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let lv = levers_of(&levers);
             let mut be = CudaBackend::new(dev, &cfg, &w, lv, cap, modes[0])?;
             be.rec.sample_every = timing_sample.max(1);
-            be.timed_steps_in_graphs = timed_steps_in_graphs;
             drop(w);
             eprintln!(
                 "device: {} ({} SMs), kernels: {} of {} modules from cache",
@@ -444,27 +417,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 be.dev.cached_modules,
                 gapscope_kernels::MODULES.len()
             );
-            let event_latency = bench::calibrate_event_latency(
-                &mut be,
-                &modes,
-                raw_event_timing,
-                event_latency_by_length,
-                event_latency_by_shape,
-                event_latency_after_load,
-            )?;
+            let event_latency = bench::calibrate_event_latency(&mut be, &modes, raw_event_timing)?;
             match &event_latency {
-                Some(c) => {
-                    eprintln!("{}", bench::event_latency_line(c));
-                    if !c.by_probe_length.is_empty() {
-                        eprintln!("{}", bench::probe_length_line(c));
-                    }
-                    if !c.by_probe_shape.is_empty() {
-                        eprintln!("{}", bench::probe_shape_line(c));
-                    }
-                    if !c.after_lead.is_empty() {
-                        eprintln!("{}", bench::after_lead_line(c));
-                    }
-                }
+                Some(c) => eprintln!("{}", bench::event_latency_line(c)),
                 None if raw_event_timing && modes.contains(&Timing::Launch) => eprintln!(
                     "event latency: not calibrated (--raw-event-timing); per-launch times include the events' own latency"
                 ),

@@ -10,7 +10,7 @@
 use clap::{Parser, Subcommand, ValueEnum};
 use gapscope_engine::bench::{self, BenchRow, BenchSettings};
 use gapscope_engine::cpu::CpuBackend;
-use gapscope_engine::cuda::{Capacity, CudaBackend, Device, Timing};
+use gapscope_engine::cuda::{Capacity, CudaBackend, Device, KernelSource, Timing};
 use gapscope_engine::dispatch::{DispatchPolicy, Levers};
 use gapscope_engine::model::{Backend, Batch, forward};
 use gapscope_engine::records::TraceOut;
@@ -399,7 +399,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 Some(text) => Some(open_tokenizer(&model, &tokenizer)?.encode(text, cfg.vocab)?),
                 None => None,
             };
-            let dev = Device::open(levers.device)?;
+            let dev = open_device(levers.device)?;
             let maxn = *npl.iter().max().unwrap_or(&1);
             let cap = Capacity {
                 max_seqs: maxn,
@@ -594,7 +594,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     pdl,
                     fusion,
                 };
-                let dev = Device::open(device)?;
+                let dev = open_device(device)?;
                 let mut be = CudaBackend::new(dev, &cfg, &w, lv, cap, Timing::Off)?;
                 let rows = bench::run(&mut be, &settings, None, |_| Ok(()), |_| {})?;
                 for r in rows {
@@ -645,7 +645,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(1, |d| d.as_nanos() as u64)
             });
-            let dev = Device::open(device)?;
+            let dev = open_device(device)?;
             println!("device: {}, input seed {seed}", dev.info.name);
             let mut checks = gpu_check::op_checks(&dev, seed)?;
             drop(dev);
@@ -670,7 +670,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             })
         }
         Cmd::Kbench { reps, json, device } => {
-            let dev = Device::open(device)?;
+            let dev = open_device(device)?;
             let r = kbench::run(&dev, reps)?;
             println!(
                 "device: {}; D2D copy {:.3} TB/s (read+write, median of {})",
@@ -842,7 +842,7 @@ fn generate(
             }
         }
         BackendKind::Cuda => {
-            let dev = Device::open(levers.device)?;
+            let dev = open_device(levers.device)?;
             let cap = Capacity {
                 max_seqs: 1,
                 max_ctx: pl + max_new + 1,
@@ -916,7 +916,7 @@ fn logits(
             }
         }
         BackendKind::Cuda => {
-            let dev = Device::open(device)?;
+            let dev = open_device(device)?;
             let cap = Capacity {
                 max_seqs: 1,
                 max_ctx: toks.len() + 1,
@@ -940,6 +940,50 @@ fn logits(
         }
     }
     Ok(out)
+}
+
+/// The environment variables `gapscope-engine` reads, each named once (the library reads none).
+struct EnvVars;
+
+impl EnvVars {
+    /// Directory of the on-disk NVRTC cache (default: `$XDG_CACHE_HOME/gapscope/kernels`, else
+    /// `$HOME/.cache/gapscope/kernels`, else the system temp directory).
+    const GAPSCOPE_KERNEL_CACHE: &str = "GAPSCOPE_KERNEL_CACHE";
+    /// A directory whose `{module}.cu` / `common.cuh` replace the built-in kernel sources
+    /// (kernel A/B runs without a rebuild).
+    const GAPSCOPE_KERNEL_DIR: &str = "GAPSCOPE_KERNEL_DIR";
+    /// Base of the default kernel cache.
+    const XDG_CACHE_HOME: &str = "XDG_CACHE_HOME";
+    /// Base of the default kernel cache when `XDG_CACHE_HOME` is unset.
+    const HOME: &str = "HOME";
+}
+
+/// The kernel sources and cache this run uses, from the environment.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the binary reads its environment and hands the library typed settings"
+)]
+fn kernel_source() -> KernelSource {
+    let var = |k: &str| std::env::var_os(k).map(PathBuf::from);
+    KernelSource {
+        dir: var(EnvVars::GAPSCOPE_KERNEL_DIR),
+        cache: Some(var(EnvVars::GAPSCOPE_KERNEL_CACHE).unwrap_or_else(|| {
+            KernelSource::default_cache(var(EnvVars::XDG_CACHE_HOME), var(EnvVars::HOME))
+        })),
+    }
+}
+
+/// Opens GPU `ordinal` with the kernel source of `kernel_source()`, naming any module read from
+/// `GAPSCOPE_KERNEL_DIR`.
+fn open_device(ordinal: usize) -> Result<Device> {
+    let source = kernel_source();
+    let dev = Device::open_with(ordinal, &source)?;
+    if let Some(dir) = &source.dir {
+        for m in &dev.modules_from_dir {
+            eprintln!("kernels: {m} from {}", dir.display());
+        }
+    }
+    Ok(dev)
 }
 
 fn main() -> ExitCode {

@@ -7,6 +7,7 @@
 //! - `logits`: teacher-forced logits for comparison with HF transformers.
 //! - `generate`: greedy generation from a prompt (text with a tokenizer, or random ids).
 
+use clap::builder::TypedValueParser;
 use clap::{Parser, Subcommand, ValueEnum};
 use gapscope_engine::bench::{self, BenchRow, BenchSettings};
 use gapscope_engine::cpu::CpuBackend;
@@ -78,25 +79,14 @@ struct LeverArgs {
     /// Run RoPE and the KV append as their own kernel at decode instead of inside attention.
     #[arg(long)]
     no_fusion: bool,
-    /// Largest batch run as GEMV/MMVQ (llama.cpp's MMVQ_MAX_BATCH_SIZE).
-    #[arg(long, default_value_t = 8)]
-    mmvq_max_batch: usize,
-    /// MMQ reads k-major activations, except for linears with K above this at the batches of
-    /// --mmq-row-major-batches (both layouts give the same bits).
-    #[arg(long, default_value_t = gapscope_engine::dispatch::MMQ_K_MAJOR_MAX_K)]
-    mmq_k_major_max_k: usize,
-    /// LO:HI, the batches (inclusive) at which large-K linears read row-major activations
-    /// (`0:0` = never; with --mmq-k-major-max-k 0, `0:100000` = always).
-    #[arg(long, default_value = "17:47", value_parser = parse_batch_range)]
-    mmq_row_major_batches: (usize, usize),
-    /// Batch-1 Q8_0 linears with K at least this (and no more rows than K) use the K-split
-    /// MMVQ entry (0 = every such linear; same bits).
-    #[arg(long, default_value_t = gapscope_engine::dispatch::MMVQ_B1_K_SPLIT_MIN_K)]
-    mmvq_b1_k_split_min_k: usize,
-    /// Batch-1 Q8_0 linears with at least this many rows per column of K use the
-    /// contiguous-load MMVQ entry (0 = every plain batch-1 Q8_0 linear not split; same bits).
-    #[arg(long, default_value_t = gapscope_engine::dispatch::MMVQ_B1_PAIR_MIN_ROWS_PER_K)]
-    mmvq_b1_pair_min_rows_per_k: usize,
+    /// Kernel-dispatch overrides, `KEY=VALUE,...` on the defaults: `mmvq_max_batch` (largest
+    /// batch run as GEMV/MMVQ, 8), `mmq_k_major_max_k` (8192) and `mmq_row_major_batches`
+    /// (`LO:HI`, 17:47: MMQ reads row-major activations for K above the first at these
+    /// batches), `mmvq_b1_k_split_min_k` (8192) and `mmvq_b1_pair_min_rows_per_k` (2: the
+    /// batch-1 Q8_0 entries). Every setting gives the same bits, except `mmvq_max_batch` 0 or
+    /// above 16 for bf16.
+    #[arg(long, value_name = "KEY=VALUE,...", value_parser = dispatch_parser())]
+    dispatch: Option<DispatchPolicy>,
     #[arg(long, default_value_t = 0)]
     device: usize,
 }
@@ -272,13 +262,7 @@ fn levers_of(a: &LeverArgs) -> Levers {
     Levers {
         graphs: !a.no_graphs,
         paged_kv: matches!(a.kv, KvMode::Paged),
-        dispatch: DispatchPolicy {
-            mmvq_max_batch: a.mmvq_max_batch,
-            mmq_k_major_max_k: a.mmq_k_major_max_k,
-            mmq_row_major_batches: a.mmq_row_major_batches,
-            mmvq_b1_k_split_min_k: a.mmvq_b1_k_split_min_k,
-            mmvq_b1_pair_min_rows_per_k: a.mmvq_b1_pair_min_rows_per_k,
-        },
+        dispatch: a.dispatch.unwrap_or_default(),
         pdl: !a.no_pdl,
         fusion: !a.no_fusion,
     }
@@ -997,36 +981,7 @@ fn main() -> ExitCode {
     }
 }
 
-/// `LO:HI` -> (LO, HI), for --mmq-row-major-batches.
-fn parse_batch_range(s: &str) -> std::result::Result<(usize, usize), String> {
-    let (lo, hi) = s
-        .split_once(':')
-        .ok_or_else(|| format!("expected LO:HI (two batch sizes), got {s:?}"))?;
-    let num = |v: &str| {
-        v.trim()
-            .parse::<usize>()
-            .map_err(|e| format!("{v:?} in {s:?}: {e}"))
-    };
-    let (lo, hi) = (num(lo)?, num(hi)?);
-    if lo > hi {
-        return Err(format!("{s:?}: LO is above HI"));
-    }
-    Ok((lo, hi))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_batch_range;
-
-    #[test]
-    fn batch_range_default_matches_the_policy_and_bad_input_says_why() {
-        assert_eq!(
-            parse_batch_range("17:47"),
-            Ok(gapscope_engine::dispatch::MMQ_ROW_MAJOR_BATCHES)
-        );
-        assert_eq!(parse_batch_range("0:0"), Ok((0, 0)));
-        assert!(parse_batch_range("47").unwrap_err().contains("LO:HI"));
-        assert!(parse_batch_range("9:x").unwrap_err().contains("\"x\""));
-        assert!(parse_batch_range("48:17").unwrap_err().contains("above"));
-    }
+/// `--dispatch KEY=VALUE,...`: the library's overrides on the default policy.
+fn dispatch_parser() -> impl TypedValueParser<Value = DispatchPolicy> {
+    clap::builder::StringValueParser::new().try_map(|s| s.parse::<DispatchPolicy>())
 }

@@ -213,7 +213,7 @@ enum Cmd {
         /// Where activations are rounded: `engine` (f32 residual stream, the engine's own) or
         /// `hf-bf16` (every op output rounded to bf16 as HF transformers' bf16 eager forward
         /// does, unfused; bf16 weights only) to compare logits with HF exactly.
-        #[arg(long, value_enum, default_value = "engine")]
+        #[arg(long, default_value_t = Numerics::Engine, value_parser = numerics_parser())]
         numerics: Numerics,
     },
 }
@@ -979,6 +979,12 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `--numerics`: the library's names, listed in `--help`.
+fn numerics_parser() -> impl TypedValueParser<Value = Numerics> {
+    clap::builder::PossibleValuesParser::new(Numerics::ALL.map(Numerics::name))
+        .try_map(|s| s.parse::<Numerics>())
 }
 
 /// `--dispatch KEY=VALUE,...`: the library's overrides on the default policy.

@@ -249,10 +249,10 @@ impl Device {
                         ..Default::default()
                     };
                     let ptx = cudarc::nvrtc::compile_ptx_with_opts(&src, opts).map_err(|e| {
-                        EngineError::Cuda(format!(
-                            "NVRTC failed on kernels/cuda/{}.cu: {e:?}",
-                            m.name
-                        ))
+                        EngineError::Compile {
+                            module: m.name,
+                            source: e,
+                        }
                     })?;
                     // The cache is an optimisation: a read-only home just compiles each run.
                     if let (Some(dir), Some(path)) = (&source.cache, &path)

@@ -48,24 +48,24 @@ pub struct BenchRow {
 }
 
 /// A GPU timer from two events around enqueued work.
-struct Span {
+pub(crate) struct Span {
     a: cudarc::driver::CudaEvent,
     b: cudarc::driver::CudaEvent,
 }
 
 impl Span {
-    fn new(dev: &Device) -> Result<Self> {
+    pub(crate) fn new(dev: &Device) -> Result<Self> {
         let ev = || {
             dev.ctx
                 .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
         };
         Ok(Self { a: ev()?, b: ev()? })
     }
-    fn start(&self, dev: &Device) -> Result<()> {
+    pub(crate) fn start(&self, dev: &Device) -> Result<()> {
         self.a.record(&dev.stream)?;
         Ok(())
     }
-    fn stop_ms(&self, dev: &Device) -> Result<f64> {
+    pub(crate) fn stop_ms(&self, dev: &Device) -> Result<f64> {
         self.b.record(&dev.stream)?;
         self.b.synchronize()?;
         Ok(f64::from(self.a.elapsed_ms(&self.b)?))

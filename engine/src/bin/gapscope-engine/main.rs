@@ -4,6 +4,7 @@
 //! - `levers`: runs every lever setting and checks that the greedy md5 never changes.
 //! - `selftest`: every kernel and whole-model logits against the CPU reference.
 //! - `kbench`: single-kernel bandwidth and MMQ-vs-MMVQ figures.
+//! - `calibrate`: the GPU's measured ceilings, as a `gapscope roofline --hw-profile` file.
 //! - `logits`: teacher-forced logits for comparison with HF transformers.
 //! - `generate`: greedy generation from a prompt (text with a tokenizer, or random ids).
 //!
@@ -12,6 +13,7 @@
 
 mod args;
 mod bench;
+mod calibrate;
 mod decoder;
 mod env;
 mod generate;
@@ -47,6 +49,9 @@ enum Cmd {
     Selftest(selftest::SelftestArgs),
     /// Single-kernel bandwidth against the measured copy bandwidth.
     Kbench(kbench::KbenchArgs),
+    /// Measures the GPU's ceilings (copy bandwidth, cuBLAS bf16 and int8 GEMM throughput) and
+    /// writes the profile `gapscope roofline --hw-profile FILE` reads.
+    Calibrate(calibrate::CalibrateArgs),
     /// Teacher-forced logits over a token file ({"prompt_len": P, "tokens": [...]}): a prefill
     /// of the prompt, then one decode step per remaining token; raw f32 rows to --out.
     Logits(logits::LogitsArgs),
@@ -59,6 +64,7 @@ fn main() -> ExitCode {
         Cmd::Levers(a) => levers::run(a),
         Cmd::Selftest(a) => selftest::run(a),
         Cmd::Kbench(a) => kbench::run(a),
+        Cmd::Calibrate(a) => calibrate::run(a),
         Cmd::Logits(a) => logits::run(a),
     };
     match result {

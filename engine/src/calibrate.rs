@@ -43,41 +43,32 @@ pub fn measure(dev: &Device) -> Result<Ceilings> {
     let copy_bytes_per_s = copy_bandwidth(dev, COPY_BYTES, COPY_REPS)?;
     let cublas = CudaBlas::new(dev.stream.clone())?;
     let nn = GEMM_N * GEMM_N;
-    let ops = 2.0 * (GEMM_N as f64).powi(3);
-    let per_s = |ms: Vec<f64>| {
-        Spread::of(
-            &ms.iter()
-                .map(|ms| ops / (ms / 1e3) / 1e12)
-                .collect::<Vec<_>>(),
-        )
-    };
-
-    let a = DevBuf::upload(&random_bf16(nn, 2), &dev.stream)?;
-    let b = DevBuf::upload(&random_bf16(nn, 3), &dev.stream)?;
-    let c = DevBuf::alloc(nn * 2)?;
-    let (one, zero) = (1.0f32, 0.0f32);
+    let (one_f, zero_f) = (1.0f32, 0.0f32);
     let bf16 = Gemm {
         ab: blas::cudaDataType_t::CUDA_R_16BF,
         c: blas::cudaDataType_t::CUDA_R_16BF,
+        c_bytes: 2,
         compute: blas::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-        alpha: (&one as *const f32).cast(),
-        beta: (&zero as *const f32).cast(),
+        alpha: (&one_f as *const f32).cast(),
+        beta: (&zero_f as *const f32).cast(),
     };
-    let bf16_tflops = per_s(time_gemm(dev, &cublas, &bf16, [&a, &b, &c])?);
-    drop((a, b, c));
-
-    let a = DevBuf::upload(&random_u8(nn, 4), &dev.stream)?;
-    let b = DevBuf::upload(&random_u8(nn, 5), &dev.stream)?;
-    let c = DevBuf::alloc(nn * 4)?;
-    let (one, zero) = (1i32, 0i32);
+    let bf16_tflops = gemm_per_s(
+        dev,
+        &cublas,
+        &bf16,
+        &random_bf16(nn, 2),
+        &random_bf16(nn, 3),
+    )?;
+    let (one_i, zero_i) = (1i32, 0i32);
     let int8 = Gemm {
         ab: blas::cudaDataType_t::CUDA_R_8I,
         c: blas::cudaDataType_t::CUDA_R_32I,
+        c_bytes: 4,
         compute: blas::cublasComputeType_t::CUBLAS_COMPUTE_32I,
-        alpha: (&one as *const i32).cast(),
-        beta: (&zero as *const i32).cast(),
+        alpha: (&one_i as *const i32).cast(),
+        beta: (&zero_i as *const i32).cast(),
     };
-    let int8_tops = per_s(time_gemm(dev, &cublas, &int8, [&a, &b, &c])?);
+    let int8_tops = gemm_per_s(dev, &cublas, &int8, &random_u8(nn, 4), &random_u8(nn, 5))?;
     Ok(Ceilings {
         copy_bytes_per_s,
         bf16_tflops,
@@ -115,19 +106,28 @@ pub fn hw_profile(info: &DeviceInfo, c: &Ceilings) -> serde_json::Value {
 struct Gemm {
     ab: blas::cudaDataType_t,
     c: blas::cudaDataType_t,
+    /// Bytes of one element of C.
+    c_bytes: usize,
     compute: blas::cublasComputeType_t,
     alpha: *const std::ffi::c_void,
     beta: *const std::ffi::c_void,
 }
 
-/// Milliseconds of `GEMM_REPS` GEMMs C = A^T B (after `GEMM_WARMUP`), each between events.
-fn time_gemm(
+/// Tera-operations per second of `GEMM_REPS` square GEMMs C = A^T B on the given inputs (after
+/// `GEMM_WARMUP`), each timed between events.
+fn gemm_per_s<T: Copy>(
     dev: &Device,
     cublas: &CudaBlas,
     g: &Gemm,
-    [a, b, c]: [&DevBuf; 3],
-) -> Result<Vec<f64>> {
+    a: &[T],
+    b: &[T],
+) -> Result<Spread> {
     let n = GEMM_N as i32;
+    let (a, b) = (
+        DevBuf::upload(a, &dev.stream)?,
+        DevBuf::upload(b, &dev.stream)?,
+    );
+    let c = DevBuf::alloc(GEMM_N * GEMM_N * g.c_bytes)?;
     let run = || -> Result<()> {
         // SAFETY: a and b hold n*n elements of `g.ab`, c n*n of `g.c`; alpha and beta point at
         // live values of the compute type; all outlive the call, which the stream orders.
@@ -161,13 +161,14 @@ fn time_gemm(
     }
     dev.stream.synchronize()?;
     let span = Span::new(dev)?;
-    let mut ms = Vec::with_capacity(GEMM_REPS);
+    let ops = 2.0 * (GEMM_N as f64).powi(3);
+    let mut per_s = Vec::with_capacity(GEMM_REPS);
     for _ in 0..GEMM_REPS {
         span.start(dev)?;
         run()?;
-        ms.push(span.stop_ms(dev)?);
+        per_s.push(ops / (span.stop_ms(dev)? / 1e3) / 1e12);
     }
-    Ok(ms)
+    Ok(Spread::of(&per_s))
 }
 
 /// Seeded xorshift bytes.

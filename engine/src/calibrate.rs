@@ -43,32 +43,21 @@ pub fn measure(dev: &Device) -> Result<Ceilings> {
     let copy_bytes_per_s = copy_bandwidth(dev, COPY_BYTES, COPY_REPS)?;
     let cublas = CudaBlas::new(dev.stream.clone())?;
     let nn = GEMM_N * GEMM_N;
-    let (one_f, zero_f) = (1.0f32, 0.0f32);
-    let bf16 = Gemm {
-        ab: blas::cudaDataType_t::CUDA_R_16BF,
-        c: blas::cudaDataType_t::CUDA_R_16BF,
-        c_bytes: 2,
-        compute: blas::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-        alpha: (&one_f as *const f32).cast(),
-        beta: (&zero_f as *const f32).cast(),
-    };
-    let bf16_tflops = gemm_per_s(
-        dev,
-        &cublas,
-        &bf16,
-        &random_bf16(nn, 2),
-        &random_bf16(nn, 3),
-    )?;
-    let (one_i, zero_i) = (1i32, 0i32);
-    let int8 = Gemm {
-        ab: blas::cudaDataType_t::CUDA_R_8I,
-        c: blas::cudaDataType_t::CUDA_R_32I,
-        c_bytes: 4,
-        compute: blas::cublasComputeType_t::CUBLAS_COMPUTE_32I,
-        alpha: (&one_i as *const i32).cast(),
-        beta: (&zero_i as *const i32).cast(),
-    };
-    let int8_tops = gemm_per_s(dev, &cublas, &int8, &random_u8(nn, 4), &random_u8(nn, 5))?;
+    use blas::cublasComputeType_t::{CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32I};
+    use blas::cudaDataType_t::{CUDA_R_8I, CUDA_R_16BF, CUDA_R_32I};
+    // alpha = 1, beta = 0, in each compute type.
+    let (f32_scalars, i32_scalars) = ([1.0f32, 0.0], [1i32, 0]);
+    let bf16 = Gemm::new(
+        [CUDA_R_16BF, CUDA_R_16BF],
+        2,
+        CUBLAS_COMPUTE_32F,
+        &f32_scalars,
+    );
+    let (a, b) = (random_bf16(nn, 2), random_bf16(nn, 3));
+    let bf16_tflops = gemm_per_s(dev, &cublas, &bf16, &a, &b)?;
+    let int8 = Gemm::new([CUDA_R_8I, CUDA_R_32I], 4, CUBLAS_COMPUTE_32I, &i32_scalars);
+    let (a, b) = (random_u8(nn, 4), random_u8(nn, 5));
+    let int8_tops = gemm_per_s(dev, &cublas, &int8, &a, &b)?;
     Ok(Ceilings {
         copy_bytes_per_s,
         bf16_tflops,
@@ -111,6 +100,26 @@ struct Gemm {
     compute: blas::cublasComputeType_t,
     alpha: *const std::ffi::c_void,
     beta: *const std::ffi::c_void,
+}
+
+impl Gemm {
+    /// `[A and B's type, C's type]`, C's element size, the compute type, and `[alpha, beta]`
+    /// in the compute type (borrowed for as long as the GEMM is used).
+    fn new<S>(
+        [ab, c]: [blas::cudaDataType_t; 2],
+        c_bytes: usize,
+        compute: blas::cublasComputeType_t,
+        scalars: &[S; 2],
+    ) -> Self {
+        Self {
+            ab,
+            c,
+            c_bytes,
+            compute,
+            alpha: (&scalars[0] as *const S).cast(),
+            beta: (&scalars[1] as *const S).cast(),
+        }
+    }
 }
 
 /// Tera-operations per second of `GEMM_REPS` square GEMMs C = A^T B on the given inputs (after
@@ -171,27 +180,27 @@ fn gemm_per_s<T: Copy>(
     Ok(Spread::of(&per_s))
 }
 
-/// Seeded xorshift bytes.
-fn random_u8(n: usize, seed: u64) -> Vec<u8> {
+/// A seeded xorshift64 stream (the seed's low bit is set: the state must not be 0).
+fn xorshift(seed: u64) -> impl Iterator<Item = u64> {
     let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    std::iter::repeat_with(move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    })
 }
 
-/// bf16 values in [-1, 1) from seeded xorshift bits.
+/// Seeded random bytes.
+fn random_u8(n: usize, seed: u64) -> Vec<u8> {
+    xorshift(seed).take(n).map(|x| x as u8).collect()
+}
+
+/// bf16 values in [-1, 1) from seeded random bits.
 fn random_bf16(n: usize, seed: u64) -> Vec<u16> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+    xorshift(seed)
+        .take(n)
+        .map(|x| {
             let f = ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0;
             (f.to_bits() >> 16) as u16
         })
@@ -265,6 +274,17 @@ mod tests {
 
     #[test]
     fn random_inputs_are_seeded_and_bf16_in_range() {
+        // The same stream as gapscope-calibrate's hand-rolled loop.
+        let mut x = 2u64 | 1;
+        let first: Vec<u8> = (0..4)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        assert_eq!(random_u8(4, 2), first);
         assert_eq!(random_u8(64, 4), random_u8(64, 4));
         // The seed's low bit is forced on (xorshift needs a non-zero state), so 4 and 5 are
         // the same seed, as they were in gapscope-calibrate.

@@ -141,7 +141,7 @@ fn main() -> ExitCode {
     match run(&args) {
         Ok(code) => code,
         Err((msg, code)) => {
-            eprintln!("gapscope-record: {msg}");
+            eprintln!("gapscope-record: error: {msg}");
             ExitCode::from(code)
         }
     }

@@ -6,11 +6,15 @@ reach cudarc, when profiler reaches engine, when a device-side package's normal
 dependency tree contains polars, egui, eframe, sqlx or tokio, or when an analysis library
 (analyzer, traces) pulls in a presentation or command-line crate (plotters, clap, indicatif,
 egui, eframe), when anything but gapscope-gui pulls in windowing crates, or when the GUI
-pulls in command-line or chart crates.
+pulls in command-line or chart crates, or when a library target pulls in a crate only
+binaries may use (clap, anyhow, tracing-subscriber, indicatif). Each finding that comes from
+the dependency tree names the shortest path to the offender.
 """
 import json
 import subprocess
 import sys
+from collections import deque
+from functools import lru_cache
 
 ALLOWED = {
     "gapscope-traces": set(),
@@ -34,13 +38,61 @@ PRESENTATION = {"plotters", "clap", "indicatif", "egui", "eframe"}
 GUI_ONLY = {"egui", "eframe", "winit", "glutin", "egui_glow"}
 # The explorer draws the analyzer's reports; it takes no command-line or chart crate.
 GUI_FORBIDDEN = {"clap", "indicatif", "plotters"}
+# Command-line parsing, error reporting for a process and log set-up belong to binaries: a
+# library target (built with its default features off, so a `cli` feature that only the
+# `[[bin]]` requires does not count) takes typed settings and returns typed errors.
+BIN_ONLY = {"clap", "anyhow", "tracing-subscriber", "indicatif"}
 
 
-def tree(pkg):
-    out = subprocess.run(
-        ["cargo", "tree", "-e", "normal", "-p", pkg, "--prefix", "none", "--no-dedupe"],
-        check=True, capture_output=True, text=True).stdout
-    return {line.split()[0] for line in out.splitlines() if line.strip()}
+@lru_cache(maxsize=None)
+def graph(pkg, no_default_features=False):
+    """The normal-dependency graph of `pkg` as {crate: set(children)}, from `cargo tree`."""
+    cmd = ["cargo", "tree", "-e", "normal", "-p", pkg, "--prefix", "depth"]
+    if no_default_features:
+        cmd.append("--no-default-features")
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    edges, stack = {}, []
+    for line in out.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        digits = len(line) - len(line.lstrip("0123456789"))
+        depth, name = int(line[:digits]), line[digits:].split()[0]
+        del stack[depth:]
+        edges.setdefault(name, set())
+        if stack:
+            edges[stack[-1]].add(name)
+        stack.append(name)
+    return edges
+
+
+def tree(pkg, no_default_features=False):
+    return set(graph(pkg, no_default_features))
+
+
+def path_to(pkg, target, no_default_features=False):
+    """The shortest dependency chain from `pkg` to `target` (rerun's get_dependency_path)."""
+    edges = graph(pkg, no_default_features)
+    prev, queue = {pkg: None}, deque([pkg])
+    while queue:
+        node = queue.popleft()
+        if node == target:
+            chain = []
+            while node is not None:
+                chain.append(node)
+                node = prev[node]
+            return " -> ".join(reversed(chain))
+        for child in sorted(edges.get(node, ())):
+            if child not in prev:
+                prev[child] = node
+                queue.append(child)
+    return f"{pkg} -> ... -> {target}"
+
+
+def offenders(pkg, forbidden, no_default_features=False):
+    """The shortest path to each forbidden crate in `pkg`'s tree, one line each."""
+    found = sorted(forbidden & tree(pkg, no_default_features))
+    return [path_to(pkg, c, no_default_features) for c in found]
 
 
 def main():
@@ -60,26 +112,27 @@ def main():
                 if allowed is not None and d["name"] not in allowed:
                     errors.append(f"{name} may not depend on {d['name']}")
     for pkg in NO_CUDARC:
-        if "cudarc" in tree(pkg):
-            errors.append(f"{pkg} must not depend on cudarc")
-    if "gapscope-engine" in tree("gapscope-profiler"):
-        errors.append("gapscope-profiler must not depend on gapscope-engine")
+        for path in offenders(pkg, {"cudarc"}):
+            errors.append(f"{pkg} must not depend on cudarc: {path}")
+    for path in offenders("gapscope-profiler", {"gapscope-engine"}):
+        errors.append(f"gapscope-profiler must not depend on gapscope-engine: {path}")
     for pkg in ANALYSIS_LIBS:
-        bad = PRESENTATION & tree(pkg)
-        if bad:
-            errors.append(f"{pkg} (analysis library) pulls in {', '.join(sorted(bad))}")
+        for path in offenders(pkg, PRESENTATION):
+            errors.append(f"{pkg} (analysis library) pulls in a presentation crate: {path}")
     for pkg in sorted(names - {"gapscope-gui"}):
-        bad = GUI_ONLY & tree(pkg)
-        if bad:
-            errors.append(f"{pkg} pulls in {', '.join(sorted(bad))}: windowing belongs to gapscope-gui alone")
+        for path in offenders(pkg, GUI_ONLY):
+            errors.append(f"{pkg} pulls in windowing, which belongs to gapscope-gui alone: {path}")
     if "gapscope-gui" in names:
-        bad = GUI_FORBIDDEN & tree("gapscope-gui")
-        if bad:
-            errors.append(f"gapscope-gui pulls in {', '.join(sorted(bad))}: it draws the analyzer's reports, nothing more")
+        for path in offenders("gapscope-gui", GUI_FORBIDDEN):
+            errors.append(f"gapscope-gui draws the analyzer's reports, nothing more: {path}")
     for pkg in DEVICE_SIDE:
-        bad = HEAVY & tree(pkg)
-        if bad:
-            errors.append(f"{pkg} (device side) pulls in {', '.join(sorted(bad))}")
+        for path in offenders(pkg, HEAVY):
+            errors.append(f"{pkg} (device side) pulls in {path}")
+    libs = [p["name"] for p in meta["packages"]
+            if any("lib" in t["kind"] or "rlib" in t["kind"] for t in p["targets"])]
+    for pkg in sorted(libs):
+        for path in offenders(pkg, BIN_ONLY, no_default_features=True):
+            errors.append(f"{pkg}'s library pulls in a binary-only crate: {path}")
     for e in errors:
         print(f"dependency check: {e}", file=sys.stderr)
     if errors:

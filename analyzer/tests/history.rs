@@ -172,6 +172,10 @@ fn sqlite_first_use_by_concurrent_writers_applies_the_schema_once() {
 }
 
 /// `.ci/run` starts a server and runs this with `--ignored`.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a test reads its environment (GAPSCOPE_TEST_POSTGRES_URL)"
+)]
 #[test]
 #[ignore = "needs PostgreSQL: set GAPSCOPE_TEST_POSTGRES_URL (.ci/run starts a server)"]
 fn postgres_history_add_list_trend_and_concurrent_first_use() {

@@ -23,6 +23,10 @@ pub struct GuiArgs {
 const GUI: &str = "gapscope-gui";
 
 /// `gapscope-gui` beside the running executable, else the first on PATH.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a binary reads its environment (PATH)"
+)]
 fn find_gui() -> Option<PathBuf> {
     let beside = std::env::current_exe()
         .ok()

@@ -107,6 +107,10 @@ fn usage_error_line(e: &clap::Error) -> String {
     format!("{message} ({})", details.join("; "))
 }
 
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a binary reads its environment (NO_COLOR)"
+)]
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,

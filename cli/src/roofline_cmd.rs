@@ -28,7 +28,7 @@ pub struct RooflineArgs {
         required_unless_present = "hw_profile"
     )]
     pub hardware: Option<String>,
-    /// Measured ceilings from `gapscope-calibrate -o PROFILE.json` instead of a datasheet.
+    /// Measured ceilings from `gapscope-engine calibrate -o PROFILE.json` instead of a datasheet.
     #[arg(long, value_name = "PROFILE.json", conflicts_with = "hardware")]
     pub hw_profile: Option<PathBuf>,
     /// Weight format: bf16, fp8, q8_0, q4_0, q4_k, nvfp4, mxfp4.

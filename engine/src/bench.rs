@@ -48,24 +48,24 @@ pub struct BenchRow {
 }
 
 /// A GPU timer from two events around enqueued work.
-struct Span {
+pub(crate) struct Span {
     a: cudarc::driver::CudaEvent,
     b: cudarc::driver::CudaEvent,
 }
 
 impl Span {
-    fn new(dev: &Device) -> Result<Self> {
+    pub(crate) fn new(dev: &Device) -> Result<Self> {
         let ev = || {
             dev.ctx
                 .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
         };
         Ok(Self { a: ev()?, b: ev()? })
     }
-    fn start(&self, dev: &Device) -> Result<()> {
+    pub(crate) fn start(&self, dev: &Device) -> Result<()> {
         self.a.record(&dev.stream)?;
         Ok(())
     }
-    fn stop_ms(&self, dev: &Device) -> Result<f64> {
+    pub(crate) fn stop_ms(&self, dev: &Device) -> Result<f64> {
         self.b.record(&dev.stream)?;
         self.b.synchronize()?;
         Ok(f64::from(self.a.elapsed_ms(&self.b)?))
@@ -103,26 +103,11 @@ pub fn calibrate_event_latency(
     be: &mut CudaBackend,
     modes: &[Timing],
     raw: bool,
-    by_length: bool,
-    by_shape: bool,
-    after_lead: bool,
 ) -> Result<Option<LatencyCalibration>> {
     if raw || !modes.contains(&Timing::Launch) {
         return Ok(None);
     }
-    let mut c = be.calibrate_event_latency(EVENT_LATENCY_REPS)?;
-    if by_length {
-        c.by_probe_length =
-            be.latency_by_probe_length(&crate::cuda::event_latency::PROBE_LENGTHS_NS, 50)?;
-    }
-    if by_shape {
-        c.by_probe_shape =
-            be.latency_by_probe_shape(&crate::cuda::event_latency::PROBE_SHAPES, 60)?;
-    }
-    if after_lead {
-        c.after_lead = be.latency_after_lead(100)?;
-    }
-    Ok(Some(c))
+    be.calibrate_event_latency(EVENT_LATENCY_REPS).map(Some)
 }
 
 /// The line the bench prints about the calibration.
@@ -143,68 +128,9 @@ pub fn event_latency_line(c: &LatencyCalibration) -> String {
     )
 }
 
-/// One diagnostic series as a line: its title, then its points.
-fn series_line(title: &str, points: impl Iterator<Item = String>) -> String {
-    format!("{title}: {}", points.collect::<Vec<_>>().join(", "))
-}
-
 /// ns as us.
 fn us(ns: i64) -> f64 {
     ns as f64 / 1e3
-}
-
-/// The line the bench prints about the latency by probe length.
-pub fn probe_length_line(c: &LatencyCalibration) -> String {
-    series_line(
-        "event latency by probe length (later/first launch, us)",
-        c.by_probe_length.iter().map(|p| {
-            format!(
-                "{:.1} us: {:.2}/{:.2}",
-                us(p.probe_ns),
-                us(p.latency_ns),
-                us(p.first_latency_ns)
-            )
-        }),
-    )
-}
-
-/// The line the bench prints about the latency after a lead kernel.
-pub fn after_lead_line(c: &LatencyCalibration) -> String {
-    series_line(
-        "event latency of the calibration probe by the kernel before it (us)",
-        c.after_lead.iter().map(|p| {
-            let lead = match p.lead {
-                None => "calibration probe".to_string(),
-                Some(k) => format!(
-                    "{:?} {}x{} ({:.1} us, own pair {:.2})",
-                    k,
-                    p.lead_shape.grid,
-                    p.lead_shape.block,
-                    us(p.lead_ns),
-                    us(p.lead_latency_ns)
-                ),
-            };
-            format!("after {lead}: {:.2}", us(p.latency_ns))
-        }),
-    )
-}
-
-/// The line the bench prints about the latency by probe shape.
-pub fn probe_shape_line(c: &LatencyCalibration) -> String {
-    series_line(
-        "event latency by probe shape (grid x block x probes in the sequence, later/first launch, us)",
-        c.by_probe_shape.iter().map(|p| {
-            format!(
-                "{}x{} x{} ({:.1} us): {:.2}/{:.2}",
-                p.shape.grid,
-                p.shape.block,
-                p.count,
-                us(p.probe_ns),
-                us(p.latency_ns),
-                us(p.first_latency_ns)
-            )
-        }),
-    )
 }
 
 /// Prompt tokens for sequence `s` of repeat `rep`.
@@ -367,7 +293,7 @@ pub fn run(
 mod tests {
     use super::*;
 
-    /// A calibration as the bench prints it, with no diagnostic series.
+    /// A calibration as the bench prints it.
     fn calibration() -> LatencyCalibration {
         LatencyCalibration {
             median_ns: 3_040,
@@ -379,9 +305,6 @@ mod tests {
             store_tail_ns: 0,
             first_mean_ns: 2_800,
             mean_ns: 3_050,
-            by_probe_length: Vec::new(),
-            by_probe_shape: Vec::new(),
-            after_lead: Vec::new(),
         }
     }
 
@@ -397,37 +320,5 @@ mod tests {
             ..c.clone()
         };
         assert!(event_latency_line(&eager).contains("n=50, stream records;"));
-    }
-
-    #[test]
-    fn after_lead_line_names_each_lead() {
-        use crate::cuda::event_latency::{CALIBRATION_SHAPE, LeadKind, LeadPoint, ProbeShape};
-        let gemv = ProbeShape {
-            grid: 528,
-            block: 256,
-        };
-        let c = LatencyCalibration {
-            after_lead: vec![
-                LeadPoint {
-                    lead: None,
-                    lead_shape: CALIBRATION_SHAPE,
-                    lead_ns: 20_300,
-                    latency_ns: 3_020,
-                    lead_latency_ns: 3_000,
-                },
-                LeadPoint {
-                    lead: Some(LeadKind::Stream),
-                    lead_shape: gemv,
-                    lead_ns: 21_400,
-                    latency_ns: 3_140,
-                    lead_latency_ns: 3_300,
-                },
-            ],
-            ..calibration()
-        };
-        assert_eq!(
-            after_lead_line(&c),
-            "event latency of the calibration probe by the kernel before it (us): after calibration probe: 3.02, after Stream 528x256 (21.4 us, own pair 3.30): 3.14"
-        );
     }
 }

@@ -101,6 +101,99 @@ impl DispatchPolicy {
     }
 }
 
+/// The keys of `DispatchPolicy`'s `key=value` form (`--dispatch`), in field order.
+pub const DISPATCH_KEYS: [&str; 5] = [
+    "mmvq_max_batch",
+    "mmq_k_major_max_k",
+    "mmq_row_major_batches",
+    "mmvq_b1_k_split_min_k",
+    "mmvq_b1_pair_min_rows_per_k",
+];
+
+impl DispatchPolicy {
+    /// Applies `key=value` overrides separated by commas (`mmvq_max_batch=4,
+    /// mmq_row_major_batches=0:0`); the keys are the field names (`DISPATCH_KEYS`), the values
+    /// batch or K sizes, and `LO:HI` for `mmq_row_major_batches`. An empty string changes
+    /// nothing. On an error `self` is unchanged.
+    pub fn apply(&mut self, overrides: &str) -> Result<(), String> {
+        let mut p = *self;
+        for item in overrides
+            .split(',')
+            .map(str::trim)
+            .filter(|i| !i.is_empty())
+        {
+            let (key, value) = item
+                .split_once('=')
+                .ok_or_else(|| format!("{item:?}: expected KEY=VALUE"))?;
+            let (key, value) = (key.trim(), value.trim());
+            let num = || {
+                value
+                    .parse::<usize>()
+                    .map_err(|e| format!("{key}={value:?}: {e}"))
+            };
+            match key {
+                "mmvq_max_batch" => p.mmvq_max_batch = num()?,
+                "mmq_k_major_max_k" => p.mmq_k_major_max_k = num()?,
+                "mmq_row_major_batches" => p.mmq_row_major_batches = parse_batch_range(value)?,
+                "mmvq_b1_k_split_min_k" => p.mmvq_b1_k_split_min_k = num()?,
+                "mmvq_b1_pair_min_rows_per_k" => p.mmvq_b1_pair_min_rows_per_k = num()?,
+                other => {
+                    return Err(format!(
+                        "unknown dispatch key {other:?}; the keys are {}",
+                        DISPATCH_KEYS.join(", ")
+                    ));
+                }
+            }
+        }
+        *self = p;
+        Ok(())
+    }
+}
+
+/// The default policy with `key=value,...` overrides applied (`DispatchPolicy::apply`).
+impl std::str::FromStr for DispatchPolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut p = Self::default();
+        p.apply(s)?;
+        Ok(p)
+    }
+}
+
+/// Every field as `key=value`, comma-separated: the form `FromStr` reads back.
+impl std::fmt::Display for DispatchPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (lo, hi) = self.mmq_row_major_batches;
+        write!(
+            f,
+            "mmvq_max_batch={},mmq_k_major_max_k={},mmq_row_major_batches={lo}:{hi},\
+             mmvq_b1_k_split_min_k={},mmvq_b1_pair_min_rows_per_k={}",
+            self.mmvq_max_batch,
+            self.mmq_k_major_max_k,
+            self.mmvq_b1_k_split_min_k,
+            self.mmvq_b1_pair_min_rows_per_k
+        )
+    }
+}
+
+/// `LO:HI` -> (LO, HI), the inclusive batch range of `mmq_row_major_batches`.
+pub fn parse_batch_range(s: &str) -> Result<(usize, usize), String> {
+    let (lo, hi) = s
+        .split_once(':')
+        .ok_or_else(|| format!("expected LO:HI (two batch sizes), got {s:?}"))?;
+    let num = |v: &str| {
+        v.trim()
+            .parse::<usize>()
+            .map_err(|e| format!("{v:?} in {s:?}: {e}"))
+    };
+    let (lo, hi) = (num(lo)?, num(hi)?);
+    if lo > hi {
+        return Err(format!("{s:?}: LO is above HI"));
+    }
+    Ok((lo, hi))
+}
+
 /// The switches a run is configured with.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Levers {
@@ -176,5 +269,78 @@ mod tests {
             ..DispatchPolicy::default()
         };
         assert_eq!(never.path(WeightFormat::Q4_0, 1), LinearPath::Mmq);
+    }
+
+    #[test]
+    fn batch_range_default_matches_the_policy_and_bad_input_says_why() {
+        assert_eq!(parse_batch_range("17:47"), Ok(MMQ_ROW_MAJOR_BATCHES));
+        assert_eq!(parse_batch_range("0:0"), Ok((0, 0)));
+        assert!(parse_batch_range("47").unwrap_err().contains("LO:HI"));
+        assert!(parse_batch_range("9:x").unwrap_err().contains("\"x\""));
+        assert!(parse_batch_range("48:17").unwrap_err().contains("above"));
+    }
+
+    #[test]
+    fn overrides_set_only_their_keys() {
+        let d = DispatchPolicy::default();
+        assert_eq!("".parse::<DispatchPolicy>(), Ok(d));
+        let p: DispatchPolicy = "mmvq_max_batch=16, mmq_row_major_batches=0:0"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            p,
+            DispatchPolicy {
+                mmvq_max_batch: 16,
+                mmq_row_major_batches: (0, 0),
+                ..d
+            }
+        );
+        let p: DispatchPolicy =
+            "mmq_k_major_max_k=0,mmvq_b1_k_split_min_k=0,mmvq_b1_pair_min_rows_per_k=3"
+                .parse()
+                .unwrap();
+        assert_eq!(
+            (
+                p.mmq_k_major_max_k,
+                p.mmvq_b1_k_split_min_k,
+                p.mmvq_b1_pair_min_rows_per_k
+            ),
+            (0, 0, 3)
+        );
+        // The printed form reads back to the same policy.
+        assert_eq!(p.to_string().parse::<DispatchPolicy>(), Ok(p));
+        assert_eq!(d.to_string().parse::<DispatchPolicy>(), Ok(d));
+        // A later key wins; apply keeps what it does not name.
+        let mut q = p;
+        q.apply("mmvq_max_batch=4,mmvq_max_batch=0").unwrap();
+        assert_eq!(
+            q,
+            DispatchPolicy {
+                mmvq_max_batch: 0,
+                ..p
+            }
+        );
+    }
+
+    #[test]
+    fn bad_overrides_name_the_problem_and_change_nothing() {
+        let e = "mmvq_batch=4".parse::<DispatchPolicy>().unwrap_err();
+        assert!(e.contains("\"mmvq_batch\""), "{e}");
+        for k in DISPATCH_KEYS {
+            assert!(e.contains(k), "{e}");
+        }
+        let e = "mmvq_max_batch".parse::<DispatchPolicy>().unwrap_err();
+        assert!(e.contains("KEY=VALUE"), "{e}");
+        let e = "mmvq_max_batch=eight"
+            .parse::<DispatchPolicy>()
+            .unwrap_err();
+        assert!(e.contains("mmvq_max_batch") && e.contains("eight"), "{e}");
+        let e = "mmq_row_major_batches=47:17"
+            .parse::<DispatchPolicy>()
+            .unwrap_err();
+        assert!(e.contains("above"), "{e}");
+        let mut p = DispatchPolicy::default();
+        assert!(p.apply("mmvq_max_batch=4,nope=1").is_err());
+        assert_eq!(p, DispatchPolicy::default());
     }
 }

@@ -2,6 +2,7 @@
 //! f32 reference backend and a CUDA backend whose every launch is recorded with its op, layer,
 //! bucket, bytes and FLOPs.
 pub mod bench;
+pub mod calibrate;
 pub mod config;
 pub mod cpu;
 pub mod cuda;

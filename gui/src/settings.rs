@@ -19,7 +19,7 @@ options:
   --step K             start the timeline zoomed to step K (0-based)
   --model CONFIG.json  the model's Hugging Face config.json, for the roofline
   --hw GPU             the roofline's GPU (h100-sxm, h200, ...; default: the trace's GPU)
-  --hw-profile P.json  measured ceilings from gapscope-calibrate instead
+  --hw-profile P.json  measured ceilings from `gapscope-engine calibrate` instead
   --weights FMT        bf16 (default), fp8, q8_0, q4_0, q4_k, nvfp4 or mxfp4
   --rules FILE         extra bucket rules (TOML), as for `gapscope report --rules`
   --max-events N       refuse Kineto/nsys inputs with more events than N

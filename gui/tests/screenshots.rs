@@ -66,6 +66,10 @@ fn inspect(p: &Path) -> (u32, u32, usize, f64) {
     )
 }
 
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a test reads its environment (GAPSCOPE_SCREENSHOT_DIR)"
+)]
 #[test]
 #[ignore = "needs a display: .ci/run runs it under xvfb-run"]
 fn every_view_renders_from_a_bundled_trace() {

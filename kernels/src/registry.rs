@@ -41,215 +41,100 @@ impl Module {
     }
 }
 
-/// Every kernel the engine launches, named `{op}_{dtype}` as in the `extern "C"` source.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kernel {
-    GetRowsBf16,
-    GetRowsF32,
-    KvGatherBf16,
-    RmsNormF32,
-    HeadRmsNormF32,
-    RopeKvAppendF32,
-    SwigluF32,
-    AddBiasF32,
-    GemvBf16,
-    GemvBf16B1,
-    GemvBf16B1Swiglu,
-    GemvBf16B1Norm,
-    GemvBf16B1SwigluNorm,
-    GemmBf16Small,
-    QuantizeQ8_1Bf16,
-    QuantizeQ8_1Bf16KMajor,
-    MmvqQ8_0,
-    MmvqQ8_0B1,
-    MmvqQ8_0B1Swiglu,
-    MmvqQ8_0B1KSplit,
-    MmvqQ8_0B1Pair,
-    MmvqQ4_0,
-    MmvqQ4_0B1,
-    MmvqQ4_0B1Swiglu,
-    MmqQ8_0,
-    MmqQ4_0,
-    MmqQ8_0KMajor,
-    MmqQ4_0KMajor,
-    AttnDecodeBf16,
-    AttnDecodeKwHd64Bf16,
-    AttnDecodeKwHd128Bf16,
-    AttnDecodeKwHd256Bf16,
-    AttnReduceF32,
-    ArgmaxF32,
-    TimingProbe,
-    TimingProbeGrid,
-    TimingProbeStream,
-    RmsNormHf,
-    HeadRmsNormHf,
-    RopeKvAppendHf,
-    AttnHfBf16,
-    HfLinearEpilogue,
-}
-
-impl Kernel {
-    pub const ALL: [Kernel; 42] = [
-        Kernel::GetRowsBf16,
-        Kernel::GetRowsF32,
-        Kernel::KvGatherBf16,
-        Kernel::RmsNormF32,
-        Kernel::HeadRmsNormF32,
-        Kernel::RopeKvAppendF32,
-        Kernel::SwigluF32,
-        Kernel::AddBiasF32,
-        Kernel::GemvBf16,
-        Kernel::GemvBf16B1,
-        Kernel::GemvBf16B1Swiglu,
-        Kernel::GemvBf16B1Norm,
-        Kernel::GemvBf16B1SwigluNorm,
-        Kernel::GemmBf16Small,
-        Kernel::QuantizeQ8_1Bf16,
-        Kernel::QuantizeQ8_1Bf16KMajor,
-        Kernel::MmvqQ8_0,
-        Kernel::MmvqQ8_0B1,
-        Kernel::MmvqQ8_0B1Swiglu,
-        Kernel::MmvqQ8_0B1KSplit,
-        Kernel::MmvqQ8_0B1Pair,
-        Kernel::MmvqQ4_0,
-        Kernel::MmvqQ4_0B1,
-        Kernel::MmvqQ4_0B1Swiglu,
-        Kernel::MmqQ8_0,
-        Kernel::MmqQ4_0,
-        Kernel::MmqQ8_0KMajor,
-        Kernel::MmqQ4_0KMajor,
-        Kernel::AttnDecodeBf16,
-        Kernel::AttnDecodeKwHd64Bf16,
-        Kernel::AttnDecodeKwHd128Bf16,
-        Kernel::AttnDecodeKwHd256Bf16,
-        Kernel::AttnReduceF32,
-        Kernel::ArgmaxF32,
-        Kernel::TimingProbe,
-        Kernel::TimingProbeGrid,
-        Kernel::TimingProbeStream,
-        Kernel::RmsNormHf,
-        Kernel::HeadRmsNormHf,
-        Kernel::RopeKvAppendHf,
-        Kernel::AttnHfBf16,
-        Kernel::HfLinearEpilogue,
-    ];
-
-    /// The symbol in the compiled module.
-    pub fn name(self) -> &'static str {
-        match self {
-            Kernel::GetRowsBf16 => "get_rows_bf16",
-            Kernel::GetRowsF32 => "get_rows_f32",
-            Kernel::KvGatherBf16 => "kv_gather_bf16",
-            Kernel::RmsNormF32 => "rms_norm_f32",
-            Kernel::HeadRmsNormF32 => "head_rms_norm_f32",
-            Kernel::RopeKvAppendF32 => "rope_kv_append_f32",
-            Kernel::SwigluF32 => "swiglu_f32",
-            Kernel::AddBiasF32 => "add_bias_f32",
-            Kernel::GemvBf16 => "gemv_bf16",
-            Kernel::GemvBf16B1 => "gemv_bf16_b1",
-            Kernel::GemvBf16B1Swiglu => "gemv_bf16_b1_swiglu",
-            Kernel::GemvBf16B1Norm => "gemv_bf16_b1_norm",
-            Kernel::GemvBf16B1SwigluNorm => "gemv_bf16_b1_swiglu_norm",
-            Kernel::GemmBf16Small => "gemm_bf16_small",
-            Kernel::QuantizeQ8_1Bf16 => "quantize_q8_1_bf16",
-            Kernel::QuantizeQ8_1Bf16KMajor => "quantize_q8_1_bf16_kmajor",
-            Kernel::MmvqQ8_0 => "mmvq_q8_0",
-            Kernel::MmvqQ8_0B1 => "mmvq_q8_0_b1",
-            Kernel::MmvqQ8_0B1Swiglu => "mmvq_q8_0_b1_swiglu",
-            Kernel::MmvqQ8_0B1KSplit => "mmvq_q8_0_b1_ksplit",
-            Kernel::MmvqQ8_0B1Pair => "mmvq_q8_0_b1_pair",
-            Kernel::MmvqQ4_0 => "mmvq_q4_0",
-            Kernel::MmvqQ4_0B1 => "mmvq_q4_0_b1",
-            Kernel::MmvqQ4_0B1Swiglu => "mmvq_q4_0_b1_swiglu",
-            Kernel::MmqQ8_0 => "mmq_q8_0",
-            Kernel::MmqQ4_0 => "mmq_q4_0",
-            Kernel::MmqQ8_0KMajor => "mmq_q8_0_kmajor",
-            Kernel::MmqQ4_0KMajor => "mmq_q4_0_kmajor",
-            Kernel::AttnDecodeBf16 => "attn_decode_bf16",
-            Kernel::AttnDecodeKwHd64Bf16 => "attn_decode_kw_hd64_bf16",
-            Kernel::AttnDecodeKwHd128Bf16 => "attn_decode_kw_hd128_bf16",
-            Kernel::AttnDecodeKwHd256Bf16 => "attn_decode_kw_hd256_bf16",
-            Kernel::AttnReduceF32 => "attn_reduce_f32",
-            Kernel::ArgmaxF32 => "argmax_f32",
-            Kernel::TimingProbe => "timing_probe",
-            Kernel::TimingProbeGrid => "timing_probe_grid",
-            Kernel::TimingProbeStream => "timing_probe_stream",
-            Kernel::RmsNormHf => "rms_norm_hf",
-            Kernel::HeadRmsNormHf => "head_rms_norm_hf",
-            Kernel::RopeKvAppendHf => "rope_kv_append_hf",
-            Kernel::AttnHfBf16 => "attn_hf_bf16",
-            Kernel::HfLinearEpilogue => "hf_linear_epilogue",
+/// Declares every module and its kernels once: the `Kernel` enum, `Kernel::ALL`,
+/// `Kernel::name` (the `extern "C"` symbol) and `MODULES` all come from this one list.
+macro_rules! kernels {
+    ($($module:literal => [$($kernel:ident = $symbol:literal),* $(,)?]),* $(,)?) => {
+        /// Every kernel the engine launches, named `{op}_{dtype}` as in the `extern "C"` source.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Kernel {
+            $($($kernel,)*)*
         }
-    }
-}
 
-macro_rules! module {
-    ($name:literal, [$($k:ident),* $(,)?]) => {
-        Module {
-            name: $name,
-            source: include_str!(concat!("../cuda/", $name, ".cu")),
-            kernels: &[$(Kernel::$k),*],
+        impl Kernel {
+            pub const ALL: [Kernel; [$($(Kernel::$kernel),*),*].len()] = [$($(Kernel::$kernel),*),*];
+
+            /// The symbol in the compiled module.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($(Kernel::$kernel => $symbol,)*)*
+                }
+            }
         }
+
+        /// All modules, in a stable order.
+        pub const MODULES: &[Module] = &[
+            $(Module {
+                name: $module,
+                source: include_str!(concat!("../cuda/", $module, ".cu")),
+                kernels: &[$(Kernel::$kernel),*],
+            }),*
+        ];
     };
 }
 
-/// All modules, in a stable order.
-pub const MODULES: &[Module] = &[
-    module!("get_rows", [GetRowsBf16, GetRowsF32, KvGatherBf16]),
-    module!("norm", [RmsNormF32, HeadRmsNormF32]),
-    module!("rope", [RopeKvAppendF32]),
-    module!("elementwise", [SwigluF32, AddBiasF32]),
-    module!(
-        "gemv",
-        [
-            GemvBf16,
-            GemvBf16B1,
-            GemvBf16B1Swiglu,
-            GemvBf16B1Norm,
-            GemvBf16B1SwigluNorm,
-            GemmBf16Small
-        ]
-    ),
-    module!("quantize", [QuantizeQ8_1Bf16, QuantizeQ8_1Bf16KMajor]),
-    module!(
-        "mmvq",
-        [
-            MmvqQ8_0,
-            MmvqQ8_0B1,
-            MmvqQ8_0B1Swiglu,
-            MmvqQ8_0B1KSplit,
-            MmvqQ8_0B1Pair,
-            MmvqQ4_0,
-            MmvqQ4_0B1,
-            MmvqQ4_0B1Swiglu
-        ]
-    ),
-    module!("mmq", [MmqQ8_0, MmqQ4_0, MmqQ8_0KMajor, MmqQ4_0KMajor]),
-    module!(
-        "attention",
-        [
-            AttnDecodeBf16,
-            AttnDecodeKwHd64Bf16,
-            AttnDecodeKwHd128Bf16,
-            AttnDecodeKwHd256Bf16,
-            AttnReduceF32
-        ]
-    ),
-    module!("sample", [ArgmaxF32]),
+kernels! {
+    "get_rows" => [
+        GetRowsBf16 = "get_rows_bf16",
+        GetRowsF32 = "get_rows_f32",
+        KvGatherBf16 = "kv_gather_bf16",
+    ],
+    "norm" => [
+        RmsNormF32 = "rms_norm_f32",
+        HeadRmsNormF32 = "head_rms_norm_f32",
+    ],
+    "rope" => [RopeKvAppendF32 = "rope_kv_append_f32"],
+    "elementwise" => [
+        SwigluF32 = "swiglu_f32",
+        AddBiasF32 = "add_bias_f32",
+    ],
+    "gemv" => [
+        GemvBf16 = "gemv_bf16",
+        GemvBf16B1 = "gemv_bf16_b1",
+        GemvBf16B1Swiglu = "gemv_bf16_b1_swiglu",
+        GemvBf16B1Norm = "gemv_bf16_b1_norm",
+        GemvBf16B1SwigluNorm = "gemv_bf16_b1_swiglu_norm",
+        GemmBf16Small = "gemm_bf16_small",
+    ],
+    "quantize" => [
+        QuantizeQ8_1Bf16 = "quantize_q8_1_bf16",
+        QuantizeQ8_1Bf16KMajor = "quantize_q8_1_bf16_kmajor",
+    ],
+    "mmvq" => [
+        MmvqQ8_0 = "mmvq_q8_0",
+        MmvqQ8_0B1 = "mmvq_q8_0_b1",
+        MmvqQ8_0B1Swiglu = "mmvq_q8_0_b1_swiglu",
+        MmvqQ8_0B1KSplit = "mmvq_q8_0_b1_ksplit",
+        MmvqQ8_0B1Pair = "mmvq_q8_0_b1_pair",
+        MmvqQ4_0 = "mmvq_q4_0",
+        MmvqQ4_0B1 = "mmvq_q4_0_b1",
+        MmvqQ4_0B1Swiglu = "mmvq_q4_0_b1_swiglu",
+    ],
+    "mmq" => [
+        MmqQ8_0 = "mmq_q8_0",
+        MmqQ4_0 = "mmq_q4_0",
+        MmqQ8_0KMajor = "mmq_q8_0_kmajor",
+        MmqQ4_0KMajor = "mmq_q4_0_kmajor",
+    ],
+    "attention" => [
+        AttnDecodeBf16 = "attn_decode_bf16",
+        AttnDecodeKwHd64Bf16 = "attn_decode_kw_hd64_bf16",
+        AttnDecodeKwHd128Bf16 = "attn_decode_kw_hd128_bf16",
+        AttnDecodeKwHd256Bf16 = "attn_decode_kw_hd256_bf16",
+        AttnReduceF32 = "attn_reduce_f32",
+    ],
+    "sample" => [ArgmaxF32 = "argmax_f32"],
     // Not an op: calibrates the latency of the per-launch timing events (engine recorder).
-    module!("timing", [TimingProbe, TimingProbeGrid, TimingProbeStream]),
+    "timing" => [TimingProbe = "timing_probe"],
     // Not on the fast path: the `hf-bf16` numerics mode (HF transformers' bf16 roundings).
-    module!(
-        "hf_numerics",
-        [
-            RmsNormHf,
-            HeadRmsNormHf,
-            RopeKvAppendHf,
-            AttnHfBf16,
-            HfLinearEpilogue
-        ]
-    ),
-];
+    "hf_numerics" => [
+        RmsNormHf = "rms_norm_hf",
+        HeadRmsNormHf = "head_rms_norm_hf",
+        RopeKvAppendHf = "rope_kv_append_hf",
+        AttnHfBf16 = "attn_hf_bf16",
+        HfLinearEpilogue = "hf_linear_epilogue",
+    ],
+}
 
 /// The module that defines `kernel`.
 pub fn module_of(kernel: Kernel) -> &'static Module {

@@ -111,6 +111,10 @@ fn assert_same(a: &Trace, b: &Trace) {
     assert_eq!(a.manifest.gpus, b.manifest.gpus);
 }
 
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a test reads its environment (GAPSCOPE_BLESS)"
+)]
 #[test]
 fn golden_v1_fixture_loads_forever() {
     let dir = golden_dir(1);

@@ -94,7 +94,7 @@ pub fn lookup(key: &str) -> Result<HardwareSpec> {
         })
 }
 
-/// Reads a hardware profile written by `gapscope-calibrate` (JSON, same fields as a table
+/// Reads a hardware profile written by `gapscope-engine calibrate` (JSON, same fields as a table
 /// entry, `ceilings = "measured"`; at most [`MAX_CONFIG_BYTES`], a regular file). Bandwidth
 /// and bf16 throughput must be positive; every figure finite and below a sanity bound.
 /// A path the calibration did not measure is 0 (see [`super::compute_peak`]).

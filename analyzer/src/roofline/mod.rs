@@ -259,7 +259,7 @@ mod tests {
             (TensorPath::Fp8, 1978.9, None)
         );
         assert_eq!(TensorPath::of(WeightFormat::Q4K), TensorPath::Int8);
-        // A measured profile without fp8 (as gapscope-calibrate writes it): the datasheet
+        // A measured profile without fp8 (as `gapscope-engine calibrate` writes it): the datasheet
         // fp8 peak of the same GPU, said so.
         let mut measured = h200.clone();
         measured.name = "NVIDIA H200".into();

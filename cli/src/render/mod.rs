@@ -26,6 +26,10 @@ pub use gapscope_analyzer::analysis::steps::{cut, short};
 
 /// Columns of the terminal stdout writes to; `None` when stdout is not a terminal (pipes
 /// and files get whole lines). `COLUMNS` overrides what the terminal reports.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a binary reads its environment (COLUMNS)"
+)]
 pub fn terminal_width() -> Option<usize> {
     use std::io::IsTerminal;
     if !std::io::stdout().is_terminal() {

@@ -66,6 +66,11 @@ pub fn parse_override(v: &str, head_dim: usize) -> Result<(usize, usize)> {
 }
 
 /// GAPSCOPE_ATTENTION_SHAPE from the environment, if set.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the last environment read in the engine library: CudaBackend::new calls this \
+              until it takes the override as a setting from the binary"
+)]
 pub fn override_from_env(head_dim: usize) -> Result<Option<(usize, usize)>> {
     match std::env::var("GAPSCOPE_ATTENTION_SHAPE") {
         Ok(v) => parse_override(&v, head_dim).map(Some),

@@ -133,27 +133,56 @@ pub struct Device {
     _modules: Vec<Arc<CudaModule>>,
     /// How many modules came from the on-disk cache (the rest were compiled now).
     pub cached_modules: usize,
+    /// Modules whose source came (wholly or in part) from `KernelSource::dir`; the binary says
+    /// so on stderr.
+    pub modules_from_dir: Vec<&'static str>,
     /// Resident blocks per SM, per kernel at its `launch_block` size (grid-stride sizing).
     occupancy: HashMap<Kernel, u32>,
     /// Registers per thread and static shared memory per block, as compiled for this GPU.
     attrs: HashMap<Kernel, (u32, u32)>,
 }
 
-fn cache_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("GAPSCOPE_KERNEL_CACHE") {
-        return PathBuf::from(d);
+/// Where the kernels' CUDA source and compiled PTX come from. The library reads no environment:
+/// the binary fills this from its flags and environment (`gapscope-engine`'s `EnvVars`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KernelSource {
+    /// A directory whose `{module}.cu` and `common.cuh` replace the built-in sources where it
+    /// has them (kernel A/B runs compare a variant without rebuilding); `None`: built-in only.
+    pub dir: Option<PathBuf>,
+    /// The on-disk PTX cache, keyed by source hash and GPU arch; `None` compiles every module
+    /// on each open.
+    pub cache: Option<PathBuf>,
+}
+
+impl KernelSource {
+    /// The cache directory when none is named: `$XDG_CACHE_HOME/gapscope/kernels`, else
+    /// `$HOME/.cache/gapscope/kernels`, else `gapscope-kernels` in the system temp directory.
+    /// The caller passes the two variables' values.
+    pub fn default_cache(xdg_cache_home: Option<PathBuf>, home: Option<PathBuf>) -> PathBuf {
+        if let Some(d) = xdg_cache_home {
+            return d.join("gapscope/kernels");
+        }
+        home.map(|h| h.join(".cache/gapscope/kernels"))
+            .unwrap_or_else(|| std::env::temp_dir().join("gapscope-kernels"))
     }
-    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
-        return PathBuf::from(d).join("gapscope/kernels");
-    }
-    std::env::var_os("HOME")
-        .map(|h| PathBuf::from(h).join(".cache/gapscope/kernels"))
-        .unwrap_or_else(|| std::env::temp_dir().join("gapscope-kernels"))
 }
 
 impl Device {
-    /// Opens GPU `ordinal` and compiles (or loads from cache) every kernel module.
+    /// Opens GPU `ordinal` with the built-in kernel sources, cached in the system temp
+    /// directory (`KernelSource::default_cache(None, None)`). Library callers and tests use
+    /// this; the binary opens with the source its flags and environment choose (`open_with`).
     pub fn open(ordinal: usize) -> Result<Self> {
+        Self::open_with(
+            ordinal,
+            &KernelSource {
+                dir: None,
+                cache: Some(KernelSource::default_cache(None, None)),
+            },
+        )
+    }
+
+    /// Opens GPU `ordinal` and compiles (or loads from `source.cache`) every kernel module.
+    pub fn open_with(ordinal: usize, source: &KernelSource) -> Result<Self> {
         // cudarc panics on a missing library; check first and say which one.
         if !unsafe { sys::is_culib_present() } {
             return Err(EngineError::Cuda(
@@ -186,28 +215,30 @@ impl Device {
             driver_version,
         };
         let arch: &'static str = Box::leak(format!("sm_{}{}", cc.0, cc.1).into_boxed_str());
-        let dir = cache_dir();
         let mut funcs = HashMap::new();
         let mut modules = Vec::new();
         let mut cached = 0;
-        let override_dir = std::env::var_os("GAPSCOPE_KERNEL_DIR").map(PathBuf::from);
+        let mut from_dir = Vec::new();
         for m in MODULES {
-            let src = match &override_dir {
+            let src = match &source.dir {
                 Some(dir) => {
                     let (src, used) = m
                         .source_from(dir)
                         .map_err(|e| EngineError::io(dir.join(format!("{}.cu", m.name)), e))?;
                     if used {
-                        eprintln!("kernels: {} from {}", m.name, dir.display());
+                        from_dir.push(m.name);
                     }
                     src
                 }
                 None => m.full_source(),
             };
             let key = source_hash(&[&src, arch, "v1"]);
-            let path = dir.join(format!("{}-{arch}-{key:016x}.ptx", m.name));
-            let ptx = match std::fs::read_to_string(&path) {
-                Ok(text) if text.contains(".entry") => {
+            let path = source
+                .cache
+                .as_ref()
+                .map(|dir| dir.join(format!("{}-{arch}-{key:016x}.ptx", m.name)));
+            let ptx = match path.as_ref().map(std::fs::read_to_string) {
+                Some(Ok(text)) if text.contains(".entry") => {
                     cached += 1;
                     Ptx::from_src(text)
                 }
@@ -218,16 +249,18 @@ impl Device {
                         ..Default::default()
                     };
                     let ptx = cudarc::nvrtc::compile_ptx_with_opts(&src, opts).map_err(|e| {
-                        EngineError::Cuda(format!(
-                            "NVRTC failed on kernels/cuda/{}.cu: {e:?}",
-                            m.name
-                        ))
+                        EngineError::Compile {
+                            module: m.name,
+                            source: e,
+                        }
                     })?;
                     // The cache is an optimisation: a read-only home just compiles each run.
-                    if std::fs::create_dir_all(&dir).is_ok() {
+                    if let (Some(dir), Some(path)) = (&source.cache, &path)
+                        && std::fs::create_dir_all(dir).is_ok()
+                    {
                         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
                         if std::fs::write(&tmp, ptx.to_src()).is_ok() {
-                            let _ = std::fs::rename(&tmp, &path);
+                            let _ = std::fs::rename(&tmp, path);
                         }
                     }
                     ptx
@@ -279,6 +312,7 @@ impl Device {
             funcs,
             _modules: modules,
             cached_modules: cached,
+            modules_from_dir: from_dir,
             occupancy,
             attrs,
         })

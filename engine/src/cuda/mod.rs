@@ -11,6 +11,6 @@ pub mod recorder;
 pub mod weights;
 
 pub use backend::{Capacity, CudaBackend};
-pub use device::{DevBuf, Device, DeviceInfo};
+pub use device::{DevBuf, Device, DeviceInfo, KernelSource};
 pub use event_latency::LatencyCalibration;
 pub use recorder::Timing;

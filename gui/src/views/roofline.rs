@@ -108,7 +108,7 @@ pub fn show(ui: &mut Ui, st: &mut RooflineState, docs: &[&Loaded]) {
         let r = ui.add(
             egui::TextEdit::singleline(&mut st.profile_text)
                 .desired_width(160.0)
-                .hint_text("gapscope-calibrate output"),
+                .hint_text("gapscope-engine calibrate output"),
         );
         if r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) {
             if st.profile_text.is_empty() {

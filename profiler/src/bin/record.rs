@@ -141,7 +141,7 @@ fn main() -> ExitCode {
     match run(&args) {
         Ok(code) => code,
         Err((msg, code)) => {
-            eprintln!("gapscope-record: {msg}");
+            eprintln!("gapscope-record: error: {msg}");
             ExitCode::from(code)
         }
     }
@@ -214,6 +214,10 @@ fn print_summary(sum: &AssembleSummary) {
     }
 }
 
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a binary reads its environment (the injection variables it forwards)"
+)]
 fn run(a: &Args) -> Result<ExitCode, (String, u8)> {
     let usage = |m: String| (m, EXIT_USAGE);
     if let Some(spool) = &a.from_spool {

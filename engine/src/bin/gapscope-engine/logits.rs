@@ -1,0 +1,111 @@
+//! `gapscope-engine logits`: teacher-forced logits over a token file, for comparison with HF
+//! transformers: a prefill of the prompt, then one decode step per remaining token; raw
+//! little-endian f32 rows to `--out`.
+
+use crate::args::{BackendKind, ModelArgs, load, numerics_parser};
+use crate::decoder::{self, Decoder};
+use gapscope_engine::dispatch::Levers;
+use gapscope_engine::model::Batch;
+use gapscope_engine::{EngineError, Numerics, Result, WeightFormat};
+use gapscope_traces::Phase;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct LogitsArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    #[arg(long)]
+    tokens: PathBuf,
+    #[arg(long)]
+    out: PathBuf,
+    #[arg(long, value_enum, default_value = "cuda")]
+    backend: BackendKind,
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+    /// Where activations are rounded: `engine` (f32 residual stream, the engine's own) or
+    /// `hf-bf16` (every op output rounded to bf16 as HF transformers' bf16 eager forward
+    /// does, unfused; bf16 weights only) to compare logits with HF exactly.
+    #[arg(long, default_value_t = Numerics::Engine, value_parser = numerics_parser())]
+    numerics: Numerics,
+}
+
+pub fn run(a: LogitsArgs) -> Result<ExitCode> {
+    // Before loading: a quantized model is refused without reading its weights.
+    if a.numerics == Numerics::HfBf16
+        && WeightFormat::parse(&a.model.weights) != Some(WeightFormat::Bf16)
+    {
+        return Err(EngineError::invalid(format!(
+            "--numerics hf-bf16 reproduces HF's bf16 forward and needs --weights bf16, not {}",
+            a.model.weights
+        )));
+    }
+    let (cfg, w) = load(&a.model)?;
+    let (pl, toks) = read_tokens(&a.tokens)?;
+    let mut dec = decoder::open(decoder::Open {
+        cfg: &cfg,
+        w: &w,
+        backend: a.backend,
+        numerics: Some(a.numerics),
+        levers: Levers::default(),
+        device: a.device,
+        max_ctx: toks.len() + 1,
+        max_rows: pl,
+    })?;
+    let rows = teacher_forced(dec.as_mut(), pl, &toks)?;
+    let bytes: Vec<u8> = rows.iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(&a.out, bytes).map_err(|e| EngineError::io(&a.out, e))?;
+    println!(
+        "wrote {} rows of {} logits ({} numerics) to {}",
+        rows.len() / cfg.vocab,
+        cfg.vocab,
+        a.numerics.name(),
+        a.out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The logits after the prompt (a prefill of its `pl` tokens), then after each later token
+/// (one decode step each, fed the file's token, not the sampled one).
+fn teacher_forced(dec: &mut dyn Decoder, pl: usize, toks: &[i32]) -> Result<Vec<f32>> {
+    let mut out = Vec::new();
+    for i in 0..toks.len() - pl {
+        let (b, phase) = if i == 0 {
+            (Batch::prefill(&[toks[..pl].to_vec()]), Phase::Prefill)
+        } else {
+            (
+                Batch::decode(vec![toks[pl + i - 1]], vec![(pl + i - 1) as i32]),
+                Phase::Decode,
+            )
+        };
+        dec.run_batch(&b, phase, i as i64, true)?;
+        out.extend(dec.logits()?);
+    }
+    Ok(out)
+}
+
+/// `{"prompt_len": P, "tokens": [...]}`, with P in 1..len(tokens).
+fn read_tokens(p: &Path) -> Result<(usize, Vec<i32>)> {
+    let text = std::fs::read_to_string(p).map_err(|e| EngineError::io(p, e))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| EngineError::invalid(format!("{}: {e}", p.display())))?;
+    let pl = v["prompt_len"]
+        .as_u64()
+        .ok_or_else(|| EngineError::invalid(format!("{}: no prompt_len", p.display())))?
+        as usize;
+    let toks: Vec<i32> = v["tokens"]
+        .as_array()
+        .ok_or_else(|| EngineError::invalid(format!("{}: no tokens array", p.display())))?
+        .iter()
+        .map(|t| t.as_i64().map(|x| x as i32))
+        .collect::<Option<_>>()
+        .ok_or_else(|| EngineError::invalid(format!("{}: tokens must be integers", p.display())))?;
+    if pl == 0 || pl >= toks.len() {
+        return Err(EngineError::invalid(format!(
+            "{}: prompt_len {pl} must be in 1..{}",
+            p.display(),
+            toks.len()
+        )));
+    }
+    Ok((pl, toks))
+}

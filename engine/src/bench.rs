@@ -113,17 +113,12 @@ pub fn calibrate_event_latency(
 /// The line the bench prints about the calibration.
 pub fn event_latency_line(c: &LatencyCalibration) -> String {
     format!(
-        "event latency: {:.2} us mean, {:.2} us median ({:.2}-{:.2}, n={}, {}; {:.2} us for a step's first launch), subtracted from each timed launch",
+        "event latency: {:.2} us mean, {:.2} us median ({:.2}-{:.2}, n={}, stream records; {:.2} us for a step's first launch), subtracted from each timed launch",
         us(c.mean_ns),
         us(c.median_ns),
         us(c.min_ns),
         us(c.max_ns),
         c.n,
-        if c.graphs {
-            "graph nodes"
-        } else {
-            "stream records"
-        },
         us(c.first_mean_ns)
     )
 }
@@ -300,7 +295,6 @@ mod tests {
             min_ns: 2_910,
             max_ns: 3_220,
             n: 50,
-            graphs: true,
             probe_ns: 20_000,
             store_tail_ns: 0,
             first_mean_ns: 2_800,
@@ -313,12 +307,7 @@ mod tests {
         let c = calibration();
         assert_eq!(
             event_latency_line(&c),
-            "event latency: 3.05 us mean, 3.04 us median (2.91-3.22, n=50, graph nodes; 2.80 us for a step's first launch), subtracted from each timed launch"
+            "event latency: 3.05 us mean, 3.04 us median (2.91-3.22, n=50, stream records; 2.80 us for a step's first launch), subtracted from each timed launch"
         );
-        let eager = LatencyCalibration {
-            graphs: false,
-            ..c.clone()
-        };
-        assert!(event_latency_line(&eager).contains("n=50, stream records;"));
     }
 }

@@ -29,6 +29,11 @@ pub struct DispatchPolicy {
     /// Batch-1 Q8_0 linears with at least this many rows per column of K (and no K-split)
     /// use the contiguous-load MMVQ entry (`linear::b1_entry`); same bits.
     pub mmvq_b1_pair_min_rows_per_k: usize,
+    /// Pins decode attention to `(key lanes, splits)` instead of the per-batch choice of
+    /// `attention_shape::decode_shape` (tuning runs only; `None`, the default, chooses). Same
+    /// bits only where the split count is unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_shape: Option<(usize, usize)>,
 }
 
 /// Defaults of the MMQ layout policy, from `gapscope-engine kbench`'s layout table and the
@@ -66,6 +71,7 @@ impl Default for DispatchPolicy {
             mmq_row_major_batches: MMQ_ROW_MAJOR_BATCHES,
             mmvq_b1_k_split_min_k: MMVQ_B1_K_SPLIT_MIN_K,
             mmvq_b1_pair_min_rows_per_k: MMVQ_B1_PAIR_MIN_ROWS_PER_K,
+            attention_shape: None,
         }
     }
 }
@@ -102,12 +108,13 @@ impl DispatchPolicy {
 }
 
 /// The keys of `DispatchPolicy`'s `key=value` form (`--dispatch`), in field order.
-pub const DISPATCH_KEYS: [&str; 5] = [
+pub const DISPATCH_KEYS: [&str; 6] = [
     "mmvq_max_batch",
     "mmq_k_major_max_k",
     "mmq_row_major_batches",
     "mmvq_b1_k_split_min_k",
     "mmvq_b1_pair_min_rows_per_k",
+    "attention_shape",
 ];
 
 impl DispatchPolicy {
@@ -137,6 +144,7 @@ impl DispatchPolicy {
                 "mmq_row_major_batches" => p.mmq_row_major_batches = parse_batch_range(value)?,
                 "mmvq_b1_k_split_min_k" => p.mmvq_b1_k_split_min_k = num()?,
                 "mmvq_b1_pair_min_rows_per_k" => p.mmvq_b1_pair_min_rows_per_k = num()?,
+                "attention_shape" => p.attention_shape = Some(parse_pair(value, "KW:SPLITS")?),
                 other => {
                     return Err(format!(
                         "unknown dispatch key {other:?}; the keys are {}",
@@ -173,21 +181,30 @@ impl std::fmt::Display for DispatchPolicy {
             self.mmq_k_major_max_k,
             self.mmvq_b1_k_split_min_k,
             self.mmvq_b1_pair_min_rows_per_k
-        )
+        )?;
+        if let Some((kw, splits)) = self.attention_shape {
+            write!(f, ",attention_shape={kw}:{splits}")?;
+        }
+        Ok(())
     }
 }
 
-/// `LO:HI` -> (LO, HI), the inclusive batch range of `mmq_row_major_batches`.
-pub fn parse_batch_range(s: &str) -> Result<(usize, usize), String> {
-    let (lo, hi) = s
+/// `A:B` -> (A, B), two sizes; `form` names them in the error (`LO:HI`, `KW:SPLITS`).
+fn parse_pair(s: &str, form: &str) -> Result<(usize, usize), String> {
+    let (a, b) = s
         .split_once(':')
-        .ok_or_else(|| format!("expected LO:HI (two batch sizes), got {s:?}"))?;
+        .ok_or_else(|| format!("expected {form} (two sizes), got {s:?}"))?;
     let num = |v: &str| {
         v.trim()
             .parse::<usize>()
             .map_err(|e| format!("{v:?} in {s:?}: {e}"))
     };
-    let (lo, hi) = (num(lo)?, num(hi)?);
+    Ok((num(a)?, num(b)?))
+}
+
+/// `LO:HI` -> (LO, HI), the inclusive batch range of `mmq_row_major_batches`.
+pub fn parse_batch_range(s: &str) -> Result<(usize, usize), String> {
+    let (lo, hi) = parse_pair(s, "LO:HI")?;
     if lo > hi {
         return Err(format!("{s:?}: LO is above HI"));
     }

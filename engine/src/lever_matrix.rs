@@ -172,6 +172,48 @@ mod tests {
     }
 
     #[test]
+    fn the_matrix_runs_every_threshold_then_the_forced_entries() {
+        let d = DispatchPolicy::default();
+        let m: Vec<_> = levers_command_matrix(&[0, 4, 8, 16, 256])
+            .iter()
+            .map(|l| {
+                let p = l.dispatch;
+                let t = (l.graphs, l.paged_kv, p.mmvq_max_batch, l.fusion);
+                (
+                    t.0,
+                    t.1,
+                    t.2,
+                    t.3,
+                    p.mmvq_b1_k_split_min_k,
+                    p.mmvq_b1_pair_min_rows_per_k,
+                )
+            })
+            .collect();
+        // 2 graphs x 2 KV layouts x 5 thresholds, 4 without fusion, 2 K-split, 2 pair.
+        assert_eq!(m.len(), 20 + 4 + 2 + 2);
+        assert_eq!(
+            m[0],
+            (
+                true,
+                true,
+                0,
+                true,
+                d.mmvq_b1_k_split_min_k,
+                d.mmvq_b1_pair_min_rows_per_k
+            )
+        );
+        assert_eq!(m.iter().filter(|s| !s.3).count(), 4);
+        assert!(m.iter().filter(|s| !s.3).all(|s| s.2 == d.mmvq_max_batch));
+        assert_eq!(
+            m[m.len() - 2..],
+            [
+                (true, true, d.mmvq_max_batch, true, usize::MAX, 0),
+                (true, true, d.mmvq_max_batch, true, usize::MAX, usize::MAX)
+            ]
+        );
+    }
+
+    #[test]
     fn the_command_matrix_is_the_one_its_loops_built() {
         for thresholds in [vec![8], vec![0, 4, 8, 64], vec![]] {
             assert_eq!(

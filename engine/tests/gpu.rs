@@ -138,9 +138,8 @@ fn event_latency_is_calibrated_and_subtracted() {
         max_ctx: 17,
         max_rows: 8,
     };
-    // Graphs with launch-timed steps run eagerly (the default), graphs with the timed steps
-    // replayed as graphs of event nodes, and no graphs.
-    for (graphs, in_graph) in [(true, false), (true, true), (false, false)] {
+    // Under graphs, launch-timed steps run eagerly, as without graphs.
+    for graphs in [true, false] {
         let lv = Levers {
             graphs,
             ..Levers::default()
@@ -148,9 +147,8 @@ fn event_latency_is_calibrated_and_subtracted() {
         let mut be =
             CudaBackend::new(Device::open(0).unwrap(), &cfg, &w, lv, cap, Timing::Launch).unwrap();
         be.rec.sample_every = 1;
-        be.timed_steps_in_graphs = in_graph;
         let c = be.calibrate_event_latency(20).unwrap();
-        assert_eq!((c.n, c.graphs), (20, graphs && in_graph));
+        assert_eq!(c.n, 20);
         assert!((1..=20_000).contains(&c.median_ns), "{c:?}");
         assert!(c.min_ns <= c.median_ns && c.median_ns <= c.max_ns, "{c:?}");
         assert!(c.probe_ns >= 20_000, "{c:?}");
@@ -172,9 +170,9 @@ fn event_latency_is_calibrated_and_subtracted() {
                 None,
                 |recs| {
                     for r in recs.iter().filter(|r| r.launch_timed) {
-                        // Launch-timed decode steps replay a graph only when asked to.
+                        // Launch-timed decode steps never replay a graph.
                         if r.phase == Phase::Decode {
-                            assert_eq!(r.graph_id != 0, graphs && in_graph, "step {}", r.step);
+                            assert_eq!(r.graph_id, 0, "step {}", r.step);
                         }
                         for l in &r.launches {
                             assert!(l.gpu_end_ns >= l.gpu_start_ns, "{}", l.meta.name);
@@ -189,7 +187,7 @@ fn event_latency_is_calibrated_and_subtracted() {
         }
         assert!(
             total[0] < total[1],
-            "graphs={graphs} in_graph={in_graph}: corrected {} ns vs raw {} ns",
+            "graphs={graphs}: corrected {} ns vs raw {} ns",
             total[0],
             total[1]
         );

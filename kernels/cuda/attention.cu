@@ -5,7 +5,7 @@
 //
 // Each split covers positions [split * chunk, (split + 1) * chunk). With splits == 1 the kernel
 // writes the normalised bf16 output; otherwise partial (acc, max, sum), which the last split
-// block combines when `counters` is given, or attn_reduce_f32 otherwise.
+// block to finish combines (its ticket in `counters`).
 
 #define ATT_THREADS 128
 #define ATT_WARPS (ATT_THREADS / 32)
@@ -230,7 +230,6 @@ __device__ __forceinline__ void attn_decode_body(
             part_ml[base * 2 + 1] = l;
         }
     }
-    if (counters == 0) return;  // attn_reduce_f32 combines the splits
     // The last split block to finish combines all splits of its heads (one launch, no
     // separate reduce kernel); it resets the counter for the next launch.
     __shared__ int is_last;
@@ -361,23 +360,4 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS * ATT_MAX_KW) attn_deco
 extern "C" __global__ void __launch_bounds__(ATT_THREADS * ATT_MAX_KW / 2) attn_decode_kw_hd256_bf16(
     ATT_PARAMS) {
     attn_decode_kw<8, ATT_THREADS * ATT_MAX_KW / 2>(ATT_ARGS);
-}
-
-// Combine split partials: grid = rows * nq, block = hd threads.
-extern "C" __global__ void attn_reduce_f32(const float* __restrict__ part_acc, const float* __restrict__ part_ml,
-                                           bf16_t* __restrict__ out, int splits, int hd) {
-    pdl_enter();
-    const i64 rh = blockIdx.x;
-    const int d = threadIdx.x;
-    float M = -INFINITY;
-    for (int s = 0; s < splits; ++s) M = fmaxf(M, part_ml[(rh * splits + s) * 2]);
-    float L = 0.0f, a = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-        const float m = part_ml[(rh * splits + s) * 2];
-        if (m == -INFINITY) continue;
-        const float w = expf(m - M);
-        L += w * part_ml[(rh * splits + s) * 2 + 1];
-        a += w * part_acc[(rh * splits + s) * hd + d];
-    }
-    out[rh * hd + d] = f32_to_bf16(a / L);
 }

@@ -190,38 +190,17 @@ __device__ __forceinline__ void mmq_impl(const u8* __restrict__ qw, const f16_t*
 // in the _kmajor entries (qx [K/32, nb, 32], dx and sx [K/32, nb], quantize_q8_1_bf16_kmajor);
 // separate entries, so each layout gets its own register allocation.
 // y [nb, N] f32. grid = (ceil(nb / MMQ_BN), ceil(N / 16)), block = 32 * MMQ_WARPS. K % 32 == 0.
-extern "C" __global__ void __launch_bounds__(128) mmq_q8_0(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
-                                                          const i8* __restrict__ qx, const float* __restrict__ dx,
-                                                          const float* __restrict__ sx, float* __restrict__ y,
-                                                          const float* __restrict__ bias, int N, int K, int nb,
-                                                          int mode) {
-    __shared__ double red[MMQ_WARPS - 1][MMQ_BN / 2][32];  // split-K partials of warps 1..3
-    MMQ_NT_CASES(false, false)
-}
+// Q4: the weights are Q4_0 (else Q8_0); KM: the activations are k-major.
+#define MMQ_ENTRY(NAME, Q4, KM)                                                                 \
+    extern "C" __global__ void __launch_bounds__(128) NAME(                                     \
+        const u8* __restrict__ qw, const f16_t* __restrict__ dw, const i8* __restrict__ qx,     \
+        const float* __restrict__ dx, const float* __restrict__ sx, float* __restrict__ y,      \
+        const float* __restrict__ bias, int N, int K, int nb, int mode) {                       \
+        __shared__ double red[MMQ_WARPS - 1][MMQ_BN / 2][32]; /* split-K partials of warps 1..3 */ \
+        MMQ_NT_CASES(Q4, KM)                                                                    \
+    }
 
-extern "C" __global__ void __launch_bounds__(128) mmq_q4_0(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
-                                                          const i8* __restrict__ qx, const float* __restrict__ dx,
-                                                          const float* __restrict__ sx, float* __restrict__ y,
-                                                          const float* __restrict__ bias, int N, int K, int nb,
-                                                          int mode) {
-    __shared__ double red[MMQ_WARPS - 1][MMQ_BN / 2][32];  // split-K partials of warps 1..3
-    MMQ_NT_CASES(true, false)
-}
-
-extern "C" __global__ void __launch_bounds__(128) mmq_q8_0_kmajor(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
-                                                          const i8* __restrict__ qx, const float* __restrict__ dx,
-                                                          const float* __restrict__ sx, float* __restrict__ y,
-                                                          const float* __restrict__ bias, int N, int K, int nb,
-                                                          int mode) {
-    __shared__ double red[MMQ_WARPS - 1][MMQ_BN / 2][32];  // split-K partials of warps 1..3
-    MMQ_NT_CASES(false, true)
-}
-
-extern "C" __global__ void __launch_bounds__(128) mmq_q4_0_kmajor(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
-                                                          const i8* __restrict__ qx, const float* __restrict__ dx,
-                                                          const float* __restrict__ sx, float* __restrict__ y,
-                                                          const float* __restrict__ bias, int N, int K, int nb,
-                                                          int mode) {
-    __shared__ double red[MMQ_WARPS - 1][MMQ_BN / 2][32];  // split-K partials of warps 1..3
-    MMQ_NT_CASES(true, true)
-}
+MMQ_ENTRY(mmq_q8_0, false, false)
+MMQ_ENTRY(mmq_q4_0, true, false)
+MMQ_ENTRY(mmq_q8_0_kmajor, false, true)
+MMQ_ENTRY(mmq_q4_0_kmajor, true, true)

@@ -336,66 +336,39 @@ __device__ __forceinline__ void mmvq_q8_0_b1_ksplit_impl(const i8* __restrict__ 
 #define CALL_Q8(NB, R) mmvq_q8_0_impl<NB, R>(qw, dw, qx, dx, y, yh, bias, n_out, K, mode)
 #define CALL_Q4(NB, R) mmvq_q4_0_impl<NB, R>(qw, dw, qx, dx, sx, y, yh, bias, n_out, K, mode)
 
+// One entry: the shared signature (weights of type QT), launch bounds BOUNDS, and the body
+// that follows the macro. Every entry takes the same arguments, so the host launches any of
+// them with one argument list (linear.rs).
+#define MMVQ_ENTRY(NAME, QT, BOUNDS)                                                            \
+    extern "C" __global__ void __launch_bounds__ BOUNDS NAME(                                   \
+        const QT* __restrict__ qw, const f16_t* __restrict__ dw, const i8* __restrict__ qx,     \
+        const float* __restrict__ dx, const float* __restrict__ sx, float* __restrict__ y,      \
+        bf16_t* __restrict__ yh, const float* __restrict__ bias, int n_out, int K, int nb, int mode)
+
 // Batch-1 entries, one per output shape (plain rows, or gate/up pairs for the SwiGLU
 // epilogue), so each gets its own register allocation and occupancy (see gemv_bf16_b1).
-extern "C" __global__ void __launch_bounds__(128) mmvq_q8_0_b1(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
-                                                              const i8* __restrict__ qx, const float* __restrict__ dx,
-                                                              const float* __restrict__ sx, float* __restrict__ y,
-                                                              bf16_t* __restrict__ yh, const float* __restrict__ bias,
-                                                              int n_out, int K, int nb, int mode) {
-    CALL_Q8(1, 1);
-}
+MMVQ_ENTRY(mmvq_q8_0_b1, i8, (128)) { CALL_Q8(1, 1); }
 
-extern "C" __global__ void __launch_bounds__(128) mmvq_q8_0_b1_swiglu(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
-                                                                     const i8* __restrict__ qx, const float* __restrict__ dx,
-                                                                     const float* __restrict__ sx, float* __restrict__ y,
-                                                                     bf16_t* __restrict__ yh, const float* __restrict__ bias,
-                                                                     int n_out, int K, int nb, int mode) {
-    CALL_Q8(1, 2);
-}
+MMVQ_ENTRY(mmvq_q8_0_b1_swiglu, i8, (128)) { CALL_Q8(1, 2); }
 
 // block = 32 * MMVQ_WARPS, any grid.x (warps stride over outputs): mmvq_q8_0_b1 with contiguous
 // lane-pair loads, for linears with many rows (DispatchPolicy::mmvq_b1_pair_min_rows_per_k).
-extern "C" __global__ void __launch_bounds__(128) mmvq_q8_0_b1_pair(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
-                                                                   const i8* __restrict__ qx, const float* __restrict__ dx,
-                                                                   const float* __restrict__ sx, float* __restrict__ y,
-                                                                   bf16_t* __restrict__ yh, const float* __restrict__ bias,
-                                                                   int n_out, int K, int nb, int mode) {
+MMVQ_ENTRY(mmvq_q8_0_b1_pair, i8, (128)) {
     mmvq_q8_0_b1_pair_impl<1>(qw, dw, qx, dx, y, yh, bias, n_out, K, mode);
 }
 
 // block = 32 * MMVQ_B1_WARPS, any grid.x (blocks stride over tiles of MMVQ_B1_ROWS outputs).
 // At most 3 blocks per SM: the register budget of 4 (64) spills, and measured slower.
-extern "C" __global__ void __launch_bounds__(256, 3) mmvq_q8_0_b1_ksplit(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
-                                                                        const i8* __restrict__ qx, const float* __restrict__ dx,
-                                                                        const float* __restrict__ sx, float* __restrict__ y,
-                                                                        bf16_t* __restrict__ yh, const float* __restrict__ bias,
-                                                                        int n_out, int K, int nb, int mode) {
+MMVQ_ENTRY(mmvq_q8_0_b1_ksplit, i8, (256, 3)) {
     mmvq_q8_0_b1_ksplit_impl(qw, dw, qx, dx, y, yh, bias, n_out, K, mode);
 }
 
-extern "C" __global__ void __launch_bounds__(128) mmvq_q4_0_b1(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
-                                                              const i8* __restrict__ qx, const float* __restrict__ dx,
-                                                              const float* __restrict__ sx, float* __restrict__ y,
-                                                              bf16_t* __restrict__ yh, const float* __restrict__ bias,
-                                                              int n_out, int K, int nb, int mode) {
-    CALL_Q4(1, 1);
-}
+MMVQ_ENTRY(mmvq_q4_0_b1, u8, (128)) { CALL_Q4(1, 1); }
 
-extern "C" __global__ void __launch_bounds__(128) mmvq_q4_0_b1_swiglu(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
-                                                                     const i8* __restrict__ qx, const float* __restrict__ dx,
-                                                                     const float* __restrict__ sx, float* __restrict__ y,
-                                                                     bf16_t* __restrict__ yh, const float* __restrict__ bias,
-                                                                     int n_out, int K, int nb, int mode) {
-    CALL_Q4(1, 2);
-}
+MMVQ_ENTRY(mmvq_q4_0_b1_swiglu, u8, (128)) { CALL_Q4(1, 2); }
 
 // block = 32 * MMVQ_WARPS, any grid.x (warps stride over outputs); output modes as gemv_bf16.
-extern "C" __global__ void __launch_bounds__(128) mmvq_q8_0(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
-                                                           const i8* __restrict__ qx, const float* __restrict__ dx,
-                                                           const float* __restrict__ sx, float* __restrict__ y,
-                                                           bf16_t* __restrict__ yh, const float* __restrict__ bias,
-                                                           int n_out, int K, int nb, int mode) {
+MMVQ_ENTRY(mmvq_q8_0, i8, (128)) {
     if (mode == OUT_SWIGLU) {
         MMVQ_CASES(CALL_Q8, 2)
     } else {
@@ -403,11 +376,7 @@ extern "C" __global__ void __launch_bounds__(128) mmvq_q8_0(const i8* __restrict
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128) mmvq_q4_0(const u8* __restrict__ qw, const f16_t* __restrict__ dw,
-                                                           const i8* __restrict__ qx, const float* __restrict__ dx,
-                                                           const float* __restrict__ sx, float* __restrict__ y,
-                                                           bf16_t* __restrict__ yh, const float* __restrict__ bias,
-                                                           int n_out, int K, int nb, int mode) {
+MMVQ_ENTRY(mmvq_q4_0, u8, (128)) {
     if (mode == OUT_SWIGLU) {
         MMVQ_CASES(CALL_Q4, 2)
     } else {

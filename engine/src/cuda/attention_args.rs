@@ -72,7 +72,7 @@ pub struct AttnArgs {
     pub out: u64,
     pub part_acc: u64,
     pub part_ml: u64,
-    /// Split tickets for the in-kernel combine, or 0 (attn_reduce_f32 combines).
+    /// Split tickets for the in-kernel combine (zeroed; the last split resets its ticket).
     pub counters: u64,
     pub heads: usize,
     pub kv_heads: usize,

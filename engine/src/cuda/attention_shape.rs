@@ -48,7 +48,8 @@ pub fn decode_shape(d: AttentionDims) -> (usize, usize) {
     }
 }
 
-/// Parses GAPSCOPE_ATTENTION_SHAPE's `KW:SPLITS` (tuning runs pin the shape with it).
+/// Parses and checks a pinned decode attention shape `KW:SPLITS` (tuning runs pin it with
+/// `--dispatch attention_shape=KW:SPLITS` or the binary's GAPSCOPE_ATTENTION_SHAPE).
 pub fn parse_override(v: &str, head_dim: usize) -> Result<(usize, usize)> {
     let max_kw = max_key_lanes(head_dim);
     let bad = || {
@@ -65,17 +66,9 @@ pub fn parse_override(v: &str, head_dim: usize) -> Result<(usize, usize)> {
     Ok((kw, splits))
 }
 
-/// GAPSCOPE_ATTENTION_SHAPE from the environment, if set.
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the last environment read in the engine library: CudaBackend::new calls this \
-              until it takes the override as a setting from the binary"
-)]
-pub fn override_from_env(head_dim: usize) -> Result<Option<(usize, usize)>> {
-    match std::env::var("GAPSCOPE_ATTENTION_SHAPE") {
-        Ok(v) => parse_override(&v, head_dim).map(Some),
-        Err(_) => Ok(None),
-    }
+/// Checks a pinned shape (`DispatchPolicy::attention_shape`) against the model's head size.
+pub fn check_override((kw, splits): (usize, usize), head_dim: usize) -> Result<(usize, usize)> {
+    parse_override(&format!("{kw}:{splits}"), head_dim)
 }
 
 /// The key-lane attention kernel of a head size.

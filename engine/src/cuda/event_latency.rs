@@ -2,9 +2,8 @@
 //! estimate kernel execution rather than kernel plus event records.
 //!
 //! A probe kernel (`kernels/cuda/timing.cu`) spins for a known time read from `%globaltimer`
-//! and reports it. It is timed exactly as the recorder times a launch: inside a captured graph
-//! between two external event-record nodes when the graph lever is on (decode steps are graph
-//! replays then), or between two plain event records on the stream when it is off. The event
+//! and reports it. It is timed exactly as the recorder times a launch: between two plain event
+//! records on the stream (launch-timed steps run eagerly, also under the graph lever). The event
 //! pair's elapsed time minus the probe's own duration is the latency of the pair; the trimmed
 //! mean over the repeats goes to `Recorder::event_latency_ns` (and that of a step's first
 //! launch, measured apart, to `Recorder::event_latency_first_ns`).
@@ -14,7 +13,7 @@ use super::device::{Arg, DevBuf};
 use super::recorder::record;
 use crate::error::{EngineError, Result};
 use crate::stats::Spread;
-use cudarc::driver::{CudaEvent, CudaGraph, sys};
+use cudarc::driver::{CudaEvent, sys};
 use gapscope_kernels::Kernel;
 
 /// Words of the calibration's host-to-device copy: the size of a batch-1 decode step's
@@ -46,9 +45,6 @@ pub struct LatencyCalibration {
     pub first_mean_ns: i64,
     /// Repeats measured (after the warm-up).
     pub n: usize,
-    /// Measured on external event-record nodes in a CUDA graph (the graph lever with
-    /// `CudaBackend::timed_steps_in_graphs`); plain stream event records otherwise.
-    pub graphs: bool,
     /// Median probe duration by `%globaltimer`, ns (the spin target is 20 µs), up to its
     /// stores being visible.
     pub probe_ns: i64,
@@ -117,12 +113,6 @@ fn ns(ms: f32) -> i64 {
 }
 
 impl CudaBackend {
-    /// Whether launch-timed decode steps replay a graph of external event-record nodes (and
-    /// so the calibration measures those), or run eagerly with stream records.
-    pub fn timed_in_graph(&self) -> bool {
-        self.levers.graphs && self.timed_steps_in_graphs
-    }
-
     /// Measures the latency of one launch's event pair over `reps` probe launches (after a
     /// warm-up), recorded the way the current levers record timed launches, and sets
     /// `rec.event_latency_ns` and `rec.event_latency_first_ns` to the trimmed means. On an
@@ -136,7 +126,6 @@ impl CudaBackend {
                 "event latency calibration needs reps >= 1",
             ));
         }
-        let graphs = self.timed_in_graph();
         let m = self.measure(PROBE_SPIN_NS, reps)?;
         let (latency, first, probe, tails) = (m.rest, m.first, m.probe, m.tails);
         let (median_ns, min_ns, max_ns) = summarize(&latency)
@@ -157,7 +146,6 @@ impl CudaBackend {
             max_ns,
             first_mean_ns,
             n: latency.len(),
-            graphs,
             probe_ns: summarize(&probe).map_or(0, |s| s.0),
             store_tail_ns: summarize(&tails).map_or(0, |s| s.0),
         })
@@ -167,7 +155,6 @@ impl CudaBackend {
     /// repeat, the latency of the first pair and of the second, the second probe's own time
     /// and the probes' store tails.
     fn measure(&mut self, spin_ns: i64, reps: usize) -> Result<Series> {
-        let graphs = self.timed_in_graph();
         let ev = || {
             self.dev
                 .ctx
@@ -190,11 +177,6 @@ impl CudaBackend {
             .map(|(k, (a, b))| (a, b, out.at(k * WORDS * 8)))
             .collect();
         let last = &pairs[PROBES - 1].1;
-        let graph = if graphs {
-            Some(self.capture_probes(&start, &probes, spin_ns)?)
-        } else {
-            None
-        };
         // A step uploads its row metadata (a small pageable host-to-device copy) right before
         // its start event, outside any graph; the eager sequence does the same, so the first
         // pair follows a copy as a step's first launch does.
@@ -203,13 +185,8 @@ impl CudaBackend {
         let mut sr = Series::default();
         for i in 0..WARMUP + reps {
             self.probe(out.at(PROBES * WORDS * 8), BLOCKER_SPIN_NS)?;
-            match &graph {
-                Some(g) => g.launch()?,
-                None => {
-                    self.dev.memcpy_htod_async(meta.ptr, &meta_host)?;
-                    self.enqueue_probes(&start, &probes, false, spin_ns)?
-                }
-            }
+            self.dev.memcpy_htod_async(meta.ptr, &meta_host)?;
+            self.enqueue_probes(&start, &probes, spin_ns)?;
             last.synchronize()?;
             let all: Vec<u64> = out.read(PROBES * WORDS, &self.dev.stream)?;
             for (k, (a, b, _)) in probes.iter().enumerate() {
@@ -237,15 +214,14 @@ impl CudaBackend {
         &self,
         start: &CudaEvent,
         probes: &[(&CudaEvent, &CudaEvent, u64)],
-        external: bool,
         spin_ns: i64,
     ) -> Result<()> {
         let stream = &self.dev.stream;
-        record(start, stream, external)?;
+        record(start, stream, false)?;
         for (a, b, out) in probes {
-            record(a, stream, external)?;
+            record(a, stream, false)?;
             self.probe(*out, spin_ns)?;
-            record(b, stream, external)?;
+            record(b, stream, false)?;
         }
         Ok(())
     }
@@ -258,27 +234,6 @@ impl CudaBackend {
             32,
             &[Arg::Ptr(out), Arg::I64(spin_ns)],
         )
-    }
-
-    /// The calibration sequence as a graph of external event-record nodes and probes,
-    /// captured the way `step()` captures a decode step.
-    fn capture_probes(
-        &self,
-        start: &CudaEvent,
-        probes: &[(&CudaEvent, &CudaEvent, u64)],
-        spin_ns: i64,
-    ) -> Result<CudaGraph> {
-        let stream = &self.dev.stream;
-        stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-        let captured = self.enqueue_probes(start, probes, true, spin_ns);
-        // End the capture even when a node failed, so the stream is usable afterwards.
-        let graph = stream.end_capture(sys::CUgraphInstantiate_flags(0));
-        captured?;
-        let graph = graph?.ok_or_else(|| {
-            EngineError::Cuda("stream capture of the timing probe produced no graph".into())
-        })?;
-        graph.upload()?;
-        Ok(graph)
     }
 }
 

@@ -132,10 +132,25 @@ pub(crate) mod signature {
     use gapscope_kernels::Kernel;
 
     /// Pointer (true) or value (false), parameter by parameter, of `name`'s CUDA signature in
-    /// the module of `kernel`.
+    /// the module of `kernel`. An entry declared by an entry macro (`MMVQ_ENTRY(name, ...)`)
+    /// has the signature the macro's definition gives `NAME`.
     pub(crate) fn of(kernel: Kernel, name: &str) -> Vec<bool> {
         let src = gapscope_kernels::module_of(kernel).source;
-        let at = src.find(&format!(" {name}(")).expect("kernel in source");
+        let at = match src.find(&format!(" {name}(")) {
+            Some(at) => at,
+            None => {
+                let used = src
+                    .find(&format!("_ENTRY({name},"))
+                    .expect("kernel in source");
+                let start = src[..used]
+                    .rfind(|c: char| !(c.is_ascii_uppercase() || c == '_'))
+                    .map_or(0, |i| i + 1);
+                let def = src
+                    .find(&format!("#define {}(", &src[start..used + "_ENTRY".len()]))
+                    .expect("entry macro defined");
+                def + src[def..].find(" NAME(").expect("NAME( in the entry macro")
+            }
+        };
         let open = at + src[at..].find('(').unwrap();
         let close = open + src[open..].find(')').unwrap();
         src[open + 1..close]

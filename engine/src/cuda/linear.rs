@@ -285,6 +285,7 @@ pub fn mmq_launch(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cuda::launch::signature::{self, kinds};
 
     /// Argument counts follow the kernel signatures (a mismatch is undefined behaviour on the
     /// device, so pin them here where CI runs).
@@ -361,18 +362,7 @@ mod tests {
     /// arguments, with pointers exactly where the kernel takes pointers.
     #[test]
     fn lists_agree_with_the_cuda_source() {
-        let pointers = |k: Kernel| -> Vec<bool> {
-            let m = gapscope_kernels::module_of(k);
-            let at = m
-                .source
-                .find(&format!(" {}(", k.name()))
-                .expect("kernel in source");
-            let body = &m.source[at + k.name().len() + 2..];
-            let sig = &body[..body.find(')').expect("signature end")];
-            sig.split(',').map(|param| param.contains('*')).collect()
-        };
-        let kinds =
-            |args: &[Arg]| -> Vec<bool> { args.iter().map(|a| matches!(a, Arg::Ptr(_))).collect() };
+        let pointers = |k: Kernel| signature::of(k, k.name());
         let p = LinearPtrs::default();
         for k in [
             Kernel::GemvBf16B1,

@@ -109,8 +109,7 @@ pub(crate) fn record(ev: &CudaEvent, stream: &CudaStream, external: bool) -> Res
             sys::cuEventRecord(ev.cu_event(), stream.cu_stream())
         }
     };
-    r.result()
-        .map_err(|e| EngineError::Cuda(format!("cuEventRecord: {e}")))
+    Ok(r.result()?)
 }
 
 impl Recorder {

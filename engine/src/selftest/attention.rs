@@ -1,5 +1,5 @@
 //! Decode attention over a paged cache with a shuffled block table, through the backend's
-//! `AttnArgs`: one key lane with split 1 and split 4 (+reduce or the in-kernel combine), key
+//! `AttnArgs`: one key lane with split 1, split 4 and split 13 (combined in the kernel, as production runs), key
 //! lanes combined on chip, both at once; then the decode entries with RoPE and the KV append
 //! fused in, which must give the same bits as `rope_kv_append_f32` followed by attention.
 
@@ -7,11 +7,9 @@ use super::{Ctx, TOL_BF16, to_bf16_bits};
 use crate::cpu::ops;
 use crate::cuda::attention_args::{AttnArgs, RopeArgs};
 use crate::cuda::attention_shape;
-use crate::cuda::device::Arg;
 use crate::cuda::{DevBuf, Device};
 use crate::error::Result;
 use crate::quant::round_bf16;
-use gapscope_kernels::Kernel;
 
 /// (query heads, KV heads, head dim).
 const HEADS: [(usize, usize, usize); 5] = [
@@ -40,15 +38,14 @@ pub(super) fn attention(c: &mut Ctx<'_>) -> Result<()> {
         let want = p.want(&q, nq * hd, &p.k, &p.v);
         let max_kw = attention_shape::max_key_lanes(hd);
         let shapes = [
-            (1usize, 1usize, false),
-            (1, 4, false),
-            (1, 4, true),
-            (1, 13, true),
-            (2, 1, false),
-            (max_kw, 1, false),
-            (4, 2, true),
+            (1usize, 1usize),
+            (1, 4),
+            (1, 13),
+            (2, 1),
+            (max_kw, 1),
+            (4, 2),
         ];
-        for (kw, splits, combine) in shapes {
+        for (kw, splits) in shapes {
             let ob = c.poisoned(NSEQ * nq * hd * 2)?;
             let read = (p.kb.ptr, p.vb.ptr);
             let run = Run {
@@ -59,12 +56,11 @@ pub(super) fn attention(c: &mut Ctx<'_>) -> Result<()> {
                 rope: false,
                 out: ob.ptr,
             };
-            p.launch(c.dev, &run, kw, splits, combine)?;
+            p.launch(c.dev, &run, kw, splits)?;
             let got = c.read_bf16(&ob, NSEQ * nq * hd)?;
             c.check(
                 format!(
-                    "attn_decode_bf16 nq={nq} nkv={nkv} hd={hd} key_lanes={kw} splits={splits}{}",
-                    if combine { " fused reduce" } else { "" }
+                    "attn_decode_bf16 nq={nq} nkv={nkv} hd={hd} key_lanes={kw} splits={splits}"
                 ),
                 &got,
                 &want,
@@ -186,8 +182,8 @@ impl Paged {
     }
 
     /// One attention launch with `kw` key lanes and `splits` splits, their partials combined
-    /// in the kernel (`combine`) or by `attn_reduce_f32`.
-    fn launch(&self, dev: &Device, r: &Run, kw: usize, splits: usize, combine: bool) -> Result<()> {
+    /// in the kernel by the last split to finish.
+    fn launch(&self, dev: &Device, r: &Run, kw: usize, splits: usize) -> Result<()> {
         let attn = AttnArgs {
             qkv: r.qkv,
             q_stride: r.stride,
@@ -206,7 +202,7 @@ impl Paged {
             out: r.out,
             part_acc: self.pa.ptr,
             part_ml: self.pm.ptr,
-            counters: if combine { self.counters.ptr } else { 0 },
+            counters: self.counters.ptr,
             heads: self.nq,
             kv_heads: self.nkv,
             head_dim: self.hd,
@@ -214,20 +210,6 @@ impl Paged {
         };
         let (kern, grid, block) = attn.launch(NSEQ, kw, splits)?;
         dev.launch(kern, grid, block, &attn.args())?;
-        if splits > 1 && !combine {
-            dev.launch(
-                Kernel::AttnReduceF32,
-                ((NSEQ * self.nq) as u32, 1, 1),
-                self.hd as u32,
-                &[
-                    Arg::Ptr(self.pa.ptr),
-                    Arg::Ptr(self.pm.ptr),
-                    Arg::Ptr(r.out),
-                    Arg::I32(splits as i32),
-                    Arg::I32(self.hd as i32),
-                ],
-            )?;
-        }
         Ok(())
     }
 }
@@ -240,12 +222,7 @@ fn fused_rope(c: &mut Ctx<'_>, p: &Paged, max_kw: usize) -> Result<()> {
     let stride = (nq + 2 * nkv) * hd;
     let qkv = c.randf(NSEQ * stride, 1.0);
     let want_fused = want_fused(p, &qkv, stride);
-    for (kw, splits, combine) in [
-        (1usize, 1usize, false),
-        (1, 4, true),
-        (max_kw, 1, false),
-        (4, 2, true),
-    ] {
+    for (kw, splits) in [(1usize, 1usize), (1, 4), (max_kw, 1), (4, 2)] {
         // Unfused: rope_kv_append_f32, then attention over the cache.
         let (ka, va, qa) = (
             c.up(&to_bf16_bits(&p.k))?,
@@ -274,7 +251,7 @@ fn fused_rope(c: &mut Ctx<'_>, p: &Paged, max_kw: usize) -> Result<()> {
             rope: false,
             out: oa.ptr,
         };
-        p.launch(c.dev, &unfused, kw, splits, combine)?;
+        p.launch(c.dev, &unfused, kw, splits)?;
         // Fused: the same inputs in one launch.
         let (kf, vf, qf) = (
             c.up(&to_bf16_bits(&p.k))?,
@@ -290,7 +267,7 @@ fn fused_rope(c: &mut Ctx<'_>, p: &Paged, max_kw: usize) -> Result<()> {
             rope: true,
             out: of.ptr,
         };
-        p.launch(c.dev, &fused, kw, splits, combine)?;
+        p.launch(c.dev, &fused, kw, splits)?;
         let name = format!(
             "attention+rope fused nq={nq} nkv={nkv} hd={hd} key_lanes={kw} splits={splits}"
         );

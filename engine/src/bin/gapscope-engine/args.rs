@@ -57,8 +57,9 @@ pub struct LeverArgs {
     /// batch run as GEMV/MMVQ, 8), `mmq_k_major_max_k` (8192) and `mmq_row_major_batches`
     /// (`LO:HI`, 17:47: MMQ reads row-major activations for K above the first at these
     /// batches), `mmvq_b1_k_split_min_k` (8192) and `mmvq_b1_pair_min_rows_per_k` (2: the
-    /// batch-1 Q8_0 entries). Every setting gives the same bits, except `mmvq_max_batch` 0 or
-    /// above 16 for bf16.
+    /// batch-1 Q8_0 entries), `attention_shape` (`KW:SPLITS`, pins decode attention's key
+    /// lanes and splits; default: chosen per batch). Every setting gives the same bits, except
+    /// `mmvq_max_batch` 0 or above 16 for bf16 and an `attention_shape` with other splits.
     #[arg(long, value_name = "KEY=VALUE,...", value_parser = dispatch_parser())]
     pub dispatch: Option<DispatchPolicy>,
     #[arg(long, default_value_t = 0)]
@@ -66,15 +67,24 @@ pub struct LeverArgs {
 }
 
 impl LeverArgs {
-    /// The library's levers.
-    pub fn levers(&self) -> Levers {
-        Levers {
+    /// The library's levers; GAPSCOPE_ATTENTION_SHAPE pins the attention shape unless
+    /// `--dispatch attention_shape=...` does.
+    pub fn levers(&self) -> Result<Levers> {
+        let mut dispatch = self.dispatch.unwrap_or_default();
+        if dispatch.attention_shape.is_none()
+            && let Some(v) = crate::env::attention_shape_override()
+        {
+            dispatch
+                .apply(&v)
+                .map_err(|e| EngineError::invalid(format!("GAPSCOPE_ATTENTION_SHAPE: {e}")))?;
+        }
+        Ok(Levers {
             graphs: !self.no_graphs,
             paged_kv: matches!(self.kv, KvMode::Paged),
-            dispatch: self.dispatch.unwrap_or_default(),
+            dispatch,
             pdl: !self.no_pdl,
             fusion: !self.no_fusion,
-        }
+        })
     }
 }
 

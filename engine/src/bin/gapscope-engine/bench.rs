@@ -82,7 +82,7 @@ pub fn run(a: BenchArgs) -> Result<ExitCode> {
         max_ctx: a.npp + a.ntg + 1,
         max_rows: maxn * a.npp,
     };
-    let lv = a.levers.levers();
+    let lv = a.levers.levers()?;
     let mut be = CudaBackend::new(dev, &cfg, &w, lv, cap, modes[0])?;
     be.rec.sample_every = a.timing_sample.max(1);
     drop(w);
@@ -130,7 +130,7 @@ pub fn run(a: BenchArgs) -> Result<ExitCode> {
         be.set_timing(mode);
         let mut trace = match (&a.output, Some(mi) == last_timed) {
             (Some(p), true) => {
-                let extra = serde_json::json!({"levers": lv, "settings": settings, "weights": a.model.weights, "timing": mode, "timing_sample": a.timing_sample, "timed_steps_in_graphs": be.timed_in_graph(), "capacity": cap, "event_latency": event_latency});
+                let extra = serde_json::json!({"levers": lv, "settings": settings, "weights": a.model.weights, "timing": mode, "timing_sample": a.timing_sample, "capacity": cap, "event_latency": event_latency});
                 let m = manifest(&be, &cfg, extra, (mode, lv.graphs), &event_latency);
                 Some(TraceOut::create(p, m)?)
             }
@@ -220,11 +220,7 @@ fn manifest(
             None => "raw event times: each launch includes the latency of its event pair (about 3 us on an H200)".into(),
         });
         if graphs {
-            m.notes.push(if be.timed_in_graph() {
-                "launch-timed decode steps replay their CUDA graph with an external event-record node on each side of every kernel".into()
-            } else {
-                "launch-timed decode steps run as eager launches with stream event records (no graph, no PDL); the other decode steps replay the CUDA graph".into()
-            });
+            m.notes.push("launch-timed decode steps run as eager launches with stream event records (no graph, no PDL); the other decode steps replay the CUDA graph".into());
         }
     }
     m

@@ -15,6 +15,9 @@ impl EnvVars {
     /// A directory whose `{module}.cu` / `common.cuh` replace the built-in kernel sources
     /// (kernel A/B runs without a rebuild).
     pub const GAPSCOPE_KERNEL_DIR: &str = "GAPSCOPE_KERNEL_DIR";
+    /// `KW:SPLITS`: pins decode attention's key lanes and splits, as
+    /// `--dispatch attention_shape=KW:SPLITS` does (which wins when both are given).
+    pub const GAPSCOPE_ATTENTION_SHAPE: &str = "GAPSCOPE_ATTENTION_SHAPE";
     /// Base of the default kernel cache.
     pub const XDG_CACHE_HOME: &str = "XDG_CACHE_HOME";
     /// Base of the default kernel cache when `XDG_CACHE_HOME` is unset.
@@ -34,6 +37,17 @@ fn kernel_source() -> KernelSource {
             KernelSource::default_cache(var(EnvVars::XDG_CACHE_HOME), var(EnvVars::HOME))
         })),
     }
+}
+
+/// GAPSCOPE_ATTENTION_SHAPE, if set: a `--dispatch` override (`attention_shape=VALUE`).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the binary reads its environment and hands the library typed settings"
+)]
+pub fn attention_shape_override() -> Option<String> {
+    std::env::var(EnvVars::GAPSCOPE_ATTENTION_SHAPE)
+        .ok()
+        .map(|v| format!("attention_shape={v}"))
 }
 
 /// Opens GPU `ordinal` with the kernel source of `kernel_source()`, naming any module read from

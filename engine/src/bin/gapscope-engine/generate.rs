@@ -49,7 +49,7 @@ pub fn run(a: GenerateArgs) -> Result<ExitCode> {
         w: &w,
         backend: a.backend,
         numerics: None,
-        levers: a.levers.levers(),
+        levers: a.levers.levers()?,
         device: a.levers.device,
         max_ctx: prompt_ids.len() + max_new + 1,
         max_rows: prompt_ids.len(),

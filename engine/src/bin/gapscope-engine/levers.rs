@@ -6,7 +6,7 @@ use crate::env::open_device;
 use gapscope_engine::Result;
 use gapscope_engine::bench::{self, BenchSettings};
 use gapscope_engine::cuda::{Capacity, CudaBackend, Timing};
-use gapscope_engine::dispatch::{DispatchPolicy, Levers};
+use gapscope_engine::lever_matrix::levers_command_matrix;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -31,44 +31,6 @@ pub struct LeversArgs {
     device: usize,
 }
 
-/// One lever setting: (graphs, paged KV, mmvq_max_batch, fusion, b1 K-split min K, b1 pair
-/// min rows per K). PDL follows the graphs lever.
-type Setting = (bool, bool, usize, bool, usize, usize);
-
-/// The settings to run. PDL follows the graphs lever instead of doubling the matrix: graph
-/// replays run with it, eager steps without, so any PDL effect on the output shows as a second
-/// md5. Fusion is on throughout, plus four settings with it off at the default threshold; then
-/// the batch-1 K-split MMVQ forced on (0) and off (max), and the contiguous-load batch-1 entry
-/// forced on and off (with the split off), at the defaults.
-fn matrix(thresholds: &[usize]) -> Vec<Setting> {
-    let d = DispatchPolicy::default();
-    let (thr_default, ks_default, pr_default) = (
-        d.mmvq_max_batch,
-        d.mmvq_b1_k_split_min_k,
-        d.mmvq_b1_pair_min_rows_per_k,
-    );
-    let mut matrix = Vec::new();
-    for graphs in [true, false] {
-        for paged in [true, false] {
-            for &thr in thresholds {
-                matrix.push((graphs, paged, thr, true, ks_default, pr_default));
-            }
-        }
-    }
-    for graphs in [true, false] {
-        for paged in [true, false] {
-            matrix.push((graphs, paged, thr_default, false, ks_default, pr_default));
-        }
-    }
-    for ks in [0, usize::MAX] {
-        matrix.push((true, true, thr_default, true, ks, pr_default));
-    }
-    for pr in [0, usize::MAX] {
-        matrix.push((true, true, thr_default, true, usize::MAX, pr));
-    }
-    matrix
-}
-
 pub fn run(a: LeversArgs) -> Result<ExitCode> {
     check_shape(&a.npl, a.npp, a.ntg, 1)?;
     let (cfg, w) = load(&a.model)?;
@@ -88,20 +50,16 @@ pub fn run(a: LeversArgs) -> Result<ExitCode> {
         prompt: None,
     };
     let mut results = Vec::new();
-    for (graphs, paged, thr, fusion, ks, pr) in matrix(&a.thresholds) {
-        let pdl = graphs;
-        let lv = Levers {
-            graphs,
-            paged_kv: paged,
-            dispatch: DispatchPolicy {
-                mmvq_max_batch: thr,
-                mmvq_b1_k_split_min_k: ks,
-                mmvq_b1_pair_min_rows_per_k: pr,
-                ..DispatchPolicy::default()
-            },
-            pdl,
-            fusion,
-        };
+    // The matrix (`lever_matrix::levers_command_matrix`): PDL follows the graphs lever, so any
+    // PDL effect on the output shows as a second md5.
+    for lv in levers_command_matrix(&a.thresholds) {
+        let (graphs, pdl, fusion, paged) = (lv.graphs, lv.pdl, lv.fusion, lv.paged_kv);
+        let d = lv.dispatch;
+        let (thr, ks, pr) = (
+            d.mmvq_max_batch,
+            d.mmvq_b1_k_split_min_k,
+            d.mmvq_b1_pair_min_rows_per_k,
+        );
         let dev = open_device(a.device)?;
         let mut be = CudaBackend::new(dev, &cfg, &w, lv, cap, Timing::Off)?;
         let rows = bench::run(&mut be, &settings, None, |_| Ok(()), |_| {})?;
@@ -146,37 +104,4 @@ pub fn run(a: LeversArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_matrix_runs_every_threshold_then_the_forced_entries() {
-        let d = DispatchPolicy::default();
-        let m = matrix(&[0, 4, 8, 16, 256]);
-        // 2 graphs x 2 KV layouts x 5 thresholds, 4 without fusion, 2 K-split, 2 pair.
-        assert_eq!(m.len(), 20 + 4 + 2 + 2);
-        assert_eq!(
-            m[0],
-            (
-                true,
-                true,
-                0,
-                true,
-                d.mmvq_b1_k_split_min_k,
-                d.mmvq_b1_pair_min_rows_per_k
-            )
-        );
-        assert_eq!(m.iter().filter(|s| !s.3).count(), 4);
-        assert!(m.iter().filter(|s| !s.3).all(|s| s.2 == d.mmvq_max_batch));
-        assert_eq!(
-            m[m.len() - 2..],
-            [
-                (true, true, d.mmvq_max_batch, true, usize::MAX, 0),
-                (true, true, d.mmvq_max_batch, true, usize::MAX, usize::MAX)
-            ]
-        );
-    }
 }

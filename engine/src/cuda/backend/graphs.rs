@@ -21,8 +21,10 @@ pub(super) struct GraphEntry {
 
 impl CudaBackend {
     /// Runs one forward of `batch` as a prefill or a decode step, as a CUDA graph replay when
-    /// the lever is on and the step is a decode (launch-timed decode steps run eagerly unless
-    /// `timed_steps_in_graphs`).
+    /// the lever is on and the step is a decode. Launch-timed decode steps run eagerly with
+    /// stream event records: graph event nodes timed every kernel 0.17-0.34 us short of CUPTI
+    /// on an H200, a bias no probe calibration matched
+    /// (docs/decisions/2026-11-23-event-latency-calibration.md).
     pub fn step(&mut self, batch: &Batch, phase: Phase, step: i64) -> Result<()> {
         self.begin(batch)?;
         let rows = batch.rows();
@@ -34,9 +36,7 @@ impl CudaBackend {
             graph_id: 0,
         };
         let timing = self.rec.step_timing(phase, step);
-        let graphed = self.levers.graphs
-            && phase == Phase::Decode
-            && (timing != Timing::Launch || self.timed_steps_in_graphs);
+        let graphed = self.levers.graphs && phase == Phase::Decode && timing != Timing::Launch;
         if !graphed {
             let pool = self.rec.take_pool()?;
             self.rec.begin_step(pool, timing, info)?;

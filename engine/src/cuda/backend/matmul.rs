@@ -8,7 +8,7 @@ use crate::cuda::device::launch_block;
 use crate::cuda::launch;
 use crate::cuda::linear::{self, LinearPtrs};
 use crate::dispatch::LinearPath;
-use crate::error::{EngineError, Result};
+use crate::error::Result;
 use crate::model::{Act, Linear, Norm, OutMode};
 use crate::quant::WeightFormat;
 use crate::records::LaunchMeta;
@@ -320,9 +320,7 @@ impl CudaBackend {
                 blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
             )
         };
-        if st != blas::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
-            return Err(EngineError::Cuda(format!("cublasGemmEx: {st:?}")));
-        }
+        st.result()?;
         self.rec.after_launch(
             i,
             LaunchMeta {

@@ -121,13 +121,8 @@ pub struct CudaBackend {
     graphs: HashMap<(usize, usize, Timing), graphs::GraphEntry>,
     parity: usize,
     next_graph_id: u32,
-    /// Launch-timed decode steps replay a graph with external event-record nodes instead of
-    /// running eagerly with stream event records (the default). Graph event nodes time every
-    /// kernel 0.17-0.34 us short of CUPTI on an H200, a bias no probe calibration matched
-    /// (docs/ENGINE.md, "Event latency correction"); stream records are within a few percent.
-    pub timed_steps_in_graphs: bool,
     max_splits: usize,
-    /// GAPSCOPE_ATTENTION_SHAPE=KW:SPLITS pins the decode attention shape (tuning runs).
+    /// `DispatchPolicy::attention_shape` pins the decode attention shape (tuning runs).
     att_shape_override: Option<(usize, usize)>,
     /// The ops of the numerics (where activations are rounded), chosen by `new` and
     /// `set_numerics`; `HfBf16` runs the unfused `hf_numerics` kernels.
@@ -147,16 +142,13 @@ fn open_cublas(stream: &Arc<CudaStream>) -> Result<(CudaBlas, DevBuf)> {
             "no cuBLAS library (libcublas.so.13) found: add CUDA's lib directory to LD_LIBRARY_PATH".into(),
         ));
     }
-    let blas =
-        CudaBlas::new(stream.clone()).map_err(|e| EngineError::Cuda(format!("cuBLAS: {e:?}")))?;
+    let blas = CudaBlas::new(stream.clone())?;
     let workspace = DevBuf::alloc(WORKSPACE_BYTES)?;
     // SAFETY: the workspace outlives the handle (both owned by the backend).
     let st = unsafe {
         blas::cublasSetWorkspace_v2(*blas.handle(), workspace.ptr as *mut _, WORKSPACE_BYTES)
     };
-    if st != blas::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
-        return Err(EngineError::Cuda(format!("cublasSetWorkspace: {st:?}")));
-    }
+    st.result()?;
     Ok((blas, workspace))
 }
 
@@ -301,9 +293,14 @@ impl CudaBackend {
             graphs: HashMap::new(),
             parity: 0,
             next_graph_id: 1,
-            timed_steps_in_graphs: false,
             max_splits,
-            att_shape_override: crate::cuda::attention_shape::override_from_env(cfg.head_dim)?,
+            att_shape_override: match levers.dispatch.attention_shape {
+                Some(s) => Some(crate::cuda::attention_shape::check_override(
+                    s,
+                    cfg.head_dim,
+                )?),
+                None => None,
+            },
             ops: NumericsOps::of(Numerics::Engine),
             hf_out: None,
         })

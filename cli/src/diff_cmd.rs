@@ -8,6 +8,7 @@ use clap::Args;
 use gapscope_analyzer::diff::{DiffReport, FloorCeilings, WhatIf, diff_with_floor, refusal};
 use gapscope_analyzer::roofline::{WeightFormat, hw, peak_flops};
 
+use crate::render::markdown::{Align, Cell, table, text_row};
 use crate::render::{md_code, md_text, ms, short, text, write_stdout};
 use crate::report_cmd::AnalysisArgs;
 
@@ -293,16 +294,13 @@ fn code(name: &str) -> String {
     md_code(&short(name))
 }
 
-/// A Markdown table whose columns from `numeric` on are right-aligned.
-fn md_table(s: &mut String, head: &[&str], numeric: usize, rows: &[Vec<String>]) {
-    s.push_str(&format!("| {} |\n", head.join(" | ")));
-    let align: Vec<&str> = (0..head.len())
-        .map(|i| if i < numeric { "---" } else { "---:" })
-        .collect();
-    s.push_str(&format!("|{}|\n", align.join("|")));
-    for r in rows {
-        s.push_str(&format!("| {} |\n", r.join(" | ")));
-    }
+/// A diff table: the first `names` columns left-aligned, the figures right.
+fn md_table(s: &mut String, head: &[&str], names: usize, rows: Vec<Vec<Cell>>) {
+    s.push_str(&table(
+        head,
+        &Align::names_then_figures(names, head.len()),
+        &rows,
+    ));
 }
 
 fn markdown(d: &DiffReport) -> String {
@@ -326,7 +324,12 @@ fn markdown(d: &DiffReport) -> String {
         d.structural.graph_replays
     ));
     s.push_str("### Gap by bucket\n\n");
-    md_table(&mut s, &BUCKET_HEAD, 1, &bucket_rows(d));
+    md_table(
+        &mut s,
+        &BUCKET_HEAD,
+        1,
+        bucket_rows(d).into_iter().map(text_row).collect(),
+    );
     s.push_str(&format!(
         "\n{} `residual (idle)` is the part of the gap no bucket explains: launch and host \
          gaps (GPU idle) and overlap. Idle per step: launch gaps A {} / B {} ms, host gaps A {} / \
@@ -363,16 +366,16 @@ fn markdown(d: &DiffReport) -> String {
         }
     }
     s.push_str("\n### What-if: A's step if one lever changed\n\n");
-    let rows: Vec<Vec<String>> = gaining(d)
+    let rows = gaining(d)
         .into_iter()
         .map(|w| {
-            vec![
+            text_row(vec![
                 w.lever.clone(),
                 ms(w.as_b_ms),
                 ms(w.gain_as_b_ms),
                 ms(w.without_ms),
                 w.at_floor_ms.map(ms).unwrap_or_else(|| "-".into()),
-            ]
+            ])
         })
         .collect();
     md_table(
@@ -385,19 +388,19 @@ fn markdown(d: &DiffReport) -> String {
             "at its floor, ms",
         ],
         1,
-        &rows,
+        rows,
     );
     s.push_str("\n### Top kernels that moved\n\n");
-    let rows: Vec<Vec<String>> = d
+    let rows = d
         .top_moved
         .iter()
         .map(|k| {
             vec![
-                code(&k.name),
-                k.bucket.to_string(),
-                ms(k.a_ms_per_step),
-                ms(k.b_ms_per_step),
-                format!("{:+.4}", k.delta_ms),
+                Cell::Code(short(&k.name)),
+                Cell::Text(k.bucket.to_string()),
+                Cell::Text(ms(k.a_ms_per_step)),
+                Cell::Text(ms(k.b_ms_per_step)),
+                Cell::Text(format!("{:+.4}", k.delta_ms)),
             ]
         })
         .collect();
@@ -405,7 +408,7 @@ fn markdown(d: &DiffReport) -> String {
         &mut s,
         &["kernel", "bucket", "A ms/step", "B ms/step", "delta ms"],
         2,
-        &rows,
+        rows,
     );
     s
 }

@@ -60,6 +60,30 @@ pub struct JoinReport {
 /// another run a few percent by chance.
 pub const DEFAULT_MIN_MATCH: f64 = 0.9;
 
+/// One line for the user: what was joined, skipped, left alone and placed.
+impl std::fmt::Display for JoinReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "joined {} recorded kernels from {} engine launches ({} library calls over {} kernels); {} recorded kernels skipped, {} engine launches unmatched; {} recorded kernels before the joined ones and {} after left alone; {} of {} engine copies placed; {} untraced steps passed over ({} kernels), {} graph-replayed kernels left out; {} steps",
+            self.joined,
+            self.engine_launches,
+            self.library_calls,
+            self.library_kernels,
+            self.skipped_recorded,
+            self.unmatched_engine,
+            self.recorded_before,
+            self.recorded_after,
+            self.joined_memops,
+            self.engine_memops,
+            self.untraced_steps,
+            self.untraced_kernels,
+            self.graph_replayed,
+            self.steps
+        )
+    }
+}
+
 impl JoinReport {
     /// The note a joined trace's manifest carries: where its engine metadata came from and
     /// what the join did.

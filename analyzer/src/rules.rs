@@ -176,6 +176,12 @@ impl RuleSet {
         let text = read_config(path, "rules file", MAX_CONFIG_BYTES)?;
         let file: RuleFile = parse_toml(path, &text, "rules file")?;
         let mut rules = compile_rules(file.rule, &path.display().to_string())?;
+        tracing::debug!(
+            path = %path.display(),
+            rules = rules.len(),
+            replace_builtin = file.replace_builtin,
+            "rule file loaded"
+        );
         if !file.replace_builtin {
             rules.extend(Self::builtin().rules);
         }

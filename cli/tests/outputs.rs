@@ -113,6 +113,31 @@ fn logs_have_no_colour_when_stderr_is_not_a_terminal() {
 }
 
 #[test]
+fn debug_logs_name_the_decisions_and_a_bad_rust_log_is_an_error() {
+    // -vv: gapscope's own debug events (the sniffed format, the step source), not those of
+    // its dependencies.
+    let o = bin()
+        .args(["-vv", "report", s(&repo(ENGINE_8B))])
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{e}");
+    assert!(e.contains("sniffed input format"), "{e}");
+    assert!(e.contains("step source chosen"), "{e}");
+    // RUST_LOG wins over -v, and a mistyped one is refused in one line, not ignored.
+    let o = bin()
+        .args(["report", "-q", s(&repo(ENGINE_8B))])
+        .env("RUST_LOG", "gapscope=loud")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+    assert!(e.contains("invalid RUST_LOG directives"), "{e}");
+}
+
+#[test]
 fn top_lists_kernels_per_bucket_in_the_table() {
     // B23: --top changes the table, not only JSON.
     let t = repo(HF_1B);

@@ -245,7 +245,11 @@ pub fn analyze_parts(
     settings: &AnalysisSettings,
 ) -> (Report, Parts) {
     let trace = &imported.trace;
-    let mut p = Prepared::new(trace, rules);
+    let mut p = {
+        let _span = tracing::debug_span!("prepare").entered();
+        Prepared::new(trace, rules)
+    };
+    let _span = tracing::debug_span!("decompose").entered();
     // Steps on the other core while the host side is indexed (unless the buckets already
     // needed it): the idle attribution below reads both.
     let (steps, built) = std::thread::scope(|s| {

@@ -114,6 +114,7 @@ pub struct Steps {
 
 /// Finds the steps of a prepared trace.
 pub fn detect(p: &Prepared, settings: &StepSettings) -> Steps {
+    let _span = tracing::debug_span!("steps").entered();
     let device = p.primary_device();
     let training = phase_evidence::training(p, device);
     let rows = classify_rows(p);
@@ -163,6 +164,7 @@ pub fn detect(p: &Prepared, settings: &StepSettings) -> Steps {
         None => match device.and_then(|d| auto_detect(p, d, training.is_some())) {
             Some(s) => (s, true),
             None => {
+                tracing::debug!("no step markers and no periodic kernel sequence");
                 return Steps {
                     steps: Vec::new(),
                     batch: Vec::new(),
@@ -201,6 +203,13 @@ pub fn detect(p: &Prepared, settings: &StepSettings) -> Steps {
     if from_auto {
         steps.doubts = layer_check::doubts(p, device, &rows, &steps.steps);
     }
+    tracing::debug!(
+        source = %steps.source,
+        auto = from_auto,
+        steps = steps.steps.len(),
+        phases = %steps.phase_source,
+        "step source chosen"
+    );
     steps
 }
 

@@ -422,6 +422,7 @@ async fn import_from(
     }
     progress.finish();
 
+    tracing::debug!(?skipped, "nsys rows skipped");
     notes.extend(skipped_notes(&skipped));
     trace.manifest.source_path = Some(path.display().to_string());
     trace.manifest.gpus = gpus;

@@ -6,11 +6,8 @@ use std::path::{Path, PathBuf};
 use gapscope_analyzer::analysis::{AnalysisSettings, analyze};
 use gapscope_analyzer::import::{ImportOptions, Imported, NoProgress, import_trace};
 use gapscope_analyzer::{Bucket, RuleSet};
+use gapscope_tests::{gzip, repo};
 use gapscope_traces::{MemopKind, Phase};
-
-fn repo(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
-}
 
 fn import(p: &Path) -> Imported {
     import_trace(p, &ImportOptions::default(), &NoProgress).expect("imports")
@@ -316,12 +313,6 @@ fn data_after_the_json_document_is_an_error() {
             assert!(!e.contains('\n'));
         }
     }
-}
-
-fn gzip(data: &[u8], level: flate2::Compression) -> Vec<u8> {
-    let mut e = flate2::write::GzEncoder::new(Vec::new(), level);
-    e.write_all(data).unwrap();
-    e.finish().unwrap()
 }
 
 /// A gzip whose payload or trailer is damaged must not report figures: reading to the end

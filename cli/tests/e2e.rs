@@ -1,27 +1,10 @@
 //! End-to-end tests of the `gapscope` binary over bundled real traces and corrupt inputs.
 
+use gapscope_tests::{gapscope, json, repo, run};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_gapscope"))
-}
-
-fn repo(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
-}
+use std::process::Command;
 
 const HF: &str = "traces/reference/hf-llama3.2-1b-npl8.json.gz";
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("runs")
-}
-
-fn json(args: &[&str]) -> serde_json::Value {
-    let o = run(args);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).expect("valid JSON")
-}
 
 fn bucket_of(name: &str) -> String {
     let v = json(&["buckets", "--explain", name, "--json"]);
@@ -580,7 +563,7 @@ fn join_puts_engine_metadata_onto_a_recording() {
     let rec_path = dir.path().join("recorded.gst");
     write_trace(&rec_path, &rec).unwrap();
     let out_path = dir.path().join("joined.gst");
-    let out = bin()
+    let out = gapscope()
         .arg("join")
         .arg(&engine)
         .arg(&rec_path)
@@ -602,7 +585,7 @@ fn join_puts_engine_metadata_onto_a_recording() {
     // Every engine copy (the sampled tokens fed back, one per step) lands on its recording.
     assert!(rep["engine_memops"].as_u64().unwrap_or(0) > 0, "{rep}");
     assert_eq!(rep["joined_memops"], rep["engine_memops"], "{rep}");
-    let report = bin()
+    let report = gapscope()
         .arg("report")
         .arg(&out_path)
         .arg("--json")
@@ -628,7 +611,7 @@ fn join_puts_engine_metadata_onto_a_recording() {
     }
 
     // An engine trace is required on the left.
-    let bad = bin()
+    let bad = gapscope()
         .arg("join")
         .arg(&rec_path)
         .arg(&rec_path)

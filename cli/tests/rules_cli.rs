@@ -2,32 +2,14 @@
 //! `replace_builtin` (report, export, buckets and explain agree), rules-file errors that keep
 //! their reason, files that are not regular, and a kernel name of 4M characters.
 
-use std::path::{Path, PathBuf};
+use gapscope_tests::{gapscope, json, one_line_error, repo, run};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_gapscope"))
-}
-
-fn repo(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("runs")
-}
-
-fn json(args: &[&str]) -> serde_json::Value {
-    let o = run(args);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).expect("valid JSON")
-}
 
 /// Runs with a deadline, so a hang fails the test instead of blocking it. The output is
 /// read while the command runs.
 fn run_within(args: &[&str], limit: Duration) -> Output {
-    let mut child = bin()
+    let mut child = gapscope()
         .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -59,13 +41,6 @@ fn run_within(args: &[&str], limit: Duration) -> Output {
         stdout: out.join().unwrap(),
         stderr: err.join().unwrap(),
     }
-}
-
-fn one_line_error(o: &Output) -> String {
-    assert_eq!(o.status.code(), Some(2), "{o:?}");
-    let e = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
-    e
 }
 
 #[test]

@@ -17,6 +17,7 @@ use serde::Serialize;
 use super::prepared::Prepared;
 #[cfg(test)]
 use crate::bucket::Bucket;
+pub(crate) use crate::text::short;
 
 mod auto_steps;
 pub mod engine_markers;
@@ -508,22 +509,6 @@ fn describe(p: &Prepared, what: &str, ranges: &[Range]) -> String {
         String::new()
     };
     format!("markers: {what} {}{more}", shown.join(", "))
-}
-
-/// A kernel name cut to something a table cell can hold.
-pub fn short(name: &str) -> String {
-    cut(name, 80)
-}
-
-/// `s` cut to `n` characters, the last one an ellipsis when cut.
-pub fn cut(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_owned()
-    } else {
-        let mut c: String = s.chars().take(n.saturating_sub(1)).collect();
-        c.push('…');
-        c
-    }
 }
 
 #[cfg(test)]

@@ -179,7 +179,7 @@ pub fn paint_row(
         if chars < 3 {
             continue;
         }
-        let t = super::format::fit(&text, chars);
+        let t = super::format::cut(&text, chars);
         painter.with_clip_rect(visible).text(
             Pos2::new(visible.left() + 2.0, visible.center().y),
             Align2::LEFT_CENTER,

@@ -191,7 +191,7 @@ impl RowSource for GpuRow<'_> {
         }
     }
     fn label(&self, i: usize) -> String {
-        gapscope_analyzer::analysis::steps::short(self.l.x.trace.strings.get(self.name_id(i)))
+        gapscope_analyzer::text::short(self.l.x.trace.strings.get(self.name_id(i)))
     }
     fn run_color(&self, i: usize, j: usize) -> Color32 {
         let c = palette::bucket(self.lod.dominant(self.lane, i, j));
@@ -809,7 +809,7 @@ pub fn describe(l: &Loaded, h: &Hit) -> String {
                 .map(|d| {
                     format!(
                         "{} ({})",
-                        gapscope_analyzer::analysis::steps::short(&d.name),
+                        gapscope_analyzer::text::short(&d.name),
                         format::dur_ns(d.dur_ns as f64)
                     )
                 })

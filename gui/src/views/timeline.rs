@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use egui::{Align2, Color32, FontId, Key, Pos2, Rect, Sense, Stroke, StrokeKind, Ui, Vec2};
 use gapscope_analyzer::Bucket;
-use gapscope_analyzer::explore::{ActRef, BoxSums, GpuLane, HostRow};
+use gapscope_analyzer::explore::{ActRef, BoxSums, GpuLane, HostRow, Spans};
 use gapscope_traces::{ScopeKind, StrId};
 
 use super::format;
@@ -173,14 +173,8 @@ impl GpuRow<'_> {
 }
 
 impl RowSource for GpuRow<'_> {
-    fn start(&self) -> &[i64] {
-        &self.lane.start_ns
-    }
-    fn end(&self) -> &[i64] {
-        &self.lane.end_ns
-    }
-    fn end_max(&self) -> &[i64] {
-        &self.lane.end_max_ns
+    fn spans(&self) -> &Spans {
+        &self.lane.spans
     }
     fn color(&self, i: usize) -> Color32 {
         let c = palette::bucket(self.lane.bucket[i]);
@@ -241,14 +235,8 @@ impl ScopeRowSrc<'_> {
 }
 
 impl RowSource for ScopeRowSrc<'_> {
-    fn start(&self) -> &[i64] {
-        &self.row.start_ns
-    }
-    fn end(&self) -> &[i64] {
-        &self.row.end_ns
-    }
-    fn end_max(&self) -> &[i64] {
-        &self.row.end_max_ns
+    fn spans(&self) -> &Spans {
+        &self.row.spans
     }
     fn color(&self, i: usize) -> Color32 {
         palette::scope(self.kind(i))
@@ -258,7 +246,7 @@ impl RowSource for ScopeRowSrc<'_> {
     }
     fn longest(&self, i: usize, j: usize) -> Option<usize> {
         let idx = self.longest?;
-        (j > i).then(|| idx.of(&self.row.start_ns, &self.row.end_ns, i, j))
+        (j > i).then(|| idx.of(&self.row.spans.start_ns, &self.row.spans.end_ns, i, j))
     }
     fn run_color(&self, i: usize, _j: usize) -> Color32 {
         palette::dim(palette::scope(self.kind(i)))

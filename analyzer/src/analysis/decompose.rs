@@ -265,98 +265,22 @@ pub fn analyze_parts(
         (None, None) => unreachable!("the host index is built above when Prepared has none"),
     };
     let hi = &host;
-    let k = &trace.kernels;
-    let m = &trace.memops;
 
     let devices: Vec<DeviceBusy> = p.devices.iter().map(|&(d, _)| device_busy(&p, d)).collect();
 
-    // Scope: the decode steps; the iterations of a training trace; all steps when none is a
-    // decode step; the whole primary device without steps.
-    let mut accs = vec![StepAcc::default(); steps.steps.len()];
-    let mut outside = StepAcc::default();
-    // Per-name time in scope, indexed by name id (kernels, memops): dense, so no hashing.
-    let mut names = NameTimes::new(trace.strings.len());
-    let mut prefill_names = NameTimes::new(trace.strings.len());
     let decode: Vec<bool> = steps.steps.iter().map(|s| s.is_decode()).collect();
     let any_decode = decode.iter().any(|&d| d);
-    let mut other_kernel_ns = 0i64;
-    let mut kernel_ns_in_scope = 0i64;
-    // GPU activity time inside any step, and on the whole device (plausibility).
-    let mut activity_in_steps_ns = 0i64;
-    let mut activity_total_ns = 0i64;
-    // `report --by`: the activities in scope.
-    let mut scope_acts: Vec<i64> = Vec::new();
-
-    if let Some(dev) = steps.device.or(p.primary_device()) {
-        let ko = p.kernels_on(dev);
-        let mo = p.memops_on(dev);
-        let acts = merge_two(
-            ko.iter().map(|&i| (k.gpu_start_ns[i as usize], i as i64)),
-            mo.iter()
-                .map(|&i| (m.gpu_start_ns[i as usize], -(i as i64) - 1)),
-        );
-        let mut sp = 0usize;
-        for (start, tag) in acts {
-            let (is_memop, idx) = if tag >= 0 {
-                (false, tag as usize)
-            } else {
-                (true, (-tag - 1) as usize)
-            };
-            let (end, b, name) = if is_memop {
-                (m.gpu_end_ns[idx], p.memop_bucket[idx] as usize, m.name[idx])
-            } else {
-                (
-                    k.gpu_end_ns[idx],
-                    p.kernel_bucket[idx] as usize,
-                    k.name[idx],
-                )
-            };
-            while sp < steps.steps.len() && steps.steps[sp].gpu_end_ns <= start {
-                sp += 1;
-            }
-            let in_step = sp < steps.steps.len() && steps.steps[sp].gpu_start_ns <= start;
-            // Copies that end before the first step (loading the weights: 8 GB of HtoD in a
-            // llama.cpp recording) are set-up, not work outside the steps.
-            let loading = is_memop && steps.steps.first().is_some_and(|f| end <= f.gpu_start_ns);
-            if !loading {
-                activity_total_ns = activity_total_ns.saturating_add((end - start).max(0));
-            }
-            if in_step {
-                activity_in_steps_ns = activity_in_steps_ns.saturating_add((end - start).max(0));
-            }
-            let in_scope = if steps.steps.is_empty() {
-                outside.add(b, start, end, tag);
-                true
-            } else if in_step {
-                accs[sp].add(b, start, end, tag);
-                if !is_memop {
-                    let bytes = k.bytes.get(idx).copied().unwrap_or(-1);
-                    let flops = k.flops.get(idx).copied().unwrap_or(-1);
-                    accs[sp].cost(b, bytes, flops, end - start);
-                }
-                decode[sp] || !any_decode
-            } else {
-                false
-            };
-            if in_step && steps.steps[sp].phase == Phase::Prefill {
-                prefill_names.add(is_memop, name, b as u8, (end - start).max(0));
-            }
-            if in_scope {
-                if settings.group_by.is_some() {
-                    scope_acts.push(tag);
-                }
-                names.add(is_memop, name, b as u8, (end - start).max(0));
-                if !is_memop {
-                    kernel_ns_in_scope += (end - start).max(0);
-                    if b == Bucket::Other as usize {
-                        other_kernel_ns += (end - start).max(0);
-                    }
-                }
-            }
-        }
-    }
-    accs.iter_mut().for_each(StepAcc::close);
-    outside.close();
+    let Accumulated {
+        accs,
+        outside,
+        names,
+        prefill_names,
+        other_kernel_ns,
+        kernel_ns_in_scope,
+        activity_in_steps_ns,
+        activity_total_ns,
+        scope_acts,
+    } = accumulate(&p, &steps, &decode, settings);
 
     let decode_idx: Vec<usize> = (0..accs.len()).filter(|&i| decode[i]).collect();
     let of_phase = |ph: Phase| -> Vec<usize> {
@@ -451,7 +375,6 @@ pub fn analyze_parts(
     other_top.sort_by(|a, b| b.ms.total_cmp(&a.ms));
     other_top.truncate(settings.top_other);
 
-    let (graph_launches, graph_kernels) = graph_counts(trace);
     let mut notes = trace.manifest.notes.clone();
     if p.devices.len() > 1
         && let Some(d) = steps.device
@@ -508,35 +431,7 @@ pub fn analyze_parts(
     } else {
         Vec::new()
     };
-    let host_idle = (!active.is_empty() && trace.launches.len > 0).then(|| {
-        let mut inside = Causes::default();
-        let mut att = IdleAttribution::new(trace, &hi.forest, &hi.launch_map);
-        for &i in &active {
-            for &(a, b, tag) in &accs[i].gaps {
-                att.gap(a, b, tag, &mut inside);
-            }
-        }
-        let mut between = Causes::default();
-        let mut between_att = IdleAttribution::new(trace, &hi.forest, &hi.launch_map);
-        for w in active.windows(2) {
-            let (prev, cur) = (&accs[w[0]], &accs[w[1]]);
-            between_att.gap(prev.last_end, cur.first_start, cur.first_tag, &mut between);
-        }
-        host::report::build(
-            host::report::Inputs {
-                attribution: &att,
-                inside,
-                between,
-                steps: active.len(),
-                gaps: att.gaps + between_att.gaps,
-                linked: att.linked + between_att.linked,
-                scopes: hi.forest.nodes.len(),
-                step_ms: scope_mean,
-                top: settings.top_host_scopes,
-            },
-            trace,
-        )
-    });
+    let host_idle = host_idle_of(trace, hi, &accs, &active, scope_mean, settings);
     let groups = settings.group_by.map(|by| {
         host::by_key::group(
             trace,
@@ -555,35 +450,7 @@ pub fn analyze_parts(
     }
     let report = Report {
         schema_version: REPORT_SCHEMA_VERSION,
-        source: SourceInfo {
-            path: trace.manifest.source_path.clone().unwrap_or_default(),
-            converted_from: None,
-            format: imported.format.as_str().to_owned(),
-            gpus: trace
-                .manifest
-                .gpus
-                .iter()
-                .map(|g| match g.sm_count {
-                    Some(sm) => format!("{}: {} ({} SMs)", g.device, g.name, sm),
-                    None => format!("{}: {}", g.device, g.name),
-                })
-                .collect(),
-            step_gpu: steps
-                .device
-                .or(p.primary_device())
-                .and_then(|d| trace.manifest.gpus.iter().find(|g| g.device == d))
-                .map(|g| g.name.clone())
-                .filter(|n| !n.is_empty()),
-            kernels: k.len,
-            memops: m.len,
-            launches: trace.launches.len,
-            markers: trace.markers.len,
-            scopes: trace.scopes.len(),
-            graph_launches,
-            graph_kernels,
-            truncated: trace.manifest.truncated,
-            notes,
-        },
+        source: source_info(imported, &p, &steps, notes),
         warnings,
         plausibility,
         bucket_scope,
@@ -625,6 +492,211 @@ pub fn analyze_parts(
         host,
     };
     (report, parts)
+}
+
+/// What one pass over the steps' device's activities adds up: per step, outside the steps,
+/// per name, and the totals the plausibility check and `report --by` need.
+struct Accumulated {
+    /// One per step, closed.
+    accs: Vec<StepAcc>,
+    /// The whole device, when there are no steps.
+    outside: StepAcc,
+    /// Per-name time in scope, and in the prefill steps.
+    names: NameTimes,
+    prefill_names: NameTimes,
+    other_kernel_ns: i64,
+    kernel_ns_in_scope: i64,
+    /// GPU activity time inside any step, and on the whole device.
+    activity_in_steps_ns: i64,
+    activity_total_ns: i64,
+    /// The activities in scope (`report --by`).
+    scope_acts: Vec<i64>,
+}
+
+/// The accumulation pass: every kernel and memop of the steps' device, in start order, added
+/// to its step (or to `outside` without steps) and, when in scope, to the per-name times.
+fn accumulate(
+    p: &Prepared,
+    steps: &Steps,
+    decode: &[bool],
+    settings: &AnalysisSettings,
+) -> Accumulated {
+    let trace = p.trace;
+    let (k, m) = (&trace.kernels, &trace.memops);
+    let any_decode = decode.iter().any(|&d| d);
+    // Scope: the decode steps; the iterations of a training trace; all steps when none is a
+    // decode step; the whole primary device without steps.
+    let mut accs = vec![StepAcc::default(); steps.steps.len()];
+    let mut outside = StepAcc::default();
+    // Per-name time in scope, indexed by name id (kernels, memops): dense, so no hashing.
+    let mut names = NameTimes::new(trace.strings.len());
+    let mut prefill_names = NameTimes::new(trace.strings.len());
+    let mut other_kernel_ns = 0i64;
+    let mut kernel_ns_in_scope = 0i64;
+    // GPU activity time inside any step, and on the whole device (plausibility).
+    let mut activity_in_steps_ns = 0i64;
+    let mut activity_total_ns = 0i64;
+    // `report --by`: the activities in scope.
+    let mut scope_acts: Vec<i64> = Vec::new();
+
+    if let Some(dev) = steps.device.or(p.primary_device()) {
+        let ko = p.kernels_on(dev);
+        let mo = p.memops_on(dev);
+        let acts = merge_two(
+            ko.iter().map(|&i| (k.gpu_start_ns[i as usize], i as i64)),
+            mo.iter()
+                .map(|&i| (m.gpu_start_ns[i as usize], -(i as i64) - 1)),
+        );
+        let mut sp = 0usize;
+        for (start, tag) in acts {
+            let (is_memop, idx) = if tag >= 0 {
+                (false, tag as usize)
+            } else {
+                (true, (-tag - 1) as usize)
+            };
+            let (end, b, name) = if is_memop {
+                (m.gpu_end_ns[idx], p.memop_bucket[idx] as usize, m.name[idx])
+            } else {
+                (
+                    k.gpu_end_ns[idx],
+                    p.kernel_bucket[idx] as usize,
+                    k.name[idx],
+                )
+            };
+            while sp < steps.steps.len() && steps.steps[sp].gpu_end_ns <= start {
+                sp += 1;
+            }
+            let in_step = sp < steps.steps.len() && steps.steps[sp].gpu_start_ns <= start;
+            // Copies that end before the first step (loading the weights: 8 GB of HtoD in a
+            // llama.cpp recording) are set-up, not work outside the steps.
+            let loading = is_memop && steps.steps.first().is_some_and(|f| end <= f.gpu_start_ns);
+            if !loading {
+                activity_total_ns = activity_total_ns.saturating_add((end - start).max(0));
+            }
+            if in_step {
+                activity_in_steps_ns = activity_in_steps_ns.saturating_add((end - start).max(0));
+            }
+            let in_scope = if steps.steps.is_empty() {
+                outside.add(b, start, end, tag);
+                true
+            } else if in_step {
+                accs[sp].add(b, start, end, tag);
+                if !is_memop {
+                    let bytes = k.bytes.get(idx).copied().unwrap_or(-1);
+                    let flops = k.flops.get(idx).copied().unwrap_or(-1);
+                    accs[sp].cost(b, bytes, flops, end - start);
+                }
+                decode[sp] || !any_decode
+            } else {
+                false
+            };
+            if in_step && steps.steps[sp].phase == Phase::Prefill {
+                prefill_names.add(is_memop, name, b as u8, (end - start).max(0));
+            }
+            if in_scope {
+                if settings.group_by.is_some() {
+                    scope_acts.push(tag);
+                }
+                names.add(is_memop, name, b as u8, (end - start).max(0));
+                if !is_memop {
+                    kernel_ns_in_scope += (end - start).max(0);
+                    if b == Bucket::Other as usize {
+                        other_kernel_ns += (end - start).max(0);
+                    }
+                }
+            }
+        }
+    }
+    accs.iter_mut().for_each(StepAcc::close);
+    outside.close();
+    Accumulated {
+        accs,
+        outside,
+        names,
+        prefill_names,
+        other_kernel_ns,
+        kernel_ns_in_scope,
+        activity_in_steps_ns,
+        activity_total_ns,
+        scope_acts,
+    }
+}
+
+/// Why the GPU sat idle inside the `active` steps and between them, by the host scopes
+/// around each gap; `None` without active steps or without launch records.
+fn host_idle_of(
+    trace: &gapscope_traces::Trace,
+    hi: &HostIndex,
+    accs: &[StepAcc],
+    active: &[usize],
+    scope_mean: Option<f64>,
+    settings: &AnalysisSettings,
+) -> Option<host::HostIdleReport> {
+    if active.is_empty() || trace.launches.len == 0 {
+        return None;
+    }
+    let mut inside = Causes::default();
+    let mut att = IdleAttribution::new(trace, &hi.forest, &hi.launch_map);
+    for &i in active {
+        for &(a, b, tag) in &accs[i].gaps {
+            att.gap(a, b, tag, &mut inside);
+        }
+    }
+    let mut between = Causes::default();
+    let mut between_att = IdleAttribution::new(trace, &hi.forest, &hi.launch_map);
+    for w in active.windows(2) {
+        let (prev, cur) = (&accs[w[0]], &accs[w[1]]);
+        between_att.gap(prev.last_end, cur.first_start, cur.first_tag, &mut between);
+    }
+    Some(host::report::build(
+        host::report::Inputs {
+            attribution: &att,
+            inside,
+            between,
+            steps: active.len(),
+            gaps: att.gaps + between_att.gaps,
+            linked: att.linked + between_att.linked,
+            scopes: hi.forest.nodes.len(),
+            step_ms: scope_mean,
+            top: settings.top_host_scopes,
+        },
+        trace,
+    ))
+}
+
+/// Where the report's figures come from: the input, its GPUs and what it holds.
+fn source_info(imported: &Imported, p: &Prepared, steps: &Steps, notes: Vec<String>) -> SourceInfo {
+    let trace = &imported.trace;
+    let (graph_launches, graph_kernels) = graph_counts(trace);
+    SourceInfo {
+        path: trace.manifest.source_path.clone().unwrap_or_default(),
+        converted_from: None,
+        format: imported.format.as_str().to_owned(),
+        gpus: trace
+            .manifest
+            .gpus
+            .iter()
+            .map(|g| match g.sm_count {
+                Some(sm) => format!("{}: {} ({} SMs)", g.device, g.name, sm),
+                None => format!("{}: {}", g.device, g.name),
+            })
+            .collect(),
+        step_gpu: steps
+            .device
+            .or(p.primary_device())
+            .and_then(|d| trace.manifest.gpus.iter().find(|g| g.device == d))
+            .map(|g| g.name.clone())
+            .filter(|n| !n.is_empty()),
+        kernels: trace.kernels.len,
+        memops: trace.memops.len,
+        launches: trace.launches.len,
+        markers: trace.markers.len,
+        scopes: trace.scopes.len(),
+        graph_launches,
+        graph_kernels,
+        truncated: trace.manifest.truncated,
+        notes,
+    }
 }
 
 /// NVML telemetry of the steps' device over the decode steps (the device's kernel span

@@ -1,6 +1,6 @@
 //! End-to-end tests of the `gapscope` binary over bundled real traces and corrupt inputs.
 
-use gapscope_tests::{gapscope, json, repo, run};
+use gapscope_tests::{gapscope, json, repo, run, success};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -563,19 +563,14 @@ fn join_puts_engine_metadata_onto_a_recording() {
     let rec_path = dir.path().join("recorded.gst");
     write_trace(&rec_path, &rec).unwrap();
     let out_path = dir.path().join("joined.gst");
-    let out = gapscope()
-        .arg("join")
-        .arg(&engine)
-        .arg(&rec_path)
-        .arg("-o")
-        .arg(&out_path)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = success(
+        gapscope()
+            .arg("join")
+            .arg(&engine)
+            .arg(&rec_path)
+            .arg("-o")
+            .arg(&out_path)
+            .arg("--json"),
     );
     let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rep["joined"], rep["engine_launches"], "{rep}");
@@ -585,17 +580,7 @@ fn join_puts_engine_metadata_onto_a_recording() {
     // Every engine copy (the sampled tokens fed back, one per step) lands on its recording.
     assert!(rep["engine_memops"].as_u64().unwrap_or(0) > 0, "{rep}");
     assert_eq!(rep["joined_memops"], rep["engine_memops"], "{rep}");
-    let report = gapscope()
-        .arg("report")
-        .arg(&out_path)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        report.status.success(),
-        "{}",
-        String::from_utf8_lossy(&report.stderr)
-    );
+    let report = success(gapscope().arg("report").arg(&out_path).arg("--json"));
     let text = String::from_utf8_lossy(&report.stdout);
     for bucket in [
         "\"gemv\"",

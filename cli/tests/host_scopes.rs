@@ -2,21 +2,16 @@
 //! by the module they ran in, and `report --by`. The traces are the GPU captures of issue 19
 //! (recorded by scripts/capture/run-gpu-issue19.sh) and the bundled HF decode trace.
 
-use gapscope_tests::{gapscope, repo};
+use gapscope_tests::{gapscope, repo, success};
 
 fn report(args: &[&str], trace: &str) -> serde_json::Value {
     let p = repo(trace);
     assert!(p.exists(), "{trace} is missing");
-    let out = gapscope()
-        .args(["report", "-q", "--json"])
-        .args(args)
-        .arg(&p)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = success(
+        gapscope()
+            .args(["report", "-q", "--json"])
+            .args(args)
+            .arg(&p),
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     v["reports"][0].clone()
@@ -189,17 +184,12 @@ fn host_scope_counts_equal_the_independent_counts() {
 fn scopes_survive_the_native_format() {
     let dir = tempfile::tempdir().unwrap();
     let gst = dir.path().join("q.gst");
-    let out = gapscope()
-        .args(["import", "-q"])
-        .arg(repo(QWEN_KINETO))
-        .arg("-o")
-        .arg(&gst)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    success(
+        gapscope()
+            .args(["import", "-q"])
+            .arg(repo(QWEN_KINETO))
+            .arg("-o")
+            .arg(&gst),
     );
     let a = report(&[], QWEN_KINETO);
     let b = report(&[], gst.to_str().unwrap());

@@ -3,7 +3,7 @@
 //! scripts/capture/run-gpu-issue19.sh) name every kernel and memop alike after import, and
 //! file them in the same buckets within the run-to-run spread ([`SPREAD_MS`]).
 
-use gapscope_tests::{gapscope, repo};
+use gapscope_tests::{gapscope, repo, success};
 
 const KINETO: &str = "traces/reference/hf-qwen3next-small-npl1.json.gz";
 /// Recorded with NVTX module ranges (CUPTI from CUDA init): the same module scopes as
@@ -33,16 +33,11 @@ const SPREAD_MS: &[(&str, f64)] = &[
 const PER_CALL_MS: f64 = 0.0005;
 
 fn diff_json(a: &str, b: &str) -> serde_json::Value {
-    let out = gapscope()
-        .args(["diff", "-q", "--json"])
-        .arg(repo(a))
-        .arg(repo(b))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = success(
+        gapscope()
+            .args(["diff", "-q", "--json"])
+            .arg(repo(a))
+            .arg(repo(b)),
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -99,16 +94,11 @@ fn every_kernel_and_memop_pairs_between_torch_profiler_and_a_recording() {
 fn import_keeps_the_raw_names_next_to_the_canonical_ones() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("k.gst");
-    let st = gapscope()
-        .args(["import", "-q", "-o"])
-        .arg(&out)
-        .arg(repo(KINETO))
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
+    success(
+        gapscope()
+            .args(["import", "-q", "-o"])
+            .arg(&out)
+            .arg(repo(KINETO)),
     );
     let m: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();

@@ -45,6 +45,13 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Runs `cmd`, which must succeed (its stderr is the failure message); its output.
+pub fn success(cmd: &mut Command) -> Output {
+    let o = cmd.output().expect("runs");
+    assert!(o.status.success(), "{cmd:?}: {}", stderr(&o));
+    o
+}
+
 /// Runs `gapscope` with `args`, which must succeed, and parses its stdout as JSON.
 pub fn json(args: &[&str]) -> serde_json::Value {
     let o = run(args);

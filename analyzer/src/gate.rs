@@ -1,3 +1,5 @@
+// Long on purpose: the policy, one metric's judgement, the step and structural checks and the
+// history baseline all build one GateReport.
 //! CI gate: compares per-bucket per-step distributions of a baseline and a current trace
 //! with a bootstrap confidence interval on the median difference, a minimum effect size and
 //! a noise floor from the baseline's own step-to-step spread, plus structural checks.

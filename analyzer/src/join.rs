@@ -1,3 +1,5 @@
+// Long on purpose: one join: its report, settings and passes; the name walk is one loop over
+// cursors its cases share.
 //! Joins an engine's own launch records (op, layer, bucket, bytes, FLOPs, steps) onto a
 //! recording of the same run by another tool (a CUPTI recording, an nsys export). The engine
 //! issues everything on one stream in a fixed order and numbers its launches in that order, so

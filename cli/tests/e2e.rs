@@ -1,3 +1,5 @@
+// Long on purpose: the end-to-end tests of the commands over the bundled traces; split by command
+// if it grows.
 //! End-to-end tests of the `gapscope` binary over bundled real traces and corrupt inputs.
 
 use gapscope_tests::{gapscope, json, repo, run, success};

@@ -1,3 +1,5 @@
+// Long on purpose: the accumulators and the report assembly share private types (the row builders
+// are in decompose/rows.rs); about 120 lines are tests.
 //! Per-step decomposition: bucket times per step, overlap-correct busy time, idle split into
 //! launch gaps and host gaps, and step-time statistics.
 

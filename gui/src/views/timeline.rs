@@ -1,3 +1,5 @@
+// Long on purpose: one view: its state, row sources, navigation, painting and hover text share
+// TimelineState.
 //! The timeline: a lane per device and stream (kernels and memops coloured by bucket),
 //! step boundaries, GPU-timeline markers and the host scopes per thread; zoom and pan with
 //! mouse and keyboard (W/S zoom, A/D pan, as in Perfetto; F fits), hover details, click to

@@ -434,13 +434,7 @@ fn padding_between_events_and_unread_values_are_streamed() {
 fn a_fifo_is_refused_before_it_is_opened() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("trace.json");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&p)
-            .status()
-            .unwrap()
-            .success()
-    );
+    gapscope_tests::mkfifo(&p);
     let e = import_trace(&p, &ImportOptions::default(), &NoProgress)
         .unwrap_err()
         .to_string();

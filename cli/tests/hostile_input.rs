@@ -2,9 +2,9 @@
 //! each class ends in exit 0 with the right figures or exit 2 with one line on stderr; never
 //! a panic (exit 101), an abort or a hang. Usage errors are one line too.
 
-use gapscope_tests::{gzip, repo, run, stderr};
+use gapscope_tests::{gzip, mkfifo, repo, run, stderr};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 /// Exit 2 with exactly one line on stderr; returns that line.
 fn fails_with_one_line<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
@@ -249,7 +249,7 @@ fn fifos_and_odd_paths() {
     let tmp = tempfile::tempdir().unwrap();
     for name in ["t.json", "t.sqlite"] {
         let p = tmp.path().join(name);
-        assert!(Command::new("mkfifo").arg(&p).status().unwrap().success());
+        mkfifo(&p);
         let e = fails_with_one_line(&["report".as_ref(), p.as_os_str()]);
         assert!(e.contains("FIFO"), "{e}");
     }

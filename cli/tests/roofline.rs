@@ -2,8 +2,8 @@
 //! `gapscope roofline` end to end: the hand-computed Llama-3-8B floor, JSON, and an SVG that
 //! parses, renders to PNG and carries the floor lines and the measured point.
 
-use gapscope_tests::{gapscope, one_line_error, repo, run};
-use std::process::Command;
+use gapscope_tests::{mkfifo, one_line_error, repo, run, run_within};
+use std::time::Duration;
 
 #[test]
 fn llama3_8b_bf16_h100_floor_json() {
@@ -395,13 +395,7 @@ fn absurd_model_sizes_and_options_are_refused() {
 fn model_and_profile_must_be_regular_files() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("config.json");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .expect("mkfifo runs")
-            .success()
-    );
+    mkfifo(&fifo);
     let model = repo("models/llama-3-8b.json");
     for args in [
         vec!["--model", fifo.to_str().unwrap(), "--hw", "h200"],
@@ -419,23 +413,9 @@ fn model_and_profile_must_be_regular_files() {
             fifo.to_str().unwrap(),
         ],
     ] {
-        let mut child = gapscope()
-            .arg("roofline")
-            .args(&args)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let start = std::time::Instant::now();
-        while child.try_wait().unwrap().is_none() {
-            if start.elapsed().as_secs() > 20 {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("roofline {args:?} hangs");
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        let o = child.wait_with_output().unwrap();
+        let mut argv = vec!["roofline"];
+        argv.extend_from_slice(&args);
+        let o = run_within(&argv, Duration::from_secs(20));
         let e = one_line_error(&o);
         assert!(e.contains("must be a regular file"), "{args:?}: {e}");
     }

@@ -2,46 +2,8 @@
 //! `replace_builtin` (report, export, buckets and explain agree), rules-file errors that keep
 //! their reason, files that are not regular, and a kernel name of 4M characters.
 
-use gapscope_tests::{gapscope, json, one_line_error, repo, run};
-use std::process::{Command, Output};
+use gapscope_tests::{json, mkfifo, one_line_error, repo, run, run_within};
 use std::time::{Duration, Instant};
-
-/// Runs with a deadline, so a hang fails the test instead of blocking it. The output is
-/// read while the command runs.
-fn run_within(args: &[&str], limit: Duration) -> Output {
-    let mut child = gapscope()
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("runs");
-    let drain = |mut r: Box<dyn std::io::Read + Send>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = r.read_to_end(&mut v);
-            v
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("waits") {
-            break s;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("gapscope {args:?} ran past {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output {
-        status,
-        stdout: out.join().unwrap(),
-        stderr: err.join().unwrap(),
-    }
-}
 
 #[test]
 fn buckets_list_json() {
@@ -177,13 +139,7 @@ fn rules_file_errors_keep_the_reason() {
 fn rules_from_fifos_and_devices_are_refused_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("rules.toml");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .expect("mkfifo runs")
-            .success()
-    );
+    mkfifo(&fifo);
     for path in [fifo.to_str().unwrap(), "/dev/zero"] {
         let o = run_within(&["buckets", "--rules", path], Duration::from_secs(20));
         let e = one_line_error(&o);

@@ -19,7 +19,7 @@ use crate::import::Imported;
 use crate::rules::RuleSet;
 
 mod rows;
-use rows::{StepSets, bucket_rows, span_ms, step_report};
+use rows::{StepSets, bucket_rows, span_ms, step_report, with_gpu_work};
 
 const NB: usize = Bucket::ALL.len();
 const NS_PER_MS: f64 = 1e6;
@@ -428,11 +428,7 @@ pub fn analyze_parts(
     // Why the GPU sat idle: the decode steps (or iterations) with GPU work, as the idle
     // figures of the step report count them.
     let active: Vec<usize> = if any_decode || training {
-        scope_idx
-            .iter()
-            .copied()
-            .filter(|&i| accs[i].first_start < accs[i].last_end)
-            .collect()
+        with_gpu_work(&scope_idx, &accs)
     } else {
         Vec::new()
     };

@@ -15,6 +15,15 @@ pub(super) struct StepSets<'a> {
     pub mixed: &'a [usize],
 }
 
+/// The steps of `scope` with GPU work: those the idle figures count.
+pub(super) fn with_gpu_work(scope: &[usize], accs: &[StepAcc]) -> Vec<usize> {
+    scope
+        .iter()
+        .copied()
+        .filter(|&i| accs[i].first_start < accs[i].last_end)
+        .collect()
+}
+
 pub(super) fn span_ms(s: &Step) -> f64 {
     (s.gpu_end_ns - s.gpu_start_ns) as f64 / NS_PER_MS
 }
@@ -39,11 +48,7 @@ pub(super) fn step_report(steps: &Steps, accs: &[StepAcc], sets: &StepSets) -> S
     }
     let spans: Vec<f64> = scope.iter().map(|&i| span_ms(&s[i])).collect();
     let active: Vec<usize> = if timed {
-        scope
-            .iter()
-            .copied()
-            .filter(|&i| accs[i].first_start < accs[i].last_end)
-            .collect()
+        with_gpu_work(scope, accs)
     } else {
         Vec::new()
     };

@@ -99,11 +99,9 @@ fn render(d: &DiffReport, md: bool) -> String {
     };
     for (label, side) in [("A", &d.a), ("B", &d.b)] {
         s.push_str(&format!(
-            "{label}: {} ({} decode steps, {} ms/step, busy {} ms/step)\n",
+            "{label}: {} ({})\n",
             text(&side.path),
-            side.decode_steps,
-            ms(side.step_ms),
-            ms(side.busy_ms)
+            side_figures(side)
         ));
     }
     s.push_str(&format!(
@@ -119,13 +117,7 @@ fn render(d: &DiffReport, md: bool) -> String {
     }
     s.push_str(&shares_line(d));
     s.push('\n');
-    s.push_str(&format!(
-        "idle per step: launch gaps A {} / B {} ms, host gaps A {} / B {} ms\n",
-        ms(d.idle.a_launch_gap_ms),
-        ms(d.idle.b_launch_gap_ms),
-        ms(d.idle.a_host_gap_ms),
-        ms(d.idle.b_host_gap_ms)
-    ));
+    s.push_str(&format!("idle per step: {}\n", idle_figures(d)));
     for g in &d.groups {
         let (head, how) = group_line(g, false);
         s.push_str(&format!("{head}; {how}\n"));
@@ -163,27 +155,23 @@ fn render(d: &DiffReport, md: bool) -> String {
             "\nwhat-if (A's step if one lever took B's time / disappeared / ran at its floor):\n",
         );
         for w in levers {
+            let [lever, as_b, gain, without, floor] = what_if_cells(w);
+            let floor = if w.at_floor_ms.is_some() {
+                format!("{floor} ms")
+            } else {
+                floor
+            };
             s.push_str(&format!(
-                "  {:<16} {} ms (gain {}) / {} ms / {}\n",
-                w.lever,
-                ms(w.as_b_ms),
-                ms(w.gain_as_b_ms),
-                ms(w.without_ms),
-                w.at_floor_ms
-                    .map(|f| format!("{} ms", ms(f)))
-                    .unwrap_or_else(|| "-".into())
+                "  {lever:<16} {as_b} ms (gain {gain}) / {without} ms / {floor}\n"
             ));
         }
     }
     s.push_str("\ntop kernels that moved (ms/step, A vs B):\n");
     for k in &d.top_moved {
+        let [name, bucket, a, b, delta] = moved_cells(k);
         s.push_str(&format!(
-            "  {:>9} {:>9} {:>+9.4}  [{}] {}\n",
-            ms(k.a_ms_per_step),
-            ms(k.b_ms_per_step),
-            k.delta_ms,
-            k.bucket,
-            text(&short(&k.name))
+            "  {a:>9} {b:>9} {delta:>9}  [{bucket}] {}\n",
+            text(&name)
         ));
     }
     s
@@ -198,6 +186,50 @@ const BUCKET_HEAD: [&str; 7] = [
     "A calls",
     "B calls",
 ];
+
+/// One side's figures: decode steps, step time and GPU busy time.
+fn side_figures(side: &gapscope_analyzer::diff::Side) -> String {
+    format!(
+        "{} decode steps, {} ms/step, GPU busy {} ms/step",
+        side.decode_steps,
+        ms(side.step_ms),
+        ms(side.busy_ms)
+    )
+}
+
+/// The idle per step on both sides: launch gaps and host gaps.
+fn idle_figures(d: &DiffReport) -> String {
+    format!(
+        "launch gaps A {} / B {} ms, host gaps A {} / B {} ms",
+        ms(d.idle.a_launch_gap_ms),
+        ms(d.idle.b_launch_gap_ms),
+        ms(d.idle.a_host_gap_ms),
+        ms(d.idle.b_host_gap_ms)
+    )
+}
+
+/// A what-if's cells: lever, step with B's time, gain, step without it, step at its floor
+/// (`-` without one), in ms.
+fn what_if_cells(w: &WhatIf) -> [String; 5] {
+    [
+        w.lever.clone(),
+        ms(w.as_b_ms),
+        ms(w.gain_as_b_ms),
+        ms(w.without_ms),
+        w.at_floor_ms.map(ms).unwrap_or_else(|| "-".into()),
+    ]
+}
+
+/// A moved kernel's cells: short name, bucket, A and B ms/step, delta.
+fn moved_cells(k: &gapscope_analyzer::diff::KernelMove) -> [String; 5] {
+    [
+        short(&k.name),
+        k.bucket.to_string(),
+        ms(k.a_ms_per_step),
+        ms(k.b_ms_per_step),
+        format!("{:+.4}", k.delta_ms),
+    ]
+}
 
 /// The bucket rows, then the residual row.
 fn bucket_rows(d: &DiffReport) -> Vec<Vec<String>> {
@@ -307,11 +339,9 @@ fn markdown(d: &DiffReport) -> String {
     let mut s = String::from("## gapscope diff\n\n");
     for (label, side) in [("A", &d.a), ("B", &d.b)] {
         s.push_str(&format!(
-            "- **{label}**: {}: {} decode steps, {} ms/step, GPU busy {} ms/step\n",
+            "- **{label}**: {}: {}\n",
             md_code(&side.path),
-            side.decode_steps,
-            ms(side.step_ms),
-            ms(side.busy_ms)
+            side_figures(side)
         ));
     }
     s.push_str(&format!(
@@ -332,13 +362,9 @@ fn markdown(d: &DiffReport) -> String {
     );
     s.push_str(&format!(
         "\n{} `residual (idle)` is the part of the gap no bucket explains: launch and host \
-         gaps (GPU idle) and overlap. Idle per step: launch gaps A {} / B {} ms, host gaps A {} / \
-         B {} ms.\n",
+         gaps (GPU idle) and overlap. Idle per step: {}.\n",
         shares_line(d).trim_end().replace("shares", "Shares"),
-        ms(d.idle.a_launch_gap_ms),
-        ms(d.idle.b_launch_gap_ms),
-        ms(d.idle.a_host_gap_ms),
-        ms(d.idle.b_host_gap_ms)
+        idle_figures(d)
     ));
     for g in &d.groups {
         let (head, how) = group_line(g, true);
@@ -368,15 +394,7 @@ fn markdown(d: &DiffReport) -> String {
     s.push_str("\n### What-if: A's step if one lever changed\n\n");
     let rows = gaining(d)
         .into_iter()
-        .map(|w| {
-            text_row(vec![
-                w.lever.clone(),
-                ms(w.as_b_ms),
-                ms(w.gain_as_b_ms),
-                ms(w.without_ms),
-                w.at_floor_ms.map(ms).unwrap_or_else(|| "-".into()),
-            ])
-        })
+        .map(|w| text_row(what_if_cells(w).into()))
         .collect();
     md_table(
         &mut s,
@@ -395,13 +413,10 @@ fn markdown(d: &DiffReport) -> String {
         .top_moved
         .iter()
         .map(|k| {
-            vec![
-                Cell::Code(short(&k.name)),
-                Cell::Text(k.bucket.to_string()),
-                Cell::Text(ms(k.a_ms_per_step)),
-                Cell::Text(ms(k.b_ms_per_step)),
-                Cell::Text(format!("{:+.4}", k.delta_ms)),
-            ]
+            let [name, rest @ ..] = moved_cells(k);
+            std::iter::once(Cell::Code(name))
+                .chain(rest.into_iter().map(Cell::Text))
+                .collect()
         })
         .collect();
     md_table(

@@ -1,3 +1,5 @@
+// Long on purpose: the policy, one metric's judgement, the step and structural checks and the
+// history baseline all build one GateReport.
 //! CI gate: compares per-bucket per-step distributions of a baseline and a current trace
 //! with a bootstrap confidence interval on the median difference, a minimum effect size and
 //! a noise floor from the baseline's own step-to-step spread, plus structural checks.
@@ -5,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::Report;
+use crate::analysis::stats::{self, Summary, mean, percentile_nearest_sorted};
 use crate::bucket::Bucket;
 use crate::diff::diff;
 
@@ -263,23 +266,15 @@ impl Rng {
     }
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
-    }
+/// [`stats::median`], but 0 for an empty side (which [`judge`] calls inconclusive).
+fn median(v: &[f64]) -> f64 {
+    if v.is_empty() { 0.0 } else { stats::median(v) }
 }
 
 /// Bootstrap CI of `median(y) - median(x)` relative to `median(x)`, and the relative
 /// half-width of the CI of `median(x)` alone (the baseline's noise floor).
 pub fn bootstrap(x: &[f64], y: &[f64], p: &Policy) -> (f64, f64, f64) {
-    let mx = median(&mut x.to_vec());
+    let mx = median(x);
     if x.is_empty() || y.is_empty() || mx <= 0.0 {
         return (0.0, 0.0, 0.0);
     }
@@ -295,14 +290,14 @@ pub fn bootstrap(x: &[f64], y: &[f64], p: &Policy) -> (f64, f64, f64) {
         for v in by.iter_mut() {
             *v = y[rng.below(y.len())];
         }
-        let (a, b) = (median(&mut bx), median(&mut by));
+        let (a, b) = (median(&bx), median(&by));
         diffs.push((b - a) / mx);
         base.push((a - mx) / mx);
     }
     let alpha = (1.0 - p.confidence.clamp(0.5, 0.999)) / 2.0;
     let q = |v: &mut Vec<f64>, f: f64| {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[((v.len() - 1) as f64 * f).round() as usize]
+        v.sort_by(f64::total_cmp);
+        percentile_nearest_sorted(v, 100.0 * f)
     };
     let lo = q(&mut diffs, alpha);
     let hi = q(&mut diffs, 1.0 - alpha);
@@ -314,8 +309,7 @@ pub fn bootstrap(x: &[f64], y: &[f64], p: &Policy) -> (f64, f64, f64) {
 /// (share of busy time for a bucket, of the step for an idle metric): below the policy's
 /// `min_share` a metric never fails.
 pub fn judge(x: &[f64], y: &[f64], share: f64, p: &Policy) -> Judgement {
-    let mx = median(&mut x.to_vec());
-    let my = median(&mut y.to_vec());
+    let (mx, my) = (median(x), median(y));
     let rel = if mx > 0.0 {
         (my - mx) / mx
     } else if my > 0.0 {
@@ -634,13 +628,6 @@ pub fn gate_with(baseline: &Report, current: &Report, p: &Policy, o: GateOptions
 fn step_verdicts(baseline: &Report, current: &Report, p: &Policy) -> Vec<StepVerdict> {
     let (bs, cs) = (&baseline.steps.series, &current.steps.series);
     let step_ms = baseline.steps.tpot_ms.map(|t| t.mean).unwrap_or(0.0);
-    let mean = |v: &[f64]| {
-        if v.is_empty() {
-            0.0
-        } else {
-            v.iter().sum::<f64>() / v.len() as f64
-        }
-    };
     let share = |v: &[f64]| {
         if step_ms > 0.0 {
             mean(v) / step_ms
@@ -712,13 +699,12 @@ pub fn baseline_from_history(
         }
         let per: Vec<f64> = vals.iter().filter_map(|v| v.ms_per_step_median).collect();
         let calls: Vec<f64> = vals.iter().filter_map(|v| v.calls_per_step).collect();
-        let share = vals.iter().map(|v| v.share_of_busy_pct).sum::<f64>() / vals.len() as f64;
-        let mean_calls =
-            (!calls.is_empty()).then(|| calls.iter().sum::<f64>() / calls.len() as f64);
+        let share = mean(&vals.iter().map(|v| v.share_of_busy_pct).collect::<Vec<_>>());
+        let mean_calls = (!calls.is_empty()).then(|| mean(&calls));
         rows.push(crate::analysis::BucketRow {
             bucket: bk,
             total_ms: share,
-            ms_per_step: (!per.is_empty()).then(|| crate::analysis::stats::Summary::of(&per)),
+            ms_per_step: (!per.is_empty()).then(|| Summary::of(&per)),
             calls: 0,
             calls_per_step: mean_calls,
             share_of_busy_pct: share,

@@ -19,3 +19,4 @@ pub mod gate;
 pub mod history;
 pub mod join;
 pub mod roofline;
+pub mod text;

@@ -1,3 +1,4 @@
+// Long on purpose: about 440 lines of code; the rest is the tests of the rule language.
 //! Bucket rules: ordered regexes over demangled kernel names plus memop-kind rules, loaded
 //! from the embedded `rules/builtin.toml` and optionally a user file placed in front.
 //!
@@ -176,6 +177,12 @@ impl RuleSet {
         let text = read_config(path, "rules file", MAX_CONFIG_BYTES)?;
         let file: RuleFile = parse_toml(path, &text, "rules file")?;
         let mut rules = compile_rules(file.rule, &path.display().to_string())?;
+        tracing::debug!(
+            path = %path.display(),
+            rules = rules.len(),
+            replace_builtin = file.replace_builtin,
+            "rule file loaded"
+        );
         if !file.replace_builtin {
             rules.extend(Self::builtin().rules);
         }

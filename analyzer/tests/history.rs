@@ -8,6 +8,7 @@ use gapscope_analyzer::RuleSet;
 use gapscope_analyzer::analysis::{AnalysisSettings, Report, analyze};
 use gapscope_analyzer::history::History;
 use gapscope_analyzer::import::{ImportOptions, NoProgress, import_trace};
+use gapscope_tests::names;
 
 fn nsys_export() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/nsys/nsys-2025.3.sqlite")
@@ -22,16 +23,6 @@ fn err(r: Result<History, gapscope_analyzer::AnalyzerError>) -> String {
     let e = r.err().expect("fails").to_string();
     assert!(!e.contains('\n'), "one line: {e}");
     e
-}
-
-/// Every name in `dir`, sorted.
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
 }
 
 fn exercise(db: &str) {

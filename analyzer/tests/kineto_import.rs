@@ -6,11 +6,8 @@ use std::path::{Path, PathBuf};
 use gapscope_analyzer::analysis::{AnalysisSettings, analyze};
 use gapscope_analyzer::import::{ImportOptions, Imported, NoProgress, import_trace};
 use gapscope_analyzer::{Bucket, RuleSet};
+use gapscope_tests::{gzip, repo};
 use gapscope_traces::{MemopKind, Phase};
-
-fn repo(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
-}
 
 fn import(p: &Path) -> Imported {
     import_trace(p, &ImportOptions::default(), &NoProgress).expect("imports")
@@ -318,12 +315,6 @@ fn data_after_the_json_document_is_an_error() {
     }
 }
 
-fn gzip(data: &[u8], level: flate2::Compression) -> Vec<u8> {
-    let mut e = flate2::write::GzEncoder::new(Vec::new(), level);
-    e.write_all(data).unwrap();
-    e.finish().unwrap()
-}
-
 /// A gzip whose payload or trailer is damaged must not report figures: reading to the end
 /// checks the CRC-32 and length trailers. Corruption is not truncation, so
 /// `allow_truncated` does not accept it either.
@@ -443,13 +434,7 @@ fn padding_between_events_and_unread_values_are_streamed() {
 fn a_fifo_is_refused_before_it_is_opened() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("trace.json");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&p)
-            .status()
-            .unwrap()
-            .success()
-    );
+    gapscope_tests::mkfifo(&p);
     let e = import_trace(&p, &ImportOptions::default(), &NoProgress)
         .unwrap_err()
         .to_string();

@@ -1,5 +1,6 @@
+// Long on purpose: the tests of one importer, over the bundled exports and edited copies of them.
 //! Nsight Systems SQLite import over the fixtures in tests/data/nsys (faithful fixtures
-//! built from the documented schema by scripts/fixtures/make_nsys_fixtures.py; see the
+//! built from the documented schema by scripts/fixtures/make-nsys-fixtures.py; see the
 //! README there). Every fixture holds the same workload, so the expected numbers below
 //! are known by construction:
 //! - prefill: HtoD copy, rms_norm + gemv launches, a memset, a stream sync;

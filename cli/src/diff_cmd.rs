@@ -8,6 +8,7 @@ use clap::Args;
 use gapscope_analyzer::diff::{DiffReport, FloorCeilings, WhatIf, diff_with_floor, refusal};
 use gapscope_analyzer::roofline::{WeightFormat, hw, peak_flops};
 
+use crate::render::markdown::{Align, Cell, table, text_row};
 use crate::render::{md_code, md_text, ms, short, text, write_stdout};
 use crate::report_cmd::AnalysisArgs;
 
@@ -98,11 +99,9 @@ fn render(d: &DiffReport, md: bool) -> String {
     };
     for (label, side) in [("A", &d.a), ("B", &d.b)] {
         s.push_str(&format!(
-            "{label}: {} ({} decode steps, {} ms/step, busy {} ms/step)\n",
+            "{label}: {} ({})\n",
             text(&side.path),
-            side.decode_steps,
-            ms(side.step_ms),
-            ms(side.busy_ms)
+            side_figures(side)
         ));
     }
     s.push_str(&format!(
@@ -118,13 +117,7 @@ fn render(d: &DiffReport, md: bool) -> String {
     }
     s.push_str(&shares_line(d));
     s.push('\n');
-    s.push_str(&format!(
-        "idle per step: launch gaps A {} / B {} ms, host gaps A {} / B {} ms\n",
-        ms(d.idle.a_launch_gap_ms),
-        ms(d.idle.b_launch_gap_ms),
-        ms(d.idle.a_host_gap_ms),
-        ms(d.idle.b_host_gap_ms)
-    ));
+    s.push_str(&format!("idle per step: {}\n", idle_figures(d)));
     for g in &d.groups {
         let (head, how) = group_line(g, false);
         s.push_str(&format!("{head}; {how}\n"));
@@ -162,27 +155,23 @@ fn render(d: &DiffReport, md: bool) -> String {
             "\nwhat-if (A's step if one lever took B's time / disappeared / ran at its floor):\n",
         );
         for w in levers {
+            let [lever, as_b, gain, without, floor] = what_if_cells(w);
+            let floor = if w.at_floor_ms.is_some() {
+                format!("{floor} ms")
+            } else {
+                floor
+            };
             s.push_str(&format!(
-                "  {:<16} {} ms (gain {}) / {} ms / {}\n",
-                w.lever,
-                ms(w.as_b_ms),
-                ms(w.gain_as_b_ms),
-                ms(w.without_ms),
-                w.at_floor_ms
-                    .map(|f| format!("{} ms", ms(f)))
-                    .unwrap_or_else(|| "-".into())
+                "  {lever:<16} {as_b} ms (gain {gain}) / {without} ms / {floor}\n"
             ));
         }
     }
     s.push_str("\ntop kernels that moved (ms/step, A vs B):\n");
     for k in &d.top_moved {
+        let [name, bucket, a, b, delta] = moved_cells(k);
         s.push_str(&format!(
-            "  {:>9} {:>9} {:>+9.4}  [{}] {}\n",
-            ms(k.a_ms_per_step),
-            ms(k.b_ms_per_step),
-            k.delta_ms,
-            k.bucket,
-            text(&short(&k.name))
+            "  {a:>9} {b:>9} {delta:>9}  [{bucket}] {}\n",
+            text(&name)
         ));
     }
     s
@@ -197,6 +186,50 @@ const BUCKET_HEAD: [&str; 7] = [
     "A calls",
     "B calls",
 ];
+
+/// One side's figures: decode steps, step time and GPU busy time.
+fn side_figures(side: &gapscope_analyzer::diff::Side) -> String {
+    format!(
+        "{} decode steps, {} ms/step, GPU busy {} ms/step",
+        side.decode_steps,
+        ms(side.step_ms),
+        ms(side.busy_ms)
+    )
+}
+
+/// The idle per step on both sides: launch gaps and host gaps.
+fn idle_figures(d: &DiffReport) -> String {
+    format!(
+        "launch gaps A {} / B {} ms, host gaps A {} / B {} ms",
+        ms(d.idle.a_launch_gap_ms),
+        ms(d.idle.b_launch_gap_ms),
+        ms(d.idle.a_host_gap_ms),
+        ms(d.idle.b_host_gap_ms)
+    )
+}
+
+/// A what-if's cells: lever, step with B's time, gain, step without it, step at its floor
+/// (`-` without one), in ms.
+fn what_if_cells(w: &WhatIf) -> [String; 5] {
+    [
+        w.lever.clone(),
+        ms(w.as_b_ms),
+        ms(w.gain_as_b_ms),
+        ms(w.without_ms),
+        w.at_floor_ms.map(ms).unwrap_or_else(|| "-".into()),
+    ]
+}
+
+/// A moved kernel's cells: short name, bucket, A and B ms/step, delta.
+fn moved_cells(k: &gapscope_analyzer::diff::KernelMove) -> [String; 5] {
+    [
+        short(&k.name),
+        k.bucket.to_string(),
+        ms(k.a_ms_per_step),
+        ms(k.b_ms_per_step),
+        format!("{:+.4}", k.delta_ms),
+    ]
+}
 
 /// The bucket rows, then the residual row.
 fn bucket_rows(d: &DiffReport) -> Vec<Vec<String>> {
@@ -293,27 +326,22 @@ fn code(name: &str) -> String {
     md_code(&short(name))
 }
 
-/// A Markdown table whose columns from `numeric` on are right-aligned.
-fn md_table(s: &mut String, head: &[&str], numeric: usize, rows: &[Vec<String>]) {
-    s.push_str(&format!("| {} |\n", head.join(" | ")));
-    let align: Vec<&str> = (0..head.len())
-        .map(|i| if i < numeric { "---" } else { "---:" })
-        .collect();
-    s.push_str(&format!("|{}|\n", align.join("|")));
-    for r in rows {
-        s.push_str(&format!("| {} |\n", r.join(" | ")));
-    }
+/// A diff table: the first `names` columns left-aligned, the figures right.
+fn md_table(s: &mut String, head: &[&str], names: usize, rows: Vec<Vec<Cell>>) {
+    s.push_str(&table(
+        head,
+        &Align::names_then_figures(names, head.len()),
+        &rows,
+    ));
 }
 
 fn markdown(d: &DiffReport) -> String {
     let mut s = String::from("## gapscope diff\n\n");
     for (label, side) in [("A", &d.a), ("B", &d.b)] {
         s.push_str(&format!(
-            "- **{label}**: {}: {} decode steps, {} ms/step, GPU busy {} ms/step\n",
+            "- **{label}**: {}: {}\n",
             md_code(&side.path),
-            side.decode_steps,
-            ms(side.step_ms),
-            ms(side.busy_ms)
+            side_figures(side)
         ));
     }
     s.push_str(&format!(
@@ -326,16 +354,17 @@ fn markdown(d: &DiffReport) -> String {
         d.structural.graph_replays
     ));
     s.push_str("### Gap by bucket\n\n");
-    md_table(&mut s, &BUCKET_HEAD, 1, &bucket_rows(d));
+    md_table(
+        &mut s,
+        &BUCKET_HEAD,
+        1,
+        bucket_rows(d).into_iter().map(text_row).collect(),
+    );
     s.push_str(&format!(
         "\n{} `residual (idle)` is the part of the gap no bucket explains: launch and host \
-         gaps (GPU idle) and overlap. Idle per step: launch gaps A {} / B {} ms, host gaps A {} / \
-         B {} ms.\n",
+         gaps (GPU idle) and overlap. Idle per step: {}.\n",
         shares_line(d).trim_end().replace("shares", "Shares"),
-        ms(d.idle.a_launch_gap_ms),
-        ms(d.idle.b_launch_gap_ms),
-        ms(d.idle.a_host_gap_ms),
-        ms(d.idle.b_host_gap_ms)
+        idle_figures(d)
     ));
     for g in &d.groups {
         let (head, how) = group_line(g, true);
@@ -363,17 +392,9 @@ fn markdown(d: &DiffReport) -> String {
         }
     }
     s.push_str("\n### What-if: A's step if one lever changed\n\n");
-    let rows: Vec<Vec<String>> = gaining(d)
+    let rows = gaining(d)
         .into_iter()
-        .map(|w| {
-            vec![
-                w.lever.clone(),
-                ms(w.as_b_ms),
-                ms(w.gain_as_b_ms),
-                ms(w.without_ms),
-                w.at_floor_ms.map(ms).unwrap_or_else(|| "-".into()),
-            ]
-        })
+        .map(|w| text_row(what_if_cells(w).into()))
         .collect();
     md_table(
         &mut s,
@@ -385,27 +406,24 @@ fn markdown(d: &DiffReport) -> String {
             "at its floor, ms",
         ],
         1,
-        &rows,
+        rows,
     );
     s.push_str("\n### Top kernels that moved\n\n");
-    let rows: Vec<Vec<String>> = d
+    let rows = d
         .top_moved
         .iter()
         .map(|k| {
-            vec![
-                code(&k.name),
-                k.bucket.to_string(),
-                ms(k.a_ms_per_step),
-                ms(k.b_ms_per_step),
-                format!("{:+.4}", k.delta_ms),
-            ]
+            let [name, rest @ ..] = moved_cells(k);
+            std::iter::once(Cell::Code(name))
+                .chain(rest.into_iter().map(Cell::Text))
+                .collect()
         })
         .collect();
     md_table(
         &mut s,
         &["kernel", "bucket", "A ms/step", "B ms/step", "delta ms"],
         2,
-        &rows,
+        rows,
     );
     s
 }

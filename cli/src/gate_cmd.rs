@@ -11,6 +11,7 @@ use gapscope_analyzer::gate::{
 };
 use gapscope_analyzer::history::History;
 
+use crate::render::markdown::{Align, Cell, table};
 use crate::render::{md_code, md_text, text, write_stdout};
 use crate::report_cmd::AnalysisArgs;
 
@@ -102,7 +103,6 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
     })
 }
 
-/// Reads and checks a policy file; errors keep TOML's reason on one line.
 /// One table row per judged metric: name, judgement.
 fn rows(r: &GateReport) -> Vec<(String, &Judgement)> {
     r.steps
@@ -135,7 +135,6 @@ fn render(r: &GateReport, md: bool) -> String {
         if !r.overridden.is_empty() || !r.warnings.is_empty() {
             s.push('\n');
         }
-        s.push_str("| metric | verdict | baseline ms/step | current ms/step | change | reason |\n|---|---|---:|---:|---:|---|\n");
     } else {
         s.push_str(&format!(
             "gate: {}\nbaseline {}\ncurrent  {}\n{}\n",
@@ -152,18 +151,10 @@ fn render(r: &GateReport, md: bool) -> String {
         }
         s.push('\n');
     }
-    for (name, j) in rows(r) {
-        if md {
-            s.push_str(&format!(
-                "| {} | {} | {:.4} | {:.4} | {:+.1}% | {} |\n",
-                name,
-                j.verdict,
-                j.baseline_median_ms,
-                j.current_median_ms,
-                100.0 * j.rel_change,
-                md_text(&j.reason)
-            ));
-        } else {
+    if md {
+        s.push_str(&md_judgements(r));
+    } else {
+        for (name, j) in rows(r) {
             s.push_str(&format!(
                 "{:<16} {:<13} {:>9.4} -> {:>9.4} ms/step  {}\n",
                 name, j.verdict, j.baseline_median_ms, j.current_median_ms, j.reason
@@ -185,6 +176,36 @@ fn render(r: &GateReport, md: bool) -> String {
         ));
     }
     s
+}
+
+/// The judgements as a Markdown table.
+fn md_judgements(r: &GateReport) -> String {
+    use Align::{Left, Right};
+    let rows: Vec<Vec<Cell>> = rows(r)
+        .into_iter()
+        .map(|(name, j)| {
+            vec![
+                Cell::Text(name),
+                Cell::Text(j.verdict.to_string()),
+                Cell::Text(format!("{:.4}", j.baseline_median_ms)),
+                Cell::Text(format!("{:.4}", j.current_median_ms)),
+                Cell::Text(format!("{:+.1}%", 100.0 * j.rel_change)),
+                Cell::Prose(j.reason.clone()),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "metric",
+            "verdict",
+            "baseline ms/step",
+            "current ms/step",
+            "change",
+            "reason",
+        ],
+        &[Left, Left, Right, Right, Right, Left],
+        &rows,
+    )
 }
 
 fn xml(s: &str) -> String {

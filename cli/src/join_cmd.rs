@@ -79,24 +79,7 @@ pub fn run(a: JoinArgs, g: &crate::Global) -> Result<ExitCode> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rep)?);
     } else {
-        println!(
-            "joined {} recorded kernels from {} engine launches ({} library calls over {} kernels); {} recorded kernels skipped, {} engine launches unmatched; {} recorded kernels before the joined ones and {} after left alone; {} of {} engine copies placed; {} untraced steps passed over ({} kernels), {} graph-replayed kernels left out; {} steps; wrote {}",
-            rep.joined,
-            rep.engine_launches,
-            rep.library_calls,
-            rep.library_kernels,
-            rep.skipped_recorded,
-            rep.unmatched_engine,
-            rep.recorded_before,
-            rep.recorded_after,
-            rep.joined_memops,
-            rep.engine_memops,
-            rep.untraced_steps,
-            rep.untraced_kernels,
-            rep.graph_replayed,
-            rep.steps,
-            a.output.display()
-        );
+        println!("{rep}; wrote {}", a.output.display());
     }
     Ok(ExitCode::SUCCESS)
 }

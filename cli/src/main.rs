@@ -15,6 +15,7 @@ mod roofline_cmd;
 
 use std::process::ExitCode;
 
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -107,6 +108,28 @@ fn usage_error_line(e: &clap::Error) -> String {
     format!("{message} ({})", details.join("; "))
 }
 
+/// The log filter: `RUST_LOG` when set (an invalid one is an error, not ignored), else
+/// gapscope's own crates at the level `-v` asks for, and warnings from everything else.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a binary reads its environment (RUST_LOG)"
+)]
+fn log_filter(verbose: u8) -> Result<tracing_subscriber::EnvFilter> {
+    use tracing_subscriber::EnvFilter;
+    let builder = EnvFilter::builder();
+    if std::env::var_os(EnvFilter::DEFAULT_ENV).is_some_and(|v| !v.is_empty()) {
+        return builder.from_env().context("invalid RUST_LOG directives");
+    }
+    let ours = match verbose {
+        0 => return Ok(EnvFilter::new("warn")),
+        1 => "info",
+        _ => "debug",
+    };
+    // A target directive matches by prefix: `gapscope` is the binary's own target, and it
+    // covers `gapscope_analyzer` and `gapscope_traces` too.
+    Ok(builder.parse(format!("warn,gapscope={ours}"))?)
+}
+
 #[expect(
     clippy::disallowed_methods,
     reason = "a binary reads its environment (NO_COLOR)"
@@ -124,10 +147,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let level = match cli.verbose {
-        0 => "warn",
-        1 => "info",
-        _ => "debug",
+    let filter = match log_filter(cli.verbose) {
+        Ok(f) => f,
+        Err(e) => return fail(&e),
     };
     // Colour only on a terminal, and never under NO_COLOR (https://no-color.org).
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
@@ -135,10 +157,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(colour)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
-        )
+        .with_env_filter(filter)
         .without_time()
         .init();
     let g = Global { quiet: cli.quiet };
@@ -156,18 +175,20 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
-        Err(e) => {
-            // One line: the error and its causes, never a backtrace.
-            let mut msg = e.to_string();
-            for cause in e.chain().skip(1) {
-                let c = cause.to_string();
-                if !msg.contains(&c) {
-                    msg.push_str(": ");
-                    msg.push_str(&c);
-                }
-            }
-            eprintln!("gapscope: error: {}", msg.replace('\n', " "));
-            ExitCode::from(2)
+        Err(e) => fail(&e),
+    }
+}
+
+/// Prints an error on one line, the error and its causes, never a backtrace; exit code 2.
+fn fail(e: &anyhow::Error) -> ExitCode {
+    let mut msg = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !msg.contains(&c) {
+            msg.push_str(": ");
+            msg.push_str(&c);
         }
     }
+    eprintln!("gapscope: error: {}", msg.replace('\n', " "));
+    ExitCode::from(2)
 }

@@ -187,7 +187,7 @@ fn table(r: &RooflineReport) -> String {
         } else {
             &m.model_type
         },
-        count(m.params as usize),
+        count(m.params),
         m.layers,
         m.full_attention_layers,
         m.linear_attention_layers,

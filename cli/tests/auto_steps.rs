@@ -1,24 +1,12 @@
 //! `report --no-markers`: automatic step detection on the bundled reference traces agrees with
 //! their markers (the engine's prefill is a prefill, not the first decode step).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
+use gapscope_tests::{repo, run};
 use serde_json::Value;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_gapscope"))
-}
-
-fn repo(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
-}
-
 const ENGINE_8B: &str = "traces/reference/engine-llama3-8b-npl1.gst";
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("runs")
-}
 
 /// The `steps` object of the first report of `report --json [extra] trace`.
 fn steps(trace: &Path, extra: Option<&str>) -> Value {

@@ -8,31 +8,8 @@
 //! are taken over every kernel of the trace (from `export --chrome`), so they do not depend on
 //! which steps the report finds.
 
+use gapscope_tests::{json, repo};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_gapscope"))
-}
-
-fn repo(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("runs")
-}
-
-fn json(args: &[&str]) -> serde_json::Value {
-    let o = run(args);
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).expect("valid JSON")
-}
 
 /// Percentage points a measured share may move (timestamp rounding, importer changes).
 const TOLERANCE_PCT: f64 = 0.5;

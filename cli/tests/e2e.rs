@@ -1,27 +1,12 @@
+// Long on purpose: the end-to-end tests of the commands over the bundled traces; split by command
+// if it grows.
 //! End-to-end tests of the `gapscope` binary over bundled real traces and corrupt inputs.
 
+use gapscope_tests::{gapscope, json, repo, run, success};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_gapscope"))
-}
-
-fn repo(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
-}
+use std::process::Command;
 
 const HF: &str = "traces/reference/hf-llama3.2-1b-npl8.json.gz";
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("runs")
-}
-
-fn json(args: &[&str]) -> serde_json::Value {
-    let o = run(args);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).expect("valid JSON")
-}
 
 fn bucket_of(name: &str) -> String {
     let v = json(&["buckets", "--explain", name, "--json"]);
@@ -580,19 +565,14 @@ fn join_puts_engine_metadata_onto_a_recording() {
     let rec_path = dir.path().join("recorded.gst");
     write_trace(&rec_path, &rec).unwrap();
     let out_path = dir.path().join("joined.gst");
-    let out = bin()
-        .arg("join")
-        .arg(&engine)
-        .arg(&rec_path)
-        .arg("-o")
-        .arg(&out_path)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = success(
+        gapscope()
+            .arg("join")
+            .arg(&engine)
+            .arg(&rec_path)
+            .arg("-o")
+            .arg(&out_path)
+            .arg("--json"),
     );
     let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rep["joined"], rep["engine_launches"], "{rep}");
@@ -602,17 +582,7 @@ fn join_puts_engine_metadata_onto_a_recording() {
     // Every engine copy (the sampled tokens fed back, one per step) lands on its recording.
     assert!(rep["engine_memops"].as_u64().unwrap_or(0) > 0, "{rep}");
     assert_eq!(rep["joined_memops"], rep["engine_memops"], "{rep}");
-    let report = bin()
-        .arg("report")
-        .arg(&out_path)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        report.status.success(),
-        "{}",
-        String::from_utf8_lossy(&report.stderr)
-    );
+    let report = success(gapscope().arg("report").arg(&out_path).arg("--json"));
     let text = String::from_utf8_lossy(&report.stdout);
     for bucket in [
         "\"gemv\"",
@@ -628,7 +598,7 @@ fn join_puts_engine_metadata_onto_a_recording() {
     }
 
     // An engine trace is required on the left.
-    let bad = bin()
+    let bad = gapscope()
         .arg("join")
         .arg(&rec_path)
         .arg(&rec_path)

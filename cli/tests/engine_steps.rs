@@ -7,18 +7,8 @@
 //! range; a `gpu_user_annotation` range's window is its own `ts`/`dur`. Step durations must
 //! match within 1%.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
+use gapscope_tests::{repo, run};
 use serde_json::Value;
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_gapscope"))
-}
-
-fn repo(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
-}
 
 /// A corpus trace; a missing file fails the test (it never passes without its input).
 fn corpus(name: &str) -> String {
@@ -30,10 +20,6 @@ fn corpus(name: &str) -> String {
         p.display()
     );
     p.to_str().expect("UTF-8 path").to_owned()
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("runs")
 }
 
 /// `report --json` of one trace: the report object.

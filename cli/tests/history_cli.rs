@@ -2,18 +2,11 @@
 //! input validation, reading that never creates or modifies anything, concurrent first use,
 //! read-only databases, and messages that never show a password.
 
+use gapscope_tests::{gapscope, names, repo, run, stderr};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_gapscope"))
-}
-
-fn repo(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
-}
 
 /// A small trace that analyses quickly.
 fn trace() -> String {
@@ -21,14 +14,6 @@ fn trace() -> String {
         .to_str()
         .unwrap()
         .to_owned()
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// Exit 2 with one line on stderr; that line.
@@ -57,15 +42,6 @@ fn add(db: &str, label: &str) -> Output {
         "--accepted",
         "-q",
     ])
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
 }
 
 fn run_count(db: &str) -> usize {
@@ -134,14 +110,14 @@ fn reading_commands_never_create_a_database() {
     assert!(e.contains("does not exist"), "{e}");
     assert!(names(dir.path()).is_empty());
     // The default database: `add` creates `.gapscope/` in the working directory.
-    let o = bin()
+    let o = gapscope()
         .current_dir(dir.path())
         .args(["history", "list"])
         .output()
         .unwrap();
     fails(&o);
     assert!(names(dir.path()).is_empty());
-    let o = bin()
+    let o = gapscope()
         .current_dir(dir.path())
         .args(["history", "add", "-q", &t])
         .output()
@@ -161,7 +137,7 @@ fn concurrent_first_use_by_sixteen_processes() {
         let t = trace();
         let children: Vec<_> = (0..16)
             .map(|i| {
-                bin()
+                gapscope()
                     .args([
                         "history",
                         "--db",
@@ -265,7 +241,7 @@ fn run_without_write_access(dir: &Path, args: &[&str]) -> Output {
     } else {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o555)).unwrap();
         let writable = std::fs::write(&probe, b"").is_ok();
-        let o = bin().args(args).current_dir(dir).output().unwrap();
+        let o = gapscope().args(args).current_dir(dir).output().unwrap();
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         assert!(!writable, "{} is writable", dir.display());
         o

@@ -1,31 +1,17 @@
 //! Host scopes on real traces: what the host was doing while the GPU sat idle, kernels filed
 //! by the module they ran in, and `report --by`. The traces are the GPU captures of issue 19
-//! (docs/evidence/capture-issue19.log) and the bundled HF decode trace.
+//! (recorded by scripts/capture/run-gpu-issue19.sh) and the bundled HF decode trace.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_gapscope"))
-}
-
-fn repo(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
-}
+use gapscope_tests::{gapscope, repo, success};
 
 fn report(args: &[&str], trace: &str) -> serde_json::Value {
     let p = repo(trace);
     assert!(p.exists(), "{trace} is missing");
-    let out = bin()
-        .args(["report", "-q", "--json"])
-        .args(args)
-        .arg(&p)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = success(
+        gapscope()
+            .args(["report", "-q", "--json"])
+            .args(args)
+            .arg(&p),
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     v["reports"][0].clone()
@@ -198,17 +184,12 @@ fn host_scope_counts_equal_the_independent_counts() {
 fn scopes_survive_the_native_format() {
     let dir = tempfile::tempdir().unwrap();
     let gst = dir.path().join("q.gst");
-    let out = bin()
-        .args(["import", "-q"])
-        .arg(repo(QWEN_KINETO))
-        .arg("-o")
-        .arg(&gst)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    success(
+        gapscope()
+            .args(["import", "-q"])
+            .arg(repo(QWEN_KINETO))
+            .arg("-o")
+            .arg(&gst),
     );
     let a = report(&[], QWEN_KINETO);
     let b = report(&[], gst.to_str().unwrap());

@@ -2,25 +2,9 @@
 //! each class ends in exit 0 with the right figures or exit 2 with one line on stderr; never
 //! a panic (exit 101), an abort or a hang. Usage errors are one line too.
 
-use std::io::Write;
+use gapscope_tests::{gzip, mkfifo, repo, run, stderr};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_gapscope"))
-}
-
-fn repo(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
-}
-
-fn run<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
-    bin().args(args).output().expect("runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use std::process::Output;
 
 /// Exit 2 with exactly one line on stderr; returns that line.
 fn fails_with_one_line<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
@@ -55,12 +39,6 @@ fn kernel(i: usize) -> String {
 
 fn trace_json(events: &[String]) -> String {
     format!(r#"{{"traceEvents":[{}]}}"#, events.join(","))
-}
-
-fn gzip(data: &[u8], level: flate2::Compression) -> Vec<u8> {
-    let mut e = flate2::write::GzEncoder::new(Vec::new(), level);
-    e.write_all(data).unwrap();
-    e.finish().unwrap()
 }
 
 #[test]
@@ -271,7 +249,7 @@ fn fifos_and_odd_paths() {
     let tmp = tempfile::tempdir().unwrap();
     for name in ["t.json", "t.sqlite"] {
         let p = tmp.path().join(name);
-        assert!(Command::new("mkfifo").arg(&p).status().unwrap().success());
+        mkfifo(&p);
         let e = fails_with_one_line(&["report".as_ref(), p.as_os_str()]);
         assert!(e.contains("FIFO"), "{e}");
     }

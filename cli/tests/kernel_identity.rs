@@ -1,19 +1,9 @@
 //! One kernel identity across sources: a torch.profiler (Kineto) trace and gapscope-record
-//! traces of the same script (Qwen3-Next-shaped HF decode, captured in one GPU session; see
-//! docs/evidence/capture-issue19.log) name every kernel and memop alike after import, and
-//! file them in the same buckets within the run-to-run spread
-//! (docs/evidence/recording-vs-torch-spread.md).
+//! traces of the same script (Qwen3-Next-shaped HF decode, captured in one GPU session by
+//! scripts/capture/run-gpu-issue19.sh) name every kernel and memop alike after import, and
+//! file them in the same buckets within the run-to-run spread ([`SPREAD_MS`]).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_gapscope"))
-}
-
-fn repo(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
-}
+use gapscope_tests::{gapscope, repo, success};
 
 const KINETO: &str = "traces/reference/hf-qwen3next-small-npl1.json.gz";
 /// Recorded with NVTX module ranges (CUPTI from CUDA init): the same module scopes as
@@ -23,8 +13,7 @@ const RECORDED: &str = "traces/reference/cupti-qwen3next-small-npl1.gst";
 const RECORDED_LATE: &str = "traces/reference/cupti-qwen3next-small-npl1-late.gst";
 
 /// Run-to-run range of each bucket's ms/step over 3 torch.profiler and 3 gapscope-record
-/// runs of the script (the larger of the two tools' ranges), from
-/// docs/evidence/recording-vs-torch-spread.md.
+/// runs of the script (the larger of the two tools' ranges), measured in that session.
 const SPREAD_MS: &[(&str, f64)] = &[
     ("gemv", 0.00018),
     ("gemm_dense", 0.00129),
@@ -44,16 +33,11 @@ const SPREAD_MS: &[(&str, f64)] = &[
 const PER_CALL_MS: f64 = 0.0005;
 
 fn diff_json(a: &str, b: &str) -> serde_json::Value {
-    let out = bin()
-        .args(["diff", "-q", "--json"])
-        .arg(repo(a))
-        .arg(repo(b))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = success(
+        gapscope()
+            .args(["diff", "-q", "--json"])
+            .arg(repo(a))
+            .arg(repo(b)),
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -110,16 +94,11 @@ fn every_kernel_and_memop_pairs_between_torch_profiler_and_a_recording() {
 fn import_keeps_the_raw_names_next_to_the_canonical_ones() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("k.gst");
-    let st = bin()
-        .args(["import", "-q", "-o"])
-        .arg(&out)
-        .arg(repo(KINETO))
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
+    success(
+        gapscope()
+            .args(["import", "-q", "-o"])
+            .arg(&out)
+            .arg(repo(KINETO)),
     );
     let m: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();

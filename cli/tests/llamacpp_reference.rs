@@ -3,17 +3,13 @@
 //! `scripts/llamacpp/README.md`): llama.cpp writes no step markers, so the steps come from the
 //! automatic detection, and they must agree with llama-batched-bench's own count and TG time.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
+use gapscope_tests::{gapscope, repo};
 use serde_json::Value;
 
-fn repo(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
-}
-
 fn report(trace: &Path) -> Value {
-    let o = Command::new(env!("CARGO_BIN_EXE_gapscope"))
+    let o = gapscope()
         .args(["report", "-q", "--json"])
         .arg(trace)
         .output()

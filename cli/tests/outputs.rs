@@ -1,25 +1,9 @@
 //! Output plumbing from the audit: export without a format, the Chrome round trip, `-` for
 //! standard input and output, colour in piped logs, `--top`.
 
+use gapscope_tests::{gapscope, repo, run, s};
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_gapscope"))
-}
-
-fn repo(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("runs")
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use std::process::Stdio;
 
 const HF_1B: &str = "traces/reference/hf-llama3.2-1b-npl8.json.gz";
 const ENGINE_8B: &str = "traces/reference/engine-llama3-8b-npl1.gst";
@@ -81,7 +65,7 @@ fn dash_is_stdout_for_chrome_and_stdin_for_report() {
     let o = run(&["export", "-q", s(&repo(ENGINE_8B)), "--chrome", "-"]);
     assert!(o.status.success());
     assert!(o.stdout.starts_with(b"{"), "not JSON on stdout");
-    let mut child = bin()
+    let mut child = gapscope()
         .args(["report", "-q", "--json", "-"])
         .current_dir(dir.path())
         .stdin(Stdio::piped())
@@ -102,7 +86,7 @@ fn dash_is_stdout_for_chrome_and_stdin_for_report() {
 #[test]
 fn logs_have_no_colour_when_stderr_is_not_a_terminal() {
     // B17.
-    let o = bin()
+    let o = gapscope()
         .args(["-v", "report", s(&repo(ENGINE_8B))])
         .env_remove("NO_COLOR")
         .output()
@@ -110,6 +94,31 @@ fn logs_have_no_colour_when_stderr_is_not_a_terminal() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("INFO"), "{e}");
     assert!(!e.contains('\u{1b}'), "{e:?}");
+}
+
+#[test]
+fn debug_logs_name_the_decisions_and_a_bad_rust_log_is_an_error() {
+    // -vv: gapscope's own debug events (the sniffed format, the step source), not those of
+    // its dependencies.
+    let o = gapscope()
+        .args(["-vv", "report", s(&repo(ENGINE_8B))])
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{e}");
+    assert!(e.contains("sniffed input format"), "{e}");
+    assert!(e.contains("step source chosen"), "{e}");
+    // RUST_LOG wins over -v, and a mistyped one is refused in one line, not ignored.
+    let o = gapscope()
+        .args(["report", "-q", s(&repo(ENGINE_8B))])
+        .env("RUST_LOG", "gapscope=loud")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+    assert!(e.contains("invalid RUST_LOG directives"), "{e}");
 }
 
 #[test]

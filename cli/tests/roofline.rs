@@ -1,24 +1,14 @@
+// Long on purpose: the end-to-end tests of one command (roofline), over its JSON, SVG and errors.
 //! `gapscope roofline` end to end: the hand-computed Llama-3-8B floor, JSON, and an SVG that
 //! parses, renders to PNG and carries the floor lines and the measured point.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn repo(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
-}
-
-fn gapscope(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_gapscope"))
-        .args(args)
-        .output()
-        .expect("runs")
-}
+use gapscope_tests::{mkfifo, one_line_error, repo, run, run_within};
+use std::time::Duration;
 
 #[test]
 fn llama3_8b_bf16_h100_floor_json() {
     let model = repo("models/llama-3-8b.json");
-    let o = gapscope(&[
+    let o = run(&[
         "roofline",
         "--model",
         model.to_str().unwrap(),
@@ -53,7 +43,7 @@ fn svg_parses_renders_and_carries_lines_and_points() {
     let svg = dir.path().join("roofline.svg");
     let model = repo("models/llama-3-8b.json");
     let trace = repo("traces/reference/hf-llama3-8b-npl1.json.gz");
-    let o = gapscope(&[
+    let o = run(&[
         "roofline",
         "--model",
         model.to_str().unwrap(),
@@ -111,7 +101,7 @@ fn bad_model_and_gpu_are_one_line_errors() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("config.json");
     std::fs::write(&bad, "{\"hidden_size\": 64}").unwrap();
-    let o = gapscope(&[
+    let o = run(&[
         "roofline",
         "--model",
         bad.to_str().unwrap(),
@@ -125,7 +115,7 @@ fn bad_model_and_gpu_are_one_line_errors() {
         "{e}"
     );
     let model = repo("models/llama-3-8b.json");
-    let o = gapscope(&[
+    let o = run(&[
         "roofline",
         "--model",
         model.to_str().unwrap(),
@@ -138,10 +128,10 @@ fn bad_model_and_gpu_are_one_line_errors() {
 
 #[test]
 fn measured_profile_from_calibrate() {
-    // docs/evidence/calibrate-h200.json was written by gapscope-calibrate on an H200.
+    // cli/tests/data/calibrate-h200.json was written by gapscope-calibrate on an H200.
     let model = repo("models/llama-3-8b.json");
-    let profile = repo("docs/evidence/calibrate-h200.json");
-    let o = gapscope(&[
+    let profile = repo("cli/tests/data/calibrate-h200.json");
+    let o = run(&[
         "roofline",
         "--model",
         model.to_str().unwrap(),
@@ -159,7 +149,7 @@ fn measured_profile_from_calibrate() {
     let bw = v["hardware"]["hbm_bytes_per_s"].as_f64().unwrap();
     let floor = v["floors"][0]["weight_floor_s"].as_f64().unwrap();
     assert!((floor - 15_009_857_536.0 / bw).abs() < 1e-12);
-    let o = gapscope(&[
+    let o = run(&[
         "roofline",
         "--model",
         model.to_str().unwrap(),
@@ -190,7 +180,7 @@ fn trace_buckets_against_declared_and_model_derived_floors() {
         "--trace",
         hf.to_str().unwrap(),
     ];
-    let o = gapscope(&args);
+    let o = run(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8(o.stdout).unwrap();
     let row = |bucket: &str| {
@@ -212,7 +202,7 @@ fn trace_buckets_against_declared_and_model_derived_floors() {
 
     let mut json_args = args.to_vec();
     json_args.extend(["--trace", engine.to_str().unwrap(), "--json"]);
-    let o = gapscope(&json_args);
+    let o = run(&json_args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let ctx = v["ctx"].as_f64().unwrap();
@@ -264,13 +254,6 @@ fn trace_buckets_against_declared_and_model_derived_floors() {
         assert!(f["bytes_per_step"].as_f64().unwrap() > 0.0);
         assert!(f["pct_of_floor"].as_f64().unwrap() > 0.0);
     }
-}
-
-fn one_line_error(o: &std::process::Output) -> String {
-    assert_eq!(o.status.code(), Some(2), "{o:?}");
-    let e = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
-    e
 }
 
 /// Every number in the JSON document is finite (serde_json writes inf and NaN as null).
@@ -342,7 +325,7 @@ fn absurd_model_sizes_and_options_are_refused() {
         let mut c = base.clone();
         c[key] = value;
         std::fs::write(&cfg, c.to_string()).unwrap();
-        let o = gapscope(&[
+        let o = run(&[
             "roofline",
             "--model",
             cfg.to_str().unwrap(),
@@ -356,7 +339,7 @@ fn absurd_model_sizes_and_options_are_refused() {
     let mut c = base.clone();
     c["hidden_size"] = serde_json::json!(-4096);
     std::fs::write(&cfg, c.to_string()).unwrap();
-    let e = one_line_error(&gapscope(&[
+    let e = one_line_error(&run(&[
         "roofline",
         "--model",
         cfg.to_str().unwrap(),
@@ -373,7 +356,7 @@ fn absurd_model_sizes_and_options_are_refused() {
         ("--ctx", "18446744073709551615"),
         ("--trace-batch", "0"),
     ] {
-        let e = one_line_error(&gapscope(&[
+        let e = one_line_error(&run(&[
             "roofline", "--model", m, "--hw", "h100-sxm", opt, value,
         ]));
         assert!(e.contains(opt), "{opt} {value}: {e}");
@@ -386,7 +369,7 @@ fn absurd_model_sizes_and_options_are_refused() {
         "vocab_size": 16777216
     });
     std::fs::write(&cfg, big.to_string()).unwrap();
-    let o = gapscope(&[
+    let o = run(&[
         "roofline",
         "--model",
         cfg.to_str().unwrap(),
@@ -412,13 +395,7 @@ fn absurd_model_sizes_and_options_are_refused() {
 fn model_and_profile_must_be_regular_files() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("config.json");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .expect("mkfifo runs")
-            .success()
-    );
+    mkfifo(&fifo);
     let model = repo("models/llama-3-8b.json");
     for args in [
         vec!["--model", fifo.to_str().unwrap(), "--hw", "h200"],
@@ -436,23 +413,9 @@ fn model_and_profile_must_be_regular_files() {
             fifo.to_str().unwrap(),
         ],
     ] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_gapscope"))
-            .arg("roofline")
-            .args(&args)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let start = std::time::Instant::now();
-        while child.try_wait().unwrap().is_none() {
-            if start.elapsed().as_secs() > 20 {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("roofline {args:?} hangs");
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        let o = child.wait_with_output().unwrap();
+        let mut argv = vec!["roofline"];
+        argv.extend_from_slice(&args);
+        let o = run_within(&argv, Duration::from_secs(20));
         let e = one_line_error(&o);
         assert!(e.contains("must be a regular file"), "{args:?}: {e}");
     }
@@ -462,7 +425,7 @@ fn model_and_profile_must_be_regular_files() {
 fn fp8_on_a_profile_without_fp8_says_which_ceiling_it_uses() {
     // The H200 profile measured bf16 and int8, not fp8 (fp8_tflops 0).
     let model = repo("models/llama-3-8b.json");
-    let profile = repo("docs/evidence/calibrate-h200.json");
+    let profile = repo("cli/tests/data/calibrate-h200.json");
     let args = [
         "roofline",
         "--model",
@@ -476,7 +439,7 @@ fn fp8_on_a_profile_without_fp8_says_which_ceiling_it_uses() {
         "--ctx",
         "0",
     ];
-    let o = gapscope(&args);
+    let o = run(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8(o.stdout).unwrap();
     assert!(!out.contains("fp8 0 "), "{out}");
@@ -489,7 +452,7 @@ fn fp8_on_a_profile_without_fp8_says_which_ceiling_it_uses() {
     }
     let mut j = args.to_vec();
     j.push("--json");
-    let o = gapscope(&j);
+    let o = run(&j);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["weights"], "fp8");
     let c = &v["compute_peak"];
@@ -515,7 +478,7 @@ fn fp8_on_a_profile_without_fp8_says_which_ceiling_it_uses() {
         ("nvfp4", "nvfp4"),
         ("bf16", "bf16"),
     ] {
-        let o = gapscope(&[
+        let o = run(&[
             "roofline",
             "--model",
             model.to_str().unwrap(),
@@ -550,7 +513,7 @@ fn trace_batch_is_taken_from_markers_or_said_to_be_assumed() {
     // No markers with a batch, no --trace-batch: batch 1 assumed, and said, with the mismatch.
     let mut a = base.to_vec();
     a.extend(["--batch", "8"]);
-    let o = gapscope(&a);
+    let o = run(&a);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8(o.stdout).unwrap();
     assert!(out.contains("batch 1 assumed"), "{out}");
@@ -560,7 +523,7 @@ fn trace_batch_is_taken_from_markers_or_said_to_be_assumed() {
         "{out}"
     );
     a.push("--json");
-    let v: serde_json::Value = serde_json::from_slice(&gapscope(&a).stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&run(&a).stdout).unwrap();
     let m = &v["measured"][0];
     assert_eq!(m["batch"], 1);
     assert_eq!(m["batch_source"], "assumed");
@@ -570,7 +533,7 @@ fn trace_batch_is_taken_from_markers_or_said_to_be_assumed() {
     // --trace-batch 8: placed at 8, 8x the tokens per second, no mismatch note.
     let mut a = base.to_vec();
     a.extend(["--batch", "8", "--trace-batch", "8", "--json"]);
-    let v: serde_json::Value = serde_json::from_slice(&gapscope(&a).stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&run(&a).stdout).unwrap();
     let m = &v["measured"][0];
     assert_eq!(m["batch"], 8);
     assert_eq!(m["batch_source"], "given");
@@ -580,7 +543,7 @@ fn trace_batch_is_taken_from_markers_or_said_to_be_assumed() {
     // Engine markers carry their batch; a different --trace-batch is said to be unused.
     let engine = repo("traces/reference/engine-llama3-8b-npl1.gst");
     let model8 = repo("models/llama-3-8b.json");
-    let o = gapscope(&[
+    let o = run(&[
         "roofline",
         "--model",
         model8.to_str().unwrap(),
@@ -700,7 +663,7 @@ fn svg_title_band_ticks_legend_and_point_labels() {
             svg.to_str().unwrap(),
         ];
         args.extend(traces);
-        let o = gapscope(&args);
+        let o = run(&args);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
 

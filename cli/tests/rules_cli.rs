@@ -2,71 +2,8 @@
 //! `replace_builtin` (report, export, buckets and explain agree), rules-file errors that keep
 //! their reason, files that are not regular, and a kernel name of 4M characters.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use gapscope_tests::{json, mkfifo, one_line_error, repo, run, run_within};
 use std::time::{Duration, Instant};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_gapscope"))
-}
-
-fn repo(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("runs")
-}
-
-fn json(args: &[&str]) -> serde_json::Value {
-    let o = run(args);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).expect("valid JSON")
-}
-
-/// Runs with a deadline, so a hang fails the test instead of blocking it. The output is
-/// read while the command runs.
-fn run_within(args: &[&str], limit: Duration) -> Output {
-    let mut child = bin()
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("runs");
-    let drain = |mut r: Box<dyn std::io::Read + Send>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = r.read_to_end(&mut v);
-            v
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("waits") {
-            break s;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("gapscope {args:?} ran past {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output {
-        status,
-        stdout: out.join().unwrap(),
-        stderr: err.join().unwrap(),
-    }
-}
-
-fn one_line_error(o: &Output) -> String {
-    assert_eq!(o.status.code(), Some(2), "{o:?}");
-    let e = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
-    e
-}
 
 #[test]
 fn buckets_list_json() {
@@ -202,13 +139,7 @@ fn rules_file_errors_keep_the_reason() {
 fn rules_from_fifos_and_devices_are_refused_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("rules.toml");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .expect("mkfifo runs")
-            .success()
-    );
+    mkfifo(&fifo);
     for path in [fifo.to_str().unwrap(), "/dev/zero"] {
         let o = run_within(&["buckets", "--rules", path], Duration::from_secs(20));
         let e = one_line_error(&o);

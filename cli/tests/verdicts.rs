@@ -2,39 +2,16 @@
 //! implausible inputs made from the bundled real traces (the audit's reproductions).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
+use gapscope_tests::{repo, run, s, stderr, stdout};
 use gapscope_traces::{ReadOptions, Trace, read_trace, write_trace};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_gapscope"))
-}
-
-fn repo(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
-}
 
 const HF_1B: &str = "traces/reference/hf-llama3.2-1b-npl8.json.gz";
 const HF_QWEN: &str = "traces/reference/hf-qwen3-0.6b-npl1.json.gz";
 const CPU_ONLY: &str = "traces/reference/hf-llama3.2-1b-cpuonly.json.gz";
 const ENGINE_8B: &str = "traces/reference/engine-llama3-8b-npl1.gst";
 const HF_8B: &str = "traces/reference/hf-llama3-8b-npl1.json.gz";
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("runs")
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// Exit 2 with exactly one line on stderr that contains `needle`.
 fn refused(o: &Output, needle: &str) {

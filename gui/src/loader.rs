@@ -141,7 +141,7 @@ pub fn load_blocking(path: &Path, s: &LoadSettings, p: &Progress) -> Result<Load
     let lods = x.lanes.gpu.iter().map(LaneLod::build).collect();
     let rows = |rows: &[gapscope_analyzer::explore::HostRow]| -> Vec<Longest> {
         rows.iter()
-            .map(|r| Longest::build(&r.start_ns, &r.end_ns))
+            .map(|r| Longest::build(&r.spans.start_ns, &r.spans.end_ns))
             .collect()
     };
     let host_longest = x.lanes.host.iter().map(|h| rows(&h.rows)).collect();

@@ -35,7 +35,7 @@ pub struct LaneLod {
 }
 
 fn dur(l: &GpuLane, i: usize) -> i64 {
-    (l.end_ns[i] - l.start_ns[i]).max(0)
+    (l.spans.end_ns[i] - l.spans.start_ns[i]).max(0)
 }
 
 /// The longest item of any index range of a row (GPU lane, host-scope row, marker row):
@@ -109,7 +109,7 @@ impl LaneLod {
         cum.push(acc);
         Self {
             cum,
-            longest: Longest::build(&l.start_ns, &l.end_ns),
+            longest: Longest::build(&l.spans.start_ns, &l.spans.end_ns),
         }
     }
 
@@ -140,7 +140,7 @@ impl LaneLod {
 
     /// The longest activity of `i..j` (`i` when the range is empty).
     pub fn longest(&self, l: &GpuLane, i: usize, j: usize) -> usize {
-        self.longest.of(&l.start_ns, &l.end_ns, i, j)
+        self.longest.of(&l.spans.start_ns, &l.spans.end_ns, i, j)
     }
 
     /// The bucket with the most time in `i..j` (the first item's bucket on a tie with it,
@@ -178,7 +178,7 @@ fn dominant_of(ns: &[i64; NB], first: u8) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gapscope_analyzer::explore::ActRef;
+    use gapscope_analyzer::explore::{ActRef, Spans};
 
     fn lane(n: usize) -> GpuLane {
         let start: Vec<i64> = (0..n as i64).map(|i| i * 10).collect();
@@ -186,9 +186,7 @@ mod tests {
         GpuLane {
             device: 0,
             stream: 1,
-            end_max_ns: end.clone(),
-            start_ns: start,
-            end_ns: end,
+            spans: Spans::new(start, end),
             bucket: (0..n).map(|i| (i % 3) as u8).collect(),
             act: (0..n).map(ActRef::kernel).collect(),
         }
@@ -197,7 +195,7 @@ mod tests {
     #[test]
     fn the_colour_and_the_label_of_a_run_agree_on_ties() {
         let mut l = lane(4);
-        l.end_ns = l.start_ns.clone();
+        l.spans.end_ns = l.spans.start_ns.clone();
         l.bucket = vec![5, 5, 0, 16];
         let lod = LaneLod::build(&l);
         assert_eq!(lod.dominant(&l, 0, 4), 5);

@@ -89,14 +89,15 @@ fn main() -> ExitCode {
         }
         Ok(Command::Run(s)) => match run(*s) {
             Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("gapscope-gui: {e}");
-                ExitCode::FAILURE
-            }
+            Err(e) => fail(&e),
         },
-        Err(e) => {
-            eprintln!("gapscope-gui: {e}");
-            ExitCode::from(2)
-        }
+        Err(e) => fail(&e),
     }
+}
+
+/// Prints an error on one line, as `gapscope` does; exit code 2 (1 is the gate's
+/// regression, which the explorer never reports).
+fn fail(e: &str) -> ExitCode {
+    eprintln!("gapscope-gui: error: {}", e.replace('\n', " "));
+    ExitCode::from(2)
 }

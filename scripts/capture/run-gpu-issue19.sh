@@ -35,7 +35,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="${REPO:-$(pwd)}" # run from the repository root (the script may sit in a staged copy)
 OUT_DIR="${1:-${OUT:-$REPO/capture-out}}"
 PY="${PYTHON:-python3}"
-TRACE_PY="$HERE/hf_decode_trace.py"
+TRACE_PY="$HERE/hf-decode-trace.py"
 REC="${GAPSCOPE_RECORD:-$REPO/.device/gapscope-record}"
 PARTS="${PARTS:-llama,qwen,rec}"
 CAPTURE_TIMEOUT="${CAPTURE_TIMEOUT:-200}"
@@ -69,7 +69,7 @@ log "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 log "host: $(uname -srm)"
 log "script: scripts/capture/run-gpu-issue19.sh (parts $PARTS)"
 log "repo commit: $(git -C "$REPO" rev-parse --verify -q HEAD 2>/dev/null || echo none)"
-log "hf_decode_trace.py: $TRACE_PY (md5 $(md5sum "$TRACE_PY" | cut -d' ' -f1))"
+log "hf-decode-trace.py: $TRACE_PY (md5 $(md5sum "$TRACE_PY" | cut -d' ' -f1))"
 log "## nvidia-smi"
 logrun nvidia-smi -L || log "nvidia-smi -L failed"
 logrun nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv ||
@@ -94,7 +94,7 @@ fail() {
   FAILED_NAMES+=("$1")
 }
 
-# capture NAME ARGS... : hf_decode_trace.py ARGS... --out OUT_DIR/NAME under torch.profiler
+# capture NAME ARGS... : hf-decode-trace.py ARGS... --out OUT_DIR/NAME under torch.profiler
 capture() {
   local name="$1"
   shift
@@ -106,7 +106,7 @@ capture() {
     log "SKIPPED: $name (only ${t}s left before the deadline)"
     return 1
   fi
-  log "command: python3 scripts/capture/hf_decode_trace.py $* --out \$OUT/$name"
+  log "command: python3 scripts/capture/hf-decode-trace.py $* --out \$OUT/$name"
   t0=$(date +%s)
   logrun timeout "$t" "$PY" "$TRACE_PY" "$@" --out "$OUT_DIR/$name" || rc=$?
   log "capture $name: rc=$rc, wall $(($(date +%s) - t0)) s"
@@ -145,7 +145,7 @@ record() {
     log "SKIPPED: $name (only ${t}s left before the deadline)"
     return 1
   fi
-  log "command: gapscope-record ${rargs[*]} -o $name -- python3 scripts/capture/hf_decode_trace.py $*"
+  log "command: gapscope-record ${rargs[*]} -o $name -- python3 scripts/capture/hf-decode-trace.py $*"
   rm -rf "$dir"
   mkdir -p "$dir"
   t0=$(date +%s)

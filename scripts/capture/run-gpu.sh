@@ -51,16 +51,16 @@ logrun "$PY" -c 'import sys, torch, transformers; print("python", sys.version.sp
 FAILED=0
 FAILED_NAMES=()
 
-# capture NAME ARGS... : run hf_decode_trace.py --out OUT_DIR/NAME ARGS...
+# capture NAME ARGS... : run hf-decode-trace.py --out OUT_DIR/NAME ARGS...
 capture() {
   local name="$1"
   shift
   log ""
   log "## capture $name"
-  log "command: python3 scripts/capture/hf_decode_trace.py $* --out \$OUT/$name"
+  log "command: python3 scripts/capture/hf-decode-trace.py $* --out \$OUT/$name"
   local t0 rc=0
   t0=$(date +%s)
-  logrun timeout "$CAPTURE_TIMEOUT" "$PY" "$HERE/hf_decode_trace.py" "$@" --out "$OUT_DIR/$name" || rc=$?
+  logrun timeout "$CAPTURE_TIMEOUT" "$PY" "$HERE/hf-decode-trace.py" "$@" --out "$OUT_DIR/$name" || rc=$?
   log "capture $name: rc=$rc, wall $(( $(date +%s) - t0 )) s"
   if [[ $rc -ne 0 ]]; then
     log "FAILED: $name (rc=$rc)"

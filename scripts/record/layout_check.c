@@ -1,7 +1,7 @@
 /* Prints the sizes and field offsets of the CUPTI activity records gapscope-record decodes,
  * from the CUDA toolkit's own cupti_activity.h, for comparison with the offsets the Rust
  * decoder uses (`gapscope-record --print-layout`). Generated from profiler/src/layout.rs by
- * scripts/record/gen_layout_check.py; built and run on the GPU machine by run-gpu.sh. */
+ * scripts/record/gen-layout-check.py; built and run on the GPU machine by run-gpu.sh. */
 #include <stdio.h>
 #include <stddef.h>
 #include <cupti.h>

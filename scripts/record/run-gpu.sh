@@ -57,10 +57,10 @@ if want hf; then
   HFSTEPS=${HFSTEPS:-16}
   step "HF eager decode ($HFSTEPS steps): plain, recorded, torch.profiler (alternating, 3 rounds)"
   for r in 1 2 3; do
-    python3 scripts/record/hf_decode.py --mode plain --steps $HFSTEPS | tail -1 | sed "s/^/RESULT_HF_PLAIN$r /"
-    $R --capture-range cudaProfilerApi -o "$W/traces/hf-rec$r.gst" -- python3 scripts/record/hf_decode.py --mode plain --steps $HFSTEPS | tail -1 | sed "s/^/RESULT_HF_REC$r /"
-    $R -q --api runtime --capture-range cudaProfilerApi -o "$W/traces/hf-rt$r.gst" -- python3 scripts/record/hf_decode.py --mode plain --steps $HFSTEPS | tail -1 | sed "s/^/RESULT_HF_RECRT$r /"
-    python3 scripts/record/hf_decode.py --mode torchprof --steps $HFSTEPS --trace "$W/traces/hf-prof$r.json" | tail -1 | sed "s/^/RESULT_HF_PROF$r /"
+    python3 scripts/record/hf-decode.py --mode plain --steps $HFSTEPS | tail -1 | sed "s/^/RESULT_HF_PLAIN$r /"
+    $R --capture-range cudaProfilerApi -o "$W/traces/hf-rec$r.gst" -- python3 scripts/record/hf-decode.py --mode plain --steps $HFSTEPS | tail -1 | sed "s/^/RESULT_HF_REC$r /"
+    $R -q --api runtime --capture-range cudaProfilerApi -o "$W/traces/hf-rt$r.gst" -- python3 scripts/record/hf-decode.py --mode plain --steps $HFSTEPS | tail -1 | sed "s/^/RESULT_HF_RECRT$r /"
+    python3 scripts/record/hf-decode.py --mode torchprof --steps $HFSTEPS --trace "$W/traces/hf-prof$r.json" | tail -1 | sed "s/^/RESULT_HF_PROF$r /"
   done
 fi
 

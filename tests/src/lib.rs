@@ -1,1 +1,132 @@
-//! End-to-end tests live in tests/; this library is empty on purpose.
+//! Helpers the integration tests of every gapscope crate share, in the manner of ripgrep's
+//! `tests/util.rs`: the repository's files, the `gapscope` binary and what it printed. The
+//! cross-crate tests themselves are in `tests/`.
+//!
+//! This crate depends on no gapscope crate, so any of them can use it as a dev-dependency.
+
+use std::ffi::OsStr;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+/// A path inside the repository.
+pub fn repo(p: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
+}
+
+/// A path as `&str`, for argument lists.
+pub fn s(p: &Path) -> &str {
+    p.to_str().expect("UTF-8 path")
+}
+
+/// The `gapscope` binary cargo built for this test run: next to the `deps/` folder that
+/// holds the test binary (cargo builds a package's binaries before its integration tests).
+pub fn gapscope() -> Command {
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps");
+    let bin = dir.join(format!("gapscope{}", std::env::consts::EXE_SUFFIX));
+    assert!(bin.exists(), "{} is not built", bin.display());
+    Command::new(bin)
+}
+
+/// Runs `gapscope` with `args` and collects its output.
+pub fn run<S: AsRef<OsStr>>(args: &[S]) -> Output {
+    gapscope().args(args).output().expect("runs")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Runs with a deadline, so a hang fails the test instead of blocking it. The output is
+/// read while the command runs.
+pub fn run_within(args: &[&str], limit: Duration) -> Output {
+    let mut child = gapscope()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let drain = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("waits") {
+            break s;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("gapscope {args:?} ran past {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
+}
+
+/// Makes a FIFO at `path` (with mkfifo(1)).
+pub fn mkfifo(path: &Path) {
+    let ok = Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo runs");
+    assert!(ok.success(), "mkfifo {}", path.display());
+}
+
+/// Runs `cmd`, which must succeed (its stderr is the failure message); its output.
+pub fn success(cmd: &mut Command) -> Output {
+    let o = cmd.output().expect("runs");
+    assert!(o.status.success(), "{cmd:?}: {}", stderr(&o));
+    o
+}
+
+/// Runs `gapscope` with `args`, which must succeed, and parses its stdout as JSON.
+pub fn json(args: &[&str]) -> serde_json::Value {
+    let o = run(args);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    serde_json::from_slice(&o.stdout).expect("valid JSON")
+}
+
+/// Exit code 2 with exactly one line on stderr; that line.
+pub fn one_line_error(o: &Output) -> String {
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let e = stderr(o);
+    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+    e
+}
+
+/// The file names in `dir`, sorted.
+pub fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .expect("readable directory")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// `data` gzip-compressed at `level`.
+pub fn gzip(data: &[u8], level: flate2::Compression) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), level);
+    e.write_all(data).expect("in memory");
+    e.finish().expect("in memory")
+}

@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use gapscope_analyzer::analysis::stats::mean;
 use gapscope_analyzer::analysis::{AnalysisSettings, Report, analyze};
 use gapscope_analyzer::gate::{Policy, StepMetric, Verdict, gate};
 use gapscope_analyzer::import::{ImportOptions, NoProgress, import_trace};
@@ -95,7 +96,6 @@ fn acceptance(trace: &str, target: Bucket) {
         }
         // +10% step time, same kernels: the extra time is GPU idle inside each step.
         let mut slower = cur.clone();
-        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
         let extra = 0.10 * mean(&cur.steps.series.tpot_ms);
         slower
             .steps

@@ -15,6 +15,7 @@ pub mod manifest;
 pub mod marker_sink;
 pub mod native;
 mod output_dir;
+pub mod stats;
 mod stream_read;
 pub mod strings;
 pub mod tables;

@@ -1,3 +1,5 @@
+// Long on purpose: the accumulators and the report assembly share private types (the row builders
+// are in decompose/rows.rs); about 120 lines are tests.
 //! Per-step decomposition: bucket times per step, overlap-correct busy time, idle split into
 //! launch gaps and host gaps, and step-time statistics.
 
@@ -15,6 +17,9 @@ use super::telemetry::{self, TelemetryReport};
 use crate::bucket::Bucket;
 use crate::import::Imported;
 use crate::rules::RuleSet;
+
+mod rows;
+use rows::{StepSets, bucket_rows, span_ms, step_report, with_gpu_work};
 
 const NB: usize = Bucket::ALL.len();
 const NS_PER_MS: f64 = 1e6;
@@ -245,7 +250,11 @@ pub fn analyze_parts(
     settings: &AnalysisSettings,
 ) -> (Report, Parts) {
     let trace = &imported.trace;
-    let mut p = Prepared::new(trace, rules);
+    let mut p = {
+        let _span = tracing::debug_span!("prepare").entered();
+        Prepared::new(trace, rules)
+    };
+    let _span = tracing::debug_span!("decompose").entered();
     // Steps on the other core while the host side is indexed (unless the buckets already
     // needed it): the idle attribution below reads both.
     let (steps, built) = std::thread::scope(|s| {
@@ -261,98 +270,22 @@ pub fn analyze_parts(
         (None, None) => unreachable!("the host index is built above when Prepared has none"),
     };
     let hi = &host;
-    let k = &trace.kernels;
-    let m = &trace.memops;
 
     let devices: Vec<DeviceBusy> = p.devices.iter().map(|&(d, _)| device_busy(&p, d)).collect();
 
-    // Scope: the decode steps; the iterations of a training trace; all steps when none is a
-    // decode step; the whole primary device without steps.
-    let mut accs = vec![StepAcc::default(); steps.steps.len()];
-    let mut outside = StepAcc::default();
-    // Per-name time in scope, indexed by name id (kernels, memops): dense, so no hashing.
-    let mut names = NameTimes::new(trace.strings.len());
-    let mut prefill_names = NameTimes::new(trace.strings.len());
     let decode: Vec<bool> = steps.steps.iter().map(|s| s.is_decode()).collect();
     let any_decode = decode.iter().any(|&d| d);
-    let mut other_kernel_ns = 0i64;
-    let mut kernel_ns_in_scope = 0i64;
-    // GPU activity time inside any step, and on the whole device (plausibility).
-    let mut activity_in_steps_ns = 0i64;
-    let mut activity_total_ns = 0i64;
-    // `report --by`: the activities in scope.
-    let mut scope_acts: Vec<i64> = Vec::new();
-
-    if let Some(dev) = steps.device.or(p.primary_device()) {
-        let ko = p.kernels_on(dev);
-        let mo = p.memops_on(dev);
-        let acts = merge_two(
-            ko.iter().map(|&i| (k.gpu_start_ns[i as usize], i as i64)),
-            mo.iter()
-                .map(|&i| (m.gpu_start_ns[i as usize], -(i as i64) - 1)),
-        );
-        let mut sp = 0usize;
-        for (start, tag) in acts {
-            let (is_memop, idx) = if tag >= 0 {
-                (false, tag as usize)
-            } else {
-                (true, (-tag - 1) as usize)
-            };
-            let (end, b, name) = if is_memop {
-                (m.gpu_end_ns[idx], p.memop_bucket[idx] as usize, m.name[idx])
-            } else {
-                (
-                    k.gpu_end_ns[idx],
-                    p.kernel_bucket[idx] as usize,
-                    k.name[idx],
-                )
-            };
-            while sp < steps.steps.len() && steps.steps[sp].gpu_end_ns <= start {
-                sp += 1;
-            }
-            let in_step = sp < steps.steps.len() && steps.steps[sp].gpu_start_ns <= start;
-            // Copies that end before the first step (loading the weights: 8 GB of HtoD in a
-            // llama.cpp recording) are set-up, not work outside the steps.
-            let loading = is_memop && steps.steps.first().is_some_and(|f| end <= f.gpu_start_ns);
-            if !loading {
-                activity_total_ns = activity_total_ns.saturating_add((end - start).max(0));
-            }
-            if in_step {
-                activity_in_steps_ns = activity_in_steps_ns.saturating_add((end - start).max(0));
-            }
-            let in_scope = if steps.steps.is_empty() {
-                outside.add(b, start, end, tag);
-                true
-            } else if in_step {
-                accs[sp].add(b, start, end, tag);
-                if !is_memop {
-                    let bytes = k.bytes.get(idx).copied().unwrap_or(-1);
-                    let flops = k.flops.get(idx).copied().unwrap_or(-1);
-                    accs[sp].cost(b, bytes, flops, end - start);
-                }
-                decode[sp] || !any_decode
-            } else {
-                false
-            };
-            if in_step && steps.steps[sp].phase == Phase::Prefill {
-                prefill_names.add(is_memop, name, b as u8, (end - start).max(0));
-            }
-            if in_scope {
-                if settings.group_by.is_some() {
-                    scope_acts.push(tag);
-                }
-                names.add(is_memop, name, b as u8, (end - start).max(0));
-                if !is_memop {
-                    kernel_ns_in_scope += (end - start).max(0);
-                    if b == Bucket::Other as usize {
-                        other_kernel_ns += (end - start).max(0);
-                    }
-                }
-            }
-        }
-    }
-    accs.iter_mut().for_each(StepAcc::close);
-    outside.close();
+    let Accumulated {
+        accs,
+        outside,
+        names,
+        prefill_names,
+        other_kernel_ns,
+        kernel_ns_in_scope,
+        activity_in_steps_ns,
+        activity_total_ns,
+        scope_acts,
+    } = accumulate(&p, &steps, &decode, settings);
 
     let decode_idx: Vec<usize> = (0..accs.len()).filter(|&i| decode[i]).collect();
     let of_phase = |ph: Phase| -> Vec<usize> {
@@ -447,7 +380,6 @@ pub fn analyze_parts(
     other_top.sort_by(|a, b| b.ms.total_cmp(&a.ms));
     other_top.truncate(settings.top_other);
 
-    let (graph_launches, graph_kernels) = graph_counts(trace);
     let mut notes = trace.manifest.notes.clone();
     if p.devices.len() > 1
         && let Some(d) = steps.device
@@ -496,43 +428,11 @@ pub fn analyze_parts(
     // Why the GPU sat idle: the decode steps (or iterations) with GPU work, as the idle
     // figures of the step report count them.
     let active: Vec<usize> = if any_decode || training {
-        scope_idx
-            .iter()
-            .copied()
-            .filter(|&i| accs[i].first_start < accs[i].last_end)
-            .collect()
+        with_gpu_work(&scope_idx, &accs)
     } else {
         Vec::new()
     };
-    let host_idle = (!active.is_empty() && trace.launches.len > 0).then(|| {
-        let mut inside = Causes::default();
-        let mut att = IdleAttribution::new(trace, &hi.forest, &hi.launch_map);
-        for &i in &active {
-            for &(a, b, tag) in &accs[i].gaps {
-                att.gap(a, b, tag, &mut inside);
-            }
-        }
-        let mut between = Causes::default();
-        let mut between_att = IdleAttribution::new(trace, &hi.forest, &hi.launch_map);
-        for w in active.windows(2) {
-            let (prev, cur) = (&accs[w[0]], &accs[w[1]]);
-            between_att.gap(prev.last_end, cur.first_start, cur.first_tag, &mut between);
-        }
-        host::report::build(
-            host::report::Inputs {
-                attribution: &att,
-                inside,
-                between,
-                steps: active.len(),
-                gaps: att.gaps + between_att.gaps,
-                linked: att.linked + between_att.linked,
-                scopes: hi.forest.nodes.len(),
-                step_ms: scope_mean,
-                top: settings.top_host_scopes,
-            },
-            trace,
-        )
-    });
+    let host_idle = host_idle_of(trace, hi, &accs, &active, scope_mean, settings);
     let groups = settings.group_by.map(|by| {
         host::by_key::group(
             trace,
@@ -551,35 +451,7 @@ pub fn analyze_parts(
     }
     let report = Report {
         schema_version: REPORT_SCHEMA_VERSION,
-        source: SourceInfo {
-            path: trace.manifest.source_path.clone().unwrap_or_default(),
-            converted_from: None,
-            format: imported.format.as_str().to_owned(),
-            gpus: trace
-                .manifest
-                .gpus
-                .iter()
-                .map(|g| match g.sm_count {
-                    Some(sm) => format!("{}: {} ({} SMs)", g.device, g.name, sm),
-                    None => format!("{}: {}", g.device, g.name),
-                })
-                .collect(),
-            step_gpu: steps
-                .device
-                .or(p.primary_device())
-                .and_then(|d| trace.manifest.gpus.iter().find(|g| g.device == d))
-                .map(|g| g.name.clone())
-                .filter(|n| !n.is_empty()),
-            kernels: k.len,
-            memops: m.len,
-            launches: trace.launches.len,
-            markers: trace.markers.len,
-            scopes: trace.scopes.len(),
-            graph_launches,
-            graph_kernels,
-            truncated: trace.manifest.truncated,
-            notes,
-        },
+        source: source_info(imported, &p, &steps, notes),
         warnings,
         plausibility,
         bucket_scope,
@@ -621,6 +493,204 @@ pub fn analyze_parts(
         host,
     };
     (report, parts)
+}
+
+/// What one pass over the steps' device's activities adds up: per step, outside the steps,
+/// per name, and the totals the plausibility check and `report --by` need.
+struct Accumulated {
+    /// One per step, closed.
+    accs: Vec<StepAcc>,
+    /// The whole device, when there are no steps.
+    outside: StepAcc,
+    /// Per-name time in scope, and in the prefill steps, indexed by name id (kernels,
+    /// memops): dense, so no hashing.
+    names: NameTimes,
+    prefill_names: NameTimes,
+    other_kernel_ns: i64,
+    kernel_ns_in_scope: i64,
+    /// GPU activity time inside any step, and on the whole device.
+    activity_in_steps_ns: i64,
+    activity_total_ns: i64,
+    /// The activities in scope (`report --by`).
+    scope_acts: Vec<i64>,
+}
+
+/// The accumulation pass: every kernel and memop of the steps' device, in start order, added
+/// to its step (or to `outside` without steps) and, when in scope, to the per-name times.
+fn accumulate(
+    p: &Prepared,
+    steps: &Steps,
+    decode: &[bool],
+    settings: &AnalysisSettings,
+) -> Accumulated {
+    let trace = p.trace;
+    let (k, m) = (&trace.kernels, &trace.memops);
+    let any_decode = decode.iter().any(|&d| d);
+    let n = trace.strings.len();
+    let mut acc = Accumulated {
+        accs: vec![StepAcc::default(); steps.steps.len()],
+        outside: StepAcc::default(),
+        names: NameTimes::new(n),
+        prefill_names: NameTimes::new(n),
+        other_kernel_ns: 0,
+        kernel_ns_in_scope: 0,
+        activity_in_steps_ns: 0,
+        activity_total_ns: 0,
+        scope_acts: Vec::new(),
+    };
+    // Scope: the decode steps; the iterations of a training trace; all steps when none is a
+    // decode step; the whole primary device without steps.
+    if let Some(dev) = steps.device.or(p.primary_device()) {
+        let ko = p.kernels_on(dev);
+        let mo = p.memops_on(dev);
+        let acts = merge_two(
+            ko.iter().map(|&i| (k.gpu_start_ns[i as usize], i as i64)),
+            mo.iter()
+                .map(|&i| (m.gpu_start_ns[i as usize], -(i as i64) - 1)),
+        );
+        let mut sp = 0usize;
+        for (start, tag) in acts {
+            let (is_memop, idx) = if tag >= 0 {
+                (false, tag as usize)
+            } else {
+                (true, (-tag - 1) as usize)
+            };
+            let (end, b, name) = if is_memop {
+                (m.gpu_end_ns[idx], p.memop_bucket[idx] as usize, m.name[idx])
+            } else {
+                (
+                    k.gpu_end_ns[idx],
+                    p.kernel_bucket[idx] as usize,
+                    k.name[idx],
+                )
+            };
+            while sp < steps.steps.len() && steps.steps[sp].gpu_end_ns <= start {
+                sp += 1;
+            }
+            let in_step = sp < steps.steps.len() && steps.steps[sp].gpu_start_ns <= start;
+            // Copies that end before the first step (loading the weights: 8 GB of HtoD in a
+            // llama.cpp recording) are set-up, not work acc.outside the steps.
+            let loading = is_memop && steps.steps.first().is_some_and(|f| end <= f.gpu_start_ns);
+            if !loading {
+                acc.activity_total_ns = acc.activity_total_ns.saturating_add((end - start).max(0));
+            }
+            if in_step {
+                acc.activity_in_steps_ns = acc
+                    .activity_in_steps_ns
+                    .saturating_add((end - start).max(0));
+            }
+            let in_scope = if steps.steps.is_empty() {
+                acc.outside.add(b, start, end, tag);
+                true
+            } else if in_step {
+                acc.accs[sp].add(b, start, end, tag);
+                if !is_memop {
+                    let bytes = k.bytes.get(idx).copied().unwrap_or(-1);
+                    let flops = k.flops.get(idx).copied().unwrap_or(-1);
+                    acc.accs[sp].cost(b, bytes, flops, end - start);
+                }
+                decode[sp] || !any_decode
+            } else {
+                false
+            };
+            if in_step && steps.steps[sp].phase == Phase::Prefill {
+                acc.prefill_names
+                    .add(is_memop, name, b as u8, (end - start).max(0));
+            }
+            if in_scope {
+                if settings.group_by.is_some() {
+                    acc.scope_acts.push(tag);
+                }
+                acc.names.add(is_memop, name, b as u8, (end - start).max(0));
+                if !is_memop {
+                    acc.kernel_ns_in_scope += (end - start).max(0);
+                    if b == Bucket::Other as usize {
+                        acc.other_kernel_ns += (end - start).max(0);
+                    }
+                }
+            }
+        }
+    }
+    acc.accs.iter_mut().for_each(StepAcc::close);
+    acc.outside.close();
+    acc
+}
+
+/// Why the GPU sat idle inside the `active` steps and between them, by the host scopes
+/// around each gap; `None` without active steps or without launch records.
+fn host_idle_of(
+    trace: &gapscope_traces::Trace,
+    hi: &HostIndex,
+    accs: &[StepAcc],
+    active: &[usize],
+    scope_mean: Option<f64>,
+    settings: &AnalysisSettings,
+) -> Option<host::HostIdleReport> {
+    if active.is_empty() || trace.launches.len == 0 {
+        return None;
+    }
+    let mut inside = Causes::default();
+    let mut att = IdleAttribution::new(trace, &hi.forest, &hi.launch_map);
+    for &i in active {
+        for &(a, b, tag) in &accs[i].gaps {
+            att.gap(a, b, tag, &mut inside);
+        }
+    }
+    let mut between = Causes::default();
+    let mut between_att = IdleAttribution::new(trace, &hi.forest, &hi.launch_map);
+    for w in active.windows(2) {
+        let (prev, cur) = (&accs[w[0]], &accs[w[1]]);
+        between_att.gap(prev.last_end, cur.first_start, cur.first_tag, &mut between);
+    }
+    Some(host::report::build(
+        host::report::Inputs {
+            attribution: &att,
+            inside,
+            between,
+            steps: active.len(),
+            gaps: att.gaps + between_att.gaps,
+            linked: att.linked + between_att.linked,
+            scopes: hi.forest.nodes.len(),
+            step_ms: scope_mean,
+            top: settings.top_host_scopes,
+        },
+        trace,
+    ))
+}
+
+/// Where the report's figures come from: the input, its GPUs and what it holds.
+fn source_info(imported: &Imported, p: &Prepared, steps: &Steps, notes: Vec<String>) -> SourceInfo {
+    let trace = &imported.trace;
+    let (graph_launches, graph_kernels) = graph_counts(trace);
+    SourceInfo {
+        path: trace.manifest.source_path.clone().unwrap_or_default(),
+        converted_from: None,
+        format: imported.format.as_str().to_owned(),
+        gpus: trace
+            .manifest
+            .gpus
+            .iter()
+            .map(|g| match g.sm_count {
+                Some(sm) => format!("{}: {} ({} SMs)", g.device, g.name, sm),
+                None => format!("{}: {}", g.device, g.name),
+            })
+            .collect(),
+        step_gpu: steps
+            .device
+            .or(p.primary_device())
+            .and_then(|d| trace.manifest.gpus.iter().find(|g| g.device == d))
+            .map(|g| g.name.clone())
+            .filter(|n| !n.is_empty()),
+        kernels: trace.kernels.len,
+        memops: trace.memops.len,
+        launches: trace.launches.len,
+        markers: trace.markers.len,
+        scopes: trace.scopes.len(),
+        graph_launches,
+        graph_kernels,
+        truncated: trace.manifest.truncated,
+        notes,
+    }
 }
 
 /// NVML telemetry of the steps' device over the decode steps (the device's kernel span
@@ -708,199 +778,6 @@ fn device_busy(p: &Prepared, d: u32) -> DeviceBusy {
         kernel_busy_pct: pct(kernel_busy as f64, span as f64),
         busy_pct: pct(busy as f64, span as f64),
     }
-}
-
-/// Which steps a report covers: `scope` are the decode steps (`decode`), else the
-/// iterations of a training trace or all steps.
-struct StepSets<'a> {
-    scope: &'a [usize],
-    decode: bool,
-    prefill: &'a [usize],
-    mixed: &'a [usize],
-}
-
-fn span_ms(s: &super::steps::Step) -> f64 {
-    (s.gpu_end_ns - s.gpu_start_ns) as f64 / NS_PER_MS
-}
-
-fn summary(v: &[f64]) -> Option<Summary> {
-    (!v.is_empty()).then(|| Summary::of(v))
-}
-
-fn step_report(steps: &Steps, accs: &[StepAcc], sets: &StepSets) -> StepReport {
-    let s = &steps.steps;
-    let scope = sets.scope;
-    let training = steps.kind == StepKind::TrainingIterations;
-    // Idle and busy figures cover decode steps or training iterations, not a lone prefill.
-    let timed = sets.decode || training;
-    // TPOT: start-to-start periods of consecutive decode steps; the last step has no
-    // successor, so n steps give n-1 periods (a single step has no TPOT, only its span).
-    let mut periods = Vec::new();
-    for w in scope.windows(2) {
-        if w[1] == w[0] + 1 {
-            periods.push((s[w[1]].gpu_start_ns - s[w[0]].gpu_start_ns) as f64 / NS_PER_MS);
-        }
-    }
-    let spans: Vec<f64> = scope.iter().map(|&i| span_ms(&s[i])).collect();
-    let active: Vec<usize> = if timed {
-        scope
-            .iter()
-            .copied()
-            .filter(|&i| accs[i].first_start < accs[i].last_end)
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let (mut launch_gap, mut host_gap, mut busy) = (0i64, 0i64, 0i64);
-    let mut series = StepSeries {
-        tpot_ms: if sets.decode {
-            periods.clone()
-        } else {
-            Vec::new()
-        },
-        ..StepSeries::default()
-    };
-    let mut worst: Option<Stall> = None;
-    for (n, &i) in active.iter().enumerate() {
-        let a = &accs[i];
-        let inside = (a.last_end - a.first_start - a.busy_ns).max(0);
-        launch_gap += inside;
-        series.launch_gap_ms.push(inside as f64 / NS_PER_MS);
-        busy += a.busy_ns;
-        if a.max_gap > 0
-            && worst
-                .as_ref()
-                .is_none_or(|w| a.max_gap as f64 / NS_PER_MS > w.ms)
-        {
-            worst = Some(Stall {
-                ms: a.max_gap as f64 / NS_PER_MS,
-                step: scope.iter().position(|&d| d == i).unwrap_or(0),
-                gpu_start_ns: a.max_gap_at,
-                between_steps: false,
-            });
-        }
-        if n > 0 {
-            let prev = &accs[active[n - 1]];
-            let gap = (a.first_start - prev.last_end).max(0);
-            host_gap += gap;
-            series.host_gap_ms.push(gap as f64 / NS_PER_MS);
-            if worst.as_ref().is_none_or(|w| gap as f64 / NS_PER_MS > w.ms) {
-                worst = Some(Stall {
-                    ms: gap as f64 / NS_PER_MS,
-                    step: scope.iter().position(|&d| d == i).unwrap_or(0),
-                    gpu_start_ns: prev.last_end,
-                    between_steps: true,
-                });
-            }
-        }
-    }
-    let window = match (active.first(), active.last()) {
-        (Some(&f), Some(&l)) => (accs[l].last_end - accs[f].first_start).max(0),
-        _ => 0,
-    };
-    let n = active.len().max(1) as f64;
-    let has = !active.is_empty();
-    let durations = |idx: &[usize]| -> Vec<f64> { idx.iter().map(|&i| span_ms(&s[i])).collect() };
-    StepReport {
-        source: steps.source.clone(),
-        kind: steps.kind,
-        engine: steps.engine.clone(),
-        phase_source: steps.phase_source.clone(),
-        training: steps.training.clone(),
-        device: steps.device,
-        decode_steps: if sets.decode { scope.len() } else { 0 },
-        prefill_steps: sets.prefill.len(),
-        mixed_steps: sets.mixed.len(),
-        iterations: if training { scope.len() } else { 0 },
-        batch_size: None,
-        tpot_ms: if sets.decode { summary(&periods) } else { None },
-        decode_span_ms: if sets.decode { summary(&spans) } else { None },
-        iteration_ms: if training { summary(&spans) } else { None },
-        iteration_period_ms: if training { summary(&periods) } else { None },
-        decode_busy_pct: has.then(|| pct(busy as f64, window as f64)),
-        launch_gap_ms_per_step: has.then(|| launch_gap as f64 / NS_PER_MS / n),
-        host_gap_ms_per_step: has.then(|| host_gap as f64 / NS_PER_MS / n),
-        launch_gap_pct: has.then(|| pct(launch_gap as f64, window as f64)),
-        host_gap_pct: has.then(|| pct(host_gap as f64, window as f64)),
-        worst_stall: worst.filter(|w| w.ms > 0.0),
-        prefill_ms: summary(&durations(sets.prefill)),
-        mixed_ms: summary(&durations(sets.mixed)),
-        series,
-    }
-}
-
-fn bucket_rows(
-    accs: &[StepAcc],
-    idx: &[usize],
-    step_mean_ms: Option<f64>,
-    per_step: bool,
-    names: &NameTimes,
-    trace: &gapscope_traces::Trace,
-    settings: &AnalysisSettings,
-) -> Vec<BucketRow> {
-    let total_all: i64 = idx
-        .iter()
-        .map(|&i| accs[i].bucket_ns.iter().sum::<i64>())
-        .sum();
-    let mut rows = Vec::new();
-    for b in Bucket::ALL {
-        let bi = b.index();
-        let total: i64 = idx.iter().map(|&i| accs[i].bucket_ns[bi]).sum();
-        let calls: u64 = idx.iter().map(|&i| accs[i].calls[bi] as u64).sum();
-        if calls == 0 && b != Bucket::Other {
-            continue;
-        }
-        let per: Vec<f64> = idx
-            .iter()
-            .map(|&i| accs[i].bucket_ns[bi] as f64 / NS_PER_MS)
-            .collect();
-        let ms_per_step = (per_step && !per.is_empty()).then(|| Summary::of(&per));
-        let mut top: Vec<NameTime> = names
-            .iter()
-            .filter(|e| e.bucket as usize == bi)
-            .map(|e| NameTime {
-                name: if e.is_memop {
-                    format!("[memop] {}", trace.strings.get(e.name))
-                } else {
-                    trace.strings.get(e.name).to_owned()
-                },
-                ms: e.ns as f64 / NS_PER_MS,
-                calls: e.calls,
-            })
-            .collect();
-        top.sort_by(|a, b| b.ms.total_cmp(&a.ms));
-        top.truncate(settings.top_per_bucket);
-        rows.push(BucketRow {
-            bucket: b,
-            total_ms: total as f64 / NS_PER_MS,
-            share_of_step_pct: match (&ms_per_step, step_mean_ms) {
-                (Some(s), Some(t)) if t > 0.0 => Some(100.0 * s.mean / t),
-                _ => None,
-            },
-            ms_per_step,
-            calls,
-            calls_per_step: (per_step && !idx.is_empty()).then(|| calls as f64 / idx.len() as f64),
-            share_of_busy_pct: pct(total as f64, total_all as f64),
-            top,
-            per_step_ms: if per_step { per } else { Vec::new() },
-            cost: {
-                let costed: i64 = idx.iter().map(|&i| accs[i].costed_ns[bi]).sum();
-                (per_step && costed > 0).then(|| {
-                    let n = idx.len() as f64;
-                    BucketCost {
-                        bytes_per_step: idx.iter().map(|&i| accs[i].cost_bytes[bi]).sum::<i64>()
-                            as f64
-                            / n,
-                        flops_per_step: idx.iter().map(|&i| accs[i].cost_flops[bi]).sum::<i64>()
-                            as f64
-                            / n,
-                        costed_ms_per_step: costed as f64 / NS_PER_MS / n,
-                    }
-                })
-            },
-        });
-    }
-    rows
 }
 
 #[cfg(test)]

@@ -1,3 +1,4 @@
+// Long on purpose: about 510 lines of code; the rest is its tests on hand-built step traces.
 //! Step detection. Markers first, tried in the tiers of the marker-kind table
 //! (`engine_markers`): engine step markers (vLLM, SGLang, TensorRT-LLM, gapscope-engine),
 //! bare engine markers (vLLM V0), annotations that name a phase (`decode_step`),
@@ -17,6 +18,7 @@ use serde::Serialize;
 use super::prepared::Prepared;
 #[cfg(test)]
 use crate::bucket::Bucket;
+pub(crate) use crate::text::short;
 
 mod auto_steps;
 pub mod engine_markers;
@@ -114,6 +116,7 @@ pub struct Steps {
 
 /// Finds the steps of a prepared trace.
 pub fn detect(p: &Prepared, settings: &StepSettings) -> Steps {
+    let _span = tracing::debug_span!("steps").entered();
     let device = p.primary_device();
     let training = phase_evidence::training(p, device);
     let rows = classify_rows(p);
@@ -163,6 +166,7 @@ pub fn detect(p: &Prepared, settings: &StepSettings) -> Steps {
         None => match device.and_then(|d| auto_detect(p, d, training.is_some())) {
             Some(s) => (s, true),
             None => {
+                tracing::debug!("no step markers and no periodic kernel sequence");
                 return Steps {
                     steps: Vec::new(),
                     batch: Vec::new(),
@@ -201,6 +205,13 @@ pub fn detect(p: &Prepared, settings: &StepSettings) -> Steps {
     if from_auto {
         steps.doubts = layer_check::doubts(p, device, &rows, &steps.steps);
     }
+    tracing::debug!(
+        source = %steps.source,
+        auto = from_auto,
+        steps = steps.steps.len(),
+        phases = %steps.phase_source,
+        "step source chosen"
+    );
     steps
 }
 
@@ -499,22 +510,6 @@ fn describe(p: &Prepared, what: &str, ranges: &[Range]) -> String {
         String::new()
     };
     format!("markers: {what} {}{more}", shown.join(", "))
-}
-
-/// A kernel name cut to something a table cell can hold.
-pub fn short(name: &str) -> String {
-    cut(name, 80)
-}
-
-/// `s` cut to `n` characters, the last one an ellipsis when cut.
-pub fn cut(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_owned()
-    } else {
-        let mut c: String = s.chars().take(n.saturating_sub(1)).collect();
-        c.push('…');
-        c
-    }
 }
 
 #[cfg(test)]

@@ -15,15 +15,62 @@ use crate::analysis::host::Forest;
 /// Host rows deeper than this are folded into the last row's count (`HostLane::hidden`).
 pub const MAX_HOST_DEPTH: usize = 32;
 
+/// The time columns of a start-sorted row of items (a GPU lane, a host row): what the
+/// timeline needs to find and draw the items in a window.
+#[derive(Debug, Default, Clone)]
+pub struct Spans {
+    pub start_ns: Vec<i64>,
+    pub end_ns: Vec<i64>,
+    /// Running maximum of `end_ns` (for the first item that reaches past an instant); set by
+    /// [`Spans::finish`].
+    pub end_max_ns: Vec<i64>,
+}
+
+impl Spans {
+    /// Spans with room for `n` items.
+    pub fn with_capacity(n: usize) -> Self {
+        Self {
+            start_ns: Vec::with_capacity(n),
+            end_ns: Vec::with_capacity(n),
+            end_max_ns: Vec::new(),
+        }
+    }
+    /// Spans of `(start, end)` columns, finished.
+    pub fn new(start_ns: Vec<i64>, end_ns: Vec<i64>) -> Self {
+        let mut s = Self {
+            start_ns,
+            end_ns,
+            end_max_ns: Vec::new(),
+        };
+        s.finish();
+        s
+    }
+    pub fn len(&self) -> usize {
+        self.start_ns.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.start_ns.is_empty()
+    }
+    /// The items that may overlap `[t0, t1)`; see [`overlapping`].
+    pub fn overlapping(&self, t0: i64, t1: i64) -> Range<usize> {
+        overlapping(&self.start_ns, &self.end_max_ns, t0, t1)
+    }
+    fn push(&mut self, s: i64, e: i64) {
+        self.start_ns.push(s);
+        self.end_ns.push(e);
+    }
+    /// Computes `end_max_ns` once every item is pushed.
+    pub fn finish(&mut self) {
+        self.end_max_ns = running_max(&self.end_ns);
+    }
+}
+
 /// The kernels and memops of one (device, stream), start-sorted.
 #[derive(Debug, Default)]
 pub struct GpuLane {
     pub device: u32,
     pub stream: u32,
-    pub start_ns: Vec<i64>,
-    pub end_ns: Vec<i64>,
-    /// Running maximum of `end_ns` (for the first activity that reaches past an instant).
-    pub end_max_ns: Vec<i64>,
+    pub spans: Spans,
     pub bucket: Vec<u8>,
     pub act: Vec<ActRef>,
 }
@@ -32,9 +79,7 @@ pub struct GpuLane {
 /// row of markers); `id` is a forest node or a marker index.
 #[derive(Debug, Default)]
 pub struct HostRow {
-    pub start_ns: Vec<i64>,
-    pub end_ns: Vec<i64>,
-    pub end_max_ns: Vec<i64>,
+    pub spans: Spans,
     pub id: Vec<u32>,
 }
 
@@ -84,13 +129,13 @@ fn running_max(end: &[i64]) -> Vec<i64> {
 
 impl GpuLane {
     pub fn len(&self) -> usize {
-        self.start_ns.len()
+        self.spans.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.start_ns.is_empty()
+        self.spans.is_empty()
     }
     pub fn overlapping(&self, t0: i64, t1: i64) -> Range<usize> {
-        overlapping(&self.start_ns, &self.end_max_ns, t0, t1)
+        self.spans.overlapping(t0, t1)
     }
     /// "device 0 · stream 7".
     pub fn label(&self) -> String {
@@ -100,21 +145,20 @@ impl GpuLane {
 
 impl HostRow {
     pub fn len(&self) -> usize {
-        self.start_ns.len()
+        self.spans.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.start_ns.is_empty()
+        self.spans.is_empty()
     }
     pub fn overlapping(&self, t0: i64, t1: i64) -> Range<usize> {
-        overlapping(&self.start_ns, &self.end_max_ns, t0, t1)
+        self.spans.overlapping(t0, t1)
     }
     fn push(&mut self, s: i64, e: i64, id: u32) {
-        self.start_ns.push(s);
-        self.end_ns.push(e);
+        self.spans.push(s, e);
         self.id.push(id);
     }
     fn finish(&mut self) {
-        self.end_max_ns = running_max(&self.end_ns);
+        self.spans.finish();
     }
 }
 
@@ -164,7 +208,7 @@ impl LaneSet {
             }
         };
         for l in &self.gpu {
-            see(l.start_ns.first(), l.end_max_ns.last());
+            see(l.spans.start_ns.first(), l.spans.end_max_ns.last());
         }
         let rows = self
             .host
@@ -172,7 +216,7 @@ impl LaneSet {
             .flat_map(|l| &l.rows)
             .chain(self.markers.iter().flat_map(|l| &l.rows));
         for r in rows {
-            see(r.start_ns.first(), r.end_max_ns.last());
+            see(r.spans.start_ns.first(), r.spans.end_max_ns.last());
         }
         for s in steps {
             see(Some(&s.start_ns), Some(&s.end_ns));
@@ -238,9 +282,7 @@ fn gpu_lanes(trace: &Trace) -> Vec<GpuLane> {
             let mut lane = GpuLane {
                 device,
                 stream,
-                start_ns: Vec::with_capacity(n),
-                end_ns: Vec::with_capacity(n),
-                end_max_ns: Vec::new(),
+                spans: Spans::with_capacity(n),
                 bucket: Vec::new(),
                 act: Vec::with_capacity(n),
             };
@@ -258,11 +300,10 @@ fn gpu_lanes(trace: &Trace) -> Vec<GpuLane> {
                     b += 1;
                     (m.gpu_start_ns[i], m.gpu_end_ns[i], ActRef::memop(i))
                 };
-                lane.start_ns.push(s);
-                lane.end_ns.push(e.max(s));
+                lane.spans.push(s, e.max(s));
                 lane.act.push(act);
             }
-            lane.end_max_ns = running_max(&lane.end_ns);
+            lane.spans.finish();
             lane
         })
         .collect();
@@ -323,7 +364,7 @@ fn marker_lanes(trace: &Trace) -> Vec<MarkerLane> {
         match lane
             .rows
             .iter_mut()
-            .find(|r| r.end_ns.last().is_none_or(|&last| last <= s))
+            .find(|r| r.spans.end_ns.last().is_none_or(|&last| last <= s))
         {
             Some(r) => r.push(s, e, id),
             None => {

@@ -20,7 +20,7 @@ use crate::rules::RuleSet;
 
 pub use activity::{ActRef, ActivityDetail};
 pub use kernel_table::{KernelRow, KernelTable, SortKey, TableQuery};
-pub use lanes::{GpuLane, HostLane, HostRow, LaneSet, MarkerLane};
+pub use lanes::{GpuLane, HostLane, HostRow, LaneSet, MarkerLane, Spans};
 pub use selection::BoxSums;
 pub use step_view::StepView;
 

@@ -31,8 +31,9 @@ impl BoxSums {
         };
         for l in lanes {
             for i in l.overlapping(t0, t1) {
-                let (a, b) = (l.start_ns[i].max(t0), l.end_ns[i].min(t1));
-                if b < a || (b == a && l.end_ns[i] > l.start_ns[i]) {
+                let (start, end) = (l.spans.start_ns[i], l.spans.end_ns[i]);
+                let (a, b) = (start.max(t0), end.min(t1));
+                if b < a || (b == a && end > start) {
                     continue;
                 }
                 let bk = (l.bucket[i] as usize).min(NB - 1);
@@ -61,16 +62,14 @@ impl BoxSums {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::explore::ActRef;
+    use crate::explore::{ActRef, Spans};
 
     #[test]
     fn clips_at_the_box_edges() {
         let l = GpuLane {
             device: 0,
             stream: 7,
-            start_ns: vec![0, 100, 300],
-            end_ns: vec![50, 250, 400],
-            end_max_ns: vec![50, 250, 400],
+            spans: Spans::new(vec![0, 100, 300], vec![50, 250, 400]),
             bucket: vec![0, 5, 0],
             act: vec![ActRef::kernel(0), ActRef::kernel(1), ActRef::kernel(2)],
         };

@@ -76,7 +76,9 @@ pub fn import_trace(
     opts: &ImportOptions,
     progress: &dyn ImportProgress,
 ) -> Result<Imported> {
+    let _span = tracing::debug_span!("import", path = %path.display()).entered();
     let format = sniff::sniff(path)?;
+    tracing::debug!(?format, "sniffed input format");
     let mut importer_warnings = Vec::new();
     let mut trace = match format {
         InputFormat::Native => gapscope_traces::read_trace(

@@ -1,3 +1,5 @@
+// Long on purpose: about 610 lines of counting for one model family (dense, MoE, hybrid); the rest
+// is its tests.
 //! Model specs from a Hugging Face `config.json`: parameter counts, bytes read per decode
 //! step by weight format, KV and recurrent-state bytes, FLOPs per token. Dense, MoE and
 //! hybrid linear-attention (gated DeltaNet) decoders.

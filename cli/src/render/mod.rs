@@ -22,7 +22,7 @@ pub fn write_stdout(s: &str) -> anyhow::Result<()> {
     }
 }
 
-pub use gapscope_analyzer::analysis::steps::{cut, short};
+pub use gapscope_analyzer::text::{count, cut, short};
 
 /// Columns of the terminal stdout writes to; `None` when stdout is not a terminal (pipes
 /// and files get whole lines). `COLUMNS` overrides what the terminal reports.
@@ -66,19 +66,6 @@ fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
     v.map(f).unwrap_or_else(|| "-".into())
 }
 
-/// Thousands separators for counts.
-pub fn count(n: usize) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// The CUDA-graph part of the events line: graph launches are host calls, so a trace
 /// without launch records says where its graph kernels were recognised instead.
 fn graph_note(s: &gapscope_analyzer::analysis::SourceInfo) -> String {
@@ -86,12 +73,12 @@ fn graph_note(s: &gapscope_analyzer::analysis::SourceInfo) -> String {
         (0, 0) => String::new(),
         (0, k) if s.launches == 0 => format!(
             "; {} kernels carry a CUDA graph id (host launches not recorded)",
-            count(k)
+            count(k as u64)
         ),
         (l, k) => format!(
             "; {} graph launches, {} kernels replayed from graphs",
-            count(l),
-            count(k)
+            count(l as u64),
+            count(k as u64)
         ),
     }
 }
@@ -173,12 +160,12 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
         "events".into(),
         format!(
             "{} kernels, {} memops, {} launches, {} markers{}{}{}",
-            count(s.kernels),
-            count(s.memops),
-            count(s.launches),
-            count(s.markers),
+            count(s.kernels as u64),
+            count(s.memops as u64),
+            count(s.launches as u64),
+            count(s.markers as u64),
             if s.scopes > 0 {
-                format!(", {} host scopes", count(s.scopes))
+                format!(", {} host scopes", count(s.scopes as u64))
             } else {
                 String::new()
             },
@@ -379,12 +366,12 @@ fn host_idle(h: &gapscope_analyzer::analysis::host::HostIdleReport) -> Vec<(Stri
             "inside steps {} ms/step: {}; {} gaps, {} linked to their launch{}",
             ms(row.idle_ms_per_step),
             parts.join(", "),
-            count(h.gaps),
+            count(h.gaps as u64),
             pct(h.linked_pct),
             if h.scopes == 0 {
                 "; no host scopes in the trace".to_owned()
             } else {
-                format!("; {} host scopes", count(h.scopes))
+                format!("; {} host scopes", count(h.scopes as u64))
             }
         ),
     ));
@@ -464,8 +451,8 @@ pub fn telemetry(t: &TelemetryReport) -> Vec<(String, String)> {
         "samples".to_owned(),
         format!(
             "{} inside {scope}{gpu} ({} in the trace)",
-            count(t.samples_in_steps),
-            count(t.samples_total)
+            count(t.samples_in_steps as u64),
+            count(t.samples_total as u64)
         ),
     )];
     if t.samples_in_steps == 0 {

@@ -220,7 +220,7 @@ fn waterfall(ui: &mut Ui, r: &DiffReport, height: f32) {
         p.text(
             Pos2::new(r.center().x, plot.bottom() + 4.0),
             Align2::CENTER_TOP,
-            format::fit(name, (w / 6.0) as usize),
+            format::cut(name, (w / 6.0) as usize),
             font.clone(),
             Color32::from_gray(200),
         );
@@ -264,7 +264,7 @@ fn tables(ui: &mut Ui, r: &DiffReport) {
         if total > 0 {
             ui.label(format!("{label} ({total}):"));
             for (n, c) in list.iter().take(6) {
-                ui.monospace(format!("  {:.1}/step  {}", c, format::fit(n, 70)));
+                ui.monospace(format!("  {:.1}/step  {}", c, format::cut(n, 70)));
             }
         }
     }
@@ -278,7 +278,7 @@ fn tables(ui: &mut Ui, r: &DiffReport) {
         ui.label("delta");
         ui.end_row();
         for k in &r.top_moved {
-            ui.label(format::fit(&k.name, 48)).on_hover_text(&k.name);
+            ui.label(format::cut(&k.name, 48)).on_hover_text(&k.name);
             ui.colored_label(palette::bucket_of(k.bucket), k.bucket.as_str());
             ui.monospace(format!("{:.4}", k.a_ms_per_step));
             ui.monospace(format!("{:.4}", k.b_ms_per_step));

@@ -1,4 +1,6 @@
-//! Number formatting shared by the views.
+//! Number formatting shared by the views (counts and cut names: [`gapscope_analyzer::text`]).
+
+pub use gapscope_analyzer::text::{count, cut};
 
 /// A duration in ns as "12.3 µs", "4.56 ms", "1.23 s".
 pub fn dur_ns(ns: f64) -> String {
@@ -29,32 +31,6 @@ pub fn bytes(b: u64) -> String {
         format!("{:.1} KiB", b / 1024.0)
     } else {
         format!("{b:.0} B")
-    }
-}
-
-/// A count with thousands separators.
-pub fn count(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// At most `n` characters of `s`, with an ellipsis when cut.
-pub fn fit(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_owned()
-    } else if n <= 1 {
-        String::new()
-    } else {
-        let mut t: String = s.chars().take(n - 1).collect();
-        t.push('…');
-        t
     }
 }
 

@@ -181,7 +181,7 @@ pub fn show(ui: &mut Ui, st: &mut KernelsState, l: &Loaded) -> Option<Option<Str
                                 ui.set_min_width(name_w);
                                 ui.add(egui::Button::selectable(
                                     selected,
-                                    format::fit(&name, chars),
+                                    format::cut(&name, chars),
                                 ))
                             },
                         )

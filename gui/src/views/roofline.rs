@@ -341,7 +341,7 @@ fn chart(ui: &mut Ui, r: &RooflineReport, batch: u64) {
             Align2::LEFT_BOTTOM,
             format!(
                 "{} {:.0}% of floor",
-                format::fit(file_name(&m.trace), 28),
+                format::cut(file_name(&m.trace), 28),
                 m.pct_of_floor_median
             ),
             font.clone(),

@@ -3,6 +3,7 @@
 //! they fit. Time-to-pixel maths is f64; f32 only for the final, view-relative pixels.
 
 use egui::{Align2, Color32, FontId, Mesh, Painter, Pos2, Rect};
+use gapscope_analyzer::explore::Spans;
 
 use crate::axis::Axis;
 use crate::palette;
@@ -63,9 +64,8 @@ pub enum Drawn {
 
 /// A row's data, as the painter needs it.
 pub trait RowSource {
-    fn start(&self) -> &[i64];
-    fn end(&self) -> &[i64];
-    fn end_max(&self) -> &[i64];
+    /// The row's time columns.
+    fn spans(&self) -> &Spans;
     fn color(&self, i: usize) -> Color32;
     fn label(&self, i: usize) -> String;
     /// Colour of the folded run `i..j` (its dominant kind).
@@ -78,7 +78,7 @@ pub trait RowSource {
         if j.saturating_sub(i) > 256 {
             return None;
         }
-        let (s, e) = (self.start(), self.end());
+        let (s, e) = (&self.spans().start_ns, &self.spans().end_ns);
         (i..j).max_by_key(|&k| e[k] - s[k])
     }
 }
@@ -91,8 +91,9 @@ pub fn paint_row(
     src: &dyn RowSource,
     hits: &mut Vec<(Rect, Drawn)>,
 ) {
-    let (start, end, end_max) = (src.start(), src.end(), src.end_max());
-    let range = gapscope_analyzer::explore::lanes::overlapping(start, end_max, m.t0(), m.t1());
+    let spans = src.spans();
+    let (start, end, end_max) = (&spans.start_ns, &spans.end_ns, &spans.end_max_ns);
+    let range = spans.overlapping(m.t0(), m.t1());
     let mut mesh = Mesh::default();
     let mut labels: Vec<(Rect, String, Color32)> = Vec::new();
     let (y0, y1) = (rect.top() + 1.0, rect.bottom() - 1.0);
@@ -179,7 +180,7 @@ pub fn paint_row(
         if chars < 3 {
             continue;
         }
-        let t = super::format::fit(&text, chars);
+        let t = super::format::cut(&text, chars);
         painter.with_clip_rect(visible).text(
             Pos2::new(visible.left() + 2.0, visible.center().y),
             Align2::LEFT_CENTER,
@@ -195,21 +196,11 @@ mod tests {
     use super::*;
     use crate::axis::{Axis, AxisMode};
 
-    struct Row {
-        start: Vec<i64>,
-        end: Vec<i64>,
-        end_max: Vec<i64>,
-    }
+    struct Row(Spans);
 
     impl RowSource for Row {
-        fn start(&self) -> &[i64] {
-            &self.start
-        }
-        fn end(&self) -> &[i64] {
-            &self.end
-        }
-        fn end_max(&self) -> &[i64] {
-            &self.end_max
+        fn spans(&self) -> &Spans {
+            &self.0
         }
         fn color(&self, _: usize) -> Color32 {
             Color32::RED
@@ -247,11 +238,7 @@ mod tests {
     #[test]
     fn a_long_item_after_a_zero_length_one_is_drawn_on_its_own() {
         // [0, 0) then [0, 500) in a view from -100 to 900: the second is half the view.
-        let row = Row {
-            start: vec![0, 0],
-            end: vec![0, 500],
-            end_max: vec![0, 500],
-        };
+        let row = Row(Spans::new(vec![0, 0], vec![0, 500]));
         assert_eq!(drawn(&row, (-100, 900)), [Drawn::Item(0), Drawn::Item(1)]);
     }
 
@@ -260,11 +247,7 @@ mod tests {
         // 100 items of 1 ns every 2 ns over 1000 px for 1000 ns: each 1 px wide.
         let start: Vec<i64> = (0..100).map(|i| i * 2).collect();
         let end: Vec<i64> = start.iter().map(|s| s + 1).collect();
-        let row = Row {
-            end_max: end.clone(),
-            start,
-            end,
-        };
+        let row = Row(Spans::new(start, end));
         assert_eq!(drawn(&row, (0, 1000)), [Drawn::Run(0, 100)]);
     }
 }

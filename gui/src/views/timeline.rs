@@ -1,3 +1,5 @@
+// Long on purpose: one view: its state, row sources, navigation, painting and hover text share
+// TimelineState.
 //! The timeline: a lane per device and stream (kernels and memops coloured by bucket),
 //! step boundaries, GPU-timeline markers and the host scopes per thread; zoom and pan with
 //! mouse and keyboard (W/S zoom, A/D pan, as in Perfetto; F fits), hover details, click to
@@ -7,7 +9,7 @@ use std::sync::Arc;
 
 use egui::{Align2, Color32, FontId, Key, Pos2, Rect, Sense, Stroke, StrokeKind, Ui, Vec2};
 use gapscope_analyzer::Bucket;
-use gapscope_analyzer::explore::{ActRef, BoxSums, GpuLane, HostRow};
+use gapscope_analyzer::explore::{ActRef, BoxSums, GpuLane, HostRow, Spans};
 use gapscope_traces::{ScopeKind, StrId};
 
 use super::format;
@@ -173,14 +175,8 @@ impl GpuRow<'_> {
 }
 
 impl RowSource for GpuRow<'_> {
-    fn start(&self) -> &[i64] {
-        &self.lane.start_ns
-    }
-    fn end(&self) -> &[i64] {
-        &self.lane.end_ns
-    }
-    fn end_max(&self) -> &[i64] {
-        &self.lane.end_max_ns
+    fn spans(&self) -> &Spans {
+        &self.lane.spans
     }
     fn color(&self, i: usize) -> Color32 {
         let c = palette::bucket(self.lane.bucket[i]);
@@ -191,7 +187,7 @@ impl RowSource for GpuRow<'_> {
         }
     }
     fn label(&self, i: usize) -> String {
-        gapscope_analyzer::analysis::steps::short(self.l.x.trace.strings.get(self.name_id(i)))
+        gapscope_analyzer::text::short(self.l.x.trace.strings.get(self.name_id(i)))
     }
     fn run_color(&self, i: usize, j: usize) -> Color32 {
         let c = palette::bucket(self.lod.dominant(self.lane, i, j));
@@ -241,14 +237,8 @@ impl ScopeRowSrc<'_> {
 }
 
 impl RowSource for ScopeRowSrc<'_> {
-    fn start(&self) -> &[i64] {
-        &self.row.start_ns
-    }
-    fn end(&self) -> &[i64] {
-        &self.row.end_ns
-    }
-    fn end_max(&self) -> &[i64] {
-        &self.row.end_max_ns
+    fn spans(&self) -> &Spans {
+        &self.row.spans
     }
     fn color(&self, i: usize) -> Color32 {
         palette::scope(self.kind(i))
@@ -258,7 +248,7 @@ impl RowSource for ScopeRowSrc<'_> {
     }
     fn longest(&self, i: usize, j: usize) -> Option<usize> {
         let idx = self.longest?;
-        (j > i).then(|| idx.of(&self.row.start_ns, &self.row.end_ns, i, j))
+        (j > i).then(|| idx.of(&self.row.spans.start_ns, &self.row.spans.end_ns, i, j))
     }
     fn run_color(&self, i: usize, _j: usize) -> Color32 {
         palette::dim(palette::scope(self.kind(i)))
@@ -809,7 +799,7 @@ pub fn describe(l: &Loaded, h: &Hit) -> String {
                 .map(|d| {
                     format!(
                         "{} ({})",
-                        gapscope_analyzer::analysis::steps::short(&d.name),
+                        gapscope_analyzer::text::short(&d.name),
                         format::dur_ns(d.dur_ns as f64)
                     )
                 })

@@ -12,6 +12,7 @@ use gapscope_traces::Phase;
 
 use super::{Step, StepKind, Steps, short};
 use crate::analysis::prepared::Prepared;
+use crate::analysis::stats::upper_median;
 use crate::bucket::Bucket;
 
 mod boundaries;
@@ -132,11 +133,7 @@ fn repeats(seq: &Sequence, pos: &[usize], n: usize, min_share: usize) -> bool {
 /// 0 for none.
 fn median_gap(gap_before: &[i64], at: impl Iterator<Item = usize>) -> i64 {
     let mut g: Vec<i64> = at.map(|j| gap_before[j]).collect();
-    if g.is_empty() {
-        return 0;
-    }
-    let mid = g.len() / 2;
-    *g.select_nth_unstable(mid).1
+    upper_median(&mut g).unwrap_or(0)
 }
 
 /// Most occurrences of one name per step that the anchor search tries (see [`find_anchor`]).
@@ -218,8 +215,7 @@ fn find_anchor(
     }
     let period = |p: &[usize]| {
         let mut d: Vec<usize> = p.windows(2).map(|w| w[1] - w[0]).collect();
-        d.sort_unstable();
-        d.get(d.len() / 2).copied().unwrap_or(0)
+        upper_median(&mut d).unwrap_or(0)
     };
     let plain_period = best.map(|(_, _, _, name, _)| period(&positions[&name]));
     for (name, pos) in strided {

@@ -16,6 +16,7 @@ use regex::Regex;
 
 use super::{Step, short};
 use crate::analysis::prepared::Prepared;
+use crate::analysis::stats::upper_median;
 use crate::bucket::Bucket;
 
 /// A step whose GEMM/attention time is at least this multiple of the median is a prefill
@@ -232,8 +233,7 @@ pub(super) fn label(
     }
     if undecided.len() >= MIN_STEPS_TO_COMPARE {
         let mut heavy: Vec<i64> = undecided.iter().map(|&i| work[i].heavy_ns).collect();
-        heavy.sort_unstable();
-        let median = heavy[heavy.len() / 2] as f64;
+        let median = upper_median(&mut heavy).unwrap_or(0) as f64;
         for &i in &undecided {
             let long = median > 0.0 && work[i].heavy_ns as f64 >= PREFILL_HEAVY_RATIO * median;
             steps[i].phase = if long { Phase::Prefill } else { Phase::Decode };

@@ -1,3 +1,5 @@
+// Long on purpose: one importer: the event dispatch (an arm per event kind) and the manifest it
+// builds; its scanner, fields and feed are separate files.
 //! PyTorch profiler (Kineto) Chrome-trace JSON importer, plain or gzipped.
 //!
 //! Streaming: a structural scanner finds each element of `traceEvents` and only the events

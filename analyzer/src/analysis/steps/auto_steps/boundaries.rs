@@ -11,6 +11,7 @@ use super::{
     segments,
 };
 use crate::analysis::prepared::Prepared;
+use crate::analysis::stats::upper_median;
 
 /// Most segments one step may hold when the anchor runs once per group of layers (see
 /// [`widen_to_step`]).
@@ -59,8 +60,7 @@ pub(super) fn widen_to_step(
         .filter(|&i| keys[i] == modal_key)
         .map(|i| work(segs[i]).heavy_ns)
         .collect();
-    modal_heavy.sort_unstable();
-    let median = modal_heavy[modal_heavy.len() / 2] as f64;
+    let median = upper_median(&mut modal_heavy).unwrap_or(0) as f64;
     let step_tail = (0..c - m)
         .filter(|&i| keys[i] != modal_key && keys[i + m] == keys[i])
         .any(|i| {

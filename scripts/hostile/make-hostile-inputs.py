@@ -5,13 +5,13 @@ They are too large to commit; the small ones live in the tests (cli/tests/hostil
 analyzer/tests/*_import.rs, traces/tests/hostile_native.rs). Each file is built streaming,
 so this script itself stays small in memory. Measure with, for example:
 
-    python3 scripts/hostile/make_hostile_inputs.py /var/tmp/hostile
+    python3 scripts/hostile/make-hostile-inputs.py /var/tmp/hostile
     for f in /var/tmp/hostile/*; do
         /usr/bin/time -v target/release/gapscope report -q "$f" >/dev/null 2>/tmp/err
         grep -E 'Maximum resident|Elapsed' /tmp/err; tail -1 /tmp/err
     done
 
-Usage: python3 scripts/hostile/make_hostile_inputs.py OUT_DIR [--small]
+Usage: python3 scripts/hostile/make-hostile-inputs.py OUT_DIR [--small]
 (--small divides every size by 64, for a quick check of the script itself). stdlib only.
 """
 

@@ -7,7 +7,7 @@ order, and prints per kernel name: launches, mean engine and CUPTI durations, an
 median and SD of engine - CUPTI in ns. Names whose launch counts differ (a cuBLAS call that is
 several recorded kernels) are listed with their counts and not compared.
 
-    python3 scripts/record/engine_vs_cupti_kernels.py JOINED.gst ENGINE.gst
+    python3 scripts/record/engine-vs-cupti-kernels.py JOINED.gst ENGINE.gst
 
 Needs pyarrow (reads the native trace's Arrow IPC tables directly).
 """

@@ -2,7 +2,7 @@
 """Feeds gapscope-record --from-spool mutated copies of a real spool (flipped bytes, cuts,
 inserted garbage) and fails if any run panics or exits with anything but 0 or 2.
 
-  python3 scripts/record/mutate_spool.py [--n 300] [--seed 7] [--bin target/release/gapscope-record]
+  python3 scripts/record/mutate-spool.py [--n 300] [--seed 7] [--bin target/release/gapscope-record]
 """
 import argparse
 import random

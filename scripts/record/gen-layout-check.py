@@ -7,7 +7,7 @@ import sys
 src = open("profiler/src/layout.rs", encoding="utf-8").read()
 tables = re.findall(r"offsets!\(\w+, (\w+) \{(.*?)\}\);", src, re.S)
 if not tables:
-    sys.exit("gen_layout_check.py: no offsets! tables found in profiler/src/layout.rs")
+    sys.exit("gen-layout-check.py: no offsets! tables found in profiler/src/layout.rs")
 lines = []
 for ty, body in tables:
     lines.append(f"    S({ty});")
@@ -16,7 +16,7 @@ for ty, body in tables:
 c = f"""/* Prints the sizes and field offsets of the CUPTI activity records gapscope-record decodes,
  * from the CUDA toolkit's own cupti_activity.h, for comparison with the offsets the Rust
  * decoder uses (`gapscope-record --print-layout`). Generated from profiler/src/layout.rs by
- * scripts/record/gen_layout_check.py; built and run on the GPU machine by run-gpu.sh. */
+ * scripts/record/gen-layout-check.py; built and run on the GPU machine by run-gpu.sh. */
 #include <stdio.h>
 #include <stddef.h>
 #include <cupti.h>

@@ -15,9 +15,9 @@ Modes:
 Prints one JSON line: mode, steps, decode seconds and tokens/s of the measured steps, and
 for torchprof the kernel count.
 
-  python3 scripts/record/hf_decode.py --config models/llama-3.2-1b.json --mode plain
-  gapscope-record --capture-range cudaProfilerApi -o hf.gst -- python3 scripts/record/hf_decode.py --mode plain
-  python3 scripts/record/hf_decode.py --mode torchprof --trace hf_prof.json
+  python3 scripts/record/hf-decode.py --config models/llama-3.2-1b.json --mode plain
+  gapscope-record --capture-range cudaProfilerApi -o hf.gst -- python3 scripts/record/hf-decode.py --mode plain
+  python3 scripts/record/hf-decode.py --mode torchprof --trace hf_prof.json
 """
 import argparse
 import gzip

@@ -28,19 +28,19 @@ torch.profiler names modules (`nn.Module: Qwen3NextGatedDeltaNet_0`). No trace i
 (prefill and decode), through torch.nn.attention.sdpa_kernel; `default` leaves torch's choice.
 
 Examples:
-  python3 hf_decode_trace.py --preset qwen3-0.6b --npl 1 --npp 64 --warmup 4 --steps 16 \
+  python3 hf-decode-trace.py --preset qwen3-0.6b --npl 1 --npp 64 --warmup 4 --steps 16 \
       --out hf-qwen3-0.6b-npl1.json.gz
-  python3 hf_decode_trace.py --preset llama3-8b --record-shapes --out t.json.gz
-  python3 hf_decode_trace.py --config '{"arch": "llama", "hidden_size": 512, ...}' ...
-  python3 hf_decode_trace.py --config @my_config.json ...
-  python3 hf_decode_trace.py --preset llama3.2-1b --cpu-only --steps 4 --out cpu.json.gz
-  python3 hf_decode_trace.py --preset llama3.2-1b --npl 8 --with-stack --with-modules \
+  python3 hf-decode-trace.py --preset llama3-8b --record-shapes --out t.json.gz
+  python3 hf-decode-trace.py --config '{"arch": "llama", "hidden_size": 512, ...}' ...
+  python3 hf-decode-trace.py --config @my_config.json ...
+  python3 hf-decode-trace.py --preset llama3.2-1b --cpu-only --steps 4 --out cpu.json.gz
+  python3 hf-decode-trace.py --preset llama3.2-1b --npl 8 --with-stack --with-modules \
       --sdpa-backend math --out math.json.gz
-  python3 hf_decode_trace.py --preset qwen3-next-small --npl 1 --npp 32 --steps 16 \
+  python3 hf-decode-trace.py --preset qwen3-next-small --npl 1 --npp 32 --steps 16 \
       --with-stack --with-modules --out qwen3next.json.gz
   gapscope-record --capture-range cudaProfilerApi -o rec.gst -- \
-      python3 hf_decode_trace.py --preset qwen3-next-small --no-profiler --nvtx modules
-  python3 hf_decode_trace.py --preset qwen3-next-small --print-config   # no torch needed
+      python3 hf-decode-trace.py --preset qwen3-next-small --no-profiler --nvtx modules
+  python3 hf-decode-trace.py --preset qwen3-next-small --print-config   # no torch needed
 
 Needs a CUDA GPU, torch and transformers (written against torch 2.11 and transformers 5.17).
 """
@@ -150,7 +150,7 @@ EXPERTS_IMPLS = ("default", "eager", "grouped_mm", "batched_mm")
 
 
 def log(msg: str) -> None:
-    print(f"[hf_decode_trace] {msg}", flush=True)
+    print(f"[hf-decode-trace] {msg}", flush=True)
 
 
 def load_config_spec(args: argparse.Namespace) -> tuple[str, dict]:
@@ -669,7 +669,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{untraced_tps:.1f} tok/s")
 
         meta = {
-            "tool": "gapscope scripts/capture/hf_decode_trace.py",
+            "tool": "gapscope scripts/capture/hf-decode-trace.py",
             "model": name,
             "config": spec,
             "npl": args.npl,

@@ -3,7 +3,7 @@
 spread of each group, judged the way the seeds judged every figure: a difference counts only
 when it is larger than the spread.
 
-  python3 scripts/record/compare_buckets.py --steps 16 \
+  python3 scripts/record/compare-buckets.py --steps 16 \
       --a hf-rec1.gst hf-rec2.gst hf-rec3.gst --b hf-prof1.json.gz hf-prof2.json.gz hf-prof3.json.gz
 
 For each trace, `gapscope report --json` gives every bucket's total kernel time over the
@@ -24,7 +24,7 @@ import sys
 def bucket_totals(gapscope: str, path: str) -> dict:
     out = subprocess.run([gapscope, "report", "--json", "-q", path], capture_output=True, text=True)
     if out.returncode != 0:
-        raise SystemExit(f"compare_buckets.py: error: gapscope report {path}: {out.stderr.strip()}")
+        raise SystemExit(f"compare-buckets.py: error: gapscope report {path}: {out.stderr.strip()}")
     rep = json.loads(out.stdout)["reports"][0]
     tot = {}
     for sect in ("buckets", "prefill_buckets"):

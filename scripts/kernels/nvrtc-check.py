@@ -9,7 +9,7 @@ GPU).
 Needs the NVRTC and ptxas of CUDA 13 from pip, in a virtual environment:
 
   python3 -m venv /tmp/nv && /tmp/nv/bin/pip install 'nvidia-cuda-nvrtc==13.0.*' 'nvidia-cuda-nvcc==13.0.*'
-  /tmp/nv/bin/python scripts/kernels/nvrtc_check.py [--root .] [--compare OLD_ROOT] [MODULE ...]
+  /tmp/nv/bin/python scripts/kernels/nvrtc-check.py [--root .] [--compare OLD_ROOT] [MODULE ...]
 
 Exit status: 0 when everything compiles (and, with --compare, every kernel's code is the same),
 1 otherwise, 2 when NVRTC or ptxas cannot be found.
@@ -87,7 +87,7 @@ def main():
     a = p.parse_args()
     lib, ptxas = find_cuda()
     if not lib:
-        print("nvrtc_check.py: no CUDA 13 NVRTC/ptxas from pip in this interpreter's site-packages "
+        print("nvrtc-check.py: no CUDA 13 NVRTC/ptxas from pip in this interpreter's site-packages "
               "(pip install 'nvidia-cuda-nvrtc==13.0.*' 'nvidia-cuda-nvcc==13.0.*')", file=sys.stderr)
         return 2
     # NVRTC opens its builtins library by name at compile time: load it first, globally.

@@ -2,7 +2,7 @@
 """Proves the native format opens without gapscope: reads every golden fixture and a
 freshly written trace with pyarrow and checks row counts against the manifest's batches.
 
-usage: check_arrow_readable.py TRACE.gst [TRACE.gst ...]
+usage: check-arrow-readable.py TRACE.gst [TRACE.gst ...]
 """
 import json
 import os

@@ -2,7 +2,7 @@
 """Engine event timing vs CUPTI, per bucket of the decode steps (issue 4, "Our engine").
 
   gapscope join eng.gst eng-rec.gst -o joined.gst
-  python3 scripts/record/engine_vs_cupti.py --gapscope target/release/gapscope eng.gst joined.gst [eng2.gst joined2.gst ...]
+  python3 scripts/record/engine-vs-cupti.py --gapscope target/release/gapscope eng.gst joined.gst [eng2.gst joined2.gst ...]
 
 Each pair is one recording: the engine's own trace (per-launch CUDA events, calibrated event
 latency taken off) and the same run recorded by gapscope-record, with the engine's metadata
@@ -21,7 +21,7 @@ import sys
 def decode_buckets(gapscope: str, path: str) -> dict:
     out = subprocess.run([gapscope, "report", "--json", "-q", path], capture_output=True, text=True)
     if out.returncode != 0:
-        raise SystemExit(f"engine_vs_cupti.py: error: gapscope report {path}: {out.stderr.strip()}")
+        raise SystemExit(f"engine-vs-cupti.py: error: gapscope report {path}: {out.stderr.strip()}")
     rep = json.loads(out.stdout)["reports"][0]
     return {b["bucket"]: b["ms_per_step"]["mean"] for b in rep.get("buckets") or []}
 
@@ -34,7 +34,7 @@ def main(argv=None) -> int:
     p.add_argument("--min-ms", type=float, default=0.001, help="smallest bucket judged, ms/step")
     a = p.parse_args(argv)
     if len(a.pairs) % 2:
-        print("engine_vs_cupti.py: error: traces must come in pairs (engine, joined)", file=sys.stderr)
+        print("engine-vs-cupti.py: error: traces must come in pairs (engine, joined)", file=sys.stderr)
         return 2
     ok = True
     for i in range(0, len(a.pairs), 2):

@@ -7,9 +7,9 @@ use crate::error::{EngineError, Result};
 use crate::model::Batch;
 use crate::records::StepRecord;
 use crate::rng;
-use crate::stats::Spread;
 use cudarc::driver::sys;
 use gapscope_traces::Phase;
+use gapscope_traces::stats::Summary;
 use md5::{Digest, Md5};
 use std::collections::BTreeMap;
 
@@ -29,10 +29,10 @@ pub struct BenchSettings {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct BenchRow {
     pub npl: usize,
-    pub s_pp: Spread,
-    pub s_tg: Spread,
-    pub ttft_ms: Spread,
-    pub tpot_ms: Spread,
+    pub s_pp: Summary,
+    pub s_tg: Summary,
+    pub ttft_ms: Summary,
+    pub tpot_ms: Summary,
     /// md5 of the greedy tokens (prefill's then each decode step's, sequence-major).
     pub md5: String,
     /// Every repeat produced the same tokens.
@@ -74,7 +74,7 @@ impl Span {
 
 /// Device-to-device copy bandwidth (bytes read + written per second), median of `reps`
 /// copies of `bytes`, measured with CUDA events. The floor the bench reports against.
-pub fn copy_bandwidth(dev: &Device, bytes: usize, reps: usize) -> Result<Spread> {
+pub fn copy_bandwidth(dev: &Device, bytes: usize, reps: usize) -> Result<Summary> {
     let src = DevBuf::alloc(bytes)?;
     let dst = DevBuf::alloc(bytes)?;
     // Non-zero, seeded contents (a pattern fill would do as well for a copy).
@@ -91,7 +91,7 @@ pub fn copy_bandwidth(dev: &Device, bytes: usize, reps: usize) -> Result<Spread>
         let ms = span.stop_ms(dev)?;
         bw.push(2.0 * bytes as f64 / (ms * 1e-3));
     }
-    Ok(Spread::of(&bw))
+    Ok(Summary::of(&bw))
 }
 
 /// Repeats of the event-latency calibration the bench runs.
@@ -198,7 +198,7 @@ pub fn bucket_ms(steps: &[StepRecord]) -> BTreeMap<String, f64> {
         }
     }
     per.into_iter()
-        .map(|(k, v)| (k, Spread::of(&v).median))
+        .map(|(k, v)| (k, Summary::of(&v).median))
         .collect()
 }
 
@@ -260,17 +260,17 @@ pub fn run(
         if let Some(first) = buckets.first() {
             for k in first.keys() {
                 let v: Vec<f64> = buckets.iter().filter_map(|b| b.get(k).copied()).collect();
-                bucket_ms.insert(k.clone(), Spread::of(&v).median);
+                bucket_ms.insert(k.clone(), Summary::of(&v).median);
             }
         }
-        let tpot_s = Spread::of(&tpot);
+        let tpot_s = Summary::of(&tpot);
         let wbytes = be.weight_bytes_per_step(npl);
         let floor = copy_bw.map(|bw| wbytes as f64 / bw * 1e3);
         rows.push(BenchRow {
             npl,
-            s_pp: Spread::of(&pp),
-            s_tg: Spread::of(&tg),
-            ttft_ms: Spread::of(&ttft),
+            s_pp: Summary::of(&pp),
+            s_tg: Summary::of(&tg),
+            ttft_ms: Summary::of(&ttft),
             tpot_ms: tpot_s,
             md5_stable: md5s.windows(2).all(|w| w[0] == w[1]),
             md5: md5s.into_iter().next().unwrap_or_default(),

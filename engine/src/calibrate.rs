@@ -9,8 +9,8 @@
 use crate::bench::{Span, copy_bandwidth};
 use crate::cuda::{DevBuf, Device, DeviceInfo};
 use crate::error::{EngineError, Result};
-use crate::stats::Spread;
 use cudarc::cublas::{CudaBlas, sys as blas};
+use gapscope_traces::stats::Summary;
 
 /// Bytes of each timed copy, and the copies timed.
 const COPY_BYTES: usize = 1 << 30;
@@ -24,11 +24,11 @@ const GEMM_WARMUP: usize = 3;
 #[derive(Debug, Clone, Copy, serde::Serialize)]
 pub struct Ceilings {
     /// Bytes read plus written per second.
-    pub copy_bytes_per_s: Spread,
+    pub copy_bytes_per_s: Summary,
     /// cublasGemmEx, bf16 in and out, fp32 accumulate.
-    pub bf16_tflops: Spread,
+    pub bf16_tflops: Summary,
     /// cublasGemmEx, int8 in, int32 accumulate and out.
-    pub int8_tops: Spread,
+    pub int8_tops: Summary,
 }
 
 /// Measures the copy bandwidth and the two GEMM throughputs on `dev`.
@@ -130,7 +130,7 @@ fn gemm_per_s<T: Copy>(
     g: &Gemm,
     a: &[T],
     b: &[T],
-) -> Result<Spread> {
+) -> Result<Summary> {
     let n = GEMM_N as i32;
     let (a, b) = (
         DevBuf::upload(a, &dev.stream)?,
@@ -177,7 +177,7 @@ fn gemm_per_s<T: Copy>(
         run()?;
         per_s.push(ops / (span.stop_ms(dev)? / 1e3) / 1e12);
     }
-    Ok(Spread::of(&per_s))
+    Ok(Summary::of(&per_s))
 }
 
 /// A seeded xorshift64 stream (the seed's low bit is set: the state must not be 0).
@@ -211,13 +211,14 @@ fn random_bf16(n: usize, seed: u64) -> Vec<u16> {
 mod tests {
     use super::*;
 
-    fn spread(median: f64, min: f64, max: f64) -> Spread {
-        Spread {
+    fn spread(median: f64, min: f64, max: f64) -> Summary {
+        Summary {
             median,
             min,
             max,
             cv: 0.0,
             n: 10,
+            ..Summary::default()
         }
     }
 

@@ -11,15 +11,15 @@ use crate::dispatch::DispatchPolicy;
 use crate::error::Result;
 use crate::quant::{Matrix, WeightFormat};
 use crate::rng;
-use crate::stats::Spread;
 use cudarc::driver::sys;
 use gapscope_kernels::Kernel;
+use gapscope_traces::stats::Summary;
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct KernelBench {
     pub name: String,
     pub shape: String,
-    pub time_us: Spread,
+    pub time_us: Summary,
     pub bytes: u64,
     /// Achieved bytes/s over the measured copy bandwidth, in %.
     pub pct_of_copy_bw: f64,
@@ -30,7 +30,7 @@ pub struct KernelBench {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct KernelBenchReport {
     pub device: String,
-    pub copy_bw_bytes_per_s: Spread,
+    pub copy_bw_bytes_per_s: Summary,
     pub kernels: Vec<KernelBench>,
     /// (batch, MMQ µs, chunked-MMVQ µs, speed-up)
     pub mmq_vs_mmvq: Vec<(usize, f64, f64, f64)>,
@@ -43,8 +43,8 @@ pub struct KernelBenchReport {
 pub struct MmqLayoutBench {
     pub shape: String,
     pub batch: usize,
-    pub row_major_us: Spread,
-    pub k_major_us: Spread,
+    pub row_major_us: Summary,
+    pub k_major_us: Summary,
     /// The layout the default `DispatchPolicy` picks at this batch.
     pub policy_k_major: bool,
 }
@@ -60,7 +60,7 @@ fn time_us(
     dev: &Device,
     reps: usize,
     mut launch: impl FnMut(usize) -> Result<()>,
-) -> Result<Spread> {
+) -> Result<Summary> {
     let ev = || {
         dev.ctx
             .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
@@ -77,7 +77,7 @@ fn time_us(
         b.synchronize()?;
         t.push(f64::from(a.elapsed_ms(&b)?) * 1e3 / BURST as f64);
     }
-    Ok(Spread::of(&t))
+    Ok(Summary::of(&t))
 }
 
 struct DevMat {
@@ -195,7 +195,7 @@ pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
                 });
             }
             // MMQ at `batch` on either activation layout.
-            let mmq_time = |batch: usize, k_major_layout: bool| -> Result<Spread> {
+            let mmq_time = |batch: usize, k_major_layout: bool| -> Result<Summary> {
                 let km = if k_major_layout {
                     Some(k_major(batch)?)
                 } else {

@@ -17,7 +17,6 @@ pub mod quant;
 pub mod records;
 pub mod rng;
 pub mod selftest;
-pub mod stats;
 pub mod tokenizer;
 pub mod weights;
 

@@ -12,9 +12,9 @@ use super::backend::CudaBackend;
 use super::device::{Arg, DevBuf};
 use super::recorder::record;
 use crate::error::{EngineError, Result};
-use crate::stats::Spread;
 use cudarc::driver::{CudaEvent, sys};
 use gapscope_kernels::Kernel;
+use gapscope_traces::stats::Summary;
 
 /// Words of the calibration's host-to-device copy: the size of a batch-1 decode step's
 /// metadata upload for Llama-3-8B (2336 bytes in a CUPTI recording).
@@ -53,14 +53,14 @@ pub struct LatencyCalibration {
     pub store_tail_ns: i64,
 }
 
-/// Median, min and max of the samples (the bench's `Spread`, in whole ns; an even count's
+/// Median, min and max of the samples (the bench's `Summary`, in whole ns; an even count's
 /// median rounds down); `None` when there are none.
 pub fn summarize(samples: &[i64]) -> Option<(i64, i64, i64)> {
     if samples.is_empty() {
         return None;
     }
     let v: Vec<f64> = samples.iter().map(|&x| x as f64).collect();
-    let s = Spread::of(&v);
+    let s = Summary::of(&v);
     Some((s.median.floor() as i64, s.min as i64, s.max as i64))
 }
 

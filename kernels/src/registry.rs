@@ -186,8 +186,8 @@ mod tests {
     fn entry_macro_uses(src: &str) -> impl Iterator<Item = &str> {
         src.lines().filter_map(|l| {
             let (mac, rest) = l.split_once('(')?;
-            let is_entry = mac.ends_with("_ENTRY")
-                && mac.chars().all(|c| c.is_ascii_uppercase() || c == '_');
+            let is_entry =
+                mac.ends_with("_ENTRY") && mac.chars().all(|c| c.is_ascii_uppercase() || c == '_');
             is_entry.then(|| rest.split(',').next().unwrap_or("").trim())
         })
     }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Dependency-direction check (docs/ARCHITECTURE.md, "Rules").
+"""Dependency-direction check (docs/ARCHITECTURE.md, "Invariants").
 
 Fails when a workspace crate depends on a workspace crate it may not, when analyzer or gui
 reach cudarc, when profiler reaches engine, when a device-side package's normal

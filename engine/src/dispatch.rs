@@ -37,7 +37,7 @@ pub struct DispatchPolicy {
 }
 
 /// Defaults of the MMQ layout policy, from `gapscope-engine kbench`'s layout table and the
-/// decode A/B on the H200 (docs/BENCHMARKS.md §8): k-major won at K = 4096 at every batch
+/// decode A/B on the H200 (docs/decisions/2026-11-22-mmq-k-major-band.md): k-major won at K = 4096 at every batch
 /// from 16 to 128; at K = 14336 (ffn_down) it lost 36-39% in the kernel table at batch 24-32
 /// (also 14% at 16 and 16% at 96), and the whole decode at npl 24 and 32 ran 6-9% faster
 /// row-major, while npl 16 and 48-128 ran 7-11% faster k-major. The band follows the decode;
@@ -48,7 +48,7 @@ pub const MMQ_ROW_MAJOR_BATCHES: (usize, usize) = (17, 47);
 
 /// Default of the batch-1 K-split: on the H200 it took the 4096x14336 Q8_0 MMVQ from 70-72% to
 /// 76-78% of copy bandwidth, and lost on 14336x4096 (59% vs 74-75%); K = 4096 linears keep the
-/// one-warp-per-row entry (docs/BENCHMARKS.md §8, round 7).
+/// one-warp-per-row entry (docs/decisions/2026-11-22-batch1-mmvq-entries.md).
 pub const MMVQ_B1_K_SPLIT_MIN_K: usize = 8192;
 
 /// Default of the contiguous-load batch-1 entry: it won on 14336x4096 (76.8-78.1% against
@@ -227,7 +227,7 @@ pub struct Levers {
     /// Fused decode kernels: RoPE and the KV append run inside the attention kernel (one launch
     /// per layer fewer). Prefill keeps them separate. Results are bit-identical either way.
     /// (An RMSNorm fused into the batch-1 GEMV's last block was measured and dropped: its serial
-    /// tail cost more than the separate 2 us kernel, docs/BENCHMARKS.md §8.)
+    /// tail cost more than the separate 2 us kernel, docs/decisions/2026-11-22-batch1-bf16-decode.md.)
     pub fusion: bool,
 }
 

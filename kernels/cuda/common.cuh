@@ -235,7 +235,7 @@ __device__ __forceinline__ void pdl_enter() {
 // Warms L2 with [p, p + bytes), spread over the block's threads: MMQ calls it on its row tile
 // before `pdl_wait`, so its weight stream starts while the previous kernel finishes. (Tried on
 // the batch-1 GEMV it lost 2-18%; that kernel loads its first weights into registers before the
-// wait instead: docs/BENCHMARKS.md §8.)
+// wait instead: docs/decisions/2026-11-22-batch1-bf16-decode.md.)
 __device__ __forceinline__ void prefetch_l2(const void* p, i64 bytes) {
     for (i64 off = (i64)threadIdx.x * 128; off < bytes; off += (i64)blockDim.x * 128) {
         asm volatile("prefetch.global.L2 [%0];" ::"l"((const char*)p + off));

@@ -4,7 +4,7 @@
 // (deterministic). Blocks stride over output tiles. This keeps many rows and many bytes in
 // flight even for the small q|k|v and o projections, where one warp per row starves. With PDL
 // each block's first weight loads are in flight before it waits for the previous kernel: on an
-// H200 that took Llama-3-8B bf16 batch 1 from 4.229 to 4.165 ms/step (docs/BENCHMARKS.md §8).
+// H200 that took Llama-3-8B bf16 batch 1 from 4.229 to 4.165 ms/step (docs/decisions/2026-11-22-batch1-bf16-decode.md).
 #define GEMV_B1_WARPS 8
 #define GEMV_B1_T 4
 

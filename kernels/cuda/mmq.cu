@@ -10,7 +10,7 @@
 // into registers (the next stage loads while this one computes) and the small activation matrix
 // is read through L1/L2, in the layout the host picked for this batch: the _kmajor entries read
 // it k-major, where one quant block of 8 adjacent columns is 256 contiguous bytes instead of 8
-// scattered 32-byte pieces, which relieves L1 at large batches (docs/BENCHMARKS.md §8). k-major
+// scattered 32-byte pieces, which relieves L1 at large batches (docs/decisions/2026-11-22-mmq-k-major-band.md). k-major
 // strides by `nb`, so `nb` must be the number of rows that were quantized (no offset subsets of
 // rows, unlike row-major). Grid: x = column block (so the column blocks of one row tile run
 // together and the second reads its weights from L2), y = row tile.

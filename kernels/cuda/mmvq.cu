@@ -104,8 +104,8 @@ __device__ __forceinline__ int mmvq_b1_pair_dot(uint4 w, int4 x) {
 // block m + 16's, in f64 as before, so the bits are the same. It needs 78 registers (6 blocks
 // per SM against 9): on the H200 it took 14336x4096 from 73.6-75.1% to 76.8-78.1% of copy
 // bandwidth, but 4096-row linears ran slower and the 8B decode at batch 1 lost 2.5% with it
-// on every plain row, so dispatch gives it only linears with many rows (docs/BENCHMARKS.md §8,
-// round 7). The gate/up pairs keep mmvq_q8_0_impl (this layout needed 119 registers there).
+// on every plain row, so dispatch gives it only linears with many rows (docs/decisions/
+// 2026-11-22-batch1-mmvq-entries.md). The gate/up pairs keep mmvq_q8_0_impl (this layout needed 119 registers there).
 template <int R>
 __device__ __forceinline__ void mmvq_q8_0_b1_pair_impl(const i8* __restrict__ qw, const f16_t* __restrict__ dw,
                                                        const i8* __restrict__ qx, const float* __restrict__ dx,
@@ -216,7 +216,7 @@ __device__ __forceinline__ void mmvq_q4_0_impl(const u8* __restrict__ qw, const 
 // Batch-1 Q8_0 MMVQ for few long rows (ffn_down), shaped like gemv_bf16_b1: where the rows
 // fit in one pass of the one-warp-per-row kernel, each warp's whole row is a chain of
 // dependent load rounds (4096x14336: 448 blocks in four rounds, the last half empty) and that
-// kernel reached 70-71% of copy bandwidth; this one 75-76% (docs/BENCHMARKS.md §8, round 7).
+// kernel reached 70-71% of copy bandwidth; this one 75-76% (docs/decisions/2026-11-22-batch1-mmvq-entries.md).
 // On many short rows (14336x4096) it is slower (59% vs 75%), so dispatch picks it by shape
 // (DispatchPolicy::mmvq_b1_k_split_min_k). A block of MMVQ_B1_WARPS warps computes
 // MMVQ_B1_ROWS outputs at a time with K split across its warps;

@@ -1,7 +1,7 @@
 //! Collection inside the capture range only (`--collect range`). torch.profiler (Kineto)
 //! enables its CUPTI activity kinds when `profile()` starts, after the program has loaded
 //! its CUDA modules; with CUPTI on from initialisation the same short kernels measure a tick
-//! longer (BENCHMARKS.md §9, runs 16–17). Here the injection library subscribes to the
+//! longer (docs/decisions/2026-11-22-recorder-collect-late.md). Here the injection library subscribes to the
 //! profiler start/stop API calls and switches its kinds on when a start call returns and off
 //! when a stop call begins, writing a [`tag::COLLECT`] mark with CUPTI's clock each time so
 //! assembly keeps exactly what ran while collection was on.

@@ -2,7 +2,7 @@
 //! way torch.profiler (Kineto) attaches at `profile()`, after the program has loaded and run
 //! its CUDA modules. With CUPTI attached from initialisation (`init`, and `range`, which only
 //! switches the activity kinds) the same short kernels measure about one 32 ns tick longer
-//! than under late-attached torch.profiler (docs/BENCHMARKS.md §9, runs 16–18).
+//! than under late-attached torch.profiler (docs/decisions/2026-11-22-recorder-collect-late.md).
 //!
 //! The launcher preloads this library (`LD_PRELOAD`), so the definitions below take the
 //! place of libcudart's for every caller that links libcudart dynamically (PyTorch and most

@@ -221,7 +221,7 @@ mod tests {
     #[test]
     fn cupti_13_0_layouts() {
         // Checked against offsetof() on the CUDA 13.0 cupti_activity.h on the GPU machine
-        // (docs/evidence/record/layout-check.log).
+        // (evidence/recorder-h200.tar.xz: record/run8-layout.log).
         assert_eq!(record_size(kind::CONCURRENT_KERNEL), Some(216));
         assert_eq!(kernel::START, 16);
         assert_eq!(kernel::END, 24);

@@ -88,7 +88,7 @@ if has sweep; then
   fi
   if [ -z "${NO_HF:-}" ]; then
     say "== HF transformers eager"
-    python3 scripts/engine/hf_bench.py --config models/llama-3-8b.json --npl ${NPL:-1,8,16,32,64,128} --npp 128 --ntg 128 --reps 3 --warmup 1 \
+    python3 scripts/engine/hf-bench.py --config models/llama-3-8b.json --npl ${NPL:-1,8,16,32,64,128} --npp 128 --ntg 128 --reps 3 --warmup 1 \
       --json "$OUT/hf_bench.json" 2>&1 | tail -n 12 | tee -a "$log"
   fi
 fi
@@ -99,20 +99,20 @@ if has hflogits; then
     D=$(mktemp -d)
     sfx=$([ "$seed" = 0 ] && echo "" || echo "-s$seed")
     say "== HF tiny models (seed $seed) vs the engine"
-    python3 scripts/engine/hf_tiny_models.py --out "$D" --seed "$seed" > "$OUT/hf_tiny$sfx.log" 2>&1
-    say "hf_tiny_models.py rc=$?"
+    python3 scripts/engine/hf-tiny-models.py --out "$D" --seed "$seed" > "$OUT/hf_tiny$sfx.log" 2>&1
+    say "hf-tiny-models.py rc=$?"
     for m in tiny-llama tiny-qwen3 tiny-qwen2; do
       [ -d "$D/$m" ] || continue
       $E logits --model "$D/$m" --tokens "$D/$m/tokens.json" --out "$D/$m/engine.f32" 2>&1 | tail -n 1 | tee -a "$log"
       cp "$D/$m/hf_meta.json" "$OUT/$m$sfx-hf_meta.json"
-      python3 scripts/engine/compare_logits.py "$D/$m" --engine "$D/$m/engine.f32" --json "$OUT/$m$sfx-cmp.json" 2>&1 | tee -a "$log"
-      python3 scripts/engine/compare_logits.py "$D/$m" --engine "$D/$m/engine.f32" --tie-tol 0 --json "$OUT/$m$sfx-cmp-tie.json" 2>&1 | tee -a "$log"
-      python3 scripts/engine/compare_logits.py "$D/$m" --engine "$D/$m/engine.f32" --engine-bf16 --json "$OUT/$m$sfx-cmp-bf16.json" 2>&1 | tee -a "$log"
-      python3 scripts/engine/hf_op_fidelity.py "$D/$m" --json "$OUT/$m$sfx-fidelity.json" 2>&1 | tee -a "$log"
+      python3 scripts/engine/compare-logits.py "$D/$m" --engine "$D/$m/engine.f32" --json "$OUT/$m$sfx-cmp.json" 2>&1 | tee -a "$log"
+      python3 scripts/engine/compare-logits.py "$D/$m" --engine "$D/$m/engine.f32" --tie-tol 0 --json "$OUT/$m$sfx-cmp-tie.json" 2>&1 | tee -a "$log"
+      python3 scripts/engine/compare-logits.py "$D/$m" --engine "$D/$m/engine.f32" --engine-bf16 --json "$OUT/$m$sfx-cmp-bf16.json" 2>&1 | tee -a "$log"
+      python3 scripts/engine/hf-op-fidelity.py "$D/$m" --json "$OUT/$m$sfx-fidelity.json" 2>&1 | tee -a "$log"
       for be in cuda cpu; do
         say "-- $m --numerics hf-bf16 --backend $be"
         $E logits --model "$D/$m" --tokens "$D/$m/tokens.json" --backend $be --numerics hf-bf16 --out "$D/$m/engine-hf-$be.f32" 2>&1 | tail -n 1 | tee -a "$log"
-        python3 scripts/engine/compare_logits.py "$D/$m" --engine "$D/$m/engine-hf-$be.f32" --json "$OUT/$m$sfx-cmp-hf-$be.json" 2>&1 | tee -a "$log"
+        python3 scripts/engine/compare-logits.py "$D/$m" --engine "$D/$m/engine-hf-$be.f32" --json "$OUT/$m$sfx-cmp-hf-$be.json" 2>&1 | tee -a "$log"
       done
     done
     rm -rf "$D"

@@ -11,7 +11,7 @@
 #   gputests  the ignored GPU tests, both builds
 #   levers    greedy md5 over every lever setting, both builds; the (model, npl, threshold) ->
 #             md5 tables must be equal
-#   logits    tiny HF models (scripts/engine/hf_tiny_models.py): teacher-forced logits of both
+#   logits    tiny HF models (scripts/engine/hf-tiny-models.py): teacher-forced logits of both
 #             builds, engine and hf-bf16 numerics, CUDA and CPU; the f32 files must be equal
 #   calibrate the hardware profile from both builds (compared on the host: same keys)
 # Results go to $OUT; the last lines printed are the verdict table. Exit 0 only when every
@@ -88,8 +88,8 @@ EOF
 fi
 if has logits; then
   T=$(mktemp -d)
-  python3 scripts/engine/hf_tiny_models.py --out "$T" --seed 0 > "$OUT/hf_tiny.log" 2>&1
-  say "hf_tiny_models.py rc=$?"
+  python3 scripts/engine/hf-tiny-models.py --out "$T" --seed 0 > "$OUT/hf_tiny.log" 2>&1
+  say "hf-tiny-models.py rc=$?"
   for m in tiny-llama tiny-qwen3 tiny-qwen2; do
     [ -d "$T/$m" ] || continue
     for mode in "engine cuda" "hf-bf16 cuda" "hf-bf16 cpu"; do

@@ -34,7 +34,7 @@ model() {  # model CONFIG TYPE: writes it unless it exists, prints its path
   local name path
   name=$(basename "$1" .json)
   path="$work/models/$name-$2.gguf"
-  [ -f "$path" ] || python3 scripts/llamacpp/make_models.py --gguf-py "$work/src/gguf-py" \
+  [ -f "$path" ] || python3 scripts/llamacpp/make-models.py --gguf-py "$work/src/gguf-py" \
       --out "$work/models" --config "$1" --types "$2" >&2
   echo "$path"
 }

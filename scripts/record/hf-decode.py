@@ -2,7 +2,7 @@
 """HF transformers eager decode with random weights, for gapscope-record's acceptance run.
 
 Builds the model of an HF config.json (Llama shapes by default) in bf16 on the GPU with
-seeded random weights (scripts/engine/hf_bench.py's builder), prefills a random prompt, runs
+seeded random weights (scripts/engine/hf-bench.py's builder), prefills a random prompt, runs
 --warmup decode steps, then --steps measured decode steps bracketed by
 cudaProfilerStart/Stop (torch.cuda.profiler.start/stop), so `gapscope-record
 --capture-range cudaProfilerApi` records exactly those steps.

@@ -12,7 +12,6 @@ pub use arrow_schema;
 pub mod columnar;
 pub mod error;
 pub mod manifest;
-pub mod marker_sink;
 pub mod native;
 mod output_dir;
 pub mod stats;
@@ -23,7 +22,6 @@ pub mod trace;
 
 pub use error::{Result, TraceError};
 pub use manifest::{FORMAT_VERSION, GpuInfo, Manifest};
-pub use marker_sink::{MarkerSink, StepMarker, VecMarkerSink};
 pub use native::{ReadOptions, TraceWriter, is_native_trace, read_trace, write_trace};
 pub use strings::{NO_STR, StrId, StringTable};
 pub use tables::*;

@@ -626,7 +626,7 @@ mod tests {
 
     #[test]
     fn a_qwen35_hybrid_has_the_weights_llama_cpp_loads() {
-        // scripts/llamacpp/tiny/qwen35.json. make_models.py wrote a GGUF of these shapes that
+        // scripts/llamacpp/tiny/qwen35.json. make-models.py wrote a GGUF of these shapes that
         // llama.cpp's qwen35 loader accepted and ran; gguf-py counts 2,502,136 weights in it:
         // the full-attention query projection twice as wide (the output gate), q/k norms.
         let m = ModelSpec::from_hf_config(&json!({

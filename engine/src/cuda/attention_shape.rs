@@ -26,7 +26,7 @@ pub fn max_key_lanes(head_dim: usize) -> usize {
     if head_dim > 128 { 4 } else { 8 }
 }
 
-/// (key lanes, splits) of a decode launch. Measured on an H200 (docs/BENCHMARKS.md §8): while
+/// (key lanes, splits) of a decode launch. Measured on an H200 (evidence/engine-h200.tar.xz: engine/round4/experiments/): while
 /// the unsplit grid would leave most SMs idle (batch 1-8 of an 8B model), splits come first, up
 /// to eight blocks per SM, and key lanes only for splits of more than 128 keys; beyond that,
 /// key lanes (combined on chip) up to about eight warps per SM, each keeping at least 32 keys
@@ -119,7 +119,7 @@ mod tests {
         // npl 16: eight key lanes, no split (8:1 beat 4:2, 2:4, 1:8).
         assert_eq!(decode_shape(llama8b(16, 272)), (8, 1));
         // npl 128: two lanes. Measured 8.78 and 8.83 ms/step in two runs, 1:1 8.77 and 4:1
-        // 9.04 (round4/experiments/d3-run.log): 2:1 and 1:1 are the same within the spread.
+        // 9.04 (evidence/engine-h200.tar.xz: engine/round4/experiments/d3-run.log): 2:1 and 1:1 are the same within the spread.
         assert_eq!(decode_shape(llama8b(128, 272)), (2, 1));
     }
 

@@ -4,7 +4,7 @@
 Export the recording first, then run this on the JSON:
 
   gapscope export run.gst --chrome run.json
-  python3 scripts/engine/kernel_durations.py run.json [--tail 0.3]
+  python3 scripts/engine/kernel-durations.py run.json [--tail 0.3]
 
 Kernels are taken in start order; the last --tail fraction of them (decode steps only, after
 the prefill and warm-up) is summarised. A GEMV is labelled by the kernel before it, which tells
@@ -28,13 +28,13 @@ def main() -> int:
         with open(a.trace, encoding="utf-8") as f:
             d = json.load(f)
     except (OSError, ValueError) as e:
-        print(f"kernel_durations.py: cannot read {a.trace}: {e}", file=sys.stderr)
+        print(f"kernel-durations.py: cannot read {a.trace}: {e}", file=sys.stderr)
         return 2
     ev = d["traceEvents"] if isinstance(d, dict) else d
     ks = sorted((e for e in ev if e.get("ph") == "X" and str(e.get("cat", "")).startswith("kernel")),
                 key=lambda e: e["ts"])
     if not ks:
-        print(f"kernel_durations.py: {a.trace} holds no kernels", file=sys.stderr)
+        print(f"kernel-durations.py: {a.trace} holds no kernels", file=sys.stderr)
         return 2
     sel = ks[-max(1, int(len(ks) * a.tail)):]
     span = sel[-1]["ts"] + sel[-1]["dur"] - sel[0]["ts"]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compare an engine's logits against the Hugging Face reference logits of a tiny model.
 
-The reference directory (written by scripts/engine/hf_tiny_models.py) holds:
+The reference directory (written by scripts/engine/hf-tiny-models.py) holds:
 
   MODEL_DIR/tokens.json    {"prompt_len": P, "tokens": [P + gen ids], "model": ..., "dtype": ...}
   MODEL_DIR/hf_logits.f32  raw little-endian float32, shape [gen, vocab], row-major
@@ -22,7 +22,7 @@ A non-finite engine value (NaN/Inf) makes its row's rel_err infinite and its row
 mismatch; they are counted in "engine_nonfinite".
 
 Near-ties: with random bf16 weights the HF top-1 and top-2 logits are sometimes equal or
-within bf16 noise (hf_tiny_models.py records how often in hf_meta.json). Each mismatch is
+within bf16 noise (hf-tiny-models.py records how often in hf_meta.json). Each mismatch is
 listed with hf_margin = hf[hf_argmax] - hf[engine_argmax]; "top1_agreement_tie_aware"
 also counts mismatches with hf_margin <= --tie-tol (0 when not given: exact HF ties) as
 agreeing. The pass/fail verdict uses the strict top1_agreement unless --tie-tol is given.
@@ -32,10 +32,10 @@ that is given), 1 otherwise, 2 with one line on stderr for malformed input (miss
 bad JSON, file sizes that do not fit).
 
 Usage:
-  python3 scripts/engine/compare_logits.py DIR/tiny-llama --engine engine_logits.f32
-  python3 scripts/engine/compare_logits.py DIR/tiny-llama --engine e.f32 --min-top1 0.95 --json cmp.json
-  python3 scripts/engine/compare_logits.py DIR/tiny-qwen2 --engine e.f32 --tie-tol 0.02 --max-rel-err 0.05
-  python3 scripts/engine/compare_logits.py --self-test
+  python3 scripts/engine/compare-logits.py DIR/tiny-llama --engine engine_logits.f32
+  python3 scripts/engine/compare-logits.py DIR/tiny-llama --engine e.f32 --min-top1 0.95 --json cmp.json
+  python3 scripts/engine/compare-logits.py DIR/tiny-qwen2 --engine e.f32 --tie-tol 0.02 --max-rel-err 0.05
+  python3 scripts/engine/compare-logits.py --self-test
 
 Uses torch for the arithmetic when it can be imported, else pure Python (array + struct);
 --backend forces one. No other dependency.
@@ -72,7 +72,7 @@ class Malformed(Exception):
 def read_tokens(model_dir: str) -> dict:
     path = os.path.join(model_dir, "tokens.json")
     if not os.path.isfile(path):
-        raise Malformed(f"missing {path} (is {model_dir!r} a directory made by hf_tiny_models.py?)")
+        raise Malformed(f"missing {path} (is {model_dir!r} a directory made by hf-tiny-models.py?)")
     try:
         with open(path, encoding="utf-8") as f:
             d = json.load(f)
@@ -528,7 +528,7 @@ def self_test() -> int:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(
-        prog="compare_logits.py",
+        prog="compare-logits.py",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -558,19 +558,19 @@ def main(argv=None) -> int:
         return self_test()
     if not args.model_dir or not args.engine:
         p.print_usage(sys.stderr)
-        print("compare_logits.py: error: MODEL_DIR and --engine FILE are required", file=sys.stderr)
+        print("compare-logits.py: error: MODEL_DIR and --engine FILE are required", file=sys.stderr)
         return EXIT_MALFORMED
     if not 0.0 <= args.min_top1 <= 1.0:
-        print(f"compare_logits.py: error: --min-top1 must be in [0, 1], got {args.min_top1}", file=sys.stderr)
+        print(f"compare-logits.py: error: --min-top1 must be in [0, 1], got {args.min_top1}", file=sys.stderr)
         return EXIT_MALFORMED
     try:
         m = compare(args.model_dir, args.engine, args.backend,
                     0.0 if args.tie_tol is None else args.tie_tol, args.engine_bf16)
     except Malformed as e:
-        print(f"compare_logits.py: error: {e}", file=sys.stderr)
+        print(f"compare-logits.py: error: {e}", file=sys.stderr)
         return EXIT_MALFORMED
     if args.tie_tol is not None and args.tie_tol < 0:
-        print(f"compare_logits.py: error: --tie-tol must be >= 0, got {args.tie_tol}", file=sys.stderr)
+        print(f"compare-logits.py: error: --tie-tol must be >= 0, got {args.tie_tol}", file=sys.stderr)
         return EXIT_MALFORMED
     ok = verdict(m, args.min_top1, args.max_rel_err, tie_aware=args.tie_tol is not None)
     m["verdict_uses"] = "top1_agreement_tie_aware" if args.tie_tol is not None else "top1_agreement"
@@ -586,7 +586,7 @@ def main(argv=None) -> int:
                 json.dump(_json_safe(m), f, indent=2)
                 f.write("\n")
         except OSError as e:
-            print(f"compare_logits.py: error: cannot write {args.json}: {e}", file=sys.stderr)
+            print(f"compare-logits.py: error: cannot write {args.json}: {e}", file=sys.stderr)
             return EXIT_MALFORMED
     return EXIT_OK if ok else EXIT_FAIL
 

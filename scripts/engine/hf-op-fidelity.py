@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """How exactly can an engine reproduce HF transformers' bf16 eager logits? Two measurements on
-a tiny model written by hf_tiny_models.py (one uncached forward over its prompt and generated
+a tiny model written by hf-tiny-models.py (one uncached forward over its prompt and generated
 tokens, on the GPU, as that script runs it):
 
 1. Per op, the share of HF's bf16 outputs that the engine's rounding model of that op
@@ -23,7 +23,7 @@ tokens, on the GPU, as that script runs it):
    self-agreement is the floor for any engine whose summation order is not cuBLAS's.
 
 Usage (GPU machine):
-  python3 scripts/engine/hf_op_fidelity.py DIR/tiny-llama [--json out.json]
+  python3 scripts/engine/hf-op-fidelity.py DIR/tiny-llama [--json out.json]
 """
 
 from __future__ import annotations

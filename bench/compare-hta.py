@@ -5,12 +5,12 @@ Runs the two tools alternately, REPEATS times each, on the same machine in one r
 prints medians with min-max spread, the speed ratio and the peak-RSS ratio.
 
 gapscope is timed as a whole process (start, gunzip, parse, bucket, steps, busy, output to
-/dev/null). HTA is timed by bench/hta/hta_bench.py: parse (TraceAnalysis, gunzip included)
+/dev/null). HTA is timed by bench/hta/hta-bench.py: parse (TraceAnalysis, gunzip included)
 + get_gpu_kernel_breakdown + get_temporal_breakdown, with HTA_DISABLE_NS_ROUNDING=1 (without
 it HTA's temporal breakdown fails on these traces), excluding interpreter start and imports,
 which favours HTA. Peak RSS of each is the child's ru_maxrss.
 
-usage: compare_hta.py TRACE [--repeats 5] [--gapscope target/release/gapscope]
+usage: compare-hta.py TRACE [--repeats 5] [--gapscope target/release/gapscope]
                             [--hta-python ~/.venvs/hta/bin/python] [--json-out FILE]
 """
 import argparse
@@ -38,7 +38,7 @@ def run_gapscope(exe, trace):
 
 def run_hta(py, trace):
     with tempfile.NamedTemporaryFile(suffix=".jsonl") as out:
-        subprocess.run([py, os.path.join(HERE, "hta", "hta_bench.py"), trace, "--repeats", "1",
+        subprocess.run([py, os.path.join(HERE, "hta", "hta-bench.py"), trace, "--repeats", "1",
                         "--no-ns-rounding", "--python", py, "--json-out", out.name],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         lines = [json.loads(l) for l in open(out.name) if l.strip()]

@@ -23,7 +23,7 @@ An npl that runs out of GPU memory is recorded as {"npl": N, "error": "OOM"} and
 next one runs. The cache is freed (torch.cuda.empty_cache()) between npl values.
 
 Usage:
-  python3 scripts/engine/hf_bench.py --config models/llama-3-8b.json \\
+  python3 scripts/engine/hf-bench.py --config models/llama-3-8b.json \\
       --npl 1,8,16,32,64,128 --npp 128 --ntg 128 --reps 3 [--warmup 1] [--json OUT]
 
 Weights: the model's own (slow, CPU-side for 8B) init is skipped where transformers
@@ -52,7 +52,7 @@ def log(msg: str) -> None:
 
 
 def die(msg: str) -> "NoReturn":  # type: ignore[name-defined]  # noqa: F821
-    print(f"hf_bench.py: error: {msg}", file=sys.stderr, flush=True)
+    print(f"hf-bench.py: error: {msg}", file=sys.stderr, flush=True)
     raise SystemExit(2)
 
 
@@ -270,7 +270,7 @@ def table(results: list, npp: int, ntg: int) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="hf_bench.py", description=__doc__,
+    p = argparse.ArgumentParser(prog="hf-bench.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True, metavar="CONFIG_JSON",
                    help="HF config.json (e.g. models/llama-3-8b.json, models/llama-3.2-1b.json, "
@@ -296,7 +296,7 @@ def main(argv=None) -> int:
     except ImportError as e:
         die(f"needs torch and transformers: {e}")
     if not torch.cuda.is_available():
-        die("CUDA is not available; hf_bench.py needs a GPU")
+        die("CUDA is not available; hf-bench.py needs a GPU")
     max_pos = cfg_dict.get("max_position_embeddings")
     if isinstance(max_pos, int) and args.npp + args.ntg > max_pos:
         die(f"--npp + --ntg = {args.npp + args.ntg} exceeds max_position_embeddings {max_pos}")

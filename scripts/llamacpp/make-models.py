@@ -16,7 +16,7 @@ quantization pass would. Weights are never zero: the scales put each weight arou
 as in a trained model; norms are close to 1. As llama.cpp's quantizer does, 1-D tensors and
 the short conv kernel stay f32.
 
-usage: make_models.py --gguf-py SRC/gguf-py --out DIR --config models/llama-3-8b.json
+usage: make-models.py --gguf-py SRC/gguf-py --out DIR --config models/llama-3-8b.json
                       [--types q8_0,q4_0,bf16]
 Writes DIR/<config name>-<type>.gguf (models/qwen3.5-9b.json, q4_0: qwen3.5-9b-q4_0.gguf).
 scripts/llamacpp/tiny/ holds two small configs for checking this script on a CPU build.

@@ -3,7 +3,7 @@
 prints each run's JSON line, then the median and min-max over runs of: open to first frame,
 open to kernel table, per-frame median at full / mid / deep zoom, peak RSS.
 
-usage: gui_frame.py TRACE [--repeats 5] [--frames 60] [--kernels] [--bench PATH]
+usage: gui-frame.py TRACE [--repeats 5] [--frames 60] [--kernels] [--bench PATH]
 (--kernels: also the kernel table's frames, steady and with the filter or sort changed)
 (build the bench first: cargo bench -p gapscope-gui --bench frame --no-run)
 """

@@ -2,7 +2,7 @@
 """Time HolisticTraceAnalysis (HTA) on one Kineto trace, for comparison with gapscope.
 
 Usage:
-  python3 bench/hta/hta_bench.py TRACE [--repeats N] [--decompress] [--json-out FILE]
+  python3 bench/hta/hta-bench.py TRACE [--repeats N] [--decompress] [--json-out FILE]
 
 Each repeat runs in a fresh Python subprocess, which:
   1. imports hta (timed separately, as import_s; not part of hta_s);

@@ -34,7 +34,7 @@ For each model, under DIR/<model>/:
   hf_meta.json     versions, seed, and HF's own consistency figures: greedy (cached loop)
                    tokens vs argmax of the full-forward logits, cached-step logits vs
                    full-forward logits (max/mean relative error, same definition as
-                   compare_logits.py), and the top-1 vs top-2 logit margins (small margins
+                   compare-logits.py), and the top-1 vs top-2 logit margins (small margins
                    mean near-ties that bf16 noise may flip)
 
 The prompt is `--prompt-len` ids drawn with a CPU torch.Generator seeded with --seed; the
@@ -42,12 +42,12 @@ generated tokens come from a manual greedy loop with the KV cache (prefill the p
 use_cache=True, then feed one token at a time; argmax of the last logits).
 
 Usage:
-  python3 scripts/engine/hf_tiny_models.py --out DIR [--seed 0] [--prompt-len 16] [--gen 64]
-  python3 scripts/engine/hf_tiny_models.py --out DIR --only tiny-qwen3
+  python3 scripts/engine/hf-tiny-models.py --out DIR [--seed 0] [--prompt-len 16] [--gen 64]
+  python3 scripts/engine/hf-tiny-models.py --out DIR --only tiny-qwen3
 
 Then (see scripts/engine/README.md):
   gapscope-engine logits --model DIR/tiny-llama --tokens DIR/tiny-llama/tokens.json --out e.f32
-  python3 scripts/engine/compare_logits.py DIR/tiny-llama --engine e.f32
+  python3 scripts/engine/compare-logits.py DIR/tiny-llama --engine e.f32
 
 Needs torch and transformers (written for torch 2.11, transformers 5.x; 4.x also handled)
 and, by default, a CUDA GPU.
@@ -107,7 +107,7 @@ def log(msg: str) -> None:
 
 
 def die(msg: str) -> "NoReturn":  # type: ignore[name-defined]  # noqa: F821
-    print(f"hf_tiny_models.py: error: {msg}", file=sys.stderr, flush=True)
+    print(f"hf-tiny-models.py: error: {msg}", file=sys.stderr, flush=True)
     raise SystemExit(2)
 
 
@@ -273,7 +273,7 @@ def perturb_weights(model) -> dict:
 
 
 def rel_err_rows(a, b):
-    """Per row: max|a-b| / max|a| (a is the reference), as in compare_logits.py."""
+    """Per row: max|a-b| / max|a| (a is the reference), as in compare-logits.py."""
     import torch
 
     diff = (a - b).abs().amax(dim=1)
@@ -423,7 +423,7 @@ def run_model(name: str, args, device: str) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="hf_tiny_models.py", description=__doc__,
+    p = argparse.ArgumentParser(prog="hf-tiny-models.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (created if missing)")
     p.add_argument("--seed", type=int, default=0, help="seed for weights and prompt (default 0)")

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# Long on purpose: one self-contained capture script for the GPU machine (model presets, the
+# hand-written decode loop, the profiler schedule and the checks of what it wrote).
 """Capture a PyTorch profiler (Kineto) Chrome trace of batched greedy LLM decode.
 
 The model is a random-weight Hugging Face transformers model (LlamaForCausalLM,

@@ -3,21 +3,22 @@
 //! the trace in chunks so memory stays bounded by the chunk size plus the interned names,
 //! whatever the spool's size.
 
+mod devices;
+mod windows;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use gapscope_traces::native::CHUNK_ROWS;
 use gapscope_traces::{
-    GpuInfo, KernelRow, KernelTable, LaunchApi, LaunchRow, LaunchTable, Manifest, MarkerRow,
-    MarkerSource, MarkerTable, MemopKind, MemopRow, MemopTable, SampleRow, SampleTable, StrId,
-    StringTable, TraceWriter,
+    KernelRow, KernelTable, LaunchApi, LaunchRow, LaunchTable, Manifest, MarkerRow, MarkerSource,
+    MarkerTable, MemopKind, MemopRow, MemopTable, StrId, StringTable, TraceWriter,
 };
 
-use crate::collect_range::{is_profiler_start, is_profiler_stop, windows_from_marks};
+use crate::collect_range::{is_profiler_start, is_profiler_stop};
 use crate::decode::{self, Activity};
 use crate::driver_devices::DeviceInfo;
 use crate::error::Result;
-use crate::inject::Collect;
 use crate::layout::{api_domain, cuda_release_of, marker_flag};
 use crate::nvml::Telemetry;
 use crate::spool::{SpoolEnd, SpoolHeader, SpoolReader, rd_i64, rd_u32, rd_u64, tag};
@@ -179,44 +180,6 @@ pub fn is_kept_api(name: &str) -> bool {
     .any(|k| name.contains(k))
 }
 
-/// Windows from cudaProfilerStart/Stop pairs: from the end of each start call to the
-/// beginning of the following stop call; a start with no stop runs to the end.
-fn pass_profiler_windows(path: &Path, facts: &Facts) -> Result<Vec<(u64, u64)>> {
-    let mut calls: Vec<(u64, u64, bool)> = Vec::new();
-    let mut r = SpoolReader::open(path)?;
-    while let Some(fr) = r.next_frame()? {
-        if fr.tag != tag::RECORD {
-            continue;
-        }
-        if let Ok(Activity::Api(a)) = decode::decode(&fr.payload)
-            && let Some(n) = facts.api_names.get(&(api_domain(a.runtime), a.cbid))
-        {
-            if is_profiler_start(n) {
-                calls.push((a.start, a.end, true));
-            } else if is_profiler_stop(n) {
-                calls.push((a.start, a.end, false));
-            }
-        }
-    }
-    calls.sort_unstable();
-    let mut windows = Vec::new();
-    let mut open: Option<u64> = None;
-    for (s, e, is_start) in calls {
-        match (is_start, open) {
-            (true, None) => open = Some(e),
-            (false, Some(lo)) => {
-                windows.push((lo, s));
-                open = None;
-            }
-            _ => {} // a nested start or a stray stop changes nothing
-        }
-    }
-    if let Some(lo) = open {
-        windows.push((lo, u64::MAX));
-    }
-    Ok(windows)
-}
-
 fn memop_kind(copy_kind: u8) -> MemopKind {
     match copy_kind {
         1 => MemopKind::HtoD,
@@ -338,48 +301,8 @@ pub fn assemble(
 ) -> Result<AssembleSummary> {
     let facts = pass_facts(spool)?;
     let offset = clock_offset(&facts.calibration);
-    let mut windows: Vec<(u64, u64)> = Vec::new();
     let mut notes: Vec<String> = facts.notes.clone();
-    if !facts.collect_marks.is_empty() {
-        // Collection itself followed the range: keep exactly what it was on for.
-        windows = windows_from_marks(&facts.collect_marks);
-    } else if s.capture.profiler_api {
-        windows = pass_profiler_windows(spool, &facts)?;
-        let late = facts
-            .header
-            .as_ref()
-            .is_some_and(|h| Collect::from_name(&h.collect) == Some(Collect::Late));
-        if late {
-            notes.push("--collect late: no cudaProfilerStart reached the interposer (the program never called it, or called it through a static libcudart or the driver's cuProfilerStart), so nothing was recorded; --collect range works for those".into());
-        } else if windows.is_empty() {
-            notes.push("capture range cudaProfilerApi: the program never called cudaProfilerStart, so nothing was kept".into());
-        }
-    }
-    if s.capture.delay_ns.is_some() || s.capture.duration_ns.is_some() {
-        match offset {
-            Some(off) => {
-                let lo =
-                    (s.launch_realtime_ns + off + s.capture.delay_ns.unwrap_or(0)).max(0) as u64;
-                let hi = s
-                    .capture
-                    .duration_ns
-                    .map(|d| lo.saturating_add(d.max(0) as u64))
-                    .unwrap_or(u64::MAX);
-                if s.capture.profiler_api {
-                    windows = windows
-                        .into_iter()
-                        .map(|(a, b)| (a.max(lo), b.min(hi)))
-                        .filter(|(a, b)| a < b)
-                        .collect();
-                } else {
-                    windows = vec![(lo, hi)];
-                }
-            }
-            None => {
-                notes.push("--delay/--duration ignored: the spool has no clock calibration".into())
-            }
-        }
-    }
+    let windows = windows::capture_windows(spool, &facts, s, offset, &mut notes)?;
     let filtering =
         s.capture.profiler_api || !facts.collect_marks.is_empty() || !windows.is_empty();
     let keep = |t: u64| !filtering || windows.iter().any(|&(a, b)| t >= a && t < b);
@@ -557,72 +480,9 @@ pub fn assemble(
         sum.markers += 1;
     }
 
-    // Telemetry: NVML index -> CUDA device id through the UUID; times onto the CUPTI clock.
-    let mut samples = SampleTable::default();
-    if let Some(t) = telemetry {
-        let by_uuid: HashMap<String, u32> = facts
-            .devices
-            .iter()
-            // Compared case-insensitively: NVML spells "GPU-" in capitals.
-            .map(|d| (decode::uuid_string(&d.uuid).to_ascii_lowercase(), d.id))
-            .collect();
-        let mut unmapped = 0u64;
-        for smp in &t.samples {
-            let uuid = t
-                .gpus
-                .iter()
-                .find(|g| g.index == smp.index)
-                .map(|g| g.uuid.to_ascii_lowercase());
-            let device = match uuid.and_then(|u| by_uuid.get(&u).copied()) {
-                Some(d) => d,
-                None => {
-                    unmapped += 1;
-                    continue;
-                }
-            };
-            let host_ns = smp.realtime_ns + offset.unwrap_or(0);
-            if !keep(host_ns.max(0) as u64) {
-                continue;
-            }
-            samples.push(SampleRow {
-                device,
-                host_ns,
-                sm_clock_mhz: smp.sm_clock_mhz,
-                mem_clock_mhz: smp.mem_clock_mhz,
-                power_mw: smp.power_mw,
-                temperature_c: smp.temperature_c,
-                gpu_util_pct: smp.gpu_util_pct,
-                mem_util_pct: smp.mem_util_pct,
-                throttle_reasons: smp.throttle_reasons,
-            });
-        }
-        if unmapped > 0 && !facts.devices.is_empty() {
-            let cuda: Vec<String> = facts
-                .devices
-                .iter()
-                .map(|d| format!("{} {}", d.id, decode::uuid_string(&d.uuid)))
-                .collect();
-            let nvml: Vec<String> = t
-                .gpus
-                .iter()
-                .map(|g| format!("{} {}", g.index, g.uuid))
-                .collect();
-            notes.push(format!(
-                "{unmapped} NVML samples of GPUs this process did not use were left out (CUDA devices: {}; NVML GPUs: {})",
-                cuda.join(", "),
-                nvml.join(", ")
-            ));
-        } else if unmapped > 0 {
-            notes.push(format!(
-                "{unmapped} NVML samples left out: CUPTI reported no device to match them to"
-            ));
-        }
-        if offset.is_none() && !samples.is_empty() {
-            notes.push(
-                "NVML sample times are host realtime ns: the spool had no clock calibration".into(),
-            );
-        }
-    }
+    let samples = telemetry
+        .map(|t| devices::telemetry_samples(t, &facts, offset, &keep, &mut notes))
+        .unwrap_or_default();
     sum.samples = samples.len() as u64;
     sink.flush(true)?;
     if !samples.is_empty() {
@@ -695,23 +555,7 @@ pub fn assemble(
     sum.truncated = truncated;
     sum.notes = notes.clone();
 
-    let mut gpus: Vec<GpuInfo> = facts
-        .devices
-        .iter()
-        .map(|d| GpuInfo {
-            device: d.id,
-            name: facts.strings.get(&d.name).cloned().unwrap_or_default(),
-            sm_count: Some(d.sm_count),
-            total_memory_bytes: Some(d.memory_bytes),
-            memory_bandwidth_bytes_per_s: (d.memory_bandwidth_kbps > 0)
-                .then_some(d.memory_bandwidth_kbps as f64 * 1e3),
-            compute_capability: Some(format!("{}.{}", d.cc.0, d.cc.1)),
-            l2_cache_bytes: Some(d.l2_bytes as u64),
-            sm_clock_khz: Some(d.core_clock_khz as u64),
-        })
-        .collect();
-    gpus.sort_by_key(|g| g.device);
-    gpus.dedup_by_key(|g| g.device);
+    let gpus = devices::gpus_of(&facts);
     let mm = sink.w.manifest_mut();
     mm.gpus = gpus;
     mm.dropped_records = facts.dropped;

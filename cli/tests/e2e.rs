@@ -2,7 +2,7 @@
 // if it grows.
 //! End-to-end tests of the `gapscope` binary over bundled real traces and corrupt inputs.
 
-use gapscope_tests::{gapscope, json, repo, run, success};
+use gapscope_tests::{gapscope, gate_history_args, json, repo, run, s, success};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -472,15 +472,7 @@ fn history_then_gate_against_accepted_runs() {
         "gemm_dense",
     ]);
     assert_eq!(v["points"].as_array().unwrap().len(), 2);
-    let o = run(&[
-        "gate",
-        "--baseline-history",
-        "2",
-        "--db",
-        db,
-        "--current",
-        b,
-    ]);
+    let o = run(&gate_history_args(db, b));
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -488,42 +480,21 @@ fn history_then_gate_against_accepted_runs() {
         String::from_utf8_lossy(&o.stdout)
     );
     let slow = repo("traces/reference/hf-llama3-8b-npl1.json.gz");
-    let o = run(&[
-        "gate",
-        "--baseline-history",
-        "2",
-        "--db",
-        db,
-        "--current",
-        slow.to_str().unwrap(),
-    ]);
+    let o = run(&gate_history_args(db, s(&slow)));
     assert_eq!(o.status.code(), Some(1));
+    let refused = |db: &str, why: &str| {
+        let o = run(&gate_history_args(db, b));
+        assert_eq!(o.status.code(), Some(2));
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains(why), "{e}");
+    };
     let empty = dir.path().join("empty.sqlite");
-    let o = run(&[
-        "gate",
-        "--baseline-history",
-        "2",
-        "--db",
-        empty.to_str().unwrap(),
-        "--current",
-        b,
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("no history database at"));
+    let empty = s(&empty);
+    refused(empty, "no history database at");
     // A database with runs but none accepted.
-    let o = run(&["history", "add", "--db", empty.to_str().unwrap(), b]);
+    let o = run(&["history", "add", "--db", empty, b]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = run(&[
-        "gate",
-        "--baseline-history",
-        "2",
-        "--db",
-        empty.to_str().unwrap(),
-        "--current",
-        b,
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("no accepted runs"));
+    refused(empty, "no accepted runs");
 }
 
 /// `gapscope join`: the engine's reference trace joined onto a "recording" of the same run

@@ -2,7 +2,7 @@
 //! input validation, reading that never creates or modifies anything, concurrent first use,
 //! read-only databases, and messages that never show a password.
 
-use gapscope_tests::{gapscope, names, repo, run, stderr};
+use gapscope_tests::{gapscope, gate_history_args, names, repo, run, stderr};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Output};
@@ -88,15 +88,7 @@ fn reading_commands_never_create_a_database() {
         vec!["history", "--db", db, "list"],
         vec!["history", "--db", db, "show", "1"],
         vec!["history", "--db", db, "trend", "--bucket", "gemv"],
-        vec![
-            "gate",
-            "--baseline-history",
-            "2",
-            "--db",
-            db,
-            "--current",
-            &t,
-        ],
+        gate_history_args(db, &t),
     ] {
         let e = fails(&run(&args));
         assert!(

@@ -2,28 +2,44 @@
 //! `gapscope roofline` end to end: the hand-computed Llama-3-8B floor, JSON, and an SVG that
 //! parses, renders to PNG and carries the floor lines and the measured point.
 
-use gapscope_tests::{mkfifo, one_line_error, repo, run, run_within};
+use gapscope_tests::{json, mkfifo, one_line_error, repo, run, run_within, s, stderr};
+use std::path::Path;
 use std::time::Duration;
+
+/// `gapscope roofline` and `line`, split at white space, with each `{}` in it replaced by the
+/// next of `paths` (kept whole): each test spells out only its own options.
+fn roofline_args<'a>(line: &'a str, paths: &[&'a Path]) -> Vec<&'a str> {
+    let mut paths = paths.iter();
+    let mut args = vec!["roofline"];
+    args.extend(line.split_whitespace().map(|a| match a {
+        "{}" => s(paths.next().expect("a path for each {}")),
+        a => a,
+    }));
+    assert!(paths.next().is_none(), "a {{}} for each path in {line}");
+    args
+}
+
+/// Runs `args`, which must exit 2; its stderr.
+fn refused(args: &[&str]) -> String {
+    let o = run(args);
+    assert_eq!(o.status.code(), Some(2), "{args:?}");
+    stderr(&o)
+}
+
+/// Runs `args`, which must succeed; its stdout.
+fn printed(args: &[&str]) -> String {
+    let o = run(args);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    String::from_utf8(o.stdout).unwrap()
+}
 
 #[test]
 fn llama3_8b_bf16_h100_floor_json() {
     let model = repo("models/llama-3-8b.json");
-    let o = run(&[
-        "roofline",
-        "--model",
-        model.to_str().unwrap(),
-        "--hw",
-        "h100-sxm",
-        "--weights",
-        "bf16",
-        "--batch",
-        "1,8,512",
-        "--ctx",
-        "0",
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = json(&roofline_args(
+        "--model {} --hw h100-sxm --weights bf16 --batch 1,8,512 --ctx 0 --json",
+        &[&model],
+    ));
     assert_eq!(v["schema_version"], 1);
     assert_eq!(v["ceilings"], "datasheet");
     // Hand computation: 15,009,857,536 bytes at 3.35e12 B/s.
@@ -43,21 +59,10 @@ fn svg_parses_renders_and_carries_lines_and_points() {
     let svg = dir.path().join("roofline.svg");
     let model = repo("models/llama-3-8b.json");
     let trace = repo("traces/reference/hf-llama3-8b-npl1.json.gz");
-    let o = run(&[
-        "roofline",
-        "--model",
-        model.to_str().unwrap(),
-        "--hw",
-        "h200",
-        "--ctx",
-        "160",
-        "--trace",
-        trace.to_str().unwrap(),
-        "--svg",
-        svg.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let out = String::from_utf8(o.stdout).unwrap();
+    let out = printed(&roofline_args(
+        "--model {} --hw h200 --ctx 160 --trace {} --svg {}",
+        &[&model, &trace, &svg],
+    ));
     assert!(out.contains("% of floor"), "{out}");
     let text = std::fs::read_to_string(&svg).unwrap();
     for label in [
@@ -101,29 +106,14 @@ fn bad_model_and_gpu_are_one_line_errors() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("config.json");
     std::fs::write(&bad, "{\"hidden_size\": 64}").unwrap();
-    let o = run(&[
-        "roofline",
-        "--model",
-        bad.to_str().unwrap(),
-        "--hw",
-        "h100-sxm",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    let e = String::from_utf8_lossy(&o.stderr);
+    let e = refused(&roofline_args("--model {} --hw h100-sxm", &[&bad]));
     assert!(
         e.contains("config.json") && e.trim_end().lines().count() == 1,
         "{e}"
     );
     let model = repo("models/llama-3-8b.json");
-    let o = run(&[
-        "roofline",
-        "--model",
-        model.to_str().unwrap(),
-        "--hw",
-        "tpu",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown GPU"));
+    let e = refused(&roofline_args("--model {} --hw tpu", &[&model]));
+    assert!(e.contains("unknown GPU"), "{e}");
 }
 
 #[test]
@@ -131,33 +121,19 @@ fn measured_profile_from_calibrate() {
     // cli/tests/data/calibrate-h200.json was written by gapscope-calibrate on an H200.
     let model = repo("models/llama-3-8b.json");
     let profile = repo("cli/tests/data/calibrate-h200.json");
-    let o = run(&[
-        "roofline",
-        "--model",
-        model.to_str().unwrap(),
-        "--hw-profile",
-        profile.to_str().unwrap(),
-        "--batch",
-        "1",
-        "--ctx",
-        "0",
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = json(&roofline_args(
+        "--model {} --hw-profile {} --batch 1 --ctx 0 --json",
+        &[&model, &profile],
+    ));
     assert_eq!(v["ceilings"], "measured");
     let bw = v["hardware"]["hbm_bytes_per_s"].as_f64().unwrap();
     let floor = v["floors"][0]["weight_floor_s"].as_f64().unwrap();
     assert!((floor - 15_009_857_536.0 / bw).abs() < 1e-12);
-    let o = run(&[
-        "roofline",
-        "--model",
-        model.to_str().unwrap(),
-        "--hw-profile",
-        model.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("hardware profile"));
+    let e = refused(&roofline_args(
+        "--model {} --hw-profile {}",
+        &[&model, &model],
+    ));
+    assert!(e.contains("hardware profile"), "{e}");
 }
 
 #[test]
@@ -167,22 +143,11 @@ fn trace_buckets_against_declared_and_model_derived_floors() {
     let model = repo("models/llama-3-8b.json");
     let hf = repo("traces/reference/hf-llama3-8b-npl1.json.gz");
     let engine = repo("traces/reference/engine-llama3-8b-npl1.gst");
-    let args = [
-        "roofline",
-        "--model",
-        model.to_str().unwrap(),
-        "--hw",
-        "h200",
-        "--weights",
-        "bf16",
-        "--batch",
-        "1",
-        "--trace",
-        hf.to_str().unwrap(),
-    ];
-    let o = run(&args);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let out = String::from_utf8(o.stdout).unwrap();
+    let args = roofline_args(
+        "--model {} --hw h200 --weights bf16 --batch 1 --trace {}",
+        &[&model, &hf],
+    );
+    let out = printed(&args);
     let row = |bucket: &str| {
         out.lines()
             .find(|l| l.trim_start().starts_with(bucket))
@@ -200,11 +165,9 @@ fn trace_buckets_against_declared_and_model_derived_floors() {
         "{out}"
     );
 
-    let mut json_args = args.to_vec();
-    json_args.extend(["--trace", engine.to_str().unwrap(), "--json"]);
-    let o = run(&json_args);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut json_args = args.clone();
+    json_args.extend(["--trace", s(&engine), "--json"]);
+    let v = json(&json_args);
     let ctx = v["ctx"].as_f64().unwrap();
     assert_eq!(ctx, 4096.0, "the default context");
     let bw = v["hardware"]["hbm_bytes_per_s"].as_f64().unwrap();
@@ -325,13 +288,7 @@ fn absurd_model_sizes_and_options_are_refused() {
         let mut c = base.clone();
         c[key] = value;
         std::fs::write(&cfg, c.to_string()).unwrap();
-        let o = run(&[
-            "roofline",
-            "--model",
-            cfg.to_str().unwrap(),
-            "--hw",
-            "h100-sxm",
-        ]);
+        let o = run(&roofline_args("--model {} --hw h100-sxm", &[&cfg]));
         let e = one_line_error(&o);
         assert!(e.contains("config.json") && e.contains(want), "{key}: {e}");
     }
@@ -339,26 +296,18 @@ fn absurd_model_sizes_and_options_are_refused() {
     let mut c = base.clone();
     c["hidden_size"] = serde_json::json!(-4096);
     std::fs::write(&cfg, c.to_string()).unwrap();
-    let e = one_line_error(&run(&[
-        "roofline",
-        "--model",
-        cfg.to_str().unwrap(),
-        "--hw",
-        "h100-sxm",
-    ]));
+    let e = one_line_error(&run(&roofline_args("--model {} --hw h100-sxm", &[&cfg])));
     assert!(e.contains("hidden_size"), "{e}");
 
     let model = repo("models/llama-3-8b.json");
-    let m = model.to_str().unwrap();
     for (opt, value) in [
         ("--batch", "1000000000000000000"),
         ("--batch", "0"),
         ("--ctx", "18446744073709551615"),
         ("--trace-batch", "0"),
     ] {
-        let e = one_line_error(&run(&[
-            "roofline", "--model", m, "--hw", "h100-sxm", opt, value,
-        ]));
+        let line = format!("--model {{}} --hw h100-sxm {opt} {value}");
+        let e = one_line_error(&run(&roofline_args(&line, &[&model])));
         assert!(e.contains(opt), "{opt} {value}: {e}");
     }
 
@@ -369,20 +318,10 @@ fn absurd_model_sizes_and_options_are_refused() {
         "vocab_size": 16777216
     });
     std::fs::write(&cfg, big.to_string()).unwrap();
-    let o = run(&[
-        "roofline",
-        "--model",
-        cfg.to_str().unwrap(),
-        "--hw",
-        "h100-sxm",
-        "--batch",
-        "1,1048576",
-        "--ctx",
-        "16777216",
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = json(&roofline_args(
+        "--model {} --hw h100-sxm --batch 1,1048576 --ctx 16777216 --json",
+        &[&cfg],
+    ));
     assert_no_nulls(&v, "$");
     for f in v["floors"].as_array().unwrap() {
         let t = f["max_tok_per_s"].as_f64().unwrap();
@@ -397,25 +336,14 @@ fn model_and_profile_must_be_regular_files() {
     let fifo = dir.path().join("config.json");
     mkfifo(&fifo);
     let model = repo("models/llama-3-8b.json");
+    let zero = Path::new("/dev/zero");
     for args in [
-        vec!["--model", fifo.to_str().unwrap(), "--hw", "h200"],
-        vec!["--model", "/dev/zero", "--hw", "h200"],
-        vec![
-            "--model",
-            model.to_str().unwrap(),
-            "--hw-profile",
-            "/dev/zero",
-        ],
-        vec![
-            "--model",
-            model.to_str().unwrap(),
-            "--hw-profile",
-            fifo.to_str().unwrap(),
-        ],
+        roofline_args("--model {} --hw h200", &[&fifo]),
+        roofline_args("--model {} --hw h200", &[zero]),
+        roofline_args("--model {} --hw-profile {}", &[&model, zero]),
+        roofline_args("--model {} --hw-profile {}", &[&model, &fifo]),
     ] {
-        let mut argv = vec!["roofline"];
-        argv.extend_from_slice(&args);
-        let o = run_within(&argv, Duration::from_secs(20));
+        let o = run_within(&args, Duration::from_secs(20));
         let e = one_line_error(&o);
         assert!(e.contains("must be a regular file"), "{args:?}: {e}");
     }
@@ -426,22 +354,11 @@ fn fp8_on_a_profile_without_fp8_says_which_ceiling_it_uses() {
     // The H200 profile measured bf16 and int8, not fp8 (fp8_tflops 0).
     let model = repo("models/llama-3-8b.json");
     let profile = repo("cli/tests/data/calibrate-h200.json");
-    let args = [
-        "roofline",
-        "--model",
-        model.to_str().unwrap(),
-        "--hw-profile",
-        profile.to_str().unwrap(),
-        "--weights",
-        "fp8",
-        "--batch",
-        "1,512",
-        "--ctx",
-        "0",
-    ];
-    let o = run(&args);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let out = String::from_utf8(o.stdout).unwrap();
+    let args = roofline_args(
+        "--model {} --hw-profile {} --weights fp8 --batch 1,512 --ctx 0",
+        &[&model, &profile],
+    );
+    let out = printed(&args);
     assert!(!out.contains("fp8 0 "), "{out}");
     assert!(out.contains("fp8 not measured"), "{out}");
     assert!(out.contains("(measured ceilings)"), "{out}");
@@ -450,10 +367,9 @@ fn fp8_on_a_profile_without_fp8_says_which_ceiling_it_uses() {
     for debug in ["Fp8", "Bf16", "Measured", "Datasheet"] {
         assert!(!out.contains(debug), "{debug} in {out}");
     }
-    let mut j = args.to_vec();
+    let mut j = args.clone();
     j.push("--json");
-    let o = run(&j);
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = json(&j);
     assert_eq!(v["weights"], "fp8");
     let c = &v["compute_peak"];
     assert_eq!(c["wanted"], "fp8");
@@ -478,18 +394,8 @@ fn fp8_on_a_profile_without_fp8_says_which_ceiling_it_uses() {
         ("nvfp4", "nvfp4"),
         ("bf16", "bf16"),
     ] {
-        let o = run(&[
-            "roofline",
-            "--model",
-            model.to_str().unwrap(),
-            "--hw",
-            "h200",
-            "--weights",
-            fmt,
-            "--batch",
-            "1",
-        ]);
-        let out = String::from_utf8(o.stdout).unwrap();
+        let line = format!("--model {{}} --hw h200 --weights {fmt} --batch 1");
+        let out = printed(&roofline_args(&line, &[&model]));
         assert!(out.contains(&format!("weights   {shown};")), "{out}");
         assert!(out.contains("(datasheet ceilings)"), "{out}");
     }
@@ -499,23 +405,11 @@ fn fp8_on_a_profile_without_fp8_says_which_ceiling_it_uses() {
 fn trace_batch_is_taken_from_markers_or_said_to_be_assumed() {
     let model = repo("models/llama-3.2-1b.json");
     let hf = repo("traces/reference/hf-llama3.2-1b-npl8.json.gz");
-    let base = [
-        "roofline",
-        "--model",
-        model.to_str().unwrap(),
-        "--hw",
-        "h200",
-        "--ctx",
-        "160",
-        "--trace",
-        hf.to_str().unwrap(),
-    ];
+    let base = roofline_args("--model {} --hw h200 --ctx 160 --trace {}", &[&model, &hf]);
     // No markers with a batch, no --trace-batch: batch 1 assumed, and said, with the mismatch.
-    let mut a = base.to_vec();
+    let mut a = base.clone();
     a.extend(["--batch", "8"]);
-    let o = run(&a);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let out = String::from_utf8(o.stdout).unwrap();
+    let out = printed(&a);
     assert!(out.contains("batch 1 assumed"), "{out}");
     assert!(out.contains("--trace-batch N"), "{out}");
     assert!(
@@ -523,7 +417,7 @@ fn trace_batch_is_taken_from_markers_or_said_to_be_assumed() {
         "{out}"
     );
     a.push("--json");
-    let v: serde_json::Value = serde_json::from_slice(&run(&a).stdout).unwrap();
+    let v = json(&a);
     let m = &v["measured"][0];
     assert_eq!(m["batch"], 1);
     assert_eq!(m["batch_source"], "assumed");
@@ -531,9 +425,9 @@ fn trace_batch_is_taken_from_markers_or_said_to_be_assumed() {
     let tps1 = m["tok_per_s"].as_f64().unwrap();
 
     // --trace-batch 8: placed at 8, 8x the tokens per second, no mismatch note.
-    let mut a = base.to_vec();
+    let mut a = base.clone();
     a.extend(["--batch", "8", "--trace-batch", "8", "--json"]);
-    let v: serde_json::Value = serde_json::from_slice(&run(&a).stdout).unwrap();
+    let v = json(&a);
     let m = &v["measured"][0];
     assert_eq!(m["batch"], 8);
     assert_eq!(m["batch_source"], "given");
@@ -543,22 +437,10 @@ fn trace_batch_is_taken_from_markers_or_said_to_be_assumed() {
     // Engine markers carry their batch; a different --trace-batch is said to be unused.
     let engine = repo("traces/reference/engine-llama3-8b-npl1.gst");
     let model8 = repo("models/llama-3-8b.json");
-    let o = run(&[
-        "roofline",
-        "--model",
-        model8.to_str().unwrap(),
-        "--hw",
-        "h200",
-        "--batch",
-        "4",
-        "--trace-batch",
-        "2",
-        "--trace",
-        engine.to_str().unwrap(),
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = json(&roofline_args(
+        "--model {} --hw h200 --batch 4 --trace-batch 2 --trace {} --json",
+        &[&model8, &engine],
+    ));
     let m = &v["measured"][0];
     assert_eq!(m["batch_source"], "trace_markers");
     assert_eq!(m["batch"], 1);
@@ -635,34 +517,14 @@ fn svg_title_band_ticks_legend_and_point_labels() {
     let engine = repo("traces/reference/engine-llama3-8b-npl1.gst");
     let with_traces = dir.path().join("traces.svg");
     let bare = dir.path().join("bare.svg");
-    for (svg, traces) in [
-        (
-            &with_traces,
-            vec![
-                "--trace",
-                hf.to_str().unwrap(),
-                "--trace",
-                engine.to_str().unwrap(),
-            ],
-        ),
-        (&bare, vec![]),
+    // --batch 1 alone: the roofs are still curves, and the compute roof (far above the
+    // batch-1 floor) is inside the chart, not clamped to its top edge.
+    let line = "--model {} --hw h200 --ctx 160 --batch 1 --svg {}";
+    let traced = format!("{line} --trace {{}} --trace {{}}");
+    for args in [
+        roofline_args(&traced, &[&model, &with_traces, &hf, &engine]),
+        roofline_args(line, &[&model, &bare]),
     ] {
-        // --batch 1 alone: the roofs are still curves, and the compute roof (far above the
-        // batch-1 floor) is inside the chart, not clamped to its top edge.
-        let mut args = vec![
-            "roofline",
-            "--model",
-            model.to_str().unwrap(),
-            "--hw",
-            "h200",
-            "--ctx",
-            "160",
-            "--batch",
-            "1",
-            "--svg",
-            svg.to_str().unwrap(),
-        ];
-        args.extend(traces);
         let o = run(&args);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }

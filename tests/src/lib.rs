@@ -106,6 +106,14 @@ pub fn json(args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).expect("valid JSON")
 }
 
+/// `gate --baseline-history 2 --db DB --current CURRENT`: the gate of `current` against the
+/// last two accepted runs of a history database.
+pub fn gate_history_args<'a>(db: &'a str, current: &'a str) -> Vec<&'a str> {
+    let mut args = vec!["gate", "--baseline-history", "2"];
+    args.extend(["--db", db, "--current", current]);
+    args
+}
+
 /// Exit code 2 with exactly one line on stderr; that line.
 pub fn one_line_error(o: &Output) -> String {
     assert_eq!(o.status.code(), Some(2), "{o:?}");

@@ -3,14 +3,28 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use gapscope_analyzer::analysis::{AnalysisSettings, analyze};
 use gapscope_analyzer::import::{ImportOptions, Imported, NoProgress, import_trace};
 use gapscope_analyzer::{Bucket, RuleSet};
 use gapscope_tests::{gzip, repo};
 use gapscope_traces::{MemopKind, Phase};
 
+mod common;
+
 fn import(p: &Path) -> Imported {
     import_trace(p, &ImportOptions::default(), &NoProgress).expect("imports")
+}
+
+/// The one-line errors importing `p` gives without and with `allow_truncated`.
+fn errors_with_or_without_truncation(p: &Path) -> [String; 2] {
+    [false, true].map(|allow_truncated| {
+        let opts = ImportOptions {
+            allow_truncated,
+            ..Default::default()
+        };
+        let e = import_trace(p, &opts, &NoProgress).unwrap_err().to_string();
+        assert!(!e.contains('\n'));
+        e
+    })
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
@@ -244,19 +258,13 @@ fn extreme_timestamps_are_clamped_once_and_analysed_without_overflow() {
     let m = &imp.trace.markers;
     // -1e300 us saturates, so start + duration lands at 0.
     assert_eq!((m.gpu_start_ns[0], m.gpu_end_ns[0]), (-L, 0));
-    let w = imp.warnings.join("\n");
-    assert!(
-        w.contains("untrusted times: 6 times beyond ±4611686018427387903 ns")
-            && w.contains("1 ends before their start set to the start")
-            && w.contains("1 durations cut to 4611686018427387903 ns"),
-        "{w}"
-    );
-    let report = analyze(&imp, &RuleSet::builtin(), &AnalysisSettings::default());
-    assert!(
-        report
-            .warnings
-            .iter()
-            .any(|x| x.contains("untrusted times"))
+    common::assert_untrusted_times_warned(
+        &imp,
+        &[
+            "untrusted times: 6 times beyond ±4611686018427387903 ns",
+            "1 ends before their start set to the start",
+            "1 durations cut to 4611686018427387903 ns",
+        ],
     );
 }
 
@@ -301,16 +309,8 @@ fn data_after_the_json_document_is_an_error() {
     assert_eq!(import(&p).trace.kernels.len(), 1);
     for tail in ["x", "{}", "]", "\u{0}"] {
         let p = write(dir.path(), "tail.json", &format!("{good}\n{tail}"));
-        for allow_truncated in [false, true] {
-            let opts = ImportOptions {
-                allow_truncated,
-                ..Default::default()
-            };
-            let e = import_trace(&p, &opts, &NoProgress)
-                .unwrap_err()
-                .to_string();
+        for e in errors_with_or_without_truncation(&p) {
             assert!(e.contains("after the end of the JSON document"), "{e}");
-            assert!(!e.contains('\n'));
         }
     }
 }
@@ -340,16 +340,8 @@ fn gzip_checksum_and_length_trailers_are_checked() {
     for (name, bytes) in [("payload", payload), ("crc", crc), ("isize", isize)] {
         let p = dir.path().join(format!("{name}.json.gz"));
         std::fs::write(&p, &bytes).unwrap();
-        for allow_truncated in [false, true] {
-            let opts = ImportOptions {
-                allow_truncated,
-                ..Default::default()
-            };
-            let e = import_trace(&p, &opts, &NoProgress)
-                .unwrap_err()
-                .to_string();
+        for e in errors_with_or_without_truncation(&p) {
             assert!(e.contains("corrupt gzip data"), "{name}: {e}");
-            assert!(!e.contains('\n'));
         }
     }
 }

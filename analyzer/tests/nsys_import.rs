@@ -23,6 +23,8 @@ use gapscope_traces::{LaunchApi, MarkerSource, MemopKind, Trace};
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection};
 
+mod common;
+
 const RMS_NORM: &str =
     "void gapscope::rms_norm_f32<256>(const float *, const float *, float *, int, float)";
 const GEMV: &str = "void gemv_bf16_kernel<128, 4>(const __nv_bfloat16 *, const __nv_bfloat16 *, float *, int, int)";
@@ -196,6 +198,16 @@ fn assert_h100(t: &Trace) {
     assert_eq!(gpu.compute_capability.as_deref(), Some("9.0"));
 }
 
+/// An Nsight Systems export of the fixture workload: its version note first and the graph
+/// ids of its graph kernels.
+fn import_export(file: &str, version_note: &str, graph: [u32; 3]) -> Trace {
+    let t = import(file);
+    check_workload(&t);
+    assert_eq!(t.manifest.notes[0], version_note);
+    assert_eq!(graph_ids(&t), graph);
+    t
+}
+
 fn graph_ids(t: &Trace) -> Vec<u32> {
     (0..t.kernels.len())
         .map(|i| t.kernels.row(i))
@@ -206,14 +218,12 @@ fn graph_ids(t: &Trace) -> Vec<u32> {
 
 #[test]
 fn nsys_2023_1_export_meta_data_era() {
-    let t = import("nsys-2023.1.sqlite");
-    check_workload(&t);
-    assert_eq!(
-        t.manifest.notes[0],
-        "Nsight Systems 2023.1.1.127 export (export schema 2.13.1, EXPORT_META_DATA)"
-    );
     // No graphId column before 2025: graph kernels keep their node ids only.
-    assert_eq!(graph_ids(&t), vec![0, 0, 0]);
+    let t = import_export(
+        "nsys-2023.1.sqlite",
+        "Nsight Systems 2023.1.1.127 export (export schema 2.13.1, EXPORT_META_DATA)",
+        [0, 0, 0],
+    );
     let gpu = t.manifest.gpu(0).expect("GPU 0");
     assert_eq!(gpu.name, "NVIDIA A100-SXM4-80GB");
     assert_eq!(gpu.memory_bandwidth_bytes_per_s, Some(2_039_000_000_000.0));
@@ -224,13 +234,11 @@ fn nsys_2023_1_export_meta_data_era() {
 
 #[test]
 fn nsys_2024_4_meta_data_export_and_backtraces() {
-    let t = import("nsys-2024.4.sqlite");
-    check_workload(&t);
-    assert_eq!(
-        t.manifest.notes[0],
-        "Nsight Systems 2024.4.1.61 export (export schema 3.14.1, META_DATA_EXPORT)"
+    let t = import_export(
+        "nsys-2024.4.sqlite",
+        "Nsight Systems 2024.4.1.61 export (export schema 3.14.1, META_DATA_EXPORT)",
+        [0, 0, 0],
     );
-    assert_eq!(graph_ids(&t), vec![0, 0, 0]);
     assert_h100(&t);
     assert!(
         t.manifest.notes.contains(
@@ -244,13 +252,11 @@ fn nsys_2024_4_meta_data_export_and_backtraces() {
 
 #[test]
 fn nsys_2025_3_has_graph_ids() {
-    let t = import("nsys-2025.3.sqlite");
-    check_workload(&t);
-    assert_eq!(
-        t.manifest.notes[0],
-        "Nsight Systems 2025.3.1.90 export (export schema 3.19.2, META_DATA_EXPORT)"
+    let t = import_export(
+        "nsys-2025.3.sqlite",
+        "Nsight Systems 2025.3.1.90 export (export schema 3.19.2, META_DATA_EXPORT)",
+        [7, 7, 7],
     );
-    assert_eq!(graph_ids(&t), vec![7, 7, 7]);
     assert_h100(&t);
 }
 
@@ -618,19 +624,13 @@ fn extreme_start_and_end_values_are_clamped_once() {
         (prefill.host_start_ns, prefill.host_end_ns),
         (-L, 1_900_000)
     );
-    let w = imp.warnings.join("\n");
-    assert!(
-        w.contains("untrusted times: 4 times beyond")
-            && w.contains("1 ends before their start")
-            && w.contains("2 durations cut"),
-        "{w}"
-    );
-    let report = analyze(&imp, &RuleSet::builtin(), &AnalysisSettings::default());
-    assert!(
-        report
-            .warnings
-            .iter()
-            .any(|x| x.contains("untrusted times"))
+    common::assert_untrusted_times_warned(
+        &imp,
+        &[
+            "untrusted times: 4 times beyond",
+            "1 ends before their start",
+            "2 durations cut",
+        ],
     );
 }
 

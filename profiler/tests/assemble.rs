@@ -180,6 +180,17 @@ fn telemetry() -> Telemetry {
     }
 }
 
+/// Settings for a run under `--capture-range cudaProfilerApi`, nothing else set.
+fn profiler_api_settings() -> AssembleSettings {
+    AssembleSettings {
+        capture: CaptureRange {
+            profiler_api: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
 fn run(
     bytes: &[u8],
     s: &AssembleSettings,
@@ -279,13 +290,7 @@ fn whole_run_is_assembled_with_names_kinds_graphs_markers_and_samples() {
 #[test]
 fn profiler_api_range_keeps_only_what_starts_inside_it() {
     let d = tempfile::tempdir().unwrap();
-    let s = AssembleSettings {
-        capture: CaptureRange {
-            profiler_api: true,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
+    let s = profiler_api_settings();
     let (sum, t) = run(&spool(true), &s, d.path());
     // Start ends at T0-50, stop begins at T0+2800: kernels 0, 1 and 2.
     assert_eq!(t.kernels.len(), 3);
@@ -304,13 +309,7 @@ fn collection_marks_decide_the_window_over_the_api_records() {
     fb.collect_mark(true, T0 + 500);
     fb.collect_mark(false, T0 + 3500);
     bytes.extend_from_slice(&fb.bytes);
-    let s = AssembleSettings {
-        capture: CaptureRange {
-            profiler_api: true,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
+    let s = profiler_api_settings();
     let (sum, t) = run(&bytes, &s, d.path());
     // Kernels 1, 2 and 3 start in [T0+500, T0+3500).
     assert_eq!(t.kernels.len(), 3);
@@ -354,13 +353,7 @@ fn driver_device_facts_stand_in_when_cupti_reported_no_device() {
     put(&mut k, kernel::NAME, 1u64.to_le_bytes());
     fb.frame(tag::RECORD, &k);
     fb.collect_mark(false, T0 + 1000);
-    let s = AssembleSettings {
-        capture: CaptureRange {
-            profiler_api: true,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
+    let s = profiler_api_settings();
     let (sum, t) = run(&fb.bytes, &s, d.path());
     assert_eq!(t.kernels.len(), 1);
     assert_eq!(t.manifest.gpus.len(), 1);
@@ -378,13 +371,7 @@ fn driver_device_facts_stand_in_when_cupti_reported_no_device() {
 fn late_collection_that_never_started_says_why() {
     let d = tempfile::tempdir().unwrap();
     let fb = late_spool_start();
-    let s = AssembleSettings {
-        capture: CaptureRange {
-            profiler_api: true,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
+    let s = profiler_api_settings();
     let (sum, t) = run(&fb.bytes, &s, d.path());
     assert_eq!(t.kernels.len(), 0);
     assert!(

@@ -32,69 +32,58 @@ fn recorder_errors_are_one_line_and_exit_2() {
     let out = d.path().join("o.gst");
     let out = out.to_str().unwrap();
 
-    let o = record(&[
-        "--inject-lib",
-        inj,
-        "--cupti-lib",
-        "/nonexistent/libcupti.so.13",
-        "-o",
-        out,
-        "--",
-        "true",
-    ]);
-    one_line_error(
-        &o,
-        2,
+    // OPTIONS -o OUT -- true fails with one line naming NEEDLE.
+    let rejects = |options: &[&str], needle: &str| {
+        let mut args = options.to_vec();
+        args.extend(["-o", out, "--", "true"]);
+        one_line_error(&record(&args), 2, needle);
+    };
+
+    rejects(
+        &[
+            "--inject-lib",
+            inj,
+            "--cupti-lib",
+            "/nonexistent/libcupti.so.13",
+        ],
         "CUPTI library /nonexistent/libcupti.so.13: no such file",
     );
-    let o = record(&[
-        "--inject-lib",
-        "/nonexistent/libinject.so",
-        "-o",
-        out,
-        "--",
-        "true",
-    ]);
-    one_line_error(
-        &o,
-        2,
+    rejects(
+        &["--inject-lib", "/nonexistent/libinject.so"],
         "injection library /nonexistent/libinject.so not found",
     );
-    let o = record(&["--delay", "-1", "-o", out, "--", "true"]);
-    one_line_error(&o, 2, "--delay must be a non-negative number of seconds");
-    let o = record(&[
-        "--capture-range",
-        "cudaProfilerApi",
-        "--api",
-        "none",
-        "-o",
-        out,
-        "--",
-        "true",
-    ]);
-    one_line_error(&o, 2, "drop --api none");
-    let o = record(&["--collect", "range", "-o", out, "--", "true"]);
-    one_line_error(&o, 2, "add --capture-range cudaProfilerApi");
+    rejects(
+        &["--delay", "-1"],
+        "--delay must be a non-negative number of seconds",
+    );
+    rejects(
+        &["--capture-range", "cudaProfilerApi", "--api", "none"],
+        "drop --api none",
+    );
+    rejects(
+        &["--collect", "range"],
+        "add --capture-range cudaProfilerApi",
+    );
     // LD_PRELOAD cannot carry a path with a ':' in it.
     let odd_dir = d.path().join("a:b");
     std::fs::create_dir_all(&odd_dir).unwrap();
     let odd = odd_dir.join("libgapscope_profiler.so");
     std::fs::write(&odd, b"x").unwrap();
-    let o = record(&[
-        "--inject-lib",
-        odd.to_str().unwrap(),
-        "--capture-range",
-        "cudaProfilerApi",
-        "--collect",
-        "late",
-        "-o",
-        out,
-        "--",
-        "true",
-    ]);
-    one_line_error(&o, 2, "LD_PRELOAD cannot name");
-    let o = record(&["--buffer-mb", "0", "-o", out, "--", "true"]);
-    one_line_error(&o, 2, "--buffer-mb must be between 1 and 256");
+    rejects(
+        &[
+            "--inject-lib",
+            odd.to_str().unwrap(),
+            "--capture-range",
+            "cudaProfilerApi",
+            "--collect",
+            "late",
+        ],
+        "LD_PRELOAD cannot name",
+    );
+    rejects(
+        &["--buffer-mb", "0"],
+        "--buffer-mb must be between 1 and 256",
+    );
     // An output that is something else is never overwritten.
     let precious = d.path().join("notes.txt");
     std::fs::write(&precious, b"keep me").unwrap();

@@ -94,18 +94,24 @@ fail() {
   FAILED_NAMES+=("$1")
 }
 
+# begin KIND NAME SECONDS : the log heading of a capture; fails, logging SKIPPED, when SECONDS
+# (its budget) is under 30
+begin() {
+  log ""
+  log "## $1 $2"
+  if (($3 < 30)); then
+    log "SKIPPED: $2 (only ${3}s left before the deadline)"
+    return 1
+  fi
+}
+
 # capture NAME ARGS... : hf-decode-trace.py ARGS... --out OUT_DIR/NAME under torch.profiler
 capture() {
   local name="$1"
   shift
   local t rc=0 t0
   t=$(budget)
-  log ""
-  log "## capture $name"
-  if ((t < 30)); then
-    log "SKIPPED: $name (only ${t}s left before the deadline)"
-    return 1
-  fi
+  begin capture "$name" "$t" || return 1
   log "command: python3 scripts/capture/hf-decode-trace.py $* --out \$OUT/$name"
   t0=$(date +%s)
   logrun timeout "$t" "$PY" "$TRACE_PY" "$@" --out "$OUT_DIR/$name" || rc=$?
@@ -139,12 +145,7 @@ record() {
   shift # --
   local t rc=0 t0 dir="$OUT_DIR/rec-$name"
   t=$(budget)
-  log ""
-  log "## record $name"
-  if ((t < 30)); then
-    log "SKIPPED: $name (only ${t}s left before the deadline)"
-    return 1
-  fi
+  begin record "$name" "$t" || return 1
   log "command: gapscope-record ${rargs[*]} -o $name -- python3 scripts/capture/hf-decode-trace.py $*"
   rm -rf "$dir"
   mkdir -p "$dir"

@@ -271,22 +271,21 @@ impl Sink {
             return Ok(());
         }
         self.w.append_strings(&self.strings)?;
-        if full(self.kernels.len()) && !self.kernels.is_empty() {
-            self.w.append_kernels(&self.kernels)?;
-            self.kernels.clear();
+        // Each full, non-empty table goes out as a chunk and starts over.
+        macro_rules! append_full {
+            ($($rows:ident => $append:ident),*) => {$(
+                if full(self.$rows.len()) && !self.$rows.is_empty() {
+                    self.w.$append(&self.$rows)?;
+                    self.$rows.clear();
+                }
+            )*};
         }
-        if full(self.memops.len()) && !self.memops.is_empty() {
-            self.w.append_memops(&self.memops)?;
-            self.memops.clear();
-        }
-        if full(self.launches.len()) && !self.launches.is_empty() {
-            self.w.append_launches(&self.launches)?;
-            self.launches.clear();
-        }
-        if full(self.markers.len()) && !self.markers.is_empty() {
-            self.w.append_markers(&self.markers)?;
-            self.markers.clear();
-        }
+        append_full!(
+            kernels => append_kernels,
+            memops => append_memops,
+            launches => append_launches,
+            markers => append_markers
+        );
         Ok(())
     }
 }

@@ -13,6 +13,12 @@ const CPU_ONLY: &str = "traces/reference/hf-llama3.2-1b-cpuonly.json.gz";
 const ENGINE_8B: &str = "traces/reference/engine-llama3-8b-npl1.gst";
 const HF_8B: &str = "traces/reference/hf-llama3-8b-npl1.json.gz";
 
+/// `o` exited with `code` and its stdout says `needle`.
+fn exits_saying(o: &Output, code: i32, needle: &str) {
+    assert_eq!(o.status.code(), Some(code), "{}", stderr(o));
+    assert!(stdout(o).contains(needle), "{}", stdout(o));
+}
+
 /// Exit 2 with exactly one line on stderr that contains `needle`.
 fn refused(o: &Output, needle: &str) {
     let e = stderr(o);
@@ -96,11 +102,10 @@ fn gate_fails_runs_without_gpu_work_steps_or_kernels() {
     let (b1, t) = hf_1b(dir.path());
     // B1: the current run has no GPU work.
     let o = gate(&repo(HF_QWEN), &repo(CPU_ONLY), &[]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stdout(&o).contains("regression: GPU work and steps: the current trace has no GPU work"),
-        "{}",
-        stdout(&o)
+    exits_saying(
+        &o,
+        1,
+        "regression: GPU work and steps: the current trace has no GPU work",
     );
     // A baseline without GPU work cannot be compared.
     let o = gate(&repo(CPU_ONLY), &repo(CPU_ONLY), &[]);
@@ -110,21 +115,12 @@ fn gate_fails_runs_without_gpu_work_steps_or_kernels() {
     few.markers = Default::default();
     let few = save(dir.path(), "few.gst", &few);
     let o = gate(&b1, &few, &[]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stdout(&o).contains("the current trace has no decode steps"),
-        "{}",
-        stdout(&o)
-    );
+    exits_saying(&o, 1, "the current trace has no decode steps");
     // Far fewer kernels per step than the baseline: keep one kernel in three.
     let thin = save(dir.path(), "thin.gst", &kernels_kept(&t, |i, _| i % 3 == 0));
     let o = gate(&b1, &thin, &[]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stdout(&o).contains("kernels per step: FAILED") && stdout(&o).contains("fewer than 50%"),
-        "{}",
-        stdout(&o)
-    );
+    exits_saying(&o, 1, "kernels per step: FAILED");
+    assert!(stdout(&o).contains("fewer than 50%"), "{}", stdout(&o));
     // B14: a bucket gone from the current trace is named so, not "no steps on one side".
     let no_argmax = save(
         dir.path(),
@@ -539,12 +535,7 @@ fn distorted_recordings_are_warned_about_in_report_and_gate() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["reports"][0]["distortion"]["share_pct"].as_f64().unwrap() > 30.0);
     let o = gate(&b1, &rec, &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(
-        stdout(&o).contains("warning: current: timings are distorted"),
-        "{}",
-        stdout(&o)
-    );
+    exits_saying(&o, 0, "warning: current: timings are distorted");
     // The undistorted trace carries no such warning.
     let o = run(&["report", "-q", s(&b1)]);
     assert!(!stdout(&o).contains("distorted"));

@@ -29,6 +29,24 @@ fn kernel(t: &mut Trace, name: &str, stream: u32, corr: u64, s: i64, e: i64) {
     });
 }
 
+/// A decode-step marker `name` from `source` over `[start, end)` on the GPU.
+fn decode_marker(
+    t: &mut Trace,
+    name: &str,
+    source: MarkerSource,
+    start: i64,
+    end: i64,
+) -> MarkerRow {
+    MarkerRow {
+        name: t.strings.intern(name),
+        source: source as u8,
+        phase: Phase::Decode as u8,
+        gpu_start_ns: start,
+        gpu_end_ns: end,
+        ..Default::default()
+    }
+}
+
 fn bucket(r: &Report, b: Bucket) -> &gapscope_analyzer::analysis::BucketRow {
     r.buckets
         .iter()
@@ -240,15 +258,8 @@ fn diff_attributes_the_gap_by_bucket_and_flags_a_new_copy() {
                 });
                 now += 35;
             }
-            let step = t.strings.intern("decode");
-            t.markers.push(MarkerRow {
-                name: step,
-                source: MarkerSource::Engine as u8,
-                phase: Phase::Decode as u8,
-                gpu_start_ns: start,
-                gpu_end_ns: now,
-                ..Default::default()
-            });
+            let m = decode_marker(&mut t, "decode", MarkerSource::Engine, start, now);
+            t.markers.push(m);
             now += 1000;
         }
         t
@@ -448,15 +459,14 @@ fn kineto_like_trace() -> Trace {
             "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<c10::BFloat16, at::native::ArgMaxOps<c10::BFloat16>, unsigned int, long, 4> >(int)",
             10,
         );
-        let name = t.strings.intern("decode_step");
-        t.markers.push(MarkerRow {
-            name,
-            source: MarkerSource::KinetoGpuAnnotation as u8,
-            phase: Phase::Decode as u8,
-            gpu_start_ns: start,
-            gpu_end_ns: now,
-            ..Default::default()
-        });
+        let m = decode_marker(
+            &mut t,
+            "decode_step",
+            MarkerSource::KinetoGpuAnnotation,
+            start,
+            now,
+        );
+        t.markers.push(m);
         now += 100;
     }
     t

@@ -516,6 +516,7 @@ fn describe(p: &Prepared, what: &str, ranges: &[Range]) -> String {
 mod tests {
     use gapscope_traces::{KernelRow, Manifest, MemopKind, MemopRow, Trace};
 
+    use super::marker_tests::phases;
     use super::*;
     use crate::rules::RuleSet;
 
@@ -586,17 +587,6 @@ mod tests {
             ..StepSettings::default()
         };
         detect(&p, &s)
-    }
-
-    fn phases(s: &Steps) -> String {
-        s.steps
-            .iter()
-            .map(|s| match s.phase {
-                Phase::Prefill => 'P',
-                Phase::Decode => 'D',
-                _ => '?',
-            })
-            .collect()
     }
 
     fn passes(pattern: &str) -> Vec<Pass> {

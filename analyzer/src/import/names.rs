@@ -362,27 +362,24 @@ mod tests {
 
     #[test]
     fn memops_are_named_from_their_kind() {
-        assert_eq!(
-            canonical_memop_name(MemopKind::DtoD, "Memcpy DtoD (Device -> Device)"),
-            "Memcpy DtoD"
-        );
-        assert_eq!(
-            canonical_memop_name(MemopKind::DtoD, "Memcpy DtoD"),
-            "Memcpy DtoD"
-        );
-        assert_eq!(
-            canonical_memop_name(MemopKind::HtoD, "Memcpy HtoD (Pageable -> Device)"),
-            "Memcpy HtoD"
-        );
-        assert_eq!(
-            canonical_memop_name(MemopKind::Memset, "Memset (Device)"),
-            "Memset"
-        );
-        assert_eq!(canonical_memop_name(MemopKind::Memset, "Memset"), "Memset");
-        assert_eq!(
-            canonical_memop_name(MemopKind::Unknown, "Memcpy  odd"),
-            "Memcpy odd"
-        );
+        for (kind, raw, want) in [
+            (
+                MemopKind::DtoD,
+                "Memcpy DtoD (Device -> Device)",
+                "Memcpy DtoD",
+            ),
+            (MemopKind::DtoD, "Memcpy DtoD", "Memcpy DtoD"),
+            (
+                MemopKind::HtoD,
+                "Memcpy HtoD (Pageable -> Device)",
+                "Memcpy HtoD",
+            ),
+            (MemopKind::Memset, "Memset (Device)", "Memset"),
+            (MemopKind::Memset, "Memset", "Memset"),
+            (MemopKind::Unknown, "Memcpy  odd", "Memcpy odd"),
+        ] {
+            assert_eq!(canonical_memop_name(kind, raw), want, "{raw:?}");
+        }
     }
 
     #[test]

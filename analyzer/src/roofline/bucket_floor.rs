@@ -255,6 +255,7 @@ pub fn bucket_floors(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::roofline::model::tests::{tiny_mixtral, tiny_qwen3_next};
     use serde_json::json;
 
     #[test]
@@ -300,24 +301,12 @@ mod tests {
 
     #[test]
     fn moe_and_hybrid_models_widen_the_groups() {
-        let moe = ModelSpec::from_hf_config(&json!({
-            "model_type": "mixtral", "hidden_size": 64, "num_hidden_layers": 2,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
-            "num_local_experts": 8, "num_experts_per_tok": 2, "vocab_size": 100
-        }))
-        .unwrap();
+        let moe = tiny_mixtral();
         let c = model_bucket_costs(&moe, WeightFormat::Q4_0, 3, 10);
         assert!(c[0].buckets.contains(&Bucket::Moe));
         assert!(c[0].basis.contains("experts"));
         assert_eq!(c.last().unwrap().basis, "3 embedding rows");
-        let hybrid = ModelSpec::from_hf_config(&json!({
-            "model_type": "qwen3_next", "hidden_size": 64, "num_hidden_layers": 4,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-            "intermediate_size": 128, "vocab_size": 100, "full_attention_interval": 4,
-            "linear_num_key_heads": 2, "linear_num_value_heads": 4,
-            "linear_key_head_dim": 16, "linear_value_head_dim": 8, "linear_conv_kernel_dim": 4
-        }))
-        .unwrap();
+        let hybrid = tiny_qwen3_next();
         let c = model_bucket_costs(&hybrid, WeightFormat::Bf16, 2, 10);
         let ssm = c
             .iter()

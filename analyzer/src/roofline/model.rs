@@ -611,9 +611,31 @@ impl ModelSpec {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Mixtral-like: 2 layers, 8 experts top-2, no shared experts.
+    pub(crate) fn tiny_mixtral() -> ModelSpec {
+        ModelSpec::from_hf_config(&json!({
+            "model_type": "mixtral", "hidden_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+            "num_local_experts": 8, "num_experts_per_tok": 2, "vocab_size": 100
+        }))
+        .unwrap()
+    }
+
+    /// Qwen3-Next-like: 4 layers, full attention every 4th (3 linear + 1 full).
+    pub(crate) fn tiny_qwen3_next() -> ModelSpec {
+        ModelSpec::from_hf_config(&json!({
+            "model_type": "qwen3_next", "hidden_size": 64, "num_hidden_layers": 4,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+            "intermediate_size": 128, "vocab_size": 100, "full_attention_interval": 4,
+            "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+            "linear_key_head_dim": 16, "linear_value_head_dim": 8, "linear_conv_kernel_dim": 4
+        }))
+        .unwrap()
+    }
 
     pub(crate) fn llama3_8b() -> ModelSpec {
         ModelSpec::from_hf_config(&json!({
@@ -684,13 +706,7 @@ mod tests {
 
     #[test]
     fn moe_counts_active_experts_and_widens_with_batch() {
-        // Mixtral-like: 2 layers, 8 experts top-2, no shared experts.
-        let m = ModelSpec::from_hf_config(&json!({
-            "model_type": "mixtral", "hidden_size": 64, "num_hidden_layers": 2,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
-            "num_local_experts": 8, "num_experts_per_tok": 2, "vocab_size": 100
-        }))
-        .unwrap();
+        let m = tiny_mixtral();
         let attn = 64 * 64 + 2 * 64 * 32 + 64 * 64; // 12,288
         let expert = 3 * 64 * 128; // 24,576
         let router = 64 * 8;
@@ -720,14 +736,7 @@ mod tests {
     #[test]
     fn hybrid_deltanet_layers_and_state() {
         // 4 layers, full attention every 4th: 3 linear + 1 full.
-        let m = ModelSpec::from_hf_config(&json!({
-            "model_type": "qwen3_next", "hidden_size": 64, "num_hidden_layers": 4,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-            "intermediate_size": 128, "vocab_size": 100, "full_attention_interval": 4,
-            "linear_num_key_heads": 2, "linear_num_value_heads": 4,
-            "linear_key_head_dim": 16, "linear_value_head_dim": 8, "linear_conv_kernel_dim": 4
-        }))
-        .unwrap();
+        let m = tiny_qwen3_next();
         assert_eq!(m.linear_layers, vec![true, true, true, false]);
         // KV only from the one full layer: 2 * 2 heads * 16 * 2 B = 128 B per token.
         assert_eq!(m.kv_bytes_per_token(2.0), 128.0);

@@ -331,6 +331,23 @@ pub fn ruler(painter: &egui::Painter, rect: Rect, m: &Mapper, l: &Loaded) {
     painter.rect_filled(rect, 0.0, Color32::from_gray(30));
     let font = FontId::monospace(10.0);
     let col = Color32::from_gray(190);
+    // A tick at `x` on the bottom edge, labelled at the top.
+    let tick = |x: f32, label: String| {
+        painter.line_segment(
+            [
+                Pos2::new(x, rect.bottom() - 6.0),
+                Pos2::new(x, rect.bottom()),
+            ],
+            Stroke::new(1.0, col),
+        );
+        painter.text(
+            Pos2::new(x + 2.0, rect.top() + 2.0),
+            Align2::LEFT_TOP,
+            label,
+            font.clone(),
+            col,
+        );
+    };
     match m.axis.mode {
         AxisMode::Time => {
             let (t0, t1) = (m.t0(), m.t1());
@@ -349,20 +366,9 @@ pub fn ruler(painter: &egui::Painter, rect: Rect, m: &Mapper, l: &Loaded) {
             let mut t = first;
             let mut n = 0;
             while t <= t1 && n < 200 {
-                let x = m.sx(t);
-                painter.line_segment(
-                    [
-                        Pos2::new(x, rect.bottom() - 6.0),
-                        Pos2::new(x, rect.bottom()),
-                    ],
-                    Stroke::new(1.0, col),
-                );
-                painter.text(
-                    Pos2::new(x + 2.0, rect.top() + 2.0),
-                    Align2::LEFT_TOP,
+                tick(
+                    m.sx(t),
                     format::tick_ns(t.saturating_sub(origin) as f64, step),
-                    font.clone(),
-                    col,
                 );
                 t = t.saturating_add(step as i64);
                 n += 1;
@@ -379,20 +385,7 @@ pub fn ruler(painter: &egui::Painter, rect: Rect, m: &Mapper, l: &Loaded) {
                     break;
                 }
                 if k % every == 0 {
-                    painter.line_segment(
-                        [
-                            Pos2::new(x, rect.bottom() - 6.0),
-                            Pos2::new(x, rect.bottom()),
-                        ],
-                        Stroke::new(1.0, col),
-                    );
-                    painter.text(
-                        Pos2::new(x + 2.0, rect.top() + 2.0),
-                        Align2::LEFT_TOP,
-                        format!("step {k}"),
-                        font.clone(),
-                        col,
-                    );
+                    tick(x, format!("step {k}"));
                 }
             }
         }

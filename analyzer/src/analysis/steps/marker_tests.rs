@@ -125,7 +125,8 @@ fn detect_default(t: &Trace) -> Steps {
     detect_with(t, &StepSettings::default())
 }
 
-fn phases(s: &Steps) -> String {
+/// One letter a step: `P`refill, `D`ecode, `M`ixed, `T`rain, `?` for the rest.
+pub(super) fn phases(s: &Steps) -> String {
     s.steps
         .iter()
         .map(|s| match s.phase {

@@ -8,6 +8,7 @@
 use gapscope_analyzer::RuleSet;
 use gapscope_analyzer::analysis::{AnalysisSettings, analyze};
 use gapscope_analyzer::import::{ImportOptions, NoProgress, import_trace};
+use gapscope_traces::KERNEL_ANALYSIS_COLUMNS;
 use libfuzzer_sys::fuzz_target;
 
 macro_rules! golden {
@@ -33,20 +34,6 @@ const FILES: [(&str, &[u8]); 7] = [
 /// Compiled once: rule compilation would otherwise dominate each iteration.
 static RULES: std::sync::LazyLock<RuleSet> = std::sync::LazyLock::new(RuleSet::builtin);
 
-/// What `gapscope report` loads of a native trace.
-const ANALYSIS_COLUMNS: &[&str] = &[
-    "device",
-    "stream",
-    "correlation",
-    "name",
-    "gpu_start_ns",
-    "gpu_end_ns",
-    "graph_id",
-    "bucket",
-    "bytes",
-    "flops",
-];
-
 fuzz_target!(|data: &[u8]| {
     let Some((&which, content)) = data.split_first() else {
         return;
@@ -63,7 +50,13 @@ fuzz_target!(|data: &[u8]| {
             return;
         }
     }
-    let projected = Some(ANALYSIS_COLUMNS.iter().map(|s| s.to_string()).collect());
+    // What `gapscope report` loads of a native trace.
+    let projected = Some(
+        KERNEL_ANALYSIS_COLUMNS
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+    );
     for kernel_columns in [None, projected] {
         let opts = ImportOptions {
             kernel_columns,

@@ -20,9 +20,6 @@ pub mod selftest;
 pub mod tokenizer;
 pub mod weights;
 
-/// The selftest's former name, kept for the binary's `gpu_check::op_checks` / `model_checks`.
-pub use selftest as gpu_check;
-
 pub use config::ModelConfig;
 pub use error::{EngineError, Result};
 pub use numerics::Numerics;

@@ -275,3 +275,24 @@ fn cuda_commands_without_a_driver_say_so() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("CUDA") || err.contains("libcuda"), "{err}");
 }
+
+/// Usage errors name what would have been accepted, before any GPU is opened.
+#[test]
+fn usage_errors_list_the_valid_values() {
+    for (args, want) in [
+        (vec!["selftest", "--only", "nope"], "qk_norm_rope"),
+        (
+            vec!["bench", "--config", "x.json", "--dispatch", "nope=1"],
+            "mmvq_b1_pair_min_rows_per_k",
+        ),
+        (
+            vec!["bench", "--config", "x.json", "--dispatch", "attention_shape=4"],
+            "KW:SPLITS",
+        ),
+    ] {
+        let out = engine().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}

@@ -50,8 +50,11 @@ pub const TOL_INT8: f64 = 1e-4;
 
 /// One kernel family's checks, appending to `Ctx`'s results.
 pub type CheckFn = fn(&mut Ctx<'_>) -> Result<()>;
-/// One whole-model family's checks from a seed (each run opens its own device).
-pub type ModelCheckFn = fn(u64) -> Result<Vec<Check>>;
+/// Opens the device a whole-model run uses (each run opens its own: the binary's opener honours
+/// its kernel source settings).
+pub type OpenDevice<'a> = &'a dyn Fn() -> Result<Device>;
+/// One whole-model family's checks from a seed.
+pub type ModelCheckFn = fn(u64, OpenDevice<'_>) -> Result<Vec<Check>>;
 
 /// The kernel checks, in the order they run.
 pub const CHECKS: &[(&str, CheckFn)] = &[
@@ -110,18 +113,22 @@ pub fn op_checks_only(dev: &Device, seed: u64, only: Option<&str>) -> Result<Vec
     Ok(c.out)
 }
 
-/// Every whole-model check.
+/// Every whole-model check, on device 0 with the built-in kernels.
 pub fn model_checks(seed: u64) -> Result<Vec<Check>> {
-    model_checks_only(seed, None)
+    model_checks_only(seed, None, &|| Device::open(0))
 }
 
 /// The whole-model checks, or only the family `only` names (a kernel family's name selects
 /// none of these).
-pub fn model_checks_only(seed: u64, only: Option<&str>) -> Result<Vec<Check>> {
+pub fn model_checks_only(
+    seed: u64,
+    only: Option<&str>,
+    open: OpenDevice<'_>,
+) -> Result<Vec<Check>> {
     let mut out = Vec::new();
     for &(name, check) in MODEL_CHECKS {
         if selected(name, only)? {
-            out.extend(check(seed)?);
+            out.extend(check(seed, open)?);
         }
     }
     Ok(out)

@@ -2,11 +2,11 @@
 //! prefill of two sequences and three decode steps, per weight format and per lever setting
 //! (`lever_matrix::selftest_levers`), then under the hf-bf16 numerics.
 
-use super::{Check, TOL_BF16, TOL_Q4_MODEL, TOL_Q8_MODEL, rel_err};
+use super::{Check, OpenDevice, TOL_BF16, TOL_Q4_MODEL, TOL_Q8_MODEL, rel_err};
 use crate::Numerics;
 use crate::config::ModelConfig;
 use crate::cpu::CpuBackend;
-use crate::cuda::{Capacity, CudaBackend, Device, Timing};
+use crate::cuda::{Capacity, CudaBackend, Timing};
 use crate::dispatch::Levers;
 use crate::error::{EngineError, Result};
 use crate::lever_matrix;
@@ -18,7 +18,7 @@ use gapscope_traces::Phase;
 
 /// Llama, Qwen2 (q/k/v bias) and Qwen3 (q/k norms, tied embeddings), each under the engine
 /// numerics and then the hf-bf16 ones.
-pub(super) fn checks(seed: u64) -> Result<Vec<Check>> {
+pub(super) fn checks(seed: u64, open: OpenDevice<'_>) -> Result<Vec<Check>> {
     let mut out = Vec::new();
     for (mt, tied) in [("llama", false), ("qwen2", false), ("qwen3", true)] {
         let cfg = ModelConfig::from_json(&serde_json::json!({
@@ -27,14 +27,20 @@ pub(super) fn checks(seed: u64) -> Result<Vec<Check>> {
             "head_dim": 64, "vocab_size": 1000, "rms_norm_eps": 1e-6, "tie_word_embeddings": tied
         }))
         .map_err(EngineError::Invalid)?;
-        engine_numerics(&cfg, mt, seed, &mut out)?;
-        hf_numerics(&cfg, mt, seed, &mut out)?;
+        engine_numerics(&cfg, mt, seed, open, &mut out)?;
+        hf_numerics(&cfg, mt, seed, open, &mut out)?;
     }
     Ok(out)
 }
 
 /// Every weight format under every selftest lever setting.
-fn engine_numerics(cfg: &ModelConfig, mt: &str, seed: u64, out: &mut Vec<Check>) -> Result<()> {
+fn engine_numerics(
+    cfg: &ModelConfig,
+    mt: &str,
+    seed: u64,
+    open: OpenDevice<'_>,
+    out: &mut Vec<Check>,
+) -> Result<()> {
     for fmt in [WeightFormat::Bf16, WeightFormat::Q8_0, WeightFormat::Q4_0] {
         let w = ModelWeights::random(cfg, fmt, seed);
         // The PDL settings run untimed so programmatic dependent launch is live (launch timing
@@ -46,7 +52,7 @@ fn engine_numerics(cfg: &ModelConfig, mt: &str, seed: u64, out: &mut Vec<Check>)
                 Timing::Launch
             };
             let (worst, same_tokens, _) =
-                model_run(cfg, &w, levers, timing, Numerics::Engine, seed)?;
+                model_run(cfg, &w, levers, timing, Numerics::Engine, seed, open)?;
             let name = format!(
                 "model {mt} {} kv={} graphs={} mmvq_max_batch={} pdl={} fusion={} logits{}",
                 fmt.name(),
@@ -84,11 +90,17 @@ fn engine_numerics(cfg: &ModelConfig, mt: &str, seed: u64, out: &mut Vec<Check>)
 /// HF numerics (bf16 weights): the GPU's hf_numerics kernels against the CPU's hf_ops, with and
 /// without graphs, paged and contiguous. Same greedy tokens required; the share of
 /// bit-identical logits is reported.
-fn hf_numerics(cfg: &ModelConfig, mt: &str, seed: u64, out: &mut Vec<Check>) -> Result<()> {
+fn hf_numerics(
+    cfg: &ModelConfig,
+    mt: &str,
+    seed: u64,
+    open: OpenDevice<'_>,
+    out: &mut Vec<Check>,
+) -> Result<()> {
     let w = ModelWeights::random(cfg, WeightFormat::Bf16, seed);
     for levers in lever_matrix::selftest_hf_levers() {
         let (worst, same_tokens, exact) =
-            model_run(cfg, &w, levers, Timing::Off, Numerics::HfBf16, seed)?;
+            model_run(cfg, &w, levers, Timing::Off, Numerics::HfBf16, seed, open)?;
         out.push(Check {
             name: format!(
                 "model {mt} bf16 numerics=hf-bf16 kv={} graphs={} logits ({:.1}% bit-identical{})",
@@ -123,8 +135,9 @@ fn model_run(
     timing: Timing,
     numerics: Numerics,
     seed: u64,
+    open: OpenDevice<'_>,
 ) -> Result<(f64, bool, f64)> {
-    let dev = Device::open(0)?;
+    let dev = open()?;
     let cap = Capacity {
         max_seqs: 4,
         max_ctx: 64,

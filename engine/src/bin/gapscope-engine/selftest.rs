@@ -3,7 +3,7 @@
 
 use crate::args::write_json;
 use crate::env::open_device;
-use gapscope_engine::{Result, gpu_check};
+use gapscope_engine::{Result, selftest};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -14,6 +14,9 @@ pub struct SelftestArgs {
     seed: Option<u64>,
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Run only this family of checks (one of the names `--help` lists).
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(selftest::names()))]
+    only: Option<String>,
     #[arg(long, default_value_t = 0)]
     device: usize,
 }
@@ -26,9 +29,12 @@ pub fn run(a: SelftestArgs) -> Result<ExitCode> {
     });
     let dev = open_device(a.device)?;
     println!("device: {}, input seed {seed}", dev.info.name);
-    let mut checks = gpu_check::op_checks(&dev, seed)?;
+    let only = a.only.as_deref();
+    let mut checks = selftest::op_checks_only(&dev, seed, only)?;
     drop(dev);
-    checks.extend(gpu_check::model_checks(seed)?);
+    checks.extend(selftest::model_checks_only(seed, only, &|| {
+        open_device(a.device)
+    })?);
     let mut failed = 0;
     for c in &checks {
         println!(

@@ -19,6 +19,15 @@ fn exits_saying(o: &Output, code: i32, needle: &str) {
     assert!(stdout(o).contains(needle), "{}", stdout(o));
 }
 
+/// The element of the JSON array `rows` whose `key` is `value`.
+fn row<'a>(rows: &'a serde_json::Value, key: &str, value: &str) -> &'a serde_json::Value {
+    rows.as_array()
+        .unwrap_or_else(|| panic!("not an array: {rows:#}"))
+        .iter()
+        .find(|r| r[key] == value)
+        .unwrap_or_else(|| panic!("no {key} = {value:?} in {rows:#}"))
+}
+
 /// Exit 2 with exactly one line on stderr that contains `needle`.
 fn refused(o: &Output, needle: &str) {
     let e = stderr(o);
@@ -129,12 +138,7 @@ fn gate_fails_runs_without_gpu_work_steps_or_kernels() {
     );
     let o = gate(&b1, &no_argmax, &["--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
-    let sampling = v["buckets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|b| b["bucket"] == "sampling")
-        .unwrap_or_else(|| panic!("no sampling row: {v:#}"));
+    let sampling = row(&v["buckets"], "bucket", "sampling");
     assert!(
         sampling["reason"]
             .as_str()
@@ -317,18 +321,8 @@ fn diff_refuses_a_side_without_steps_and_levers_follow_the_grouping() {
             }
         }
         // Every lever's gain is what the groups and buckets support.
-        let linear = v["groups"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|g| g["group"] == "linear layers")
-            .unwrap();
-        let lw = v["what_if"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|w| w["lever"] == "linear layers")
-            .unwrap();
+        let linear = row(&v["groups"], "group", "linear layers");
+        let lw = row(&v["what_if"], "lever", "linear layers");
         assert_eq!(lw["gain_as_b_ms"], linear["delta_ms"]);
         assert!(linear["delta_ms"].as_f64().unwrap().abs() < 1.0, "{linear}");
     }

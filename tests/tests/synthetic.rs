@@ -333,6 +333,25 @@ fn engine_trace(gemv_bytes: i64) -> Trace {
     t
 }
 
+/// The roofline of a tiny bf16 model (`config`, an HF config) on an H100 SXM at batch 1 and
+/// context `ctx`, with `r` placed on it.
+fn tiny_roofline(
+    config: serde_json::Value,
+    ctx: u64,
+    r: Report,
+) -> gapscope_analyzer::roofline::report::RooflineReport {
+    let model = gapscope_analyzer::roofline::ModelSpec::from_hf_config(&config).unwrap();
+    let hw = gapscope_analyzer::roofline::hw::lookup("h100-sxm").unwrap();
+    gapscope_analyzer::roofline::report::roofline(
+        &model,
+        &hw,
+        gapscope_analyzer::roofline::WeightFormat::Bf16,
+        &[1],
+        ctx,
+        &[(r, 1)],
+    )
+}
+
 #[test]
 fn engine_bytes_give_per_bucket_floors() {
     // decode_step() gives 2 gemv launches of 40 ns per step; declare 100,000 bytes each.
@@ -344,19 +363,13 @@ fn engine_bytes_give_per_bucket_floors() {
         bucket(&r, Bucket::Attention).cost.is_none(),
         "no declared cost"
     );
-    let model = gapscope_analyzer::roofline::ModelSpec::from_hf_config(&serde_json::json!({
-        "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-        "intermediate_size": 128, "vocab_size": 100
-    }))
-    .unwrap();
-    let hw = gapscope_analyzer::roofline::hw::lookup("h100-sxm").unwrap();
-    let rr = gapscope_analyzer::roofline::report::roofline(
-        &model,
-        &hw,
-        gapscope_analyzer::roofline::WeightFormat::Bf16,
-        &[1],
+    let rr = tiny_roofline(
+        serde_json::json!({
+            "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "intermediate_size": 128, "vocab_size": 100
+        }),
         0,
-        &[(r, 1)],
+        r,
     );
     let b = &rr.measured[0].buckets;
     assert_eq!(b.len(), 1);
@@ -481,19 +494,13 @@ fn traces_without_declared_costs_get_floors_derived_from_the_model() {
         "nothing declared"
     );
     // hidden 64, 2 layers, 4 heads of 16, 2 KV heads, MLP 128, vocab 100, bf16.
-    let model = gapscope_analyzer::roofline::ModelSpec::from_hf_config(&serde_json::json!({
-        "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100
-    }))
-    .unwrap();
-    let hw = gapscope_analyzer::roofline::hw::lookup("h100-sxm").unwrap();
-    let rr = gapscope_analyzer::roofline::report::roofline(
-        &model,
-        &hw,
-        gapscope_analyzer::roofline::WeightFormat::Bf16,
-        &[1],
+    let rr = tiny_roofline(
+        serde_json::json!({
+            "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100
+        }),
         100,
-        &[(r, 1)],
+        r,
     );
     let m = &rr.measured[0];
     let b = &m.buckets;

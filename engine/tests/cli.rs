@@ -286,7 +286,13 @@ fn usage_errors_list_the_valid_values() {
             "mmvq_b1_pair_min_rows_per_k",
         ),
         (
-            vec!["bench", "--config", "x.json", "--dispatch", "attention_shape=4"],
+            vec![
+                "bench",
+                "--config",
+                "x.json",
+                "--dispatch",
+                "attention_shape=4",
+            ],
             "KW:SPLITS",
         ),
     ] {

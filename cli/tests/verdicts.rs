@@ -471,35 +471,26 @@ fn join_refuses_a_recording_of_another_run() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("j.gst");
     let (e, h) = (repo(ENGINE_8B), repo(HF_8B));
-    let o = run(&["join", "-q", s(&e), s(&h), "-o", s(&out)]);
+    // `join -q ENGINE HF -o OUT` plus `extra`.
+    let join = |out: &Path, extra: &[&str]| {
+        let mut args = vec!["join", "-q", s(&e), s(&h), "-o", s(out)];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let o = join(&out, &[]);
     refused(
         &o,
         "of 8613 engine launches (1.5%) matched a recorded kernel",
     );
     assert!(!out.exists(), "a refused join wrote its output");
-    let o = run(&[
-        "join",
-        "-q",
-        s(&e),
-        s(&h),
-        "-o",
-        s(&out),
-        "--min-match",
-        "0.01",
-    ]);
+    let o = join(&out, &["--min-match", "0.01"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     // A huge --max-skip is bounded by the recording, not by its value.
     let t = std::time::Instant::now();
-    let o = run(&[
-        "join",
-        "-q",
-        s(&e),
-        s(&h),
-        "-o",
-        s(&dir.path().join("k.gst")),
-        "--max-skip",
-        "18446744073709551615",
-    ]);
+    let o = join(
+        &dir.path().join("k.gst"),
+        &["--max-skip", "18446744073709551615"],
+    );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(t.elapsed().as_secs() < 60, "{:?}", t.elapsed());
 }

@@ -1,6 +1,7 @@
 //! The CPU f32 reference backend: the same forward pass as the CUDA backend, op by op, on
 //! tiny configs in CI and as the oracle for GPU tests.
 
+pub mod gated_delta;
 pub mod hf_ops;
 mod numerics_ops;
 pub mod ops;

@@ -138,13 +138,18 @@ impl DispatchPolicy {
                     .parse::<usize>()
                     .map_err(|e| format!("{key}={value:?}: {e}"))
             };
+            let in_key = |e: String| format!("{key}={value:?}: {e}");
             match key {
                 "mmvq_max_batch" => p.mmvq_max_batch = num()?,
                 "mmq_k_major_max_k" => p.mmq_k_major_max_k = num()?,
-                "mmq_row_major_batches" => p.mmq_row_major_batches = parse_batch_range(value)?,
+                "mmq_row_major_batches" => {
+                    p.mmq_row_major_batches = parse_batch_range(value).map_err(in_key)?
+                }
                 "mmvq_b1_k_split_min_k" => p.mmvq_b1_k_split_min_k = num()?,
                 "mmvq_b1_pair_min_rows_per_k" => p.mmvq_b1_pair_min_rows_per_k = num()?,
-                "attention_shape" => p.attention_shape = Some(parse_pair(value, "KW:SPLITS")?),
+                "attention_shape" => {
+                    p.attention_shape = Some(parse_pair(value, "KW:SPLITS").map_err(in_key)?)
+                }
                 other => {
                     return Err(format!(
                         "unknown dispatch key {other:?}; the keys are {}",

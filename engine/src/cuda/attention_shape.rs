@@ -48,27 +48,17 @@ pub fn decode_shape(d: AttentionDims) -> (usize, usize) {
     }
 }
 
-/// Parses and checks a pinned decode attention shape `KW:SPLITS` (tuning runs pin it with
-/// `--dispatch attention_shape=KW:SPLITS` or the binary's GAPSCOPE_ATTENTION_SHAPE).
-pub fn parse_override(v: &str, head_dim: usize) -> Result<(usize, usize)> {
+/// Checks a pinned decode attention shape (`DispatchPolicy::attention_shape`, set by
+/// `--dispatch attention_shape=KW:SPLITS` or the binary's GAPSCOPE_ATTENTION_SHAPE; tuning runs)
+/// against the model's head size: KW a power of two up to `max_key_lanes`, SPLITS at least 1.
+pub fn check_override((kw, splits): (usize, usize), head_dim: usize) -> Result<(usize, usize)> {
     let max_kw = max_key_lanes(head_dim);
-    let bad = || {
-        EngineError::invalid(format!(
-            "GAPSCOPE_ATTENTION_SHAPE={v:?}: expected KW:SPLITS with KW a power of two up to {max_kw} (head_dim {head_dim}) and SPLITS >= 1"
-        ))
-    };
-    let (a, b) = v.split_once(':').ok_or_else(bad)?;
-    let kw: usize = a.trim().parse().map_err(|_| bad())?;
-    let splits: usize = b.trim().parse().map_err(|_| bad())?;
     if !kw.is_power_of_two() || kw > max_kw || splits == 0 {
-        return Err(bad());
+        return Err(EngineError::invalid(format!(
+            "attention_shape {kw}:{splits}: expected KW:SPLITS with KW a power of two up to {max_kw} (head_dim {head_dim}) and SPLITS >= 1"
+        )));
     }
     Ok((kw, splits))
-}
-
-/// Checks a pinned shape (`DispatchPolicy::attention_shape`) against the model's head size.
-pub fn check_override((kw, splits): (usize, usize), head_dim: usize) -> Result<(usize, usize)> {
-    parse_override(&format!("{kw}:{splits}"), head_dim)
 }
 
 /// The key-lane attention kernel of a head size.
@@ -91,6 +81,7 @@ fn prev_power_of_two(n: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dispatch::DispatchPolicy;
 
     fn llama8b(rows: usize, max_ctx: usize) -> AttentionDims {
         AttentionDims {
@@ -143,14 +134,19 @@ mod tests {
 
     #[test]
     fn overrides_parse_or_name_the_problem() {
-        assert_eq!(parse_override("2:8", 128).unwrap(), (2, 8));
-        assert_eq!(parse_override(" 8 : 1 ", 64).unwrap(), (8, 1));
+        // The syntax is the dispatch policy's, the bounds the head size's.
+        let shape = |v: &str, head_dim: usize| -> std::result::Result<(usize, usize), String> {
+            let p = format!("attention_shape={v}").parse::<DispatchPolicy>()?;
+            check_override(p.attention_shape.unwrap(), head_dim).map_err(|e| e.to_string())
+        };
+        assert_eq!(shape("2:8", 128).unwrap(), (2, 8));
+        assert_eq!(shape(" 8 : 1 ", 64).unwrap(), (8, 1));
         for bad in ["", "8", "3:2", "16:1", "2:0", "a:b", "2:-1"] {
-            let e = parse_override(bad, 128).unwrap_err().to_string();
-            assert!(e.contains("GAPSCOPE_ATTENTION_SHAPE"), "{bad}: {e}");
+            let e = shape(bad, 128).unwrap_err();
+            assert!(e.contains("attention_shape"), "{bad}: {e}");
         }
-        assert!(parse_override("8:1", 256).is_err());
-        assert!(parse_override("4:1", 256).is_ok());
+        assert!(shape("8:1", 256).is_err());
+        assert!(shape("4:1", 256).is_ok());
     }
 
     #[test]

@@ -51,6 +51,22 @@ def gated_norm(o, z, w):
     return o * torch.rsqrt(var + EPS_NORM) * w * F.silu(z)
 
 
+def conv_step(conv_state, x_t, w):
+    """One depthwise causal conv1d step with SiLU: (output, the rolled state)."""
+    window = torch.cat([conv_state, x_t[:, None]], dim=1)
+    return F.silu((window * w).sum(-1)), window[:, 1:]
+
+
+def qkv_and_gates(y, inp, t):
+    """The conv output split into q, k (repeated to the value heads) and v, and the step's
+    log decay g and update gate beta."""
+    q, k, v = split(y)
+    rep = VH // KH
+    g = -inp["a_log"].exp() * F.softplus(inp["a"][t] + inp["dt_bias"])
+    beta = torch.sigmoid(inp["b"][t])
+    return q.repeat_interleave(rep, 0), k.repeat_interleave(rep, 0), v, g, beta
+
+
 def split(y):
     q = y[: KH * DK].view(KH, DK)
     k = y[KH * DK : 2 * KH * DK].view(KH, DK)
@@ -64,16 +80,9 @@ def plain(inp, steps):
     state = torch.zeros(VH, DK, DV, dtype=torch.float64)
     outs = []
     for t in range(steps):
-        window = torch.cat([conv_state, inp["x"][t][:, None]], dim=1)
-        y = F.silu((window * inp["conv_w"]).sum(-1))
-        conv_state = window[:, 1:]
-        q, k, v = split(y)
-        q = l2norm(q) / math.sqrt(DK)
-        k = l2norm(k)
-        rep = VH // KH
-        q, k = q.repeat_interleave(rep, 0), k.repeat_interleave(rep, 0)
-        g = -inp["a_log"].exp() * F.softplus(inp["a"][t] + inp["dt_bias"])
-        beta = torch.sigmoid(inp["b"][t])
+        y, conv_state = conv_step(conv_state, inp["x"][t], inp["conv_w"])
+        q, k, v, g, beta = qkv_and_gates(y, inp, t)
+        q, k = l2norm(q) / math.sqrt(DK), l2norm(k)
         state = state * g.exp()[:, None, None]
         kv = (state * k[:, :, None]).sum(1)
         delta = (v - kv) * beta[:, None]
@@ -105,14 +114,8 @@ def _run_transformers(m, inp, steps):
     for t in range(steps):
         # The conv1d is the plain one: transformers 5 routes causal_conv1d_update to a CUDA
         # kernel when one is installed, and the CPU fallback is no longer a module function.
-        window = torch.cat([conv_state, inp["x"][t][:, None]], dim=1)
-        y = F.silu((window * inp["conv_w"]).sum(-1))
-        conv_state = window[:, 1:]
-        q, k, v = split(y)
-        rep = VH // KH
-        q, k = q.repeat_interleave(rep, 0), k.repeat_interleave(rep, 0)
-        g = -inp["a_log"].exp() * F.softplus(inp["a"][t] + inp["dt_bias"])
-        beta = torch.sigmoid(inp["b"][t])
+        y, conv_state = conv_step(conv_state, inp["x"][t], inp["conv_w"])
+        q, k, v, g, beta = qkv_and_gates(y, inp, t)
         o, state = m.torch_recurrent_gated_delta_rule(
             q[None, None], k[None, None], v[None, None], g[None, None], beta[None, None],
             initial_state=state, output_final_state=True, use_qk_l2norm_in_kernel=True,

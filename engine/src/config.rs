@@ -1,4 +1,5 @@
-//! Model configuration read from a Hugging Face `config.json` (Llama 3.x, Qwen2/2.5, Qwen3).
+//! Model configuration read from a Hugging Face `config.json` (Llama 3.x, Qwen2/2.5, Qwen3, and
+//! the hybrid Qwen3-Next / Qwen3.5 decoders with gated DeltaNet layers).
 
 use crate::error::{EngineError, Result};
 use serde_json::Value;
@@ -14,6 +15,70 @@ pub enum Family {
     Qwen2,
     /// Qwen3: RMSNorm on each q and k head before RoPE.
     Qwen3,
+    /// Qwen3-Next / Qwen3.5 (dense MLP): gated DeltaNet layers between full-attention layers
+    /// whose output is gated, q/k norms, partial RoPE, zero-centred RMSNorm weights.
+    #[serde(rename = "qwen3_next")]
+    Qwen3Next,
+}
+
+/// What a decoder layer mixes tokens with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LayerKind {
+    FullAttention,
+    LinearAttention,
+}
+
+/// How the checkpoint stores the DeltaNet input projection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InProjLayout {
+    /// Qwen3-Next: `in_proj_qkvz` and `in_proj_ba`, interleaved per key head.
+    GroupedQkvzBa,
+    /// Qwen3.5: `in_proj_qkv`, `in_proj_z`, `in_proj_b`, `in_proj_a`.
+    Split,
+}
+
+/// The gated DeltaNet (linear attention) shape of a hybrid model.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct HybridConfig {
+    /// Per layer, full attention or gated DeltaNet.
+    pub layer_kinds: Vec<LayerKind>,
+    pub k_heads: usize,
+    pub v_heads: usize,
+    pub k_dim: usize,
+    pub v_dim: usize,
+    /// Taps of the causal conv1d (`linear_conv_kernel_dim`).
+    pub conv_kernel: usize,
+    pub in_proj: InProjLayout,
+}
+
+impl HybridConfig {
+    /// Channels through the conv1d: q, k (key heads) and v (value heads).
+    pub fn conv_channels(&self) -> usize {
+        2 * self.k_heads * self.k_dim + self.v_heads * self.v_dim
+    }
+    pub fn value_width(&self) -> usize {
+        self.v_heads * self.v_dim
+    }
+    /// Rows of the fused input projection: conv channels, then z, then b and a per value head.
+    pub fn in_proj_rows(&self) -> usize {
+        self.conv_channels() + self.value_width() + 2 * self.v_heads
+    }
+    /// f32 elements of one sequence's recurrent state in one layer (`v_heads x dk x dv`).
+    pub fn state_elems(&self) -> usize {
+        self.v_heads * self.k_dim * self.v_dim
+    }
+    /// f32 elements of one sequence's conv state in one layer (`channels x (K - 1)`).
+    pub fn conv_state_elems(&self) -> usize {
+        self.conv_channels() * (self.conv_kernel - 1)
+    }
+    pub fn linear_layers(&self) -> usize {
+        self.layer_kinds
+            .iter()
+            .filter(|k| **k == LayerKind::LinearAttention)
+            .count()
+    }
 }
 
 /// RoPE frequency scaling as Llama 3.1+ configs declare it (`rope_type: llama3`).
@@ -42,6 +107,13 @@ pub struct ModelConfig {
     pub attention_bias: bool,
     pub qk_norm: bool,
     pub max_positions: usize,
+    /// Leading dimensions of each head that RoPE rotates (`head_dim` unless the config
+    /// declares `partial_rotary_factor`).
+    pub rope_dim: usize,
+    /// Full-attention output multiplied by `sigmoid(gate)`, the gate a second q projection.
+    pub attn_output_gate: bool,
+    /// Gated DeltaNet layers and their shape (hybrid models only).
+    pub hybrid: Option<HybridConfig>,
 }
 
 impl ModelConfig {
@@ -69,10 +141,11 @@ impl ModelConfig {
             "llama" => Family::Llama,
             "qwen2" => Family::Qwen2,
             "qwen3" => Family::Qwen3,
-            "" => return Err("no model_type; expected llama, qwen2 or qwen3".into()),
+            "qwen3_next" | "qwen3_5_text" => Family::Qwen3Next,
+            "" => return Err(format!("no model_type; expected one of {SUPPORTED}")),
             other => {
                 return Err(format!(
-                    "model_type {other:?} is not supported; the engine runs llama, qwen2 and qwen3"
+                    "model_type {other:?} is not supported; the engine runs {SUPPORTED}"
                 ));
             }
         };
@@ -136,11 +209,22 @@ impl ModelConfig {
                 }
             }
         };
+        let layers = int("num_hidden_layers")?;
+        let hybrid = match family {
+            Family::Qwen3Next => Some(hybrid_of(v, model_type, layers)?),
+            _ => None,
+        };
+        let partial = v
+            .get("partial_rotary_factor")
+            .or_else(|| rope.and_then(|r| r.get("partial_rotary_factor")))
+            .and_then(Value::as_f64)
+            .unwrap_or(1.0);
+        let rope_dim = (head_dim as f64 * partial) as usize;
         let cfg = Self {
             family,
             hidden,
             intermediate: int("intermediate_size")?,
-            layers: int("num_hidden_layers")?,
+            layers,
             heads,
             kv_heads,
             head_dim,
@@ -162,11 +246,17 @@ impl ModelConfig {
                     .and_then(Value::as_bool)
                     .unwrap_or(false),
             },
-            qk_norm: family == Family::Qwen3,
+            qk_norm: matches!(family, Family::Qwen3 | Family::Qwen3Next),
             max_positions: v
                 .get("max_position_embeddings")
                 .and_then(Value::as_u64)
                 .unwrap_or(4096) as usize,
+            rope_dim,
+            attn_output_gate: family == Family::Qwen3Next
+                && v.get("attn_output_gate")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(true),
+            hybrid,
         };
         cfg.validate()?;
         Ok(cfg)
@@ -218,7 +308,31 @@ impl ModelConfig {
         if self.rms_eps.is_nan() || self.rope_theta <= 0.0 {
             return Err("rms_norm_eps or rope_theta is invalid".into());
         }
+        if self.rope_dim == 0 || !self.rope_dim.is_multiple_of(2) || self.rope_dim > self.head_dim
+        {
+            return Err(format!(
+                "partial_rotary_factor gives {} rotated dimensions of head_dim {}; expected an \
+                 even number from 2 to head_dim",
+                self.rope_dim, self.head_dim
+            ));
+        }
+        if let Some(h) = &self.hybrid {
+            h.validate()?;
+        }
         Ok(())
+    }
+
+    /// Whether layer `l` is a gated DeltaNet layer.
+    pub fn is_linear(&self, l: usize) -> bool {
+        self.hybrid
+            .as_ref()
+            .is_some_and(|h| h.layer_kinds[l] == LayerKind::LinearAttention)
+    }
+
+    /// Norm weights stored as an offset from 1 (`x * (1 + w)`, Qwen3-Next's zero-centred
+    /// RMSNorm); the loader adds the 1.
+    pub fn zero_centred_norms(&self) -> bool {
+        self.family == Family::Qwen3Next
     }
 
     pub fn q_dim(&self) -> usize {
@@ -235,13 +349,13 @@ impl ModelConfig {
         self.heads / self.kv_heads
     }
 
-    /// RoPE inverse frequencies (length head_dim / 2), with Llama 3 scaling when declared,
+    /// RoPE inverse frequencies (length rope_dim / 2), with Llama 3 scaling when declared,
     /// computed as transformers does (f64 then f32).
     pub fn inv_freq(&self) -> Vec<f32> {
-        let half = self.head_dim / 2;
+        let half = self.rope_dim / 2;
         (0..half)
             .map(|i| {
-                let base = 1.0 / self.rope_theta.powf((2 * i) as f64 / self.head_dim as f64);
+                let base = 1.0 / self.rope_theta.powf((2 * i) as f64 / self.rope_dim as f64);
                 let base = base as f32 as f64;
                 let f = match self.rope_llama3 {
                     None => base,
@@ -264,6 +378,116 @@ impl ModelConfig {
                 f as f32
             })
             .collect()
+    }
+}
+
+const SUPPORTED: &str = "llama, qwen2, qwen3, qwen3_next and qwen3_5_text";
+
+/// The DeltaNet shape of a Qwen3-Next / Qwen3.5 config, with its layer pattern from
+/// `layer_types` or `full_attention_interval` (every `interval`-th layer is full attention).
+fn hybrid_of(v: &Value, model_type: &str, layers: usize) -> std::result::Result<HybridConfig, String> {
+    let int = |key: &str, default: Option<usize>| -> std::result::Result<usize, String> {
+        match v.get(key) {
+            Some(x) => x
+                .as_u64()
+                .map(|n| n as usize)
+                .ok_or_else(|| format!("{key:?} must be a non-negative integer")),
+            None => default.ok_or_else(|| format!("missing {key:?}")),
+        }
+    };
+    if int("num_experts", Some(0))? > 0 {
+        return Err(format!(
+            "{model_type} with num_experts > 0 (a mixture of experts) is not supported; the \
+             engine runs the dense-MLP variant"
+        ));
+    }
+    let layer_kinds = match v.get("layer_types").filter(|t| !t.is_null()) {
+        Some(t) => {
+            let list = t
+                .as_array()
+                .ok_or("\"layer_types\" must be a list")?
+                .iter()
+                .map(|k| match k.as_str() {
+                    Some("full_attention") => Ok(LayerKind::FullAttention),
+                    Some("linear_attention") => Ok(LayerKind::LinearAttention),
+                    _ => Err(format!(
+                        "layer type {k} is not supported; expected \"full_attention\" or \
+                         \"linear_attention\""
+                    )),
+                })
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            if list.len() != layers {
+                return Err(format!(
+                    "\"layer_types\" lists {} layers; num_hidden_layers is {layers}",
+                    list.len()
+                ));
+            }
+            list
+        }
+        None => {
+            let every = int("full_attention_interval", Some(4))?;
+            if every == 0 {
+                return Err("\"full_attention_interval\" must be positive".into());
+            }
+            (0..layers)
+                .map(|l| {
+                    if (l + 1).is_multiple_of(every) {
+                        LayerKind::FullAttention
+                    } else {
+                        LayerKind::LinearAttention
+                    }
+                })
+                .collect()
+        }
+    };
+    Ok(HybridConfig {
+        layer_kinds,
+        k_heads: int("linear_num_key_heads", Some(16))?,
+        v_heads: int("linear_num_value_heads", Some(32))?,
+        k_dim: int("linear_key_head_dim", Some(128))?,
+        v_dim: int("linear_value_head_dim", Some(128))?,
+        conv_kernel: int("linear_conv_kernel_dim", Some(4))?,
+        in_proj: if model_type == "qwen3_next" {
+            InProjLayout::GroupedQkvzBa
+        } else {
+            InProjLayout::Split
+        },
+    })
+}
+
+impl HybridConfig {
+    fn validate(&self) -> std::result::Result<(), String> {
+        for (k, n) in [
+            ("linear_num_key_heads", self.k_heads),
+            ("linear_num_value_heads", self.v_heads),
+            ("linear_key_head_dim", self.k_dim),
+            ("linear_value_head_dim", self.v_dim),
+            ("linear_conv_kernel_dim", self.conv_kernel),
+        ] {
+            if n == 0 {
+                return Err(format!("{k} must be positive"));
+            }
+        }
+        if !self.v_heads.is_multiple_of(self.k_heads) {
+            return Err(format!(
+                "linear_num_value_heads {} is not a multiple of linear_num_key_heads {}",
+                self.v_heads, self.k_heads
+            ));
+        }
+        if ![32, 64, 128].contains(&self.k_dim) || self.v_dim > 256 {
+            return Err(format!(
+                "linear key/value head dims {}/{} are not supported; the recurrence kernel \
+                 handles key dims 32, 64 and 128 and value dims up to 256",
+                self.k_dim, self.v_dim
+            ));
+        }
+        if self.conv_kernel > 8 {
+            return Err(format!(
+                "linear_conv_kernel_dim {} is over the 8 taps the conv kernel handles",
+                self.conv_kernel
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -294,6 +518,53 @@ mod tests {
         assert_eq!(q7.group(), 7);
         let l1 = load("llama-3.2-1b.json");
         assert!(l1.rope_llama3.is_some());
+        assert!(l1.hybrid.is_none() && l1.rope_dim == l1.head_dim && !l1.attn_output_gate);
+    }
+
+    /// Qwen3.5-9B: 3 gated DeltaNet layers per full-attention layer, 16 key and 32 value heads
+    /// of 128, a conv of 4 taps, a quarter of each 256-wide head rotated.
+    #[test]
+    fn hybrid_config_parses() {
+        let c = load("qwen3.5-9b.json");
+        assert_eq!(c.family, Family::Qwen3Next);
+        let h = c.hybrid.as_ref().unwrap();
+        assert_eq!(h.linear_layers(), 24);
+        assert!(c.is_linear(0) && c.is_linear(2) && !c.is_linear(3) && !c.is_linear(31));
+        assert_eq!((h.k_heads, h.v_heads, h.k_dim, h.v_dim), (16, 32, 128, 128));
+        assert_eq!(h.conv_channels(), 8192);
+        assert_eq!(h.in_proj_rows(), 8192 + 4096 + 64);
+        assert_eq!(h.state_elems(), 32 * 128 * 128);
+        assert_eq!((c.rope_dim, c.inv_freq().len()), (64, 32));
+        assert!(c.attn_output_gate && c.qk_norm && c.zero_centred_norms());
+        assert_eq!(h.in_proj, InProjLayout::Split);
+    }
+
+    #[test]
+    fn hybrid_layer_types_and_errors() {
+        let base = serde_json::json!({"model_type":"qwen3_next","hidden_size":64,
+            "intermediate_size":64,"num_hidden_layers":3,"num_attention_heads":2,
+            "num_key_value_heads":1,"head_dim":64,"vocab_size":8,
+            "layer_types":["linear_attention","full_attention","linear_attention"],
+            "linear_num_key_heads":2,"linear_num_value_heads":4,"linear_key_head_dim":32,
+            "linear_value_head_dim":16,"linear_conv_kernel_dim":4});
+        let c = ModelConfig::from_json(&base).unwrap();
+        let h = c.hybrid.as_ref().unwrap();
+        assert_eq!(h.in_proj, InProjLayout::GroupedQkvzBa);
+        assert!(c.is_linear(0) && !c.is_linear(1) && c.is_linear(2));
+        assert_eq!(c.rope_dim, 64);
+        let with = |key: &str, val: serde_json::Value| {
+            let mut v = base.clone();
+            v[key] = val;
+            ModelConfig::from_json(&v).unwrap_err()
+        };
+        assert!(with("num_experts", 8.into()).contains("mixture of experts"));
+        assert!(with("layer_types", serde_json::json!(["x"])).contains("\"x\""));
+        assert!(
+            with("layer_types", serde_json::json!(["full_attention"])).contains("lists 1 layers")
+        );
+        assert!(with("linear_num_value_heads", 3.into()).contains("multiple"));
+        assert!(with("linear_key_head_dim", 48.into()).contains("key dims 32, 64 and 128"));
+        assert!(with("partial_rotary_factor", 0.001.into()).contains("rotated"));
     }
 
     #[test]

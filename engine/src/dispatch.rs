@@ -234,6 +234,8 @@ pub struct Levers {
     /// (An RMSNorm fused into the batch-1 GEMV's last block was measured and dropped: its serial
     /// tail cost more than the separate 2 us kernel, docs/decisions/2026-11-22-batch1-bf16-decode.md.)
     pub fusion: bool,
+    /// The gated DeltaNet layers' levers (hybrid models; no effect elsewhere).
+    pub hybrid: HybridLevers,
 }
 
 impl Default for Levers {
@@ -244,13 +246,117 @@ impl Default for Levers {
             dispatch: DispatchPolicy::default(),
             pdl: true,
             fusion: true,
+            hybrid: HybridLevers::default(),
         }
     }
+}
+
+/// How a decode step writes a DeltaNet layer's new recurrent state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StateUpdate {
+    /// The recurrence writes a scratch copy, and a D2D copy moves it back into the cache slots
+    /// (the campaigns' slow path: the state crosses memory twice more per step).
+    Copy,
+    /// The recurrence writes the new state into the cache slot it read.
+    #[default]
+    Inplace,
+}
+
+/// How the recurrence reads each sequence's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StateRead {
+    /// A row gather (`state_gather`, the get_rows of the campaigns) copies each sequence's
+    /// state into scratch first; the recurrence reads the scratch.
+    Gather,
+    /// The recurrence reads the cache slot through the sequence ids itself.
+    #[default]
+    FusedIds,
+}
+
+/// The activation layout the DeltaNet output projection sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum OutProjLayout {
+    /// `[dim, 1, n_seqs]`: every sequence is a batch-1 GEMV of its own (each re-reading the
+    /// weight), whatever the batch; the campaigns' slow path.
+    #[serde(rename = "3d")]
+    ThreeD,
+    /// `[dim, n_seqs]`: one linear over the batch, dispatched like every other linear.
+    #[default]
+    #[serde(rename = "2d")]
+    TwoD,
+}
+
+/// The hybrid levers, each with the campaigns' "before" behaviour as its slow setting. Every
+/// setting gives the same bits (the 2-D out_proj at bf16 only up to the GEMV/GEMM threshold
+/// of `BF16_SMALL_GEMM_MAX_BATCH`, as the dispatch threshold itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct HybridLevers {
+    pub state_update: StateUpdate,
+    pub state_read: StateRead,
+    pub out_proj: OutProjLayout,
+}
+
+/// Names and values of an enum lever, for `FromStr` and `name`.
+macro_rules! lever_names {
+    ($t:ty, $what:literal, $($name:literal => $v:expr),+ $(,)?) => {
+        impl $t {
+            pub const NAMES: &'static [&'static str] = &[$($name),+];
+            pub fn name(self) -> &'static str {
+                $(if self == $v { return $name; })+
+                unreachable!()
+            }
+        }
+        impl std::str::FromStr for $t {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($name => Ok($v),)+
+                    other => Err(format!(
+                        "{} {other:?}: expected {}",
+                        $what,
+                        Self::NAMES.join(" or ")
+                    )),
+                }
+            }
+        }
+    };
+}
+
+lever_names!(StateUpdate, "state update", "copy" => StateUpdate::Copy, "inplace" => StateUpdate::Inplace);
+lever_names!(StateRead, "state read", "gather" => StateRead::Gather, "fused_ids" => StateRead::FusedIds);
+lever_names!(OutProjLayout, "out_proj layout", "3d" => OutProjLayout::ThreeD, "2d" => OutProjLayout::TwoD);
+
+impl HybridLevers {
+    /// Every lever on its slow setting.
+    pub const SLOW: Self = Self {
+        state_update: StateUpdate::Copy,
+        state_read: StateRead::Gather,
+        out_proj: OutProjLayout::ThreeD,
+    };
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hybrid_lever_names_round_trip() {
+        for n in StateUpdate::NAMES {
+            assert_eq!(n.parse::<StateUpdate>().unwrap().name(), *n);
+        }
+        for n in StateRead::NAMES {
+            assert_eq!(n.parse::<StateRead>().unwrap().name(), *n);
+        }
+        for n in OutProjLayout::NAMES {
+            assert_eq!(n.parse::<OutProjLayout>().unwrap().name(), *n);
+        }
+        let err = "4d".parse::<OutProjLayout>().unwrap_err();
+        assert!(err.contains("3d or 2d"), "{err}");
+        assert_eq!(HybridLevers::default().state_read, StateRead::FusedIds);
+        assert_eq!(HybridLevers::SLOW.out_proj, OutProjLayout::ThreeD);
+    }
 
     #[test]
     fn mmq_layout_follows_k_then_batch() {

@@ -167,6 +167,7 @@ mod tests {
                 },
                 pdl: graphs,
                 fusion,
+                ..Levers::default()
             })
             .collect()
     }
@@ -243,6 +244,7 @@ mod tests {
                 },
                 pdl,
                 fusion,
+                ..Levers::default()
             })
             .collect();
         assert_eq!(selftest_levers(), want);

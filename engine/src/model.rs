@@ -5,14 +5,20 @@ use crate::config::ModelConfig;
 use crate::error::Result;
 
 /// Activation buffers the forward pass names. Their dtypes follow the CUDA backend: the
-/// residual stream `X`, `Qkv`, `Gu` and `Logits` are f32; `Xn`, `Attn` and `H` (GEMM inputs)
-/// hold bf16 values.
+/// residual stream `X`, `Qkv`, `Gate`, `Mixed`, `Core` and `Logits` are f32; `Xn`, `Attn` and
+/// `H` (GEMM inputs) hold bf16 values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Act {
     X,
     XLast,
     Xn,
     Qkv,
+    /// The attention output gate's pre-activation (hybrid full-attention layers).
+    Gate,
+    /// A gated DeltaNet layer's input projection: conv channels, z, b, a.
+    Mixed,
+    /// The DeltaNet recurrence's output before the gated norm.
+    Core,
     Attn,
     H,
     Logits,
@@ -30,7 +36,13 @@ pub enum Norm {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Linear {
     Qkv(usize),
+    /// The attention output gate (hybrid full-attention layers).
+    Gate(usize),
     O(usize),
+    /// A gated DeltaNet layer's fused input projection.
+    InProj(usize),
+    /// A gated DeltaNet layer's output projection.
+    OutProj(usize),
     GateUp(usize),
     Down(usize),
     LmHead,
@@ -40,7 +52,10 @@ impl Linear {
     pub fn op(self) -> &'static str {
         match self {
             Linear::Qkv(_) => "qkv_proj",
+            Linear::Gate(_) => "gate_proj",
             Linear::O(_) => "o_proj",
+            Linear::InProj(_) => "in_proj",
+            Linear::OutProj(_) => "out_proj",
             Linear::GateUp(_) => "gate_up_proj",
             Linear::Down(_) => "down_proj",
             Linear::LmHead => "lm_head",
@@ -48,7 +63,13 @@ impl Linear {
     }
     pub fn layer(self) -> i32 {
         match self {
-            Linear::Qkv(l) | Linear::O(l) | Linear::GateUp(l) | Linear::Down(l) => l as i32,
+            Linear::Qkv(l)
+            | Linear::Gate(l)
+            | Linear::O(l)
+            | Linear::InProj(l)
+            | Linear::OutProj(l)
+            | Linear::GateUp(l)
+            | Linear::Down(l) => l as i32,
             Linear::LmHead => -1,
         }
     }
@@ -134,6 +155,17 @@ pub trait Backend {
     fn rope_kv_append(&mut self, layer: usize, rows: usize) -> Result<()>;
     /// `Attn = softmax(q k^T / sqrt(d)) v` over each row's sequence, positions [0, pos].
     fn attention(&mut self, layer: usize, rows: usize) -> Result<()>;
+    /// `Attn = bf16(Attn * sigmoid(Gate))` (hybrid full-attention layers).
+    fn attn_gate(&mut self, layer: usize, rows: usize) -> Result<()>;
+    /// Gated DeltaNet: the causal conv1d with SiLU over `Mixed`'s conv channels, in place,
+    /// rolling each sequence's conv state. A row at position 0 starts from a zero state.
+    fn conv_step(&mut self, layer: usize, rows: usize) -> Result<()>;
+    /// Gated DeltaNet: q, k L2 norms and the gates from `Mixed`, the delta rule over each
+    /// sequence's recurrent state (rows of one sequence in order; position 0 starts from
+    /// zero), `Core = S^T q`.
+    fn delta_rule(&mut self, layer: usize, rows: usize) -> Result<()>;
+    /// Gated DeltaNet: `Attn = bf16(rms_norm(Core) * w * silu(z))` per value head.
+    fn gated_norm(&mut self, layer: usize, rows: usize) -> Result<()>;
     /// `XLast = X[out_rows]`.
     fn gather_last(&mut self, n: usize) -> Result<()>;
     /// Greedy tokens from `Logits`.
@@ -146,13 +178,27 @@ pub fn forward<B: Backend>(b: &mut B, cfg: &ModelConfig, batch: &Batch) -> Resul
     b.embed(rows)?;
     for l in 0..cfg.layers {
         b.rms_norm(Act::X, Norm::Attn(l), Act::Xn, rows)?;
-        b.linear(Linear::Qkv(l), Act::Xn, Act::Qkv, rows, OutMode::Store)?;
-        if cfg.qk_norm {
-            b.head_norm(l, rows)?;
+        if cfg.is_linear(l) {
+            b.linear(Linear::InProj(l), Act::Xn, Act::Mixed, rows, OutMode::Store)?;
+            b.conv_step(l, rows)?;
+            b.delta_rule(l, rows)?;
+            b.gated_norm(l, rows)?;
+            b.linear(Linear::OutProj(l), Act::Attn, Act::X, rows, OutMode::Accumulate)?;
+        } else {
+            b.linear(Linear::Qkv(l), Act::Xn, Act::Qkv, rows, OutMode::Store)?;
+            if cfg.attn_output_gate {
+                b.linear(Linear::Gate(l), Act::Xn, Act::Gate, rows, OutMode::Store)?;
+            }
+            if cfg.qk_norm {
+                b.head_norm(l, rows)?;
+            }
+            b.rope_kv_append(l, rows)?;
+            b.attention(l, rows)?;
+            if cfg.attn_output_gate {
+                b.attn_gate(l, rows)?;
+            }
+            b.linear(Linear::O(l), Act::Attn, Act::X, rows, OutMode::Accumulate)?;
         }
-        b.rope_kv_append(l, rows)?;
-        b.attention(l, rows)?;
-        b.linear(Linear::O(l), Act::Attn, Act::X, rows, OutMode::Accumulate)?;
         b.rms_norm(Act::X, Norm::Ffn(l), Act::Xn, rows)?;
         b.linear(Linear::GateUp(l), Act::Xn, Act::H, rows, OutMode::Swiglu)?;
         b.linear(Linear::Down(l), Act::H, Act::X, rows, OutMode::Accumulate)?;

@@ -2,7 +2,7 @@
 //! interleaved row by row (so a GEMV warp can apply SwiGLU in its epilogue), linear weights in
 //! the chosen format. Loaded from safetensors or generated from a seed.
 
-use crate::config::ModelConfig;
+use crate::config::{HybridConfig, InProjLayout, ModelConfig};
 use crate::error::{EngineError, Result};
 use crate::quant::{Matrix, WeightFormat};
 use crate::rng;
@@ -11,16 +11,35 @@ use safetensors::{Dtype, SafeTensors};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The non-linear weights of a gated DeltaNet layer (its projections are the layer's `wqkv`
+/// and `wo`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeltaWeights {
+    /// `[conv_channels, conv_kernel]`, oldest tap first.
+    pub conv: Vec<f32>,
+    /// Per value head: `A_log` and `dt_bias` of the decay gate.
+    pub a_log: Vec<f32>,
+    pub dt_bias: Vec<f32>,
+    /// `[v_dim]`, the gated output norm's weight (not offset by 1).
+    pub norm: Vec<f32>,
+}
+
 #[derive(Debug, Clone)]
 pub struct LayerWeights {
     pub attn_norm: Vec<f32>,
-    /// `[q_dim + 2 kv_dim, hidden]`
+    /// `[q_dim + 2 kv_dim, hidden]`; in a gated DeltaNet layer the fused input projection
+    /// `[conv_channels + value_width + 2 v_heads, hidden]` (q, k, v, then z, then b, then a).
     pub wqkv: Matrix,
     pub bqkv: Option<Vec<f32>>,
     pub q_norm: Option<Vec<f32>>,
     pub k_norm: Option<Vec<f32>>,
-    /// `[hidden, q_dim]`
+    /// `[hidden, q_dim]`; in a gated DeltaNet layer the output projection
+    /// `[hidden, value_width]`.
     pub wo: Matrix,
+    /// `[q_dim, hidden]`: the attention output gate (hybrid full-attention layers).
+    pub w_gate: Option<Matrix>,
+    /// Gated DeltaNet layers only.
+    pub delta: Option<DeltaWeights>,
     pub ffn_norm: Vec<f32>,
     /// `[2 intermediate, hidden]`, row 2i = gate_i, row 2i+1 = up_i.
     pub w_gate_up: Matrix,
@@ -50,7 +69,13 @@ impl ModelWeights {
             + self
                 .layers
                 .iter()
-                .map(|l| l.wqkv.bytes() + l.wo.bytes() + l.w_gate_up.bytes() + l.w_down.bytes())
+                .map(|l| {
+                    l.wqkv.bytes()
+                        + l.wo.bytes()
+                        + l.w_gate.as_ref().map_or(0, Matrix::bytes)
+                        + l.w_gate_up.bytes()
+                        + l.w_down.bytes()
+                })
                 .sum::<u64>()
     }
 
@@ -82,6 +107,34 @@ impl ModelWeights {
         drop(embed_f);
         let layers = (0..cfg.layers)
             .map(|l| {
+                if let Some(hy) = cfg.hybrid.as_ref().filter(|_| cfg.is_linear(l)) {
+                    let attn_norm = norm(h);
+                    let wqkv = mat(hy.in_proj_rows(), h);
+                    let mut conv = vec![0f32; hy.conv_channels() * hy.conv_kernel];
+                    rng::fill(&mut conv, seed, 3_000_000 + l as u64, 0.0, 0.5);
+                    let mut a_log = vec![0f32; hy.v_heads];
+                    rng::fill(&mut a_log, seed, 4_000_000 + l as u64, 0.0, 0.5);
+                    let mut dt_bias = vec![0f32; hy.v_heads];
+                    rng::fill(&mut dt_bias, seed, 5_000_000 + l as u64, 0.0, 0.5);
+                    return LayerWeights {
+                        attn_norm,
+                        wqkv,
+                        bqkv: None,
+                        q_norm: None,
+                        k_norm: None,
+                        wo: mat(h, hy.value_width()),
+                        w_gate: None,
+                        delta: Some(DeltaWeights {
+                            conv,
+                            a_log,
+                            dt_bias,
+                            norm: norm(hy.v_dim),
+                        }),
+                        ffn_norm: norm(h),
+                        w_gate_up: mat(2 * cfg.intermediate, h),
+                        w_down: mat(h, cfg.intermediate),
+                    };
+                }
                 let bias = cfg.attention_bias.then(|| {
                     let mut b = vec![0f32; cfg.qkv_dim()];
                     rng::fill(&mut b, seed, 2_000_000 + l as u64, 0.0, 0.02);
@@ -94,6 +147,8 @@ impl ModelWeights {
                     q_norm: cfg.qk_norm.then(|| norm(cfg.head_dim)),
                     k_norm: cfg.qk_norm.then(|| norm(cfg.head_dim)),
                     wo: mat(h, cfg.q_dim()),
+                    w_gate: cfg.attn_output_gate.then(|| mat(cfg.q_dim(), h)),
+                    delta: None,
                     ffn_norm: norm(h),
                     w_gate_up: mat(2 * cfg.intermediate, h),
                     w_down: mat(h, cfg.intermediate),
@@ -127,21 +182,14 @@ impl ModelWeights {
             .iter()
             .map(|&x| bf16::from_f32(x).to_bits())
             .collect();
+        // Zero-centred norms (Qwen3-Next) store `w` for `x * (1 + w)`.
+        let offset = if cfg.zero_centred_norms() { 1.0 } else { 0.0 };
+        let norm = |name: &str, n: usize| -> Result<Vec<f32>> {
+            Ok(get(name, &[n])?.into_iter().map(|x| x + offset).collect())
+        };
         let mut layers = Vec::with_capacity(cfg.layers);
         for l in 0..cfg.layers {
             let p = format!("model.layers.{l}");
-            let q = get(&format!("{p}.self_attn.q_proj.weight"), &[cfg.q_dim(), h])?;
-            let k = get(&format!("{p}.self_attn.k_proj.weight"), &[cfg.kv_dim(), h])?;
-            let v = get(&format!("{p}.self_attn.v_proj.weight"), &[cfg.kv_dim(), h])?;
-            let qkv = [q, k, v].concat();
-            let bqkv = if cfg.attention_bias {
-                let qb = get(&format!("{p}.self_attn.q_proj.bias"), &[cfg.q_dim()])?;
-                let kb = get(&format!("{p}.self_attn.k_proj.bias"), &[cfg.kv_dim()])?;
-                let vb = get(&format!("{p}.self_attn.v_proj.bias"), &[cfg.kv_dim()])?;
-                Some([qb, kb, vb].concat())
-            } else {
-                None
-            };
             let gate = get(&format!("{p}.mlp.gate_proj.weight"), &[cfg.intermediate, h])?;
             let up = get(&format!("{p}.mlp.up_proj.weight"), &[cfg.intermediate, h])?;
             let mut gu = Vec::with_capacity(2 * gate.len());
@@ -149,33 +197,20 @@ impl ModelWeights {
                 gu.extend_from_slice(g);
                 gu.extend_from_slice(u);
             }
+            let mixer = match cfg.hybrid.as_ref().filter(|_| cfg.is_linear(l)) {
+                Some(hy) => delta_mixer(&store, &p, cfg, hy, format)?,
+                None => attention_mixer(&store, &p, cfg, format, offset)?,
+            };
             layers.push(LayerWeights {
-                attn_norm: get(&format!("{p}.input_layernorm.weight"), &[h])?,
-                wqkv: Matrix::from_f32(format, cfg.qkv_dim(), h, &qkv),
-                bqkv,
-                q_norm: if cfg.qk_norm {
-                    Some(get(
-                        &format!("{p}.self_attn.q_norm.weight"),
-                        &[cfg.head_dim],
-                    )?)
-                } else {
-                    None
-                },
-                k_norm: if cfg.qk_norm {
-                    Some(get(
-                        &format!("{p}.self_attn.k_norm.weight"),
-                        &[cfg.head_dim],
-                    )?)
-                } else {
-                    None
-                },
-                wo: Matrix::from_f32(
-                    format,
-                    h,
-                    cfg.q_dim(),
-                    &get(&format!("{p}.self_attn.o_proj.weight"), &[h, cfg.q_dim()])?,
-                ),
-                ffn_norm: get(&format!("{p}.post_attention_layernorm.weight"), &[h])?,
+                attn_norm: norm(&format!("{p}.input_layernorm.weight"), h)?,
+                wqkv: mixer.wqkv,
+                bqkv: mixer.bqkv,
+                q_norm: mixer.q_norm,
+                k_norm: mixer.k_norm,
+                wo: mixer.wo,
+                w_gate: mixer.w_gate,
+                delta: mixer.delta,
+                ffn_norm: norm(&format!("{p}.post_attention_layernorm.weight"), h)?,
                 w_gate_up: Matrix::from_f32(format, 2 * cfg.intermediate, h, &gu),
                 w_down: Matrix::from_f32(
                     format,
@@ -194,10 +229,165 @@ impl ModelWeights {
             format,
             embed,
             layers,
-            final_norm: get("model.norm.weight", &[h])?,
+            final_norm: norm("model.norm.weight", h)?,
             lm_head: Matrix::from_f32(format, cfg.vocab, h, &lm),
         })
     }
+}
+
+/// A layer's token mixer: its projections and, by kind, the attention or DeltaNet extras.
+struct Mixer {
+    wqkv: Matrix,
+    bqkv: Option<Vec<f32>>,
+    q_norm: Option<Vec<f32>>,
+    k_norm: Option<Vec<f32>>,
+    wo: Matrix,
+    w_gate: Option<Matrix>,
+    delta: Option<DeltaWeights>,
+}
+
+/// `self_attn.*`: q, k and v fused; with an output gate, HF's q projection holds each head's
+/// query rows followed by its gate rows, which are split apart here.
+fn attention_mixer(
+    store: &TensorStore,
+    p: &str,
+    cfg: &ModelConfig,
+    format: WeightFormat,
+    norm_offset: f32,
+) -> Result<Mixer> {
+    let h = cfg.hidden;
+    let get = |name: &str, shape: &[usize]| store.f32(name, shape);
+    let q_rows = if cfg.attn_output_gate { 2 } else { 1 } * cfg.q_dim();
+    let q_full = get(&format!("{p}.self_attn.q_proj.weight"), &[q_rows, h])?;
+    let (q, w_gate) = if cfg.attn_output_gate {
+        let (mut q, mut g) = (Vec::with_capacity(q_full.len() / 2), Vec::new());
+        for head in q_full.chunks_exact(2 * cfg.head_dim * h) {
+            let (a, b) = head.split_at(cfg.head_dim * h);
+            q.extend_from_slice(a);
+            g.extend_from_slice(b);
+        }
+        (q, Some(Matrix::from_f32(format, cfg.q_dim(), h, &g)))
+    } else {
+        (q_full, None)
+    };
+    let k = get(&format!("{p}.self_attn.k_proj.weight"), &[cfg.kv_dim(), h])?;
+    let v = get(&format!("{p}.self_attn.v_proj.weight"), &[cfg.kv_dim(), h])?;
+    let qkv = [q, k, v].concat();
+    let bqkv = if cfg.attention_bias {
+        let qb = get(&format!("{p}.self_attn.q_proj.bias"), &[cfg.q_dim()])?;
+        let kb = get(&format!("{p}.self_attn.k_proj.bias"), &[cfg.kv_dim()])?;
+        let vb = get(&format!("{p}.self_attn.v_proj.bias"), &[cfg.kv_dim()])?;
+        Some([qb, kb, vb].concat())
+    } else {
+        None
+    };
+    let head_norm = |n: &str| -> Result<Option<Vec<f32>>> {
+        if !cfg.qk_norm {
+            return Ok(None);
+        }
+        let w = get(&format!("{p}.self_attn.{n}.weight"), &[cfg.head_dim])?;
+        Ok(Some(w.into_iter().map(|x| x + norm_offset).collect()))
+    };
+    Ok(Mixer {
+        wqkv: Matrix::from_f32(format, cfg.qkv_dim(), h, &qkv),
+        bqkv,
+        q_norm: head_norm("q_norm")?,
+        k_norm: head_norm("k_norm")?,
+        wo: Matrix::from_f32(
+            format,
+            h,
+            cfg.q_dim(),
+            &get(&format!("{p}.self_attn.o_proj.weight"), &[h, cfg.q_dim()])?,
+        ),
+        w_gate,
+        delta: None,
+    })
+}
+
+/// `linear_attn.*`: the input projections fused into `[q | k | v | z | b | a]` rows, from
+/// Qwen3.5's four matrices or Qwen3-Next's two key-head-grouped ones.
+fn delta_mixer(
+    store: &TensorStore,
+    p: &str,
+    cfg: &ModelConfig,
+    hy: &HybridConfig,
+    format: WeightFormat,
+) -> Result<Mixer> {
+    let h = cfg.hidden;
+    let get = |name: &str, shape: &[usize]| store.f32(name, shape);
+    let (kd, vd) = (hy.k_heads * hy.k_dim, hy.value_width());
+    let fused = match hy.in_proj {
+        InProjLayout::Split => [
+            get(&format!("{p}.linear_attn.in_proj_qkv.weight"), &[2 * kd + vd, h])?,
+            get(&format!("{p}.linear_attn.in_proj_z.weight"), &[vd, h])?,
+            get(&format!("{p}.linear_attn.in_proj_b.weight"), &[hy.v_heads, h])?,
+            get(&format!("{p}.linear_attn.in_proj_a.weight"), &[hy.v_heads, h])?,
+        ]
+        .concat(),
+        InProjLayout::GroupedQkvzBa => {
+            let r = hy.v_heads / hy.k_heads;
+            let qkvz = get(
+                &format!("{p}.linear_attn.in_proj_qkvz.weight"),
+                &[2 * kd + 2 * vd, h],
+            )?;
+            let ba = get(
+                &format!("{p}.linear_attn.in_proj_ba.weight"),
+                &[2 * hy.v_heads, h],
+            )?;
+            ungroup_qkvz_ba(&qkvz, &ba, hy.k_heads, [hy.k_dim, r * hy.v_dim, r], h)
+        }
+    };
+    let conv = get(
+        &format!("{p}.linear_attn.conv1d.weight"),
+        &[hy.conv_channels(), 1, hy.conv_kernel],
+    )?;
+    Ok(Mixer {
+        wqkv: Matrix::from_f32(format, hy.in_proj_rows(), h, &fused),
+        bqkv: None,
+        q_norm: None,
+        k_norm: None,
+        wo: Matrix::from_f32(
+            format,
+            h,
+            vd,
+            &get(&format!("{p}.linear_attn.out_proj.weight"), &[h, vd])?,
+        ),
+        w_gate: None,
+        delta: Some(DeltaWeights {
+            conv,
+            a_log: get(&format!("{p}.linear_attn.A_log"), &[hy.v_heads])?,
+            dt_bias: get(&format!("{p}.linear_attn.dt_bias"), &[hy.v_heads])?,
+            norm: get(&format!("{p}.linear_attn.norm.weight"), &[hy.v_dim])?,
+        }),
+    })
+}
+
+/// Qwen3-Next's grouped rows (per key head `[q, k, v, z]` and `[b, a]`, widths
+/// `[dk, dk, dvr, dvr]` and `[r, r]`) to the fused `[q | k | v | z | b | a]` order.
+fn ungroup_qkvz_ba(
+    qkvz: &[f32],
+    ba: &[f32],
+    k_heads: usize,
+    [dk, dvr, r]: [usize; 3],
+    cols: usize,
+) -> Vec<f32> {
+    let group = (2 * dk + 2 * dvr) * cols;
+    let part = |g: usize, start: usize, len: usize| {
+        &qkvz[g * group + start * cols..g * group + (start + len) * cols]
+    };
+    let mut out = Vec::with_capacity(qkvz.len() + ba.len());
+    for (start, len) in [(0, dk), (dk, dk), (2 * dk, dvr), (2 * dk + dvr, dvr)] {
+        for g in 0..k_heads {
+            out.extend_from_slice(part(g, start, len));
+        }
+    }
+    for start in [0, r] {
+        for g in 0..k_heads {
+            let base = g * 2 * r * cols;
+            out.extend_from_slice(&ba[base + start * cols..base + (start + r) * cols]);
+        }
+    }
+    out
 }
 
 /// Memory-mapped safetensors files and which file holds each tensor.
@@ -331,6 +521,31 @@ mod tests {
         assert_eq!(a.embed, b.embed);
         let c = ModelWeights::random(&cfg, WeightFormat::Q8_0, 2);
         assert_ne!(a.layers[1].w_down, c.layers[1].w_down);
+    }
+
+    /// Qwen3-Next's per-key-head groups `[q, k, v, z]` and `[b, a]` become the fused
+    /// `[q | k | v | z | b | a]` rows: with 2 key heads, dk 1, 2 value rows per head (r 2,
+    /// dv 1), each row a single column holding its name.
+    #[test]
+    fn grouped_qkvz_ba_are_ungrouped() {
+        // Group g: q_g, k_g, v_g0, v_g1, z_g0, z_g1 (values 10g + 0..6).
+        let qkvz: Vec<f32> = (0..2)
+            .flat_map(|g| (0..6).map(move |i| (10 * g + i) as f32))
+            .collect();
+        // Group g: b_g0, b_g1, a_g0, a_g1 (values 100 + 10g + 0..4).
+        let ba: Vec<f32> = (0..2)
+            .flat_map(|g| (0..4).map(move |i| (100 + 10 * g + i) as f32))
+            .collect();
+        let got = ungroup_qkvz_ba(&qkvz, &ba, 2, [1, 2, 2], 1);
+        let want = [
+            0., 10., // q
+            1., 11., // k
+            2., 3., 12., 13., // v
+            4., 5., 14., 15., // z
+            100., 101., 110., 111., // b
+            102., 103., 112., 113., // a
+        ];
+        assert_eq!(got, want);
     }
 
     #[test]

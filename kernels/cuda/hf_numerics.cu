@@ -68,11 +68,11 @@ extern "C" __global__ void __launch_bounds__(HF_THREADS) head_rms_norm_hf(float*
 // HF's apply_rotary_pos_emb in bf16: cos and sin of the f32 angle rounded to bf16, then
 // q * cos + rotate_half(q) * sin with each product and the sum rounded. q is rotated in place;
 // k is rotated into the cache; v is copied (both already bf16 values). Same arguments and
-// layout as rope_kv_append_f32; blockIdx.x = row.
+// layout as rope_kv_append_f32 (the first `rot` dimensions of a head rotate); blockIdx.x = row.
 extern "C" __global__ void __launch_bounds__(HF_THREADS) rope_kv_append_hf(
     float* __restrict__ qkv, const int* __restrict__ pos, const int* __restrict__ slots,
     const float* __restrict__ inv_freq, bf16_t* __restrict__ k_cache, bf16_t* __restrict__ v_cache, int nq, int nkv,
-    int hd, int row_stride) {
+    int hd, int row_stride, int rot) {
     pdl_enter();
     const i64 row = blockIdx.x;
     const int p = pos[row];
@@ -80,7 +80,7 @@ extern "C" __global__ void __launch_bounds__(HF_THREADS) rope_kv_append_hf(
     float* q = qkv + row * row_stride;
     float* k = q + (i64)nq * hd;
     const float* v = k + (i64)nkv * hd;
-    const int half = hd >> 1;
+    const int half = rot >> 1;
     for (int idx = threadIdx.x; idx < (nq + nkv) * half; idx += HF_THREADS) {
         const int h = idx / half, i = idx - h * half;
         float s, c;
@@ -99,6 +99,11 @@ extern "C" __global__ void __launch_bounds__(HF_THREADS) rope_kv_append_hf(
             kc[i] = f32_to_bf16(lo);
             kc[i + half] = f32_to_bf16(hi);
         }
+    }
+    const int pass = hd - rot;
+    for (int idx = threadIdx.x; idx < nkv * pass; idx += HF_THREADS) {
+        const int h = idx / pass, i = rot + idx - h * pass;
+        k_cache[slot * nkv * hd + (i64)h * hd + i] = f32_to_bf16(k[(i64)h * hd + i]);
     }
     bf16_t* vc = v_cache + slot * nkv * hd;
     for (int idx = threadIdx.x; idx < nkv * hd; idx += HF_THREADS) vc[idx] = f32_to_bf16(v[idx]);

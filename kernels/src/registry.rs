@@ -122,6 +122,15 @@ kernels! {
         AttnDecodeKwHd128Bf16 = "attn_decode_kw_hd128_bf16",
         AttnDecodeKwHd256Bf16 = "attn_decode_kw_hd256_bf16",
     ],
+    "gated_delta" => [
+        ConvStepF32 = "conv_step_f32",
+        DeltaRuleDk32F32 = "delta_rule_dk32_f32",
+        DeltaRuleDk64F32 = "delta_rule_dk64_f32",
+        DeltaRuleDk128F32 = "delta_rule_dk128_f32",
+        GatedNormF32 = "gated_norm_f32",
+        StateGatherF32 = "state_gather_f32",
+        SigmoidGateBf16 = "sigmoid_gate_bf16",
+    ],
     "sample" => [ArgmaxF32 = "argmax_f32"],
     // Not an op: calibrates the latency of the per-launch timing events (engine recorder).
     "timing" => [TimingProbe = "timing_probe"],

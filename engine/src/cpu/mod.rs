@@ -3,6 +3,7 @@
 
 pub mod gated_delta;
 pub mod hf_ops;
+mod hybrid;
 mod numerics_ops;
 pub mod ops;
 
@@ -13,6 +14,7 @@ use crate::model::{Act, Backend, Batch, Linear, Norm, OutMode};
 use crate::quant::round_bf16;
 use crate::weights::ModelWeights;
 use half::bf16;
+use hybrid::StateCache;
 use numerics_ops::CpuOps;
 use std::collections::HashMap;
 
@@ -27,6 +29,8 @@ pub struct CpuBackend<'w> {
     /// Per layer, per sequence: K and V rows by position (bf16 values).
     k: Vec<HashMap<i32, Vec<f32>>>,
     v: Vec<HashMap<i32, Vec<f32>>>,
+    /// Gated DeltaNet layers' conv and recurrent states, per sequence.
+    states: StateCache,
     /// Greedy tokens of the last forward.
     pub sampled: Vec<i32>,
 }
@@ -47,6 +51,7 @@ impl<'w> CpuBackend<'w> {
             acts: HashMap::new(),
             k: vec![HashMap::new(); cfg.layers],
             v: vec![HashMap::new(); cfg.layers],
+            states: StateCache::new(cfg.layers),
             sampled: Vec::new(),
         }
     }
@@ -61,6 +66,7 @@ impl<'w> CpuBackend<'w> {
             self.k[l].clear();
             self.v[l].clear();
         }
+        self.states.clear();
     }
 
     fn act(&self, a: Act) -> Result<&Vec<f32>> {
@@ -126,7 +132,15 @@ impl Backend for CpuBackend<'_> {
     ) -> Result<()> {
         let (m, bias) = match which {
             Linear::Qkv(l) => (&self.w.layers[l].wqkv, self.w.layers[l].bqkv.as_ref()),
-            Linear::O(l) => (&self.w.layers[l].wo, None),
+            Linear::InProj(l) => (&self.w.layers[l].wqkv, None),
+            Linear::Gate(l) => (
+                self.w.layers[l]
+                    .w_gate
+                    .as_ref()
+                    .ok_or_else(|| EngineError::invalid("gate_proj on a model without one"))?,
+                None,
+            ),
+            Linear::O(l) | Linear::OutProj(l) => (&self.w.layers[l].wo, None),
             Linear::GateUp(l) => (&self.w.layers[l].w_gate_up, None),
             Linear::Down(l) => (&self.w.layers[l].w_down, None),
             Linear::LmHead => (&self.w.lm_head, None),
@@ -204,8 +218,9 @@ impl Backend for CpuBackend<'_> {
         for r in 0..rows {
             let (seq, pos) = (batch.seq[r], batch.pos[r]);
             let row = &mut qkv[r * stride..(r + 1) * stride];
+            let rot = self.cfg.rope_dim;
             for h in 0..nq + nkv {
-                rope(&mut row[h * hd..(h + 1) * hd], &self.inv_freq, pos);
+                rope(&mut row[h * hd..h * hd + rot], &self.inv_freq, pos);
             }
             let kv_dim = nkv * hd;
             let krow: Vec<f32> = row[nq * hd..nq * hd + kv_dim]
@@ -262,6 +277,22 @@ impl Backend for CpuBackend<'_> {
         Ok(())
     }
 
+    fn attn_gate(&mut self, _layer: usize, rows: usize) -> Result<()> {
+        self.attn_gate_impl(rows)
+    }
+
+    fn conv_step(&mut self, layer: usize, rows: usize) -> Result<()> {
+        self.conv_step_impl(layer, rows)
+    }
+
+    fn delta_rule(&mut self, layer: usize, rows: usize) -> Result<()> {
+        self.delta_rule_impl(layer, rows)
+    }
+
+    fn gated_norm(&mut self, layer: usize, rows: usize) -> Result<()> {
+        self.gated_norm_impl(layer, rows)
+    }
+
     fn gather_last(&mut self, n: usize) -> Result<()> {
         let h = self.cfg.hidden;
         let rows = self
@@ -303,6 +334,20 @@ mod tests {
         .unwrap()
     }
 
+    /// A Qwen3.5-shaped hybrid: layers linear, linear, full; 2 key and 4 value heads of 32; a
+    /// quarter of each 64-wide attention head rotated; the attention output gated.
+    pub(crate) fn tiny_hybrid() -> ModelConfig {
+        ModelConfig::from_json(&serde_json::json!({
+            "model_type": "qwen3_5_text", "hidden_size": 64, "intermediate_size": 96,
+            "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "head_dim": 64, "vocab_size": 97, "rms_norm_eps": 1e-6, "tie_word_embeddings": true,
+            "full_attention_interval": 3, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+            "linear_key_head_dim": 32, "linear_value_head_dim": 32, "linear_conv_kernel_dim": 4,
+            "partial_rotary_factor": 0.25
+        }))
+        .unwrap()
+    }
+
     /// A prefill of the prompt's first two tokens, then one decode step per remaining token.
     fn decode_incrementally(be: &mut CpuBackend, cfg: &ModelConfig, prompt: &[i32]) {
         let b = Batch::prefill(&[prompt[..2].to_vec()]);
@@ -337,6 +382,63 @@ mod tests {
                 assert!((a - b).abs() <= 1e-4 * scale.max(1.0), "{mt}: {a} vs {b}");
             }
         }
+    }
+
+    /// The hybrid model, decoded token by token, gives the prefill's logits: the conv and
+    /// recurrent states carry exactly what the prefill's in-order pass carries.
+    #[test]
+    fn hybrid_incremental_decode_matches_prefill() {
+        let cfg = tiny_hybrid();
+        for format in [WeightFormat::Bf16, WeightFormat::Q8_0] {
+            let w = ModelWeights::random(&cfg, format, 5);
+            let prompt = vec![3, 17, 42, 8, 90, 11];
+            let mut full = CpuBackend::new(&cfg, &w);
+            let b = Batch::prefill(std::slice::from_ref(&prompt));
+            full.begin(&b).unwrap();
+            forward(&mut full, &cfg, &b).unwrap();
+            let mut inc = CpuBackend::new(&cfg, &w);
+            decode_incrementally(&mut inc, &cfg, &prompt);
+            assert_eq!(inc.logits(), full.logits(), "{format:?}");
+        }
+    }
+
+    /// A sequence that starts again at position 0 starts from zero states, whatever its slot
+    /// held; and two sequences in one batch keep their own states.
+    #[test]
+    fn hybrid_states_restart_at_position_zero_and_stay_per_sequence() {
+        let cfg = tiny_hybrid();
+        let w = ModelWeights::random(&cfg, WeightFormat::Bf16, 7);
+        let run = |be: &mut CpuBackend, prompts: &[Vec<i32>]| {
+            let b = Batch::prefill(prompts);
+            be.begin(&b).unwrap();
+            forward(be, &cfg, &b).unwrap();
+            be.logits().to_vec()
+        };
+        let (p, q) = (vec![5, 6, 7], vec![40, 41, 42, 43]);
+        let mut fresh = CpuBackend::new(&cfg, &w);
+        let want_q = run(&mut fresh, std::slice::from_ref(&q));
+        let mut reused = CpuBackend::new(&cfg, &w);
+        run(&mut reused, std::slice::from_ref(&p));
+        assert_eq!(run(&mut reused, std::slice::from_ref(&q)), want_q);
+        let mut both = CpuBackend::new(&cfg, &w);
+        let got = run(&mut both, &[p.clone(), q.clone()]);
+        let mut one = CpuBackend::new(&cfg, &w);
+        let want_p = run(&mut one, std::slice::from_ref(&p));
+        let v = cfg.vocab;
+        assert_eq!(&got[..v], &want_p[..]);
+        assert_eq!(&got[v..], &want_q[..]);
+    }
+
+    /// The hf-bf16 numerics name what they do not cover instead of running it.
+    #[test]
+    fn hybrid_refuses_hf_numerics() {
+        let cfg = tiny_hybrid();
+        let w = ModelWeights::random(&cfg, WeightFormat::Bf16, 1);
+        let mut be = CpuBackend::with_numerics(&cfg, &w, Numerics::HfBf16);
+        let b = Batch::prefill(&[vec![1, 2]]);
+        be.begin(&b).unwrap();
+        let err = forward(&mut be, &cfg, &b).unwrap_err().to_string();
+        assert!(err.contains("DeltaNet"), "{err}");
     }
 
     /// Sequences in one batch do not see each other: batch of two equals two singles.

@@ -25,6 +25,8 @@ pub struct RopeArgs {
     pub head_dim: usize,
     /// Elements per fused q|k|v row.
     pub row_stride: usize,
+    /// Leading dimensions of each head that rotate (`head_dim` unless partial RoPE).
+    pub rope_dim: usize,
 }
 
 impl RopeArgs {
@@ -40,6 +42,7 @@ impl RopeArgs {
             Arg::I32(self.kv_heads as i32),
             Arg::I32(self.head_dim as i32),
             Arg::I32(self.row_stride as i32),
+            Arg::I32(self.rope_dim as i32),
         ]
     }
 
@@ -165,6 +168,7 @@ mod tests {
             kv_heads: 8,
             head_dim: 128,
             row_stride: 6144,
+            rope_dim: 128,
         };
         assert_eq!(kinds(&r.args()), kinds_of(sig));
 

@@ -44,6 +44,14 @@ impl DevLinear {
     }
 }
 
+/// A gated DeltaNet layer's conv weights, gates and output-norm weight.
+pub struct DevDelta {
+    pub conv: DevBuf,
+    pub a_log: DevBuf,
+    pub dt_bias: DevBuf,
+    pub norm: DevBuf,
+}
+
 pub struct DevLayer {
     pub attn_norm: DevBuf,
     pub wqkv: DevLinear,
@@ -51,6 +59,8 @@ pub struct DevLayer {
     pub q_norm: Option<DevBuf>,
     pub k_norm: Option<DevBuf>,
     pub wo: DevLinear,
+    pub w_gate: Option<DevLinear>,
+    pub delta: Option<DevDelta>,
     pub ffn_norm: DevBuf,
     pub w_gate_up: DevLinear,
     pub w_down: DevLinear,
@@ -80,6 +90,23 @@ impl DevWeights {
                     q_norm: opt(&l.q_norm)?,
                     k_norm: opt(&l.k_norm)?,
                     wo: DevLinear::upload(&l.wo, stream)?,
+                    w_gate: l
+                        .w_gate
+                        .as_ref()
+                        .map(|m| DevLinear::upload(m, stream))
+                        .transpose()?,
+                    delta: l
+                        .delta
+                        .as_ref()
+                        .map(|d| -> Result<DevDelta> {
+                            Ok(DevDelta {
+                                conv: DevBuf::upload(&d.conv, stream)?,
+                                a_log: DevBuf::upload(&d.a_log, stream)?,
+                                dt_bias: DevBuf::upload(&d.dt_bias, stream)?,
+                                norm: DevBuf::upload(&d.norm, stream)?,
+                            })
+                        })
+                        .transpose()?,
                     ffn_norm: DevBuf::upload(&l.ffn_norm, stream)?,
                     w_gate_up: DevLinear::upload(&l.w_gate_up, stream)?,
                     w_down: DevLinear::upload(&l.w_down, stream)?,

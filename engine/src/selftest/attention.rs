@@ -240,6 +240,7 @@ fn fused_rope(c: &mut Ctx<'_>, p: &Paged, max_kw: usize) -> Result<()> {
             kv_heads: nkv,
             head_dim: hd,
             row_stride: stride,
+            rope_dim: hd,
         };
         c.rope_kv_append(&rope, NSEQ)?;
         let oa = c.poisoned(NSEQ * nq * hd * 2)?;

@@ -99,6 +99,7 @@ pub(super) fn qk_norm_rope(c: &mut Ctx<'_>) -> Result<()> {
         kv_heads: nkv,
         head_dim: hd,
         row_stride: stride,
+        rope_dim: hd,
     };
     c.rope_kv_append(&rope, rows)?;
     let got_q = c.read_f32(&qkvb, rows * stride)?;

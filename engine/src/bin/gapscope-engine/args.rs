@@ -3,7 +3,9 @@
 
 use clap::ValueEnum;
 use clap::builder::TypedValueParser;
-use gapscope_engine::dispatch::{DispatchPolicy, Levers};
+use gapscope_engine::dispatch::{
+    DispatchPolicy, HybridLevers, Levers, OutProjLayout, StateRead, StateUpdate,
+};
 use gapscope_engine::tokenizer::Tokenizer;
 use gapscope_engine::{EngineError, ModelConfig, ModelWeights, Numerics, Result, WeightFormat};
 use std::path::PathBuf;
@@ -62,6 +64,18 @@ pub struct LeverArgs {
     /// `mmvq_max_batch` 0 or above 16 for bf16 and an `attention_shape` with other splits.
     #[arg(long, value_name = "KEY=VALUE,...", value_parser = dispatch_parser())]
     pub dispatch: Option<DispatchPolicy>,
+    /// Hybrid models: how a DeltaNet layer writes its new recurrent state: in place in the
+    /// cache slot, or to scratch and back with a D2D copy (the slow path).
+    #[arg(long, default_value = "inplace", value_parser = lever_parser::<StateUpdate>(StateUpdate::NAMES))]
+    pub state_update: StateUpdate,
+    /// Hybrid models: how the recurrence reads each sequence's state: through the sequence
+    /// ids, or from a gather into scratch first (the slow path).
+    #[arg(long, default_value = "fused_ids", value_parser = lever_parser::<StateRead>(StateRead::NAMES))]
+    pub state_read: StateRead,
+    /// Hybrid models: the DeltaNet output projection's activation layout: 2d (one linear over
+    /// the batch) or 3d (a batch-1 GEMV per sequence, the slow path).
+    #[arg(long, default_value = "2d", value_parser = lever_parser::<OutProjLayout>(OutProjLayout::NAMES))]
+    pub out_proj: OutProjLayout,
     #[arg(long, default_value_t = 0)]
     pub device: usize,
 }
@@ -84,6 +98,11 @@ impl LeverArgs {
             dispatch,
             pdl: !self.no_pdl,
             fusion: !self.no_fusion,
+            hybrid: HybridLevers {
+                state_update: self.state_update,
+                state_read: self.state_read,
+                out_proj: self.out_proj,
+            },
         })
     }
 }
@@ -92,6 +111,14 @@ impl LeverArgs {
 pub fn numerics_parser() -> impl TypedValueParser<Value = Numerics> {
     clap::builder::PossibleValuesParser::new(Numerics::ALL.map(Numerics::name))
         .try_map(|s| s.parse::<Numerics>())
+}
+
+/// A hybrid lever's names (listed in `--help`), parsed by the library.
+fn lever_parser<T>(names: &'static [&'static str]) -> impl TypedValueParser<Value = T>
+where
+    T: std::str::FromStr<Err = String> + Clone + Send + Sync + 'static,
+{
+    clap::builder::PossibleValuesParser::new(names.iter().copied()).try_map(|s| s.parse::<T>())
 }
 
 /// `--dispatch KEY=VALUE,...`: the library's overrides on the default policy.

@@ -72,6 +72,7 @@ impl CudaBackend {
             kv_heads: c.kv_heads,
             head_dim: c.head_dim,
             row_stride: c.qkv_dim(),
+            rope_dim: c.rope_dim,
         }
         .args();
         let (kern, block) = self.ops.rope;
@@ -197,9 +198,14 @@ impl CudaBackend {
     }
 
     /// RoPE and the KV append run inside attention: decode steps with one new position per
-    /// sequence (no row reads a slot another row writes) and the fusion lever on.
+    /// sequence (no row reads a slot another row writes), the fusion lever on, and RoPE over
+    /// the whole head (the fused kernel has no partial RoPE).
     pub(super) fn fused_rope(&self) -> bool {
-        self.levers.fusion && self.ops.fusions && !self.prefill && self.rows_distinct
+        self.levers.fusion
+            && self.ops.fusions
+            && !self.prefill
+            && self.rows_distinct
+            && self.cfg.rope_dim == self.cfg.head_dim
     }
 
     /// (key lanes, splits) of one attention launch: `attention_shape::decode_shape`, or the

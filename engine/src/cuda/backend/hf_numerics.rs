@@ -36,6 +36,12 @@ impl CudaBackend {
     /// HF attention kernel holds, and graphs captured before the switch are dropped.
     pub fn set_numerics(&mut self, numerics: Numerics) -> Result<()> {
         if numerics == Numerics::HfBf16 {
+            if self.cfg.hybrid.is_some() {
+                return Err(EngineError::invalid(
+                    "--numerics hf-bf16 does not cover gated DeltaNet layers; hybrid models run \
+                     the engine numerics",
+                ));
+            }
             if self.w_format() != WeightFormat::Bf16 {
                 return Err(EngineError::invalid(format!(
                     "--numerics hf-bf16 reproduces HF's bf16 forward and needs bf16 weights, not {:?}",
@@ -266,6 +272,7 @@ mod tests {
             kv_heads: 2,
             head_dim: 64,
             row_stride: 96,
+            rope_dim: 64,
         };
         assert_eq!(kinds(&rope.args()), signature("rope_kv_append_hf"));
         let epilogue = epilogue_args(1, 2, 3, 4, 5, 0);

@@ -7,7 +7,7 @@ use super::CudaBackend;
 use crate::cuda::device::launch_block;
 use crate::cuda::launch;
 use crate::cuda::linear::{self, LinearPtrs};
-use crate::dispatch::LinearPath;
+use crate::dispatch::{LinearPath, OutProjLayout};
 use crate::error::Result;
 use crate::model::{Act, Linear, Norm, OutMode};
 use crate::quant::WeightFormat;
@@ -34,6 +34,8 @@ struct LinearCall {
     yh: u64,
     rows: usize,
     mode: OutMode,
+    /// The 3-D activation layout (`out_proj_layout = 3d`): a batch-1 launch per row.
+    per_row: bool,
 }
 
 impl LinearCall {
@@ -89,8 +91,19 @@ impl CudaBackend {
             yh,
             rows,
             mode,
+            per_row: matches!(which, Linear::OutProj(_))
+                && self.levers.hybrid.out_proj == OutProjLayout::ThreeD,
         };
-        let path = self.levers.dispatch.path(call.format, rows);
+        // A [dim, 1, n_seqs] activation is n_seqs batch-1 products to the dispatch, whatever
+        // the batch (the campaigns' out_proj GEMV).
+        let path = if call.per_row {
+            match call.format {
+                WeightFormat::Bf16 => LinearPath::GemvBf16,
+                _ => LinearPath::Mmvq,
+            }
+        } else {
+            self.levers.dispatch.path(call.format, rows)
+        };
         // A held-back RMSNorm into this linear's input: fused into the batch-1 GEMV, else run now.
         let fused_norm = match self.pending_norm {
             Some((nsrc, norm)) if src == Act::Xn && rows == 1 && path == LinearPath::GemvBf16 => {
@@ -140,9 +153,10 @@ impl CudaBackend {
         let (kern, chunk, bucket) = if path == LinearPath::GemmBf16Small {
             (Kernel::GemmBf16Small, rows.max(1), "gemm_dense")
         } else {
-            let vector = linear::vector_kernel(c.format, rows, c.swiglu());
+            let batch = if c.per_row { 1 } else { rows };
+            let vector = linear::vector_kernel(c.format, batch, c.swiglu());
             let kern = linear::b1_entry(vector, n_out, k, &self.levers.dispatch);
-            (kern, 8, "gemv")
+            (kern, if c.per_row { 1 } else { 8 }, "gemv")
         };
         for r0 in (0..rows).step_by(chunk) {
             let nb = (rows - r0).min(chunk);

@@ -4,12 +4,14 @@
 //!
 //! This file holds the state (buffers, KV cache, metadata), construction and the `Backend`
 //! entry points; the ops live beside it: `matmul` (linears), `norm` (RMSNorms and the
-//! held-back norm), `attention` (q/k norm, RoPE, attention), `graphs` (steps, capture and
+//! held-back norm), `attention` (q/k norm, RoPE, attention), `delta` (the hybrid models'
+//! gated DeltaNet ops and output gate), `graphs` (steps, capture and
 //! replay), `costs` (model-derived bytes and FLOPs), and the numerics' choice of kernels
 //! (`numerics_ops`, `hf_numerics`).
 
 mod attention;
 mod costs;
+mod delta;
 mod graphs;
 mod hf_numerics;
 mod matmul;
@@ -55,6 +57,13 @@ struct Acts {
     xlast: DevBuf,
     xn: DevBuf,
     qkv: DevBuf,
+    /// Hybrid models: the attention output gate `[rows, q_dim]`, a DeltaNet layer's input
+    /// projection `[rows, in_proj_rows]` and its recurrence output `[rows, value_width]`
+    /// (empty otherwise).
+    gate: DevBuf,
+    mixed: DevBuf,
+    core: DevBuf,
+    /// bf16 `[rows, max(q_dim, value_width)]`: the attention or gated-norm output.
     attn: DevBuf,
     gu: DevBuf,
     h: DevBuf,
@@ -82,6 +91,9 @@ struct MetaLayout {
     row_pos: usize,
     row_slot: usize,
     out_rows: usize,
+    /// Row groups, one per sequence: `[max_seqs + 1]` first rows, `[max_seqs]` sequence ids.
+    group_start: usize,
+    group_seq: usize,
     seq_len: usize,
     table: usize,
     slot_map: usize,
@@ -104,6 +116,11 @@ pub struct CudaBackend {
     k_gather: Option<DevBuf>,
     v_gather: Option<DevBuf>,
     pub kv: KvSlots,
+    /// Hybrid models: the DeltaNet layers' conv and recurrent states.
+    delta: Option<delta::DeltaCaches>,
+    /// The current batch's row groups (one per sequence) and their sequence ids.
+    groups: usize,
+    group_seqs: Vec<i32>,
     layout: MetaLayout,
     meta_host: Vec<i32>,
     rows: usize,
@@ -162,7 +179,13 @@ impl Acts {
         stream: &Arc<CudaStream>,
     ) -> Result<Self> {
         let (r, s) = (cap.max_rows.max(cap.max_seqs), cap.max_seqs);
-        let kmax = cfg.hidden.max(cfg.intermediate).max(cfg.q_dim());
+        let hy = cfg.hybrid.as_ref();
+        let value_width = hy.map_or(0, |h| h.value_width());
+        let kmax = cfg
+            .hidden
+            .max(cfg.intermediate)
+            .max(cfg.q_dim())
+            .max(value_width);
         let f32b = 4usize;
         Ok(Self {
             tokens: DevBuf::alloc(r * 4)?,
@@ -170,7 +193,10 @@ impl Acts {
             xlast: DevBuf::alloc(s * cfg.hidden * f32b)?,
             xn: DevBuf::alloc(r * cfg.hidden * 2)?,
             qkv: DevBuf::alloc(r * cfg.qkv_dim() * f32b)?,
-            attn: DevBuf::alloc(r * cfg.q_dim() * 2)?,
+            gate: DevBuf::alloc(if cfg.attn_output_gate { r * cfg.q_dim() * f32b } else { 0 })?,
+            mixed: DevBuf::alloc(r * hy.map_or(0, |h| h.in_proj_rows()) * f32b)?,
+            core: DevBuf::alloc(r * value_width * f32b)?,
+            attn: DevBuf::alloc(r * cfg.q_dim().max(value_width) * 2)?,
             gu: DevBuf::alloc(r * 2 * cfg.intermediate * f32b)?,
             h: DevBuf::alloc(r * cfg.intermediate * 2)?,
             logits: DevBuf::alloc(s * cfg.vocab * f32b)?,
@@ -204,6 +230,8 @@ impl MetaLayout {
             row_pos: region(r),
             row_slot: region(r),
             out_rows: region(s),
+            group_start: region(s + 1),
+            group_seq: region(s),
             seq_len: region(s),
             table: region(s * kv.max_blocks),
             slot_map: region(s * kv.max_ctx),
@@ -222,9 +250,11 @@ fn alloc_kv(cfg: &ModelConfig, kv: &KvSlots) -> Result<KvBuffers> {
     let kv_row = cfg.kv_dim() * 2;
     let mut k_cache = Vec::with_capacity(cfg.layers);
     let mut v_cache = Vec::with_capacity(cfg.layers);
-    for _ in 0..cfg.layers {
-        k_cache.push(DevBuf::alloc(slots * kv_row)?);
-        v_cache.push(DevBuf::alloc(slots * kv_row)?);
+    for l in 0..cfg.layers {
+        // A gated DeltaNet layer keeps no KV cache.
+        let n = if cfg.is_linear(l) { 0 } else { slots * kv_row };
+        k_cache.push(DevBuf::alloc(n)?);
+        v_cache.push(DevBuf::alloc(n)?);
     }
     let (k_gather, v_gather) = if kv.paged {
         (None, None)
@@ -265,6 +295,10 @@ impl CudaBackend {
         meta_host[layout.identity..layout.identity + cap.max_seqs * kv.max_blocks]
             .copy_from_slice(&kv.identity_table());
         let (k_cache, v_cache, k_gather, v_gather) = alloc_kv(cfg, &kv)?;
+        let delta = match &cfg.hybrid {
+            Some(hy) => Some(delta::DeltaCaches::alloc(hy, cap.max_seqs)?),
+            None => None,
+        };
         let rec = Recorder::new(dev.ctx.clone(), stream, timing);
         Ok(Self {
             dev,
@@ -281,6 +315,9 @@ impl CudaBackend {
             k_gather,
             v_gather,
             kv,
+            delta,
+            groups: 0,
+            group_seqs: Vec::new(),
             layout,
             meta_host,
             rows: 0,
@@ -354,6 +391,9 @@ impl CudaBackend {
             Act::XLast => self.a.xlast.ptr,
             Act::Xn => self.a.xn.ptr,
             Act::Qkv => self.a.qkv.ptr,
+            Act::Gate => self.a.gate.ptr,
+            Act::Mixed => self.a.mixed.ptr,
+            Act::Core => self.a.core.ptr,
             Act::Attn => self.a.attn.ptr,
             Act::H => self.a.h.ptr,
             Act::Logits => self.a.logits.ptr,
@@ -401,6 +441,18 @@ impl CudaBackend {
     }
 
     fn d2d(&mut self, op: &'static str, dst: u64, src: u64, bytes: usize) -> Result<()> {
+        self.d2d_layer(op, -1, dst, src, bytes)
+    }
+
+    /// One recorded D2D copy of `bytes` on the stream, attributed to `layer`.
+    fn d2d_layer(
+        &mut self,
+        op: &'static str,
+        layer: i32,
+        dst: u64,
+        src: u64,
+        bytes: usize,
+    ) -> Result<()> {
         let i = self.rec.before_launch()?;
         self.dev.memcpy_dtod(dst, src, bytes)?;
         self.rec.after_launch(
@@ -408,7 +460,7 @@ impl CudaBackend {
             LaunchMeta {
                 name: "cuMemcpyDtoDAsync",
                 op,
-                layer: -1,
+                layer,
                 bucket: "copy",
                 grid: [0; 3],
                 block: 0,
@@ -427,7 +479,15 @@ impl CudaBackend {
                 &self.w.layers[i].wqkv,
                 self.w.layers[i].bqkv.as_ref().map(|b| b.ptr),
             ),
-            Linear::O(i) => (&self.w.layers[i].wo, None),
+            Linear::InProj(i) => (&self.w.layers[i].wqkv, None),
+            Linear::O(i) | Linear::OutProj(i) => (&self.w.layers[i].wo, None),
+            Linear::Gate(i) => (
+                self.w.layers[i]
+                    .w_gate
+                    .as_ref()
+                    .expect("forward runs gate_proj only with attn_output_gate"),
+                None,
+            ),
             Linear::GateUp(i) => (&self.w.layers[i].w_gate_up, None),
             Linear::Down(i) => (&self.w.layers[i].w_down, None),
             Linear::LmHead => (&self.w.lm_head, None),
@@ -459,6 +519,7 @@ impl Backend for CudaBackend {
         if let Some(o) = &batch.out_rows {
             self.meta_host[l.out_rows..l.out_rows + o.len()].copy_from_slice(o);
         }
+        self.set_groups(batch)?;
         let s = self.cap.max_seqs;
         self.meta_host[l.seq_len..l.seq_len + s].copy_from_slice(&self.kv.seq_len);
         if self.kv.paged {
@@ -531,6 +592,22 @@ impl Backend for CudaBackend {
 
     fn attention(&mut self, layer: usize, rows: usize) -> Result<()> {
         self.attend(layer, rows)
+    }
+
+    fn attn_gate(&mut self, layer: usize, rows: usize) -> Result<()> {
+        self.sigmoid_gate(layer, rows)
+    }
+
+    fn conv_step(&mut self, layer: usize, rows: usize) -> Result<()> {
+        self.conv(layer, rows)
+    }
+
+    fn delta_rule(&mut self, layer: usize, rows: usize) -> Result<()> {
+        self.recurrence(layer, rows)
+    }
+
+    fn gated_norm(&mut self, layer: usize, rows: usize) -> Result<()> {
+        self.gated_rms_norm(layer, rows)
     }
 
     fn gather_last(&mut self, n: usize) -> Result<()> {

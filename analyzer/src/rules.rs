@@ -578,6 +578,11 @@ mod tests {
         assert_eq!(b("mmq_q4_0"), Bucket::GemmQuant);
         assert_eq!(b("attn_decode_paged_bf16"), Bucket::Attention);
         assert_eq!(b("kv_append_bf16"), Bucket::Copy);
+        assert_eq!(b("conv_step_f32"), Bucket::Conv);
+        assert_eq!(b("delta_rule_dk128_f32"), Bucket::LinearAttnSsm);
+        assert_eq!(b("gated_norm_f32"), Bucket::Norm);
+        assert_eq!(b("state_gather_f32"), Bucket::EmbedGather);
+        assert_eq!(b("sigmoid_gate_bf16"), Bucket::ActElementwise);
         assert_eq!(b("totally_unknown_kernel"), Bucket::Other);
     }
 

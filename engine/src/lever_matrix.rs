@@ -3,7 +3,7 @@
 //! spells a setting as an anonymous tuple. Every lever is meant to leave the greedy output
 //! bit-identical; these matrices are how that is checked.
 
-use crate::dispatch::{DispatchPolicy, Levers};
+use crate::dispatch::{DispatchPolicy, HybridLevers, Levers, OutProjLayout, StateRead, StateUpdate};
 
 impl Levers {
     pub fn with_graphs(self, graphs: bool) -> Self {
@@ -50,6 +50,68 @@ impl Levers {
     fn with_dispatch(self, dispatch: DispatchPolicy) -> Self {
         Self { dispatch, ..self }
     }
+
+    pub fn with_hybrid(self, hybrid: HybridLevers) -> Self {
+        Self { hybrid, ..self }
+    }
+}
+
+/// The eight settings of the three hybrid levers, the all-slow one first and the default
+/// (all-fast) one last.
+pub fn hybrid_settings() -> Vec<HybridLevers> {
+    let mut out = Vec::with_capacity(8);
+    for state_update in [StateUpdate::Copy, StateUpdate::Inplace] {
+        for state_read in [StateRead::Gather, StateRead::FusedIds] {
+            for out_proj in [OutProjLayout::ThreeD, OutProjLayout::TwoD] {
+                out.push(HybridLevers {
+                    state_update,
+                    state_read,
+                    out_proj,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The `levers` command's extra settings for a hybrid model: every hybrid setting with CUDA
+/// graphs on and off (PDL following graphs), the other levers at their defaults.
+pub fn hybrid_command_matrix() -> Vec<Levers> {
+    let mut out = Vec::with_capacity(16);
+    for graphs in [true, false] {
+        for h in hybrid_settings() {
+            out.push(
+                Levers::default()
+                    .with_graphs(graphs)
+                    .with_pdl(graphs)
+                    .with_hybrid(h),
+            );
+        }
+    }
+    out
+}
+
+/// The selftest's whole-model settings for the hybrid model: all slow with graphs and eager
+/// (contiguous KV), all fast, and two mixed settings.
+pub fn selftest_hybrid_levers() -> Vec<Levers> {
+    let h = |state_update, state_read, out_proj| HybridLevers {
+        state_update,
+        state_read,
+        out_proj,
+    };
+    let base = Levers::default();
+    vec![
+        base.with_hybrid(HybridLevers::SLOW),
+        base.with_hybrid(HybridLevers::SLOW)
+            .with_graphs(false)
+            .with_pdl(false)
+            .with_paged_kv(false),
+        base,
+        base.with_hybrid(h(StateUpdate::Copy, StateRead::FusedIds, OutProjLayout::TwoD)),
+        base.with_hybrid(h(StateUpdate::Inplace, StateRead::Gather, OutProjLayout::ThreeD))
+            .with_graphs(false)
+            .with_pdl(false),
+    ]
 }
 
 /// Every variant with CUDA graphs on and off (outer) and a paged and a contiguous KV cache
@@ -257,6 +319,22 @@ mod tests {
             })
             .collect();
         assert_eq!(selftest_hf_levers(), hf);
+    }
+
+    #[test]
+    fn hybrid_matrices_cover_every_setting_once() {
+        let all = hybrid_settings();
+        assert_eq!(all.len(), 8);
+        assert_eq!(all[0], HybridLevers::SLOW);
+        assert_eq!(all[7], HybridLevers::default());
+        for (i, a) in all.iter().enumerate() {
+            assert!(!all[i + 1..].contains(a));
+        }
+        let m = hybrid_command_matrix();
+        assert_eq!(m.len(), 16);
+        assert!(m.iter().all(|l| l.pdl == l.graphs));
+        assert_eq!(m.iter().filter(|l| l.graphs).count(), 8);
+        assert_eq!(selftest_hybrid_levers()[2], Levers::default());
     }
 
     /// Graphs outer, KV layout inner, the variants in their order within each.

@@ -38,9 +38,10 @@ extern "C" __global__ void __launch_bounds__(128) conv_step_f32(
         acc += x * wt[keep];
         *xp = silu(acc);
 #pragma unroll
-        for (int t = 0; t < 7; ++t)
+        for (int t = 0; t < 8; ++t) {
             if (t + 1 < keep) hist[t] = hist[t + 1];
-        if (keep > 0) hist[keep - 1] = x;
+            else if (t + 1 == keep) hist[t] = x;
+        }
     }
 #pragma unroll
     for (int t = 0; t < 8; ++t)
@@ -48,7 +49,8 @@ extern "C" __global__ void __launch_bounds__(128) conv_step_f32(
 }
 
 // The gated delta rule. grid = (value heads, groups), a thread per state column (blockDim =
-// dv); each thread keeps its column of S (DK values) in registers across the group's rows.
+// dv <= 256); each thread keeps its column of S (DK values) in registers across the group's
+// rows.
 // State slots: [slot, vh, DK, dv] f32. Reads slot in_ids[g] of state_in (g without ids: the
 // gathered scratch), writes slot out_ids[g] of state_out (g without ids: scratch for the
 // copy-back). Per row: q, k L2-normalised (q also by 1/sqrt(DK)), g = -exp(A_log) *
@@ -90,6 +92,7 @@ __device__ __forceinline__ void delta_rule(
             kk += ks[i] * ks[i];
         }
         const float qn = 1.0f / sqrtf(qq + eps), kn = 1.0f / sqrtf(kk + eps);
+        asm volatile("" ::: "memory");
         const float v = row[2 * kd + (i64)h * dv + j];
         const float b = row[2 * kd + 2 * vd + h], a = row[2 * kd + 2 * vd + vh + h];
         const float x = a + dt_bias[h];
@@ -103,6 +106,9 @@ __device__ __forceinline__ void delta_rule(
             d -= s[i] * (ks[i] * kn);
         }
         d *= beta;
+        // Re-read k and q from shared memory below instead of holding them in registers
+        // beside the state column (which would not fit at DK = 128).
+        asm volatile("" ::: "memory");
         float o = 0.0f;
 #pragma unroll
         for (int i = 0; i < DK; ++i) {
@@ -116,7 +122,7 @@ __device__ __forceinline__ void delta_rule(
 }
 
 #define DELTA_RULE_ENTRY(NAME, DK)                                                                        \
-    extern "C" __global__ void __launch_bounds__(1024) NAME(                                              \
+    extern "C" __global__ void __launch_bounds__(256) NAME(                                              \
         const float* __restrict__ mixed, int stride, const float* __restrict__ a_log,                     \
         const float* __restrict__ dt_bias, const float* state_in, const int* __restrict__ in_ids,         \
         float* state_out, const int* __restrict__ out_ids, const int* __restrict__ group_start,           \

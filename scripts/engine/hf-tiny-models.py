@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build three tiny random-weight HF models and their reference greedy logits.
+"""Build four tiny random-weight HF models and their reference greedy logits.
 
 For the engine's correctness tests: each model is small enough to run anywhere in
 milliseconds, but exercises the same code paths as the real ones (GQA, RoPE incl. Llama-3
@@ -15,6 +15,10 @@ Models (bfloat16, built on the GPU, attn_implementation="eager"):
               FFN 1024, vocab 4096, rope_theta 1e6, tied embeddings, q_norm/k_norm
   tiny-qwen2  Qwen2ForCausalLM: hidden 512, 4 layers, 8 heads / 2 KV heads (head_dim 64),
               FFN 1024, vocab 4096, rope_theta 1e6, untied lm_head, q/k/v biases
+  tiny-qwen35 Qwen3_5ForCausalLM (the hybrid): hidden 512, 4 layers (3 gated DeltaNet, then
+              1 full attention), 4 heads / 2 KV heads of 256 with a quarter rotated and the
+              output gated, DeltaNet 4 key / 8 value heads of 64, conv of 4 taps, FFN 1024,
+              vocab 4096, rope_theta 1e7, untied lm_head
 
 Weights: torch.manual_seed(seed), the model's own init (normal, std initializer_range),
 then every RMSNorm weight := 1 + 0.1*randn and every bias := 0.02*randn, so norms and
@@ -62,7 +66,7 @@ import os
 import sys
 import time
 
-MODEL_NAMES = ("tiny-llama", "tiny-qwen3", "tiny-qwen2")
+MODEL_NAMES = ("tiny-llama", "tiny-qwen3", "tiny-qwen2", "tiny-qwen35")
 
 COMMON = dict(
     hidden_size=512,
@@ -99,6 +103,20 @@ SPECS = {
         1000000.0,
         None,
     ),
+    "tiny-qwen35": (
+        "Qwen3_5TextConfig", "Qwen3_5ForCausalLM",
+        dict(COMMON, num_attention_heads=4, num_key_value_heads=2, head_dim=256, rms_norm_eps=1e-6,
+             tie_word_embeddings=False, full_attention_interval=4, linear_num_key_heads=4,
+             linear_num_value_heads=8, linear_key_head_dim=64, linear_value_head_dim=64,
+             linear_conv_kernel_dim=4, attn_output_gate=True),
+        10000000.0,
+        None,
+    ),
+}
+
+# RoPE settings beside theta and scaling, in the config's rope_parameters (and top level).
+EXTRA_ROPE = {
+    "tiny-qwen35": {"partial_rotary_factor": 0.25, "mrope_section": [11, 11, 10], "mrope_interleaved": True},
 }
 
 
@@ -137,6 +155,7 @@ def build_config(name: str):
         rp = {"rope_type": "default"}
         if scaling:
             rp.update(scaling)
+        rp.update(EXTRA_ROPE.get(name, {}))
         rp["rope_theta"] = theta
         try:
             cfg = cfg_cls(rope_parameters=rp, **kw)
@@ -233,6 +252,10 @@ def patch_saved_config(path: str, name: str, theta: float, scaling) -> list:
     if scaling and not isinstance(d.get("rope_scaling"), dict):
         d["rope_scaling"] = dict(scaling)
         added.append("rope_scaling")
+    for k, v in EXTRA_ROPE.get(name, {}).items():
+        if k == "partial_rotary_factor" and k not in d:
+            d[k] = v
+            added.append(k)
     if added:
         with open(cfg_path, "w", encoding="utf-8") as f:
             json.dump(d, f, indent=2, sort_keys=True)

@@ -98,11 +98,8 @@ impl<'w> CpuBackend<'w> {
 
     pub(super) fn delta_rule_impl(&mut self, layer: usize, rows: usize) -> Result<()> {
         let (hy, dw) = self.delta_parts(layer)?;
-        let (kh, vh, dk, dv) = (hy.k_heads, hy.v_heads, hy.k_dim, hy.v_dim);
-        let (kd, vd, width) = (kh * dk, hy.value_width(), hy.in_proj_rows());
-        let len = hy.state_elems();
+        let (vd, width, len) = (hy.value_width(), hy.in_proj_rows(), hy.state_elems());
         let batch = self.batch()?.clone();
-        let scale = 1.0 / (dk as f32).sqrt();
         let mixed = self
             .acts
             .get(&Act::Mixed)
@@ -110,28 +107,14 @@ impl<'w> CpuBackend<'w> {
         let states = &mut self.states.recurrent[layer];
         let mut core = vec![0f32; rows * vd];
         for r in 0..rows {
-            let row = &mixed[r * width..(r + 1) * width];
-            let (mut q, mut k) = (row[..kd].to_vec(), row[kd..2 * kd].to_vec());
-            for h in 0..kh {
-                l2norm(&mut q[h * dk..(h + 1) * dk], L2NORM_EPS);
-                l2norm(&mut k[h * dk..(h + 1) * dk], L2NORM_EPS);
-            }
-            q.iter_mut().for_each(|x| *x *= scale);
-            let v = &row[2 * kd..2 * kd + vd];
-            let (b, a) = (&row[2 * kd + 2 * vd..][..vh], &row[2 * kd + 2 * vd + vh..][..vh]);
             let state = state_for(states, batch.seq[r], batch.pos[r], len);
-            for h in 0..vh {
-                let g = key_head_of(h, kh, vh);
-                delta_rule_step(
-                    &mut state[h * dk * dv..(h + 1) * dk * dv],
-                    &q[g * dk..(g + 1) * dk],
-                    &k[g * dk..(g + 1) * dk],
-                    &v[h * dv..(h + 1) * dv],
-                    decay_log(a[h], dw.a_log[h], dw.dt_bias[h]),
-                    sigmoid(b[h]),
-                    &mut core[r * vd + h * dv..r * vd + (h + 1) * dv],
-                );
-            }
+            delta_rule_row(
+                &hy,
+                dw,
+                &mixed[r * width..(r + 1) * width],
+                state,
+                &mut core[r * vd..(r + 1) * vd],
+            );
         }
         self.acts.insert(Act::Core, core);
         Ok(())
@@ -139,23 +122,70 @@ impl<'w> CpuBackend<'w> {
 
     pub(super) fn gated_norm_impl(&mut self, layer: usize, rows: usize) -> Result<()> {
         let (hy, dw) = self.delta_parts(layer)?;
-        let (dv, vd, width) = (hy.v_dim, hy.value_width(), hy.in_proj_rows());
-        let z_at = hy.conv_channels();
+        let (vd, width, z_at) = (hy.value_width(), hy.in_proj_rows(), hy.conv_channels());
         let core = self.act(Act::Core)?;
         let mixed = self.act(Act::Mixed)?;
         let mut out = vec![0f32; rows * vd];
         for r in 0..rows {
-            let z = &mixed[r * width + z_at..r * width + z_at + vd];
-            for ((o, x), z) in out[r * vd..(r + 1) * vd]
-                .chunks_exact_mut(dv)
-                .zip(core[r * vd..(r + 1) * vd].chunks_exact(dv))
-                .zip(z.chunks_exact(dv))
-            {
-                gated_rms_norm(x, z, &dw.norm, self.cfg.rms_eps, o);
-                o.iter_mut().for_each(|v| *v = round_bf16(*v));
-            }
+            gated_norm_row(
+                &core[r * vd..(r + 1) * vd],
+                &mixed[r * width + z_at..r * width + z_at + vd],
+                &dw.norm,
+                self.cfg.rms_eps,
+                &mut out[r * vd..(r + 1) * vd],
+            );
         }
         self.acts.insert(Act::Attn, out);
         Ok(())
+    }
+}
+
+/// One row of the recurrence: q and k of each key head L2-normalised (q scaled by
+/// `1 / sqrt(dk)`), the gates from the row's a and b, then the delta rule on each value head's
+/// part of `state`; `core` gets `S^T q` per value head. `row` is a mixed row (`q | k | v | z |
+/// b | a`).
+pub(crate) fn delta_rule_row(
+    hy: &HybridConfig,
+    dw: &DeltaWeights,
+    row: &[f32],
+    state: &mut [f32],
+    core: &mut [f32],
+) {
+    let (kh, vh, dk, dv) = (hy.k_heads, hy.v_heads, hy.k_dim, hy.v_dim);
+    let (kd, vd) = (kh * dk, hy.value_width());
+    let scale = 1.0 / (dk as f32).sqrt();
+    let (mut q, mut k) = (row[..kd].to_vec(), row[kd..2 * kd].to_vec());
+    for h in 0..kh {
+        l2norm(&mut q[h * dk..(h + 1) * dk], L2NORM_EPS);
+        l2norm(&mut k[h * dk..(h + 1) * dk], L2NORM_EPS);
+    }
+    q.iter_mut().for_each(|x| *x *= scale);
+    let v = &row[2 * kd..2 * kd + vd];
+    let (b, a) = (&row[2 * kd + 2 * vd..][..vh], &row[2 * kd + 2 * vd + vh..][..vh]);
+    for h in 0..vh {
+        let g = key_head_of(h, kh, vh);
+        delta_rule_step(
+            &mut state[h * dk * dv..(h + 1) * dk * dv],
+            &q[g * dk..(g + 1) * dk],
+            &k[g * dk..(g + 1) * dk],
+            &v[h * dv..(h + 1) * dv],
+            decay_log(a[h], dw.a_log[h], dw.dt_bias[h]),
+            sigmoid(b[h]),
+            &mut core[h * dv..(h + 1) * dv],
+        );
+    }
+}
+
+/// One row of the gated output norm: per value head of `x.len() / w.len()`, bf16 values of
+/// `rms_norm(x) * w * silu(z)`.
+pub(crate) fn gated_norm_row(x: &[f32], z: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let dv = w.len();
+    for ((o, x), z) in out
+        .chunks_exact_mut(dv)
+        .zip(x.chunks_exact(dv))
+        .zip(z.chunks_exact(dv))
+    {
+        gated_rms_norm(x, z, w, eps, o);
+        o.iter_mut().for_each(|v| *v = round_bf16(*v));
     }
 }

@@ -3,7 +3,7 @@
 
 pub mod gated_delta;
 pub mod hf_ops;
-mod hybrid;
+pub(crate) mod hybrid;
 mod numerics_ops;
 pub mod ops;
 

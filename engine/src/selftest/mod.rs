@@ -11,6 +11,7 @@
 
 mod attention;
 mod elementwise;
+mod gated_delta;
 mod linear;
 mod model;
 mod norm;
@@ -64,11 +65,15 @@ pub const CHECKS: &[(&str, CheckFn)] = &[
     ("swiglu", elementwise::swiglu),
     ("linear", linear::linears),
     ("attention", attention::attention),
+    ("gated_delta", gated_delta::gated_delta),
     ("argmax", sample::argmax),
 ];
 
 /// The whole-model checks.
-pub const MODEL_CHECKS: &[(&str, ModelCheckFn)] = &[("model", model::checks)];
+pub const MODEL_CHECKS: &[(&str, ModelCheckFn)] = &[
+    ("model", model::checks),
+    ("hybrid", model::hybrid_checks),
+];
 
 /// Every name `only` accepts, in run order.
 pub fn names() -> Vec<&'static str> {

@@ -87,6 +87,62 @@ fn engine_numerics(
     Ok(())
 }
 
+/// The hybrid model (Qwen3.5-shaped: DeltaNet and full-attention layers alternating, partial
+/// RoPE, gated attention output) under the hybrid lever settings, bf16 and Q8_0.
+pub(super) fn hybrid_checks(seed: u64, open: OpenDevice<'_>) -> Result<Vec<Check>> {
+    let cfg = ModelConfig::from_json(&serde_json::json!({
+        "model_type": "qwen3_5_text", "hidden_size": 256, "intermediate_size": 512,
+        "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 64, "vocab_size": 1000, "rms_norm_eps": 1e-6, "tie_word_embeddings": false,
+        "full_attention_interval": 2, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+        "linear_key_head_dim": 64, "linear_value_head_dim": 64, "linear_conv_kernel_dim": 4,
+        "partial_rotary_factor": 0.25
+    }))
+    .map_err(EngineError::Invalid)?;
+    let mut out = Vec::new();
+    for fmt in [WeightFormat::Bf16, WeightFormat::Q8_0] {
+        let w = ModelWeights::random(&cfg, fmt, seed);
+        for levers in lever_matrix::selftest_hybrid_levers() {
+            let timing = if levers.pdl {
+                Timing::Off
+            } else {
+                Timing::Launch
+            };
+            let (worst, same_tokens, _) =
+                model_run(&cfg, &w, levers, timing, Numerics::Engine, seed, open)?;
+            let h = levers.hybrid;
+            let tol = match fmt {
+                WeightFormat::Q8_0 => TOL_Q8_MODEL,
+                _ => TOL_BF16,
+            };
+            out.push(Check {
+                name: format!(
+                    "model hybrid {} kv={} graphs={} state_update={} state_read={} out_proj={} logits{}",
+                    fmt.name(),
+                    if levers.paged_kv {
+                        "paged"
+                    } else {
+                        "contiguous"
+                    },
+                    levers.graphs,
+                    h.state_update.name(),
+                    h.state_read.name(),
+                    h.out_proj.name(),
+                    if same_tokens {
+                        ""
+                    } else {
+                        " (greedy tokens differ)"
+                    }
+                ),
+                rel_err: worst,
+                tolerance: tol,
+                pass: worst <= tol,
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// HF numerics (bf16 weights): the GPU's hf_numerics kernels against the CPU's hf_ops, with and
 /// without graphs, paged and contiguous. Same greedy tokens required; the share of
 /// bit-identical logits is reported.

@@ -6,7 +6,7 @@ use crate::env::open_device;
 use gapscope_engine::Result;
 use gapscope_engine::bench::{self, BenchSettings};
 use gapscope_engine::cuda::{Capacity, CudaBackend, Timing};
-use gapscope_engine::lever_matrix::levers_command_matrix;
+use gapscope_engine::lever_matrix::{hybrid_command_matrix, levers_command_matrix};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -51,8 +51,14 @@ pub fn run(a: LeversArgs) -> Result<ExitCode> {
     };
     let mut results = Vec::new();
     // The matrix (`lever_matrix::levers_command_matrix`): PDL follows the graphs lever, so any
-    // PDL effect on the output shows as a second md5.
-    for lv in levers_command_matrix(&a.thresholds) {
+    // PDL effect on the output shows as a second md5. A hybrid model adds every setting of the
+    // DeltaNet levers, with graphs on and off.
+    let hybrid = cfg.hybrid.is_some();
+    let mut matrix = levers_command_matrix(&a.thresholds);
+    if hybrid {
+        matrix.extend(hybrid_command_matrix());
+    }
+    for lv in matrix {
         let (graphs, pdl, fusion, paged) = (lv.graphs, lv.pdl, lv.fusion, lv.paged_kv);
         let d = lv.dispatch;
         let (thr, ks, pr) = (
@@ -63,9 +69,20 @@ pub fn run(a: LeversArgs) -> Result<ExitCode> {
         let dev = open_device(a.device)?;
         let mut be = CudaBackend::new(dev, &cfg, &w, lv, cap, Timing::Off)?;
         let rows = bench::run(&mut be, &settings, None, |_| Ok(()), |_| {})?;
+        let h = lv.hybrid;
+        let hybrid_cols = if hybrid {
+            format!(
+                " state_update={:<7} state_read={:<9} out_proj={}",
+                h.state_update.name(),
+                h.state_read.name(),
+                h.out_proj.name()
+            )
+        } else {
+            String::new()
+        };
         for r in rows {
             println!(
-                "graphs={graphs:<5} pdl={pdl:<5} fusion={fusion:<5} kv={:<10} mmvq_max_batch={thr:<3} b1_k_split_min_k={:<20} b1_pair_min_rows_per_k={:<20} npl={:<4} md5={} S_TG={:.1}",
+                "graphs={graphs:<5} pdl={pdl:<5} fusion={fusion:<5} kv={:<10} mmvq_max_batch={thr:<3} b1_k_split_min_k={:<20} b1_pair_min_rows_per_k={:<20}{hybrid_cols} npl={:<4} md5={} S_TG={:.1}",
                 if paged { "paged" } else { "contiguous" },
                 ks,
                 pr,
@@ -73,7 +90,11 @@ pub fn run(a: LeversArgs) -> Result<ExitCode> {
                 r.md5,
                 r.s_tg.median
             );
-            results.push(serde_json::json!({"graphs": graphs, "pdl": pdl, "fusion": fusion, "paged_kv": paged, "mmvq_max_batch": thr, "mmvq_b1_k_split_min_k": ks, "mmvq_b1_pair_min_rows_per_k": pr, "npl": r.npl, "md5": r.md5, "s_tg": r.s_tg.median}));
+            let mut row = serde_json::json!({"graphs": graphs, "pdl": pdl, "fusion": fusion, "paged_kv": paged, "mmvq_max_batch": thr, "mmvq_b1_k_split_min_k": ks, "mmvq_b1_pair_min_rows_per_k": pr, "npl": r.npl, "md5": r.md5, "s_tg": r.s_tg.median});
+            if hybrid {
+                row["hybrid"] = serde_json::json!(h);
+            }
+            results.push(row);
         }
     }
     let mut ok = true;

@@ -34,6 +34,7 @@ use cudarc::cublas::{CudaBlas, sys as blas};
 use cudarc::driver::CudaStream;
 use gapscope_kernels::Kernel;
 use gapscope_traces::MemopKind;
+pub use delta::delta_rule_kernel;
 use numerics_ops::NumericsOps;
 use std::collections::HashMap;
 use std::sync::Arc;

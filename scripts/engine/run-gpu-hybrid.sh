@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# One device call for the hybrid (gated DeltaNet) engine work of issue 22.
+#
+# Binaries in .device/ (stripped; see scripts/engine/README.md): gapscope-engine, engine-gpu-tests.
+# STEPS picks what runs (default: all, in this order):
+#   selftest  every kernel (the gated_delta family included) and whole-model logits (the hybrid
+#             family under its lever settings) vs the CPU reference, fresh seed
+#   gputests  the ignored GPU tests (the hybrid levers' greedy md5 included)
+#   hflogits  tiny-qwen35 (Qwen3_5ForCausalLM, built by HF transformers in bf16) against the
+#             engine's teacher-forced logits, CUDA and CPU backends
+#   bench     Qwen3.5-9B shapes (random weights), all-slow vs all-fast hybrid levers, launch
+#             timing, native traces (BENCH_FORMATS, BENCH_NPL, BENCH_REPS, BENCH_NTG)
+# Results go to $OUT (at most 8 files come back: the log, and one archive of the rest).
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
+D=.device
+E=$D/gapscope-engine
+STEPS=${STEPS:-selftest,gputests,hflogits,bench}
+has() { [[ ",$STEPS," == *",$1,"* ]]; }
+log="$OUT/hybrid.log"
+say() { echo "$@" | tee -a "$log"; }
+verdict=()
+record() { verdict+=("$(printf '%-44s %-5s %s' "$1" "$([ "$2" = 0 ] && echo ok || echo FAIL)" "$3")"); }
+W=$OUT/work
+mkdir -p "$W"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$log"
+
+if has selftest; then
+  seed=$(date +%s%N)
+  $E selftest --seed "$seed" --json "$W/selftest.json" > "$W/selftest.txt" 2>&1
+  rc=$?
+  grep -E "FAIL|hybrid|gated|delta|conv|partial|sigmoid" "$W/selftest.txt" | head -n 80 >> "$log"
+  say "selftest rc=$rc: $(tail -n 1 "$W/selftest.txt")"
+  record "selftest (seed $seed)" $rc "$(tail -n 1 "$W/selftest.txt")"
+fi
+if has gputests; then
+  $D/engine-gpu-tests --ignored --test-threads 1 > "$W/gputests.txt" 2>&1
+  rc=$?
+  grep -E "^test |panicked|changed the greedy" "$W/gputests.txt" | head -n 40 >> "$log"
+  say "gpu tests rc=$rc: $(grep 'test result' "$W/gputests.txt")"
+  record "gpu tests" $rc "$(grep -o '[0-9]* passed; [0-9]* failed' "$W/gputests.txt")"
+fi
+if has hflogits; then
+  H=$W/hf
+  python3 scripts/engine/hf-tiny-models.py --out "$H" --seed 0 --only tiny-qwen35 > "$W/hf_tiny.log" 2>&1
+  rc=$?
+  tail -n 3 "$W/hf_tiny.log" | tee -a "$log"
+  record "hf-tiny-models tiny-qwen35" $rc ""
+  m=$H/tiny-qwen35
+  if [ -d "$m" ]; then
+    for be in cuda cpu; do
+      $E logits --model "$m" --tokens "$m/tokens.json" --backend $be --out "$m/engine-$be.f32" 2>&1 | tail -n 1 | tee -a "$log"
+      python3 scripts/engine/compare-logits.py "$m" --engine "$m/engine-$be.f32" --json "$W/cmp-$be.json" 2>&1 | tee -a "$log"
+      rc=${PIPESTATUS[0]}
+      python3 scripts/engine/compare-logits.py "$m" --engine "$m/engine-$be.f32" --engine-bf16 --json "$W/cmp-$be-bf16.json" 2>&1 | tee -a "$log"
+      record "tiny-qwen35 logits $be vs HF bf16" $rc "$(python3 -c "import json;d=json.load(open('$W/cmp-$be.json'));print('top1',d.get('top1_agreement'),'max_rel',d.get('max_rel_err'))" 2>/dev/null)"
+    done
+    cp "$m/config.json" "$W/tiny-qwen35-config.json"
+    cp "$m/hf_meta.json" "$W/tiny-qwen35-hf_meta.json"
+  fi
+fi
+if has bench; then
+  for fmt in ${BENCH_FORMATS:-q8_0 bf16}; do
+    for lv in slow fast; do
+      if [ $lv = slow ]; then flags="--state-update copy --state-read gather --out-proj 3d"; else flags=""; fi
+      $E bench --config models/qwen3.5-9b.json --weights $fmt --npl ${BENCH_NPL:-1,32,128} --npp 128 \
+        --ntg ${BENCH_NTG:-64} --reps ${BENCH_REPS:-3} $flags -o "$W/q35-9b-$fmt-$lv.gst" \
+        --json "$W/q35-9b-$fmt-$lv.json" > "$W/bench-$fmt-$lv.txt" 2>&1
+      rc=$?
+      cat "$W/bench-$fmt-$lv.txt" | tail -n 30 >> "$log"
+      record "bench qwen3.5-9b $fmt $lv" $rc "$(grep -c md5 "$W/bench-$fmt-$lv.txt") rows"
+    done
+  done
+fi
+say ""
+say "== verdict ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1))"
+for v in "${verdict[@]}"; do say "$v"; done
+rm -rf "$W/hf"
+tar cJf "$OUT/hybrid.tar.xz" -C "$OUT" work && rm -rf "$W"

@@ -308,8 +308,7 @@ impl ModelConfig {
         if self.rms_eps.is_nan() || self.rope_theta <= 0.0 {
             return Err("rms_norm_eps or rope_theta is invalid".into());
         }
-        if self.rope_dim == 0 || !self.rope_dim.is_multiple_of(2) || self.rope_dim > self.head_dim
-        {
+        if self.rope_dim == 0 || !self.rope_dim.is_multiple_of(2) || self.rope_dim > self.head_dim {
             return Err(format!(
                 "partial_rotary_factor gives {} rotated dimensions of head_dim {}; expected an \
                  even number from 2 to head_dim",
@@ -385,7 +384,11 @@ const SUPPORTED: &str = "llama, qwen2, qwen3, qwen3_next and qwen3_5_text";
 
 /// The DeltaNet shape of a Qwen3-Next / Qwen3.5 config, with its layer pattern from
 /// `layer_types` or `full_attention_interval` (every `interval`-th layer is full attention).
-fn hybrid_of(v: &Value, model_type: &str, layers: usize) -> std::result::Result<HybridConfig, String> {
+fn hybrid_of(
+    v: &Value,
+    model_type: &str,
+    layers: usize,
+) -> std::result::Result<HybridConfig, String> {
     let int = |key: &str, default: Option<usize>| -> std::result::Result<usize, String> {
         match v.get(key) {
             Some(x) => x

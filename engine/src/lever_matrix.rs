@@ -3,7 +3,9 @@
 //! spells a setting as an anonymous tuple. Every lever is meant to leave the greedy output
 //! bit-identical; these matrices are how that is checked.
 
-use crate::dispatch::{DispatchPolicy, HybridLevers, Levers, OutProjLayout, StateRead, StateUpdate};
+use crate::dispatch::{
+    DispatchPolicy, HybridLevers, Levers, OutProjLayout, StateRead, StateUpdate,
+};
 
 impl Levers {
     pub fn with_graphs(self, graphs: bool) -> Self {
@@ -107,10 +109,18 @@ pub fn selftest_hybrid_levers() -> Vec<Levers> {
             .with_pdl(false)
             .with_paged_kv(false),
         base,
-        base.with_hybrid(h(StateUpdate::Copy, StateRead::FusedIds, OutProjLayout::TwoD)),
-        base.with_hybrid(h(StateUpdate::Inplace, StateRead::Gather, OutProjLayout::ThreeD))
-            .with_graphs(false)
-            .with_pdl(false),
+        base.with_hybrid(h(
+            StateUpdate::Copy,
+            StateRead::FusedIds,
+            OutProjLayout::TwoD,
+        )),
+        base.with_hybrid(h(
+            StateUpdate::Inplace,
+            StateRead::Gather,
+            OutProjLayout::ThreeD,
+        ))
+        .with_graphs(false)
+        .with_pdl(false),
     ]
 }
 

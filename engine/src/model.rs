@@ -183,7 +183,13 @@ pub fn forward<B: Backend>(b: &mut B, cfg: &ModelConfig, batch: &Batch) -> Resul
             b.conv_step(l, rows)?;
             b.delta_rule(l, rows)?;
             b.gated_norm(l, rows)?;
-            b.linear(Linear::OutProj(l), Act::Attn, Act::X, rows, OutMode::Accumulate)?;
+            b.linear(
+                Linear::OutProj(l),
+                Act::Attn,
+                Act::X,
+                rows,
+                OutMode::Accumulate,
+            )?;
         } else {
             b.linear(Linear::Qkv(l), Act::Xn, Act::Qkv, rows, OutMode::Store)?;
             if cfg.attn_output_gate {

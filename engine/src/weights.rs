@@ -318,10 +318,19 @@ fn delta_mixer(
     let (kd, vd) = (hy.k_heads * hy.k_dim, hy.value_width());
     let fused = match hy.in_proj {
         InProjLayout::Split => [
-            get(&format!("{p}.linear_attn.in_proj_qkv.weight"), &[2 * kd + vd, h])?,
+            get(
+                &format!("{p}.linear_attn.in_proj_qkv.weight"),
+                &[2 * kd + vd, h],
+            )?,
             get(&format!("{p}.linear_attn.in_proj_z.weight"), &[vd, h])?,
-            get(&format!("{p}.linear_attn.in_proj_b.weight"), &[hy.v_heads, h])?,
-            get(&format!("{p}.linear_attn.in_proj_a.weight"), &[hy.v_heads, h])?,
+            get(
+                &format!("{p}.linear_attn.in_proj_b.weight"),
+                &[hy.v_heads, h],
+            )?,
+            get(
+                &format!("{p}.linear_attn.in_proj_a.weight"),
+                &[hy.v_heads, h],
+            )?,
         ]
         .concat(),
         InProjLayout::GroupedQkvzBa => {

@@ -35,6 +35,9 @@ For each model, under DIR/<model>/:
   hf_logits.f32    raw little-endian float32 [gen, vocab], row-major: logits of ONE
                    uncached forward over prompt + first gen-1 generated tokens, at
                    positions P-1 .. P+gen-2 (row i predicts tokens[P+i])
+  hf_logits_f32.f32  with --f32-reference: the same full forward with the model cast to
+                   float32 (the bf16 weights exactly), a reference without HF's bf16
+                   activation roundings, for engines that keep f32 activations
   hf_meta.json     versions, seed, and HF's own consistency figures: greedy (cached loop)
                    tokens vs argmax of the full-forward logits, cached-step logits vs
                    full-forward logits (max/mean relative error, same definition as
@@ -403,6 +406,15 @@ def run_model(name: str, args, device: str) -> dict:
 
     with open(os.path.join(out_dir, "hf_logits.f32"), "wb") as f:
         f.write(f32_bytes(rows))
+    f32_vs_bf16 = None
+    if args.f32_reference:
+        with torch.inference_mode():
+            model = model.float()
+            full32 = model(input_ids=full_in, use_cache=False).logits[0].float()
+            rows32 = full32[P - 1: P + G - 1].contiguous()
+            f32_vs_bf16 = float(rel_err_rows(rows32, rows).max())
+        with open(os.path.join(out_dir, "hf_logits_f32.f32"), "wb") as f:
+            f.write(f32_bytes(rows32))
     with open(os.path.join(out_dir, "tokens.json"), "w", encoding="utf-8") as f:
         json.dump({"prompt_len": P, "tokens": tokens, "model": name, "dtype": "bfloat16"}, f)
         f.write("\n")
@@ -429,6 +441,7 @@ def run_model(name: str, args, device: str) -> dict:
         "rope": {"rope_theta": theta, "scaling": scaling},
         "config_added_keys": added,
         "perturbed": counts,
+        "f32_reference_vs_bf16_max_rel_err": f32_vs_bf16,
     }
     with open(os.path.join(out_dir, "hf_meta.json"), "w", encoding="utf-8") as f:
         json.dump(meta, f, indent=2)
@@ -455,6 +468,8 @@ def main(argv=None) -> int:
     p.add_argument("--only", metavar="NAMES", default=",".join(MODEL_NAMES),
                    help=f"comma-separated subset of {','.join(MODEL_NAMES)} (default: all)")
     p.add_argument("--device", default="cuda", help="torch device (default cuda; 'cpu' only for debugging)")
+    p.add_argument("--f32-reference", action="store_true",
+                   help="also write hf_logits_f32.f32: the full forward with the model in float32")
     args = p.parse_args(argv)
 
     names = [n.strip() for n in args.only.split(",") if n.strip()]

@@ -5,7 +5,9 @@
 # STEPS picks what runs (default: all, in this order):
 #   selftest  every kernel (the gated_delta family included) and whole-model logits (the hybrid
 #             family under its lever settings) vs the CPU reference, fresh seed
-#   gputests  the ignored GPU tests (the hybrid levers' greedy md5 included)
+#             (SELFTEST_ONLY=gated_delta,hybrid runs those families)
+#   gputests  the ignored GPU tests (the hybrid levers' greedy md5 included; GPU_TESTS=hybrid
+#             filters by name)
 #   hflogits  tiny-qwen35 (Qwen3_5ForCausalLM, built by HF transformers in bf16) against the
 #             engine's teacher-forced logits, CUDA and CPU backends
 #   bench     Qwen3.5-9B shapes (random weights), all-slow vs all-fast hybrid levers, launch
@@ -29,14 +31,19 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 
 if has selftest; then
   seed=$(date +%s%N)
-  $E selftest --seed "$seed" --json "$W/selftest.json" > "$W/selftest.txt" 2>&1
-  rc=$?
+  # SELFTEST_ONLY: a comma list of families (default: every check).
+  rc=0
+  for fam in $(echo "${SELFTEST_ONLY:-all}" | tr , ' '); do
+    only=$([ "$fam" = all ] || echo "--only $fam")
+    $E selftest --seed "$seed" $only --json "$W/selftest-$fam.json" >> "$W/selftest.txt" 2>&1 || rc=1
+  done
   grep -E "FAIL|hybrid|gated|delta|conv|partial|sigmoid" "$W/selftest.txt" | head -n 80 >> "$log"
   say "selftest rc=$rc: $(tail -n 1 "$W/selftest.txt")"
   record "selftest (seed $seed)" $rc "$(tail -n 1 "$W/selftest.txt")"
 fi
 if has gputests; then
-  $D/engine-gpu-tests --ignored --test-threads 1 > "$W/gputests.txt" 2>&1
+  # GPU_TESTS: a test-name filter (default: every ignored GPU test).
+  $D/engine-gpu-tests --ignored --test-threads 1 ${GPU_TESTS:-} > "$W/gputests.txt" 2>&1
   rc=$?
   grep -E "^test |panicked|changed the greedy" "$W/gputests.txt" | head -n 40 >> "$log"
   say "gpu tests rc=$rc: $(grep 'test result' "$W/gputests.txt")"
@@ -44,7 +51,7 @@ if has gputests; then
 fi
 if has hflogits; then
   H=$W/hf
-  python3 scripts/engine/hf-tiny-models.py --out "$H" --seed 0 --only tiny-qwen35 > "$W/hf_tiny.log" 2>&1
+  python3 scripts/engine/hf-tiny-models.py --out "$H" --seed 0 --only tiny-qwen35 --f32-reference > "$W/hf_tiny.log" 2>&1
   rc=$?
   tail -n 3 "$W/hf_tiny.log" | tee -a "$log"
   record "hf-tiny-models tiny-qwen35" $rc ""
@@ -56,6 +63,14 @@ if has hflogits; then
       rc=${PIPESTATUS[0]}
       python3 scripts/engine/compare-logits.py "$m" --engine "$m/engine-$be.f32" --engine-bf16 --json "$W/cmp-$be-bf16.json" 2>&1 | tee -a "$log"
       record "tiny-qwen35 logits $be vs HF bf16" $rc "$(python3 -c "import json;d=json.load(open('$W/cmp-$be.json'));print('top1',d.get('top1_agreement'),'max_rel',d.get('max_rel_err'))" 2>/dev/null)"
+    done
+    # The same rows against HF in float32: a reference without HF's bf16 activation roundings.
+    f=$H/tiny-qwen35-f32
+    mkdir -p "$f" && cp "$m/tokens.json" "$m/config.json" "$f/" && cp "$m/hf_logits_f32.f32" "$f/hf_logits.f32"
+    for be in cuda cpu; do
+      python3 scripts/engine/compare-logits.py "$f" --engine "$m/engine-$be.f32" --json "$W/cmp-f32-$be.json" 2>&1 | tee -a "$log"
+      rc=${PIPESTATUS[0]}
+      record "tiny-qwen35 logits $be vs HF float32" $rc "$(python3 -c "import json;d=json.load(open('$W/cmp-f32-$be.json'));print('top1',d.get('top1_agreement'),'max_rel',d.get('max_rel_err'))" 2>/dev/null)"
     done
     cp "$m/config.json" "$W/tiny-qwen35-config.json"
     cp "$m/hf_meta.json" "$W/tiny-qwen35-hf_meta.json"

@@ -57,10 +57,9 @@ impl<'w> CpuBackend<'w> {
             .as_ref()
             .ok_or_else(|| EngineError::invalid("a DeltaNet op on a model without them"))?;
         let w: &'w crate::weights::ModelWeights = self.w;
-        let dw = w.layers[layer]
-            .delta
-            .as_ref()
-            .ok_or_else(|| EngineError::invalid(format!("layer {layer} is not a DeltaNet layer")))?;
+        let dw = w.layers[layer].delta.as_ref().ok_or_else(|| {
+            EngineError::invalid(format!("layer {layer} is not a DeltaNet layer"))
+        })?;
         Ok((hy.clone(), dw))
     }
 
@@ -88,7 +87,12 @@ impl<'w> CpuBackend<'w> {
             .ok_or_else(|| EngineError::invalid("conv_step before in_proj"))?;
         let mut out = vec![0f32; channels];
         for r in 0..rows {
-            let state = state_for(&mut self.states.conv[layer], batch.seq[r], batch.pos[r], len);
+            let state = state_for(
+                &mut self.states.conv[layer],
+                batch.seq[r],
+                batch.pos[r],
+                len,
+            );
             let x = &mut mixed[r * width..r * width + channels];
             conv1d_step(state, x, weight, kernel, &mut out);
             x.copy_from_slice(&out);
@@ -161,7 +165,10 @@ pub(crate) fn delta_rule_row(
     }
     q.iter_mut().for_each(|x| *x *= scale);
     let v = &row[2 * kd..2 * kd + vd];
-    let (b, a) = (&row[2 * kd + 2 * vd..][..vh], &row[2 * kd + 2 * vd + vh..][..vh]);
+    let (b, a) = (
+        &row[2 * kd + 2 * vd..][..vh],
+        &row[2 * kd + 2 * vd + vh..][..vh],
+    );
     for h in 0..vh {
         let g = key_head_of(h, kh, vh);
         delta_rule_step(

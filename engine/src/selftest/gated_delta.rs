@@ -25,7 +25,10 @@ const ROWS: usize = 7;
 const SEQS: usize = 3;
 
 fn group_of(r: usize) -> usize {
-    GROUP_START.iter().rposition(|&s| s as usize <= r).unwrap_or(0)
+    GROUP_START
+        .iter()
+        .rposition(|&s| s as usize <= r)
+        .unwrap_or(0)
 }
 
 /// The family: every kernel of `gated_delta.cu` and partial RoPE.
@@ -147,8 +150,16 @@ fn delta_rule(c: &mut Ctx<'_>, dk: usize) -> Result<()> {
             c.dev.launch(Kernel::StateGatherF32, grid, 256, &args)?;
         }
         let core = c.poisoned(ROWS * vd * 4)?;
-        let (sin, in_ids) = if gather { (scratch.ptr, 0) } else { (cb.ptr, gq.ptr) };
-        let (sout, out_ids) = if copy { (scratch.ptr, 0) } else { (cb.ptr, gq.ptr) };
+        let (sin, in_ids) = if gather {
+            (scratch.ptr, 0)
+        } else {
+            (cb.ptr, gq.ptr)
+        };
+        let (sout, out_ids) = if copy {
+            (scratch.ptr, 0)
+        } else {
+            (cb.ptr, gq.ptr)
+        };
         let args = [
             Arg::Ptr(mb.ptr),
             Arg::I32(width as i32),
@@ -173,13 +184,23 @@ fn delta_rule(c: &mut Ctx<'_>, dk: usize) -> Result<()> {
             if copy { "copy" } else { "inplace" }
         );
         let got = c.read_f32(&core, ROWS * vd)?;
-        c.check(format!("{} {lever} output", kern.name()), &got, &want_core, TOL_F32);
+        c.check(
+            format!("{} {lever} output", kern.name()),
+            &got,
+            &want_core,
+            TOL_F32,
+        );
         let (got_state, want_state) = if copy {
             (c.read_f32(&scratch, GROUP_SEQ.len() * len)?, &want_groups)
         } else {
             (c.read_f32(&cb, SEQS * len)?, &want_cache)
         };
-        c.check(format!("{} {lever} state", kern.name()), &got_state, want_state, TOL_F32);
+        c.check(
+            format!("{} {lever} state", kern.name()),
+            &got_state,
+            want_state,
+            TOL_F32,
+        );
     }
     Ok(())
 }
@@ -275,8 +296,12 @@ fn partial_rope(c: &mut Ctx<'_>) -> Result<()> {
         row_stride: stride,
         rope_dim: rot,
     };
-    c.dev
-        .launch(Kernel::RopeKvAppendF32, RopeArgs::grid(rows), ROPE_BLOCK, &rope.args())?;
+    c.dev.launch(
+        Kernel::RopeKvAppendF32,
+        RopeArgs::grid(rows),
+        ROPE_BLOCK,
+        &rope.args(),
+    )?;
     let mut want = qkv.clone();
     let mut want_k = vec![0f32; rows * nkv * hd];
     for r in 0..rows {
@@ -301,6 +326,11 @@ fn partial_rope(c: &mut Ctx<'_>) -> Result<()> {
         .collect();
     c.check("rope_kv_append_f32 partial q", &got_q, &q_rows, TOL_F32);
     let got_k = c.read_bf16(&kc, rows * nkv * hd)?;
-    c.check("rope_kv_append_f32 partial k cache", &got_k, &want_k, TOL_BF16);
+    c.check(
+        "rope_kv_append_f32 partial k cache",
+        &got_k,
+        &want_k,
+        TOL_BF16,
+    );
     Ok(())
 }

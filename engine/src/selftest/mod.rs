@@ -70,10 +70,8 @@ pub const CHECKS: &[(&str, CheckFn)] = &[
 ];
 
 /// The whole-model checks.
-pub const MODEL_CHECKS: &[(&str, ModelCheckFn)] = &[
-    ("model", model::checks),
-    ("hybrid", model::hybrid_checks),
-];
+pub const MODEL_CHECKS: &[(&str, ModelCheckFn)] =
+    &[("model", model::checks), ("hybrid", model::hybrid_checks)];
 
 /// Every name `only` accepts, in run order.
 pub fn names() -> Vec<&'static str> {

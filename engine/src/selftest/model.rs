@@ -51,8 +51,18 @@ fn engine_numerics(
             } else {
                 Timing::Launch
             };
-            let (worst, same_tokens, _) =
-                model_run(cfg, &w, levers, timing, Numerics::Engine, seed, open)?;
+            let (worst, same_tokens, _) = model_run(
+                cfg,
+                &w,
+                Run {
+                    levers,
+                    timing,
+                    numerics: Numerics::Engine,
+                    seqs: 2,
+                },
+                seed,
+                open,
+            )?;
             let name = format!(
                 "model {mt} {} kv={} graphs={} mmvq_max_batch={} pdl={} fusion={} logits{}",
                 fmt.name(),
@@ -102,14 +112,30 @@ pub(super) fn hybrid_checks(seed: u64, open: OpenDevice<'_>) -> Result<Vec<Check
     let mut out = Vec::new();
     for fmt in [WeightFormat::Bf16, WeightFormat::Q8_0] {
         let w = ModelWeights::random(&cfg, fmt, seed);
-        for levers in lever_matrix::selftest_hybrid_levers() {
+        // Two sequences, and one (the batch-1 decode paths: the fused norm, the b1 GEMV).
+        for (levers, seqs) in lever_matrix::selftest_hybrid_levers()
+            .into_iter()
+            .map(|l| (l, 2))
+            .chain([
+                (Levers::default(), 1),
+                (
+                    Levers::default().with_hybrid(crate::dispatch::HybridLevers::SLOW),
+                    1,
+                ),
+            ])
+        {
             let timing = if levers.pdl {
                 Timing::Off
             } else {
                 Timing::Launch
             };
-            let (worst, same_tokens, _) =
-                model_run(&cfg, &w, levers, timing, Numerics::Engine, seed, open)?;
+            let run = Run {
+                levers,
+                timing,
+                numerics: Numerics::Engine,
+                seqs,
+            };
+            let (worst, same_tokens, _) = model_run(&cfg, &w, run, seed, open)?;
             let h = levers.hybrid;
             let tol = match fmt {
                 WeightFormat::Q8_0 => TOL_Q8_MODEL,
@@ -117,7 +143,7 @@ pub(super) fn hybrid_checks(seed: u64, open: OpenDevice<'_>) -> Result<Vec<Check
             };
             out.push(Check {
                 name: format!(
-                    "model hybrid {} kv={} graphs={} state_update={} state_read={} out_proj={} logits{}",
+                    "model hybrid {} seqs={seqs} kv={} graphs={} state_update={} state_read={} out_proj={} logits{}",
                     fmt.name(),
                     if levers.paged_kv {
                         "paged"
@@ -155,8 +181,18 @@ fn hf_numerics(
 ) -> Result<()> {
     let w = ModelWeights::random(cfg, WeightFormat::Bf16, seed);
     for levers in lever_matrix::selftest_hf_levers() {
-        let (worst, same_tokens, exact) =
-            model_run(cfg, &w, levers, Timing::Off, Numerics::HfBf16, seed, open)?;
+        let (worst, same_tokens, exact) = model_run(
+            cfg,
+            &w,
+            Run {
+                levers,
+                timing: Timing::Off,
+                numerics: Numerics::HfBf16,
+                seqs: 2,
+            },
+            seed,
+            open,
+        )?;
         out.push(Check {
             name: format!(
                 "model {mt} bf16 numerics=hf-bf16 kv={} graphs={} logits ({:.1}% bit-identical{})",
@@ -184,15 +220,29 @@ fn hf_numerics(
 /// A prefill of two 5-token prompts and three decode steps on the GPU and on the CPU
 /// reference with the same numerics: (worst logit rel-error, same greedy tokens, share of
 /// bit-identical logits).
-fn model_run(
-    cfg: &ModelConfig,
-    w: &ModelWeights,
+/// How one whole-model run is set up.
+#[derive(Clone, Copy)]
+struct Run {
     levers: Levers,
     timing: Timing,
     numerics: Numerics,
+    /// Sequences in the batch (2; 1 runs the batch-1 decode paths).
+    seqs: usize,
+}
+
+fn model_run(
+    cfg: &ModelConfig,
+    w: &ModelWeights,
+    run: Run,
     seed: u64,
     open: OpenDevice<'_>,
 ) -> Result<(f64, bool, f64)> {
+    let Run {
+        levers,
+        timing,
+        numerics,
+        seqs,
+    } = run;
     let dev = open()?;
     let cap = Capacity {
         max_seqs: 4,
@@ -203,10 +253,9 @@ fn model_run(
     gpu.set_numerics(numerics)?;
     gpu.rec.start_run()?;
     let mut cpu = CpuBackend::with_numerics(cfg, w, numerics);
-    let prompts = vec![
-        rng::tokens(seed, 11, 5, cfg.vocab),
-        rng::tokens(seed, 12, 5, cfg.vocab),
-    ];
+    let prompts: Vec<Vec<i32>> = (0..seqs as u64)
+        .map(|s| rng::tokens(seed, 11 + s, 5, cfg.vocab))
+        .collect();
     let (mut same, mut total) = (0usize, 0usize);
     let mut tally = |g: &[f32], c: &[f32]| {
         same += g.iter().zip(c).filter(|(a, b)| a == b).count();
@@ -219,17 +268,17 @@ fn model_run(
     cpu.begin(&pre)?;
     forward(&mut cpu, cfg, &pre)?;
     let mut worst = tally(&gpu.read_logits()?, cpu.logits());
-    let mut same_tokens = gpu.read_sampled(2)? == cpu.sampled;
+    let mut same_tokens = gpu.read_sampled(seqs)? == cpu.sampled;
     for i in 0..3 {
         let toks = cpu.sampled.clone();
-        let b = Batch::decode(toks.clone(), vec![5 + i; 2]);
+        let b = Batch::decode(toks.clone(), vec![5 + i; seqs]);
         gpu.set_tokens(&toks)?;
         gpu.step(&b, Phase::Decode, 1 + i as i64)?;
         gpu.finish_steps()?;
         cpu.begin(&b)?;
         forward(&mut cpu, cfg, &b)?;
         worst = worst.max(tally(&gpu.read_logits()?, cpu.logits()));
-        same_tokens &= gpu.read_sampled(2)? == cpu.sampled;
+        same_tokens &= gpu.read_sampled(seqs)? == cpu.sampled;
     }
     Ok((worst, same_tokens, same as f64 / total.max(1) as f64))
 }

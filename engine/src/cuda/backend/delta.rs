@@ -175,7 +175,8 @@ impl CudaBackend {
             Arg::I32(hy.conv_kernel as i32),
         ];
         let grid = ((ch as u32).div_ceil(CONV_BLOCK), self.groups as u32, 1);
-        let bytes = rows * ch * 8 + self.groups * hy.conv_state_elems() * 8 + ch * hy.conv_kernel * 4;
+        let bytes =
+            rows * ch * 8 + self.groups * hy.conv_state_elems() * 8 + ch * hy.conv_kernel * 4;
         self.kernel(
             Kernel::ConvStepF32,
             "conv1d",
@@ -196,7 +197,10 @@ impl CudaBackend {
         self.flush_norm()?;
         let hy = self.hybrid()?;
         let kern = delta_rule_kernel(hy.k_dim).ok_or_else(|| {
-            EngineError::invalid(format!("no recurrence kernel for key head dim {}", hy.k_dim))
+            EngineError::invalid(format!(
+                "no recurrence kernel for key head dim {}",
+                hy.k_dim
+            ))
         })?;
         let caches = self.delta_caches()?;
         let cache = caches.state[layer]
@@ -319,7 +323,10 @@ mod tests {
     #[test]
     fn runs_of_consecutive_sequences() {
         assert_eq!(seq_runs(&[0, 1, 2, 3]), vec![(0, 0, 4)]);
-        assert_eq!(seq_runs(&[2, 3, 7, 8, 1]), vec![(0, 2, 2), (2, 7, 2), (4, 1, 1)]);
+        assert_eq!(
+            seq_runs(&[2, 3, 7, 8, 1]),
+            vec![(0, 2, 2), (2, 7, 2), (4, 1, 1)]
+        );
         assert!(seq_runs(&[]).is_empty());
     }
 
@@ -337,7 +344,10 @@ mod tests {
         let p = Arg::Ptr(1);
         let i = Arg::I32(1);
         let conv = [p, i, p, p, p, p, p, i, i];
-        assert_eq!(kinds(&conv), signature(Kernel::ConvStepF32, "conv_step_f32"));
+        assert_eq!(
+            kinds(&conv),
+            signature(Kernel::ConvStepF32, "conv_step_f32")
+        );
         let rule = [p, i, p, p, p, p, p, p, p, p, p, i, i, Arg::F32(0.0)];
         for k in [
             Kernel::DeltaRuleDk32F32,
@@ -347,10 +357,19 @@ mod tests {
             assert_eq!(kinds(&rule), signature(k, k.name()), "{}", k.name());
         }
         let norm = [p, p, i, i, p, p, i, i, Arg::F32(0.0)];
-        assert_eq!(kinds(&norm), signature(Kernel::GatedNormF32, "gated_norm_f32"));
+        assert_eq!(
+            kinds(&norm),
+            signature(Kernel::GatedNormF32, "gated_norm_f32")
+        );
         let gather = [p, p, p, Arg::I64(1)];
-        assert_eq!(kinds(&gather), signature(Kernel::StateGatherF32, "state_gather_f32"));
+        assert_eq!(
+            kinds(&gather),
+            signature(Kernel::StateGatherF32, "state_gather_f32")
+        );
         let gate = [p, p, Arg::I64(1)];
-        assert_eq!(kinds(&gate), signature(Kernel::SigmoidGateBf16, "sigmoid_gate_bf16"));
+        assert_eq!(
+            kinds(&gate),
+            signature(Kernel::SigmoidGateBf16, "sigmoid_gate_bf16")
+        );
     }
 }

@@ -34,7 +34,7 @@ struct LinearCall {
     yh: u64,
     rows: usize,
     mode: OutMode,
-    /// The 3-D activation layout (`out_proj_layout = 3d`): a batch-1 launch per row.
+    /// The 3-D activation layout at decode (`out_proj_layout = 3d`): a launch per row.
     per_row: bool,
 }
 
@@ -92,10 +92,12 @@ impl CudaBackend {
             rows,
             mode,
             per_row: matches!(which, Linear::OutProj(_))
-                && self.levers.hybrid.out_proj == OutProjLayout::ThreeD,
+                && self.levers.hybrid.out_proj == OutProjLayout::ThreeD
+                && !self.prefill,
         };
-        // A [dim, 1, n_seqs] activation is n_seqs batch-1 products to the dispatch, whatever
-        // the batch (the campaigns' out_proj GEMV).
+        // At decode a [dim, 1, n_seqs] activation is n_seqs one-row products to the dispatch,
+        // whatever the batch (the campaigns' out_proj GEMV); a prefill's [dim, n_tokens,
+        // n_seqs] is not, and takes the batch's path.
         let path = if call.per_row {
             match call.format {
                 WeightFormat::Bf16 => LinearPath::GemvBf16,
@@ -153,8 +155,9 @@ impl CudaBackend {
         let (kern, chunk, bucket) = if path == LinearPath::GemmBf16Small {
             (Kernel::GemmBf16Small, rows.max(1), "gemm_dense")
         } else {
-            let batch = if c.per_row { 1 } else { rows };
-            let vector = linear::vector_kernel(c.format, batch, c.swiglu());
+            // Per row, a multi-row batch launches the multi-row entry one row at a time: it is
+            // batch-invariant, so each row gets the bits of the 2-D GEMV or small GEMM.
+            let vector = linear::vector_kernel(c.format, rows, c.swiglu());
             let kern = linear::b1_entry(vector, n_out, k, &self.levers.dispatch);
             (kern, if c.per_row { 1 } else { 8 }, "gemv")
         };

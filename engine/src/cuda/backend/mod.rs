@@ -32,9 +32,9 @@ use crate::records::LaunchMeta;
 use crate::weights::ModelWeights;
 use cudarc::cublas::{CudaBlas, sys as blas};
 use cudarc::driver::CudaStream;
+pub use delta::delta_rule_kernel;
 use gapscope_kernels::Kernel;
 use gapscope_traces::MemopKind;
-pub use delta::delta_rule_kernel;
 use numerics_ops::NumericsOps;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -194,7 +194,11 @@ impl Acts {
             xlast: DevBuf::alloc(s * cfg.hidden * f32b)?,
             xn: DevBuf::alloc(r * cfg.hidden * 2)?,
             qkv: DevBuf::alloc(r * cfg.qkv_dim() * f32b)?,
-            gate: DevBuf::alloc(if cfg.attn_output_gate { r * cfg.q_dim() * f32b } else { 0 })?,
+            gate: DevBuf::alloc(if cfg.attn_output_gate {
+                r * cfg.q_dim() * f32b
+            } else {
+                0
+            })?,
             mixed: DevBuf::alloc(r * hy.map_or(0, |h| h.in_proj_rows()) * f32b)?,
             core: DevBuf::alloc(r * value_width * f32b)?,
             attn: DevBuf::alloc(r * cfg.q_dim().max(value_width) * 2)?,

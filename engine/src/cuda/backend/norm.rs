@@ -61,6 +61,10 @@ impl CudaBackend {
     /// (The FFN norm stays separate: see `linear::norm_kernel`.)
     pub(super) fn norm_fusible(&self, norm: Norm, rows: usize) -> bool {
         let consumer = match norm {
+            // A gated attention layer's q|k|v and gate projections both read the norm's output,
+            // which a fused prologue keeps to itself.
+            Norm::Attn(l) if !self.cfg.is_linear(l) && self.cfg.attn_output_gate => return false,
+            Norm::Attn(l) if self.cfg.is_linear(l) => Linear::InProj(l),
             Norm::Attn(l) => Linear::Qkv(l),
             Norm::Final => Linear::LmHead,
             Norm::Ffn(_) => return false,

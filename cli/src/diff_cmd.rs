@@ -1,4 +1,5 @@
-//! `gapscope diff A B`: where the per-step gap between two traces (maybe two engines) lives.
+//! `gapscope diff A B`: where the per-step gap between two traces (maybe two engines) lives;
+//! `gapscope diff A --what-if hybrid`: the engine levers' effects predicted from A alone.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,8 +17,17 @@ use crate::report_cmd::AnalysisArgs;
 pub struct DiffArgs {
     /// The trace to explain (usually the slower engine).
     pub a: PathBuf,
-    /// The reference trace.
-    pub b: PathBuf,
+    /// The reference trace (not with --what-if).
+    pub b: Option<PathBuf>,
+    /// Predict the named lever set's effects from A alone, a trace of the slow configuration
+    /// (`hybrid`: the gapscope-engine levers --state-update, --state-read, --out-proj, one at a
+    /// time and together).
+    #[arg(long, value_name = "SET", conflicts_with = "b")]
+    pub what_if: Option<String>,
+    /// With --what-if: a trace measured with one lever switched (`state_update`, `state_read`,
+    /// `out_proj`, or `all`), compared with its prediction. Repeatable.
+    #[arg(long, value_name = "LEVER=TRACE", value_parser = crate::lever_whatif::parse_measured, requires = "what_if")]
+    pub measured: Vec<crate::lever_whatif::Measured>,
     /// JSON output (with schema_version).
     #[arg(long, group = "fmt")]
     pub json: bool,
@@ -41,8 +51,23 @@ pub struct DiffArgs {
 }
 
 pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
-    let analyser = a.analysis.analyser(g.quiet, true)?;
-    let reports = [analyser.run(&a.a)?, analyser.run(&a.b)?];
+    let mut analyser = a.analysis.analyser(g.quiet, true)?;
+    if let Some(set) = &a.what_if {
+        let w = crate::lever_whatif::run(set, &a.a, &a.measured, &mut analyser)?;
+        let out = if a.json {
+            serde_json::to_string_pretty(&w)? + "\n"
+        } else if a.markdown {
+            crate::lever_whatif::render_markdown(&w)
+        } else {
+            crate::lever_whatif::render_text(&w)
+        };
+        write_stdout(&out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(b) = &a.b else {
+        anyhow::bail!("diff: needs a reference trace B, or --what-if SET to predict from A alone");
+    };
+    let reports = [analyser.run(&a.a)?, analyser.run(b)?];
     let refused = refusal(&reports[0], &reports[1], a.allow_implausible);
     if !refused.is_empty() {
         let hint = if refused.iter().any(|r| r.contains("implausible")) {

@@ -2,6 +2,7 @@
 
 mod buckets_cmd;
 mod diff_cmd;
+mod lever_whatif;
 mod export_cmd;
 mod gate_cmd;
 mod gui_cmd;

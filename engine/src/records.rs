@@ -120,6 +120,8 @@ impl TraceOut {
                     gpu_start_ns: l.gpu_start_ns,
                     gpu_end_ns: l.gpu_end_ns,
                     graph_id: s.graph_id,
+                    op: self.strings.intern(m.op),
+                    layer: m.layer,
                     ..MemopRow::default()
                 });
             } else {
@@ -240,6 +242,8 @@ mod tests {
         assert_eq!(k.registers_per_thread, 40);
         assert_eq!(k.correlation, 3);
         assert_eq!(t.markers.row(1).step, 2);
-        assert_eq!(t.memops.row(0).kind, MemopKind::DtoD as u8);
+        let m = t.memops.row(0);
+        assert_eq!(m.kind, MemopKind::DtoD as u8);
+        assert_eq!((t.strings.get(m.op), m.layer), ("op", 3));
     }
 }

@@ -413,6 +413,21 @@ def run_model(name: str, args, device: str) -> dict:
             full32 = model(input_ids=full_in, use_cache=False).logits[0].float()
             rows32 = full32[P - 1: P + G - 1].contiguous()
             f32_vs_bf16 = float(rel_err_rows(rows32, rows).max())
+            # How far the logits move without each token mixer's output (its out projection
+            # zeroed): a wrong mixer in an engine should show far above the bf16 noise.
+            ablated = {}
+            for tag, suffix in (("linear_attn", "linear_attn.out_proj.weight"),
+                                ("self_attn", "self_attn.o_proj.weight")):
+                params = [p for n, p in model.named_parameters() if n.endswith(suffix)]
+                if not params:
+                    continue
+                saved = [p.detach().clone() for p in params]
+                for p in params:
+                    p.zero_()
+                abl = model(input_ids=full_in, use_cache=False).logits[0].float()[P - 1: P + G - 1]
+                ablated[f"f32_without_{tag}_max_rel_err"] = float(rel_err_rows(rows32, abl).max())
+                for p, v in zip(params, saved):
+                    p.copy_(v)
         with open(os.path.join(out_dir, "hf_logits_f32.f32"), "wb") as f:
             f.write(f32_bytes(rows32))
     with open(os.path.join(out_dir, "tokens.json"), "w", encoding="utf-8") as f:
@@ -442,6 +457,7 @@ def run_model(name: str, args, device: str) -> dict:
         "config_added_keys": added,
         "perturbed": counts,
         "f32_reference_vs_bf16_max_rel_err": f32_vs_bf16,
+        **(ablated if args.f32_reference else {}),
     }
     with open(os.path.join(out_dir, "hf_meta.json"), "w", encoding="utf-8") as f:
         json.dump(meta, f, indent=2)

@@ -25,6 +25,21 @@ pub const CHUNK_ROWS: usize = 64 * 1024;
 
 const MANIFEST: &str = "manifest.json";
 const STRINGS: &str = "strings";
+/// The memop columns a trace must have: all but the engine's `op` and `layer`, which traces
+/// written before they existed lack (they load as absent).
+const MEMOP_REQUIRED: [&str; 10] = [
+    "device",
+    "context",
+    "stream",
+    "correlation",
+    "name",
+    "kind",
+    "bytes",
+    "gpu_start_ns",
+    "gpu_end_ns",
+    "graph_id",
+];
+
 const TABLES: [&str; 6] = [
     "kernels", "memops", "launches", "markers", "samples", "scopes",
 ];
@@ -356,7 +371,7 @@ pub fn read_trace(dir: &Path, opts: &ReadOptions) -> Result<Trace> {
         &Expected {
             schema: &schema,
             wanted: None,
-            required: MemopTable::COLUMNS,
+            required: &MEMOP_REQUIRED,
         },
         true,
         |b| trace.memops.append_batch(b),

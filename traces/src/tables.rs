@@ -55,6 +55,11 @@ columnar_table! {
         gpu_start_ns: i64 => Int64Type = 0,
         gpu_end_ns: i64 => Int64Type = 0,
         graph_id: u32 => UInt32Type = 0,
+        /// Engine traces: the op that issued the copy (name id, 0 = none); absent in traces
+        /// written before it existed.
+        op: StrId => UInt32Type = NO_STR,
+        /// Engine traces: decoder layer, -1 when not per-layer.
+        layer: i32 => Int32Type = -1,
     }
 }
 

@@ -2,6 +2,7 @@
 //! engines compare through buckets, not kernel names), plus structural changes and what-ifs.
 
 pub mod groups;
+pub mod levers;
 
 use std::collections::BTreeMap;
 

@@ -400,6 +400,7 @@ pub fn assemble(
                     gpu_start_ns: mo.start as i64,
                     gpu_end_ns: mo.end as i64,
                     graph_id: mo.graph_id,
+                    ..MemopRow::default()
                 });
                 sum.memops += 1;
             }

@@ -57,6 +57,10 @@ pub struct GroupRow {
     pub gpu_share_pct: f64,
     /// Host time inside scopes of this key, ms per step (`None` without host scopes).
     pub host_ms_per_step: Option<f64>,
+    /// Engine traces: the model-derived bytes and FLOPs its kernels declare, per step
+    /// (`None` when none declares them).
+    pub bytes_per_step: Option<f64>,
+    pub flops_per_step: Option<f64>,
 }
 
 /// The grouped table.
@@ -90,6 +94,8 @@ pub fn group(
         && k.layer.len() == k.len
         && (0..k.len).any(|i| k.op[i] != NO_STR || k.layer[i] >= 0);
     let mut gpu: HashMap<String, (i64, u64)> = HashMap::new();
+    // Declared (bytes, FLOPs) per key, engine traces only.
+    let mut cost: HashMap<String, (f64, f64)> = HashMap::new();
     let mut unattributed = 0i64;
     let mut total = 0i64;
     let mut threads: HashSet<u64> = HashSet::new();
@@ -110,7 +116,10 @@ pub fn group(
         let dur = dur.max(0);
         total += dur;
         let key = if engine {
-            ki.and_then(|i| engine_key(trace, i, by))
+            match ki {
+                Some(i) => engine_key(trace, i, by),
+                None => engine_memop_key(trace, (-tag - 1) as usize, by),
+            }
         } else {
             map.launch_of(corr).and_then(|li| {
                 let li = li as usize;
@@ -126,6 +135,17 @@ pub fn group(
         };
         match key {
             Some(key) => {
+                if let Some(i) = ki.filter(|_| engine) {
+                    let (b, f) = (
+                        k.bytes.get(i).copied().unwrap_or(-1),
+                        k.flops.get(i).copied().unwrap_or(-1),
+                    );
+                    if b >= 0 || f >= 0 {
+                        let c = cost.entry(key.clone()).or_default();
+                        c.0 += b.max(0) as f64;
+                        c.1 += f.max(0) as f64;
+                    }
+                }
                 let e = gpu.entry(key).or_default();
                 e.0 += dur;
                 e.1 += 1;
@@ -156,6 +176,8 @@ pub fn group(
                 host_ms_per_step: host
                     .as_ref()
                     .map(|h| h.get(key).copied().unwrap_or(0) as f64 / 1e6 / n),
+                bytes_per_step: cost.get(key).map(|c| c.0 / n),
+                flops_per_step: cost.get(key).map(|c| c.1 / n),
             }
         })
         .collect();
@@ -179,6 +201,23 @@ pub fn group(
         steps,
         rows,
         unattributed_gpu_ms_per_step: unattributed as f64 / 1e6 / n,
+    }
+}
+
+/// An engine memop's key, from the memop table's op and layer columns (traces written before
+/// they existed have none: the memop is unattributed).
+fn engine_memop_key(trace: &Trace, i: usize, by: GroupBy) -> Option<String> {
+    let m = &trace.memops;
+    match by {
+        GroupBy::Scope | GroupBy::Op => {
+            let op = m.op.get(i).copied().unwrap_or(NO_STR);
+            (op != NO_STR).then(|| trace.strings.get(op).to_owned())
+        }
+        GroupBy::Module => None,
+        GroupBy::Layer => {
+            let l = m.layer.get(i).copied().unwrap_or(-1);
+            (l >= 0).then(|| format!("layer {l}"))
+        }
     }
 }
 

@@ -553,6 +553,7 @@ impl Builder {
                     gpu_start_ns: start,
                     gpu_end_ns: end,
                     graph_id: 0,
+                    ..MemopRow::default()
                 });
             }
             Category::Runtime | Category::Driver => {

@@ -390,6 +390,7 @@ fn push_memop(
         gpu_start_ns: start,
         gpu_end_ns: end,
         graph_id: u32_of(int(row, 7, n)?),
+        ..MemopRow::default()
     });
     Ok(())
 }

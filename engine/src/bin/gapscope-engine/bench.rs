@@ -16,20 +16,20 @@ use std::process::ExitCode;
 #[derive(clap::Args)]
 pub struct BenchArgs {
     #[command(flatten)]
-    model: ModelArgs,
+    pub model: ModelArgs,
     #[command(flatten)]
-    levers: LeverArgs,
+    pub levers: LeverArgs,
     /// Comma-separated numbers of parallel sequences.
     #[arg(long, default_value = "1", value_delimiter = ',')]
-    npl: Vec<usize>,
+    pub npl: Vec<usize>,
     #[arg(long, default_value_t = 128)]
-    npp: usize,
+    pub npp: usize,
     #[arg(long, default_value_t = 128)]
-    ntg: usize,
+    pub ntg: usize,
     #[arg(long, default_value_t = 5)]
-    reps: usize,
+    pub reps: usize,
     #[arg(long, default_value_t = 1)]
-    warmup: usize,
+    pub warmup: usize,
     /// Timing modes to run in turn (off, step, launch); e.g. off,launch,off,launch measures
     /// the cost of per-launch events side by side.
     #[arg(long, default_value = "launch", value_delimiter = ',')]
@@ -37,10 +37,11 @@ pub struct BenchArgs {
     /// With launch timing, time every launch of one decode step in N (the others get a
     /// step-level event pair; the trace holds the fully timed steps). 1 times every step.
     #[arg(long, default_value_t = 16)]
-    timing_sample: usize,
-    /// Write the native trace of the last timed mode here.
+    pub timing_sample: usize,
+    /// Write the native trace of the last timed mode here (with --hybrid-sweep: a directory
+    /// for one trace per setting and npl).
     #[arg(short, long)]
-    output: Option<PathBuf>,
+    pub output: Option<PathBuf>,
     #[arg(long)]
     json: Option<PathBuf>,
     /// Skip measuring the D2D copy bandwidth (then no floor is reported).
@@ -56,7 +57,13 @@ pub struct BenchArgs {
     /// launch's event pair (about 3 us on an H200) is calibrated once on a probe kernel
     /// and subtracted from each timed launch.
     #[arg(long)]
-    raw_event_timing: bool,
+    pub raw_event_timing: bool,
+    /// Hybrid models: run the all-slow setting of the DeltaNet levers, each lever alone
+    /// switched to its fast side, and all fast, each npl on its own, and write
+    /// `-o DIR/{slow,state_update,state_read,out_proj,all}-npl{N}.gst` (the other levers as
+    /// given; one timing mode).
+    #[arg(long)]
+    pub hybrid_sweep: bool,
 }
 
 pub fn run(a: BenchArgs) -> Result<ExitCode> {
@@ -75,6 +82,14 @@ pub fn run(a: BenchArgs) -> Result<ExitCode> {
         ),
         None => None,
     };
+    if a.hybrid_sweep {
+        if modes.len() != 1 {
+            return Err(EngineError::invalid("--hybrid-sweep runs one timing mode"));
+        }
+        let v = crate::sweep::run(&a, &cfg, &w, prompt_tokens, modes[0])?;
+        write_json(&a.json, &v)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let dev = open_device(a.levers.device)?;
     let maxn = *a.npl.iter().max().unwrap_or(&1);
     let cap = Capacity {
@@ -179,7 +194,7 @@ fn parse_timing(s: &str) -> Result<Timing> {
 
 /// The trace's manifest: the device, the command line, the model, the run's settings
 /// (`extra`) and notes on how launches were timed (the timing mode, the graphs lever).
-fn manifest(
+pub(crate) fn manifest(
     be: &CudaBackend,
     cfg: &ModelConfig,
     extra: serde_json::Value,
@@ -227,7 +242,7 @@ fn manifest(
 }
 
 /// Notes the steps sampling left out, closes the trace and says where it went.
-fn finish_trace(mut t: TraceOut, timing_sample: usize, output: &Option<PathBuf>) -> Result<()> {
+pub(crate) fn finish_trace(mut t: TraceOut, timing_sample: usize, output: &Option<PathBuf>) -> Result<()> {
     if t.skipped_steps > 0 {
         let note = format!(
             "per-launch timing sampled on 1 decode step in {timing_sample}; {} step-timed steps are not in the trace",
@@ -246,7 +261,7 @@ fn finish_trace(mut t: TraceOut, timing_sample: usize, output: &Option<PathBuf>)
     Ok(())
 }
 
-fn print_rows(mode: &str, rows: &[BenchRow]) {
+pub(crate) fn print_rows(mode: &str, rows: &[BenchRow]) {
     println!("\ntiming={mode}");
     println!(
         "{:>5} {:>10} {:>12} {:>10} {:>10} {:>7} {:>9} {:>11} {:<12} md5",

@@ -21,6 +21,7 @@ mod kbench;
 mod levers;
 mod logits;
 mod selftest;
+mod sweep;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -1,0 +1,232 @@
+//! What-ifs for named engine levers, predicted from one trace of the slow configuration
+//! before the lever is switched: the hybrid models' state copies, state gathers and 3-D
+//! out_proj GEMVs (the levers of `gapscope-engine --state-update/--state-read/--out-proj`).
+//!
+//! The model, per decode step (the trace's launch-timed steps, whose span is the step time):
+//! - `state_update=inplace`: the `state_copy` D2D copies disappear.
+//! - `state_read=fused_ids`: the `state_gather` kernels disappear; the recurrence then reads
+//!   the same bytes from the cache slots that it read from the gathered scratch, so nothing
+//!   is added.
+//! - `out_proj=2d`: at decode with more than one sequence, the per-row `out_proj`
+//!   launches (one per sequence and layer) become one linear per layer, timed as the trace's
+//!   own linear of the same shape at this batch (`o_proj` of the full-attention layers:
+//!   `[hidden, heads x head_dim]`, the out_proj's `[hidden, v_heads x v_dim]` in the Qwen3-Next
+//!   shapes), scaled by the FLOP ratio; without one, at the FLOP rate of the trace's GEMMs.
+//! - Each removed launch also takes its share of the step's idle time inside the step
+//!   (launch gaps per launch), which matters for eager steps.
+//!
+//! The levers combine by adding their changes. Ops are the engine's op column (`report --by
+//! op`); a trace without them cannot be predicted from.
+
+use serde::Serialize;
+
+use crate::analysis::Report;
+use crate::analysis::host::GroupRow;
+use crate::bucket::Bucket;
+
+/// The engine op names the levers act on.
+pub const STATE_COPY_OP: &str = "state_copy";
+pub const STATE_GATHER_OP: &str = "state_gather";
+pub const OUT_PROJ_OP: &str = "out_proj";
+/// The linear whose shape matches out_proj in the Qwen3-Next shapes.
+pub const OUT_PROJ_TWIN_OP: &str = "o_proj";
+
+/// One lever's (or a combination's) predicted step.
+#[derive(Debug, Clone, Serialize)]
+pub struct LeverPrediction {
+    /// `state_update=inplace`, `state_read=fused_ids`, `out_proj=2d`, or `all`.
+    pub lever: String,
+    /// GPU time that goes, ms per step.
+    pub removed_ms: f64,
+    /// GPU time that comes, ms per step.
+    pub added_ms: f64,
+    /// Launches fewer per step, and the idle time inside the step that goes with them.
+    pub launches_removed: f64,
+    pub gaps_removed_ms: f64,
+    /// The slow step's span minus what goes plus what comes.
+    pub predicted_step_ms: f64,
+    /// How the lever's change was computed, in a sentence.
+    pub basis: String,
+}
+
+/// The predictions from one slow trace.
+#[derive(Debug, Clone, Serialize)]
+pub struct LeverWhatIf {
+    pub path: String,
+    pub decode_steps: usize,
+    pub batch_size: Option<u32>,
+    /// Median span of the decode steps (first to last GPU activity), ms: the step time the
+    /// predictions start from.
+    pub step_ms: f64,
+    /// Its spread: CV of the spans, %.
+    pub step_cv_pct: f64,
+    /// Launches (kernels and memops) per step, and the idle time inside a step per launch.
+    pub launches_per_step: f64,
+    pub gap_per_launch_ms: f64,
+    pub levers: Vec<LeverPrediction>,
+}
+
+fn op<'a>(r: &'a Report, name: &str) -> Option<&'a GroupRow> {
+    r.groups.as_ref()?.rows.iter().find(|g| g.key == name)
+}
+
+/// The hybrid levers' predictions; the report must come from an engine trace analysed with
+/// the op grouping (`report --by op`).
+pub fn hybrid_levers(r: &Report) -> Result<LeverWhatIf, String> {
+    let groups = r
+        .groups
+        .as_ref()
+        .ok_or("the report was made without the op grouping")?;
+    if groups.source != "engine columns" {
+        return Err(format!(
+            "{} has no engine op columns; the lever what-ifs need a gapscope-engine trace",
+            r.source.path
+        ));
+    }
+    let span = r
+        .steps
+        .decode_span_ms
+        .ok_or_else(|| format!("{} has no decode steps", r.source.path))?;
+    let launches: f64 = r.buckets.iter().filter_map(|b| b.calls_per_step).sum();
+    let gap_per_launch = match (r.steps.launch_gap_ms_per_step, launches > 0.0) {
+        (Some(g), true) => g / launches,
+        _ => 0.0,
+    };
+    let ms = |name: &str| op(r, name).map_or((0.0, 0.0), |g| (g.gpu_ms_per_step, g.calls_per_step));
+    let lever = |name: &str, removed: f64, added: f64, launches_removed: f64, basis: String| {
+        let gaps = launches_removed * gap_per_launch;
+        LeverPrediction {
+            lever: name.to_owned(),
+            removed_ms: removed,
+            added_ms: added,
+            launches_removed,
+            gaps_removed_ms: gaps,
+            predicted_step_ms: span.median - removed + added - gaps,
+            basis,
+        }
+    };
+    let (copy_ms, copy_calls) = ms(STATE_COPY_OP);
+    let update = lever(
+        "state_update=inplace",
+        copy_ms,
+        0.0,
+        copy_calls,
+        format!("{copy_calls:.0} state copies per step go ({copy_ms:.3} ms)"),
+    );
+    let (gather_ms, gather_calls) = ms(STATE_GATHER_OP);
+    let read = lever(
+        "state_read=fused_ids",
+        gather_ms,
+        0.0,
+        gather_calls,
+        format!(
+            "{gather_calls:.0} state gathers per step go ({gather_ms:.3} ms); the recurrence reads \
+             the same bytes from the slots"
+        ),
+    );
+    let out = out_proj(r, gap_per_launch, span.median);
+    let all = {
+        let parts = [&update, &read, &out];
+        let removed: f64 = parts.iter().map(|p| p.removed_ms).sum();
+        let added: f64 = parts.iter().map(|p| p.added_ms).sum();
+        let launches_removed: f64 = parts.iter().map(|p| p.launches_removed).sum();
+        lever(
+            "all",
+            removed,
+            added,
+            launches_removed,
+            "the three changes added".into(),
+        )
+    };
+    Ok(LeverWhatIf {
+        path: r.source.path.clone(),
+        decode_steps: r.steps.decode_steps,
+        batch_size: r.steps.batch_size,
+        step_ms: span.median,
+        step_cv_pct: span.cv * 100.0,
+        launches_per_step: launches,
+        gap_per_launch_ms: gap_per_launch,
+        levers: vec![update, read, out, all],
+    })
+}
+
+/// `out_proj=2d`: per-row launches become one linear per layer at the twin's time per call.
+fn out_proj(r: &Report, gap_per_launch: f64, step: f64) -> LeverPrediction {
+    let make = |removed: f64, added: f64, launches_removed: f64, basis: String| {
+        let gaps = launches_removed * gap_per_launch;
+        LeverPrediction {
+            lever: "out_proj=2d".into(),
+            removed_ms: removed,
+            added_ms: added,
+            launches_removed,
+            gaps_removed_ms: gaps,
+            predicted_step_ms: step - removed + added - gaps,
+            basis,
+        }
+    };
+    let rows = r.steps.batch_size.unwrap_or(1) as f64;
+    let Some(o) = op(r, OUT_PROJ_OP) else {
+        return make(0.0, 0.0, 0.0, "the trace has no out_proj".into());
+    };
+    let layers = (o.calls_per_step / rows).round();
+    if rows <= 1.0 || layers < 1.0 || o.calls_per_step <= layers {
+        return make(
+            0.0,
+            0.0,
+            0.0,
+            format!(
+                "out_proj already runs one launch per layer ({:.0} calls per step at batch {rows:.0})",
+                o.calls_per_step
+            ),
+        );
+    }
+    let flops = o.flops_per_step.unwrap_or(0.0);
+    let twin = op(r, OUT_PROJ_TWIN_OP).filter(|t| {
+        t.calls_per_step > 0.0 && t.flops_per_step.is_some_and(|f| f > 0.0)
+    });
+    let (added, basis) = match twin {
+        Some(t) => {
+            let per_call_ms = t.gpu_ms_per_step / t.calls_per_step;
+            let per_call_flops = t.flops_per_step.unwrap_or(0.0) / t.calls_per_step;
+            let scale = if per_call_flops > 0.0 {
+                flops / layers / per_call_flops
+            } else {
+                1.0
+            };
+            (
+                per_call_ms * scale * layers,
+                format!(
+                    "{:.0} per-row launches become {layers:.0}, each at {OUT_PROJ_TWIN_OP}'s {:.4} ms \
+                     per call at this batch (x{scale:.2} its FLOPs)",
+                    o.calls_per_step, per_call_ms
+                ),
+            )
+        }
+        None => {
+            let (f, t) = [Bucket::GemmDense, Bucket::GemmQuant]
+                .iter()
+                .filter_map(|b| r.buckets.iter().find(|x| x.bucket == *b)?.cost)
+                .fold((0.0, 0.0), |(f, t), c| {
+                    (f + c.flops_per_step, t + c.costed_ms_per_step)
+                });
+            if f <= 0.0 || t <= 0.0 {
+                return make(
+                    0.0,
+                    0.0,
+                    0.0,
+                    "no GEMM in the trace to time the 2-D out_proj by".into(),
+                );
+            }
+            (
+                flops / (f / t),
+                format!(
+                    "{:.0} per-row launches become {layers:.0} GEMMs at the trace's GEMM rate \
+                     ({:.1} TFLOP/s)",
+                    o.calls_per_step,
+                    f / t / 1e9
+                ),
+            )
+        }
+    };
+    make(o.gpu_ms_per_step, added, o.calls_per_step - layers, basis)
+}

@@ -1,0 +1,227 @@
+//! `gapscope diff SLOW --what-if hybrid [--measured LEVER=TRACE ...]`: each lever's step
+//! predicted from the slow configuration's trace alone, and, for the levers measured since,
+//! the measured step and the prediction's error.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, bail};
+use gapscope_analyzer::analysis::host::GroupBy;
+use gapscope_analyzer::diff::levers::{LeverPrediction, LeverWhatIf, hybrid_levers};
+use serde::Serialize;
+
+use crate::render::markdown::{Align, Cell, table};
+use crate::render::{md_code, md_text, text};
+use crate::report_cmd::Analyser;
+
+/// The lever sets `--what-if` knows.
+pub const WHAT_IF_SETS: &[&str] = &["hybrid"];
+
+/// A `--measured LEVER=TRACE` argument.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    pub lever: String,
+    pub path: PathBuf,
+}
+
+pub fn parse_measured(s: &str) -> std::result::Result<Measured, String> {
+    let (lever, path) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected LEVER=TRACE, e.g. all=fast.gst"))?;
+    Ok(Measured {
+        lever: lever.trim().to_owned(),
+        path: PathBuf::from(path.trim()),
+    })
+}
+
+/// A measured step beside its prediction.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub lever: String,
+    pub path: String,
+    pub predicted_step_ms: f64,
+    /// Median decode-step span of the measured trace, and its CV, %.
+    pub measured_step_ms: f64,
+    pub measured_cv_pct: f64,
+    /// (predicted - measured) / measured, %.
+    pub error_pct: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WhatIfOutput {
+    pub schema_version: u32,
+    #[serde(flatten)]
+    pub prediction: LeverWhatIf,
+    pub measured: Vec<Comparison>,
+}
+
+/// Analyses the slow trace with the op grouping, predicts, and compares with each measured
+/// trace (whose lever must be one the prediction names).
+pub fn run(
+    set: &str,
+    slow: &Path,
+    measured: &[Measured],
+    analyser: &mut Analyser,
+) -> Result<WhatIfOutput> {
+    if !WHAT_IF_SETS.contains(&set) {
+        bail!(
+            "--what-if {set:?}: unknown lever set; the sets are {}",
+            WHAT_IF_SETS.join(", ")
+        );
+    }
+    analyser.group_by(GroupBy::Op);
+    let report = analyser.run(slow)?;
+    let prediction = hybrid_levers(&report).map_err(|e| anyhow::anyhow!("what-if: {e}"))?;
+    let mut out = Vec::new();
+    for m in measured {
+        let Some(p) = prediction.levers.iter().find(|p| p.lever_key() == m.lever) else {
+            bail!(
+                "--measured {}: no such lever; the predictions are {}",
+                m.lever,
+                prediction
+                    .levers
+                    .iter()
+                    .map(|p| p.lever_key())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        };
+        let r = analyser.run(&m.path)?;
+        let Some(span) = r.steps.decode_span_ms else {
+            bail!("--measured {}: {} has no decode steps", m.lever, m.path.display());
+        };
+        out.push(Comparison {
+            lever: p.lever.clone(),
+            path: m.path.display().to_string(),
+            predicted_step_ms: p.predicted_step_ms,
+            measured_step_ms: span.median,
+            measured_cv_pct: span.cv * 100.0,
+            error_pct: 100.0 * (p.predicted_step_ms - span.median) / span.median,
+        });
+    }
+    Ok(WhatIfOutput {
+        schema_version: 1,
+        prediction,
+        measured: out,
+    })
+}
+
+/// The key `--measured` names a lever by: the part before `=` (`state_update`), or `all`.
+trait LeverKey {
+    fn lever_key(&self) -> &str;
+}
+
+impl LeverKey for LeverPrediction {
+    fn lever_key(&self) -> &str {
+        self.lever.split('=').next().unwrap_or(&self.lever)
+    }
+}
+
+fn cells(w: &WhatIfOutput, p: &LeverPrediction) -> Vec<String> {
+    let m = w.measured.iter().find(|c| c.lever == p.lever);
+    vec![
+        p.lever.clone(),
+        format!("{:.3}", p.removed_ms),
+        format!("{:.3}", p.added_ms),
+        format!("{:.0}", p.launches_removed),
+        format!("{:.3}", p.gaps_removed_ms),
+        format!("{:.3}", p.predicted_step_ms),
+        m.map_or("-".into(), |c| {
+            format!("{:.3} ({:.1}%)", c.measured_step_ms, c.measured_cv_pct)
+        }),
+        m.map_or("-".into(), |c| format!("{:+.1}%", c.error_pct)),
+    ]
+}
+
+const HEAD: [&str; 8] = [
+    "lever",
+    "removes ms",
+    "adds ms",
+    "launches",
+    "gaps ms",
+    "predicted ms",
+    "measured ms (CV)",
+    "error",
+];
+
+fn header(w: &LeverWhatIf) -> String {
+    format!(
+        "{} decode steps{}: step {:.3} ms (median span, CV {:.1}%), {:.0} launches per step, {:.4} ms idle per launch",
+        w.decode_steps,
+        w.batch_size.map(|b| format!(" at batch {b}")).unwrap_or_default(),
+        w.step_ms,
+        w.step_cv_pct,
+        w.launches_per_step,
+        w.gap_per_launch_ms
+    )
+}
+
+pub fn render_text(w: &WhatIfOutput) -> String {
+    let p = &w.prediction;
+    let mut s = format!(
+        "what-if (hybrid levers) from {}\n{}\n\n",
+        text(&p.path),
+        header(p)
+    );
+    let rows: Vec<Vec<String>> = p.levers.iter().map(|l| cells(w, l)).collect();
+    let widths: Vec<usize> = (0..HEAD.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].len())
+                .chain([HEAD[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &[String]| -> String {
+        let mut l = format!("{:<w$}", cells[0], w = widths[0]);
+        for (c, wd) in cells[1..].iter().zip(&widths[1..]) {
+            l.push_str(&format!("  {c:>wd$}"));
+        }
+        l + "\n"
+    };
+    s.push_str(&line(&HEAD.map(String::from)));
+    for r in &rows {
+        s.push_str(&line(r));
+    }
+    s.push('\n');
+    for l in &p.levers {
+        s.push_str(&format!("{}: {}\n", l.lever, text(&l.basis)));
+    }
+    s
+}
+
+pub fn render_markdown(w: &WhatIfOutput) -> String {
+    let p = &w.prediction;
+    let mut s = format!(
+        "## What-if: hybrid levers\n\nFrom {}: {}.\n\n",
+        md_code(&p.path),
+        md_text(&header(p))
+    );
+    let aligns: Vec<Align> = std::iter::once(Align::Left)
+        .chain(std::iter::repeat_n(Align::Right, HEAD.len() - 1))
+        .collect();
+    let rows: Vec<Vec<Cell>> = p
+        .levers
+        .iter()
+        .map(|l| cells(w, l).into_iter().map(Cell::Text).collect())
+        .collect();
+    s.push_str(&table(&HEAD, &aligns, &rows));
+    s.push('\n');
+    for l in &p.levers {
+        s.push_str(&format!("- `{}`: {}\n", l.lever, md_text(&l.basis)));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measured_arguments_name_a_lever_and_a_trace() {
+        let m = parse_measured("state_update=runs/inplace.gst").unwrap();
+        assert_eq!(m.lever, "state_update");
+        assert_eq!(m.path, PathBuf::from("runs/inplace.gst"));
+        assert!(parse_measured("fast.gst").unwrap_err().contains("LEVER=TRACE"));
+    }
+}

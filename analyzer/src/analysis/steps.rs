@@ -97,6 +97,11 @@ pub struct Steps {
     pub steps: Vec<Step>,
     /// Requests (sequences) in each step when its marker says, else 0; same order as `steps`.
     pub batch: Vec<u32>,
+    /// The step's own number when its marker carries one (gapscope-engine markers), else -1;
+    /// same order as `steps` (empty: none known). A trace that keeps only some steps (the
+    /// engine's sampled launch timing) has gaps in these numbers, and steps that are not
+    /// neighbours in the run give no TPOT period.
+    pub numbers: Vec<i64>,
     /// Human-readable origin, e.g. `markers: gpu_user_annotation "decode_step"`.
     pub source: String,
     pub device: Option<u32>,
@@ -170,6 +175,7 @@ pub fn detect(p: &Prepared, settings: &StepSettings) -> Steps {
                 return Steps {
                     steps: Vec::new(),
                     batch: Vec::new(),
+                    numbers: Vec::new(),
                     source: if p.trace.kernels.is_empty() {
                         "none: the trace has no kernels".into()
                     } else {
@@ -284,6 +290,8 @@ struct Range {
     name: u32,
     kind: Option<u16>,
     meta: Meta,
+    /// The engine marker's step number, -1 when the marker has none.
+    number: i64,
     source: MarkerSource,
     start: i64,
     end: i64,
@@ -333,10 +341,16 @@ fn candidate_ranges(
             Some((k, meta)) if KINDS[k as usize].role != Role::Exclude => (Some(k), meta),
             _ => (None, Meta::default()),
         };
+        let from_engine = MarkerSource::from_code(m.source[i]) == MarkerSource::Engine;
         let r = Range {
             name: m.name[i],
             kind,
             meta,
+            number: if from_engine {
+                m.step.get(i).copied().unwrap_or(-1)
+            } else {
+                -1
+            },
             source: MarkerSource::from_code(m.source[i]),
             start: 0,
             end: 0,
@@ -438,6 +452,7 @@ fn from_markers(
             })
             .collect(),
         batch: windows.iter().map(|(r, _, _)| r.meta.batch).collect(),
+        numbers: windows.iter().map(|(r, _, _)| r.number).collect(),
         device,
         contiguous: false,
         kind: StepKind::InferenceSteps,

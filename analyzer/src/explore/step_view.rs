@@ -129,6 +129,7 @@ mod tests {
         let steps = Steps {
             steps: vec![mk(0, 1000), mk(1000, 2000), mk(2000, 3000), mk(3000, 4500)],
             batch: vec![],
+            numbers: vec![],
             source: String::new(),
             device: Some(0),
             contiguous: false,

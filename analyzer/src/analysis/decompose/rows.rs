@@ -40,9 +40,13 @@ pub(super) fn step_report(steps: &Steps, accs: &[StepAcc], sets: &StepSets) -> S
     let timed = sets.decode || training;
     // TPOT: start-to-start periods of consecutive decode steps; the last step has no
     // successor, so n steps give n-1 periods (a single step has no TPOT, only its span).
+    // Steps numbered by their markers must also be neighbours in the run: a trace that keeps
+    // one decode step in N (the engine's sampled launch timing) has no TPOT period, only spans.
+    let number = |i: usize| steps.numbers.get(i).copied().unwrap_or(-1);
     let mut periods = Vec::new();
     for w in scope.windows(2) {
-        if w[1] == w[0] + 1 {
+        let (a, b) = (number(w[0]), number(w[1]));
+        if w[1] == w[0] + 1 && (a < 0 || b < 0 || b == a + 1) {
             periods.push((s[w[1]].gpu_start_ns - s[w[0]].gpu_start_ns) as f64 / NS_PER_MS);
         }
     }

@@ -476,6 +476,7 @@ pub(super) fn auto_detect(p: &Prepared, device: u32, whole_periods: bool) -> Opt
             }
         ),
         batch: vec![0; steps.len()],
+        numbers: Vec::new(),
         steps,
         device: Some(device),
         contiguous: true,

@@ -25,8 +25,9 @@ pub struct Policy {
     pub bootstrap_resamples: usize,
     /// Seed of the bootstrap, so a verdict is reproducible.
     pub seed: u64,
-    /// Buckets below this share of the baseline's busy time (and idle metrics below this
-    /// share of the baseline's step) are reported but never fail.
+    /// Buckets below this share of the baseline's busy time per step on both sides (and idle
+    /// metrics below this share of the baseline's step) are reported but never fail; a bucket
+    /// that was below it and grows past it is judged.
     pub min_share: f64,
     /// Flag more kernels per step than the baseline by more than this.
     pub max_extra_kernels_per_step: f64,
@@ -540,9 +541,14 @@ pub fn gate_with(baseline: &Report, current: &Report, p: &Policy, o: GateOptions
         return report;
     }
 
-    let busy: f64 = baseline.buckets.iter().map(|b| b.total_ms).sum();
     let current_steps = current.steps.decode_steps;
     let baseline_steps = baseline.steps.decode_steps;
+    // The baseline's busy time per step, the unit of every bucket's weight.
+    let busy_per_step: f64 = baseline
+        .buckets
+        .iter()
+        .map(|b| mean(&b.per_step_ms))
+        .sum();
     for bk in Bucket::ALL {
         let x = baseline.buckets.iter().find(|b| b.bucket == bk);
         let y = current.buckets.iter().find(|b| b.bucket == bk);
@@ -559,8 +565,11 @@ pub fn gate_with(baseline: &Report, current: &Report, p: &Policy, o: GateOptions
         if !present(&xs) && !present(&ys) {
             continue;
         }
-        let share = if busy > 0.0 {
-            x.map(|b| b.total_ms).unwrap_or(0.0) / busy
+        // A bucket weighs what it costs per step on the heavier side, in the baseline's busy
+        // time: one that grows from almost nothing (the state copies of a slow lever) is
+        // judged, not waved through as small in the baseline.
+        let share = if busy_per_step > 0.0 {
+            mean(&xs).max(mean(&ys)) / busy_per_step
         } else {
             0.0
         };
@@ -627,7 +636,13 @@ pub fn gate_with(baseline: &Report, current: &Report, p: &Policy, o: GateOptions
 /// the baseline's step, so a 5 µs launch gap that doubles does not fail a 5 ms step.
 fn step_verdicts(baseline: &Report, current: &Report, p: &Policy) -> Vec<StepVerdict> {
     let (bs, cs) = (&baseline.steps.series, &current.steps.series);
-    let step_ms = baseline.steps.tpot_ms.map(|t| t.mean).unwrap_or(0.0);
+    // TPOT, or the step spans of a trace that keeps only some steps (no TPOT periods).
+    let step_ms = baseline
+        .steps
+        .tpot_ms
+        .or(baseline.steps.decode_span_ms)
+        .map(|t| t.mean)
+        .unwrap_or(0.0);
     let share = |v: &[f64]| {
         if step_ms > 0.0 {
             mean(v) / step_ms

@@ -84,7 +84,10 @@ pub(super) fn step_report(steps: &Steps, accs: &[StepAcc], sets: &StepSets) -> S
                 between_steps: false,
             });
         }
-        if n > 0 {
+        // Between steps only where the previous step with work is this one's neighbour in
+        // the run (a sampled trace's kept steps have other steps between them).
+        let (pn, cn) = (n.checked_sub(1).map_or(-1, |m| number(active[m])), number(i));
+        if n > 0 && (pn < 0 || cn < 0 || cn == pn + 1) {
             let prev = &accs[active[n - 1]];
             let gap = (a.first_start - prev.last_end).max(0);
             host_gap += gap;
@@ -99,10 +102,13 @@ pub(super) fn step_report(steps: &Steps, accs: &[StepAcc], sets: &StepSets) -> S
             }
         }
     }
-    let window = match (active.first(), active.last()) {
-        (Some(&f), Some(&l)) => (accs[l].last_end - accs[f].first_start).max(0),
-        _ => 0,
-    };
+    // The steps' own spans and the idle between neighbours: first to last activity when
+    // every step is in the trace; without the left-out steps when only some are.
+    let window: i64 = active
+        .iter()
+        .map(|&i| (accs[i].last_end - accs[i].first_start).max(0))
+        .sum::<i64>()
+        + host_gap;
     let n = active.len().max(1) as f64;
     let has = !active.is_empty();
     let durations = |idx: &[usize]| -> Vec<f64> { idx.iter().map(|&i| span_ms(&s[i])).collect() };

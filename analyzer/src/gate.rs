@@ -544,11 +544,7 @@ pub fn gate_with(baseline: &Report, current: &Report, p: &Policy, o: GateOptions
     let current_steps = current.steps.decode_steps;
     let baseline_steps = baseline.steps.decode_steps;
     // The baseline's busy time per step, the unit of every bucket's weight.
-    let busy_per_step: f64 = baseline
-        .buckets
-        .iter()
-        .map(|b| mean(&b.per_step_ms))
-        .sum();
+    let busy_per_step: f64 = baseline.buckets.iter().map(|b| mean(&b.per_step_ms)).sum();
     for bk in Bucket::ALL {
         let x = baseline.buckets.iter().find(|b| b.bucket == bk);
         let y = current.buckets.iter().find(|b| b.bucket == bk);

@@ -87,7 +87,11 @@ pub fn run(
         };
         let r = analyser.run(&m.path)?;
         let Some(span) = r.steps.decode_span_ms else {
-            bail!("--measured {}: {} has no decode steps", m.lever, m.path.display());
+            bail!(
+                "--measured {}: {} has no decode steps",
+                m.lever,
+                m.path.display()
+            );
         };
         out.push(Comparison {
             lever: p.lever.clone(),
@@ -147,7 +151,9 @@ fn header(w: &LeverWhatIf) -> String {
     format!(
         "{} decode steps{}: step {:.3} ms (median span, CV {:.1}%), {:.0} launches per step, {:.4} ms idle per launch",
         w.decode_steps,
-        w.batch_size.map(|b| format!(" at batch {b}")).unwrap_or_default(),
+        w.batch_size
+            .map(|b| format!(" at batch {b}"))
+            .unwrap_or_default(),
         w.step_ms,
         w.step_cv_pct,
         w.launches_per_step,
@@ -222,6 +228,10 @@ mod tests {
         let m = parse_measured("state_update=runs/inplace.gst").unwrap();
         assert_eq!(m.lever, "state_update");
         assert_eq!(m.path, PathBuf::from("runs/inplace.gst"));
-        assert!(parse_measured("fast.gst").unwrap_err().contains("LEVER=TRACE"));
+        assert!(
+            parse_measured("fast.gst")
+                .unwrap_err()
+                .contains("LEVER=TRACE")
+        );
     }
 }

@@ -2,13 +2,13 @@
 
 mod buckets_cmd;
 mod diff_cmd;
-mod lever_whatif;
 mod export_cmd;
 mod gate_cmd;
 mod gui_cmd;
 mod history_cmd;
 mod import_cmd;
 mod join_cmd;
+mod lever_whatif;
 mod progress;
 mod render;
 mod report_cmd;

@@ -48,7 +48,13 @@ fn predictions_match_the_measured_levers() {
     assert_eq!(measured.len(), 4);
     for m in measured {
         let e = m["error_pct"].as_f64().unwrap();
-        assert!(e.abs() <= 3.0, "{}: predicted {} measured {} ({e:+.2}%)", m["lever"], m["predicted_step_ms"], m["measured_step_ms"]);
+        assert!(
+            e.abs() <= 3.0,
+            "{}: predicted {} measured {} ({e:+.2}%)",
+            m["lever"],
+            m["predicted_step_ms"],
+            m["measured_step_ms"]
+        );
     }
     // The combined prediction is the slow step less every lever's saving.
     let all = lever("all")["predicted_step_ms"].as_f64().unwrap();
@@ -61,10 +67,18 @@ fn the_text_table_names_every_lever_and_its_basis() {
     let o = run(&["diff", "-q", &slow, "--what-if", "hybrid"]);
     assert!(o.status.success(), "{o:?}");
     let t = stdout(&o);
-    for l in ["state_update=inplace", "state_read=fused_ids", "out_proj=2d", "all"] {
+    for l in [
+        "state_update=inplace",
+        "state_read=fused_ids",
+        "out_proj=2d",
+        "all",
+    ] {
         assert!(t.contains(l), "{t}");
     }
-    assert!(t.contains("o_proj"), "the out_proj basis names its twin: {t}");
+    assert!(
+        t.contains("o_proj"),
+        "the out_proj basis names its twin: {t}"
+    );
 }
 
 /// The slow setting against the fast one: the gate fails on the levers' buckets (the state
@@ -73,7 +87,15 @@ fn the_text_table_names_every_lever_and_its_basis() {
 #[test]
 fn the_gate_flags_the_levers_buckets_and_the_new_copies() {
     let (slow, all) = (trace("slow"), trace("all"));
-    let o = run(&["gate", "-q", "--json", "--current", &slow, "--baseline", &all]);
+    let o = run(&[
+        "gate",
+        "-q",
+        "--json",
+        "--current",
+        &slow,
+        "--baseline",
+        &all,
+    ]);
     assert_eq!(o.status.code(), Some(1), "{o:?}");
     let g: Value = serde_json::from_slice(&o.stdout).unwrap();
     let verdict = |b: &str| {
@@ -89,7 +111,10 @@ fn the_gate_flags_the_levers_buckets_and_the_new_copies() {
         assert_eq!(verdict(b), "regression", "{b}: {g}");
     }
     let structural = g["structural"].to_string();
-    assert!(structural.contains("copies") && structural.contains("gathers"), "{structural}");
+    assert!(
+        structural.contains("copies") && structural.contains("gathers"),
+        "{structural}"
+    );
     // The fast setting against itself passes.
     let o = run(&["gate", "-q", "--current", &all, "--baseline", &all]);
     assert_eq!(o.status.code(), Some(0), "{o:?}");
@@ -114,8 +139,19 @@ fn what_if_errors_name_the_problem() {
     let e = one_line_error(&run(&["diff", "-q", &slow, "--what-if", "moe"]));
     assert!(e.contains("unknown lever set"), "{e}");
     let bad = format!("fused={}", trace("all"));
-    let e = one_line_error(&run(&["diff", "-q", &slow, "--what-if", "hybrid", "--measured", &bad]));
-    assert!(e.contains("no such lever") && e.contains("state_update"), "{e}");
+    let e = one_line_error(&run(&[
+        "diff",
+        "-q",
+        &slow,
+        "--what-if",
+        "hybrid",
+        "--measured",
+        &bad,
+    ]));
+    assert!(
+        e.contains("no such lever") && e.contains("state_update"),
+        "{e}"
+    );
     // A trace without the engine's op columns cannot be predicted from.
     let llama = s(&repo("traces/reference/llamacpp-qwen3.5-9b-q4_0-npl1.gst")).to_owned();
     let e = one_line_error(&run(&["diff", "-q", &llama, "--what-if", "hybrid"]));

@@ -181,9 +181,8 @@ fn out_proj(r: &Report, gap_per_launch: f64, step: f64) -> LeverPrediction {
         );
     }
     let flops = o.flops_per_step.unwrap_or(0.0);
-    let twin = op(r, OUT_PROJ_TWIN_OP).filter(|t| {
-        t.calls_per_step > 0.0 && t.flops_per_step.is_some_and(|f| f > 0.0)
-    });
+    let twin = op(r, OUT_PROJ_TWIN_OP)
+        .filter(|t| t.calls_per_step > 0.0 && t.flops_per_step.is_some_and(|f| f > 0.0));
     let (added, basis) = match twin {
         Some(t) => {
             let per_call_ms = t.gpu_ms_per_step / t.calls_per_step;

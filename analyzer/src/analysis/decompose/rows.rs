@@ -86,7 +86,10 @@ pub(super) fn step_report(steps: &Steps, accs: &[StepAcc], sets: &StepSets) -> S
         }
         // Between steps only where the previous step with work is this one's neighbour in
         // the run (a sampled trace's kept steps have other steps between them).
-        let (pn, cn) = (n.checked_sub(1).map_or(-1, |m| number(active[m])), number(i));
+        let (pn, cn) = (
+            n.checked_sub(1).map_or(-1, |m| number(active[m])),
+            number(i),
+        );
         if n > 0 && (pn < 0 || cn < 0 || cn == pn + 1) {
             let prev = &accs[active[n - 1]];
             let gap = (a.first_start - prev.last_end).max(0);

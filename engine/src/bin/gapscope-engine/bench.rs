@@ -242,7 +242,11 @@ pub(crate) fn manifest(
 }
 
 /// Notes the steps sampling left out, closes the trace and says where it went.
-pub(crate) fn finish_trace(mut t: TraceOut, timing_sample: usize, output: &Option<PathBuf>) -> Result<()> {
+pub(crate) fn finish_trace(
+    mut t: TraceOut,
+    timing_sample: usize,
+    output: &Option<PathBuf>,
+) -> Result<()> {
     if t.skipped_steps > 0 {
         let note = format!(
             "per-launch timing sampled on 1 decode step in {timing_sample}; {} step-timed steps are not in the trace",

@@ -85,7 +85,12 @@ pub fn run(
             let path = dir.join(format!("{name}-npl{n}.gst"));
             let extra = serde_json::json!({"levers": lv, "setting": name, "settings": settings, "weights": a.model.weights, "timing": mode, "timing_sample": a.timing_sample, "capacity": cap, "event_latency": event_latency});
             let mut trace = (mode != Timing::Off)
-                .then(|| TraceOut::create(&path, manifest(&be, cfg, extra, (mode, lv.graphs), &event_latency)))
+                .then(|| {
+                    TraceOut::create(
+                        &path,
+                        manifest(&be, cfg, extra, (mode, lv.graphs), &event_latency),
+                    )
+                })
                 .transpose()?;
             eprintln!("{name} npl {n}:");
             let rows = bench::run(

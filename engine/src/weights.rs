@@ -557,6 +557,135 @@ mod tests {
         assert_eq!(got, want);
     }
 
+    /// A Qwen3.5 checkpoint: the DeltaNet layer's four input projections fused in order, the
+    /// attention layer's per-head query|gate rows split into q and gate, zero-centred norms
+    /// offset by 1 (not the gated norm). Each tensor's rows hold their row index plus an offset
+    /// naming the tensor, so every row's origin can be read back.
+    #[test]
+    fn qwen35_safetensors_fuse_split_and_offset() {
+        use crate::cpu::tests::tiny_hybrid;
+        use safetensors::tensor::TensorView;
+        let cfg = tiny_hybrid();
+        let hy = cfg.hybrid.clone().unwrap();
+        let h = cfg.hidden;
+        let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+        // Row r of a tensor with tag t holds t + r in every column.
+        let mut add = |name: String, shape: Vec<usize>, tag: f32| {
+            let cols: usize = shape[1..].iter().product::<usize>().max(1);
+            let rows = if shape.len() == 1 { 1 } else { shape[0] };
+            let n = if shape.len() == 1 {
+                shape[0]
+            } else {
+                rows * cols
+            };
+            let bytes = (0..n)
+                .flat_map(|i| {
+                    let v = if shape.len() == 1 {
+                        tag
+                    } else {
+                        tag + (i / cols) as f32
+                    };
+                    v.to_le_bytes()
+                })
+                .collect();
+            tensors.push((name, shape, bytes));
+        };
+        add("model.embed_tokens.weight".into(), vec![cfg.vocab, h], 0.0);
+        add("model.norm.weight".into(), vec![h], 0.5);
+        let (kd, vd) = (hy.k_heads * hy.k_dim, hy.value_width());
+        for l in 0..cfg.layers {
+            let p = format!("model.layers.{l}");
+            add(format!("{p}.input_layernorm.weight"), vec![h], 0.25);
+            add(
+                format!("{p}.post_attention_layernorm.weight"),
+                vec![h],
+                0.25,
+            );
+            add(
+                format!("{p}.mlp.gate_proj.weight"),
+                vec![cfg.intermediate, h],
+                0.0,
+            );
+            add(
+                format!("{p}.mlp.up_proj.weight"),
+                vec![cfg.intermediate, h],
+                0.0,
+            );
+            add(
+                format!("{p}.mlp.down_proj.weight"),
+                vec![h, cfg.intermediate],
+                0.0,
+            );
+            if cfg.is_linear(l) {
+                let la = format!("{p}.linear_attn");
+                add(
+                    format!("{la}.in_proj_qkv.weight"),
+                    vec![2 * kd + vd, h],
+                    0.0,
+                );
+                add(format!("{la}.in_proj_z.weight"), vec![vd, h], 400.0);
+                add(format!("{la}.in_proj_b.weight"), vec![hy.v_heads, h], 600.0);
+                add(format!("{la}.in_proj_a.weight"), vec![hy.v_heads, h], 700.0);
+                add(
+                    format!("{la}.conv1d.weight"),
+                    vec![hy.conv_channels(), 1, hy.conv_kernel],
+                    0.0,
+                );
+                add(format!("{la}.A_log"), vec![hy.v_heads], 0.5);
+                add(format!("{la}.dt_bias"), vec![hy.v_heads], 1.0);
+                add(format!("{la}.norm.weight"), vec![hy.v_dim], 0.75);
+                add(format!("{la}.out_proj.weight"), vec![h, vd], 0.0);
+            } else {
+                let sa = format!("{p}.self_attn");
+                add(format!("{sa}.q_proj.weight"), vec![2 * cfg.q_dim(), h], 0.0);
+                add(format!("{sa}.k_proj.weight"), vec![cfg.kv_dim(), h], 0.0);
+                add(format!("{sa}.v_proj.weight"), vec![cfg.kv_dim(), h], 0.0);
+                add(format!("{sa}.o_proj.weight"), vec![h, cfg.q_dim()], 0.0);
+                add(format!("{sa}.q_norm.weight"), vec![cfg.head_dim], 0.125);
+                add(format!("{sa}.k_norm.weight"), vec![cfg.head_dim], 0.125);
+            }
+        }
+        let views: Vec<(String, TensorView)> = tensors
+            .iter()
+            .map(|(n, s, b)| {
+                (
+                    n.clone(),
+                    TensorView::new(Dtype::F32, s.clone(), b).unwrap(),
+                )
+            })
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        safetensors::serialize_to_file(views, None, &dir.path().join("model.safetensors")).unwrap();
+        let w = ModelWeights::from_safetensors(dir.path(), &cfg, WeightFormat::Q8_0).unwrap();
+        // Column 0 of each fused row; Q8_0 keeps these values to within 0.4.
+        let first_col = |m: &Matrix| -> Vec<f32> {
+            let d = m.dequantize();
+            (0..m.rows()).map(|r| d[r * m.cols()]).collect()
+        };
+        let near = |got: f32, want: f32| (got - want).abs() < 1.0;
+        let delta = &w.layers[0];
+        let rows = first_col(&delta.wqkv);
+        assert_eq!(rows.len(), hy.in_proj_rows());
+        let z_at = 2 * kd + vd;
+        assert!(near(rows[0], 0.0) && near(rows[z_at - 1], (z_at - 1) as f32));
+        assert!(near(rows[z_at], 400.0) && near(rows[z_at + vd], 600.0));
+        assert!(near(rows[z_at + vd + hy.v_heads], 700.0));
+        let dw = delta.delta.as_ref().unwrap();
+        assert_eq!((dw.a_log[0], dw.dt_bias[0], dw.norm[0]), (0.5, 1.0, 0.75));
+        assert_eq!(delta.attn_norm[0], 1.25, "zero-centred norms get their 1");
+        // Layer 2 is the full-attention layer: per head, q_proj rows are [query | gate].
+        let full = &w.layers[2];
+        let (q, g) = (
+            first_col(&full.wqkv),
+            first_col(full.w_gate.as_ref().unwrap()),
+        );
+        let hd = cfg.head_dim as f32;
+        assert!(near(q[0], 0.0) && near(q[cfg.head_dim], 2.0 * hd));
+        assert!(near(g[0], hd) && near(g[cfg.head_dim], 3.0 * hd));
+        assert_eq!(full.q_norm.as_ref().unwrap()[0], 1.125);
+        assert_eq!(w.final_norm[0], 1.5);
+    }
+
     #[test]
     fn safetensors_round_trip_fuses_and_interleaves() {
         use safetensors::tensor::TensorView;

@@ -295,10 +295,53 @@ fn usage_errors_list_the_valid_values() {
             ],
             "KW:SPLITS",
         ),
+        (
+            vec!["bench", "--config", "x.json", "--out-proj", "4d"],
+            "2d",
+        ),
+        (
+            vec!["bench", "--config", "x.json", "--state-read", "scatter"],
+            "fused_ids",
+        ),
     ] {
         let out = engine().args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");
     }
+}
+
+/// The hybrid sweep is refused before any GPU opens: on a model without DeltaNet layers, and
+/// without a directory for its traces.
+#[test]
+fn hybrid_sweep_refusals_name_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_model(dir.path());
+    let model = dir.path().display().to_string();
+    let out = engine()
+        .args(["bench", "--model", &model, "--hybrid-sweep", "-o"])
+        .arg(dir.path().join("sweep"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("hybrid model"), "{err}");
+    let hybrid = dir.path().join("hybrid.json");
+    std::fs::write(
+        &hybrid,
+        r#"{"model_type":"qwen3_5_text","hidden_size":64,"intermediate_size":96,
+            "num_hidden_layers":2,"num_attention_heads":2,"num_key_value_heads":1,"head_dim":64,
+            "vocab_size":97,"full_attention_interval":2,"linear_num_key_heads":2,
+            "linear_num_value_heads":2,"linear_key_head_dim":32,"linear_value_head_dim":32}"#,
+    )
+    .unwrap();
+    let out = engine()
+        .args(["bench", "--config"])
+        .arg(&hybrid)
+        .arg("--hybrid-sweep")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("-o DIR"), "{err}");
 }

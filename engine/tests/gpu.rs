@@ -5,7 +5,7 @@
 
 use gapscope_engine::bench::{self, BenchSettings};
 use gapscope_engine::cuda::{Capacity, CudaBackend, Device, Timing};
-use gapscope_engine::dispatch::Levers;
+use gapscope_engine::dispatch::{HybridLevers, Levers};
 use gapscope_engine::lever_matrix::{hybrid_settings, lever_matrix};
 use gapscope_engine::{ModelConfig, ModelWeights, WeightFormat, selftest};
 use gapscope_traces::Phase;
@@ -73,10 +73,10 @@ fn levers_keep_greedy_output_identical() {
     md5_identical_over_levers("qwen3-0.6b.json", WeightFormat::Bf16, &[1, 8, 12], &bf16);
 }
 
-/// The hybrid levers (state update, state read, out_proj layout: all eight settings, crossed
-/// with graphs and the KV layout) keep the greedy md5 of a Qwen3.5-shaped model (DeltaNet key
-/// head dim 128 as in the real ones), Q8_0 and bf16; bf16 stays within the 16 rows where the
-/// GEMV and the small GEMM give the same bits.
+/// The hybrid levers (state update, state read, out_proj layout: all eight settings) and the
+/// dispatch threshold, each crossed with graphs and the KV layout, keep the greedy md5 of a
+/// Qwen3.5-shaped model (DeltaNet key head dim 128 as in the real ones), Q8_0 and bf16; bf16
+/// stays within the 16 rows where the GEMV and the small GEMM give the same bits.
 #[test]
 #[ignore = "needs a CUDA device"]
 fn hybrid_levers_keep_greedy_output_identical() {
@@ -88,12 +88,35 @@ fn hybrid_levers_keep_greedy_output_identical() {
         "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "partial_rotary_factor": 0.25
     }))
     .unwrap();
-    let variants: Vec<Levers> = hybrid_settings()
-        .into_iter()
-        .map(|h| Levers::default().with_hybrid(h))
-        .collect();
-    md5_identical_over_configs(&cfg, "hybrid", WeightFormat::Q8_0, &[1, 12], &variants);
-    md5_identical_over_configs(&cfg, "hybrid", WeightFormat::Bf16, &[1, 8, 12], &variants);
+    // The eight hybrid settings, then the dispatch threshold moved under the all-slow and the
+    // all-fast setting (Q8_0: MMVQ against MMQ at any batch; bf16: 4/8/16, where the GEMV and
+    // the small GEMM give the same bits).
+    let with_thresholds = |thresholds: &[usize]| -> Vec<Levers> {
+        let mut v: Vec<Levers> = hybrid_settings()
+            .into_iter()
+            .map(|h| Levers::default().with_hybrid(h))
+            .collect();
+        for &t in thresholds {
+            for h in [HybridLevers::SLOW, HybridLevers::default()] {
+                v.push(Levers::default().with_hybrid(h).with_mmvq_max_batch(t));
+            }
+        }
+        v
+    };
+    md5_identical_over_configs(
+        &cfg,
+        "hybrid",
+        WeightFormat::Q8_0,
+        &[1, 12],
+        &with_thresholds(&[0, 64]),
+    );
+    md5_identical_over_configs(
+        &cfg,
+        "hybrid",
+        WeightFormat::Bf16,
+        &[1, 8, 12],
+        &with_thresholds(&[4, 16]),
+    );
 }
 
 /// Runs `npl` under `lever_matrix(variants)` (graphs x KV layout x each variant) and asserts

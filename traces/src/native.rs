@@ -16,7 +16,7 @@ use crate::error::{Result, TraceError};
 use crate::manifest::{FORMAT_NAME, FORMAT_VERSION, Manifest};
 use crate::output_dir;
 use crate::stream_read::{CheckedStream, Expected, Next};
-use crate::strings::StringTable;
+use crate::strings::{NO_STR, StringTable};
 use crate::tables::{KernelTable, LaunchTable, MarkerTable, MemopTable, SampleTable, ScopeTable};
 use crate::trace::Trace;
 
@@ -26,7 +26,7 @@ pub const CHUNK_ROWS: usize = 64 * 1024;
 const MANIFEST: &str = "manifest.json";
 const STRINGS: &str = "strings";
 /// The memop columns a trace must have: all but the engine's `op` and `layer`, which traces
-/// written before they existed lack (they load as absent).
+/// written before they existed lack (they load as none: 0 and -1).
 const MEMOP_REQUIRED: [&str; 10] = [
     "device",
     "context",
@@ -376,6 +376,11 @@ pub fn read_trace(dir: &Path, opts: &ReadOptions) -> Result<Trace> {
         true,
         |b| trace.memops.append_batch(b),
     )?;
+    // Traces written before the engine's memop columns existed lack them: they read as "none"
+    // so the table stays dense (and can be written again).
+    let n = trace.memops.len;
+    trace.memops.op.resize(n, NO_STR);
+    trace.memops.layer.resize(n, -1);
     let schema = LaunchTable::schema();
     ctx.read(
         TABLES[2],

@@ -128,6 +128,23 @@ fn golden_v1_fixture_loads_forever() {
     assert_same(&t, &golden_v1());
 }
 
+/// The v1 fixture predates the engine's memop `op` and `layer` columns: they read as none, and
+/// the loaded trace writes out again (a join or import of an old trace did panic here).
+#[test]
+fn a_trace_without_the_memop_op_columns_reads_as_none_and_writes_again() {
+    let t = read_trace(&golden_dir(1), &ReadOptions::default()).unwrap();
+    assert!(t.memops.len() > 0);
+    assert!(
+        (0..t.memops.len())
+            .all(|i| t.memops.op[i] == gapscope_traces::NO_STR && t.memops.layer[i] == -1)
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("again.gst");
+    write_trace(&p, &t).unwrap();
+    let back = read_trace(&p, &ReadOptions::default()).unwrap();
+    assert_same(&t, &back);
+}
+
 #[test]
 fn roundtrip_and_projection() {
     let tmp = tempfile::tempdir().unwrap();

@@ -320,7 +320,7 @@ impl Backend for CpuBackend<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::model::forward;
     use crate::quant::WeightFormat;

@@ -133,7 +133,7 @@ fn golden_v1_fixture_loads_forever() {
 #[test]
 fn a_trace_without_the_memop_op_columns_reads_as_none_and_writes_again() {
     let t = read_trace(&golden_dir(1), &ReadOptions::default()).unwrap();
-    assert!(t.memops.len() > 0);
+    assert!(!t.memops.is_empty());
     assert!(
         (0..t.memops.len())
             .all(|i| t.memops.op[i] == gapscope_traces::NO_STR && t.memops.layer[i] == -1)

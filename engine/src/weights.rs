@@ -507,6 +507,21 @@ impl TensorStore {
 mod tests {
     use super::*;
 
+    /// `(name, shape, little-endian f32 bytes)` tensors as `dir/model.safetensors`.
+    fn write_f32_safetensors(dir: &Path, tensors: &[(String, Vec<usize>, Vec<u8>)]) {
+        use safetensors::tensor::TensorView;
+        let views: Vec<(String, TensorView)> = tensors
+            .iter()
+            .map(|(n, s, b)| {
+                (
+                    n.clone(),
+                    TensorView::new(Dtype::F32, s.clone(), b).unwrap(),
+                )
+            })
+            .collect();
+        safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
+    }
+
     pub(crate) fn tiny() -> ModelConfig {
         ModelConfig::from_json(&serde_json::json!({
             "model_type": "qwen2", "hidden_size": 64, "intermediate_size": 96,
@@ -564,7 +579,6 @@ mod tests {
     #[test]
     fn qwen35_safetensors_fuse_split_and_offset() {
         use crate::cpu::tests::tiny_hybrid;
-        use safetensors::tensor::TensorView;
         let cfg = tiny_hybrid();
         let hy = cfg.hybrid.clone().unwrap();
         let h = cfg.hidden;
@@ -645,17 +659,8 @@ mod tests {
                 add(format!("{sa}.k_norm.weight"), vec![cfg.head_dim], 0.125);
             }
         }
-        let views: Vec<(String, TensorView)> = tensors
-            .iter()
-            .map(|(n, s, b)| {
-                (
-                    n.clone(),
-                    TensorView::new(Dtype::F32, s.clone(), b).unwrap(),
-                )
-            })
-            .collect();
         let dir = tempfile::tempdir().unwrap();
-        safetensors::serialize_to_file(views, None, &dir.path().join("model.safetensors")).unwrap();
+        write_f32_safetensors(dir.path(), &tensors);
         let w = ModelWeights::from_safetensors(dir.path(), &cfg, WeightFormat::Q8_0).unwrap();
         // Column 0 of each fused row; Q8_0 keeps these values to within 0.4.
         let first_col = |m: &Matrix| -> Vec<f32> {
@@ -688,7 +693,6 @@ mod tests {
 
     #[test]
     fn safetensors_round_trip_fuses_and_interleaves() {
-        use safetensors::tensor::TensorView;
         let cfg = tiny();
         let h = cfg.hidden;
         let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
@@ -743,17 +747,8 @@ mod tests {
                 &|_| 0.0,
             );
         }
-        let views: Vec<(String, TensorView)> = tensors
-            .iter()
-            .map(|(n, s, b)| {
-                (
-                    n.clone(),
-                    TensorView::new(Dtype::F32, s.clone(), b).unwrap(),
-                )
-            })
-            .collect();
         let dir = tempfile::tempdir().unwrap();
-        safetensors::serialize_to_file(views, None, &dir.path().join("model.safetensors")).unwrap();
+        write_f32_safetensors(dir.path(), &tensors);
         let w = ModelWeights::from_safetensors(dir.path(), &cfg, WeightFormat::Bf16).unwrap();
         let gu = w.layers[0].w_gate_up.dequantize();
         assert_eq!(gu[0], 1.0);

@@ -13,8 +13,6 @@
 #   sweep     Qwen3.5-9B shapes (random weights): bench --hybrid-sweep, one trace per setting
 #             (slow, each lever alone, all) and npl (SWEEP_FORMATS, SWEEP_NPL, SWEEP_NTG,
 #             SWEEP_REPS), for the what-if predictions
-#   bench     Qwen3.5-9B shapes (random weights), all-slow vs all-fast hybrid levers, launch
-#             timing, native traces (BENCH_FORMATS, BENCH_NPL, BENCH_REPS, BENCH_NTG)
 # Results go to $OUT (at most 8 files come back: the log, and one archive of the rest).
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
@@ -90,19 +88,6 @@ if has sweep; then
     rc=$?
     grep -E "^timing=|^ +[0-9]+ " "$W/sweep-$fmt.txt" >> "$log"
     record "hybrid sweep qwen3.5-9b $fmt" $rc "$(grep -c '^timing=' "$W/sweep-$fmt.txt") runs"
-  done
-fi
-if has bench; then
-  for fmt in ${BENCH_FORMATS:-q8_0 bf16}; do
-    for lv in slow fast; do
-      if [ $lv = slow ]; then flags="--state-update copy --state-read gather --out-proj 3d"; else flags=""; fi
-      $E bench --config models/qwen3.5-9b.json --weights $fmt --npl ${BENCH_NPL:-1,32,128} --npp 128 \
-        --ntg ${BENCH_NTG:-64} --reps ${BENCH_REPS:-3} $flags -o "$W/q35-9b-$fmt-$lv.gst" \
-        --json "$W/q35-9b-$fmt-$lv.json" > "$W/bench-$fmt-$lv.txt" 2>&1
-      rc=$?
-      cat "$W/bench-$fmt-$lv.txt" | tail -n 30 >> "$log"
-      record "bench qwen3.5-9b $fmt $lv" $rc "$(grep -c md5 "$W/bench-$fmt-$lv.txt") rows"
-    done
   done
 fi
 say ""

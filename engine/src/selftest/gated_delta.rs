@@ -5,12 +5,11 @@
 //! 4-row prefill of sequence 2 from position 0, one decode row of sequence 0, and two rows of
 //! sequence 1 that continue a stored state.
 
+use super::norm::{RopeCase, rope_kv_append_check};
 use super::{Ctx, TOL_BF16, TOL_F32, to_bf16_bits};
 use crate::config::{HybridConfig, InProjLayout, LayerKind};
 use crate::cpu::gated_delta::{L2NORM_EPS, conv1d_step, sigmoid};
 use crate::cpu::hybrid::{delta_rule_row, gated_norm_row};
-use crate::cpu::ops;
-use crate::cuda::attention_args::{ROPE_BLOCK, RopeArgs};
 use crate::cuda::device::Arg;
 use crate::error::Result;
 use crate::quant::round_bf16;
@@ -271,66 +270,28 @@ fn sigmoid_gate(c: &mut Ctx<'_>) -> Result<()> {
 /// `rope_kv_append_f32` rotating a quarter of each 256-wide head (Qwen3.5's partial RoPE):
 /// the rest of q stays, the rest of k goes to the cache unrotated.
 fn partial_rope(c: &mut Ctx<'_>) -> Result<()> {
-    let (nq, nkv, hd, rot, rows) = (4usize, 2usize, 256usize, 64usize, 3usize);
-    let stride = (nq + 2 * nkv) * hd;
-    let qkv = c.randf(rows * stride, 1.0);
+    let (nq, nkv, hd, rot) = (4usize, 2usize, 256usize, 64usize);
+    let pos = [0i32, 17, 300];
+    let qkv = c.randf(pos.len() * (nq + 2 * nkv) * hd, 1.0);
     let inv: Vec<f32> = (0..rot / 2)
         .map(|i| 1.0 / 1e7f32.powf(2.0 * i as f32 / rot as f32))
         .collect();
-    let (pos, slots) = (vec![0i32, 17, 300], vec![2i32, 0, 1]);
-    let (qb, pb, sb, fb) = (c.up(&qkv)?, c.up(&pos)?, c.up(&slots)?, c.up(&inv)?);
-    let (kc, vc) = (
-        c.poisoned(rows * nkv * hd * 2)?,
-        c.poisoned(rows * nkv * hd * 2)?,
-    );
-    let rope = RopeArgs {
-        qkv: qb.ptr,
-        pos: pb.ptr,
-        slots: sb.ptr,
-        inv_freq: fb.ptr,
-        k_cache: kc.ptr,
-        v_cache: vc.ptr,
-        heads: nq,
-        kv_heads: nkv,
-        head_dim: hd,
-        row_stride: stride,
-        rope_dim: rot,
-    };
-    c.dev.launch(
-        Kernel::RopeKvAppendF32,
-        RopeArgs::grid(rows),
-        ROPE_BLOCK,
-        &rope.args(),
-    )?;
-    let mut want = qkv.clone();
-    let mut want_k = vec![0f32; rows * nkv * hd];
-    for r in 0..rows {
-        let row = &mut want[r * stride..(r + 1) * stride];
-        for h in 0..nq + nkv {
-            ops::rope(&mut row[h * hd..h * hd + rot], &inv, pos[r]);
-        }
-        let s = slots[r] as usize;
-        for (d, &x) in want_k[s * nkv * hd..(s + 1) * nkv * hd]
-            .iter_mut()
-            .zip(&row[nq * hd..(nq + nkv) * hd])
-        {
-            *d = round_bf16(x);
-        }
-    }
-    let q_rows: Vec<f32> = (0..rows)
-        .flat_map(|r| want[r * stride..r * stride + nq * hd].to_vec())
-        .collect();
-    let got = c.read_f32(&qb, rows * stride)?;
-    let got_q: Vec<f32> = (0..rows)
-        .flat_map(|r| got[r * stride..r * stride + nq * hd].to_vec())
-        .collect();
-    c.check("rope_kv_append_f32 partial q", &got_q, &q_rows, TOL_F32);
-    let got_k = c.read_bf16(&kc, rows * nkv * hd)?;
-    c.check(
-        "rope_kv_append_f32 partial k cache",
-        &got_k,
-        &want_k,
-        TOL_BF16,
-    );
-    Ok(())
+    let qb = c.up(&qkv)?;
+    rope_kv_append_check(
+        c,
+        &qb,
+        &qkv,
+        &RopeCase {
+            label: "rope_kv_append_f32 partial",
+            nq,
+            nkv,
+            hd,
+            rope_dim: rot,
+            inv_freq: &inv,
+            pos: &pos,
+            slots: &[2, 0, 1],
+            nslots: pos.len(),
+            q_tol: TOL_F32,
+        },
+    )
 }

@@ -43,55 +43,24 @@ fn engine_numerics(
 ) -> Result<()> {
     for fmt in [WeightFormat::Bf16, WeightFormat::Q8_0, WeightFormat::Q4_0] {
         let w = ModelWeights::random(cfg, fmt, seed);
-        // The PDL settings run untimed so programmatic dependent launch is live (launch timing
-        // turns it off).
         for levers in lever_matrix::selftest_levers() {
-            let timing = if levers.pdl {
-                Timing::Off
-            } else {
-                Timing::Launch
-            };
-            let (worst, same_tokens, _) = model_run(
-                cfg,
-                &w,
-                Run {
-                    levers,
-                    timing,
-                    numerics: Numerics::Engine,
-                    seqs: 2,
-                },
-                seed,
-                open,
-            )?;
             let name = format!(
-                "model {mt} {} kv={} graphs={} mmvq_max_batch={} pdl={} fusion={} logits{}",
+                "model {mt} {} kv={} graphs={} mmvq_max_batch={} pdl={} fusion={}",
                 fmt.name(),
-                if levers.paged_kv {
-                    "paged"
-                } else {
-                    "contiguous"
-                },
+                kv_name(levers),
                 levers.graphs,
                 levers.dispatch.mmvq_max_batch,
                 levers.pdl,
                 levers.fusion,
-                if same_tokens {
-                    ""
-                } else {
-                    " (greedy tokens differ)"
-                }
             );
-            let tol = match fmt {
-                WeightFormat::Q4_0 => TOL_Q4_MODEL,
-                WeightFormat::Q8_0 => TOL_Q8_MODEL,
-                WeightFormat::Bf16 => TOL_BF16,
-            };
-            out.push(Check {
+            out.push(engine_check(
+                cfg,
+                &w,
+                Run::engine(levers, 2),
+                seed,
+                open,
                 name,
-                rel_err: worst,
-                tolerance: tol,
-                pass: worst <= tol,
-            });
+            )?);
         }
     }
     Ok(())
@@ -124,49 +93,66 @@ pub(super) fn hybrid_checks(seed: u64, open: OpenDevice<'_>) -> Result<Vec<Check
                 ),
             ])
         {
-            let timing = if levers.pdl {
-                Timing::Off
-            } else {
-                Timing::Launch
-            };
-            let run = Run {
-                levers,
-                timing,
-                numerics: Numerics::Engine,
-                seqs,
-            };
-            let (worst, same_tokens, _) = model_run(&cfg, &w, run, seed, open)?;
             let h = levers.hybrid;
-            let tol = match fmt {
-                WeightFormat::Q8_0 => TOL_Q8_MODEL,
-                _ => TOL_BF16,
-            };
-            out.push(Check {
-                name: format!(
-                    "model hybrid {} seqs={seqs} kv={} graphs={} state_update={} state_read={} out_proj={} logits{}",
-                    fmt.name(),
-                    if levers.paged_kv {
-                        "paged"
-                    } else {
-                        "contiguous"
-                    },
-                    levers.graphs,
-                    h.state_update.name(),
-                    h.state_read.name(),
-                    h.out_proj.name(),
-                    if same_tokens {
-                        ""
-                    } else {
-                        " (greedy tokens differ)"
-                    }
-                ),
-                rel_err: worst,
-                tolerance: tol,
-                pass: worst <= tol,
-            });
+            let name = format!(
+                "model hybrid {} seqs={seqs} kv={} graphs={} state_update={} state_read={} out_proj={}",
+                fmt.name(),
+                kv_name(levers),
+                levers.graphs,
+                h.state_update.name(),
+                h.state_read.name(),
+                h.out_proj.name(),
+            );
+            out.push(engine_check(
+                &cfg,
+                &w,
+                Run::engine(levers, seqs),
+                seed,
+                open,
+                name,
+            )?);
         }
     }
     Ok(out)
+}
+
+fn kv_name(levers: Levers) -> &'static str {
+    if levers.paged_kv {
+        "paged"
+    } else {
+        "contiguous"
+    }
+}
+
+/// One engine-numerics run against the CPU reference, as the check `{name} logits` with the
+/// weight format's tolerance.
+fn engine_check(
+    cfg: &ModelConfig,
+    w: &ModelWeights,
+    run: Run,
+    seed: u64,
+    open: OpenDevice<'_>,
+    name: String,
+) -> Result<Check> {
+    let (worst, same_tokens, _) = model_run(cfg, w, run, seed, open)?;
+    let tol = match w.format {
+        WeightFormat::Q4_0 => TOL_Q4_MODEL,
+        WeightFormat::Q8_0 => TOL_Q8_MODEL,
+        WeightFormat::Bf16 => TOL_BF16,
+    };
+    Ok(Check {
+        name: format!(
+            "{name} logits{}",
+            if same_tokens {
+                ""
+            } else {
+                " (greedy tokens differ)"
+            }
+        ),
+        rel_err: worst,
+        tolerance: tol,
+        pass: worst <= tol,
+    })
 }
 
 /// HF numerics (bf16 weights): the GPU's hf_numerics kernels against the CPU's hf_ops, with and
@@ -196,11 +182,7 @@ fn hf_numerics(
         out.push(Check {
             name: format!(
                 "model {mt} bf16 numerics=hf-bf16 kv={} graphs={} logits ({:.1}% bit-identical{})",
-                if levers.paged_kv {
-                    "paged"
-                } else {
-                    "contiguous"
-                },
+                kv_name(levers),
                 levers.graphs,
                 100.0 * exact,
                 if same_tokens {
@@ -228,6 +210,23 @@ struct Run {
     numerics: Numerics,
     /// Sequences in the batch (2; 1 runs the batch-1 decode paths).
     seqs: usize,
+}
+
+impl Run {
+    /// Under the engine numerics; a setting with PDL runs untimed so programmatic dependent
+    /// launch is live (launch timing turns it off).
+    fn engine(levers: Levers, seqs: usize) -> Self {
+        Self {
+            levers,
+            timing: if levers.pdl {
+                Timing::Off
+            } else {
+                Timing::Launch
+            },
+            numerics: Numerics::Engine,
+            seqs,
+        }
+    }
 }
 
 fn model_run(

@@ -5,6 +5,7 @@
 use super::{Ctx, TOL_BF16, TOL_F32};
 use crate::config::ModelConfig;
 use crate::cpu::ops;
+use crate::cuda::DevBuf;
 use crate::cuda::attention_args::RopeArgs;
 use crate::cuda::launch::{HEAD_NORM_BLOCK, HeadNormArgs};
 use crate::cuda::linear;
@@ -79,11 +80,66 @@ pub(super) fn qk_norm_rope(c: &mut Ctx<'_>) -> Result<()> {
         "head_dim":hd,"vocab_size":8,"rope_theta":500000.0,"rope_scaling":{"rope_type":"llama3",
         "factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,"original_max_position_embeddings":8192}}))
     .map_err(EngineError::Invalid)?;
-    let inv = cfg.inv_freq();
-    let pos: Vec<i32> = vec![0, 17, 3000];
-    let slots: Vec<i32> = vec![5, 0, 2];
-    let nslots = 8;
-    let (pb, sb, fb) = (c.up(&pos)?, c.up(&slots)?, c.up(&inv)?);
+    rope_kv_append_check(
+        c,
+        &qkvb,
+        &want,
+        &RopeCase {
+            label: "rope_kv_append_f32",
+            nq,
+            nkv,
+            hd,
+            rope_dim: hd,
+            inv_freq: &cfg.inv_freq(),
+            pos: &[0, 17, 3000],
+            slots: &[5, 0, 2],
+            nslots: 8,
+            q_tol: 1e-3,
+        },
+    )
+}
+
+/// One `rope_kv_append_f32` case: the heads' shape, the rotated width, the positions and
+/// cache slots of the rows, and q's tolerance (a large position loses more in sin/cos).
+pub(super) struct RopeCase<'a> {
+    /// Check names start with it: `{label} q`, `{label} k`, `{label} v`.
+    pub label: &'a str,
+    pub nq: usize,
+    pub nkv: usize,
+    pub hd: usize,
+    pub rope_dim: usize,
+    pub inv_freq: &'a [f32],
+    pub pos: &'a [i32],
+    pub slots: &'a [i32],
+    /// Cache slots allocated (poisoned), at least every slot named.
+    pub nslots: usize,
+    pub q_tol: f64,
+}
+
+/// `rope_kv_append_f32` on the q|k|v rows at `qkvb`, against `ops::rope` on the first
+/// `rope_dim` dimensions of each head of `want` (the same rows as the CPU holds them): q
+/// rotated in place, k (rotated) and v written to the rows' slots of a poisoned cache as bf16.
+pub(super) fn rope_kv_append_check(
+    c: &mut Ctx<'_>,
+    qkvb: &DevBuf,
+    want: &[f32],
+    case: &RopeCase<'_>,
+) -> Result<()> {
+    let RopeCase {
+        label,
+        nq,
+        nkv,
+        hd,
+        rope_dim,
+        inv_freq,
+        pos,
+        slots,
+        nslots,
+        q_tol,
+    } = *case;
+    let rows = pos.len();
+    let stride = (nq + 2 * nkv) * hd;
+    let (pb, sb, fb) = (c.up(pos)?, c.up(slots)?, c.up(inv_freq)?);
     let (kc, vc) = (
         c.poisoned(nslots * nkv * hd * 2)?,
         c.poisoned(nslots * nkv * hd * 2)?,
@@ -99,10 +155,10 @@ pub(super) fn qk_norm_rope(c: &mut Ctx<'_>) -> Result<()> {
         kv_heads: nkv,
         head_dim: hd,
         row_stride: stride,
-        rope_dim: hd,
+        rope_dim,
     };
     c.rope_kv_append(&rope, rows)?;
-    let got_q = c.read_f32(&qkvb, rows * stride)?;
+    let got_q = c.read_f32(qkvb, rows * stride)?;
     let kall = c.read_bf16(&kc, nslots * nkv * hd)?;
     let vall = c.read_bf16(&vc, nslots * nkv * hd)?;
     let (mut wq, mut gq, mut wk, mut gk, mut wv, mut gv) =
@@ -110,7 +166,7 @@ pub(super) fn qk_norm_rope(c: &mut Ctx<'_>) -> Result<()> {
     for r in 0..rows {
         let mut row = want[r * stride..(r + 1) * stride].to_vec();
         for h in 0..nq + nkv {
-            ops::rope(&mut row[h * hd..(h + 1) * hd], &inv, pos[r]);
+            ops::rope(&mut row[h * hd..h * hd + rope_dim], inv_freq, pos[r]);
         }
         wq.extend_from_slice(&row[..nq * hd]);
         gq.extend_from_slice(&got_q[r * stride..r * stride + nq * hd]);
@@ -120,8 +176,8 @@ pub(super) fn qk_norm_rope(c: &mut Ctx<'_>) -> Result<()> {
         gk.extend_from_slice(&kall[s..s + nkv * hd]);
         gv.extend_from_slice(&vall[s..s + nkv * hd]);
     }
-    c.check("rope_kv_append_f32 q", &gq, &wq, 1e-3);
-    c.check("rope_kv_append_f32 k", &gk, &wk, TOL_BF16);
-    c.check("rope_kv_append_f32 v", &gv, &wv, TOL_BF16);
+    c.check(format!("{label} q"), &gq, &wq, q_tol);
+    c.check(format!("{label} k"), &gk, &wk, TOL_BF16);
+    c.check(format!("{label} v"), &gv, &wv, TOL_BF16);
     Ok(())
 }

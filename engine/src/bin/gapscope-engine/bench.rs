@@ -10,7 +10,7 @@ use gapscope_engine::cuda::{Capacity, CudaBackend, LatencyCalibration, Timing};
 use gapscope_engine::records::TraceOut;
 use gapscope_engine::{EngineError, ModelConfig, Result};
 use gapscope_traces::{GpuInfo, Manifest};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
@@ -91,12 +91,7 @@ pub fn run(a: BenchArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let dev = open_device(a.levers.device)?;
-    let maxn = *a.npl.iter().max().unwrap_or(&1);
-    let cap = Capacity {
-        max_seqs: maxn,
-        max_ctx: a.npp + a.ntg + 1,
-        max_rows: maxn * a.npp,
-    };
+    let cap = Capacity::for_bench(&a.npl, a.npp, a.ntg);
     let lv = a.levers.levers()?;
     let mut be = CudaBackend::new(dev, &cfg, &w, lv, cap, modes[0])?;
     be.rec.sample_every = a.timing_sample.max(1);
@@ -143,31 +138,21 @@ pub fn run(a: BenchArgs) -> Result<ExitCode> {
     let last_timed = modes.iter().rposition(|m| *m != Timing::Off);
     for (mi, &mode) in modes.iter().enumerate() {
         be.set_timing(mode);
-        let mut trace = match (&a.output, Some(mi) == last_timed) {
+        let trace = match (&a.output, Some(mi) == last_timed) {
             (Some(p), true) => {
                 let extra = serde_json::json!({"levers": lv, "settings": settings, "weights": a.model.weights, "timing": mode, "timing_sample": a.timing_sample, "capacity": cap, "event_latency": event_latency});
                 let m = manifest(&be, &cfg, extra, (mode, lv.graphs), &event_latency);
-                Some(TraceOut::create(p, m)?)
+                Some((TraceOut::create(p, m)?, p.as_path()))
             }
             _ => None,
         };
-        let rows = bench::run(
+        let rows = run_traced(
             &mut be,
             &settings,
             bw.map(|b| b.median),
-            |recs| {
-                if let Some(t) = trace.as_mut() {
-                    for r in recs {
-                        t.add_step(r)?;
-                    }
-                }
-                Ok(())
-            },
-            |msg| eprintln!("  {msg}"),
+            trace,
+            a.timing_sample,
         )?;
-        if let Some(t) = trace {
-            finish_trace(t, a.timing_sample, &a.output)?;
-        }
         print_rows(&format!("{mode:?}").to_lowercase(), &rows);
         all.push(serde_json::json!({"timing": mode, "rows": rows}));
     }
@@ -241,12 +226,36 @@ pub(crate) fn manifest(
     m
 }
 
-/// Notes the steps sampling left out, closes the trace and says where it went.
-pub(crate) fn finish_trace(
-    mut t: TraceOut,
+/// `bench::run`, its steps written to `trace` (when given), which is then closed.
+pub(crate) fn run_traced(
+    be: &mut CudaBackend,
+    settings: &BenchSettings,
+    floor_bw: Option<f64>,
+    mut trace: Option<(TraceOut, &Path)>,
     timing_sample: usize,
-    output: &Option<PathBuf>,
-) -> Result<()> {
+) -> Result<Vec<BenchRow>> {
+    let rows = bench::run(
+        be,
+        settings,
+        floor_bw,
+        |recs| {
+            if let Some((t, _)) = trace.as_mut() {
+                for r in recs {
+                    t.add_step(r)?;
+                }
+            }
+            Ok(())
+        },
+        |msg| eprintln!("  {msg}"),
+    )?;
+    if let Some((t, path)) = trace {
+        finish_trace(t, timing_sample, path)?;
+    }
+    Ok(rows)
+}
+
+/// Notes the steps sampling left out, closes the trace and says where it went.
+fn finish_trace(mut t: TraceOut, timing_sample: usize, path: &Path) -> Result<()> {
     if t.skipped_steps > 0 {
         let note = format!(
             "per-launch timing sampled on 1 decode step in {timing_sample}; {} step-timed steps are not in the trace",
@@ -257,9 +266,7 @@ pub(crate) fn finish_trace(
     let m = t.finish()?;
     eprintln!(
         "wrote {} ({} kernel batches)",
-        output
-            .as_ref()
-            .map_or(String::new(), |p| p.display().to_string()),
+        path.display(),
         m.batches.get("kernels").copied().unwrap_or(0)
     );
     Ok(())

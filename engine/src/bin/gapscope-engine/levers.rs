@@ -34,12 +34,7 @@ pub struct LeversArgs {
 pub fn run(a: LeversArgs) -> Result<ExitCode> {
     check_shape(&a.npl, a.npp, a.ntg, 1)?;
     let (cfg, w) = load(&a.model)?;
-    let maxn = *a.npl.iter().max().unwrap_or(&1);
-    let cap = Capacity {
-        max_seqs: maxn,
-        max_ctx: a.npp + a.ntg + 1,
-        max_rows: maxn * a.npp,
-    };
+    let cap = Capacity::for_bench(&a.npl, a.npp, a.ntg);
     let settings = BenchSettings {
         npl: a.npl.clone(),
         npp: a.npp,

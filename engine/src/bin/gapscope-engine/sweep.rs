@@ -3,7 +3,7 @@
 //! `DIR/{setting}-npl{N}.gst` for `gapscope diff DIR/slow-npl{N}.gst --what-if hybrid
 //! --measured state_update=DIR/state_update-npl{N}.gst ...`.
 
-use crate::bench::{BenchArgs, finish_trace, manifest, print_rows};
+use crate::bench::{BenchArgs, manifest, print_rows, run_traced};
 use crate::env::open_device;
 use gapscope_engine::bench::{self, BenchSettings};
 use gapscope_engine::cuda::{Capacity, CudaBackend, Timing};
@@ -59,12 +59,7 @@ pub fn run(
         EngineError::invalid("--hybrid-sweep writes one trace per setting and npl: give -o DIR")
     })?;
     std::fs::create_dir_all(dir).map_err(|e| EngineError::io(dir, e))?;
-    let maxn = *a.npl.iter().max().unwrap_or(&1);
-    let cap = Capacity {
-        max_seqs: maxn,
-        max_ctx: a.npp + a.ntg + 1,
-        max_rows: maxn * a.npp,
-    };
+    let cap = Capacity::for_bench(&a.npl, a.npp, a.ntg);
     let base = a.levers.levers()?;
     let mut out = Vec::new();
     for (name, hybrid) in settings() {
@@ -84,32 +79,17 @@ pub fn run(
             };
             let path = dir.join(format!("{name}-npl{n}.gst"));
             let extra = serde_json::json!({"levers": lv, "setting": name, "settings": settings, "weights": a.model.weights, "timing": mode, "timing_sample": a.timing_sample, "capacity": cap, "event_latency": event_latency});
-            let mut trace = (mode != Timing::Off)
+            let trace = (mode != Timing::Off)
                 .then(|| {
                     TraceOut::create(
                         &path,
                         manifest(&be, cfg, extra, (mode, lv.graphs), &event_latency),
                     )
                 })
-                .transpose()?;
+                .transpose()?
+                .map(|t| (t, path.as_path()));
             eprintln!("{name} npl {n}:");
-            let rows = bench::run(
-                &mut be,
-                &settings,
-                None,
-                |recs| {
-                    if let Some(t) = trace.as_mut() {
-                        for r in recs {
-                            t.add_step(r)?;
-                        }
-                    }
-                    Ok(())
-                },
-                |msg| eprintln!("  {msg}"),
-            )?;
-            if let Some(t) = trace {
-                finish_trace(t, a.timing_sample, &Some(path.clone()))?;
-            }
+            let rows = run_traced(&mut be, &settings, None, trace, a.timing_sample)?;
             print_rows(&format!("{mode:?} {name}").to_lowercase(), &rows);
             out.push(serde_json::json!({"setting": name, "hybrid": hybrid, "npl": n, "trace": trace_name(&path), "rows": rows}));
         }

@@ -104,7 +104,6 @@ impl CudaBackend {
         let l = self.layout;
         self.meta_host[l.group_start..l.group_start + starts.len()].copy_from_slice(&starts);
         self.meta_host[l.group_seq..l.group_seq + seqs.len()].copy_from_slice(&seqs);
-        self.groups = seqs.len();
         self.group_seqs = seqs;
         Ok(())
     }
@@ -174,9 +173,9 @@ impl CudaBackend {
             Arg::I32(ch as i32),
             Arg::I32(hy.conv_kernel as i32),
         ];
-        let grid = ((ch as u32).div_ceil(CONV_BLOCK), self.groups as u32, 1);
-        let bytes =
-            rows * ch * 8 + self.groups * hy.conv_state_elems() * 8 + ch * hy.conv_kernel * 4;
+        let groups = self.group_seqs.len();
+        let grid = ((ch as u32).div_ceil(CONV_BLOCK), groups as u32, 1);
+        let bytes = rows * ch * 8 + groups * hy.conv_state_elems() * 8 + ch * hy.conv_kernel * 4;
         self.kernel(
             Kernel::ConvStepF32,
             "conv1d",
@@ -211,7 +210,7 @@ impl CudaBackend {
         let dw = self.delta_layer(layer)?;
         let (a_log, dt_bias) = (dw.a_log.ptr, dw.dt_bias.ptr);
         let l = self.layout;
-        let groups = self.groups;
+        let groups = self.group_seqs.len();
         let seq_ids = self.meta_ptr(l.group_seq);
         let state_bytes = hy.state_elems() * 4;
         let levers = self.levers.hybrid;

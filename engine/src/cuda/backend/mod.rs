@@ -48,6 +48,19 @@ pub struct Capacity {
     pub max_rows: usize,
 }
 
+impl Capacity {
+    /// A batched-bench run's: the largest npl, its prompts and generated tokens (plus one),
+    /// the prefill of every sequence at once.
+    pub fn for_bench(npl: &[usize], npp: usize, ntg: usize) -> Self {
+        let maxn = npl.iter().copied().max().unwrap_or(1);
+        Self {
+            max_seqs: maxn,
+            max_ctx: npp + ntg + 1,
+            max_rows: maxn * npp,
+        }
+    }
+}
+
 /// Granularity of a split-K attention chunk (positions).
 pub(super) const ATT_CHUNK: usize = 16;
 const WORKSPACE_BYTES: usize = 64 << 20;
@@ -119,8 +132,7 @@ pub struct CudaBackend {
     pub kv: KvSlots,
     /// Hybrid models: the DeltaNet layers' conv and recurrent states.
     delta: Option<delta::DeltaCaches>,
-    /// The current batch's row groups (one per sequence) and their sequence ids.
-    groups: usize,
+    /// The sequence of each of the current batch's row groups (one per sequence, in order).
     group_seqs: Vec<i32>,
     layout: MetaLayout,
     meta_host: Vec<i32>,
@@ -321,7 +333,6 @@ impl CudaBackend {
             v_gather,
             kv,
             delta,
-            groups: 0,
             group_seqs: Vec::new(),
             layout,
             meta_host,

@@ -73,14 +73,14 @@ pub fn run(
     let prediction = hybrid_levers(&report).map_err(|e| anyhow::anyhow!("what-if: {e}"))?;
     let mut out = Vec::new();
     for m in measured {
-        let Some(p) = prediction.levers.iter().find(|p| p.lever_key() == m.lever) else {
+        let Some(p) = prediction.levers.iter().find(|p| lever_key(p) == m.lever) else {
             bail!(
                 "--measured {}: no such lever; the predictions are {}",
                 m.lever,
                 prediction
                     .levers
                     .iter()
-                    .map(|p| p.lever_key())
+                    .map(lever_key)
                     .collect::<Vec<_>>()
                     .join(", ")
             );
@@ -110,14 +110,8 @@ pub fn run(
 }
 
 /// The key `--measured` names a lever by: the part before `=` (`state_update`), or `all`.
-trait LeverKey {
-    fn lever_key(&self) -> &str;
-}
-
-impl LeverKey for LeverPrediction {
-    fn lever_key(&self) -> &str {
-        self.lever.split('=').next().unwrap_or(&self.lever)
-    }
+fn lever_key(p: &LeverPrediction) -> &str {
+    p.lever.split('=').next().unwrap_or(&p.lever)
 }
 
 fn cells(w: &WhatIfOutput, p: &LeverPrediction) -> Vec<String> {
@@ -169,26 +163,7 @@ pub fn render_text(w: &WhatIfOutput) -> String {
         header(p)
     );
     let rows: Vec<Vec<String>> = p.levers.iter().map(|l| cells(w, l)).collect();
-    let widths: Vec<usize> = (0..HEAD.len())
-        .map(|i| {
-            rows.iter()
-                .map(|r| r[i].len())
-                .chain([HEAD[i].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |cells: &[String]| -> String {
-        let mut l = format!("{:<w$}", cells[0], w = widths[0]);
-        for (c, wd) in cells[1..].iter().zip(&widths[1..]) {
-            l.push_str(&format!("  {c:>wd$}"));
-        }
-        l + "\n"
-    };
-    s.push_str(&line(&HEAD.map(String::from)));
-    for r in &rows {
-        s.push_str(&line(r));
-    }
+    crate::render::table::grid(&HEAD, &rows, &mut s);
     s.push('\n');
     for l in &p.levers {
         s.push_str(&format!("{}: {}\n", l.lever, text(&l.basis)));

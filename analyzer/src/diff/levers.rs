@@ -93,51 +93,49 @@ pub fn hybrid_levers(r: &Report) -> Result<LeverWhatIf, String> {
         _ => 0.0,
     };
     let ms = |name: &str| op(r, name).map_or((0.0, 0.0), |g| (g.gpu_ms_per_step, g.calls_per_step));
-    let lever = |name: &str, removed: f64, added: f64, launches_removed: f64, basis: String| {
-        let gaps = launches_removed * gap_per_launch;
+    let predict = |lever: &str, c: &Change| {
+        let gaps = c.launches_removed * gap_per_launch;
         LeverPrediction {
-            lever: name.to_owned(),
-            removed_ms: removed,
-            added_ms: added,
-            launches_removed,
+            lever: lever.to_owned(),
+            removed_ms: c.removed_ms,
+            added_ms: c.added_ms,
+            launches_removed: c.launches_removed,
             gaps_removed_ms: gaps,
-            predicted_step_ms: span.median - removed + added - gaps,
-            basis,
+            predicted_step_ms: span.median - c.removed_ms + c.added_ms - gaps,
+            basis: c.basis.clone(),
         }
     };
     let (copy_ms, copy_calls) = ms(STATE_COPY_OP);
-    let update = lever(
-        "state_update=inplace",
-        copy_ms,
-        0.0,
-        copy_calls,
-        format!("{copy_calls:.0} state copies per step go ({copy_ms:.3} ms)"),
-    );
+    let update = Change {
+        removed_ms: copy_ms,
+        added_ms: 0.0,
+        launches_removed: copy_calls,
+        basis: format!("{copy_calls:.0} state copies per step go ({copy_ms:.3} ms)"),
+    };
     let (gather_ms, gather_calls) = ms(STATE_GATHER_OP);
-    let read = lever(
-        "state_read=fused_ids",
-        gather_ms,
-        0.0,
-        gather_calls,
-        format!(
+    let read = Change {
+        removed_ms: gather_ms,
+        added_ms: 0.0,
+        launches_removed: gather_calls,
+        basis: format!(
             "{gather_calls:.0} state gathers per step go ({gather_ms:.3} ms); the recurrence reads \
              the same bytes from the slots"
         ),
-    );
-    let out = out_proj(r, gap_per_launch, span.median);
-    let all = {
-        let parts = [&update, &read, &out];
-        let removed: f64 = parts.iter().map(|p| p.removed_ms).sum();
-        let added: f64 = parts.iter().map(|p| p.added_ms).sum();
-        let launches_removed: f64 = parts.iter().map(|p| p.launches_removed).sum();
-        lever(
-            "all",
-            removed,
-            added,
-            launches_removed,
-            "the three changes added".into(),
-        )
     };
+    let out = out_proj(r);
+    let parts = [&update, &read, &out];
+    let all = Change {
+        removed_ms: parts.iter().map(|p| p.removed_ms).sum(),
+        added_ms: parts.iter().map(|p| p.added_ms).sum(),
+        launches_removed: parts.iter().map(|p| p.launches_removed).sum(),
+        basis: "the three changes added".into(),
+    };
+    let levers = vec![
+        predict("state_update=inplace", &update),
+        predict("state_read=fused_ids", &read),
+        predict("out_proj=2d", &out),
+        predict("all", &all),
+    ];
     Ok(LeverWhatIf {
         path: r.source.path.clone(),
         decode_steps: r.steps.decode_steps,
@@ -146,52 +144,52 @@ pub fn hybrid_levers(r: &Report) -> Result<LeverWhatIf, String> {
         step_cv_pct: span.cv * 100.0,
         launches_per_step: launches,
         gap_per_launch_ms: gap_per_launch,
-        levers: vec![update, read, out, all],
+        levers,
     })
 }
 
-/// `out_proj=2d`: per-row launches become one linear per layer at the twin's time per call.
-fn out_proj(r: &Report, gap_per_launch: f64, step: f64) -> LeverPrediction {
-    let make = |removed: f64, added: f64, launches_removed: f64, basis: String| {
-        let gaps = launches_removed * gap_per_launch;
-        LeverPrediction {
-            lever: "out_proj=2d".into(),
-            removed_ms: removed,
-            added_ms: added,
-            launches_removed,
-            gaps_removed_ms: gaps,
-            predicted_step_ms: step - removed + added - gaps,
+/// What one lever changes in a step.
+struct Change {
+    removed_ms: f64,
+    added_ms: f64,
+    launches_removed: f64,
+    basis: String,
+}
+
+impl Change {
+    fn none(basis: String) -> Self {
+        Self {
+            removed_ms: 0.0,
+            added_ms: 0.0,
+            launches_removed: 0.0,
             basis,
         }
-    };
+    }
+}
+
+/// `out_proj=2d`: per-row launches become one linear per layer at the twin's time per call.
+fn out_proj(r: &Report) -> Change {
     let rows = r.steps.batch_size.unwrap_or(1) as f64;
     let Some(o) = op(r, OUT_PROJ_OP) else {
-        return make(0.0, 0.0, 0.0, "the trace has no out_proj".into());
+        return Change::none("the trace has no out_proj".into());
     };
     let layers = (o.calls_per_step / rows).round();
     if rows <= 1.0 || layers < 1.0 || o.calls_per_step <= layers {
-        return make(
-            0.0,
-            0.0,
-            0.0,
-            format!(
-                "out_proj already runs one launch per layer ({:.0} calls per step at batch {rows:.0})",
-                o.calls_per_step
-            ),
-        );
+        return Change::none(format!(
+            "out_proj already runs one launch per layer ({:.0} calls per step at batch {rows:.0})",
+            o.calls_per_step
+        ));
     }
     let flops = o.flops_per_step.unwrap_or(0.0);
-    let twin = op(r, OUT_PROJ_TWIN_OP)
-        .filter(|t| t.calls_per_step > 0.0 && t.flops_per_step.is_some_and(|f| f > 0.0));
+    // The twin's FLOPs per call, known positive.
+    let twin = op(r, OUT_PROJ_TWIN_OP).and_then(|t| {
+        let per_call_flops = t.flops_per_step? / t.calls_per_step;
+        (t.calls_per_step > 0.0 && per_call_flops > 0.0).then_some((t, per_call_flops))
+    });
     let (added, basis) = match twin {
-        Some(t) => {
+        Some((t, per_call_flops)) => {
             let per_call_ms = t.gpu_ms_per_step / t.calls_per_step;
-            let per_call_flops = t.flops_per_step.unwrap_or(0.0) / t.calls_per_step;
-            let scale = if per_call_flops > 0.0 {
-                flops / layers / per_call_flops
-            } else {
-                1.0
-            };
+            let scale = flops / layers / per_call_flops;
             (
                 per_call_ms * scale * layers,
                 format!(
@@ -209,12 +207,7 @@ fn out_proj(r: &Report, gap_per_launch: f64, step: f64) -> LeverPrediction {
                     (f + c.flops_per_step, t + c.costed_ms_per_step)
                 });
             if f <= 0.0 || t <= 0.0 {
-                return make(
-                    0.0,
-                    0.0,
-                    0.0,
-                    "no GEMM in the trace to time the 2-D out_proj by".into(),
-                );
+                return Change::none("no GEMM in the trace to time the 2-D out_proj by".into());
             }
             (
                 flops / (f / t),
@@ -227,5 +220,10 @@ fn out_proj(r: &Report, gap_per_launch: f64, step: f64) -> LeverPrediction {
             )
         }
     };
-    make(o.gpu_ms_per_step, added, o.calls_per_step - layers, basis)
+    Change {
+        removed_ms: o.gpu_ms_per_step,
+        added_ms: added,
+        launches_removed: o.calls_per_step - layers,
+        basis,
+    }
 }

@@ -7,7 +7,9 @@ use super::{BUCKET_HEADERS, TELEMETRY_TITLE, bucket_cells, summary, telemetry};
 /// Narrowest the last (name) column is cut to when the terminal is narrow.
 const MIN_NAME_WIDTH: usize = 24;
 
-fn grid(headers: &[&str], rows: &[Vec<String>], out: &mut String) {
+/// `rows` under `headers`, aligned: the first and last columns left, the rest right, a rule
+/// under the headers; on a narrow terminal the last column is cut.
+pub fn grid(headers: &[&str], rows: &[Vec<String>], out: &mut String) {
     let mut w: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for r in rows {
         for (i, c) in r.iter().enumerate() {

@@ -42,11 +42,15 @@ pub(super) fn step_report(steps: &Steps, accs: &[StepAcc], sets: &StepSets) -> S
     // successor, so n steps give n-1 periods (a single step has no TPOT, only its span).
     // Steps numbered by their markers must also be neighbours in the run: a trace that keeps
     // one decode step in N (the engine's sampled launch timing) has no TPOT period, only spans.
-    let number = |i: usize| steps.numbers.get(i).copied().unwrap_or(-1);
+    // Whether step `b` follows step `a` in the run, as far as their markers' numbers say.
+    let follows = |a: usize, b: usize| {
+        let number = |i: usize| steps.numbers.get(i).copied().unwrap_or(-1);
+        let (na, nb) = (number(a), number(b));
+        na < 0 || nb < 0 || nb == na + 1
+    };
     let mut periods = Vec::new();
     for w in scope.windows(2) {
-        let (a, b) = (number(w[0]), number(w[1]));
-        if w[1] == w[0] + 1 && (a < 0 || b < 0 || b == a + 1) {
+        if w[1] == w[0] + 1 && follows(w[0], w[1]) {
             periods.push((s[w[1]].gpu_start_ns - s[w[0]].gpu_start_ns) as f64 / NS_PER_MS);
         }
     }
@@ -86,11 +90,7 @@ pub(super) fn step_report(steps: &Steps, accs: &[StepAcc], sets: &StepSets) -> S
         }
         // Between steps only where the previous step with work is this one's neighbour in
         // the run (a sampled trace's kept steps have other steps between them).
-        let (pn, cn) = (
-            n.checked_sub(1).map_or(-1, |m| number(active[m])),
-            number(i),
-        );
-        if n > 0 && (pn < 0 || cn < 0 || cn == pn + 1) {
+        if n > 0 && follows(active[n - 1], i) {
             let prev = &accs[active[n - 1]];
             let gap = (a.first_start - prev.last_end).max(0);
             host_gap += gap;

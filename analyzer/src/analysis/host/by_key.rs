@@ -117,8 +117,8 @@ pub fn group(
         total += dur;
         let key = if engine {
             match ki {
-                Some(i) => engine_key(trace, i, by),
-                None => engine_memop_key(trace, (-tag - 1) as usize, by),
+                Some(i) => engine_key(trace, (&k.op, &k.layer), i, by),
+                None => engine_key(trace, (&m.op, &m.layer), (-tag - 1) as usize, by),
             }
         } else {
             map.launch_of(corr).and_then(|li| {
@@ -204,33 +204,22 @@ pub fn group(
     }
 }
 
-/// An engine memop's key, from the memop table's op and layer columns (traces written before
-/// they existed have none: the memop is unattributed).
-fn engine_memop_key(trace: &Trace, i: usize, by: GroupBy) -> Option<String> {
-    let m = &trace.memops;
+/// An engine activity's key from its op and layer columns: the kernel table's, or the memop
+/// table's (traces written before memops had them read as none: unattributed).
+fn engine_key(
+    trace: &Trace,
+    (ops, layers): (&[u32], &[i32]),
+    i: usize,
+    by: GroupBy,
+) -> Option<String> {
     match by {
         GroupBy::Scope | GroupBy::Op => {
-            let op = m.op.get(i).copied().unwrap_or(NO_STR);
+            let op = ops.get(i).copied().unwrap_or(NO_STR);
             (op != NO_STR).then(|| trace.strings.get(op).to_owned())
         }
         GroupBy::Module => None,
         GroupBy::Layer => {
-            let l = m.layer.get(i).copied().unwrap_or(-1);
-            (l >= 0).then(|| format!("layer {l}"))
-        }
-    }
-}
-
-fn engine_key(trace: &Trace, i: usize, by: GroupBy) -> Option<String> {
-    let k = &trace.kernels;
-    match by {
-        GroupBy::Scope | GroupBy::Op => {
-            let op = k.op.get(i).copied().unwrap_or(NO_STR);
-            (op != NO_STR).then(|| trace.strings.get(op).to_owned())
-        }
-        GroupBy::Module => None,
-        GroupBy::Layer => {
-            let l = k.layer.get(i).copied().unwrap_or(-1);
+            let l = layers.get(i).copied().unwrap_or(-1);
             (l >= 0).then(|| format!("layer {l}"))
         }
     }

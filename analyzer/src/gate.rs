@@ -209,6 +209,9 @@ pub struct GateReport {
     pub incomparable: Vec<String>,
     /// Differences that `allow_incomparable` let through.
     pub overridden: Vec<String>,
+    /// What a side is missing (truncated, events without times), each naming the side.
+    /// Non-empty means the verdict is at best `inconclusive`, never `pass`.
+    pub incomplete: Vec<String>,
     /// What makes the verdict less trustworthy without changing it: recordings whose
     /// capture overhead distorts their timings.
     pub warnings: Vec<String>,
@@ -216,7 +219,8 @@ pub struct GateReport {
     pub buckets: Vec<BucketVerdict>,
     pub structural: Vec<StructuralCheck>,
     /// `incomparable` when the traces cannot be compared; `regression` when any bucket or
-    /// step metric regressed or any structural check failed; else `pass`.
+    /// step metric regressed or any structural check failed; `inconclusive` when nothing
+    /// regressed but a side is incomplete; else `pass`.
     pub verdict: Verdict,
 }
 
@@ -248,6 +252,10 @@ impl GateReport {
                 );
                 format!("regression: {}", why.join("; "))
             }
+            Verdict::Inconclusive => format!(
+                "inconclusive: nothing regressed, but {}",
+                self.incomplete.join("; ")
+            ),
             _ => "pass: no bucket, step metric or structural check regressed".to_owned(),
         }
     }
@@ -485,6 +493,15 @@ pub fn gate_with(baseline: &Report, current: &Report, p: &Policy, o: GateOptions
         policy: p.clone(),
         incomparable: Vec::new(),
         overridden: Vec::new(),
+        incomplete: [("baseline", baseline), ("current", current)]
+            .iter()
+            .flat_map(|(side, r)| {
+                r.source
+                    .defects
+                    .iter()
+                    .map(move |d| format!("the {side} trace {}", d.describe()))
+            })
+            .collect(),
         warnings: [("baseline", baseline), ("current", current)]
             .iter()
             .filter_map(|(side, r)| Some(format!("{side}: {}", r.distortion.as_ref()?.warning())))
@@ -622,6 +639,9 @@ pub fn gate_with(baseline: &Report, current: &Report, p: &Policy, o: GateOptions
         || report.structural.iter().any(|s| s.failed);
     report.verdict = if failed {
         Verdict::Regression
+    } else if !report.incomplete.is_empty() {
+        // A side that misses work cannot vouch for a pass.
+        Verdict::Inconclusive
     } else {
         Verdict::Pass
     };

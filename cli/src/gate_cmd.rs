@@ -96,11 +96,12 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
         render(&r, a.markdown)
     };
     write_stdout(&out)?;
-    Ok(if r.verdict == Verdict::Regression {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    match r.verdict {
+        Verdict::Regression => Ok(ExitCode::from(1)),
+        // Never exit 0 on a side that misses work: the report above says what is missing.
+        Verdict::Inconclusive => anyhow::bail!("gate: {}", r.headline()),
+        _ => Ok(ExitCode::SUCCESS),
+    }
 }
 
 /// One table row per judged metric: name, judgement.
@@ -222,11 +223,19 @@ fn junit(r: &GateReport) -> String {
         .iter()
         .filter(|(_, j)| j.verdict == Verdict::Regression)
         .count()
-        + r.structural.iter().filter(|c| c.failed).count();
+        + r.structural.iter().filter(|c| c.failed).count()
+        + r.incomplete.len();
     let mut s = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"gapscope gate\" tests=\"{}\" failures=\"{failures}\">\n",
-        judged.len() + r.structural.len()
+        judged.len() + r.structural.len() + r.incomplete.len()
     );
+    // A side that misses work fails its own test case: CI never reads it as a pass.
+    for m in &r.incomplete {
+        s.push_str(&format!(
+            "  <testcase classname=\"completeness\" name=\"trace complete\"><failure message=\"{}\"/></testcase>\n",
+            xml(m)
+        ));
+    }
     for (i, (name, j)) in judged.iter().enumerate() {
         let class = if i < r.steps.len() { "step" } else { "bucket" };
         s.push_str(&format!(

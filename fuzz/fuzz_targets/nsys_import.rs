@@ -22,6 +22,7 @@ fuzz_target!(|data: &[u8]| {
             trace,
             format: InputFormat::NsysSqlite,
             warnings: Vec::new(),
+            defects: Vec::new(),
         };
         let _ = analyze(&imported, &RULES, &AnalysisSettings::default());
     }

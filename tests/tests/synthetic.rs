@@ -13,6 +13,7 @@ fn report(t: Trace, settings: &AnalysisSettings) -> Report {
         trace: t,
         format: InputFormat::Native,
         warnings: Vec::new(),
+        defects: Vec::new(),
     };
     analyze(&imported, &RuleSet::builtin(), settings)
 }

@@ -46,6 +46,20 @@ pub struct Manifest {
     pub dropped_records: u64,
     /// The source (or this file) ended early; tables hold what could be read.
     pub truncated: bool,
+    /// Where and how the input ended early, one clause per table or stream (also in `notes`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub truncation: Vec<String>,
+    /// Source events left out because their time was missing or not a number (a Kineto
+    /// complete event without a numeric `ts` or `dur`). Figures then miss their work.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub untimed_events: u64,
+    /// The ranks the source says it holds (Kineto `distributedInfo.rank`), in the order
+    /// read; more than one means several ranks' events share this trace.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<u32>,
+    /// The run's rank count, when the source gives it (Kineto `distributedInfo.world_size`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub world_size: Option<u32>,
     /// Free-form facts worth showing a user (for example "no NVML").
     pub notes: Vec<String>,
     /// Time the capture tool itself took inside the recorded span, by kind, ns (CUPTI
@@ -65,6 +79,10 @@ pub struct Manifest {
     pub raw_names: std::collections::BTreeMap<String, String>,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 impl Default for Manifest {
     fn default() -> Self {
         Self {
@@ -82,6 +100,10 @@ impl Default for Manifest {
             engine_config: None,
             dropped_records: 0,
             truncated: false,
+            truncation: Vec::new(),
+            untimed_events: 0,
+            ranks: Vec::new(),
+            world_size: None,
             notes: Vec::new(),
             capture_overhead_ns: Default::default(),
             source_base_time_ns: None,

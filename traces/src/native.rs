@@ -429,6 +429,7 @@ pub fn read_trace(dir: &Path, opts: &ReadOptions) -> Result<Trace> {
     let notes = ctx.notes;
     if !notes.is_empty() {
         manifest.truncated = true;
+        manifest.truncation.extend(notes.iter().cloned());
         manifest.notes.extend(notes);
     }
     trace.manifest = manifest;
@@ -509,6 +510,7 @@ impl StreamCtx<'_> {
         let reader = BufReader::with_capacity(1 << 20, f);
         let mut r = CheckedStream::open(reader, len, &p, expected)?;
         let mut n = 0u64;
+        let mut got = 0u64;
         loop {
             match r.next()? {
                 Next::End => break,
@@ -528,10 +530,15 @@ impl StreamCtx<'_> {
                     }
                     sink(&batch).map_err(|m| TraceError::format(&p, m))?;
                     n += 1;
+                    got += batch.num_rows() as u64;
                 }
                 Next::Truncated(why) => {
+                    let of = match self.manifest.batches.get(table) {
+                        Some(&expected) if self.manifest.complete => format!(" of {expected}"),
+                        _ => String::new(),
+                    };
                     self.notes.push(format!(
-                        "{table}: truncated after {n} complete batches ({why})"
+                        "{table}: truncated after {n} complete batches{of}, {got} rows ({why})"
                     ));
                     return Ok(());
                 }
@@ -542,7 +549,7 @@ impl StreamCtx<'_> {
             && expected != n
         {
             self.notes.push(format!(
-                "{table}: {n} batches read, manifest says {expected}"
+                "{table}: {n} batches read ({got} rows), manifest says {expected}"
             ));
         }
         Ok(())

@@ -689,6 +689,9 @@ fn source_info(imported: &Imported, p: &Prepared, steps: &Steps, notes: Vec<Stri
         graph_launches,
         graph_kernels,
         truncated: trace.manifest.truncated,
+        truncation: trace.manifest.truncation.clone(),
+        untimed_events: trace.manifest.untimed_events,
+        defects: imported.defects.clone(),
         notes,
     }
 }
@@ -815,6 +818,7 @@ mod tests {
             trace: t,
             format: InputFormat::Native,
             warnings: Vec::new(),
+            defects: Vec::new(),
         }
     }
 

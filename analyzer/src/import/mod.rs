@@ -2,6 +2,7 @@
 //! from the file's first bytes, not its name.
 
 pub mod clamp;
+pub mod defects;
 pub mod kineto;
 pub mod limits;
 pub mod names;
@@ -65,6 +66,8 @@ pub struct Imported {
     pub format: InputFormat,
     /// Odd values and recoverable problems, one line each, for the report.
     pub warnings: Vec<String>,
+    /// What makes the trace unfit to vouch for its figures (the gate never passes one).
+    pub defects: Vec<defects::SourceDefect>,
 }
 
 /// Imports any supported trace file. Whatever the format, kernel and memop names are then
@@ -101,10 +104,26 @@ pub fn import_trace(
         trace.manifest.source_path = Some(path.display().to_string());
     }
     names::canonicalise(&mut trace);
+    // On the times as the source wrote them, before anything moves them.
+    let defects = defects::find(&trace);
+    let merged = defects
+        .iter()
+        .any(|d| matches!(d, defects::SourceDefect::MergedProcesses { .. }));
     let clamped = clamp::clamp_times(&mut trace);
     let mut warnings = importer_warnings;
     warnings.extend(clamped.warning());
-    warnings.extend(validate::odd_values(&mut trace));
+    if !merged {
+        // Merged processes overlap on a shared stream id; that is not early launch.
+        warnings.extend(validate::odd_values(&mut trace));
+    }
+    for d in defects.iter().rev() {
+        if !matches!(d, defects::SourceDefect::Truncated { .. }) {
+            warnings.insert(
+                0,
+                format!("this trace {}; its figures cannot be trusted", d.describe()),
+            );
+        }
+    }
     if trace.manifest.truncated {
         let why = if trace.manifest.notes.is_empty() {
             String::new()
@@ -120,5 +139,6 @@ pub fn import_trace(
         trace,
         format,
         warnings,
+        defects,
     })
 }

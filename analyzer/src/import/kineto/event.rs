@@ -149,6 +149,23 @@ pub(crate) enum Category {
     PythonFunction,
 }
 
+impl Category {
+    /// The `cat` value Kineto writes for the category.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Kernel => "kernel",
+            Self::Memcpy => "gpu_memcpy",
+            Self::Memset => "gpu_memset",
+            Self::Runtime => "cuda_runtime",
+            Self::Driver => "cuda_driver",
+            Self::UserAnnotation => "user_annotation",
+            Self::GpuUserAnnotation => "gpu_user_annotation",
+            Self::CpuOp => "cpu_op",
+            Self::PythonFunction => "python_function",
+        }
+    }
+}
+
 /// Maps a `cat` value to a category; case-insensitive so old Kineto ("Kernel", "Memcpy",
 /// "Runtime") and ROCm builds import too.
 pub(crate) fn category(cat: &[u8]) -> Option<Category> {

@@ -56,8 +56,9 @@ struct Batch {
 }
 
 /// The top-level keys [`Builder::meta`] reads; other top-level values are skipped unread.
-const META_KEYS: [&str; 5] = [
+const META_KEYS: [&str; 6] = [
     "deviceProperties",
+    "distributedInfo",
     "baseTimeNanoseconds",
     "displayTimeUnit",
     "cuda_driver_version",
@@ -218,8 +219,10 @@ pub fn import_kineto(
         Ok(()) => Ok(b.finish()),
         Err(e) if opts.allow_truncated && kept > 0 && e.is_truncation() => {
             let mut t = b.finish();
+            let why = format!("input ends early: {e}");
             t.manifest.truncated = true;
-            t.manifest.notes.push(format!("input ends early: {e}"));
+            t.manifest.truncation.push(why.clone());
+            t.manifest.notes.push(why);
             Ok(t)
         }
         Err(e) => Err(e),
@@ -334,6 +337,15 @@ fn events_array(feed: &mut Feed, b: &mut Batcher, top_level: bool) -> Result<()>
     }
 }
 
+/// Kineto's `distributedInfo` (torch.distributed's backend, rank and world size).
+#[derive(Deserialize)]
+struct DistributedInfo {
+    #[serde(default)]
+    rank: Option<u32>,
+    #[serde(default)]
+    world_size: Option<u32>,
+}
+
 #[derive(Deserialize)]
 struct DeviceProp {
     #[serde(default)]
@@ -363,6 +375,9 @@ struct Builder {
         gapscope_traces::StrId,
         std::hash::BuildHasherDefault<gapscope_traces::strings::FxHasher>,
     >,
+    /// Complete events left out because their `ts` or `dur` is missing, `null` or not a
+    /// number, by category: read as 0 they would move busy time and steps silently.
+    untimed: std::collections::BTreeMap<&'static str, u64>,
 }
 
 impl Builder {
@@ -373,6 +388,7 @@ impl Builder {
             events: 0,
             budget: Budget::new(path, max_events),
             name_ids: Default::default(),
+            untimed: Default::default(),
         }
     }
 
@@ -399,11 +415,21 @@ impl Builder {
     }
 
     /// Start and end in whole nanoseconds: the end is rounded from the exact `ts + dur`,
-    /// so events that abut in the text abut here.
-    fn span(&mut self, ev: &Event) -> (i64, i64) {
-        let start = ev.ts.unwrap_or_default();
-        let end = start.add(ev.dur.unwrap_or_default());
-        (start.round(), end.round())
+    /// so events that abut in the text abut here. `None` (and the event counted as left out)
+    /// when either time is missing, `null` or not a number.
+    fn span(
+        &mut self,
+        ts: Option<decimal::Nanos>,
+        dur: Option<decimal::Nanos>,
+        cat: Category,
+    ) -> Option<(i64, i64)> {
+        match (ts, dur) {
+            (Some(start), Some(dur)) => Some((start.round(), start.add(dur).round())),
+            _ => {
+                *self.untimed.entry(cat.as_str()).or_default() += 1;
+                None
+            }
+        }
     }
 
     fn meta(&mut self, key: &str, raw: &[u8]) {
@@ -447,6 +473,26 @@ impl Builder {
                     );
                 }
             }
+            "distributedInfo" => match serde_json::from_slice::<DistributedInfo>(raw) {
+                Ok(d) => {
+                    if let Some(r) = d.rank
+                        && !m.ranks.contains(&r)
+                    {
+                        m.ranks.push(r);
+                    }
+                    m.world_size = m.world_size.or(d.world_size);
+                    if let (Some(r), Some(w)) = (d.rank, d.world_size)
+                        && w > 1
+                    {
+                        m.notes.push(format!(
+                            "rank {r} of a {w}-rank run: steps and buckets are this rank's"
+                        ));
+                    }
+                }
+                Err(e) => m
+                    .notes
+                    .push(format!("ignored malformed distributedInfo: {e}")),
+            },
             "cuda_driver_version" => m.driver_version = Some(String::from_utf8_lossy(raw).into()),
             "cuda_runtime_version" => m.cuda_version = Some(String::from_utf8_lossy(raw).into()),
             _ => {}
@@ -472,8 +518,13 @@ impl Builder {
             }
             return Ok(());
         }
+        let Some((start, end)) = self.span(ev.ts, ev.dur, cat) else {
+            if let Some(raw) = ev.name_raw {
+                self.utf8(raw, at)?;
+            }
+            return Ok(());
+        };
         self.budget.event()?;
-        let (start, end) = self.span(&ev);
         let name_id = match ev.name_raw {
             Some(raw) => self.name_id(raw, at)?,
             None => self.trace.strings.intern(ev.name.as_deref().unwrap_or("")),
@@ -619,9 +670,13 @@ impl Builder {
             }
             return Ok(());
         }
+        let Some((start, end)) = self.span(f.ts, f.dur, cat) else {
+            if let Some(raw) = f.name {
+                self.utf8(raw, at)?;
+            }
+            return Ok(());
+        };
         self.budget.event()?;
-        let start = f.ts.unwrap_or_default();
-        let end = start.add(f.dur.unwrap_or_default());
         let name = self.name_id(f.name.unwrap_or_default(), at)?;
         let t = &mut self.trace;
         let kind = scope_kind(cat, t.strings.get(name));
@@ -630,13 +685,27 @@ impl Builder {
             tid: f.tid.unwrap_or_default(),
             name,
             kind: kind as u8,
-            host_start_ns: start.round(),
-            host_end_ns: end.round(),
+            host_start_ns: start,
+            host_end_ns: end,
         });
         self.budget.names(&self.trace.strings)
     }
 
     fn finish(mut self) -> Trace {
+        let left_out: u64 = self.untimed.values().sum();
+        if left_out > 0 {
+            let by: Vec<String> = self
+                .untimed
+                .iter()
+                .map(|(c, n)| format!("{c} {n}"))
+                .collect();
+            let m = &mut self.trace.manifest;
+            m.untimed_events += left_out;
+            m.notes.push(format!(
+                "left out {left_out} events whose ts or dur is missing, null or not a number ({})",
+                by.join(", ")
+            ));
+        }
         if self.trace.kernels.is_empty() && self.trace.memops.is_empty() {
             self.trace
                 .manifest

@@ -1,0 +1,341 @@
+//! What makes an imported trace unfit to vouch for its figures: it ends early, events lost
+//! their times, a GPU clock runs backwards, several processes' timelines share one device,
+//! or its GPU list contradicts itself. Found once at import, on the times as the source
+//! wrote them; the report warns of each and the gate never passes a trace that has one.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use gapscope_traces::Trace;
+use serde::Serialize;
+
+/// A GPU start that comes this much before the previous start on its stream, in launch
+/// order, is a clock that jumped back: work on one stream runs in launch order, and
+/// programmatic dependent launch moves a start before the previous kernel's *end*, never
+/// before its start. The slack covers timestamp rounding in converted clocks.
+pub const CLOCK_JUMP_SLACK_NS: i64 = 2_000;
+
+/// One defect of an imported trace.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SourceDefect {
+    /// The input ended early; `detail` says where, per table or stream, when known.
+    Truncated { detail: Vec<String> },
+    /// Events left out because their `ts` or `dur` was missing or not a number.
+    UntimedEvents { count: u64 },
+    /// GPU starts that go back in time on a stream, in launch order.
+    ClockJumpsBack {
+        count: u64,
+        worst_ns: i64,
+        device: u32,
+        stream: u32,
+    },
+    /// More host processes launch GPU work than there are devices: the file merges several
+    /// processes (ranks) whose local device ids collide.
+    MergedProcesses { processes: usize, devices: usize },
+    /// The trace's own metadata says it holds more than one rank.
+    SeveralRanks { ranks: Vec<u32> },
+    /// One device listed twice with different names.
+    ConflictingGpuNames { device: u32, names: Vec<String> },
+}
+
+impl SourceDefect {
+    /// A predicate after "the trace", for a report or the gate (the source's strings are
+    /// escaped at output).
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Truncated { detail } if detail.is_empty() => {
+                "is truncated: the tables hold only what could be read".to_owned()
+            }
+            Self::Truncated { detail } => format!("is truncated ({})", detail.join("; ")),
+            Self::UntimedEvents { count } => {
+                format!("left out {count} events whose ts or dur is missing or not a number")
+            }
+            Self::ClockJumpsBack {
+                count,
+                worst_ns,
+                device,
+                stream,
+            } => format!(
+                "has a GPU clock that goes back {count} times (by up to {:.3} ms, first on device \
+                 {device} stream {stream}): work on a stream starts before work launched \
+                 earlier",
+                *worst_ns as f64 / 1e6
+            ),
+            Self::MergedProcesses { processes, devices } => format!(
+                "has {processes} processes launching GPU work onto {devices} device id(s): it \
+                 seems to merge several processes' (ranks') traces, whose calls per step and \
+                 times then mix; analyse one file per rank"
+            ),
+            Self::SeveralRanks { ranks } => format!(
+                "names several ranks in its distributedInfo ({}): analyse one file per rank",
+                ranks
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Self::ConflictingGpuNames { device, names } => format!(
+                "names GPU {device} differently in different places ({}), so the GPU \
+                 cannot be checked",
+                names.join(" / ")
+            ),
+        }
+    }
+}
+
+/// The defects of `t`, on its times as imported (before any adjustment).
+pub fn find(t: &Trace) -> Vec<SourceDefect> {
+    let m = &t.manifest;
+    let mut out = Vec::new();
+    if m.truncated {
+        out.push(SourceDefect::Truncated {
+            detail: m.truncation.clone(),
+        });
+    }
+    if m.untimed_events > 0 {
+        out.push(SourceDefect::UntimedEvents {
+            count: m.untimed_events,
+        });
+    }
+    if m.ranks.len() > 1 {
+        out.push(SourceDefect::SeveralRanks {
+            ranks: m.ranks.clone(),
+        });
+    }
+    let merged = merged_processes(t);
+    if let Some(d) = merged.clone() {
+        out.push(d);
+    } else if let Some(d) = clock_jumps(t) {
+        // Merged processes interleave their launch orders; a jump is only meaningful in one.
+        out.push(d);
+    }
+    let mut names: BTreeMap<u32, BTreeSet<&str>> = BTreeMap::new();
+    for g in &m.gpus {
+        if !g.name.is_empty() {
+            names.entry(g.device).or_default().insert(g.name.as_str());
+        }
+    }
+    for (device, set) in names {
+        if set.len() > 1 {
+            out.push(SourceDefect::ConflictingGpuNames {
+                device,
+                names: set.into_iter().map(str::to_owned).collect(),
+            });
+        }
+    }
+    out
+}
+
+/// Host processes whose launches started kernels or memops, against the devices those ran
+/// on; a defect when there are more processes than devices.
+fn merged_processes(t: &Trace) -> Option<SourceDefect> {
+    let l = &t.launches;
+    if l.len < 2 || l.pid.len() != l.len || l.correlation.len() != l.len {
+        return None;
+    }
+    let mut gpu_corr: BTreeSet<u64> = BTreeSet::new();
+    let mut devices: BTreeSet<u32> = BTreeSet::new();
+    let k = &t.kernels;
+    for i in 0..k.len.min(k.correlation.len()).min(k.device.len()) {
+        if k.correlation[i] != 0 {
+            gpu_corr.insert(k.correlation[i]);
+        }
+        devices.insert(k.device[i]);
+    }
+    let mo = &t.memops;
+    for i in 0..mo.len.min(mo.correlation.len()).min(mo.device.len()) {
+        if mo.correlation[i] != 0 {
+            gpu_corr.insert(mo.correlation[i]);
+        }
+        devices.insert(mo.device[i]);
+    }
+    let processes: BTreeSet<u32> = (0..l.len)
+        .filter(|&i| l.correlation[i] != 0 && gpu_corr.contains(&l.correlation[i]))
+        .map(|i| l.pid[i])
+        .collect();
+    (processes.len() > 1 && processes.len() > devices.len()).then(|| {
+        SourceDefect::MergedProcesses {
+            processes: processes.len(),
+            devices: devices.len(),
+        }
+    })
+}
+
+/// Starts that go back on a stream in launch order (correlation id; kernels of one graph
+/// launch share it and keep their file order). Streams whose activities carry no
+/// correlation ids are not checked.
+fn clock_jumps(t: &Trace) -> Option<SourceDefect> {
+    // (device, stream) -> (correlation, start) in file order.
+    let mut per_stream: HashMap<(u32, u32), Vec<(u64, i64)>> = HashMap::new();
+    let k = &t.kernels;
+    let n = k
+        .len
+        .min(k.correlation.len())
+        .min(k.device.len())
+        .min(k.stream.len())
+        .min(k.gpu_start_ns.len());
+    for i in 0..n {
+        if k.correlation[i] != 0 {
+            per_stream
+                .entry((k.device[i], k.stream[i]))
+                .or_default()
+                .push((k.correlation[i], k.gpu_start_ns[i]));
+        }
+    }
+    let mo = &t.memops;
+    let n = mo
+        .len
+        .min(mo.correlation.len())
+        .min(mo.device.len())
+        .min(mo.stream.len())
+        .min(mo.gpu_start_ns.len());
+    for i in 0..n {
+        if mo.correlation[i] != 0 {
+            per_stream
+                .entry((mo.device[i], mo.stream[i]))
+                .or_default()
+                .push((mo.correlation[i], mo.gpu_start_ns[i]));
+        }
+    }
+    let mut count = 0u64;
+    let mut worst = 0i64;
+    let mut first: Option<(u32, u32)> = None;
+    let mut keys: Vec<(u32, u32)> = per_stream.keys().copied().collect();
+    keys.sort_unstable();
+    for key in keys {
+        let v = per_stream.get_mut(&key).expect("key from the map");
+        // Stable: activities of one graph launch keep their file order.
+        v.sort_by_key(|&(c, _)| c);
+        let mut latest = i64::MIN;
+        for &(_, start) in v.iter() {
+            if latest != i64::MIN && start < latest.saturating_sub(CLOCK_JUMP_SLACK_NS) {
+                count += 1;
+                worst = worst.max(latest - start);
+                first.get_or_insert(key);
+            }
+            latest = latest.max(start);
+        }
+    }
+    let (device, stream) = first?;
+    Some(SourceDefect::ClockJumpsBack {
+        count,
+        worst_ns: worst,
+        device,
+        stream,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gapscope_traces::{GpuInfo, KernelRow, LaunchRow, Manifest};
+
+    fn kernel(corr: u64, start: i64) -> KernelRow {
+        KernelRow {
+            correlation: corr,
+            stream: 7,
+            gpu_start_ns: start,
+            gpu_end_ns: start + 1_000,
+            ..Default::default()
+        }
+    }
+
+    fn launch(pid: u32, corr: u64) -> LaunchRow {
+        LaunchRow {
+            pid,
+            correlation: corr,
+            ..Default::default()
+        }
+    }
+
+    fn trace(kernels: &[KernelRow], launches: &[LaunchRow]) -> Trace {
+        let mut t = Trace::new(Manifest::new("synthetic"));
+        for k in kernels {
+            t.kernels.push(k.clone());
+        }
+        for l in launches {
+            t.launches.push(l.clone());
+        }
+        t
+    }
+
+    #[test]
+    fn a_clock_that_jumps_back_is_found_and_pdl_is_not() {
+        // Launch order 1..6, 10 ms apart; the last three are shown 35 ms earlier.
+        let ks: Vec<KernelRow> = (1..=6)
+            .map(|c| {
+                kernel(
+                    c,
+                    if c <= 3 {
+                        c as i64 * 10_000_000
+                    } else {
+                        c as i64 * 10_000_000 - 35_000_000
+                    },
+                )
+            })
+            .collect();
+        let d = find(&trace(&ks, &[]));
+        assert!(
+            matches!(
+                d.as_slice(),
+                [SourceDefect::ClockJumpsBack {
+                    count: 3,
+                    worst_ns: 25_000_000,
+                    ..
+                }]
+            ),
+            "{d:?}"
+        );
+        // Programmatic dependent launch: the next starts before the previous ends, not
+        // before it starts.
+        let ks = [kernel(1, 0), kernel(2, 500), kernel(3, 1_400)];
+        assert!(find(&trace(&ks, &[])).is_empty());
+        // Graph kernels share a correlation id and keep file order.
+        let ks = [
+            kernel(5, 0),
+            kernel(5, 2_000),
+            kernel(5, 4_000),
+            kernel(6, 9_000),
+        ];
+        assert!(find(&trace(&ks, &[])).is_empty());
+    }
+
+    #[test]
+    fn two_processes_on_one_device_id_are_merged_ranks() {
+        let ks = [
+            kernel(1, 0),
+            kernel(1, 300),
+            kernel(2, 5_000),
+            kernel(2, 5_200),
+        ];
+        let ls = [launch(10, 1), launch(10, 2), launch(11, 1), launch(11, 2)];
+        let d = find(&trace(&ks, &ls));
+        assert_eq!(
+            d,
+            vec![SourceDefect::MergedProcesses {
+                processes: 2,
+                devices: 1
+            }]
+        );
+        // One process: nothing.
+        let ls = [launch(10, 1), launch(10, 2)];
+        assert!(find(&trace(&[kernel(1, 0), kernel(2, 5_000)], &ls)).is_empty());
+    }
+
+    #[test]
+    fn contradicting_gpu_names_are_a_defect() {
+        let mut t = trace(&[], &[]);
+        for name in ["NVIDIA H200", "NVIDIA H100", "NVIDIA H200"] {
+            t.manifest.gpus.push(GpuInfo {
+                device: 0,
+                name: name.into(),
+                ..Default::default()
+            });
+        }
+        let d = find(&t);
+        assert!(
+            matches!(&d[..], [SourceDefect::ConflictingGpuNames { device: 0, names }] if names.len() == 2),
+            "{d:?}"
+        );
+    }
+}

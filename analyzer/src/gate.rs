@@ -452,10 +452,18 @@ fn step_kind(r: &Report) -> String {
 /// Why two reports cannot be compared, each a short clause; empty when they can.
 fn comparability(baseline: &Report, current: &Report) -> Vec<String> {
     let mut out = Vec::new();
-    if let (Some(a), Some(b)) = (&baseline.source.step_gpu, &current.source.step_gpu)
-        && a != b
-    {
-        out.push(format!("GPU differs (baseline {a}, current {b})"));
+    match (&baseline.source.step_gpu, &current.source.step_gpu) {
+        (Some(a), Some(b)) if a != b => {
+            out.push(format!("GPU differs (baseline {a}, current {b})"));
+        }
+        // The GPU check is never skipped silently: one side naming none cannot be checked.
+        (Some(a), None) => out.push(format!(
+            "the current trace names no GPU (baseline {a}), so the GPU cannot be checked"
+        )),
+        (None, Some(b)) => out.push(format!(
+            "the baseline names no GPU (current {b}), so the GPU cannot be checked"
+        )),
+        _ => {}
     }
     if let (Some(a), Some(b)) = (baseline.steps.batch_size, current.steps.batch_size)
         && a != b
@@ -505,6 +513,10 @@ pub fn gate_with(baseline: &Report, current: &Report, p: &Policy, o: GateOptions
         warnings: [("baseline", baseline), ("current", current)]
             .iter()
             .filter_map(|(side, r)| Some(format!("{side}: {}", r.distortion.as_ref()?.warning())))
+            .chain(
+                (baseline.source.step_gpu.is_none() && current.source.step_gpu.is_none())
+                    .then(|| "GPU not checked: neither trace names its GPU".to_owned()),
+            )
             .collect(),
         steps: Vec::new(),
         buckets: Vec::new(),
@@ -711,6 +723,8 @@ pub fn baseline_from_history(
             .collect::<Vec<_>>()
             .join(", ")
     );
+    // The current trace's defects are its own, not the history's.
+    base.source.defects = Vec::new();
     base.steps.decode_steps = runs.len();
     // History keeps each run's median TPOT but not its idle split: the step-time gate
     // compares the current steps with the accepted runs' medians, and skips the idle split.

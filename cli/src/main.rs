@@ -190,6 +190,10 @@ fn fail(e: &anyhow::Error) -> ExitCode {
             msg.push_str(&c);
         }
     }
-    eprintln!("gapscope: error: {}", msg.replace('\n', " "));
+    // One line, and nothing from an input (a path, a GPU or model name) drives the terminal.
+    eprintln!(
+        "gapscope: error: {}",
+        render::text(&msg.replace(['\n', '\r'], " "))
+    );
     ExitCode::from(2)
 }

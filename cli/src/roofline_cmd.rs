@@ -12,7 +12,7 @@ use gapscope_analyzer::roofline::{
     WeightFormat, hw,
 };
 
-use crate::render::{count, write_stdout};
+use crate::render::{count, text, write_stdout};
 use crate::report_cmd::AnalysisArgs;
 
 #[derive(Args)]
@@ -183,9 +183,9 @@ fn table(r: &RooflineReport) -> String {
     s.push_str(&format!(
         "model     {} ({} params, {} layers: {} full attention, {} linear attention{})\n",
         if m.model_type.is_empty() {
-            "decoder"
+            "decoder".to_owned()
         } else {
-            &m.model_type
+            text(&m.model_type)
         },
         count(m.params),
         m.layers,
@@ -199,7 +199,7 @@ fn table(r: &RooflineReport) -> String {
     let h = &r.hardware;
     s.push_str(&format!(
         "hardware  {} ({} ceilings): {:.2} TB/s, bf16 {} / fp8 {} / int8 {} TFLOP/s\n",
-        h.name,
+        text(&h.name),
         r.ceilings,
         h.hbm_bytes_per_s / 1e12,
         peak_cell(h, TensorPath::Bf16),
@@ -216,7 +216,7 @@ fn table(r: &RooflineReport) -> String {
         c.path, c.tflops, c.source, r.weights
     ));
     if let Some(note) = &c.note {
-        s.push_str(&format!("note      {note}\n"));
+        s.push_str(&format!("note      {}\n", text(note)));
     }
     s.push('\n');
     s.push_str(
@@ -243,11 +243,11 @@ fn table(r: &RooflineReport) -> String {
         for m in &r.measured {
             s.push_str(&format!(
                 "  {}: batch {}, {} steps, TPOT median {:.3} ms (p10 {:.3}), {:.1} tok/s; floor {:.4} ms = {:.1}% of floor at the median, {:.1}% at p10\n",
-                m.trace, m.batch, m.decode_steps, m.tpot_median_ms, m.tpot_p10_ms, m.tok_per_s, m.floor_ms,
+                text(&m.trace), m.batch, m.decode_steps, m.tpot_median_ms, m.tpot_p10_ms, m.tok_per_s, m.floor_ms,
                 m.pct_of_floor_median, m.pct_of_floor_p10
             ));
             for n in &m.notes {
-                s.push_str(&format!("    note: {n}\n"));
+                s.push_str(&format!("    note: {}\n", text(n)));
             }
             if m.buckets.is_empty() && m.buckets_without_floor.is_empty() {
                 s.push_str("    (no per-bucket times in the decode steps)\n");
@@ -285,7 +285,11 @@ fn table(r: &RooflineReport) -> String {
             }
         }
         for n in &r.not_placed {
-            s.push_str(&format!("  {}: not placed: {}\n", n.trace, n.reason));
+            s.push_str(&format!(
+                "  {}: not placed: {}\n",
+                text(&n.trace),
+                text(&n.reason)
+            ));
         }
     }
     s

@@ -94,27 +94,71 @@ pub fn lookup(key: &str) -> Result<HardwareSpec> {
         })
 }
 
+/// Physical ranges of a GPU's ceilings: from a small embedded part to well past any GPU
+/// announced (1 GB/s to 100 TB/s of memory bandwidth; 0.1 to 100,000 dense TFLOP/s). A
+/// figure outside them is a broken profile, and would print floors of `inf` or 0 ms.
+pub const HBM_BYTES_PER_S: std::ops::RangeInclusive<f64> = 1e9..=1e14;
+pub const TFLOPS: std::ops::RangeInclusive<f64> = 0.1..=1e5;
+/// SMs (or CUs) and L2 bytes a GPU can have.
+pub const SM_COUNT: std::ops::RangeInclusive<u32> = 0..=10_000;
+pub const L2_BYTES: std::ops::RangeInclusive<u64> = 0..=(1 << 34);
+
+impl HardwareSpec {
+    /// Why these ceilings cannot be a GPU's, or `Ok`: bandwidth and bf16 throughput within
+    /// their physical ranges; fp8 and int8 the same, or 0 for a path the GPU (or the
+    /// calibration) lacks.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        let (lo, hi) = (HBM_BYTES_PER_S.start(), HBM_BYTES_PER_S.end());
+        if !HBM_BYTES_PER_S.contains(&self.hbm_bytes_per_s) {
+            return Err(format!(
+                "hbm_bytes_per_s = {:e} is outside {lo:e}..={hi:e} (1 GB/s to 100 TB/s)",
+                self.hbm_bytes_per_s
+            ));
+        }
+        let (lo, hi) = (TFLOPS.start(), TFLOPS.end());
+        if !TFLOPS.contains(&self.bf16_tflops) {
+            return Err(format!(
+                "bf16_tflops = {:e} is outside {lo}..={hi:e}",
+                self.bf16_tflops
+            ));
+        }
+        for (k, v) in [
+            ("fp8_tflops", self.fp8_tflops),
+            ("int8_tops", self.int8_tops),
+        ] {
+            if v != 0.0 && !TFLOPS.contains(&v) {
+                return Err(format!(
+                    "{k} = {v:e} is outside {lo}..={hi:e} (0 for a path not measured)"
+                ));
+            }
+        }
+        if !SM_COUNT.contains(&self.sm_count) {
+            return Err(format!(
+                "sm_count = {} is more than {}",
+                self.sm_count,
+                SM_COUNT.end()
+            ));
+        }
+        if !L2_BYTES.contains(&self.l2_bytes) {
+            return Err(format!(
+                "l2_bytes = {} is more than {}",
+                self.l2_bytes,
+                L2_BYTES.end()
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Reads a hardware profile written by `gapscope-engine calibrate` (JSON, same fields as a table
-/// entry, `ceilings = "measured"`; at most [`MAX_CONFIG_BYTES`], a regular file). Bandwidth
-/// and bf16 throughput must be positive; every figure finite and below a sanity bound.
-/// A path the calibration did not measure is 0 (see [`super::compute_peak`]).
+/// entry, `ceilings = "measured"`; at most [`MAX_CONFIG_BYTES`], a regular file), checked
+/// against the physical ranges ([`HardwareSpec::check`]). A path the calibration did not
+/// measure is 0 (see [`super::compute_peak`]).
 pub fn load_profile(path: &std::path::Path) -> Result<HardwareSpec> {
     let text = read_config(path, "hardware profile", MAX_CONFIG_BYTES)?;
     let h: HardwareSpec = parse_json(path, &text, "gapscope hardware profile")?;
-    let bad = |m: String| AnalyzerError::parse(path, format!("hardware profile: {m}"));
-    if !(h.hbm_bytes_per_s > 0.0 && h.bf16_tflops > 0.0) {
-        return Err(bad("lacks bandwidth or bf16 throughput".into()));
-    }
-    for (k, v, hi) in [
-        ("hbm_bytes_per_s", h.hbm_bytes_per_s, 1e15),
-        ("bf16_tflops", h.bf16_tflops, 1e6),
-        ("fp8_tflops", h.fp8_tflops, 1e6),
-        ("int8_tops", h.int8_tops, 1e6),
-    ] {
-        if !(v.is_finite() && (0.0..=hi).contains(&v)) {
-            return Err(bad(format!("{k} = {v} is outside 0..={hi:e}")));
-        }
-    }
+    h.check()
+        .map_err(|m| AnalyzerError::parse(path, format!("hardware profile: {m}")))?;
     Ok(h)
 }
 
@@ -146,11 +190,38 @@ mod tests {
             assert!(h.bf16_tflops > 50.0 && h.bf16_tflops < 5000.0, "{id}");
             assert!(h.int8_tops >= h.bf16_tflops, "{id}");
             assert!(h.sm_count > 0 && h.l2_bytes > 0, "{id}");
+            assert_eq!(h.check(), Ok(()), "{id}");
             assert!(
                 BUILTIN.contains(&format!("[{}]", h.source)),
                 "{id}: source cited"
             );
         }
+    }
+
+    #[test]
+    fn profiles_outside_the_physical_ranges_are_refused() {
+        let ok = lookup("h200").unwrap();
+        assert_eq!(ok.check(), Ok(()));
+        let cases: [(&str, fn(&mut HardwareSpec)); 9] = [
+            ("hbm_bytes_per_s", |h| h.hbm_bytes_per_s = 1e-300),
+            ("hbm_bytes_per_s", |h| h.hbm_bytes_per_s = f64::INFINITY),
+            ("hbm_bytes_per_s", |h| h.hbm_bytes_per_s = 1e300),
+            ("hbm_bytes_per_s", |h| h.hbm_bytes_per_s = f64::NAN),
+            ("bf16_tflops", |h| h.bf16_tflops = 1e-300),
+            ("bf16_tflops", |h| h.bf16_tflops = -1.0),
+            ("fp8_tflops", |h| h.fp8_tflops = 1e-9),
+            ("int8_tops", |h| h.int8_tops = f64::NAN),
+            ("sm_count", |h| h.sm_count = u32::MAX),
+        ];
+        for (field, break_it) in cases {
+            let mut h = ok.clone();
+            break_it(&mut h);
+            let e = h.check().unwrap_err();
+            assert!(e.starts_with(field), "{field}: {e}");
+        }
+        let mut h = ok.clone();
+        h.fp8_tflops = 0.0;
+        assert_eq!(h.check(), Ok(()), "0: a path not measured");
     }
 
     #[test]

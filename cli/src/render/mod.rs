@@ -14,12 +14,33 @@ use gapscope_analyzer::analysis::{BucketRow, Report, TelemetryReport};
 
 /// Writes to stdout, treating a closed pipe (`| head`) as success.
 pub fn write_stdout(s: &str) -> anyhow::Result<()> {
+    let s = terminal_safe(s);
     let mut out = std::io::stdout().lock();
     match out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(anyhow::anyhow!("writing to stdout: {e}")),
     }
+}
+
+/// The last guard before a terminal: every control character but newline and tab, as
+/// `\uXXXX` (what JSON writes for one, so JSON output stays valid and means the same). Fields
+/// taken from input are escaped where they are formatted ([`text`]); this catches any that
+/// were not, so nothing from a trace can drive the terminal (C1 controls and DEL included,
+/// which JSON itself leaves raw).
+pub fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 pub use gapscope_analyzer::text::{count, cut, short};
@@ -48,8 +69,12 @@ pub fn terminal_width() -> Option<usize> {
     (ok && ws.ws_col > 0).then_some(ws.ws_col as usize)
 }
 
+/// Milliseconds with the digits that matter; `n/a` for a value that is not a number (never
+/// `inf` or `NaN` as a figure).
 pub fn ms(v: f64) -> String {
-    if v >= 100.0 {
+    if !v.is_finite() {
+        "n/a".to_owned()
+    } else if v >= 100.0 {
         format!("{v:.1}")
     } else if v >= 1.0 {
         format!("{v:.3}")
@@ -58,8 +83,13 @@ pub fn ms(v: f64) -> String {
     }
 }
 
+/// A percentage; `n/a` for a value that is not a number.
 pub fn pct(v: f64) -> String {
-    format!("{v:.2}%")
+    if v.is_finite() {
+        format!("{v:.2}%")
+    } else {
+        "n/a".to_owned()
+    }
 }
 
 fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
@@ -154,7 +184,8 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
         v.push(("source".into(), format!("converted from {}", text(from))));
     }
     if !s.gpus.is_empty() {
-        v.push(("gpu".into(), s.gpus.join("; ")));
+        let gpus: Vec<String> = s.gpus.iter().map(|g| text(g)).collect();
+        v.push(("gpu".into(), gpus.join("; ")));
     }
     v.push((
         "events".into(),

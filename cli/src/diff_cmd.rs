@@ -51,6 +51,20 @@ pub struct DiffArgs {
 }
 
 pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
+    // Options that would be ignored are refused: a user must not believe they took effect.
+    if a.what_if.is_none() && !a.measured.is_empty() {
+        anyhow::bail!("diff: --measured compares with a --what-if prediction; give --what-if SET");
+    }
+    if a.what_if.is_some() {
+        for (given, opt) in [
+            (a.hardware.is_some(), "--hw"),
+            (a.allow_implausible, "--allow-implausible"),
+        ] {
+            if given {
+                anyhow::bail!("diff: {opt} does not apply to --what-if predictions");
+            }
+        }
+    }
     let mut analyser = a.analysis.analyser(g.quiet, true)?;
     if let Some(set) = &a.what_if {
         let w = crate::lever_whatif::run(set, &a.a, &a.measured, &mut analyser)?;

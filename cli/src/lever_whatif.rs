@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 use gapscope_analyzer::analysis::host::GroupBy;
-use gapscope_analyzer::diff::levers::{LeverPrediction, LeverWhatIf, hybrid_levers};
+use gapscope_analyzer::diff::levers::{
+    LeverPrediction, LeverWhatIf, check_measured, hybrid_levers,
+};
 use serde::Serialize;
 
 use crate::render::markdown::{Align, Cell, table};
@@ -86,6 +88,9 @@ pub fn run(
             );
         };
         let r = analyser.run(&m.path)?;
+        if let Err(why) = check_measured(&report, &r, &m.lever) {
+            bail!("--measured {}: {}: {why}", m.lever, m.path.display());
+        }
         let Some(span) = r.steps.decode_span_ms else {
             bail!(
                 "--measured {}: {} has no decode steps",
@@ -93,6 +98,13 @@ pub fn run(
                 m.path.display()
             );
         };
+        if !(span.median.is_finite() && span.median > 0.0) {
+            bail!(
+                "--measured {}: {}: its decode steps span no time",
+                m.lever,
+                m.path.display()
+            );
+        }
         out.push(Comparison {
             lever: p.lever.clone(),
             path: m.path.display().to_string(),

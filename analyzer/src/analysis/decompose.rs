@@ -692,6 +692,8 @@ fn source_info(imported: &Imported, p: &Prepared, steps: &Steps, notes: Vec<Stri
         truncation: trace.manifest.truncation.clone(),
         untimed_events: trace.manifest.untimed_events,
         defects: imported.defects.clone(),
+        model_config: trace.manifest.model_config.clone(),
+        engine_config: trace.manifest.engine_config.clone(),
         notes,
     }
 }

@@ -94,6 +94,12 @@ pub struct SourceInfo {
     pub truncation: Vec<String>,
     /// Events left out because their time was missing or not a number.
     pub untimed_events: u64,
+    /// The model and the engine settings the run recorded (gapscope-engine traces): what
+    /// says whether two traces are runs of one model and which levers each had.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_config: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine_config: Option<serde_json::Value>,
     /// What makes the trace unfit to vouch for its figures; the gate never passes a trace
     /// with one.
     pub defects: Vec<crate::import::defects::SourceDefect>,

@@ -87,6 +87,19 @@ pub fn hybrid_levers(r: &Report) -> Result<LeverWhatIf, String> {
         .steps
         .decode_span_ms
         .ok_or_else(|| format!("{} has no decode steps", r.source.path))?;
+    if !(span.median.is_finite() && span.median > 0.0) {
+        return Err(format!(
+            "{}: its decode steps span no time, so nothing can be predicted from them",
+            r.source.path
+        ));
+    }
+    // GPU time per step (kernels and memops), the most any lever can remove.
+    let busy: f64 = r
+        .buckets
+        .iter()
+        .filter_map(|b| b.ms_per_step.as_ref().map(|s| s.mean))
+        .filter(|v| v.is_finite())
+        .sum();
     let launches: f64 = r.buckets.iter().filter_map(|b| b.calls_per_step).sum();
     let gap_per_launch = match (r.steps.launch_gap_ms_per_step, launches > 0.0) {
         (Some(g), true) => g / launches,
@@ -95,13 +108,15 @@ pub fn hybrid_levers(r: &Report) -> Result<LeverWhatIf, String> {
     let ms = |name: &str| op(r, name).map_or((0.0, 0.0), |g| (g.gpu_ms_per_step, g.calls_per_step));
     let predict = |lever: &str, c: &Change| {
         let gaps = c.launches_removed * gap_per_launch;
+        // A step never gets shorter than the GPU work left in it.
+        let left = (busy - c.removed_ms + c.added_ms).max(0.0);
         LeverPrediction {
             lever: lever.to_owned(),
             removed_ms: c.removed_ms,
             added_ms: c.added_ms,
             launches_removed: c.launches_removed,
             gaps_removed_ms: gaps,
-            predicted_step_ms: span.median - c.removed_ms + c.added_ms - gaps,
+            predicted_step_ms: (span.median - c.removed_ms + c.added_ms - gaps).max(left),
             basis: c.basis.clone(),
         }
     };
@@ -130,6 +145,30 @@ pub fn hybrid_levers(r: &Report) -> Result<LeverWhatIf, String> {
         launches_removed: parts.iter().map(|p| p.launches_removed).sum(),
         basis: "the three changes added".into(),
     };
+    // Inputs that contradict each other (ops holding more GPU time than the buckets, or
+    // more launches than the step has) would predict steps that cannot happen.
+    let slack = 1.01;
+    if all.removed_ms > busy * slack + 1e-6 {
+        return Err(format!(
+            "{}: the levers' ops hold {:.3} ms of GPU time per step but the step has {:.3} ms;              the trace's op columns and its kernels disagree",
+            r.source.path, all.removed_ms, busy
+        ));
+    }
+    if all.launches_removed > launches * slack + 1e-6 {
+        return Err(format!(
+            "{}: the levers' ops make {:.0} launches per step but the step has {:.0}; the              trace's op columns and its kernels disagree",
+            r.source.path, all.launches_removed, launches
+        ));
+    }
+    if ![all.removed_ms, all.added_ms, all.launches_removed]
+        .iter()
+        .all(|v| v.is_finite())
+    {
+        return Err(format!(
+            "{}: the levers' ops carry non-finite times",
+            r.source.path
+        ));
+    }
     let levers = vec![
         predict("state_update=inplace", &update),
         predict("state_read=fused_ids", &read),
@@ -146,6 +185,59 @@ pub fn hybrid_levers(r: &Report) -> Result<LeverWhatIf, String> {
         gap_per_launch_ms: gap_per_launch,
         levers,
     })
+}
+
+/// The fast setting of each hybrid lever, as the engine's `levers.hybrid` names it.
+const FAST: [(&str, &str); 3] = [
+    ("state_update", "inplace"),
+    ("state_read", "fused_ids"),
+    ("out_proj", "2d"),
+];
+
+/// Whether `measured` is the slow trace's run with `lever` (`state_update`, `state_read`,
+/// `out_proj` or `all`) switched and nothing else: the same model and batch, and engine
+/// levers equal but for the one(s) named. An error says what differs.
+pub fn check_measured(slow: &Report, measured: &Report, lever: &str) -> Result<(), String> {
+    let (a, b) = (&slow.source, &measured.source);
+    match (&a.model_config, &b.model_config) {
+        (Some(x), Some(y)) if x != y => {
+            return Err("it is a run of another model (its model config differs)".into());
+        }
+        (Some(_), None) => return Err("it names no model, so it cannot be matched".into()),
+        _ => {}
+    }
+    if slow.steps.batch_size != measured.steps.batch_size {
+        let show = |v: Option<u32>| v.map_or("unknown".to_owned(), |b| b.to_string());
+        return Err(format!(
+            "its batch is {} but the slow trace's is {}",
+            show(measured.steps.batch_size),
+            show(slow.steps.batch_size)
+        ));
+    }
+    let levers = |r: &Option<serde_json::Value>| r.as_ref().and_then(|c| c.get("levers")).cloned();
+    let (Some(mut want), Some(got)) = (levers(&a.engine_config), levers(&b.engine_config)) else {
+        return Err(
+            "it or the slow trace records no engine levers (not a gapscope-engine run)".into(),
+        );
+    };
+    for (key, fast) in FAST {
+        if lever == "all" || lever == key {
+            if let Some(h) = want.get_mut("hybrid").and_then(|h| h.as_object_mut()) {
+                h.insert(key.to_owned(), serde_json::Value::from(fast));
+            }
+        }
+    }
+    if want != got {
+        return Err(format!(
+            "its engine levers are not the slow trace's with {} switched (want {}, found {})",
+            if lever == "all" { "all three" } else { lever },
+            want.get("hybrid")
+                .map(|v| v.to_string())
+                .unwrap_or_default(),
+            got.get("hybrid").map(|v| v.to_string()).unwrap_or_default()
+        ));
+    }
+    Ok(())
 }
 
 /// What one lever changes in a step.

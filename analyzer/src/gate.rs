@@ -308,8 +308,15 @@ pub fn bootstrap(x: &[f64], y: &[f64], p: &Policy) -> (f64, f64, f64) {
         v.sort_by(f64::total_cmp);
         percentile_nearest_sorted(v, 100.0 * f)
     };
-    let lo = q(&mut diffs, alpha);
-    let hi = q(&mut diffs, 1.0 - alpha);
+    // A duration cannot fall by more than all of it: with non-negative samples the change
+    // is at least -100%, whatever the resampled baseline median was.
+    let floor = if x.iter().chain(y).all(|&v| v >= 0.0) {
+        -1.0
+    } else {
+        f64::NEG_INFINITY
+    };
+    let lo = q(&mut diffs, alpha).max(floor);
+    let hi = q(&mut diffs, 1.0 - alpha).max(floor);
     let noise = (q(&mut base, 1.0 - alpha) - q(&mut base, alpha)) / 2.0;
     (lo, hi, noise)
 }
@@ -331,6 +338,11 @@ pub fn judge(x: &[f64], y: &[f64], share: f64, p: &Policy) -> Judgement {
     let present = |v: &[f64]| v.iter().any(|&t| t > 0.0);
     let (verdict, reason) = if x.is_empty() || y.is_empty() {
         (Verdict::Inconclusive, "no samples on one side".to_owned())
+    } else if !x.iter().chain(y).all(|v| v.is_finite()) {
+        (
+            Verdict::Inconclusive,
+            "a sample is not a number (a broken trace or history)".to_owned(),
+        )
     } else if !present(x) {
         if present(y) {
             (
@@ -775,6 +787,17 @@ mod tests {
                 base * (1.0 + cv * (2.0 * u - 1.0))
             })
             .collect()
+    }
+
+    #[test]
+    fn intervals_of_durations_never_fall_below_minus_100_percent() {
+        let p = Policy::default();
+        // A skewed baseline (resampled medians up to 10x its median) against zeros.
+        let x = [1.0, 1.0, 1.0, 10.0, 10.0, 10.0];
+        let (lo, hi, _) = bootstrap(&x, &[0.0; 6], &p);
+        assert!(lo >= -1.0 && hi >= lo, "{lo} {hi}");
+        let j = judge(&x, &[f64::NAN, 1.0], 0.5, &p);
+        assert_eq!(j.verdict, Verdict::Inconclusive, "{}", j.reason);
     }
 
     #[test]

@@ -190,7 +190,11 @@ fn md_judgements(r: &GateReport) -> String {
                 Cell::Text(j.verdict.to_string()),
                 Cell::Text(format!("{:.4}", j.baseline_median_ms)),
                 Cell::Text(format!("{:.4}", j.current_median_ms)),
-                Cell::Text(format!("{:+.1}%", 100.0 * j.rel_change)),
+                Cell::Text(if j.rel_change.is_finite() {
+                    format!("{:+.1}%", 100.0 * j.rel_change)
+                } else {
+                    "new".to_owned()
+                }),
                 Cell::Prose(j.reason.clone()),
             ]
         })

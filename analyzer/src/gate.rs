@@ -227,6 +227,16 @@ pub struct GateReport {
 impl GateReport {
     /// One line saying why the verdict is what it is.
     pub fn headline(&self) -> String {
+        let line = self.verdict_line();
+        // Whatever the verdict, a side that misses work is said.
+        if self.incomplete.is_empty() || self.verdict == Verdict::Inconclusive {
+            line
+        } else {
+            format!("{line}; and {}", self.incomplete.join("; "))
+        }
+    }
+
+    fn verdict_line(&self) -> String {
         match self.verdict {
             Verdict::Incomparable => {
                 format!("cannot compare: {}", self.incomparable.join("; "))

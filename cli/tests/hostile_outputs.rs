@@ -1,7 +1,7 @@
 //! Hostile output paths for every single-file writer (issue 31, classes 8 and 13): a link
 //! (to a file, to an input, dangling), an input itself, a path inside an input trace, a FIFO
-//! without a reader, a directory, the same file twice. Each is exit 2 with one line on
-//! stderr, leaves every file as it was and no temporary file behind, and returns at once.
+//! without a reader, a device, a directory, the same file twice. Each is exit 2 with one line
+//! on stderr, leaves every file as it was and no temporary file behind, and returns at once.
 //! The corpus is made here, in a temporary folder, from copies of bundled traces.
 #![cfg(unix)]
 
@@ -240,7 +240,7 @@ fn inputs_and_trace_folders_are_never_outputs() {
 }
 
 #[test]
-fn fifos_directories_and_missing_folders_are_refused_at_once() {
+fn fifos_devices_directories_and_missing_folders_are_refused_at_once() {
     let i = Inputs::new();
     let fifo = i.path("out.fifo");
     mkfifo(&fifo);
@@ -251,6 +251,8 @@ fn fifos_directories_and_missing_folders_are_refused_at_once() {
         assert!(e.contains("FIFO"), "{}: {e}", w.name);
         let e = refused(&i, w.name, &(w.args)(&i, &i.gst, &dir));
         assert!(e.contains("directory"), "{}: {e}", w.name);
+        let e = refused(&i, w.name, &(w.args)(&i, &i.gst, Path::new("/dev/null")));
+        assert!(e.contains("a device"), "{}: {e}", w.name);
         let e = refused(&i, w.name, &(w.args)(&i, &i.gst, &i.path("no/such/out")));
         assert!(e.contains("no/such"), "{}: {e}", w.name);
     }

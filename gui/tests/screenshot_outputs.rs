@@ -88,6 +88,7 @@ fn hostile_screenshot_paths_are_refused_before_a_window_opens() {
         (gst.join("shot.png"), "native trace"),
         (fifo.clone(), "FIFO"),
         (dir.clone(), "directory"),
+        (PathBuf::from("/dev/null"), "a device"),
     ] {
         let args: [&Path; 6] = [
             &gst,

@@ -1,9 +1,8 @@
 //! `gapscope export TRACE --chrome OUT.json | --parquet OUT.parquet`.
 
-use std::path::PathBuf;
-use std::process::ExitCode;
-
 use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
@@ -13,6 +12,7 @@ use gapscope_analyzer::export::{
     parquet::write_parquet,
 };
 use gapscope_analyzer::import::{ImportOptions, import_trace};
+use gapscope_traces::check_output;
 
 use crate::progress::Bar;
 
@@ -43,9 +43,25 @@ pub fn run(a: ExportArgs, g: &crate::Global) -> Result<ExitCode> {
     if a.chrome.is_none() && a.parquet.is_none() {
         anyhow::bail!("export: say what to write: --chrome OUT.json and/or --parquet OUT.parquet");
     }
-    let stdout = |p: &Option<PathBuf>| p.as_deref() == Some(std::path::Path::new("-"));
+    let stdout = |p: &Option<PathBuf>| p.as_deref() == Some(Path::new("-"));
     if stdout(&a.parquet) {
         anyhow::bail!("export: --parquet needs a file (Parquet is binary; `-` is for --chrome)");
+    }
+    // Outputs are checked before the input is read: none may be a link, a FIFO or anything
+    // but a regular file, nor an input, and the two may not be one file.
+    let inputs: Vec<&Path> = std::iter::once(a.input.as_path())
+        .chain(a.rules.as_deref())
+        .collect();
+    let chrome_file = a.chrome.as_deref().filter(|p| *p != Path::new("-"));
+    let chrome_at = chrome_file.map(|p| check_output(p, &inputs)).transpose()?;
+    if let Some(parquet) = &a.parquet {
+        let at = check_output(parquet, &inputs)?;
+        if chrome_at.as_ref() == Some(&at) {
+            anyhow::bail!(
+                "{}: --chrome and --parquet name the same file; give each its own",
+                parquet.display()
+            );
+        }
     }
     let rules = match &a.rules {
         Some(p) => RuleSet::with_user_file(p)?,
@@ -65,14 +81,14 @@ pub fn run(a: ExportArgs, g: &crate::Global) -> Result<ExitCode> {
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
             Err(e) => anyhow::bail!("writing to stdout: {e}"),
         }
-    } else if let Some(out) = &a.chrome {
-        write_chrome(&imported.trace, &rules, out)?;
+    } else if let Some(out) = chrome_file {
+        write_chrome(&imported.trace, &rules, out, &inputs)?;
         if !g.quiet {
             eprintln!("wrote {}", out.display());
         }
     }
     if let Some(out) = &a.parquet {
-        write_parquet(&imported.trace, &rules, out)?;
+        write_parquet(&imported.trace, &rules, out, &inputs)?;
         if !g.quiet {
             eprintln!("wrote {}", out.display());
         }

@@ -1,15 +1,16 @@
 //! `gapscope gate --baseline B --current C`: the CI gate. Exit 0 pass, 1 regression,
 //! 2 error.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use gapscope_analyzer::gate::{
     GateOptions, GateReport, Judgement, Policy, Verdict, baseline_from_history, gate_with,
 };
 use gapscope_analyzer::history::History;
+use gapscope_traces::{check_output, write_output};
 
 use crate::render::markdown::{Align, Cell, table};
 use crate::render::{md_code, md_text, text, write_stdout};
@@ -55,6 +56,18 @@ pub struct GateArgs {
 }
 
 pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
+    let db = Path::new(&a.db);
+    let inputs: Vec<&Path> = [&a.current]
+        .into_iter()
+        .chain(&a.baseline)
+        .chain(&a.policy)
+        .chain(&a.analysis.rules)
+        .map(PathBuf::as_path)
+        .chain(a.baseline_history.map(|_| db))
+        .collect();
+    if let Some(out) = &a.junit {
+        check_output(out, &inputs)?;
+    }
     let policy = match &a.policy {
         Some(p) => Policy::from_file(p)?,
         None => Policy::default(),
@@ -87,8 +100,7 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
         anyhow::bail!("gate: {}", r.headline());
     }
     if let Some(path) = &a.junit {
-        std::fs::write(path, junit(&r))
-            .with_context(|| format!("{}: cannot write", path.display()))?;
+        write_output(path, &inputs, junit(&r).as_bytes())?;
     }
     let out = if a.json {
         serde_json::to_string_pretty(&r)? + "\n"

@@ -1,7 +1,7 @@
 //! `gapscope roofline`: weight-read, KV-read and compute floors per batch, the crossover
 //! batch, and measured decode steps placed against their floor.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -11,6 +11,8 @@ use gapscope_analyzer::roofline::{
     CeilingSource, HardwareSpec, MAX_BATCH, MAX_BATCHES, MAX_CTX, ModelSpec, TensorPath,
     WeightFormat, hw,
 };
+
+use gapscope_traces::{check_output, write_output};
 
 use crate::render::{count, text, write_stdout};
 use crate::report_cmd::AnalysisArgs;
@@ -60,6 +62,16 @@ pub struct RooflineArgs {
 const DEFAULT_BATCHES: [u64; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 
 pub fn run(a: RooflineArgs, g: &crate::Global) -> Result<ExitCode> {
+    let inputs: Vec<&Path> = [&a.model]
+        .into_iter()
+        .chain(&a.hw_profile)
+        .chain(&a.traces)
+        .chain(&a.analysis.rules)
+        .map(PathBuf::as_path)
+        .collect();
+    if let Some(out) = &a.svg {
+        check_output(out, &inputs)?;
+    }
     let model = ModelSpec::load(&a.model)?;
     let hardware = match (&a.hw_profile, &a.hardware) {
         (Some(p), _) => hw::load_profile(p)?,
@@ -117,7 +129,7 @@ pub fn run(a: RooflineArgs, g: &crate::Global) -> Result<ExitCode> {
     let r = roofline_of(&model, &hardware, fmt, &batches, a.ctx, &traces);
     if let Some(out) = &a.svg {
         let doc = crate::render::roofline_svg::render(&r, &model, &hardware)?;
-        std::fs::write(out, doc).with_context(|| format!("{}: cannot write", out.display()))?;
+        write_output(out, &inputs, doc.as_bytes())?;
     }
     let text = if a.json {
         serde_json::to_string_pretty(&r)? + "\n"

@@ -147,9 +147,11 @@ fn top_lists_kernels_per_bucket_in_the_table() {
 #[test]
 fn max_events_applies_to_every_command_that_imports() {
     let t = repo(ENGINE_8B);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.json");
     for cmd in [
         &["report", "-q"][..],
-        &["export", "-q", "--chrome", "/dev/null"],
+        &["export", "-q", "--chrome", s(&out)],
     ] {
         let mut args = cmd.to_vec();
         args.extend_from_slice(&["--max-events", "1000", s(&t)]);
@@ -158,6 +160,7 @@ fn max_events_applies_to_every_command_that_imports() {
         let e = String::from_utf8_lossy(&o.stderr);
         assert!(e.contains("holds more than 1000 events"), "{e}");
     }
+    assert!(!out.exists());
     let o = run(&["report", "-q", "--max-events", "0", s(&t)]);
     assert!(o.status.success());
 }

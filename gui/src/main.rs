@@ -32,8 +32,29 @@ impl eframe::App for Shell {
     }
 }
 
+/// The files the explorer reads, which a screenshot may not overwrite.
+fn inputs(s: &Settings) -> Vec<std::path::PathBuf> {
+    let mut v = s.traces.clone();
+    v.extend(
+        [&s.model, &s.hw_profile, &s.rules]
+            .into_iter()
+            .flatten()
+            .cloned(),
+    );
+    v
+}
+
 fn run(s: Settings) -> Result<(), String> {
-    let shot = s.screenshot.clone().map(Screenshot::new);
+    let inputs = inputs(&s);
+    if let Some(out) = &s.screenshot {
+        // Refused before a window opens, as the PNG would be when written.
+        let read: Vec<&std::path::Path> = inputs.iter().map(|p| p.as_path()).collect();
+        gapscope_traces::check_output(out, &read).map_err(|e| e.to_string())?;
+    }
+    let shot = s
+        .screenshot
+        .clone()
+        .map(|out| Screenshot::new(out, s.size, inputs));
     let result = shot.as_ref().map(|s| s.result.clone());
     let [w, h] = s.size;
     let mut viewport = egui::ViewportBuilder::default()

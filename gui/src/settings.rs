@@ -23,8 +23,9 @@ options:
   --weights FMT        bf16 (default), fp8, q8_0, q4_0, q4_k, nvfp4 or mxfp4
   --rules FILE         extra bucket rules (TOML), as for `gapscope report --rules`
   --max-events N       refuse Kineto/nsys inputs with more events than N
-  --screenshot OUT.png render --view once, write it as PNG and exit (needs a display;
-                       use xvfb-run on a headless machine)
+  --screenshot OUT.png render --view once, write a PNG of exactly --size and exit: 0 when
+                       written, 2 on an error (a smaller screen included). Needs a display;
+                       headless: xvfb-run -a -s \"-screen 0 1920x1080x24\" gapscope-gui ...
   --size WxH           window size (default 1600x900)
   -h, --help           this text
   -V, --version        the version

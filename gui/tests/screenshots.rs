@@ -1,5 +1,6 @@
 //! Every view rendered by the real binary (`--screenshot`) from bundled traces: each PNG
-//! exists, has the requested size and is not blank. It needs a display, so it is ignored
+//! exists, has the requested size and is not blank; a size the screen cannot hold is an
+//! error. It needs a display, so it is ignored
 //! by `cargo test`; `.ci/run` runs it under `xvfb-run` (and fails if it did not run).
 //! With GAPSCOPE_SCREENSHOT_DIR set, the PNGs are kept there (docs/images is made so).
 
@@ -102,4 +103,18 @@ fn every_view_renders_from_a_bundled_trace() {
             busy * 100.0
         );
     }
+    // A window larger than the screen comes out smaller than asked: an error, no PNG.
+    let out = tmp.path().join("too-large.png");
+    let o = Command::new(env!("CARGO_BIN_EXE_gapscope-gui"))
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .args(&cases()[1].1)
+        .args(["--view", "steps", "--size", "8000x900", "--screenshot"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+    assert!(e.contains("not the 8000x900 asked for"), "{e}");
+    assert!(!out.exists());
 }

@@ -149,7 +149,7 @@ fn unused_sibling(parent: &Path, name: &std::ffi::OsStr, what: &str) -> PathBuf 
         .unwrap_or_else(|| sibling(parent, name, what, 1000))
 }
 
-fn sibling(parent: &Path, name: &std::ffi::OsStr, what: &str, n: u32) -> PathBuf {
+pub(crate) fn sibling(parent: &Path, name: &std::ffi::OsStr, what: &str, n: u32) -> PathBuf {
     let mut s = std::ffi::OsString::from(".");
     s.push(name);
     s.push(format!(".{what}.{}.{n}", std::process::id()));

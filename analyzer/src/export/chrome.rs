@@ -4,11 +4,10 @@
 //! `gpu_user_annotation`, host markers as `user_annotation`), so gapscope reads it back with
 //! its GPUs, markers and steps.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use gapscope_traces::{MemopKind, Trace};
+use gapscope_traces::{MemopKind, OutputFile, Trace};
 
 use crate::analysis::prepared::Prepared;
 use crate::bucket::Bucket;
@@ -24,12 +23,16 @@ fn us(ns: i64) -> f64 {
     ns as f64 / 1000.0
 }
 
-/// Writes `trace` as a Chrome JSON object to `out`.
-pub fn write_chrome(trace: &Trace, rules: &RuleSet, out: &Path) -> Result<()> {
-    let f = File::create(out).map_err(|e| AnalyzerError::io(out, e))?;
-    let mut w = BufWriter::with_capacity(1 << 20, f);
-    write_chrome_to(trace, rules, &mut w).map_err(|e| AnalyzerError::io(out, e))?;
-    w.flush().map_err(|e| AnalyzerError::io(out, e))
+/// Writes `trace` as a Chrome JSON object to `out`, which may not be one of `inputs`
+/// (written beside it and renamed into place: `gapscope_traces::OutputFile`).
+pub fn write_chrome(trace: &Trace, rules: &RuleSet, out: &Path, inputs: &[&Path]) -> Result<()> {
+    let mut f = OutputFile::create(out, inputs)?;
+    let mut w = BufWriter::with_capacity(1 << 20, f.file());
+    write_chrome_to(trace, rules, &mut w)
+        .and_then(|()| w.flush())
+        .map_err(|e| AnalyzerError::io(out, e))?;
+    drop(w);
+    Ok(f.commit()?)
 }
 
 /// Writes `trace` as a Chrome JSON object to any writer (stdout for `--chrome -`).

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
 use arrow_schema::{DataType, Field, Schema};
-use gapscope_traces::{MemopKind, Trace};
+use gapscope_traces::{MemopKind, OutputFile, Trace};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
@@ -74,22 +74,25 @@ impl Cols {
     }
 }
 
-/// Writes kernels and memops of `trace` to one Parquet file (snappy).
-pub fn write_parquet(trace: &Trace, rules: &RuleSet, out: &Path) -> Result<()> {
+/// Writes kernels and memops of `trace` to one Parquet file (snappy) at `out`, which may not
+/// be one of `inputs` (written beside it and renamed into place:
+/// `gapscope_traces::OutputFile`).
+pub fn write_parquet(trace: &Trace, rules: &RuleSet, out: &Path, inputs: &[&Path]) -> Result<()> {
     let err = |m: String| AnalyzerError::Export {
         path: out.to_owned(),
         message: m,
     };
     let p = Prepared::new(trace, rules);
-    let f = File::create(out).map_err(|e| AnalyzerError::io(out, e))?;
+    let mut f = OutputFile::create(out, inputs)?;
     let props = WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
         .build();
-    let mut w = ArrowWriter::try_new(f, schema(), Some(props)).map_err(|e| err(e.to_string()))?;
+    let mut w =
+        ArrowWriter::try_new(f.file(), schema(), Some(props)).map_err(|e| err(e.to_string()))?;
     let mut c = Cols::default();
     let k = &trace.kernels;
     let full = k.is_complete();
-    let flush = |c: &mut Cols, w: &mut ArrowWriter<File>| -> Result<()> {
+    let flush = |c: &mut Cols, w: &mut ArrowWriter<&mut File>| -> Result<()> {
         let b = c.batch().map_err(|e| err(e.to_string()))?;
         w.write(&b).map_err(|e| err(e.to_string()))
     };
@@ -135,5 +138,5 @@ pub fn write_parquet(trace: &Trace, rules: &RuleSet, out: &Path) -> Result<()> {
         flush(&mut c, &mut w)?;
     }
     w.close().map_err(|e| err(e.to_string()))?;
-    Ok(())
+    Ok(f.commit()?)
 }

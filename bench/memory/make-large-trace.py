@@ -6,11 +6,15 @@ kernels of 40 distinct names, each with its `cudaLaunchKernel` on the host, corr
 times advance like a 5 ms decode step. `--native DIR` converts it with `gapscope import`
 afterwards (give the binary with `--gapscope`). stdlib only; written streaming.
 
-Usage: make-large-trace.py OUT.json.gz --events N
+Usage: make-large-trace.py OUT.json.gz --events N [--like REAL.json.gz]
+
+`--like` repeats a real Kineto trace's events (shifted in time, copy after copy) up to N
+events instead: the host scopes, launches and kernels of a real capture, in its proportions.
 """
 
 import argparse
 import gzip
+import json
 
 NAMES = [
     "void gemv_kernel<%d>(float const*, float*, int)" % i for i in range(20)
@@ -35,15 +39,41 @@ def events(n):
         t += 5000.0
 
 
+KEPT = {"kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver",
+        "user_annotation", "gpu_user_annotation", "cpu_op", "python_function"}
+
+
+def like(path, n):
+    """The events of a real trace, repeated with their times shifted past the last copy."""
+    with gzip.open(path, "rt") as f:
+        doc = json.load(f)
+    evs = [e for e in doc["traceEvents"] if e.get("cat") in KEPT and "ts" in e]
+    t0 = min(float(e["ts"]) for e in evs)
+    span = max(float(e["ts"]) + float(e.get("dur", 0)) for e in evs) - t0 + 1000.0
+    written = 0
+    copy = 0
+    while written < n:
+        for e in evs:
+            if written >= n:
+                return
+            e2 = dict(e)
+            e2["ts"] = float(e["ts"]) + copy * span
+            yield json.dumps(e2, separators=(",", ":"))
+            written += 1
+        copy += 1
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--events", type=int, required=True)
+    ap.add_argument("--like")
     a = ap.parse_args()
+    gen = like(a.like, a.events) if a.like else events(a.events)
     with gzip.open(a.out, "wt", compresslevel=3) as f:
         f.write('{"traceEvents":[')
         first = True
-        for e in events(a.events):
+        for e in gen:
             if not first:
                 f.write(",")
             f.write(e)

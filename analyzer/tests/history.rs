@@ -369,7 +369,7 @@ fn with_uncheckpointed(db: &Path, sql: &str, keep_shm: bool, check: impl FnOnce(
         .enable_all()
         .build()
         .unwrap();
-    let mut c = rt.block_on(async {
+    let c = rt.block_on(async {
         let mut c = sqlx::sqlite::SqliteConnectOptions::new()
             .filename(db)
             .connect()

@@ -209,7 +209,7 @@ impl Encoding {
     }
 
     fn units(self, b: &[u8]) -> Option<Vec<u16>> {
-        if b.len() % 2 != 0 {
+        if !b.len().is_multiple_of(2) {
             return None;
         }
         Some(

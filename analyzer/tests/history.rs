@@ -195,6 +195,23 @@ fn postgres_history_add_list_trend_and_concurrent_first_use() {
     let e = err(History::open(&fresh));
     assert!(e.contains("no gapscope history tables"), "{e}");
     concurrent_first_use(&fresh, 16);
+    // Figures that are not finite numbers: refused at `add`; stored by another tool, read as
+    // invalid.
+    let mut bad = report();
+    bad.buckets[0].share_of_busy_pct = f64::INFINITY;
+    let h = History::open_or_create(&fresh).unwrap();
+    let e = h.add(&bad, "x", true).unwrap_err().to_string();
+    assert!(e.contains("not a finite number"), "{e}");
+    drop(h);
+    let mut c = rt
+        .block_on(sqlx::postgres::PgConnection::connect(&fresh))
+        .unwrap();
+    let insert = "INSERT INTO runs (created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted) VALUES (1, 'nan', 't', 'g', 1, 'NaN', '-Infinity', 0)";
+    rt.block_on(sqlx::raw_sql(insert).execute(&mut c)).unwrap();
+    rt.block_on(c.close()).unwrap();
+    let runs = History::open(&fresh).unwrap().list(1).unwrap();
+    assert_eq!((runs[0].tpot_median_ms, runs[0].busy_pct), (None, None));
+    assert_eq!(runs[0].invalid, ["tpot_median_ms", "busy_pct"]);
     let drop_db = format!("DROP DATABASE {name}");
     rt.block_on(sqlx::raw_sql(sqlx::AssertSqlSafe(drop_db)).execute(&mut admin))
         .unwrap();

@@ -52,11 +52,11 @@ pub fn import_nsys(path: &Path, progress: &dyn ImportProgress) -> Result<Trace> 
 /// Imports an Nsight Systems SQLite export, returning the trace and warnings for the
 /// report.
 ///
-/// The file is opened read-only and nothing is written beside it: exports are often on shared
-/// or read-only storage. A `-wal` beside it is read too (`crate::sqlite_file`). sqlx needs an async runtime,
-/// so a current-thread tokio runtime lives for the duration of the call; when the caller
-/// is already inside a runtime the work moves to a scoped thread, because nesting
-/// `block_on` would panic. Progress counts rows.
+/// The file is opened read-only and nothing is written beside it: exports are often on
+/// shared or read-only storage. A `-wal` beside it is read too (`crate::sqlite_file`). sqlx
+/// needs an async runtime, so a current-thread tokio runtime lives for the duration of the
+/// call; when the caller is already inside a runtime the work moves to a scoped thread,
+/// because nesting `block_on` would panic. Progress counts rows.
 pub fn import_nsys_with(
     path: &Path,
     opts: &ImportOptions,

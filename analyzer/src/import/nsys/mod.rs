@@ -242,11 +242,11 @@ async fn import(
         && let Ok((trace, _)) = &mut out
     {
         trace.manifest.notes.push(format!(
-            "{} bytes of {} (changes never checkpointed into the export) were read with it{}",
-            file.wal_bytes,
+            "{} holds {} bytes never checkpointed into the export; the transactions committed in it were read{}",
             file.wal.display(),
+            file.wal_bytes,
             if file.how == How::PrivateCopy {
-                ", through a private copy"
+                " (through a private copy)"
             } else {
                 ""
             }

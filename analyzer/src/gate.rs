@@ -766,7 +766,8 @@ pub fn baseline_from_history(
         }
         let per: Vec<f64> = vals.iter().filter_map(|v| v.ms_per_step_median).collect();
         let calls: Vec<f64> = vals.iter().filter_map(|v| v.calls_per_step).collect();
-        let share = mean(&vals.iter().map(|v| v.share_of_busy_pct).collect::<Vec<_>>());
+        let shares: Vec<f64> = vals.iter().filter_map(|v| v.share_of_busy_pct).collect();
+        let share = mean(&shares);
         let mean_calls = (!calls.is_empty()).then(|| mean(&calls));
         rows.push(crate::analysis::BucketRow {
             bucket: bk,

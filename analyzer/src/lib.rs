@@ -19,4 +19,5 @@ pub mod gate;
 pub mod history;
 pub mod join;
 pub mod roofline;
+mod sqlite_file;
 pub mod text;

@@ -195,6 +195,23 @@ fn postgres_history_add_list_trend_and_concurrent_first_use() {
     let e = err(History::open(&fresh));
     assert!(e.contains("no gapscope history tables"), "{e}");
     concurrent_first_use(&fresh, 16);
+    // Figures that are not finite numbers: refused at `add`; stored by another tool, read as
+    // invalid.
+    let mut bad = report();
+    bad.buckets[0].share_of_busy_pct = f64::INFINITY;
+    let h = History::open_or_create(&fresh).unwrap();
+    let e = h.add(&bad, "x", true).unwrap_err().to_string();
+    assert!(e.contains("not a finite number"), "{e}");
+    drop(h);
+    let mut c = rt
+        .block_on(sqlx::postgres::PgConnection::connect(&fresh))
+        .unwrap();
+    let insert = "INSERT INTO runs (created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted) VALUES (1, 'nan', 't', 'g', 1, 'NaN', '-Infinity', 0)";
+    rt.block_on(sqlx::raw_sql(insert).execute(&mut c)).unwrap();
+    rt.block_on(c.close()).unwrap();
+    let runs = History::open(&fresh).unwrap().list(1).unwrap();
+    assert_eq!((runs[0].tpot_median_ms, runs[0].busy_pct), (None, None));
+    assert_eq!(runs[0].invalid, ["tpot_median_ms", "busy_pct"]);
     let drop_db = format!("DROP DATABASE {name}");
     rt.block_on(sqlx::raw_sql(sqlx::AssertSqlSafe(drop_db)).execute(&mut admin))
         .unwrap();
@@ -302,10 +319,10 @@ fn a_path_with_a_query_is_a_file_of_that_name() {
         .list(10)
         .unwrap();
     assert_eq!(runs.len(), 1);
-    // As a URL the same text is SQLite's in-memory database of a file `x`, which is not there.
+    // As a URL the same text asks for SQLite's in-memory database, which is refused.
     let url = format!("sqlite://{}", db.display());
     let e = err(History::open(&url));
-    assert!(e.contains("no history database"), "{e}");
+    assert!(e.contains("in-memory"), "{e}");
 }
 
 /// A SQLite file that is not a history (an nsys export) is refused, for reading and for
@@ -343,5 +360,178 @@ fn an_unrelated_sqlite_file_is_refused_and_left_alone() {
             .unwrap()
             .len(),
         1
+    );
+}
+
+/// Every file in `dir` with its bytes and modification time.
+fn snapshot(dir: &Path) -> std::collections::BTreeMap<String, (Vec<u8>, std::time::SystemTime)> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            let m = std::fs::metadata(&p).unwrap();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, (std::fs::read(&p).unwrap(), m.modified().unwrap()))
+        })
+        .collect()
+}
+
+/// Runs `sql` on the SQLite database `db` through a plain connection, with automatic
+/// checkpoints off, and hands the still-open connection's files to `check` in copies of the
+/// file and its `-wal` (with the `-shm` when `keep_shm`), as a writer killed after
+/// committing leaves them.
+fn with_uncheckpointed(db: &Path, sql: &str, keep_shm: bool, check: impl FnOnce(&Path)) {
+    use sqlx::{ConnectOptions, Connection};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let c = rt.block_on(async {
+        let mut c = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(db)
+            .connect()
+            .await
+            .unwrap();
+        let script = format!("PRAGMA wal_autocheckpoint = 0; {sql}");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(script))
+            .execute(&mut c)
+            .await
+            .unwrap();
+        c
+    });
+    let copies = tempfile::tempdir().unwrap();
+    let name = db.file_name().unwrap().to_str().unwrap();
+    let mut files = vec![name.to_owned(), format!("{name}-wal")];
+    if keep_shm {
+        files.push(format!("{name}-shm"));
+    }
+    for f in &files {
+        std::fs::copy(db.with_file_name(f), copies.path().join(f)).unwrap();
+    }
+    check(&copies.path().join(name));
+    rt.block_on(c.close()).unwrap();
+}
+
+const INSERT_RUN: &str = "INSERT INTO runs (created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted) VALUES (1, 'in the wal', 't', 'g', 3, 2.5, 50.0, 1);
+     INSERT INTO run_buckets VALUES (last_insert_rowid(), 'gemv', 1.25, 2.0, 40.0);";
+
+/// Issue 31 class 11: reading a history whose latest run is committed only in its `-wal`
+/// sees that run and leaves the file, its `-wal` and `-shm` byte for byte and time for time
+/// as they were, creating nothing (before: the read checkpointed the WAL into the file and
+/// deleted the `-wal` and `-shm`).
+#[test]
+fn reading_a_wal_history_sees_its_rows_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.sqlite");
+    History::open_or_create(db.to_str().unwrap())
+        .unwrap()
+        .add(&report(), "in the file", true)
+        .unwrap();
+    for keep_shm in [true, false] {
+        let work = tempfile::tempdir().unwrap();
+        let writer = work.path().join("h.sqlite");
+        std::fs::copy(&db, &writer).unwrap();
+        with_uncheckpointed(&writer, INSERT_RUN, keep_shm, |copy| {
+            let before = snapshot(copy.parent().unwrap());
+            assert!(before["h.sqlite-wal"].0.len() > 1000);
+            let h = History::open(copy.to_str().unwrap()).unwrap();
+            let runs = h.list(10).unwrap();
+            let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+            assert_eq!(
+                labels,
+                ["in the wal", "in the file"],
+                "shm kept: {keep_shm}"
+            );
+            assert_eq!(
+                h.buckets(runs[0].id).unwrap()[0].ms_per_step_median,
+                Some(1.25)
+            );
+            assert_eq!(h.trend("gemv", 10).unwrap().len(), 2);
+            assert_eq!(h.accepted_buckets(5).unwrap().len(), 2);
+            drop(h);
+            let after = snapshot(copy.parent().unwrap());
+            assert!(after == before, "shm kept: {keep_shm}: files changed");
+        });
+    }
+    // And a history without a `-wal`: nothing appears beside it.
+    let before = snapshot(dir.path());
+    assert_eq!(
+        History::open(db.to_str().unwrap())
+            .unwrap()
+            .list(5)
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(snapshot(dir.path()) == before);
+}
+
+/// Issue 31 class 7: a run with a figure that is not a finite number is refused at `add`,
+/// storing nothing; non-finite values another tool stored read as `None`, named in
+/// `invalid`, and a gate baseline left with nothing finite is an error.
+#[test]
+fn figures_that_are_not_finite_are_refused_and_never_read_as_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.sqlite");
+    let db = db.to_str().unwrap();
+    let h = History::open_or_create(db).unwrap();
+    let good = report();
+    let mut bad = good.clone();
+    bad.buckets[0].share_of_busy_pct = f64::NAN;
+    let mut worse = good.clone();
+    if let Some(t) = worse.steps.tpot_ms.as_mut() {
+        t.median = f64::INFINITY;
+    } else {
+        worse.buckets[0].calls_per_step = Some(f64::NEG_INFINITY);
+    }
+    for r in [&bad, &worse] {
+        let e = h.add(r, "x", true).unwrap_err().to_string();
+        assert!(
+            e.contains("not a finite number") && !e.contains('\n'),
+            "{e}"
+        );
+        assert!(gapscope_analyzer::history::check_storable(r).is_err());
+    }
+    assert!(h.list(10).unwrap().is_empty(), "nothing stored");
+    let ok_id = h.add(&good, "good", true).unwrap();
+    drop(h);
+    // Another tool stores infinities (SQLite stores a NaN as NULL).
+    with_uncheckpointed(
+        Path::new(db),
+        "UPDATE runs SET tpot_median_ms = 2.0;
+         INSERT INTO runs (created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted) VALUES (2, 'inf', 't', 'g', 3, 9e999, -9e999, 1);
+         INSERT INTO run_buckets SELECT last_insert_rowid(), bucket, 9e999, -9e999, 9e999 FROM run_buckets;",
+        true,
+        |copy| {
+            let h = History::open(copy.to_str().unwrap()).unwrap();
+            let runs = h.list(10).unwrap();
+            let inf = &runs[0];
+            assert_eq!((inf.tpot_median_ms, inf.busy_pct), (None, None));
+            assert_eq!(inf.invalid, ["tpot_median_ms", "busy_pct"]);
+            assert!(runs[1].invalid.is_empty());
+            for b in h.buckets(inf.id).unwrap() {
+                assert_eq!(
+                    (b.ms_per_step_median, b.calls_per_step, b.share_of_busy_pct),
+                    (None, None, None)
+                );
+                assert_eq!(b.invalid.len(), 3);
+            }
+            let t = h.trend("gemv", 10).unwrap();
+            assert_eq!(t[1].ms_per_step_median, None);
+            assert_eq!(t[1].invalid, ["ms_per_step_median"]);
+            let json = serde_json::to_value(&runs).unwrap();
+            assert!(json[0]["tpot_median_ms"].is_null(), "{json}");
+            assert_eq!(json[0]["invalid"][0], "tpot_median_ms");
+            // The finite run still makes a baseline, with a warning; alone, the infinite one
+            // does not.
+            let both = h.accepted_buckets(2).unwrap();
+            let w = h.check_baseline(&both).unwrap().expect("a warning");
+            assert!(w.contains(&format!("run {}", inf.id)), "{w}");
+            let only = h.accepted_buckets(1).unwrap();
+            let e = h.check_baseline(&only).unwrap_err().to_string();
+            assert!(e.contains("no usable baseline") && !e.contains('\n'), "{e}");
+            assert!(h.check_baseline(&both[1..]).unwrap().is_none());
+            assert_eq!(both[1].0.id, ok_id);
+        },
     );
 }

@@ -692,52 +692,211 @@ fn repeated_string_ids_do_not_multiply_rows() {
     );
 }
 
-/// A `-wal` file beside the export holds changes never checkpointed into it. The read is
-/// immutable and does not see them, so the report says so.
-#[test]
-fn an_uncheckpointed_wal_file_is_reported() {
+/// Every file in `dir` with its bytes and modification time.
+fn snapshot(dir: &Path) -> BTreeMap<String, (Vec<u8>, std::time::SystemTime)> {
+    std::fs::read_dir(dir)
+        .expect("read dir")
+        .map(|e| {
+            let p = e.expect("entry").path();
+            let m = std::fs::metadata(&p).expect("metadata");
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (
+                name,
+                (
+                    std::fs::read(&p).expect("read"),
+                    m.modified().expect("mtime"),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// How the `-wal` export of [`with_wal_export`] is left. (A writer still connected is
+/// tested through the binary, in another process: inside one process SQLite shares the
+/// writer's `-shm` mapping with every connection to the file.)
+#[derive(Clone, Copy, Debug)]
+enum WalLeft {
+    /// Copies of the three files, as a killed writer leaves them.
+    Killed,
+    /// Copies of the file and its `-wal` only.
+    NoShm,
+}
+
+/// Runs `check` on a copy of the 2025.3 fixture in WAL mode whose 2,000 extra kernels were
+/// committed into its `-wal` only (automatic checkpoints off).
+fn with_wal_export(left: WalLeft, check: impl FnOnce(&Path)) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("live.sqlite");
+    let src = dir.path().join("src");
+    let dst = dir.path().join("dst");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    std::fs::create_dir_all(&dst).expect("mkdir");
+    let path = src.join("live.sqlite");
     std::fs::copy(fixture("nsys-2025.3.sqlite"), &path).expect("copy");
-    let snapshot = dir.path().join("snapshot");
-    let wal = dir.path().join("live.sqlite-wal");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    rt.block_on(async {
+    let mut conn = rt.block_on(async {
         let mut conn = SqliteConnectOptions::new()
             .filename(&path)
             .connect()
             .await
             .expect("open copy");
-        sqlx::raw_sql("PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;")
-            .execute(&mut conn)
-            .await
-            .expect("wal");
-        std::fs::copy(&path, &snapshot).expect("snapshot");
         sqlx::raw_sql(
-            "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = 1",
+            "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+             INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT k.* FROM CUPTI_ACTIVITY_KIND_KERNEL k, n WHERE k.rowid = 6;",
         )
         .execute(&mut conn)
         .await
-        .expect("insert");
-        let kept = dir.path().join("kept-wal");
-        std::fs::copy(&wal, &kept).expect("copy wal");
-        conn.close().await.expect("close");
-        std::fs::rename(&snapshot, &path).expect("restore");
-        std::fs::rename(&kept, &wal).expect("restore wal");
+        .expect("insert into the WAL");
+        conn
     });
-    assert!(std::fs::metadata(&wal).expect("wal").len() > 0);
-    let imp = import_all(&path);
-    assert_eq!(imp.trace.kernels.len(), 6);
+    let copy = |names: &[&str]| {
+        for n in names {
+            std::fs::copy(src.join(n), dst.join(n)).expect("copy");
+        }
+        dst.join("live.sqlite")
+    };
+    match left {
+        WalLeft::Killed => check(&copy(&[
+            "live.sqlite",
+            "live.sqlite-wal",
+            "live.sqlite-shm",
+        ])),
+        WalLeft::NoShm => check(&copy(&["live.sqlite", "live.sqlite-wal"])),
+    }
+    rt.block_on(async { sqlx::raw_sql("SELECT 1").execute(&mut conn).await })
+        .expect("the writer is still connected");
+    rt.block_on(conn.close()).expect("close");
+}
+
+/// Issue 31 class 3: rows committed into a `-wal` beside the export (never checkpointed into
+/// it) are read, whether its writer was killed or only the file and its `-wal` were copied; the file, its `-wal` and `-shm` keep their bytes and times, and nothing is
+/// created beside them.
+#[test]
+fn committed_rows_in_a_wal_file_are_read_and_nothing_is_written() {
+    for left in [WalLeft::Killed, WalLeft::NoShm] {
+        with_wal_export(left, |path| {
+            let dir = path.parent().unwrap();
+            let before = snapshot(dir);
+            assert!(before["live.sqlite-wal"].0.len() > 100_000, "{left:?}");
+            let imp = import_all(path);
+            assert_eq!(imp.trace.kernels.len(), 2_006, "{left:?}");
+            assert!(
+                imp.trace
+                    .manifest
+                    .notes
+                    .iter()
+                    .any(|n| n.contains("live.sqlite-wal") && n.contains("never checkpointed")),
+                "{left:?}: {:?}",
+                imp.trace.manifest.notes
+            );
+            let after = snapshot(dir);
+            for (name, v) in &before {
+                let same = after.get(name).map(|a| (a.0 == v.0, a.1 == v.1));
+                assert_eq!(same, Some((true, true)), "{left:?}: {name} changed");
+            }
+            assert_eq!(after.len(), before.len(), "{left:?}: files created");
+        });
+    }
+}
+
+/// A `-wal` beside the export that is not a regular file is refused in one line, not read
+/// through or waited on.
+#[cfg(unix)]
+#[test]
+fn a_wal_that_is_not_a_regular_file_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("x.sqlite");
+    std::fs::copy(fixture("nsys-2025.3.sqlite"), &path).expect("copy");
+    let wal = dir.path().join("x.sqlite-wal");
+    std::os::unix::fs::symlink("/dev/zero", &wal).expect("symlink");
+    let e = import_nsys(&path, &NoProgress).expect_err("refused");
     assert!(
-        imp.warnings
-            .iter()
-            .any(|w| w.contains("live.sqlite-wal") && w.contains("not read")),
-        "{:?}",
-        imp.warnings
+        one_line_naming(&e, &path).contains("not a regular file"),
+        "{e}"
     );
+}
+
+/// A copy of `src` whose text is stored as `encoding` (`UTF-16le`, `UTF-16be`): the schema
+/// is replayed and every row re-inserted from SQL literals (`quote()`), since SQLite cannot
+/// attach a database of another encoding.
+fn recoded_copy(src: &Path, dst: &Path, encoding: &str) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        use sqlx::Row;
+        let mut from = SqliteConnectOptions::new()
+            .filename(src)
+            .read_only(true)
+            .connect()
+            .await
+            .expect("open source");
+        let tables: Vec<(String, String)> = sqlx::query_as(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%'",
+        )
+        .fetch_all(&mut from)
+        .await
+        .expect("tables");
+        let mut script = format!("PRAGMA encoding = '{encoding}'; BEGIN;");
+        for (name, sql) in &tables {
+            script.push_str(&format!("{sql};"));
+            let cols: Vec<String> = sqlx::query("SELECT name FROM pragma_table_info(?1)")
+                .bind(name)
+                .fetch_all(&mut from)
+                .await
+                .expect("columns")
+                .iter()
+                .map(|r| format!("quote(\"{}\")", r.get::<String, _>(0)))
+                .collect();
+            let q = format!(
+                "SELECT 'INSERT INTO \"{name}\" VALUES(' || {} || ');' FROM \"{name}\"",
+                cols.join(" || ',' || ")
+            );
+            for r in sqlx::query(AssertSqlSafe(q))
+                .fetch_all(&mut from)
+                .await
+                .expect("rows")
+            {
+                script.push_str(&r.get::<String, _>(0));
+            }
+        }
+        script.push_str("COMMIT;");
+        let mut to = SqliteConnectOptions::new()
+            .filename(dst)
+            .create_if_missing(true)
+            .connect()
+            .await
+            .expect("create copy");
+        sqlx::raw_sql(AssertSqlSafe(script))
+            .execute(&mut to)
+            .await
+            .expect("fill copy");
+        let (enc,): (String,) = sqlx::query_as("PRAGMA encoding")
+            .fetch_one(&mut to)
+            .await
+            .expect("encoding");
+        assert_eq!(enc, encoding);
+        to.close().await.expect("close");
+    });
+}
+
+/// Issue 31 class 12: an export stored as UTF-16 (before: refused, "no CUPTI tables") reads
+/// as its UTF-8 original does.
+#[test]
+fn utf16_exports_read_like_utf8_ones() {
+    for encoding in ["UTF-16le", "UTF-16be"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("utf16.sqlite");
+        recoded_copy(&fixture("nsys-2025.3.sqlite"), &p, encoding);
+        let t = import_all(&p).trace;
+        check_workload(&t);
+        assert_eq!(graph_ids(&t), graph_ids(&import("nsys-2025.3.sqlite")));
+        assert_h100(&t);
+    }
 }
 
 /// Before: "filename passed to SQLite must be valid UTF-8".

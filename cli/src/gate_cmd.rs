@@ -77,12 +77,18 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
     let baseline = match (&a.baseline, a.baseline_history) {
         (Some(p), _) => analyser.run(p)?,
         (None, Some(n)) => {
-            let runs = History::open(&a.db)?.accepted_buckets(n)?;
+            let h = History::open(&a.db)?;
+            let runs = h.accepted_buckets(n)?;
             if runs.is_empty() {
                 anyhow::bail!(
                     "history {}: no accepted runs to use as a baseline",
-                    gapscope_analyzer::history::redacted(&a.db)
+                    h.name()
                 );
+            }
+            // Stored figures that are not finite numbers are left out; a baseline left with
+            // nothing to judge against is an error, not a pass.
+            if let Some(w) = h.check_baseline(&runs)? {
+                eprintln!("gapscope: warning: {}", text(&w));
             }
             baseline_from_history(&current, &runs)
         }

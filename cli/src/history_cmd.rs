@@ -1,6 +1,8 @@
 //! `gapscope history add|list|show|trend`: the run history (SQLite file by default,
 //! PostgreSQL with `--db postgres://...`). Only `add` creates a database; the others read
-//! one and never create or modify anything.
+//! one and never create or modify anything (a SQLite file's `-wal` and `-shm` included).
+//! Stored text (labels, paths, bucket names) is escaped for the terminal, and a stored figure
+//! that is not a finite number is shown as `invalid`, with one warning on stderr.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,9 +10,9 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use gapscope_analyzer::bucket::Bucket;
-use gapscope_analyzer::history::History;
+use gapscope_analyzer::history::{self, History};
 
-use crate::render::{ms, write_stdout};
+use crate::render::{ms, text, write_stdout};
 use crate::report_cmd::AnalysisArgs;
 
 /// The default database; `history add` creates its `.gapscope` directory when missing.
@@ -75,6 +77,30 @@ fn bucket_name(bucket: &str, h: &History) -> Result<String> {
     )
 }
 
+/// A stored figure as text: `invalid` when the stored value is not a finite number, `-`
+/// when there is none.
+fn figure(v: Option<f64>, invalid: bool, f: impl Fn(f64) -> String) -> String {
+    match v {
+        Some(x) => f(x),
+        None if invalid => "invalid".into(),
+        None => "-".into(),
+    }
+}
+
+/// One warning line for the runs whose stored figures are not finite numbers.
+fn warn_invalid(h: &History, ids: impl IntoIterator<Item = i64>) {
+    let ids: Vec<String> = ids.into_iter().map(|i| i.to_string()).collect();
+    if !ids.is_empty() {
+        eprintln!(
+            "gapscope: warning: history {}: run{} {} store{} figures that are not finite numbers (shown as `invalid`, null in JSON)",
+            text(h.name()),
+            if ids.len() == 1 { "" } else { "s" },
+            ids.join(", "),
+            if ids.len() == 1 { "s" } else { "" }
+        );
+    }
+}
+
 pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
     let out = match a.command {
         HistoryCommand::Add {
@@ -83,8 +109,12 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
             accepted,
             analysis,
         } => {
-            // Analyse first: a trace that does not load leaves no database behind.
+            // Analyse first: a trace that does not load, or whose figures cannot be stored,
+            // leaves no database behind.
             let r = analysis.analyser(g.quiet, false)?.run(&trace)?;
+            if let Err(m) = history::check_storable(&r) {
+                anyhow::bail!("history {}: {m}", history::redacted(&a.db));
+            }
             if a.db == DEFAULT_DB {
                 let dir = std::path::Path::new(DEFAULT_DB)
                     .parent()
@@ -99,13 +129,18 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
             } else {
                 format!(
                     "added run {id} ({}, {} decode steps)\n",
-                    trace.display(),
+                    text(&trace.display().to_string()),
                     r.steps.decode_steps
                 )
             }
         }
         HistoryCommand::List { limit } => {
-            let runs = History::open(&a.db)?.list(limit)?;
+            let h = History::open(&a.db)?;
+            let runs = h.list(limit)?;
+            warn_invalid(
+                &h,
+                runs.iter().filter(|r| !r.invalid.is_empty()).map(|r| r.id),
+            );
             if a.json {
                 serde_json::to_string_pretty(
                     &serde_json::json!({"schema_version": 1, "runs": runs}),
@@ -114,17 +149,16 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
                 let mut s =
                     String::from("   id  accepted  steps   TPOT ms   busy %  label  trace\n");
                 for r in runs {
+                    let bad = |f: &str| r.invalid.contains(&f);
                     s.push_str(&format!(
                         "{:>5}  {:>8}  {:>5}  {:>8}  {:>7}  {}  {}\n",
                         r.id,
                         if r.accepted { "yes" } else { "" },
                         r.decode_steps,
-                        r.tpot_median_ms.map(ms).unwrap_or_else(|| "-".into()),
-                        r.busy_pct
-                            .map(|b| format!("{b:.2}"))
-                            .unwrap_or_else(|| "-".into()),
-                        r.label,
-                        r.trace_path
+                        figure(r.tpot_median_ms, bad("tpot_median_ms"), ms),
+                        figure(r.busy_pct, bad("busy_pct"), |b| format!("{b:.2}")),
+                        text(&r.label),
+                        text(&r.trace_path)
                     ));
                 }
                 s
@@ -136,6 +170,7 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
                 anyhow::bail!("history {}: no run {id}", h.name());
             }
             let b = h.buckets(id)?;
+            warn_invalid(&h, b.iter().any(|x| !x.invalid.is_empty()).then_some(id));
             if a.json {
                 serde_json::to_string_pretty(
                     &serde_json::json!({"schema_version": 1, "id": id, "buckets": b}),
@@ -143,14 +178,17 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
             } else {
                 let mut s = format!("run {id}\nbucket            ms/step  calls/step   % busy\n");
                 for x in b {
+                    let bad = |f: &str| x.invalid.contains(&f);
                     s.push_str(&format!(
-                        "{:<16} {:>8}  {:>10}  {:>6.2}%\n",
-                        x.bucket,
-                        x.ms_per_step_median.map(ms).unwrap_or_else(|| "-".into()),
-                        x.calls_per_step
-                            .map(|c| format!("{c:.1}"))
-                            .unwrap_or_else(|| "-".into()),
-                        x.share_of_busy_pct
+                        "{:<16} {:>8}  {:>10}  {:>7}\n",
+                        text(&x.bucket),
+                        figure(x.ms_per_step_median, bad("ms_per_step_median"), ms),
+                        figure(x.calls_per_step, bad("calls_per_step"), |c| format!(
+                            "{c:.1}"
+                        )),
+                        figure(x.share_of_busy_pct, bad("share_of_busy_pct"), |p| format!(
+                            "{p:.2}%"
+                        )),
                     ));
                 }
                 s
@@ -160,18 +198,20 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
             let h = History::open(&a.db)?;
             let bucket = bucket_name(&bucket, &h)?;
             let t = h.trend(&bucket, limit)?;
+            warn_invalid(&h, t.iter().filter(|p| !p.invalid.is_empty()).map(|p| p.id));
             if a.json {
                 serde_json::to_string_pretty(
                     &serde_json::json!({"schema_version": 1, "bucket": bucket, "points": t}),
                 )? + "\n"
             } else {
-                let mut s = format!("{bucket}: median ms/step per run, oldest first\n");
+                let mut s = format!("{}: median ms/step per run, oldest first\n", text(&bucket));
                 for p in t {
+                    let bad = p.invalid.contains(&"ms_per_step_median");
                     s.push_str(&format!(
                         "{:>5}  {:>9}  {}\n",
                         p.id,
-                        p.ms_per_step_median.map(ms).unwrap_or_else(|| "-".into()),
-                        p.label
+                        figure(p.ms_per_step_median, bad, ms),
+                        text(&p.label)
                     ));
                 }
                 s

@@ -1,7 +1,9 @@
 //! What a `--db` value names, and how it is shown in messages.
 //!
 //! Only `sqlite://`, `postgres://` and `postgresql://` values are URLs; anything else is a
-//! file path taken literally (`x?mode=memory` is a file of that name). A password in a URL is
+//! file path taken literally (`x?mode=memory` is a file of that name). SQLite's in-memory
+//! database (`:memory:`, `sqlite::memory:`, `sqlite://:memory:`, `mode=memory`) is refused:
+//! it would keep nothing from one command to the next. A password in a URL is
 //! never shown: [`redacted`] masks it for display and [`Secrets`] scrubs it from messages
 //! that come back from the database driver.
 
@@ -34,8 +36,15 @@ pub(super) fn parse(db: &str) -> Result<Location, String> {
     if db.is_empty() {
         return Err("the database path is empty".into());
     }
+    const IN_MEMORY: &str = "an in-memory SQLite database keeps nothing from one command to \
+        the next: a history must be a file (write ./:memory: for a file of that name) or a \
+        postgres:// URL";
     match scheme(db).as_deref() {
+        None if db == ":memory:" || db.eq_ignore_ascii_case("sqlite::memory:") => {
+            Err(IN_MEMORY.into())
+        }
         None => Ok(Location::SqlitePath(PathBuf::from(db))),
+        Some("sqlite") if sqlite_url_in_memory(db) => Err(IN_MEMORY.into()),
         Some("sqlite") => Ok(Location::SqliteUrl(db.to_owned())),
         Some("postgres" | "postgresql") => Ok(Location::Postgres(db.to_owned())),
         Some(other) => Err(format!(
@@ -43,6 +52,19 @@ pub(super) fn parse(db: &str) -> Result<Location, String> {
              file of that name) or a sqlite://, postgres:// or postgresql:// URL"
         )),
     }
+}
+
+/// Whether a `sqlite://` URL names SQLite's in-memory database (or no file at all, which
+/// SQLite takes for a private temporary database), as sqlx reads it.
+fn sqlite_url_in_memory(url: &str) -> bool {
+    let rest = &url["sqlite://".len()..];
+    let (file, query) = rest.split_once('?').unwrap_or((rest, ""));
+    file.is_empty()
+        || file == ":memory:"
+        || query.split('&').any(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            percent_decode(k) == "mode" && percent_decode(v) == "memory"
+        })
 }
 
 /// Bounds of a URL's `user:password` part: from after `://` to the last `@` before the
@@ -172,9 +194,23 @@ mod tests {
             parse("x?mode=memory").unwrap(),
             Location::SqlitePath("x?mode=memory".into())
         );
+        for m in [
+            ":memory:",
+            "sqlite::memory:",
+            "sqlite://:memory:",
+            "sqlite://",
+            "sqlite://?mode=memory",
+            "sqlite://h.db?cache=shared&mode=memory",
+        ] {
+            let e = parse(m).unwrap_err();
+            assert!(
+                e.contains("in-memory") && e.contains("postgres://"),
+                "{m}: {e}"
+            );
+        }
         assert_eq!(
-            parse(":memory:").unwrap(),
-            Location::SqlitePath(":memory:".into())
+            parse("./:memory:").unwrap(),
+            Location::SqlitePath("./:memory:".into())
         );
         assert_eq!(
             parse("sqlite:h.db").unwrap(),

@@ -2,8 +2,14 @@
 //! sqlx with runtime-checked, bound queries and versioned migrations. Each `History` owns a
 //! small tokio runtime and one connection so callers stay synchronous.
 //!
-//! [`History::open`] reads: it never creates, migrates or modifies anything, refuses a
-//! database that is not a gapscope history, and reads read-only files and directories.
+//! [`History::open`] reads: it never creates, migrates or modifies anything (a SQLite file,
+//! its `-wal` and `-shm` stay byte for byte as they were, and no file is created beside it),
+//! refuses a database that is not a gapscope history, and reads read-only files and
+//! directories.
+//!
+//! Figures are finite numbers: `add` refuses a run with a NaN or infinite figure, and a
+//! non-finite value stored by something else reads as `None`, its field named in the row's
+//! `invalid` list, so that no consumer takes it for a measurement.
 //! [`History::open_or_create`] writes: it creates a missing SQLite file (not its directory)
 //! and applies migrations, safely under concurrent first use.
 
@@ -36,6 +42,9 @@ pub struct RunSummary {
     pub tpot_median_ms: Option<f64>,
     pub busy_pct: Option<f64>,
     pub accepted: bool,
+    /// Fields whose stored value is not a finite number (read as `None`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub invalid: Vec<&'static str>,
 }
 
 /// A stored bucket row.
@@ -44,7 +53,11 @@ pub struct RunBucket {
     pub bucket: String,
     pub ms_per_step_median: Option<f64>,
     pub calls_per_step: Option<f64>,
-    pub share_of_busy_pct: f64,
+    /// Always stored; `None` only when the stored value is not a finite number.
+    pub share_of_busy_pct: Option<f64>,
+    /// Fields whose stored value is not a finite number (read as `None`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub invalid: Vec<&'static str>,
 }
 
 /// A bucket's value over runs, oldest first.
@@ -54,10 +67,54 @@ pub struct TrendPoint {
     pub created_unix_ms: i64,
     pub label: String,
     pub ms_per_step_median: Option<f64>,
+    /// Fields whose stored value is not a finite number (read as `None`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub invalid: Vec<&'static str>,
+}
+
+/// A stored figure: `None` when NULL or not finite, the field then named in `invalid`.
+fn finite(v: Option<f64>, field: &'static str, invalid: &mut Vec<&'static str>) -> Option<f64> {
+    match v {
+        Some(x) if !x.is_finite() => {
+            invalid.push(field);
+            None
+        }
+        v => v,
+    }
+}
+
+/// Refuses a run whose figures are not all finite numbers (a NaN or infinity would read back
+/// as a figure, or as nothing); the message names the first such figure.
+pub fn check_storable(r: &Report) -> std::result::Result<(), String> {
+    let mut figures: Vec<(String, Option<f64>)> = vec![
+        ("TPOT median".into(), r.steps.tpot_ms.map(|t| t.median)),
+        ("busy %".into(), r.devices.first().map(|d| d.busy_pct)),
+    ];
+    for b in &r.buckets {
+        let name = b.bucket.as_str();
+        figures.push((
+            format!("{name} ms/step median"),
+            b.ms_per_step.map(|s| s.median),
+        ));
+        figures.push((format!("{name} calls/step"), b.calls_per_step));
+        figures.push((format!("{name} share of busy"), Some(b.share_of_busy_pct)));
+    }
+    match figures
+        .into_iter()
+        .find(|(_, v)| v.is_some_and(|x| !x.is_finite()))
+    {
+        Some((what, Some(v))) => Err(format!(
+            "refusing to store the run: its {what} is {v}, not a finite number; nothing was stored"
+        )),
+        _ => Ok(()),
+    }
 }
 
 enum Conn {
+    /// A SQLite history opened for writing.
     Sqlite(SqliteConnection),
+    /// A SQLite history opened for reading: a connection per read.
+    SqliteRead(sqlite::Reader),
     Postgres(PgConnection),
 }
 
@@ -117,6 +174,16 @@ macro_rules! on_conn {
         $self.rt.block_on(async {
             match conn {
                 Some(Conn::Sqlite($c)) => $body,
+                Some(Conn::SqliteRead(r)) => {
+                    let mut held = r.connect(&$self.ctx).await?;
+                    let out = async {
+                        let $c = &mut held.conn;
+                        $body
+                    }
+                    .await;
+                    held.close().await;
+                    out
+                }
                 Some(Conn::Postgres($c)) => $body,
                 None => Err($self.ctx.fail("closed")),
             }
@@ -157,19 +224,19 @@ impl History {
                 }
                 (Location::SqlitePath(p), w) => {
                     let t = sqlite::Target::Path(p.clone());
-                    Conn::Sqlite(if w {
-                        sqlite::open_write(&t, &ctx).await?
+                    if w {
+                        Conn::Sqlite(sqlite::open_write(&t, &ctx).await?)
                     } else {
-                        sqlite::open_read(&t, &ctx).await?
-                    })
+                        Conn::SqliteRead(sqlite::open_read(&t, &ctx).await?)
+                    }
                 }
                 (Location::SqliteUrl(u), w) => {
                     let t = sqlite::Target::Url(u.clone());
-                    Conn::Sqlite(if w {
-                        sqlite::open_write(&t, &ctx).await?
+                    if w {
+                        Conn::Sqlite(sqlite::open_write(&t, &ctx).await?)
                     } else {
-                        sqlite::open_read(&t, &ctx).await?
-                    })
+                        Conn::SqliteRead(sqlite::open_read(&t, &ctx).await?)
+                    }
                 }
             })
         })?;
@@ -186,13 +253,15 @@ impl History {
         &self.ctx.name
     }
 
-    /// Stores an analysed run and its buckets in one transaction; returns its id.
+    /// Stores an analysed run and its buckets in one transaction; returns its id. A run
+    /// with a figure that is not a finite number is refused ([`check_storable`]).
     pub fn add(&self, r: &Report, label: &str, accepted: bool) -> Result<i64> {
         if !self.writable {
             return Err(self
                 .ctx
                 .fail("opened for reading; use History::open_or_create to add runs"));
         }
+        check_storable(r).map_err(|m| self.ctx.fail(&m))?;
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -283,6 +352,7 @@ impl History {
                 .map_err(|e| ctx.err("cannot read", e))?;
             rows.iter()
                 .map(|r| {
+                    let mut invalid = Vec::new();
                     Ok(RunSummary {
                         id: r.try_get(0)?,
                         created_unix_ms: r.try_get(1)?,
@@ -290,9 +360,10 @@ impl History {
                         trace_path: r.try_get(3)?,
                         gpu: r.try_get(4)?,
                         decode_steps: r.try_get(5)?,
-                        tpot_median_ms: r.try_get(6)?,
-                        busy_pct: r.try_get(7)?,
+                        tpot_median_ms: finite(r.try_get(6)?, "tpot_median_ms", &mut invalid),
+                        busy_pct: finite(r.try_get(7)?, "busy_pct", &mut invalid),
                         accepted: r.try_get::<i64, _>(8)? != 0,
+                        invalid,
                     })
                 })
                 .collect::<std::result::Result<Vec<_>, sqlx::Error>>()
@@ -312,11 +383,21 @@ impl History {
                 .map_err(|e| ctx.err("cannot read", e))?;
             rows.iter()
                 .map(|r| {
+                    let mut invalid = Vec::new();
                     Ok(RunBucket {
                         bucket: r.try_get(0)?,
-                        ms_per_step_median: r.try_get(1)?,
-                        calls_per_step: r.try_get(2)?,
-                        share_of_busy_pct: r.try_get(3)?,
+                        ms_per_step_median: finite(
+                            r.try_get(1)?,
+                            "ms_per_step_median",
+                            &mut invalid,
+                        ),
+                        calls_per_step: finite(r.try_get(2)?, "calls_per_step", &mut invalid),
+                        share_of_busy_pct: finite(
+                            Some(r.try_get(3)?),
+                            "share_of_busy_pct",
+                            &mut invalid,
+                        ),
+                        invalid,
                     })
                 })
                 .collect::<std::result::Result<Vec<_>, sqlx::Error>>()
@@ -333,6 +414,68 @@ impl History {
                 Ok((r, b))
             })
             .collect()
+    }
+
+    /// Whether `runs` (from [`History::accepted_buckets`]) make a usable gate baseline, as
+    /// [`crate::gate::baseline_from_history`] builds it from their finite figures. An error
+    /// when stored non-finite values leave a judged figure (TPOT, a bucket's ms/step) with no
+    /// finite value in any run, or nothing finite at all: the gate would judge against
+    /// nothing. Otherwise a warning naming the runs whose non-finite values were left out, if
+    /// any.
+    pub fn check_baseline(&self, runs: &[(RunSummary, Vec<RunBucket>)]) -> Result<Option<String>> {
+        let bad: Vec<String> = runs
+            .iter()
+            .filter(|(r, b)| !r.invalid.is_empty() || b.iter().any(|x| !x.invalid.is_empty()))
+            .map(|(r, _)| r.id.to_string())
+            .collect();
+        if bad.is_empty() {
+            return Ok(None);
+        }
+        let mut lost = Vec::new();
+        if runs
+            .iter()
+            .any(|(r, _)| r.invalid.contains(&"tpot_median_ms"))
+            && runs.iter().all(|(r, _)| r.tpot_median_ms.is_none())
+        {
+            lost.push("TPOT".to_owned());
+        }
+        for bk in crate::bucket::Bucket::ALL {
+            let rows: Vec<&RunBucket> = runs
+                .iter()
+                .filter_map(|(_, b)| b.iter().find(|x| x.bucket == bk.as_str()))
+                .collect();
+            if rows
+                .iter()
+                .any(|x| x.invalid.contains(&"ms_per_step_median"))
+                && rows.iter().all(|x| x.ms_per_step_median.is_none())
+            {
+                lost.push(format!("{} ms/step", bk.as_str()));
+            }
+        }
+        let any_finite = runs.iter().any(|(r, b)| {
+            r.tpot_median_ms.is_some() || b.iter().any(|x| x.ms_per_step_median.is_some())
+        });
+        let runs_named = format!(
+            "accepted run{} {} store{} figures that are not finite numbers",
+            if bad.len() == 1 { "" } else { "s" },
+            bad.join(", "),
+            if bad.len() == 1 { "s" } else { "" }
+        );
+        if !any_finite {
+            return Err(self.ctx.fail(&format!(
+                "no usable baseline: {runs_named}, and no finite figure is left"
+            )));
+        }
+        if !lost.is_empty() {
+            return Err(self.ctx.fail(&format!(
+                "no usable baseline: {runs_named}, and no finite value is left for {}",
+                lost.join(", ")
+            )));
+        }
+        Ok(Some(format!(
+            "history {}: {runs_named}; they were left out of the baseline",
+            self.ctx.name
+        )))
     }
 
     /// The bucket names stored in any run, sorted.
@@ -363,11 +506,17 @@ impl History {
             let mut v = rows
                 .iter()
                 .map(|r| {
+                    let mut invalid = Vec::new();
                     Ok(TrendPoint {
                         id: r.try_get(0)?,
                         created_unix_ms: r.try_get(1)?,
                         label: r.try_get(2)?,
-                        ms_per_step_median: r.try_get(3)?,
+                        ms_per_step_median: finite(
+                            r.try_get(3)?,
+                            "ms_per_step_median",
+                            &mut invalid,
+                        ),
+                        invalid,
                     })
                 })
                 .collect::<std::result::Result<Vec<_>, sqlx::Error>>()
@@ -379,8 +528,8 @@ impl History {
 }
 
 impl Drop for History {
-    /// Closes the connection and waits for it: SQLite checkpoints and removes its WAL files
-    /// before the caller goes on.
+    /// Closes the connection and waits for it: after a write, SQLite checkpoints and removes
+    /// its WAL files before the caller goes on.
     fn drop(&mut self) {
         let conn = self
             .conn
@@ -391,6 +540,7 @@ impl Drop for History {
             self.rt.block_on(async {
                 let _ = match c {
                     Conn::Sqlite(c) => c.close().await,
+                    Conn::SqliteRead(_) => Ok(()),
                     Conn::Postgres(c) => c.close().await,
                 };
             });

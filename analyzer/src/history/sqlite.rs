@@ -1,5 +1,10 @@
-//! Opening a SQLite history: read-only for reading (nothing is created, migrated or
-//! modified), or for writing, which creates a missing database file atomically.
+//! Opening a SQLite history: for reading (nothing is created, migrated or modified, not even
+//! SQLite's `-wal` and `-shm` files: each read opens the file as `crate::sqlite_file`
+//! describes, under SQLite's shared lock), or for writing, which creates a missing database
+//! file atomically.
+//!
+//! A path is handed to SQLite as a `file:` URI that names it literally, so a path that looks
+//! like a URI (`file:x?mode=memory`) is a file of that name.
 //!
 //! A new file is built under a temporary name in the same directory (WAL mode, schema
 //! migrated) and hard-linked into place only if nothing is there yet, so a concurrent reader
@@ -18,6 +23,7 @@ use sqlx::{ConnectOptions, Connection, Row};
 use super::schema::{self, Facts, State};
 use super::{Ctx, missing};
 use crate::error::{AnalyzerError, Result};
+use crate::sqlite_file::{self, PrepError, ReadOnlyFile, literal_uri};
 
 /// How long a statement waits for another process's lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -34,8 +40,6 @@ fn primary_code(e: &sqlx::Error) -> Option<i64> {
     code.parse::<i64>().ok().map(|c| c & 0xff)
 }
 
-const SQLITE_READONLY: i64 = 8;
-const SQLITE_CANTOPEN: i64 = 14;
 const SQLITE_NOTADB: i64 = 26;
 
 fn sqlite_err(ctx: &Ctx, what: &str, e: sqlx::Error) -> AnalyzerError {
@@ -63,6 +67,12 @@ fn base_options() -> SqliteConnectOptions {
         .foreign_keys(true)
 }
 
+/// Options for the file at `p`, named literally (no URI parameters: sqlx hands the name to
+/// SQLite as given).
+fn file_options(p: &Path) -> SqliteConnectOptions {
+    base_options().filename(literal_uri(p, ""))
+}
+
 /// Table names and applied migrations.
 async fn facts(c: &mut SqliteConnection) -> std::result::Result<Facts, sqlx::Error> {
     let names: Vec<String> = sqlx::query(
@@ -84,50 +94,67 @@ async fn facts(c: &mut SqliteConnection) -> std::result::Result<Facts, sqlx::Err
     Ok(f)
 }
 
-/// Opens for reading. Never creates or migrates anything, and the connection is
-/// `query_only`, so SQLite itself refuses any change. It is opened read-write where the file
-/// allows, so that closing it cleans up the WAL files as a writer's would; a read-only file
-/// is opened read-only, and a WAL database in a directory this process cannot write (where
-/// SQLite cannot make its shared-memory file) is read as immutable.
-pub(super) async fn open_read(t: &Target, ctx: &Ctx) -> Result<SqliteConnection> {
-    let opts = match t {
-        Target::Path(p) => {
-            if !check_existing(p, ctx)? {
-                return Err(missing(ctx));
-            }
-            base_options().filename(p)
-        }
-        Target::Url(u) => {
-            let o = SqliteConnectOptions::from_str(u).map_err(|e| ctx.err("invalid URL", e))?;
-            let f = o.get_filename();
-            if f != Path::new(":memory:") && !check_existing(f, ctx)? {
-                return Err(missing(ctx));
-            }
-            o
-        }
+/// A SQLite history opened for reading. Each read opens its own connection
+/// ([`Reader::connect`]), so it sees what writers committed since, and closes it.
+pub(super) struct Reader {
+    path: PathBuf,
+}
+
+/// One read's connection, with what keeps the file's state fixed until it is closed.
+pub(super) struct ReadConn {
+    pub(super) conn: SqliteConnection,
+    file: ReadOnlyFile,
+}
+
+impl ReadConn {
+    /// Closes the connection, then releases the lock (and the private copy).
+    pub(super) async fn close(self) {
+        let _ = self.conn.close().await;
+        drop(self.file);
     }
-    .create_if_missing(false)
-    .pragma("query_only", "ON");
-    let attempt = |opts: SqliteConnectOptions| async move {
-        let mut c = opts.connect().await?;
-        let f = facts(&mut c).await?;
-        Ok::<_, sqlx::Error>((c, f))
+}
+
+impl Reader {
+    /// A read-only, `query_only` connection that writes nothing anywhere.
+    pub(super) async fn connect(&self, ctx: &Ctx) -> Result<ReadConn> {
+        if !check_existing(&self.path, ctx)? {
+            return Err(missing(ctx));
+        }
+        let file = sqlite_file::prepare(&self.path, Some(BUSY_TIMEOUT)).map_err(|e| match e {
+            PrepError::Io(p, e) => ctx.err(&p.display().to_string(), e),
+            PrepError::Refused(m) => ctx.fail(&m),
+        })?;
+        let conn = base_options()
+            .filename(&file.uri)
+            .read_only(true)
+            .pragma("query_only", "ON")
+            .connect()
+            .await
+            .map_err(|e| sqlite_err(ctx, "cannot open", e))?;
+        Ok(ReadConn { conn, file })
+    }
+}
+
+/// The file a `sqlite://` URL names (its parameters do not apply to reading).
+fn url_file(u: &str, ctx: &Ctx) -> Result<PathBuf> {
+    let o = SqliteConnectOptions::from_str(u).map_err(|e| ctx.err("invalid URL", e))?;
+    Ok(o.get_filename().to_owned())
+}
+
+/// Opens for reading: checks that the database is a current gapscope history. Never
+/// creates, migrates or modifies anything.
+pub(super) async fn open_read(t: &Target, ctx: &Ctx) -> Result<Reader> {
+    let path = match t {
+        Target::Path(p) => p.clone(),
+        Target::Url(u) => url_file(u, ctx)?,
     };
-    let retry =
-        |e: &sqlx::Error| matches!(primary_code(e), Some(SQLITE_CANTOPEN | SQLITE_READONLY));
-    let (conn, f) = match attempt(opts.clone()).await {
-        Ok(x) => x,
-        Err(e) if retry(&e) => match attempt(opts.clone().read_only(true)).await {
-            Ok(x) => x,
-            Err(e2) if retry(&e2) => attempt(opts.read_only(true).immutable(true))
-                .await
-                .map_err(|_| sqlite_err(ctx, "cannot open", e))?,
-            Err(e2) => return Err(sqlite_err(ctx, "cannot open", e2)),
-        },
-        Err(e) => return Err(sqlite_err(ctx, "cannot open", e)),
-    };
+    let r = Reader { path };
+    let mut held = r.connect(ctx).await?;
+    let f = facts(&mut held.conn).await;
+    held.close().await;
+    let f = f.map_err(|e| sqlite_err(ctx, "cannot read", e))?;
     match schema::assess(&f, &schema::sqlite_migrator(), false).map_err(|m| ctx.fail(&m))? {
-        State::Current => Ok(conn),
+        State::Current => Ok(r),
         State::Empty => Err(ctx.fail(
             "not a gapscope history database (it has no tables); `gapscope history add` \
              creates one",
@@ -144,8 +171,7 @@ pub(super) async fn open_write(t: &Target, ctx: &Ctx) -> Result<SqliteConnection
             if !check_existing(p, ctx)? {
                 create_atomically(p, ctx).await?;
             }
-            let mut c = base_options()
-                .filename(p)
+            let mut c = file_options(p)
                 .create_if_missing(false)
                 .connect()
                 .await
@@ -235,8 +261,7 @@ async fn create_atomically(p: &Path, ctx: &Ctx) -> Result<()> {
     // A leftover of a crashed process that had this pid.
     cleanup();
     let built = async {
-        let mut c = base_options()
-            .filename(&tmp)
+        let mut c = file_options(&tmp)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .connect()
@@ -259,8 +284,7 @@ async fn create_atomically(p: &Path, ctx: &Ctx) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         Err(_) => {
             // No hard links here: create in place; `migrate` serialises the schema.
-            base_options()
-                .filename(p)
+            file_options(p)
                 .create_if_missing(true)
                 .connect()
                 .await

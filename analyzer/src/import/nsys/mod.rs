@@ -14,8 +14,9 @@
 //! Untrusted files: only plain tables are read (never views, see `schema`), repeated
 //! `StringIds` ids are collapsed, the import stops at its event limit, and SQLite's work is
 //! bounded by a step budget proportional to the file size, so no file can keep the import
-//! busy forever. A `-wal` file beside the export (changes never checkpointed into it) is
-//! not read, with a warning.
+//! busy forever. Committed rows in a `-wal` file beside the export (never checkpointed into
+//! it) are read as SQLite reads them, and nothing beside the export is written or created
+//! (see `crate::sqlite_file`).
 
 mod enums;
 mod read;
@@ -33,6 +34,7 @@ use sqlx::{ConnectOptions, Connection};
 use super::limits::Budget;
 use super::{ImportOptions, ImportProgress, InputFormat};
 use crate::error::{AnalyzerError, Result};
+use crate::sqlite_file::{self, How, PrepError, ReadOnlyFile};
 use enums::{CopyKinds, EventClasses, NvtxTypes};
 use read::{Limits, Skipped};
 use schema::Schema;
@@ -50,11 +52,11 @@ pub fn import_nsys(path: &Path, progress: &dyn ImportProgress) -> Result<Trace> 
 /// Imports an Nsight Systems SQLite export, returning the trace and warnings for the
 /// report.
 ///
-/// The file is opened read-only and immutable: exports are often on shared or read-only
-/// storage, and nsys never appends to one after writing it. sqlx needs an async runtime,
-/// so a current-thread tokio runtime lives for the duration of the call; when the caller
-/// is already inside a runtime the work moves to a scoped thread, because nesting
-/// `block_on` would panic. Progress counts rows.
+/// The file is opened read-only and nothing is written beside it: exports are often on
+/// shared or read-only storage. A `-wal` beside it is read too (`crate::sqlite_file`). sqlx
+/// needs an async runtime, so a current-thread tokio runtime lives for the duration of the
+/// call; when the caller is already inside a runtime the work moves to a scoped thread,
+/// because nesting `block_on` would panic. Progress counts rows.
 pub fn import_nsys_with(
     path: &Path,
     opts: &ImportOptions,
@@ -72,10 +74,14 @@ fn import_budgeted(
     steps: Option<u64>,
 ) -> Result<(Trace, Vec<String>)> {
     let len = check_sqlite_header(path)?;
+    let file = sqlite_file::prepare(path, None).map_err(|e| match e {
+        PrepError::Io(p, e) => AnalyzerError::io(p, e),
+        PrepError::Refused(m) => AnalyzerError::unsupported(path, m),
+    })?;
+    let len = len.saturating_add(file.wal_bytes);
     let steps = steps
         .unwrap_or_else(|| STEP_BUDGET_BASE.saturating_add(len.saturating_mul(STEPS_PER_BYTE)));
     let mut warnings = Vec::new();
-    warnings.extend(wal_warning(path));
     let limits = Limits {
         budget: Budget::new(path, opts.event_limit(InputFormat::NsysSqlite)),
         failed: None,
@@ -85,7 +91,7 @@ fn import_budgeted(
             .enable_all()
             .build()
             .map_err(|e| AnalyzerError::io(path, e))?;
-        rt.block_on(import(path, len, steps, limits, progress))
+        rt.block_on(import(path, &file, len, steps, limits, progress))
     };
     let (trace, w) = if tokio::runtime::Handle::try_current().is_ok() {
         std::thread::scope(|s| s.spawn(run).join()).unwrap_or_else(|_| {
@@ -99,22 +105,6 @@ fn import_budgeted(
     }?;
     warnings.extend(w);
     Ok((trace, warnings))
-}
-
-/// A `-wal` file beside the export holds changes SQLite never copied into it; an
-/// immutable read does not see them.
-fn wal_warning(path: &Path) -> Option<String> {
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
-    let wal = std::path::PathBuf::from(wal);
-    let len = std::fs::metadata(&wal).ok()?.len();
-    (len > 0).then(|| {
-        format!(
-            "{} holds {len} bytes of changes never checkpointed into the export; they were not read (run `sqlite3 {} 'PRAGMA wal_checkpoint'` to merge them)",
-            wal.display(),
-            path.display()
-        )
-    })
 }
 
 /// SQLite work allowed per byte of the file, on top of [`STEP_BUDGET_BASE`], in virtual
@@ -213,30 +203,17 @@ fn sqlite_err(path: &Path, what: &str, e: sqlx::Error) -> AnalyzerError {
 
 async fn import(
     path: &Path,
+    file: &ReadOnlyFile,
     len: u64,
     budget: u64,
     mut limits: Limits,
     progress: &dyn ImportProgress,
 ) -> Result<(Trace, Vec<String>)> {
-    // SQLite takes a UTF-8 file name. Another path is opened here and handed over as its
-    // descriptor's /proc path (Linux), which also pins the file that was checked.
-    let held;
-    let name = match path.to_str() {
-        Some(_) => path.to_owned(),
-        None => {
-            held = File::open(path).map_err(|e| AnalyzerError::io(path, e))?;
-            fd_path(&held).ok_or_else(|| {
-                AnalyzerError::unsupported(
-                    path,
-                    "the path is not valid UTF-8, which SQLite needs on this platform; rename the file",
-                )
-            })?
-        }
-    };
+    // A `file:` URI naming the file literally (any bytes), flags included; sqlx hands it to
+    // SQLite as given when no sqlx option adds URI parameters.
     let opts = SqliteConnectOptions::new()
-        .filename(&name)
+        .filename(&file.uri)
         .read_only(true)
-        .immutable(true)
         .disable_statement_logging();
     let mut conn = opts
         .connect()
@@ -259,7 +236,22 @@ async fn import(
             true
         });
     }
-    let out = import_from(&mut conn, path, &mut limits, progress).await;
+    let mut out = import_from(&mut conn, path, &mut limits, progress).await;
+    if file.how != How::Immutable
+        && file.wal_bytes > 0
+        && let Ok((trace, _)) = &mut out
+    {
+        trace.manifest.notes.push(format!(
+            "{} holds {} bytes never checkpointed into the export; the transactions committed in it were read{}",
+            file.wal.display(),
+            file.wal_bytes,
+            if file.how == How::PrivateCopy {
+                " (through a private copy)"
+            } else {
+                ""
+            }
+        ));
+    }
     // Closing only stops the connection's worker thread; the result is already decided.
     let _ = conn.close().await;
     if let Some(e) = limits.failed.take() {
@@ -274,18 +266,6 @@ async fn import(
         ));
     }
     out
-}
-
-#[cfg(target_os = "linux")]
-fn fd_path(f: &File) -> Option<std::path::PathBuf> {
-    use std::os::fd::AsRawFd;
-    let p = std::path::PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()));
-    p.exists().then_some(p)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn fd_path(_: &File) -> Option<std::path::PathBuf> {
-    None
 }
 
 async fn import_from(

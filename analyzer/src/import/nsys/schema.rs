@@ -73,7 +73,9 @@ struct Table {
 
 impl Schema {
     pub(super) async fn load(conn: &mut SqliteConnection) -> Result<Self, sqlx::Error> {
-        // Names, kinds and SQL as bytes: a corrupt schema row must not panic the driver.
+        // Names, kinds and SQL as bytes: a corrupt schema row must not panic the driver. The
+        // bytes are in the database's text encoding (SQLite converts text, not blobs).
+        let enc = Encoding::of(conn).await?;
         let rows = sqlx::query(
             "SELECT CAST(name AS BLOB), CAST(type AS BLOB), CAST(sql AS BLOB) FROM sqlite_master WHERE type IN ('table', 'view')",
         )
@@ -85,15 +87,15 @@ impl Schema {
             let bytes = |i: usize| -> Result<Vec<u8>, sqlx::Error> {
                 Ok(r.try_get::<Option<Vec<u8>>, _>(i)?.unwrap_or_default())
             };
-            let Ok(name) = String::from_utf8(bytes(0)?) else {
+            let Some(name) = enc.decode(&bytes(0)?) else {
                 continue;
             };
             if !WANTED.iter().any(|w| w.eq_ignore_ascii_case(&name)) {
                 continue;
             }
-            let kind = bytes(1)?;
-            let sql = String::from_utf8_lossy(&bytes(2)?).to_ascii_uppercase();
-            if kind != b"table" {
+            let kind = enc.decode(&bytes(1)?).unwrap_or_default();
+            let sql = enc.decode_lossy(&bytes(2)?).to_ascii_uppercase();
+            if kind != "table" {
                 skipped.push(format!("{name} is a view, not a table; it was not read"));
                 continue;
             }
@@ -119,9 +121,10 @@ impl Schema {
                 let col: Vec<u8> = r.try_get::<Option<Vec<u8>>, _>(0)?.unwrap_or_default();
                 let ty: Vec<u8> = r.try_get::<Option<Vec<u8>>, _>(1)?.unwrap_or_default();
                 let hidden: i64 = r.try_get::<Option<i64>, _>(2)?.unwrap_or(0);
-                let (Ok(col), Ok(_)) = (String::from_utf8(col), std::str::from_utf8(&ty)) else {
+                let (Some(col), Some(_)) = (enc.decode(&col), enc.decode(&ty)) else {
                     return Err(sqlx::Error::Protocol(format!(
-                        "table {name} has a column name or declared type that is not UTF-8 (corrupt schema)"
+                        "table {name} has a column name or declared type that is not {} (corrupt schema)",
+                        enc.name()
                     )));
                 };
                 generated |= hidden == 2 || hidden == 3;
@@ -174,6 +177,64 @@ impl Schema {
 
     fn table(&self, table: &str) -> Option<&Table> {
         self.tables.get(&table.to_ascii_lowercase())
+    }
+}
+
+/// The database's text encoding (`PRAGMA encoding`): SQLite hands text to sqlx as UTF-8
+/// whatever it is, but a text cast to a blob keeps the stored bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    Utf8,
+    Utf16Le,
+    Utf16Be,
+}
+
+impl Encoding {
+    async fn of(conn: &mut SqliteConnection) -> Result<Self, sqlx::Error> {
+        let row = sqlx::query("PRAGMA encoding").fetch_one(&mut *conn).await?;
+        let name: String = row.try_get(0)?;
+        Ok(match name.to_ascii_uppercase().as_str() {
+            "UTF-16LE" => Self::Utf16Le,
+            "UTF-16BE" => Self::Utf16Be,
+            _ => Self::Utf8,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Utf8 => "UTF-8",
+            Self::Utf16Le => "UTF-16le",
+            Self::Utf16Be => "UTF-16be",
+        }
+    }
+
+    fn units(self, b: &[u8]) -> Option<Vec<u16>> {
+        if !b.len().is_multiple_of(2) {
+            return None;
+        }
+        Some(
+            b.chunks_exact(2)
+                .map(|c| match self {
+                    Self::Utf16Be => u16::from_be_bytes([c[0], c[1]]),
+                    _ => u16::from_le_bytes([c[0], c[1]]),
+                })
+                .collect(),
+        )
+    }
+
+    /// The text, or `None` when the bytes are not valid in this encoding.
+    fn decode(self, b: &[u8]) -> Option<String> {
+        match self {
+            Self::Utf8 => String::from_utf8(b.to_vec()).ok(),
+            _ => String::from_utf16(&self.units(b)?).ok(),
+        }
+    }
+
+    fn decode_lossy(self, b: &[u8]) -> String {
+        match self {
+            Self::Utf8 => String::from_utf8_lossy(b).into_owned(),
+            _ => String::from_utf16_lossy(&self.units(&b[..b.len() & !1]).unwrap_or_default()),
+        }
     }
 }
 

@@ -32,9 +32,8 @@ pub struct ExportArgs {
     /// Keep what a truncated input holds instead of failing.
     #[arg(long)]
     pub allow_truncated: bool,
-    /// Refuse inputs with more events than this (kernels, memops, launches, markers and
-    /// samples together); default 5,000,000 for Kineto and nsys inputs, none for native .gst
-    /// traces. 0 lifts the limit.
+    /// Refuse inputs with more events than this (kernels, memops, launches, markers,
+    /// samples and host scopes together); default 4,000,000, for every format. 0 lifts it.
     #[arg(long, value_name = "N")]
     pub max_events: Option<u64>,
 }

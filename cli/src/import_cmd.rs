@@ -19,9 +19,8 @@ pub struct ImportArgs {
     /// Keep what a truncated input holds instead of failing.
     #[arg(long)]
     pub allow_truncated: bool,
-    /// Refuse inputs with more than N events (kernel, memop, launch and marker rows; about
-    /// 120 bytes of memory each). Default: 5000000 for Kineto and nsys inputs, no limit for
-    /// .gst traces. 0 lifts the limit.
+    /// Refuse inputs with more than N events (kernel, memop, launch, marker, sample and
+    /// host-scope rows). Default: 4,000,000, for every format. 0 lifts the limit.
     #[arg(long, value_name = "N")]
     pub max_events: Option<u64>,
 }

@@ -31,9 +31,8 @@ pub struct JoinArgs {
     /// below it the recording is taken for one of another run and nothing is written.
     #[arg(long, default_value_t = DEFAULT_MIN_MATCH, value_name = "SHARE")]
     pub min_match: f64,
-    /// Refuse inputs with more events than this (kernels, memops, launches, markers and
-    /// samples together); default 5,000,000 for Kineto and nsys inputs, none for native .gst
-    /// traces. 0 lifts the limit.
+    /// Refuse inputs with more events than this (kernels, memops, launches, markers,
+    /// samples and host scopes together); default 4,000,000, for every format. 0 lifts it.
     #[arg(long, value_name = "N")]
     pub max_events: Option<u64>,
 }

@@ -58,11 +58,15 @@ pub struct AnalysisArgs {
     /// Load what a truncated JSON/gzip file holds instead of failing.
     #[arg(long)]
     pub allow_truncated: bool,
-    /// Refuse inputs with more events than this (kernels, memops, launches, markers and
-    /// samples together); default 5,000,000 for Kineto and nsys inputs, none for native .gst
-    /// traces. 0 lifts the limit.
+    /// Refuse inputs with more events than this (kernels, memops, launches, markers,
+    /// samples and host scopes together; native .gst traces too); default 4,000,000, which
+    /// keeps every command under 1 GB of memory. 0 lifts the limit.
     #[arg(long, value_name = "N")]
     pub max_events: Option<u64>,
+    /// Analyse at most this many steps; a trace with more keeps its first N, says so, and
+    /// never passes the gate. Default 100,000; 0 lifts the limit.
+    #[arg(long, value_name = "N")]
+    pub max_steps: Option<usize>,
     /// Kernel names listed per bucket: JSON keeps 3 by default; given, the table and
     /// Markdown reports add a "top kernels" section with N names per bucket.
     #[arg(long, value_name = "N")]
@@ -171,6 +175,9 @@ impl AnalysisArgs {
                 .with_context(|| format!("--step-regex {re:?} is not a valid regex"))?;
         }
         s.steps.ignore_markers = self.no_markers;
+        if let Some(n) = self.max_steps {
+            s.max_steps = (n > 0).then_some(n);
+        }
         s.top_per_bucket = self.top.unwrap_or(3);
         Ok(s)
     }

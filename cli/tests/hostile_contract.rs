@@ -143,7 +143,11 @@ fn missing_or_non_numeric_times_are_left_out_and_said() {
     let r = report_json(&p);
     assert_eq!(r["source"]["kernels"], 0);
     let o = gate_refuses(&p, "current trace left out");
-    assert_eq!(o.status.code(), Some(1), "fewer kernels per step: a regression");
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "fewer kernels per step: a regression"
+    );
 }
 
 /// Class 2: a GPU clock that jumps back 5 ms, and two processes' events on one local device

@@ -36,7 +36,15 @@ pub struct AnalysisSettings {
     pub top_host_scopes: usize,
     /// `report --by`: group GPU and host time by this key.
     pub group_by: Option<GroupBy>,
+    /// The most steps analysed (`None`: all). Each step costs about 1 KB while it is
+    /// analysed; a trace with more keeps its first steps and says so (a defect: the gate
+    /// never passes it).
+    pub max_steps: Option<usize>,
 }
+
+/// Steps analysed at most by default: far more than a profiled decode run holds (thousands),
+/// and about 100 MB of per-step figures.
+pub const DEFAULT_MAX_STEPS: usize = 100_000;
 
 impl Default for AnalysisSettings {
     fn default() -> Self {
@@ -46,8 +54,17 @@ impl Default for AnalysisSettings {
             top_other: 8,
             top_host_scopes: 5,
             group_by: None,
+            max_steps: Some(DEFAULT_MAX_STEPS),
         }
     }
+}
+
+/// A step's model-derived cost per bucket (engine traces).
+#[derive(Clone, Default)]
+struct StepCost {
+    bytes: [i64; NB],
+    flops: [i64; NB],
+    ns: [i64; NB],
 }
 
 /// Per-step accumulators on the primary device.
@@ -56,10 +73,9 @@ struct StepAcc {
     bucket_ns: [i64; NB],
     calls: [u32; NB],
     /// Engine traces: model-derived bytes and FLOPs, and the time of the kernels that
-    /// carry them (so a bucket's % of floor only counts kernels with a cost).
-    cost_bytes: [i64; NB],
-    cost_flops: [i64; NB],
-    costed_ns: [i64; NB],
+    /// carry them (so a bucket's % of floor only counts kernels with a cost). Allocated at
+    /// the first kernel with a cost: other traces pay 8 bytes a step for it, not 408.
+    cost: Option<Box<StepCost>>,
     first_start: i64,
     last_end: i64,
     busy_ns: i64,
@@ -80,9 +96,7 @@ impl Default for StepAcc {
         Self {
             bucket_ns: [0; NB],
             calls: [0; NB],
-            cost_bytes: [0; NB],
-            cost_flops: [0; NB],
-            costed_ns: [0; NB],
+            cost: None,
             first_start: i64::MAX,
             last_end: i64::MIN,
             busy_ns: 0,
@@ -128,9 +142,17 @@ impl StepAcc {
         if bytes < 0 && flops < 0 {
             return;
         }
-        self.cost_bytes[b] += bytes.max(0);
-        self.cost_flops[b] += flops.max(0);
-        self.costed_ns[b] += ns.max(0);
+        let c = self.cost.get_or_insert_with(Default::default);
+        c.bytes[b] += bytes.max(0);
+        c.flops[b] += flops.max(0);
+        c.ns[b] += ns.max(0);
+    }
+
+    /// Model-derived bytes, FLOPs and costed time of bucket `b` (zeros without a cost).
+    fn cost_of(&self, b: usize) -> (i64, i64, i64) {
+        self.cost
+            .as_ref()
+            .map_or((0, 0, 0), |c| (c.bytes[b], c.flops[b], c.ns[b]))
     }
 
     fn close(&mut self) {
@@ -265,6 +287,18 @@ pub fn analyze_parts(
             .unwrap_or_else(|e| std::panic::resume_unwind(e));
         (steps, built)
     });
+    let mut steps = steps;
+    let steps_cut = settings
+        .max_steps
+        .filter(|&max| steps.steps.len() > max)
+        .map(|max| {
+            let found = steps.steps.len();
+            steps.steps.truncate(max);
+            steps.batch.truncate(max);
+            steps.numbers.truncate(max);
+            crate::import::defects::SourceDefect::StepsCut { kept: max, found }
+        });
+    let steps = steps;
     let host: HostIndex = match (built, p.host.take()) {
         (Some(h), _) | (None, Some(h)) => h,
         (None, None) => unreachable!("the host index is built above when Prepared has none"),
@@ -449,9 +483,14 @@ pub fn analyze_parts(
             p.scope_classified
         ));
     }
+    let mut source = source_info(imported, &p, &steps, notes);
+    if let Some(cut) = steps_cut {
+        warnings.insert(0, format!("this trace {}", cut.describe()));
+        source.defects.push(cut);
+    }
     let report = Report {
         schema_version: REPORT_SCHEMA_VERSION,
-        source: source_info(imported, &p, &steps, notes),
+        source,
         warnings,
         plausibility,
         bucket_scope,

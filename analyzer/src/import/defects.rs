@@ -36,6 +36,8 @@ pub enum SourceDefect {
     SeveralRanks { ranks: Vec<u32> },
     /// One device listed twice with different names.
     ConflictingGpuNames { device: u32, names: Vec<String> },
+    /// More steps than the analysis takes: only the first `kept` of `found` are analysed.
+    StepsCut { kept: usize, found: usize },
 }
 
 impl SourceDefect {
@@ -73,6 +75,10 @@ impl SourceDefect {
                     .map(u32::to_string)
                     .collect::<Vec<_>>()
                     .join(", ")
+            ),
+            Self::StepsCut { kept, found } => format!(
+                "has {found} steps, more than the {kept} analysed (--max-steps): the figures \
+                 cover its first {kept} steps"
             ),
             Self::ConflictingGpuNames { device, names } => format!(
                 "names GPU {device} differently in different places ({}), so the GPU \

@@ -9,10 +9,11 @@ use gapscope_traces::StringTable;
 
 use crate::error::{AnalyzerError, Result};
 
-/// Events (kernel, memop, launch and marker rows together) a Kineto or nsys import loads at
-/// most unless [`super::ImportOptions::max_events`] says otherwise: about 600 MB of tables
-/// when they are all kernels.
-pub const DEFAULT_MAX_EVENTS: u64 = 5_000_000;
+/// Events (kernel, memop, launch, marker, sample and host-scope rows together) an import
+/// loads at most unless [`super::ImportOptions::max_events`] says otherwise, whatever the
+/// format: at this limit `report`, `diff`, `gate` and the explorer stay under 1 GB of
+/// memory (docs/BENCHMARKS.md#memory).
+pub const DEFAULT_MAX_EVENTS: u64 = 4_000_000;
 
 /// Bytes of distinct name text allowed per allowed event (160 MB at the default limit).
 /// Real traces hold a few thousand distinct names of at most a few KiB each.

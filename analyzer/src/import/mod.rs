@@ -41,19 +41,17 @@ pub struct ImportOptions {
     pub allow_truncated: bool,
     /// The most events (kernel, memop, launch, marker and sample rows together) an import
     /// loads before it refuses the input with a one-line error. `None`: the default,
-    /// [`DEFAULT_MAX_EVENTS`] for Kineto and nsys inputs and no limit for native `.gst`
-    /// traces (stored uncompressed, so their memory is bounded by their size on disk).
-    /// `Some(n)` applies to every format; `Some(u64::MAX)` lifts the limit.
+    /// [`DEFAULT_MAX_EVENTS`], for every format (a native trace's size on disk bounds its
+    /// tables, not the analysis and the explorer built on them). `Some(u64::MAX)` lifts it.
     pub max_events: Option<u64>,
 }
 
 impl ImportOptions {
-    /// The event limit that applies to `format`, `None` for none.
-    pub fn event_limit(&self, format: InputFormat) -> Option<u64> {
+    /// The event limit that applies, `None` for none.
+    pub fn event_limit(&self) -> Option<u64> {
         match self.max_events {
             Some(u64::MAX) => None,
             Some(n) => Some(n),
-            None if format == InputFormat::Native => None,
             None => Some(DEFAULT_MAX_EVENTS),
         }
     }
@@ -88,7 +86,7 @@ pub fn import_trace(
             path,
             &ReadOptions {
                 kernel_columns: opts.kernel_columns.clone(),
-                max_rows: opts.event_limit(format),
+                max_rows: opts.event_limit(),
             },
         )?,
         InputFormat::KinetoJson | InputFormat::KinetoJsonGz => {

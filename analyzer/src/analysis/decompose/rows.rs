@@ -198,14 +198,14 @@ pub(super) fn bucket_rows(
             top,
             per_step_ms: if per_step { per } else { Vec::new() },
             cost: {
-                let costed: i64 = idx.iter().map(|&i| accs[i].costed_ns[bi]).sum();
+                let costed: i64 = idx.iter().map(|&i| accs[i].cost_of(bi).2).sum();
                 (per_step && costed > 0).then(|| {
                     let n = idx.len() as f64;
                     BucketCost {
-                        bytes_per_step: idx.iter().map(|&i| accs[i].cost_bytes[bi]).sum::<i64>()
+                        bytes_per_step: idx.iter().map(|&i| accs[i].cost_of(bi).0).sum::<i64>()
                             as f64
                             / n,
-                        flops_per_step: idx.iter().map(|&i| accs[i].cost_flops[bi]).sum::<i64>()
+                        flops_per_step: idx.iter().map(|&i| accs[i].cost_of(bi).1).sum::<i64>()
                             as f64
                             / n,
                         costed_ms_per_step: costed as f64 / NS_PER_MS / n,

@@ -32,7 +32,7 @@ use self::event::{Category, Event, category, memcpy_kind};
 use self::feed::Feed;
 use self::fields::peek_cat;
 use super::limits::Budget;
-use super::{ImportOptions, ImportProgress, InputFormat};
+use super::{ImportOptions, ImportProgress};
 use crate::error::{AnalyzerError, Result};
 
 /// What the scanning thread hands the building thread, in document order.
@@ -157,12 +157,7 @@ pub fn import_kineto(
     progress: &dyn ImportProgress,
 ) -> Result<Trace> {
     let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(4);
-    let format = if gz {
-        InputFormat::KinetoJsonGz
-    } else {
-        InputFormat::KinetoJson
-    };
-    let limit = opts.event_limit(format);
+    let limit = opts.event_limit();
     let (scanned, built) = std::thread::scope(|s| {
         let source = match feed::open(path, gz, progress, s) {
             Ok(r) => r,

@@ -32,7 +32,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 use sqlx::{ConnectOptions, Connection};
 
 use super::limits::Budget;
-use super::{ImportOptions, ImportProgress, InputFormat};
+use super::{ImportOptions, ImportProgress};
 use crate::error::{AnalyzerError, Result};
 use crate::sqlite_file::{self, How, PrepError, ReadOnlyFile};
 use enums::{CopyKinds, EventClasses, NvtxTypes};
@@ -83,7 +83,7 @@ fn import_budgeted(
         .unwrap_or_else(|| STEP_BUDGET_BASE.saturating_add(len.saturating_mul(STEPS_PER_BYTE)));
     let mut warnings = Vec::new();
     let limits = Limits {
-        budget: Budget::new(path, opts.event_limit(InputFormat::NsysSqlite)),
+        budget: Budget::new(path, opts.event_limit()),
         failed: None,
     };
     let run = || {

@@ -58,6 +58,13 @@ def like(path, n):
                 return
             e2 = dict(e)
             e2["ts"] = float(e["ts"]) + copy * span
+            # Each copy its own launches: correlation ids never repeat.
+            if isinstance(e.get("args"), dict):
+                a = dict(e["args"])
+                for k in ("correlation", "External id"):
+                    if isinstance(a.get(k), int):
+                        a[k] += copy * 100_000_000
+                e2["args"] = a
             yield json.dumps(e2, separators=(",", ":"))
             written += 1
         copy += 1

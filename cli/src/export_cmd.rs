@@ -33,7 +33,7 @@ pub struct ExportArgs {
     #[arg(long)]
     pub allow_truncated: bool,
     /// Refuse inputs with more events than this (kernels, memops, launches, markers,
-    /// samples and host scopes together); default 4,000,000, for every format. 0 lifts it.
+    /// samples and host scopes together); default 3,000,000, for every format. 0 lifts it.
     #[arg(long, value_name = "N")]
     pub max_events: Option<u64>,
 }

@@ -20,7 +20,7 @@ pub struct ImportArgs {
     #[arg(long)]
     pub allow_truncated: bool,
     /// Refuse inputs with more than N events (kernel, memop, launch, marker, sample and
-    /// host-scope rows). Default: 4,000,000, for every format. 0 lifts the limit.
+    /// host-scope rows). Default: 3,000,000, for every format. 0 lifts the limit.
     #[arg(long, value_name = "N")]
     pub max_events: Option<u64>,
 }

@@ -59,7 +59,7 @@ pub struct AnalysisArgs {
     #[arg(long)]
     pub allow_truncated: bool,
     /// Refuse inputs with more events than this (kernels, memops, launches, markers,
-    /// samples and host scopes together; native .gst traces too); default 4,000,000, which
+    /// samples and host scopes together; native .gst traces too); default 3,000,000, which
     /// keeps every command under 1 GB of memory. 0 lifts the limit.
     #[arg(long, value_name = "N")]
     pub max_events: Option<u64>,

@@ -81,6 +81,9 @@ fn gate_refuses(current: &Path, what: &str) -> Output {
     o
 }
 
+/// Breaks one event in place.
+type Breaker = fn(&mut serde_json::Map<String, Value>);
+
 /// Class 1: `dur`/`ts` missing, null, "NaN" or a bare NaN are left out and counted, never
 /// read as 0; the gate is inconclusive (exit 2) on such a current.
 #[test]
@@ -88,7 +91,7 @@ fn missing_or_non_numeric_times_are_left_out_and_said() {
     let dir = tempfile::tempdir().unwrap();
     let base = report_json(&repo(REAL));
     let kernels = base["source"]["kernels"].as_u64().unwrap();
-    let cases: [(&str, fn(&mut serde_json::Map<String, Value>)); 5] = [
+    let cases: [(&str, Breaker); 5] = [
         ("no-dur", |e| {
             e.remove("dur");
         }),

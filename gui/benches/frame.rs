@@ -115,6 +115,8 @@ fn main() {
     let ctx = egui::Context::default();
     let settings = Settings {
         traces: vec![trace.clone().into()],
+        // The bench times traces past the default event limit (10M kernels): no limit.
+        max_events: Some(u64::MAX),
         ..Settings::default()
     };
     let t0 = Instant::now();

@@ -22,7 +22,8 @@ options:
   --hw-profile P.json  measured ceilings from `gapscope-engine calibrate` instead
   --weights FMT        bf16 (default), fp8, q8_0, q4_0, q4_k, nvfp4 or mxfp4
   --rules FILE         extra bucket rules (TOML), as for `gapscope report --rules`
-  --max-events N       refuse Kineto/nsys inputs with more events than N
+  --max-events N       refuse inputs with more events than N (default 3,000,000,
+                       any format; 0 lifts the limit)
   --screenshot OUT.png render --view once, write a PNG of exactly --size and exit: 0 when
                        written, 2 on an error (a smaller screen included). Needs a display;
                        headless: xvfb-run -a -s \"-screen 0 1920x1080x24\" gapscope-gui ...
@@ -113,10 +114,11 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
             "--rules" => s.rules = Some(value(a)?.into()),
             "--max-events" => {
                 let v = value(a)?;
-                s.max_events = Some(
-                    v.parse()
-                        .map_err(|_| format!("--max-events {v:?}: not a number"))?,
-                );
+                let n: u64 = v
+                    .parse()
+                    .map_err(|_| format!("--max-events {v:?}: not a number"))?;
+                // 0 lifts the limit, as on the command line.
+                s.max_events = Some(if n == 0 { u64::MAX } else { n });
             }
             "--screenshot" => s.screenshot = Some(value(a)?.into()),
             "--size" => {

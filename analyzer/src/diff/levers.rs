@@ -221,10 +221,10 @@ pub fn check_measured(slow: &Report, measured: &Report, lever: &str) -> Result<(
         );
     };
     for (key, fast) in FAST {
-        if lever == "all" || lever == key {
-            if let Some(h) = want.get_mut("hybrid").and_then(|h| h.as_object_mut()) {
-                h.insert(key.to_owned(), serde_json::Value::from(fast));
-            }
+        if (lever == "all" || lever == key)
+            && let Some(h) = want.get_mut("hybrid").and_then(|h| h.as_object_mut())
+        {
+            h.insert(key.to_owned(), serde_json::Value::from(fast));
         }
     }
     if want != got {

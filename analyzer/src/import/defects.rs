@@ -159,12 +159,12 @@ fn merged_processes(t: &Trace) -> Option<SourceDefect> {
         .filter(|&i| l.correlation[i] != 0 && gpu_corr.contains(&l.correlation[i]))
         .map(|i| l.pid[i])
         .collect();
-    (processes.len() > 1 && processes.len() > devices.len()).then(|| {
+    (processes.len() > 1 && processes.len() > devices.len()).then_some(
         SourceDefect::MergedProcesses {
             processes: processes.len(),
             devices: devices.len(),
-        }
-    })
+        },
+    )
 }
 
 /// Starts that go back on a stream in launch order (correlation id; kernels of one graph
@@ -257,10 +257,10 @@ mod tests {
     fn trace(kernels: &[KernelRow], launches: &[LaunchRow]) -> Trace {
         let mut t = Trace::new(Manifest::new("synthetic"));
         for k in kernels {
-            t.kernels.push(k.clone());
+            t.kernels.push(*k);
         }
         for l in launches {
-            t.launches.push(l.clone());
+            t.launches.push(*l);
         }
         t
     }

@@ -13,7 +13,7 @@ use crate::error::{AnalyzerError, Result};
 /// loads at most unless [`super::ImportOptions::max_events`] says otherwise, whatever the
 /// format: at this limit `report`, `diff`, `gate` and the explorer stay under 1 GB of
 /// memory (docs/BENCHMARKS.md#memory).
-pub const DEFAULT_MAX_EVENTS: u64 = 4_000_000;
+pub const DEFAULT_MAX_EVENTS: u64 = 3_000_000;
 
 /// Bytes of distinct name text allowed per allowed event (160 MB at the default limit).
 /// Real traces hold a few thousand distinct names of at most a few KiB each.

@@ -202,7 +202,8 @@ mod tests {
     fn profiles_outside_the_physical_ranges_are_refused() {
         let ok = lookup("h200").unwrap();
         assert_eq!(ok.check(), Ok(()));
-        let cases: [(&str, fn(&mut HardwareSpec)); 9] = [
+        type Break = fn(&mut HardwareSpec);
+        let cases: [(&str, Break); 9] = [
             ("hbm_bytes_per_s", |h| h.hbm_bytes_per_s = 1e-300),
             ("hbm_bytes_per_s", |h| h.hbm_bytes_per_s = f64::INFINITY),
             ("hbm_bytes_per_s", |h| h.hbm_bytes_per_s = 1e300),

@@ -747,6 +747,18 @@ pub fn baseline_from_history(
     );
     // The current trace's defects are its own, not the history's.
     base.source.defects = Vec::new();
+    // The GPU the runs were stored with (their GPU lists), so the GPU check compares the
+    // history, not the current trace with itself.
+    base.source.step_gpu = match &current.source.step_gpu {
+        Some(name) => runs
+            .iter()
+            .find(|(r, _)| !r.gpu.contains(name.as_str()))
+            .map_or_else(|| Some(name.clone()), |(r, _)| (!r.gpu.is_empty()).then(|| r.gpu.clone())),
+        None => runs
+            .iter()
+            .find(|(r, _)| !r.gpu.is_empty())
+            .map(|(r, _)| r.gpu.clone()),
+    };
     base.steps.decode_steps = runs.len();
     // History keeps each run's median TPOT but not its idle split: the step-time gate
     // compares the current steps with the accepted runs' medians, and skips the idle split.

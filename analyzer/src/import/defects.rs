@@ -216,7 +216,7 @@ fn clock_jumps(t: &Trace) -> Option<SourceDefect> {
         for &(_, start) in v.iter() {
             if latest != i64::MIN && start < latest.saturating_sub(CLOCK_JUMP_SLACK_NS) {
                 count += 1;
-                worst = worst.max(latest - start);
+                worst = worst.max(latest.saturating_sub(start));
                 first.get_or_insert(key);
             }
             latest = latest.max(start);

@@ -753,7 +753,10 @@ pub fn baseline_from_history(
         Some(name) => runs
             .iter()
             .find(|(r, _)| !r.gpu.contains(name.as_str()))
-            .map_or_else(|| Some(name.clone()), |(r, _)| (!r.gpu.is_empty()).then(|| r.gpu.clone())),
+            .map_or_else(
+                || Some(name.clone()),
+                |(r, _)| (!r.gpu.is_empty()).then(|| r.gpu.clone()),
+            ),
         None => runs
             .iter()
             .find(|(r, _)| !r.gpu.is_empty())

@@ -441,7 +441,7 @@ fn in_memory_histories_are_refused() {
 /// Stores, as another tool could, an accepted run whose figures are infinite, and gives
 /// the accepted run before it a TPOT, so that each judged figure keeps a finite value.
 const INFINITE_RUN: &str = "UPDATE runs SET tpot_median_ms = 0.25;
-     INSERT INTO runs (created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted) VALUES (3, 'bad', 't', 'g', 1, 9e999, -9e999, 1);
+     INSERT INTO runs (created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted) VALUES (3, 'bad', 't', (SELECT gpu FROM runs WHERE id = 1), 1, 9e999, -9e999, 1);
      INSERT INTO run_buckets SELECT last_insert_rowid(), bucket, 9e999, 9e999, -9e999 FROM run_buckets WHERE run_id = 1;";
 
 /// No `inf` or `NaN` printed as a figure.

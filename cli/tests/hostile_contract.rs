@@ -472,3 +472,50 @@ fn control_characters_from_inputs_never_reach_the_terminal() {
     one_line_error(&o);
     clean(&o);
 }
+
+/// Class 10: more steps than `--max-steps` keeps the first ones, warns, and never passes the
+/// gate; more events than `--max-events` is refused for a native trace as for any other.
+#[test]
+fn limits_cut_steps_with_a_defect_and_refuse_events() {
+    let o = run(&["report", "-q", "--json", "--max-steps", "5", REAL_PATH()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = &v["reports"][0];
+    assert_eq!(r["steps"]["decode_steps"], 5, "{}", r["steps"]);
+    assert_eq!(r["source"]["defects"][0]["kind"], "steps_cut");
+    assert!(
+        r["warnings"]
+            .to_string()
+            .contains("more than the 5 analysed")
+    );
+    let o = run(&[
+        "gate",
+        "-q",
+        "--max-steps",
+        "5",
+        "--baseline",
+        REAL_PATH(),
+        "--current",
+        REAL_PATH(),
+    ]);
+    let all = format!("{}{}", stdout(&o), stderr(&o));
+    assert_ne!(o.status.code(), Some(0), "{all}");
+    assert!(
+        all.contains("current trace has 16 steps, more than the 5"),
+        "{all}"
+    );
+    // 0 lifts the limit.
+    let o = run(&["report", "-q", "--json", "--max-steps", "0", REAL_PATH()]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["reports"][0]["source"]["defects"], json!([]));
+    let native = repo("traces/reference/engine-llama3-8b-npl1.gst");
+    let o = run(&["report", "-q", "--max-events", "500", s(&native)]);
+    let e = one_line_error(&o);
+    assert!(e.contains("--max-events"), "{e}");
+}
+
+#[allow(non_snake_case)]
+fn REAL_PATH() -> &'static str {
+    static P: OnceLock<String> = OnceLock::new();
+    P.get_or_init(|| s(&repo(REAL)).to_owned())
+}

@@ -140,3 +140,19 @@ pub fn import_trace(
         defects,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_format_has_the_default_event_limit() {
+        let o = ImportOptions::default();
+        assert_eq!(o.event_limit(), Some(DEFAULT_MAX_EVENTS));
+        let lifted = ImportOptions {
+            max_events: Some(u64::MAX),
+            ..ImportOptions::default()
+        };
+        assert_eq!(lifted.event_limit(), None);
+    }
+}

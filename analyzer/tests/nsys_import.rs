@@ -819,71 +819,6 @@ fn a_wal_that_is_not_a_regular_file_is_refused() {
     );
 }
 
-/// A copy of `src` whose text is stored as `encoding` (`UTF-16le`, `UTF-16be`): the schema
-/// is replayed and every row re-inserted from SQL literals (`quote()`), since SQLite cannot
-/// attach a database of another encoding.
-fn recoded_copy(src: &Path, dst: &Path, encoding: &str) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
-        use sqlx::Row;
-        let mut from = SqliteConnectOptions::new()
-            .filename(src)
-            .read_only(true)
-            .connect()
-            .await
-            .expect("open source");
-        let tables: Vec<(String, String)> = sqlx::query_as(
-            "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%'",
-        )
-        .fetch_all(&mut from)
-        .await
-        .expect("tables");
-        let mut script = format!("PRAGMA encoding = '{encoding}'; BEGIN;");
-        for (name, sql) in &tables {
-            script.push_str(&format!("{sql};"));
-            let cols: Vec<String> = sqlx::query("SELECT name FROM pragma_table_info(?1)")
-                .bind(name)
-                .fetch_all(&mut from)
-                .await
-                .expect("columns")
-                .iter()
-                .map(|r| format!("quote(\"{}\")", r.get::<String, _>(0)))
-                .collect();
-            let q = format!(
-                "SELECT 'INSERT INTO \"{name}\" VALUES(' || {} || ');' FROM \"{name}\"",
-                cols.join(" || ',' || ")
-            );
-            for r in sqlx::query(AssertSqlSafe(q))
-                .fetch_all(&mut from)
-                .await
-                .expect("rows")
-            {
-                script.push_str(&r.get::<String, _>(0));
-            }
-        }
-        script.push_str("COMMIT;");
-        let mut to = SqliteConnectOptions::new()
-            .filename(dst)
-            .create_if_missing(true)
-            .connect()
-            .await
-            .expect("create copy");
-        sqlx::raw_sql(AssertSqlSafe(script))
-            .execute(&mut to)
-            .await
-            .expect("fill copy");
-        let (enc,): (String,) = sqlx::query_as("PRAGMA encoding")
-            .fetch_one(&mut to)
-            .await
-            .expect("encoding");
-        assert_eq!(enc, encoding);
-        to.close().await.expect("close");
-    });
-}
-
 /// Issue 31 class 12: an export stored as UTF-16 (before: refused, "no CUPTI tables") reads
 /// as its UTF-8 original does.
 #[test]
@@ -891,7 +826,7 @@ fn utf16_exports_read_like_utf8_ones() {
     for encoding in ["UTF-16le", "UTF-16be"] {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("utf16.sqlite");
-        recoded_copy(&fixture("nsys-2025.3.sqlite"), &p, encoding);
+        gapscope_tests::sqlite::recoded_copy(&fixture("nsys-2025.3.sqlite"), &p, encoding);
         let t = import_all(&p).trace;
         check_workload(&t);
         assert_eq!(graph_ids(&t), graph_ids(&import("nsys-2025.3.sqlite")));

@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use gapscope_tests::{gapscope, mkfifo, names, repo, run, run_within, stderr};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
-use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Row};
+use sqlx::{AssertSqlSafe, ConnectOptions, Connection};
 
 const FIXTURE: &str = "analyzer/tests/data/nsys/nsys-2025.3.sqlite";
 /// Kernels in the fixture, and the copies a test commits into a `-wal`.
@@ -213,56 +213,6 @@ fn nsys_sidecars_that_are_not_files_never_hang() {
     assert_eq!(v["reports"][0]["source"]["kernels"], KERNELS + EXTRA);
 }
 
-/// A copy of `src` whose text is stored as `encoding`: the schema is replayed and every row
-/// re-inserted from SQL literals (`quote()`), since SQLite cannot attach a database of
-/// another encoding.
-fn recoded_copy(src: &Path, dst: &Path, encoding: &str) {
-    runtime().block_on(async {
-        let mut from = open(src).await;
-        let tables: Vec<(String, String)> = sqlx::query_as(
-            "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%'",
-        )
-        .fetch_all(&mut from)
-        .await
-        .expect("tables");
-        let mut script = format!("PRAGMA encoding = '{encoding}'; BEGIN;");
-        for (name, sql) in &tables {
-            script.push_str(&format!("{sql};"));
-            let cols: Vec<String> = sqlx::query("SELECT name FROM pragma_table_info(?1)")
-                .bind(name)
-                .fetch_all(&mut from)
-                .await
-                .expect("columns")
-                .iter()
-                .map(|r| format!("quote(\"{}\")", r.get::<String, _>(0)))
-                .collect();
-            let q = format!(
-                "SELECT 'INSERT INTO \"{name}\" VALUES(' || {} || ');' FROM \"{name}\"",
-                cols.join(" || ',' || ")
-            );
-            for r in sqlx::query(AssertSqlSafe(q))
-                .fetch_all(&mut from)
-                .await
-                .expect("rows")
-            {
-                script.push_str(&r.get::<String, _>(0));
-            }
-        }
-        script.push_str("COMMIT;");
-        let mut to = SqliteConnectOptions::new()
-            .filename(dst)
-            .create_if_missing(true)
-            .connect()
-            .await
-            .expect("create copy");
-        sqlx::raw_sql(AssertSqlSafe(script))
-            .execute(&mut to)
-            .await
-            .expect("fill copy");
-        to.close().await.expect("close");
-    });
-}
-
 /// The parts of a report that do not depend on the file's name.
 fn figures(trace: &Path) -> serde_json::Value {
     let out = succeeds(&run(&["report", "--json", "-q", s(trace)]));
@@ -286,7 +236,7 @@ fn utf16_nsys_exports_report_like_utf8() {
     for encoding in ["UTF-16le", "UTF-16be"] {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("utf16.sqlite");
-        recoded_copy(&repo(FIXTURE), &p, encoding);
+        gapscope_tests::sqlite::recoded_copy(&repo(FIXTURE), &p, encoding);
         assert_eq!(figures(&p), want, "{encoding}");
         // A lone surrogate in the kernel names.
         let lone = if encoding == "UTF-16le" {

@@ -4,6 +4,8 @@
 //!
 //! This crate depends on no gapscope crate, so any of them can use it as a dev-dependency.
 
+pub mod sqlite;
+
 use std::ffi::OsStr;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -48,7 +48,7 @@ impl SourceDefect {
             Self::Truncated { detail } if detail.is_empty() => {
                 "is truncated: the tables hold only what could be read".to_owned()
             }
-            Self::Truncated { detail } => format!("is truncated ({})", detail.join("; ")),
+            Self::Truncated { detail } => format!("is truncated ({})", listed(detail, 4)),
             Self::UntimedEvents { count } => {
                 format!("left out {count} events whose ts or dur is missing or not a number")
             }
@@ -70,11 +70,7 @@ impl SourceDefect {
             ),
             Self::SeveralRanks { ranks } => format!(
                 "names several ranks in its distributedInfo ({}): analyse one file per rank",
-                ranks
-                    .iter()
-                    .map(u32::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                listed(&ranks.iter().map(u32::to_string).collect::<Vec<_>>(), 8)
             ),
             Self::StepsCut { kept, found } => format!(
                 "has {found} steps, more than the {kept} analysed (--max-steps): the figures \
@@ -83,10 +79,25 @@ impl SourceDefect {
             Self::ConflictingGpuNames { device, names } => format!(
                 "names GPU {device} differently in different places ({}), so the GPU \
                  cannot be checked",
-                names.join(" / ")
+                listed(names, 4)
             ),
         }
     }
+}
+
+/// At most `n` items joined, then how many more: a hostile manifest cannot make one
+/// warning line of megabytes.
+fn listed(items: &[String], n: usize) -> String {
+    let mut s = items
+        .iter()
+        .take(n)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join("; ");
+    if items.len() > n {
+        s.push_str(&format!("; and {} more", items.len() - n));
+    }
+    s
 }
 
 /// The defects of `t`, on its times as imported (before any adjustment).
@@ -326,6 +337,18 @@ mod tests {
         // One process: nothing.
         let ls = [launch(10, 1), launch(10, 2)];
         assert!(find(&trace(&[kernel(1, 0), kernel(2, 5_000)], &ls)).is_empty());
+    }
+
+    #[test]
+    fn a_hostile_manifest_cannot_make_a_long_line() {
+        let d = SourceDefect::SeveralRanks {
+            ranks: (0..100_000).collect(),
+        };
+        let line = d.describe();
+        assert!(
+            line.len() < 200 && line.ends_with("and 99992 more): analyse one file per rank"),
+            "{line}"
+        );
     }
 
     #[test]

@@ -519,3 +519,89 @@ fn REAL_PATH() -> &'static str {
     static P: OnceLock<String> = OnceLock::new();
     P.get_or_init(|| s(&repo(REAL)).to_owned())
 }
+
+/// Seeded mutations of the real trace, several at once (times removed, nulled, made NaN,
+/// shifted back, huge or negative; events moved to another process; events duplicated):
+/// every run ends in exit 0 or 2 with one line (never a panic), and the gate never exits 0
+/// on a current whose report lists a defect.
+#[test]
+fn seeded_mutations_keep_the_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    for case in 0..12 {
+        let mut doc = real().clone();
+        let events = doc["traceEvents"].as_array_mut().unwrap();
+        let mut extra = Vec::new();
+        for e in events.iter_mut() {
+            if !is_gpu(e) || next(200) != 0 {
+                continue;
+            }
+            let o = e.as_object_mut().unwrap();
+            match next(8) {
+                0 => {
+                    o.remove("dur");
+                }
+                1 => {
+                    o.insert("ts".into(), Value::Null);
+                }
+                2 => {
+                    o.insert("dur".into(), json!("NaN"));
+                }
+                3 => {
+                    let t = o["ts"].as_f64().unwrap_or(0.0);
+                    o.insert("ts".into(), json!(t - 5000.0));
+                }
+                4 => {
+                    o.insert("ts".into(), json!(1e30));
+                }
+                5 => {
+                    o.insert("dur".into(), json!(-1e9));
+                }
+                6 => {
+                    o.insert("pid".into(), json!(12345));
+                }
+                _ => extra.push(Value::Object(o.clone())),
+            }
+        }
+        events.extend(extra);
+        let p = write(dir.path(), &format!("m{case}.json.gz"), &doc);
+        let o = run(&["report", "-q", "--json", s(&p)]);
+        match o.status.code() {
+            Some(0) => {}
+            Some(2) => {
+                one_line_error(&o);
+                continue;
+            }
+            c => panic!("case {case}: exit {c:?}: {}", stderr(&o)),
+        }
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let defects = &v["reports"][0]["source"]["defects"];
+        let o = run(&[
+            "gate",
+            "-q",
+            "--baseline",
+            s(&repo(REAL)),
+            "--current",
+            s(&p),
+        ]);
+        let code = o.status.code();
+        assert!(matches!(code, Some(0..=2)), "case {case}: {}", stderr(&o));
+        if code == Some(2) {
+            one_line_error(&o);
+        }
+        if code == Some(0) {
+            assert_eq!(
+                defects,
+                &json!([]),
+                "case {case}: the gate passed a broken run"
+            );
+        }
+        assert_ne!(defects, &json!([]), "case {case}: mutations went unnoticed");
+    }
+}

@@ -480,7 +480,7 @@ impl Builder {
                         && w > 1
                     {
                         m.notes.push(format!(
-                            "rank {r} of a {w}-rank run: steps and buckets are this rank's"
+                            "rank {r} of {w} ranks: steps and buckets are this rank's"
                         ));
                     }
                 }

@@ -102,11 +102,13 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
             allow_incomparable: a.allow_incomparable,
         },
     );
-    if r.verdict == Verdict::Incomparable {
-        anyhow::bail!("gate: {}", r.headline());
-    }
+    // The JUnit report is written whatever the verdict, so CI finds a failing case for a
+    // gate that could not compare, too.
     if let Some(path) = &a.junit {
         write_output(path, &inputs, junit(&r).as_bytes())?;
+    }
+    if r.verdict == Verdict::Incomparable {
+        anyhow::bail!("gate: {}", r.headline());
     }
     let out = if a.json {
         serde_json::to_string_pretty(&r)? + "\n"
@@ -246,11 +248,19 @@ fn junit(r: &GateReport) -> String {
         .filter(|(_, j)| j.verdict == Verdict::Regression)
         .count()
         + r.structural.iter().filter(|c| c.failed).count()
-        + r.incomplete.len();
+        + r.incomplete.len()
+        + r.incomparable.len();
     let mut s = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"gapscope gate\" tests=\"{}\" failures=\"{failures}\">\n",
-        judged.len() + r.structural.len() + r.incomplete.len()
+        judged.len() + r.structural.len() + r.incomplete.len() + r.incomparable.len()
     );
+    // Traces that cannot be compared fail a case each: the gate judged nothing.
+    for m in &r.incomparable {
+        s.push_str(&format!(
+            "  <testcase classname=\"comparability\" name=\"traces comparable\"><failure message=\"{}\"/></testcase>\n",
+            xml(m)
+        ));
+    }
     // A side that misses work fails its own test case: CI never reads it as a pass.
     for m in &r.incomplete {
         s.push_str(&format!(

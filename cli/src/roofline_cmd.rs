@@ -70,6 +70,10 @@ pub fn run(a: RooflineArgs, g: &crate::Global) -> Result<ExitCode> {
         .map(PathBuf::as_path)
         .collect();
     if let Some(out) = &a.svg {
+        // `-` is standard output for `export --chrome`; here it would be a file named `-`.
+        if out.as_os_str() == "-" {
+            anyhow::bail!("--svg -: the chart is written to a file; give a path");
+        }
         check_output(out, &inputs)?;
     }
     let model = ModelSpec::load(&a.model)?;

@@ -304,6 +304,24 @@ fn a_truncated_current_never_passes() {
     ]);
     assert_eq!(o.status.code(), Some(2));
     let x = std::fs::read_to_string(&junit).unwrap();
+    // A gate that cannot compare still writes a failing JUnit case.
+    let refused = dir.path().join("refused.xml");
+    let o = run(&[
+        "gate",
+        "-q",
+        "--baseline",
+        s(&src),
+        "--current",
+        s(&repo(REAL)),
+        "--junit",
+        s(&refused),
+    ]);
+    one_line_error(&o);
+    let r = std::fs::read_to_string(&refused).unwrap();
+    assert!(
+        r.contains("classname=\"comparability\"") && r.contains("<failure"),
+        "{r}"
+    );
     assert!(
         x.contains("classname=\"completeness\"") && x.contains("<failure"),
         "{x}"
@@ -384,6 +402,17 @@ fn what_if_refuses_mismatched_measurements_and_stays_possible() {
     assert!(one_line_error(&o).contains("--what-if"));
     let o = run(&["diff", s(&slow), "--what-if", "hybrid", "--hw", "h200"]);
     assert!(one_line_error(&o).contains("--hw"));
+    let o = run(&[
+        "roofline",
+        "--model",
+        s(&repo("models/llama-3-8b.json")),
+        "--hw",
+        "h200",
+        "--svg",
+        "-",
+    ]);
+    assert!(one_line_error(&o).contains("--svg -"));
+    assert!(!Path::new("-").exists());
 }
 
 /// Class 5: hardware profiles outside physical ranges are refused; nothing prints inf/NaN.

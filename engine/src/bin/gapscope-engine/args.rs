@@ -186,7 +186,7 @@ pub fn write_json(path: &Option<PathBuf>, v: &impl serde::Serialize) -> Result<(
     if let Some(p) = path {
         let text =
             serde_json::to_string_pretty(v).map_err(|e| EngineError::invalid(e.to_string()))?;
-        std::fs::write(p, text).map_err(|e| EngineError::io(p, e))?;
+        gapscope_traces::write_output(p, &[], text.as_bytes())?;
     }
     Ok(())
 }

@@ -23,7 +23,7 @@ pub fn run(a: CalibrateArgs) -> Result<ExitCode> {
         let text = serde_json::to_string_pretty(&profile)
             .map_err(|e| EngineError::invalid(e.to_string()))?
             + "\n";
-        std::fs::write(p, text).map_err(|e| EngineError::io(p, e))?;
+        gapscope_traces::write_output(p, &[], text.as_bytes())?;
     }
     let (copy, bf16, int8) = (c.copy_bytes_per_s, c.bf16_tflops, c.int8_tops);
     println!("{} ({} SMs)", dev.info.name, dev.info.sm_count);

@@ -54,7 +54,8 @@ pub fn run(a: LogitsArgs) -> Result<ExitCode> {
     })?;
     let rows = teacher_forced(dec.as_mut(), pl, &toks)?;
     let bytes: Vec<u8> = rows.iter().flat_map(|v| v.to_le_bytes()).collect();
-    std::fs::write(&a.out, bytes).map_err(|e| EngineError::io(&a.out, e))?;
+    // One checked writer: no symbolic link, no non-regular file, nothing half-written.
+    gapscope_traces::write_output(&a.out, &[], &bytes)?;
     println!(
         "wrote {} rows of {} logits ({} numerics) to {}",
         rows.len() / cfg.vocab,

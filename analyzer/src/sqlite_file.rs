@@ -107,7 +107,13 @@ pub(crate) enum PrepError {
 
 /// Prepares `path` (a regular file the caller checked) for reading. `lock_wait`: take
 /// SQLite's shared lock first, waiting up to that long for a writer that holds the file.
-pub(crate) fn prepare(path: &Path, lock_wait: Option<Duration>) -> Result<ReadOnlyFile, PrepError> {
+/// `scratch`: where a private copy may be made (a `-wal` without its `-shm`); the caller
+/// names it (libraries read no environment), and without one such a file is refused.
+pub(crate) fn prepare(
+    path: &Path,
+    lock_wait: Option<Duration>,
+    scratch: Option<&Path>,
+) -> Result<ReadOnlyFile, PrepError> {
     let io = |p: &Path| {
         let p = p.to_owned();
         move |e| PrepError::Io(p, e)
@@ -144,9 +150,17 @@ pub(crate) fn prepare(path: &Path, lock_wait: Option<Duration>) -> Result<ReadOn
         How::Immutable => (literal_uri(&real, "mode=ro&immutable=1"), None),
         How::WalReadOnlyShm => (literal_uri(&real, "mode=ro&readonly_shm=1"), None),
         How::PrivateCopy => {
+            let Some(scratch) = scratch else {
+                return Err(PrepError::Refused(format!(
+                    "{} holds committed changes but there is no {} beside it; reading them \
+                     needs a private copy, and no scratch directory was given",
+                    wal.display(),
+                    shm.display()
+                )));
+            };
             let dir = tempfile::Builder::new()
                 .prefix("gapscope-sqlite-")
-                .tempdir()
+                .tempdir_in(scratch)
                 .map_err(|e| {
                     PrepError::Refused(format!("cannot make a temporary directory: {e}"))
                 })?;

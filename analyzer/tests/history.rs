@@ -434,7 +434,16 @@ fn reading_a_wal_history_sees_its_rows_and_writes_nothing() {
         with_uncheckpointed(&writer, INSERT_RUN, keep_shm, |copy| {
             let before = snapshot(copy.parent().unwrap());
             assert!(before["h.sqlite-wal"].0.len() > 1000);
-            let h = History::open(copy.to_str().unwrap()).unwrap();
+            let scratch = tempfile::tempdir().unwrap();
+            if !keep_shm {
+                // Without a scratch directory the private copy is refused, with the reason.
+                let e = History::open(copy.to_str().unwrap())
+                    .and_then(|h| h.list(10))
+                    .unwrap_err()
+                    .to_string();
+                assert!(e.contains("no scratch directory was given"), "{e}");
+            }
+            let h = History::open_in(copy.to_str().unwrap(), scratch.path()).unwrap();
             let runs = h.list(10).unwrap();
             let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
             assert_eq!(

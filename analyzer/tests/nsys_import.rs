@@ -714,7 +714,7 @@ fn snapshot(dir: &Path) -> BTreeMap<String, (Vec<u8>, std::time::SystemTime)> {
 /// How the `-wal` export of [`with_wal_export`] is left. (A writer still connected is
 /// tested through the binary, in another process: inside one process SQLite shares the
 /// writer's `-shm` mapping with every connection to the file.)
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum WalLeft {
     /// Copies of the three files, as a killed writer leaves them.
     Killed,
@@ -781,7 +781,20 @@ fn committed_rows_in_a_wal_file_are_read_and_nothing_is_written() {
             let dir = path.parent().unwrap();
             let before = snapshot(dir);
             assert!(before["live.sqlite-wal"].0.len() > 100_000, "{left:?}");
-            let imp = import_all(path);
+            let scratch = tempfile::tempdir().expect("scratch");
+            if left == WalLeft::NoShm {
+                // A private copy needs a scratch directory the caller names; without one the
+                // export is refused with the reason.
+                let e = import_trace(path, &ImportOptions::default(), &NoProgress)
+                    .expect_err("refused")
+                    .to_string();
+                assert!(e.contains("no scratch directory was given"), "{e}");
+            }
+            let opts = ImportOptions {
+                scratch_dir: Some(scratch.path().to_owned()),
+                ..ImportOptions::default()
+            };
+            let imp = import_trace(path, &opts, &NoProgress).expect("imports");
             assert_eq!(imp.trace.kernels.len(), 2_006, "{left:?}");
             assert!(
                 imp.trace

@@ -71,6 +71,7 @@ pub fn run(a: ExportArgs, g: &crate::Global) -> Result<ExitCode> {
         kernel_columns: None,
         allow_truncated: a.allow_truncated,
         max_events: crate::import_cmd::event_limit(a.max_events),
+        scratch_dir: Some(crate::import_cmd::scratch_dir()),
     };
     let imported = import_trace(&a.input, &opts, &bar)?;
     if stdout(&a.chrome) {

@@ -77,7 +77,7 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
     let baseline = match (&a.baseline, a.baseline_history) {
         (Some(p), _) => analyser.run(p)?,
         (None, Some(n)) => {
-            let h = History::open(&a.db)?;
+            let h = History::open_in(&a.db, &crate::import_cmd::scratch_dir())?;
             let runs = h.accepted_buckets(n)?;
             if runs.is_empty() {
                 anyhow::bail!(

@@ -135,7 +135,7 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
             }
         }
         HistoryCommand::List { limit } => {
-            let h = History::open(&a.db)?;
+            let h = History::open_in(&a.db, &crate::import_cmd::scratch_dir())?;
             let runs = h.list(limit)?;
             warn_invalid(
                 &h,
@@ -165,7 +165,7 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
             }
         }
         HistoryCommand::Show { id } => {
-            let h = History::open(&a.db)?;
+            let h = History::open_in(&a.db, &crate::import_cmd::scratch_dir())?;
             if h.run(id)?.is_none() {
                 anyhow::bail!("history {}: no run {id}", h.name());
             }
@@ -195,7 +195,7 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
             }
         }
         HistoryCommand::Trend { bucket, limit } => {
-            let h = History::open(&a.db)?;
+            let h = History::open_in(&a.db, &crate::import_cmd::scratch_dir())?;
             let bucket = bucket_name(&bucket, &h)?;
             let t = h.trend(&bucket, limit)?;
             warn_invalid(&h, t.iter().filter(|p| !p.invalid.is_empty()).map(|p| p.id));

@@ -25,6 +25,13 @@ pub struct ImportArgs {
     pub max_events: Option<u64>,
 }
 
+/// Where the importers and history reads may make a private copy of a file they cannot read
+/// in place without writing beside it: the system's temporary directory (`TMPDIR`), read
+/// here, in the binary.
+pub fn scratch_dir() -> std::path::PathBuf {
+    std::env::temp_dir()
+}
+
 /// `--max-events N` as the importers take it: 0 means no limit.
 pub fn event_limit(n: Option<u64>) -> Option<u64> {
     n.map(|n| if n == 0 { u64::MAX } else { n })
@@ -36,6 +43,7 @@ pub fn run(a: ImportArgs, g: &crate::Global) -> Result<ExitCode> {
         kernel_columns: None,
         allow_truncated: a.allow_truncated,
         max_events: event_limit(a.max_events),
+        scratch_dir: Some(crate::import_cmd::scratch_dir()),
     };
     let imported = import_trace(&a.input, &opts, &bar)?;
     for w in &imported.warnings {

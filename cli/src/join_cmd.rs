@@ -45,6 +45,7 @@ pub fn run(a: JoinArgs, g: &crate::Global) -> Result<ExitCode> {
         kernel_columns: None,
         allow_truncated: false,
         max_events: crate::import_cmd::event_limit(a.max_events),
+        scratch_dir: Some(crate::import_cmd::scratch_dir()),
     };
     let engine = import_trace(&a.engine, &opts, &Bar::new(g.quiet, "engine"))?.trace;
     if engine.manifest.source_format != "engine" {

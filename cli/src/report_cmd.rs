@@ -156,6 +156,7 @@ impl AnalysisArgs {
                 ),
                 allow_truncated: self.allow_truncated,
                 max_events: crate::import_cmd::event_limit(self.max_events),
+                scratch_dir: Some(crate::import_cmd::scratch_dir()),
             },
             quiet,
         })

@@ -121,6 +121,8 @@ pub fn load_blocking(path: &Path, s: &LoadSettings, p: &Progress) -> Result<Load
         // A truncated file loads what it holds; the report's warnings say so.
         allow_truncated: true,
         max_events: s.max_events,
+        // A binary names where a private copy may go (an nsys export's `-wal` without `-shm`).
+        scratch_dir: Some(std::env::temp_dir()),
     };
     let imported = import_trace(path, &opts, &Bytes(p)).map_err(|e| one_line(&e.to_string()))?;
     let marks = Mutex::new(vec![("import", t0.elapsed().as_secs_f64())]);

@@ -123,14 +123,17 @@ enum Conn {
 pub(super) struct Ctx {
     name: String,
     secrets: Secrets,
+    /// Where a read may make a private copy of a SQLite history (`-wal` without `-shm`).
+    pub(super) scratch: Option<std::path::PathBuf>,
 }
 
 impl Ctx {
-    fn new(db: &str) -> Self {
+    fn new(db: &str, scratch: Option<&std::path::Path>) -> Self {
         let secrets = Secrets::of(db);
         Self {
             name: secrets.scrub(&redacted(db)),
             secrets,
+            scratch: scratch.map(std::path::Path::to_path_buf),
         }
     }
 
@@ -196,19 +199,28 @@ impl History {
     /// path, taken literally), a `sqlite://` URL, or a `postgres://` / `postgresql://` URL.
     /// Creates, migrates and modifies nothing; a missing database, or one that is not a
     /// gapscope history, is an error.
+    ///
+    /// A SQLite history whose `-wal` lost its `-shm` can only be read through a private
+    /// copy, which [`History::open_in`] allows; here it is refused with the reason.
     pub fn open(db: &str) -> Result<Self> {
-        Self::connect(db, false)
+        Self::connect(db, false, None)
+    }
+
+    /// [`History::open`], allowed to make a private copy in `scratch` when the file cannot be
+    /// read in place without writing beside it.
+    pub fn open_in(db: &str, scratch: &std::path::Path) -> Result<Self> {
+        Self::connect(db, false, Some(scratch))
     }
 
     /// Opens a history for writing, creating a missing SQLite file (its directory must exist)
     /// and bringing the schema up to date. Safe when several processes do it at once.
     /// Refuses a database that is not a gapscope history.
     pub fn open_or_create(db: &str) -> Result<Self> {
-        Self::connect(db, true)
+        Self::connect(db, true, None)
     }
 
-    fn connect(db: &str, writable: bool) -> Result<Self> {
-        let ctx = Ctx::new(db);
+    fn connect(db: &str, writable: bool, scratch: Option<&std::path::Path>) -> Result<Self> {
+        let ctx = Ctx::new(db, scratch);
         let location = location::parse(db).map_err(|m| ctx.fail(&m))?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()

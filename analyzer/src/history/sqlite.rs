@@ -120,10 +120,11 @@ impl Reader {
         if !check_existing(&self.path, ctx)? {
             return Err(missing(ctx));
         }
-        let file = sqlite_file::prepare(&self.path, Some(BUSY_TIMEOUT)).map_err(|e| match e {
-            PrepError::Io(p, e) => ctx.err(&p.display().to_string(), e),
-            PrepError::Refused(m) => ctx.fail(&m),
-        })?;
+        let file = sqlite_file::prepare(&self.path, Some(BUSY_TIMEOUT), ctx.scratch.as_deref())
+            .map_err(|e| match e {
+                PrepError::Io(p, e) => ctx.err(&p.display().to_string(), e),
+                PrepError::Refused(m) => ctx.fail(&m),
+            })?;
         let conn = base_options()
             .filename(&file.uri)
             .read_only(true)

@@ -44,6 +44,10 @@ pub struct ImportOptions {
     /// [`DEFAULT_MAX_EVENTS`], for every format (a native trace's size on disk bounds its
     /// tables, not the analysis and the explorer built on them). `Some(u64::MAX)` lifts it.
     pub max_events: Option<u64>,
+    /// Where a private copy of an input may be made when it cannot be read in place without
+    /// writing beside it (an nsys export whose `-wal` lost its `-shm`). `None`: such an input
+    /// is refused with the reason. Binaries pass the system's temporary directory.
+    pub scratch_dir: Option<std::path::PathBuf>,
 }
 
 impl ImportOptions {

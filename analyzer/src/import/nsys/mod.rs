@@ -74,10 +74,11 @@ fn import_budgeted(
     steps: Option<u64>,
 ) -> Result<(Trace, Vec<String>)> {
     let len = check_sqlite_header(path)?;
-    let file = sqlite_file::prepare(path, None).map_err(|e| match e {
-        PrepError::Io(p, e) => AnalyzerError::io(p, e),
-        PrepError::Refused(m) => AnalyzerError::unsupported(path, m),
-    })?;
+    let file =
+        sqlite_file::prepare(path, None, opts.scratch_dir.as_deref()).map_err(|e| match e {
+            PrepError::Io(p, e) => AnalyzerError::io(p, e),
+            PrepError::Refused(m) => AnalyzerError::unsupported(path, m),
+        })?;
     let len = len.saturating_add(file.wal_bytes);
     let steps = steps
         .unwrap_or_else(|| STEP_BUDGET_BASE.saturating_add(len.saturating_mul(STEPS_PER_BYTE)));

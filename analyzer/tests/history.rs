@@ -8,7 +8,7 @@ use gapscope_analyzer::RuleSet;
 use gapscope_analyzer::analysis::{AnalysisSettings, Report, analyze};
 use gapscope_analyzer::history::History;
 use gapscope_analyzer::import::{ImportOptions, NoProgress, import_trace};
-use gapscope_tests::names;
+use gapscope_tests::{names, snapshot};
 
 fn nsys_export() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/nsys/nsys-2025.3.sqlite")
@@ -361,19 +361,6 @@ fn an_unrelated_sqlite_file_is_refused_and_left_alone() {
             .len(),
         1
     );
-}
-
-/// Every file in `dir` with its bytes and modification time.
-fn snapshot(dir: &Path) -> std::collections::BTreeMap<String, (Vec<u8>, std::time::SystemTime)> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let p = e.unwrap().path();
-            let m = std::fs::metadata(&p).unwrap();
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            (name, (std::fs::read(&p).unwrap(), m.modified().unwrap()))
-        })
-        .collect()
 }
 
 /// Runs `sql` on the SQLite database `db` through a plain connection, with automatic

@@ -692,25 +692,6 @@ fn repeated_string_ids_do_not_multiply_rows() {
     );
 }
 
-/// Every file in `dir` with its bytes and modification time.
-fn snapshot(dir: &Path) -> BTreeMap<String, (Vec<u8>, std::time::SystemTime)> {
-    std::fs::read_dir(dir)
-        .expect("read dir")
-        .map(|e| {
-            let p = e.expect("entry").path();
-            let m = std::fs::metadata(&p).expect("metadata");
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            (
-                name,
-                (
-                    std::fs::read(&p).expect("read"),
-                    m.modified().expect("mtime"),
-                ),
-            )
-        })
-        .collect()
-}
-
 /// How the `-wal` export of [`with_wal_export`] is left. (A writer still connected is
 /// tested through the binary, in another process: inside one process SQLite shares the
 /// writer's `-shm` mapping with every connection to the file.)
@@ -779,7 +760,7 @@ fn committed_rows_in_a_wal_file_are_read_and_nothing_is_written() {
     for left in [WalLeft::Killed, WalLeft::NoShm] {
         with_wal_export(left, |path| {
             let dir = path.parent().unwrap();
-            let before = snapshot(dir);
+            let before = gapscope_tests::snapshot(dir);
             assert!(before["live.sqlite-wal"].0.len() > 100_000, "{left:?}");
             let scratch = tempfile::tempdir().expect("scratch");
             if left == WalLeft::NoShm {
@@ -805,7 +786,7 @@ fn committed_rows_in_a_wal_file_are_read_and_nothing_is_written() {
                 "{left:?}: {:?}",
                 imp.trace.manifest.notes
             );
-            let after = snapshot(dir);
+            let after = gapscope_tests::snapshot(dir);
             for (name, v) in &before {
                 let same = after.get(name).map(|a| (a.0 == v.0, a.1 == v.1));
                 assert_eq!(same, Some((true, true)), "{left:?}: {name} changed");

@@ -254,19 +254,19 @@ fn junit(r: &GateReport) -> String {
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"gapscope gate\" tests=\"{}\" failures=\"{failures}\">\n",
         judged.len() + r.structural.len() + r.incomplete.len() + r.incomparable.len()
     );
-    // Traces that cannot be compared fail a case each: the gate judged nothing.
-    for m in &r.incomparable {
-        s.push_str(&format!(
-            "  <testcase classname=\"comparability\" name=\"traces comparable\"><failure message=\"{}\"/></testcase>\n",
-            xml(m)
-        ));
-    }
-    // A side that misses work fails its own test case: CI never reads it as a pass.
-    for m in &r.incomplete {
-        s.push_str(&format!(
-            "  <testcase classname=\"completeness\" name=\"trace complete\"><failure message=\"{}\"/></testcase>\n",
-            xml(m)
-        ));
+    // Traces that cannot be compared (the gate judged nothing), and a side that misses work,
+    // fail a case each: CI never reads either as a pass.
+    let cases = [
+        ("comparability", "traces comparable", &r.incomparable),
+        ("completeness", "trace complete", &r.incomplete),
+    ];
+    for (class, name, why) in cases {
+        for m in why {
+            s.push_str(&format!(
+                "  <testcase classname=\"{class}\" name=\"{name}\"><failure message=\"{}\"/></testcase>\n",
+                xml(m)
+            ));
+        }
     }
     for (i, (name, j)) in judged.iter().enumerate() {
         let class = if i < r.steps.len() { "step" } else { "bucket" };

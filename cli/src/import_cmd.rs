@@ -43,7 +43,7 @@ pub fn run(a: ImportArgs, g: &crate::Global) -> Result<ExitCode> {
         kernel_columns: None,
         allow_truncated: a.allow_truncated,
         max_events: event_limit(a.max_events),
-        scratch_dir: Some(crate::import_cmd::scratch_dir()),
+        scratch_dir: Some(scratch_dir()),
     };
     let imported = import_trace(&a.input, &opts, &bar)?;
     for w in &imported.warnings {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 use gapscope_analyzer::analysis::host::GroupBy;
 use gapscope_analyzer::diff::levers::{
-    LeverPrediction, LeverWhatIf, check_measured, hybrid_levers,
+    LeverPrediction, LeverWhatIf, check_measured, decode_span, hybrid_levers,
 };
 use serde::Serialize;
 
@@ -91,20 +91,8 @@ pub fn run(
         if let Err(why) = check_measured(&report, &r, &m.lever) {
             bail!("--measured {}: {}: {why}", m.lever, m.path.display());
         }
-        let Some(span) = r.steps.decode_span_ms else {
-            bail!(
-                "--measured {}: {} has no decode steps",
-                m.lever,
-                m.path.display()
-            );
-        };
-        if !(span.median.is_finite() && span.median > 0.0) {
-            bail!(
-                "--measured {}: {}: its decode steps span no time",
-                m.lever,
-                m.path.display()
-            );
-        }
+        let span =
+            decode_span(&r).map_err(|why| anyhow::anyhow!("--measured {}: {why}", m.lever))?;
         out.push(Comparison {
             lever: p.lever.clone(),
             path: m.path.display().to_string(),

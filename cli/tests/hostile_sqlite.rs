@@ -6,12 +6,11 @@
 //! and stored text with control characters. Each case ends in exit 0 with the right figures
 //! or exit 2 with one `gapscope: error:` line, and leaves its inputs as they were.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use gapscope_tests::{gapscope, mkfifo, names, repo, run, run_within, stderr};
+use gapscope_tests::{Snapshot, gapscope, mkfifo, names, repo, run, run_within, snapshot, stderr};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection};
 
@@ -44,27 +43,8 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
-/// Every file in `dir` with its bytes and modification time.
-fn snapshot(dir: &Path) -> BTreeMap<String, (Vec<u8>, SystemTime)> {
-    std::fs::read_dir(dir)
-        .expect("read dir")
-        .map(|e| {
-            let p = e.expect("entry").path();
-            let m = std::fs::metadata(&p).expect("metadata");
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            (
-                name,
-                (
-                    std::fs::read(&p).expect("read"),
-                    m.modified().expect("mtime"),
-                ),
-            )
-        })
-        .collect()
-}
-
 /// `dir` holds the same files, byte for byte and time for time, as `before`.
-fn unchanged(dir: &Path, before: &BTreeMap<String, (Vec<u8>, SystemTime)>, what: &str) {
+fn unchanged(dir: &Path, before: &Snapshot, what: &str) {
     let after = snapshot(dir);
     assert_eq!(
         after.keys().collect::<Vec<_>>(),

@@ -134,6 +134,28 @@ pub fn names(dir: &Path) -> Vec<String> {
     v
 }
 
+/// Every file in a directory with its bytes and modification time: what "left unchanged"
+/// compares.
+pub type Snapshot = std::collections::BTreeMap<String, (Vec<u8>, std::time::SystemTime)>;
+
+/// The [`Snapshot`] of `dir`.
+pub fn snapshot(dir: &Path) -> Snapshot {
+    std::fs::read_dir(dir)
+        .expect("read dir")
+        .map(|e| {
+            let p = e.expect("entry").path();
+            let m = std::fs::metadata(&p).expect("metadata");
+            let name = p
+                .file_name()
+                .expect("a file name")
+                .to_string_lossy()
+                .into_owned();
+            let bytes = std::fs::read(&p).expect("read");
+            (name, (bytes, m.modified().expect("mtime")))
+        })
+        .collect()
+}
+
 /// `data` gzip-compressed at `level`.
 pub fn gzip(data: &[u8], level: flate2::Compression) -> Vec<u8> {
     let mut e = flate2::write::GzEncoder::new(Vec::new(), level);

@@ -279,7 +279,7 @@ pub fn analyze_parts(
     let _span = tracing::debug_span!("decompose").entered();
     // Steps on the other core while the host side is indexed (unless the buckets already
     // needed it): the idle attribution below reads both.
-    let (steps, built) = std::thread::scope(|s| {
+    let (mut steps, built) = std::thread::scope(|s| {
         let steps = s.spawn(|| detect(&p, &settings.steps));
         let built = p.host.is_none().then(|| HostIndex::build(trace));
         let steps = steps
@@ -287,7 +287,6 @@ pub fn analyze_parts(
             .unwrap_or_else(|e| std::panic::resume_unwind(e));
         (steps, built)
     });
-    let mut steps = steps;
     let steps_cut = settings
         .max_steps
         .filter(|&max| steps.steps.len() > max)
@@ -298,7 +297,6 @@ pub fn analyze_parts(
             steps.numbers.truncate(max);
             crate::import::defects::SourceDefect::StepsCut { kept: max, found }
         });
-    let steps = steps;
     let host: HostIndex = match (built, p.host.take()) {
         (Some(h), _) | (None, Some(h)) => h,
         (None, None) => unreachable!("the host index is built above when Prepared has none"),
@@ -728,7 +726,6 @@ fn source_info(imported: &Imported, p: &Prepared, steps: &Steps, notes: Vec<Stri
         graph_launches,
         graph_kernels,
         truncated: trace.manifest.truncated,
-        truncation: trace.manifest.truncation.clone(),
         untimed_events: trace.manifest.untimed_events,
         defects: imported.defects.clone(),
         model_config: trace.manifest.model_config.clone(),

@@ -88,10 +88,9 @@ pub struct SourceInfo {
     pub graph_launches: usize,
     /// Kernels replayed from a CUDA/HIP graph (graph id set, or launched by a graph launch).
     pub graph_kernels: usize,
-    /// The input ended early: the tables hold only what could be read (`notes` say where).
+    /// The input ended early: the tables hold only what could be read (the `truncated`
+    /// defect says where).
     pub truncated: bool,
-    /// Where and how much the input ended early, when the reader could tell.
-    pub truncation: Vec<String>,
     /// Events left out because their time was missing or not a number.
     pub untimed_events: u64,
     /// The model and the engine settings the run recorded (gapscope-engine traces): what

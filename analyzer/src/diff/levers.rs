@@ -83,16 +83,7 @@ pub fn hybrid_levers(r: &Report) -> Result<LeverWhatIf, String> {
             r.source.path
         ));
     }
-    let span = r
-        .steps
-        .decode_span_ms
-        .ok_or_else(|| format!("{} has no decode steps", r.source.path))?;
-    if !(span.median.is_finite() && span.median > 0.0) {
-        return Err(format!(
-            "{}: its decode steps span no time, so nothing can be predicted from them",
-            r.source.path
-        ));
-    }
+    let span = decode_span(r)?;
     // GPU time per step (kernels and memops), the most any lever can remove.
     let busy: f64 = r
         .buckets
@@ -150,13 +141,15 @@ pub fn hybrid_levers(r: &Report) -> Result<LeverWhatIf, String> {
     let slack = 1.01;
     if all.removed_ms > busy * slack + 1e-6 {
         return Err(format!(
-            "{}: the levers' ops hold {:.3} ms of GPU time per step but the step has {:.3} ms;              the trace's op columns and its kernels disagree",
+            "{}: the levers' ops hold {:.3} ms of GPU time per step but the step has {:.3} ms; \
+             the trace's op columns and its kernels disagree",
             r.source.path, all.removed_ms, busy
         ));
     }
     if all.launches_removed > launches * slack + 1e-6 {
         return Err(format!(
-            "{}: the levers' ops make {:.0} launches per step but the step has {:.0}; the              trace's op columns and its kernels disagree",
+            "{}: the levers' ops make {:.0} launches per step but the step has {:.0}; the \
+             trace's op columns and its kernels disagree",
             r.source.path, all.launches_removed, launches
         ));
     }
@@ -185,6 +178,19 @@ pub fn hybrid_levers(r: &Report) -> Result<LeverWhatIf, String> {
         gap_per_launch_ms: gap_per_launch,
         levers,
     })
+}
+
+/// The median span of a trace's decode steps (what a lever's step is predicted from and
+/// measured by), or why there is none: no decode steps, or steps that span no time.
+pub fn decode_span(r: &Report) -> Result<crate::analysis::stats::Summary, String> {
+    let span = r
+        .steps
+        .decode_span_ms
+        .ok_or_else(|| format!("{} has no decode steps", r.source.path))?;
+    if !(span.median.is_finite() && span.median > 0.0) {
+        return Err(format!("{}: its decode steps span no time", r.source.path));
+    }
+    Ok(span)
 }
 
 /// The fast setting of each hybrid lever, as the engine's `levers.hybrid` names it.

@@ -119,8 +119,7 @@ pub fn find(t: &Trace) -> Vec<SourceDefect> {
             ranks: m.ranks.clone(),
         });
     }
-    let merged = merged_processes(t);
-    if let Some(d) = merged.clone() {
+    if let Some(d) = merged_processes(t) {
         out.push(d);
     } else if let Some(d) = clock_jumps(t) {
         // Merged processes interleave their launch orders; a jump is only meaningful in one.
@@ -143,6 +142,39 @@ pub fn find(t: &Trace) -> Vec<SourceDefect> {
     out
 }
 
+/// A GPU activity as the checks below read it.
+struct Activity {
+    device: u32,
+    stream: u32,
+    /// Launch correlation id; 0 when the source gave none.
+    correlation: u64,
+    start: i64,
+}
+
+/// Every kernel, then every memop, in file order (rows whose columns were not loaded are
+/// skipped: the checks then see fewer activities, never wrong ones).
+fn activities(t: &Trace) -> impl Iterator<Item = Activity> + '_ {
+    let k = &t.kernels;
+    let kn = k.len.min(k.device.len()).min(k.stream.len());
+    let kn = kn.min(k.correlation.len()).min(k.gpu_start_ns.len());
+    let m = &t.memops;
+    let mn = m.len.min(m.device.len()).min(m.stream.len());
+    let mn = mn.min(m.correlation.len()).min(m.gpu_start_ns.len());
+    (0..kn)
+        .map(move |i| Activity {
+            device: k.device[i],
+            stream: k.stream[i],
+            correlation: k.correlation[i],
+            start: k.gpu_start_ns[i],
+        })
+        .chain((0..mn).map(move |i| Activity {
+            device: m.device[i],
+            stream: m.stream[i],
+            correlation: m.correlation[i],
+            start: m.gpu_start_ns[i],
+        }))
+}
+
 /// Host processes whose launches started kernels or memops, against the devices those ran
 /// on; a defect when there are more processes than devices.
 fn merged_processes(t: &Trace) -> Option<SourceDefect> {
@@ -152,19 +184,11 @@ fn merged_processes(t: &Trace) -> Option<SourceDefect> {
     }
     let mut gpu_corr: BTreeSet<u64> = BTreeSet::new();
     let mut devices: BTreeSet<u32> = BTreeSet::new();
-    let k = &t.kernels;
-    for i in 0..k.len.min(k.correlation.len()).min(k.device.len()) {
-        if k.correlation[i] != 0 {
-            gpu_corr.insert(k.correlation[i]);
+    for a in activities(t) {
+        if a.correlation != 0 {
+            gpu_corr.insert(a.correlation);
         }
-        devices.insert(k.device[i]);
-    }
-    let mo = &t.memops;
-    for i in 0..mo.len.min(mo.correlation.len()).min(mo.device.len()) {
-        if mo.correlation[i] != 0 {
-            gpu_corr.insert(mo.correlation[i]);
-        }
-        devices.insert(mo.device[i]);
+        devices.insert(a.device);
     }
     let processes: BTreeSet<u32> = (0..l.len)
         .filter(|&i| l.correlation[i] != 0 && gpu_corr.contains(&l.correlation[i]))
@@ -179,40 +203,16 @@ fn merged_processes(t: &Trace) -> Option<SourceDefect> {
 }
 
 /// Starts that go back on a stream in launch order (correlation id; kernels of one graph
-/// launch share it and keep their file order). Streams whose activities carry no
-/// correlation ids are not checked.
+/// launch share it and keep their file order). Activities without a correlation id are not
+/// checked.
 fn clock_jumps(t: &Trace) -> Option<SourceDefect> {
     // (device, stream) -> (correlation, start) in file order.
     let mut per_stream: HashMap<(u32, u32), Vec<(u64, i64)>> = HashMap::new();
-    let k = &t.kernels;
-    let n = k
-        .len
-        .min(k.correlation.len())
-        .min(k.device.len())
-        .min(k.stream.len())
-        .min(k.gpu_start_ns.len());
-    for i in 0..n {
-        if k.correlation[i] != 0 {
-            per_stream
-                .entry((k.device[i], k.stream[i]))
-                .or_default()
-                .push((k.correlation[i], k.gpu_start_ns[i]));
-        }
-    }
-    let mo = &t.memops;
-    let n = mo
-        .len
-        .min(mo.correlation.len())
-        .min(mo.device.len())
-        .min(mo.stream.len())
-        .min(mo.gpu_start_ns.len());
-    for i in 0..n {
-        if mo.correlation[i] != 0 {
-            per_stream
-                .entry((mo.device[i], mo.stream[i]))
-                .or_default()
-                .push((mo.correlation[i], mo.gpu_start_ns[i]));
-        }
+    for a in activities(t).filter(|a| a.correlation != 0) {
+        per_stream
+            .entry((a.device, a.stream))
+            .or_default()
+            .push((a.correlation, a.start));
     }
     let mut count = 0u64;
     let mut worst = 0i64;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use egui::{Color32, RichText, Ui};
 use gapscope_analyzer::roofline::WeightFormat;
-use gapscope_analyzer::session::{Knobs, SessionSettings};
+use gapscope_analyzer::session::SessionSettings;
 
 use crate::axis::AxisMode;
 use crate::doc::{Doc, DocState};
@@ -40,20 +40,8 @@ pub struct App {
 
 impl App {
     pub fn new(s: &Settings) -> Self {
-        let mut notice = None;
-        let mut knobs = s.knobs.clone();
-        // A binary names where a private copy may go (an nsys export's `-wal` without `-shm`).
-        knobs.scratch_dir = Some(std::env::temp_dir());
-        let load = SessionSettings::resolve(&knobs).unwrap_or_else(|e| {
-            notice = Some(loader::one_line(&e.to_string()));
-            // The built-in rules and automatic steps, with the other options as given.
-            let fallback = Knobs {
-                rules_file: None,
-                step_regex: None,
-                ..knobs.clone()
-            };
-            SessionSettings::resolve(&fallback).unwrap_or_default()
-        });
+        let (load, error) = s.session_settings();
+        let mut notice = error;
         let mut roofline = RooflineState::default();
         if let Some(m) = &s.model {
             roofline.set_model(m.clone());

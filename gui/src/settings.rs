@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use gapscope_analyzer::session::Knobs;
+use gapscope_analyzer::session::{Knobs, SessionSettings};
 
 use crate::views::View;
 
@@ -75,6 +75,29 @@ impl Default for Settings {
             },
             screenshot: None,
             size: [1600, 900],
+        }
+    }
+}
+
+impl Settings {
+    /// The session settings the explorer opens traces with; an error (a bad rules file or
+    /// step regex) comes with the settings used instead: the built-in rules and automatic
+    /// steps, the other options as given.
+    pub fn session_settings(&self) -> (SessionSettings, Option<String>) {
+        let mut knobs = self.knobs.clone();
+        // A binary names where a private copy may go (an nsys export's `-wal` without `-shm`).
+        knobs.scratch_dir = Some(std::env::temp_dir());
+        match SessionSettings::resolve(&knobs) {
+            Ok(s) => (s, None),
+            Err(e) => {
+                let fallback = Knobs {
+                    rules_file: None,
+                    step_regex: None,
+                    ..knobs
+                };
+                let s = SessionSettings::resolve(&fallback).unwrap_or_default();
+                (s, Some(crate::loader::one_line(&e.to_string())))
+            }
         }
     }
 }

@@ -358,6 +358,15 @@ fn the_diff_view_shows_hand_computed_deltas() {
         "step time A 0.200 ms -> B 0.160 ms"
     );
     assert!(h.query_all_by_label("gemv").next().is_some());
+    // The what-if: gemv taking B's time makes A 0.040 ms faster, a gain shown positive as
+    // `gapscope diff` shows it (the explorer once negated it).
+    let w = r.gaining();
+    assert!(
+        w.iter()
+            .any(|w| w.lever == "gemv" && close(w.gain_as_b_ms, 0.040))
+    );
+    assert!(h.query_all_by_label("0.040 ms").next().is_some());
+    assert!(h.query_all_by_label("-0.040").next().is_none());
 }
 
 #[test]

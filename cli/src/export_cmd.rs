@@ -1,4 +1,4 @@
-//! `gapscope export TRACE --chrome OUT.json | --parquet OUT.parquet`.
+//! `gapscope export TRACE --chrome OUT.json | --parquet OUT.parquet | --tables DIR`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -6,15 +6,16 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use gapscope_analyzer::RuleSet;
 use gapscope_analyzer::export::{
     chrome::{write_chrome, write_chrome_to},
     parquet::write_parquet,
+    tables::write_tables,
 };
-use gapscope_analyzer::import::{ImportOptions, import_trace};
+use gapscope_analyzer::session::{self, Knobs, Run, SessionSettings};
 use gapscope_traces::check_output;
 
 use crate::progress::Bar;
+use crate::report_cmd::AnalysisArgs;
 
 #[derive(Args)]
 pub struct ExportArgs {
@@ -26,21 +27,23 @@ pub struct ExportArgs {
     /// Write kernels and memops, with names and buckets, to one Parquet file.
     #[arg(long, value_name = "OUT.parquet")]
     pub parquet: Option<PathBuf>,
-    /// Extra bucket rules (TOML) for the bucket column.
-    #[arg(long, value_name = "FILE")]
-    pub rules: Option<PathBuf>,
-    /// Keep what a truncated input holds instead of failing.
-    #[arg(long)]
-    pub allow_truncated: bool,
-    /// Refuse inputs with more events than this (kernels, memops, launches, markers,
-    /// samples and host scopes together); default 3,000,000, for every format. 0 lifts it.
-    #[arg(long, value_name = "N")]
-    pub max_events: Option<u64>,
+    /// Analyse the trace and write every analysis table (activities with their step and
+    /// role, steps, step x bucket, idle gaps, step scopes, names, plus the string and code
+    /// legends) as Parquet files into DIR, a new or empty folder.
+    #[arg(long, value_name = "DIR")]
+    pub tables: Option<PathBuf>,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
 }
 
 pub fn run(a: ExportArgs, g: &crate::Global) -> Result<ExitCode> {
-    if a.chrome.is_none() && a.parquet.is_none() {
-        anyhow::bail!("export: say what to write: --chrome OUT.json and/or --parquet OUT.parquet");
+    if a.chrome.is_none() && a.parquet.is_none() && a.tables.is_none() {
+        anyhow::bail!(
+            "export: say what to write: --chrome OUT.json, --parquet OUT.parquet and/or --tables DIR"
+        );
+    }
+    if a.analysis.top.is_some() {
+        anyhow::bail!("export: --top applies to reports; the exports hold every name");
     }
     let stdout = |p: &Option<PathBuf>| p.as_deref() == Some(Path::new("-"));
     if stdout(&a.parquet) {
@@ -49,7 +52,7 @@ pub fn run(a: ExportArgs, g: &crate::Global) -> Result<ExitCode> {
     // Outputs are checked before the input is read: none may be a link, a FIFO or anything
     // but a regular file, nor an input, and the two may not be one file.
     let inputs: Vec<&Path> = std::iter::once(a.input.as_path())
-        .chain(a.rules.as_deref())
+        .chain(a.analysis.rules.as_deref())
         .collect();
     let chrome_file = a.chrome.as_deref().filter(|p| *p != Path::new("-"));
     let chrome_at = chrome_file.map(|p| check_output(p, &inputs)).transpose()?;
@@ -62,35 +65,39 @@ pub fn run(a: ExportArgs, g: &crate::Global) -> Result<ExitCode> {
             );
         }
     }
-    let rules = match &a.rules {
-        Some(p) => RuleSet::with_user_file(p)?,
-        None => RuleSet::builtin(),
+    let knobs = Knobs {
+        all_columns: true,
+        ..a.analysis.knobs()
     };
+    let settings = SessionSettings::resolve(&knobs)?;
+    let rules = &*settings.rules;
     let bar = Bar::new(g.quiet, "import");
-    let opts = ImportOptions {
-        kernel_columns: None,
-        allow_truncated: a.allow_truncated,
-        max_events: crate::import_cmd::event_limit(a.max_events),
-        scratch_dir: Some(crate::import_cmd::scratch_dir()),
-    };
-    let imported = import_trace(&a.input, &opts, &bar)?;
+    let run = Run::new(&a.input);
+    let imported = session::import_run(&run, &settings, &bar)?;
     if stdout(&a.chrome) {
         let mut w = std::io::BufWriter::new(std::io::stdout().lock());
-        match write_chrome_to(&imported.trace, &rules, &mut w).and_then(|_| w.flush()) {
+        match write_chrome_to(&imported.trace, rules, &mut w).and_then(|_| w.flush()) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
             Err(e) => anyhow::bail!("writing to stdout: {e}"),
         }
     } else if let Some(out) = chrome_file {
-        write_chrome(&imported.trace, &rules, out, &inputs)?;
+        write_chrome(&imported.trace, rules, out, &inputs)?;
         if !g.quiet {
             eprintln!("wrote {}", out.display());
         }
     }
     if let Some(out) = &a.parquet {
-        write_parquet(&imported.trace, &rules, out, &inputs)?;
+        write_parquet(&imported.trace, rules, out, &inputs)?;
         if !g.quiet {
             eprintln!("wrote {}", out.display());
+        }
+    }
+    if let Some(dir) = &a.tables {
+        let analyzed = session::analyze_run(run, imported, &settings);
+        let files = write_tables(&analyzed, dir, &inputs)?;
+        if !g.quiet {
+            eprintln!("wrote {} tables into {}", files.len(), dir.display());
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -25,7 +25,7 @@ fn export_without_a_format_is_a_one_line_error() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert_eq!(e.trim_end().lines().count(), 1, "{e}");
     assert!(
-        e.contains("--chrome OUT.json and/or --parquet OUT.parquet"),
+        e.contains("--chrome OUT.json, --parquet OUT.parquet and/or --tables DIR"),
         "{e}"
     );
 }

@@ -1,5 +1,7 @@
-//! Names and counts as text, the same in the analyzer's notes and in every front end (the
-//! CLI's tables, the explorer's labels): one cut, one name length, one thousands separator.
+//! Figures and names as text, the one formatting module of every front end (the CLI's
+//! tables and Markdown, the explorer's labels and ruler, the analyzer's notes): durations,
+//! milliseconds, percentages, bytes, counts and cut names. A value that is not a number
+//! prints as `n/a`, never `inf` or `NaN`.
 
 /// The longest kernel name a note or table cell shows, in characters.
 pub const SHORT_NAME_CHARS: usize = 80;
@@ -35,6 +37,90 @@ pub fn count(n: u64) -> String {
     out
 }
 
+/// Milliseconds with the digits that matter, no unit (a table cell whose header names it).
+pub fn ms(v: f64) -> String {
+    if !v.is_finite() {
+        "n/a".to_owned()
+    } else if v >= 100.0 {
+        format!("{v:.1}")
+    } else if v >= 1.0 {
+        format!("{v:.3}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+/// Milliseconds to the microsecond, with the unit (a label): `0.200 ms`.
+pub fn ms_label(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.3} ms")
+    } else {
+        "n/a".to_owned()
+    }
+}
+
+/// A percentage to two decimals: `12.34%`.
+pub fn pct(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.2}%")
+    } else {
+        "n/a".to_owned()
+    }
+}
+
+/// A duration in ns in the unit that suits it: `12.3 µs`, `4.560 ms`, `1.230 s`.
+pub fn dur_ns(ns: f64) -> String {
+    let a = ns.abs();
+    if !ns.is_finite() {
+        "n/a".to_owned()
+    } else if a >= 1e9 {
+        format!("{:.3} s", ns / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.3} ms", ns / 1e6)
+    } else if a >= 1e3 {
+        format!("{:.2} µs", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+/// Bytes in binary units: `1.50 MiB`.
+pub fn bytes(b: u64) -> String {
+    let b = b as f64;
+    const KIB: f64 = 1024.0;
+    if b >= KIB * KIB * KIB {
+        format!("{:.2} GiB", b / (KIB * KIB * KIB))
+    } else if b >= KIB * KIB {
+        format!("{:.2} MiB", b / (KIB * KIB))
+    } else if b >= KIB {
+        format!("{:.1} KiB", b / KIB)
+    } else {
+        format!("{b:.0} B")
+    }
+}
+
+/// A ruler tick at `ns` on a ruler whose ticks are `step` ns apart: the unit of the step,
+/// with only the decimals the step needs (`720 ms`, `1.25 s`, `3.5 µs`).
+pub fn tick_ns(ns: f64, step: f64) -> String {
+    let (div, unit) = if step >= 1e9 {
+        (1e9, "s")
+    } else if step >= 1e6 {
+        (1e6, "ms")
+    } else if step >= 1e3 {
+        (1e3, "µs")
+    } else {
+        (1.0, "ns")
+    };
+    // Decimals for the step in its unit (steps are 1, 2 or 5 times a power of ten).
+    let s = step / div;
+    let decimals = if s >= 1.0 {
+        0
+    } else {
+        (-s.log10()).ceil() as usize
+    };
+    format!("{:.*} {unit}", decimals, ns / div)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,5 +135,24 @@ mod tests {
         assert_eq!(count(0), "0");
         assert_eq!(count(999), "999");
         assert_eq!(count(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn figures_have_their_units_and_never_print_nan() {
+        assert_eq!(
+            (ms(123.456), ms(1.5), ms(0.25)),
+            ("123.5".into(), "1.500".into(), "0.2500".into())
+        );
+        assert_eq!(ms_label(0.2), "0.200 ms");
+        assert_eq!(pct(12.345), "12.35%");
+        for f in [ms, ms_label, pct, |v| dur_ns(v)] {
+            assert_eq!(f(f64::NAN), "n/a");
+            assert_eq!(f(f64::INFINITY), "n/a");
+        }
+        assert_eq!(dur_ns(12_300.0), "12.30 µs");
+        assert_eq!(dur_ns(4.56e6), "4.560 ms");
+        assert_eq!(bytes(1536 * 1024), "1.50 MiB");
+        assert_eq!(tick_ns(720e6, 10e6), "720 ms");
+        assert_eq!(tick_ns(1.25e9, 0.05e9), "1.25 s");
     }
 }

@@ -69,28 +69,8 @@ pub fn terminal_width() -> Option<usize> {
     (ok && ws.ws_col > 0).then_some(ws.ws_col as usize)
 }
 
-/// Milliseconds with the digits that matter; `n/a` for a value that is not a number (never
-/// `inf` or `NaN` as a figure).
-pub fn ms(v: f64) -> String {
-    if !v.is_finite() {
-        "n/a".to_owned()
-    } else if v >= 100.0 {
-        format!("{v:.1}")
-    } else if v >= 1.0 {
-        format!("{v:.3}")
-    } else {
-        format!("{v:.4}")
-    }
-}
-
-/// A percentage; `n/a` for a value that is not a number.
-pub fn pct(v: f64) -> String {
-    if v.is_finite() {
-        format!("{v:.2}%")
-    } else {
-        "n/a".to_owned()
-    }
-}
+/// Figures as text: the analyzer's one formatting module, shared with the explorer.
+pub use gapscope_analyzer::text::{ms, pct};
 
 fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
     v.map(f).unwrap_or_else(|| "-".into())

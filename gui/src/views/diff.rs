@@ -120,8 +120,8 @@ fn waterfall(ui: &mut Ui, r: &DiffReport, height: f32) {
     ui.label(
         RichText::new(format!(
             "step time A {} -> B {} (gap {:+.3} ms{})",
-            format::ms(r.a.step_ms),
-            format::ms(r.b.step_ms),
+            format::ms_label(r.a.step_ms),
+            format::ms_label(r.b.step_ms),
             r.gap_ms,
             if r.gap_is_meaningful {
                 ""
@@ -246,9 +246,9 @@ fn tables(ui: &mut Ui, r: &DiffReport) {
         // much shorter A's step gets (positive: faster).
         for w in r.gaining().into_iter().take(8) {
             ui.label(&w.lever);
-            ui.monospace(format::ms(w.as_b_ms));
+            ui.monospace(format::ms_label(w.as_b_ms));
             ui.monospace(format!("{:.3} ms", w.gain_as_b_ms));
-            ui.monospace(format::ms(w.without_ms));
+            ui.monospace(format::ms_label(w.without_ms));
             ui.end_row();
         }
     });

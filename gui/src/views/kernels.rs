@@ -292,7 +292,7 @@ fn bucket_table(ui: &mut Ui, st: &mut KernelsState, l: &Loaded) {
                         Some(r.bucket)
                     };
                 }
-                ui.monospace(format::ms(r.total_ms));
+                ui.monospace(format::ms_label(r.total_ms));
                 ui.monospace(format::count(r.calls));
                 ui.monospace(format!("{:.1}%", r.share_of_busy_pct));
                 let s = r.ms_per_step;

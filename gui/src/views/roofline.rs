@@ -177,11 +177,11 @@ fn summary(ui: &mut Ui, r: &RooflineReport, batch: u64) {
             "{} on {} · batch {batch}: floor {} ({}-bound; weights {}, KV {}, compute {}) · crossover batch {:.0}",
             if r.model.model_type.is_empty() { "model" } else { &r.model.model_type },
             r.hardware.name,
-            format::ms(f.step_floor_s * 1e3),
+            format::ms_label(f.step_floor_s * 1e3),
             f.bound,
-            format::ms(f.weight_floor_s * 1e3),
-            format::ms(f.kv_floor_s * 1e3),
-            format::ms(f.compute_floor_s * 1e3),
+            format::ms_label(f.weight_floor_s * 1e3),
+            format::ms_label(f.kv_floor_s * 1e3),
+            format::ms_label(f.compute_floor_s * 1e3),
             r.crossover_batch
         ));
     }
@@ -189,7 +189,7 @@ fn summary(ui: &mut Ui, r: &RooflineReport, batch: u64) {
         ui.label(format!(
             "{}: median TPOT {} at batch {} = {:.0}% of floor",
             m.trace,
-            format::ms(m.tpot_median_ms),
+            format::ms_label(m.tpot_median_ms),
             m.batch,
             m.pct_of_floor_median
         ));

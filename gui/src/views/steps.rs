@@ -165,10 +165,10 @@ fn step_tooltip(k: usize, s: &StepView) -> String {
         "step {k} · {}{}\n{} active · {} busy · {} idle (largest gap {})",
         s.phase.as_str(),
         if s.stall { " · STALL" } else { "" },
-        format::ms(s.active_ms),
-        format::ms(s.busy_ms),
-        format::ms(s.idle_ms),
-        format::ms(s.max_gap_ms)
+        format::ms_label(s.active_ms),
+        format::ms_label(s.busy_ms),
+        format::ms_label(s.idle_ms),
+        format::ms_label(s.max_gap_ms)
     );
     let mut rows: Vec<(usize, f64)> = s
         .bucket_ms
@@ -179,7 +179,7 @@ fn step_tooltip(k: usize, s: &StepView) -> String {
         .collect();
     rows.sort_by(|a, b| b.1.total_cmp(&a.1));
     for (b, ms) in rows {
-        t += &format!("\n{:<16} {}", Bucket::ALL[b].as_str(), format::ms(ms));
+        t += &format!("\n{:<16} {}", Bucket::ALL[b].as_str(), format::ms_label(ms));
     }
     t + "\nclick: show it in the timeline"
 }

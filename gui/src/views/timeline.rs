@@ -828,8 +828,8 @@ pub fn describe(l: &Loaded, h: &Hit) -> String {
                 "step {k} · {} · {}\nbusy {} · idle {}{}",
                 s.phase.as_str(),
                 format::dur_ns((s.end_ns - s.start_ns) as f64),
-                format::ms(s.busy_ms),
-                format::ms(s.idle_ms),
+                format::ms_label(s.busy_ms),
+                format::ms_label(s.idle_ms),
                 if s.stall { " · STALL" } else { "" }
             );
             if s.batch > 0 {

@@ -153,6 +153,7 @@ mod tests {
         assert_eq!(dur_ns(4.56e6), "4.560 ms");
         assert_eq!(bytes(1536 * 1024), "1.50 MiB");
         assert_eq!(tick_ns(720e6, 10e6), "720 ms");
-        assert_eq!(tick_ns(1.25e9, 0.05e9), "1.25 s");
+        assert_eq!(tick_ns(1.25e9, 0.05e9), "1250 ms");
+        assert_eq!(tick_ns(3500.0, 500.0), "3500 ns");
     }
 }

@@ -68,7 +68,7 @@ fn launch_names(t: &Trace) -> Vec<&str> {
 
 /// Everything the three versioned fixtures share.
 fn check_workload(t: &Trace) {
-    assert_eq!(t.manifest.source_format, "nsys-sqlite");
+    assert_eq!(t.manifest.source_format, gapscope_traces::SourceFormat::NsysSqlite);
 
     // Kernels: names from demangledName, in file order.
     let names = kernel_names(t);

@@ -6,7 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use gapscope_analyzer::diff::{DiffReport, FloorCeilings, WhatIf, diff_with_floor, refusal};
+use gapscope_analyzer::diff::{
+    DiffReport, FloorCeilings, Refusal, WhatIf, diff_with_floor, refusal,
+};
 use gapscope_analyzer::roofline::{WeightFormat, hw, peak_flops};
 
 use crate::render::markdown::{Align, Cell, table, text_row};
@@ -84,12 +86,16 @@ pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
     let reports = [analyser.run(&a.a)?, analyser.run(b)?];
     let refused = refusal(&reports[0], &reports[1], a.allow_implausible);
     if !refused.is_empty() {
-        let hint = if refused.iter().any(|r| r.contains("implausible")) {
+        let hint = if refused
+            .iter()
+            .any(|r| matches!(r, Refusal::Implausible { .. }))
+        {
             " (--allow-implausible diffs them anyway)"
         } else {
             ""
         };
-        anyhow::bail!("diff: cannot compare: {}{hint}", text(&refused.join("; ")));
+        let why: Vec<String> = refused.iter().map(ToString::to_string).collect();
+        anyhow::bail!("diff: cannot compare: {}{hint}", text(&why.join("; ")));
     }
     let floor = match &a.hardware {
         Some(gpu) => {

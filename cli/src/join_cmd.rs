@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use clap::Args;
 use gapscope_analyzer::import::{ImportOptions, import_trace};
-use gapscope_traces::SourceFormat;
 use gapscope_analyzer::join::{DEFAULT_MIN_MATCH, JoinSettings, join_engine_metadata};
+use gapscope_traces::SourceFormat;
 
 use crate::progress::Bar;
 

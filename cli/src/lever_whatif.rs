@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 use gapscope_analyzer::analysis::host::GroupBy;
 use gapscope_analyzer::diff::levers::{
-    LeverPrediction, LeverWhatIf, check_measured, decode_span, hybrid_levers,
+    EngineLever, LeverPrediction, LeverWhatIf, check_measured, decode_span, hybrid_levers,
 };
 use serde::Serialize;
 
@@ -38,7 +38,7 @@ pub fn parse_measured(s: &str) -> std::result::Result<Measured, String> {
 /// A measured step beside its prediction.
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {
-    pub lever: String,
+    pub lever: EngineLever,
     pub path: String,
     pub predicted_step_ms: f64,
     /// Median decode-step span of the measured trace, and its CV, %.
@@ -75,14 +75,14 @@ pub fn run(
     let prediction = hybrid_levers(&report).map_err(|e| anyhow::anyhow!("what-if: {e}"))?;
     let mut out = Vec::new();
     for m in measured {
-        let Some(p) = prediction.levers.iter().find(|p| lever_key(p) == m.lever) else {
+        let Some(p) = prediction.levers.iter().find(|p| p.lever.knob == m.lever) else {
             bail!(
                 "--measured {}: no such lever; the predictions are {}",
                 m.lever,
                 prediction
                     .levers
                     .iter()
-                    .map(lever_key)
+                    .map(|p| p.lever.knob)
                     .collect::<Vec<_>>()
                     .join(", ")
             );
@@ -94,7 +94,7 @@ pub fn run(
         let span =
             decode_span(&r).map_err(|why| anyhow::anyhow!("--measured {}: {why}", m.lever))?;
         out.push(Comparison {
-            lever: p.lever.clone(),
+            lever: p.lever,
             path: m.path.display().to_string(),
             predicted_step_ms: p.predicted_step_ms,
             measured_step_ms: span.median,
@@ -109,15 +109,10 @@ pub fn run(
     })
 }
 
-/// The key `--measured` names a lever by: the part before `=` (`state_update`), or `all`.
-fn lever_key(p: &LeverPrediction) -> &str {
-    p.lever.split('=').next().unwrap_or(&p.lever)
-}
-
 fn cells(w: &WhatIfOutput, p: &LeverPrediction) -> Vec<String> {
     let m = w.measured.iter().find(|c| c.lever == p.lever);
     vec![
-        p.lever.clone(),
+        p.lever.to_string(),
         format!("{:.3}", p.removed_ms),
         format!("{:.3}", p.added_ms),
         format!("{:.0}", p.launches_removed),

@@ -202,7 +202,15 @@ mod tests {
 
     #[test]
     fn source_formats_are_stored_by_name_and_unknown_names_kept() {
-        for name in ["kineto", "nsys-sqlite", "engine", "cupti", "synthetic", "", "kineto-json"] {
+        for name in [
+            "kineto",
+            "nsys-sqlite",
+            "engine",
+            "cupti",
+            "synthetic",
+            "",
+            "kineto-json",
+        ] {
             let f = SourceFormat::from(name);
             assert_eq!(f.as_str(), name);
             let json = serde_json::to_string(&f).unwrap();

@@ -935,6 +935,39 @@ pub fn baseline_from_history(
 mod tests {
     use super::*;
 
+    #[test]
+    fn incomparability_clauses_read_as_before() {
+        use crate::analysis::plausibility::PlausibilityCheck;
+        let clauses = [
+            Incomparability::GpuUnnamed {
+                side: GateSide::Baseline,
+                other: "NVIDIA H200".into(),
+            },
+            Incomparability::StepsCutDifferently {
+                baseline: StepCut::Automatic,
+                current: StepCut::By {
+                    source: StepSource::NotFound,
+                },
+            },
+            Incomparability::Implausible {
+                side: GateSide::Current,
+                problems: vec![PlausibilityProblem {
+                    check: PlausibilityCheck::Coverage,
+                    detail: "most work is outside them".into(),
+                }],
+            },
+        ];
+        let text: Vec<String> = clauses.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            text,
+            [
+                "the baseline names no GPU (current NVIDIA H200), so the GPU cannot be checked",
+                "steps are cut differently (baseline: automatic periodicity detection; current: none: no step markers and no periodic kernel sequence)",
+                "the current's steps look implausible: most work is outside them",
+            ]
+        );
+    }
+
     fn noisy(n: usize, base: f64, cv: f64, seed: u64) -> Vec<f64> {
         let mut r = Rng(seed | 1);
         (0..n)

@@ -349,3 +349,56 @@ fn lever(
         scopes,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lever_sentence_comes_from_its_cause_and_figures() {
+        let busy = Lever {
+            cause: None,
+            idle_share_of_step_pct: Some(3.25),
+            share_of_idle_pct: 0.0,
+            scope: None,
+            scopes: 0,
+        };
+        assert_eq!(
+            busy.to_string(),
+            "the GPU is idle 3.2% of each step: idle time is not the lever; look at the buckets"
+        );
+        let annotation = Lever {
+            cause: Some(IdleCause::HostCompute),
+            idle_share_of_step_pct: Some(40.0),
+            share_of_idle_pct: 90.0,
+            scope: Some(LeverScope {
+                name: "decode_step".into(),
+                kind: ChargeKind::Scope(ScopeKind::Annotation),
+                ms_per_step: 0.25,
+            }),
+            scopes: 2,
+        };
+        assert!(
+            annotation.to_string().starts_with(
+                "host compute is 90% of the idle, 0.250 ms/step of it inside `decode_step` but in no finer recorded scope;"
+            ),
+            "{annotation}"
+        );
+        let json = serde_json::to_value(&annotation).unwrap();
+        assert_eq!(json["cause"], "host_compute");
+        assert_eq!(json["text"], annotation.to_string());
+        assert_eq!(json["scope"]["kind"], "annotation");
+        let unexplained = Lever {
+            cause: Some(IdleCause::Unexplained),
+            scope: None,
+            scopes: 0,
+            ..annotation
+        };
+        assert!(
+            unexplained
+                .to_string()
+                .starts_with("90% of the idle is unexplained: the trace has no host scopes;"),
+            "{unexplained}"
+        );
+    }
+}

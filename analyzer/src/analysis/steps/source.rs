@@ -255,3 +255,54 @@ impl fmt::Display for PhaseSource {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_step_and_phase_lines_read_as_before() {
+        let markers = StepSource::Markers {
+            ranges: MarkerRanges::UserAnnotation,
+            projected: Some(Projection::NoGpuRanges),
+            names: ["a", "b", "c", "d"].map(String::from).to_vec(),
+            more_names: 2,
+        };
+        assert_eq!(
+            markers.to_string(),
+            r#"markers: user_annotation "a", "b", "c", "d" and 2 more names (mapped to the GPU through launch correlation)"#
+        );
+        let periodic = StepSource::Periodic {
+            anchor: "k_get_rows_float".into(),
+            stride: 2,
+            starts: 8,
+            occurrences: 17,
+            prefills: 1,
+        };
+        assert_eq!(
+            periodic.to_string(),
+            r#"auto: periodic kernel sequence, anchor "k_get_rows_float" (every 2nd of its 17 occurrences, 1 odd segment taken as prefill)"#
+        );
+        assert_eq!(
+            StepSource::NoKernels.to_string(),
+            "none: the trace has no kernels"
+        );
+        let phases = PhaseSource::from_evidence(
+            &[
+                Evidence::Assumed,
+                Evidence::KernelNames,
+                Evidence::KernelNames,
+            ],
+            Some("flash_fwd_splitkv_kernel".into()),
+            None,
+        );
+        assert_eq!(
+            phases.to_string(),
+            r#"phase-specific kernel names (e.g. "flash_fwd_splitkv_kernel"): 2, assumed decode (no metadata, no phase-specific kernels): 1"#
+        );
+        let one =
+            PhaseSource::from_evidence(&[Evidence::Marker], None, Some("engine step records"));
+        assert_eq!(one.to_string(), "marker metadata (engine step records)");
+        assert_eq!(PhaseSource::None.to_string(), "");
+    }
+}

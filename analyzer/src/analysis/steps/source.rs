@@ -9,7 +9,7 @@ use super::phase_evidence::Evidence;
 use crate::text::short;
 
 /// How the steps of a trace were found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum StepSource {
     /// Marker ranges delimit the steps (the tiers of engine markers, or the user's pattern).
@@ -38,6 +38,7 @@ pub enum StepSource {
     /// No steps: the trace has no kernels.
     NoKernels,
     /// No steps: no marker delimits steps and the kernel sequence is not periodic.
+    #[default]
     NotFound,
 }
 
@@ -89,12 +90,6 @@ impl StepSource {
     /// Whether automatic periodicity detection found the steps.
     pub fn is_periodic(&self) -> bool {
         matches!(self, Self::Periodic { .. })
-    }
-}
-
-impl Default for StepSource {
-    fn default() -> Self {
-        Self::NotFound
     }
 }
 

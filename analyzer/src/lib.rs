@@ -19,5 +19,7 @@ pub mod gate;
 pub mod history;
 pub mod join;
 pub mod roofline;
+pub mod session;
 mod sqlite_file;
+pub mod tables;
 pub mod text;

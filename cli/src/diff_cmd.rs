@@ -6,8 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
+use gapscope_analyzer::analysis::Report;
 use gapscope_analyzer::diff::{
-    DiffReport, FloorCeilings, Refusal, WhatIf, diff_with_floor, refusal,
+    DiffReport, DiffSide, FloorCeilings, NameTimes, Refusal, WhatIf, diff_with_floor, refusal,
 };
 use gapscope_analyzer::roofline::{WeightFormat, hw, peak_flops};
 
@@ -43,7 +44,7 @@ pub struct DiffArgs {
     #[arg(long, default_value = "bf16")]
     pub weights: String,
     /// Kernels listed in the structural and top-moved sections.
-    #[arg(long = "list", default_value_t = 10, value_name = "N")]
+    #[arg(long = "list", default_value_t = gapscope_analyzer::diff::DEFAULT_LIST, value_name = "N")]
     pub list: usize,
     /// Diff even when a side's steps look implausible (the report says so).
     #[arg(long)]
@@ -67,7 +68,7 @@ pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
             }
         }
     }
-    let mut analyser = a.analysis.analyser(g.quiet, true)?;
+    let mut analyser = a.analysis.analyser(g.quiet)?;
     if let Some(set) = &a.what_if {
         let w = crate::lever_whatif::run(set, &a.a, &a.measured, &mut analyser)?;
         let out = if a.json {
@@ -83,8 +84,14 @@ pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
     let Some(b) = &a.b else {
         anyhow::bail!("diff: needs a reference trace B, or --what-if SET to predict from A alone");
     };
-    let reports = [analyser.run(&a.a)?, analyser.run(b)?];
-    let refused = refusal(&reports[0], &reports[1], a.allow_implausible);
+    // Each side keeps its report and name times; its trace goes as soon as it is analysed.
+    let side = |p: &std::path::Path| -> Result<(Report, NameTimes)> {
+        let run = analyser.open(p)?;
+        Ok((run.report, run.names))
+    };
+    let (ra, na) = side(&a.a)?;
+    let (rb, nb) = side(b)?;
+    let refused = refusal(&ra, &rb, a.allow_implausible);
     if !refused.is_empty() {
         let hint = if refused
             .iter()
@@ -109,7 +116,18 @@ pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
         }
         None => None,
     };
-    let d = diff_with_floor(&reports[0], &reports[1], a.list, floor);
+    let d = diff_with_floor(
+        DiffSide {
+            report: &ra,
+            names: &na,
+        },
+        DiffSide {
+            report: &rb,
+            names: &nb,
+        },
+        a.list,
+        floor,
+    );
     let out = if a.json {
         serde_json::to_string_pretty(&d)? + "\n"
     } else {
@@ -190,7 +208,7 @@ fn render(d: &DiffReport, md: bool) -> String {
             }
         }
     }
-    let levers = gaining(d);
+    let levers = d.gaining();
     if levers.is_empty() {
         s.push_str(
             "\nwhat-if: no lever; A is not slower than B in any bucket, group or idle part, nor above a floor\n",
@@ -327,15 +345,6 @@ fn shares_line(d: &DiffReport) -> String {
     }
 }
 
-/// Levers that would make A faster, by taking B's time or by reaching their floor; best
-/// gain against B first.
-fn gaining(d: &DiffReport) -> Vec<&WhatIf> {
-    d.what_if
-        .iter()
-        .filter(|w| w.gain_as_b_ms > 0.0 || w.at_floor_ms.is_some_and(|f| f < d.a.step_ms))
-        .collect()
-}
-
 /// A group's totals, and how the what-ifs treat it, for text or Markdown.
 fn group_line(g: &gapscope_analyzer::diff::GroupDelta, md: bool) -> (String, String) {
     let name = if md {
@@ -437,7 +446,8 @@ fn markdown(d: &DiffReport) -> String {
         }
     }
     s.push_str("\n### What-if: A's step if one lever changed\n\n");
-    let rows = gaining(d)
+    let rows = d
+        .gaining()
         .into_iter()
         .map(|w| text_row(what_if_cells(w).into()))
         .collect();

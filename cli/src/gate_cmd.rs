@@ -72,7 +72,7 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
         Some(p) => Policy::from_file(p)?,
         None => Policy::default(),
     };
-    let analyser = a.analysis.analyser(g.quiet, true)?;
+    let analyser = a.analysis.analyser(g.quiet)?;
     let current = analyser.run(&a.current)?;
     let baseline = match (&a.baseline, a.baseline_history) {
         (Some(p), _) => analyser.run(p)?,

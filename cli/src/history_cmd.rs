@@ -111,7 +111,7 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
         } => {
             // Analyse first: a trace that does not load, or whose figures cannot be stored,
             // leaves no database behind.
-            let r = analysis.analyser(g.quiet, false)?.run(&trace)?;
+            let r = analysis.analyser(g.quiet)?.run(&trace)?;
             if let Err(m) = history::check_storable(&r) {
                 anyhow::bail!("history {}: {m}", history::redacted(&a.db));
             }

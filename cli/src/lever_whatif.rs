@@ -6,17 +6,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 use gapscope_analyzer::analysis::host::GroupBy;
-use gapscope_analyzer::diff::levers::{
-    EngineLever, LeverPrediction, LeverWhatIf, check_measured, decode_span, hybrid_levers,
-};
-use serde::Serialize;
+use gapscope_analyzer::diff::levers::{LeverPrediction, LeverWhatIf};
+use gapscope_analyzer::diff::whatif::{LeverSet, WhatIfOutput, find_lever, what_if};
 
 use crate::render::markdown::{Align, Cell, table};
 use crate::render::{md_code, md_text, text};
 use crate::report_cmd::Analyser;
-
-/// The lever sets `--what-if` knows.
-pub const WHAT_IF_SETS: &[&str] = &["hybrid"];
 
 /// A `--measured LEVER=TRACE` argument.
 #[derive(Debug, Clone)]
@@ -35,78 +30,31 @@ pub fn parse_measured(s: &str) -> std::result::Result<Measured, String> {
     })
 }
 
-/// A measured step beside its prediction.
-#[derive(Debug, Clone, Serialize)]
-pub struct Comparison {
-    pub lever: EngineLever,
-    pub path: String,
-    pub predicted_step_ms: f64,
-    /// Median decode-step span of the measured trace, and its CV, %.
-    pub measured_step_ms: f64,
-    pub measured_cv_pct: f64,
-    /// (predicted - measured) / measured, %.
-    pub error_pct: f64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct WhatIfOutput {
-    pub schema_version: u32,
-    #[serde(flatten)]
-    pub prediction: LeverWhatIf,
-    pub measured: Vec<Comparison>,
-}
-
-/// Analyses the slow trace with the op grouping, predicts, and compares with each measured
-/// trace (whose lever must be one the prediction names).
+/// Analyses the slow trace with the op grouping and each measured trace, then asks the
+/// analyzer for the what-if.
 pub fn run(
     set: &str,
     slow: &Path,
     measured: &[Measured],
     analyser: &mut Analyser,
 ) -> Result<WhatIfOutput> {
-    if !WHAT_IF_SETS.contains(&set) {
+    let Some(set) = LeverSet::parse(set) else {
+        let known: Vec<&str> = LeverSet::ALL.iter().map(|s| s.as_str()).collect();
         bail!(
             "--what-if {set:?}: unknown lever set; the sets are {}",
-            WHAT_IF_SETS.join(", ")
+            known.join(", ")
         );
-    }
-    analyser.group_by(GroupBy::Op);
+    };
+    analyser.group_by(GroupBy::Op)?;
     let report = analyser.run(slow)?;
-    let prediction = hybrid_levers(&report).map_err(|e| anyhow::anyhow!("what-if: {e}"))?;
-    let mut out = Vec::new();
+    // A lever the slow trace does not predict is refused before any measured trace is read.
+    let prediction = what_if(set, &report, &[])?;
+    let mut runs = Vec::new();
     for m in measured {
-        let Some(p) = prediction.levers.iter().find(|p| p.lever.knob == m.lever) else {
-            bail!(
-                "--measured {}: no such lever; the predictions are {}",
-                m.lever,
-                prediction
-                    .levers
-                    .iter()
-                    .map(|p| p.lever.knob)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        };
-        let r = analyser.run(&m.path)?;
-        if let Err(why) = check_measured(&report, &r, &m.lever) {
-            bail!("--measured {}: {}: {why}", m.lever, m.path.display());
-        }
-        let span =
-            decode_span(&r).map_err(|why| anyhow::anyhow!("--measured {}: {why}", m.lever))?;
-        out.push(Comparison {
-            lever: p.lever,
-            path: m.path.display().to_string(),
-            predicted_step_ms: p.predicted_step_ms,
-            measured_step_ms: span.median,
-            measured_cv_pct: span.cv * 100.0,
-            error_pct: 100.0 * (p.predicted_step_ms - span.median) / span.median,
-        });
+        find_lever(&prediction.prediction, &m.lever)?;
+        runs.push((m.lever.clone(), analyser.run(&m.path)?));
     }
-    Ok(WhatIfOutput {
-        schema_version: 1,
-        prediction,
-        measured: out,
-    })
+    Ok(what_if(set, &report, &runs)?)
 }
 
 fn cells(w: &WhatIfOutput, p: &LeverPrediction) -> Vec<String> {

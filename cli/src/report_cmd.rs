@@ -5,11 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use gapscope_analyzer::RuleSet;
+use gapscope_analyzer::analysis::Report;
 use gapscope_analyzer::analysis::host::GroupBy;
-use gapscope_analyzer::analysis::{AnalysisSettings, Report, analyze};
-use gapscope_analyzer::import::{ImportOptions, import_trace};
-use gapscope_traces::KERNEL_ANALYSIS_COLUMNS;
+use gapscope_analyzer::session::{self, AnalyzedRun, Knobs, Run, SessionSettings};
 
 use crate::progress::Bar;
 use crate::render;
@@ -73,30 +71,23 @@ pub struct AnalysisArgs {
     pub top: Option<usize>,
 }
 
-/// Rules, settings and import options built once from [`AnalysisArgs`].
+/// The analysis session's settings built once from [`AnalysisArgs`], and how to show progress.
 pub struct Analyser {
-    rules: RuleSet,
-    settings: AnalysisSettings,
-    opts: ImportOptions,
+    pub settings: SessionSettings,
+    knobs: Knobs,
     quiet: bool,
 }
 
 impl Analyser {
-    /// Groups GPU and host time by `by` too (`report --by`); loads the engine's op and
-    /// layer columns for it.
-    pub fn group_by(&mut self, by: GroupBy) {
-        self.settings.group_by = Some(by);
-        if let Some(cols) = &mut self.opts.kernel_columns {
-            for c in ["op", "layer"] {
-                if !cols.iter().any(|x| x == c) {
-                    cols.push(c.to_owned());
-                }
-            }
-        }
+    /// Groups GPU and host time by `by` too (`report --by`).
+    pub fn group_by(&mut self, by: GroupBy) -> Result<()> {
+        self.knobs.group_by = Some(by);
+        self.settings = SessionSettings::resolve(&self.knobs)?;
+        Ok(())
     }
 
-    /// Imports and analyses one trace.
-    pub fn run(&self, path: &std::path::Path) -> Result<Report> {
+    /// Imports and analyses one trace (`-`: standard input).
+    pub fn open(&self, path: &std::path::Path) -> Result<AnalyzedRun> {
         let bar = Bar::new(self.quiet, "import");
         let t0 = std::time::Instant::now();
         // `-` is standard input: spooled to a temporary file, since the importers sniff
@@ -109,22 +100,29 @@ impl Analyser {
         } else {
             None
         };
-        let imported = import_trace(spool.as_deref().unwrap_or(path), &self.opts, &bar)
+        let run = match &spool {
+            Some(p) => Run {
+                label: Some("- (standard input)".to_owned()),
+                ..Run::new(p.to_path_buf())
+            },
+            None => Run::new(path),
+        };
+        let imported = session::import_run(&run, &self.settings, &bar)
             .map_err(|e| anyhow::anyhow!("{}", e.to_string().replace(&spool_name(&spool), "-")))?;
         let t1 = std::time::Instant::now();
-        let mut report = analyze(&imported, &self.rules, &self.settings);
-        if spool.is_some() {
-            report.source.path = "- (standard input)".to_owned();
-        } else {
-            report.source.set_input_path(&path.display().to_string());
-        }
+        let analyzed = session::analyze_run(run, imported, &self.settings);
         tracing::info!(
             "{}: import {:.1} ms, analysis {:.1} ms",
             path.display(),
             (t1 - t0).as_secs_f64() * 1e3,
             t1.elapsed().as_secs_f64() * 1e3
         );
-        Ok(report)
+        Ok(analyzed)
+    }
+
+    /// Imports and analyses one trace; only its report is kept.
+    pub fn run(&self, path: &std::path::Path) -> Result<Report> {
+        Ok(self.open(path)?.report)
     }
 }
 
@@ -137,57 +135,37 @@ fn spool_name(spool: &Option<tempfile::TempPath>) -> String {
 }
 
 impl AnalysisArgs {
-    /// The analyser these options describe; `all_names` keeps every kernel name per bucket
-    /// (diff and gate compare names).
-    pub fn analyser(&self, quiet: bool, all_names: bool) -> Result<Analyser> {
-        let mut settings = self.settings()?;
-        if all_names {
-            settings.top_per_bucket = usize::MAX;
+    /// The knobs these options set, as every front end passes them to the session.
+    pub fn knobs(&self) -> Knobs {
+        Knobs {
+            rules_file: self.rules.clone(),
+            step_regex: self.step_regex.clone(),
+            no_markers: self.no_markers,
+            allow_truncated: self.allow_truncated,
+            max_events: self.max_events,
+            max_steps: self.max_steps,
+            top: self.top,
+            group_by: None,
+            all_columns: false,
+            scratch_dir: Some(crate::import_cmd::scratch_dir()),
         }
+    }
+
+    /// The analyser these options describe.
+    pub fn analyser(&self, quiet: bool) -> Result<Analyser> {
+        let knobs = self.knobs();
         Ok(Analyser {
-            rules: self.rules()?,
-            settings,
-            opts: ImportOptions {
-                kernel_columns: Some(
-                    KERNEL_ANALYSIS_COLUMNS
-                        .iter()
-                        .map(|s| s.to_string())
-                        .collect(),
-                ),
-                allow_truncated: self.allow_truncated,
-                max_events: crate::import_cmd::event_limit(self.max_events),
-                scratch_dir: Some(crate::import_cmd::scratch_dir()),
-            },
+            settings: SessionSettings::resolve(&knobs)?,
+            knobs,
             quiet,
         })
-    }
-
-    pub fn rules(&self) -> Result<RuleSet> {
-        Ok(match &self.rules {
-            Some(p) => RuleSet::with_user_file(p)?,
-            None => RuleSet::builtin(),
-        })
-    }
-
-    pub fn settings(&self) -> Result<AnalysisSettings> {
-        let mut s = AnalysisSettings::default();
-        if let Some(re) = &self.step_regex {
-            s.steps.regex = regex::Regex::new(re)
-                .with_context(|| format!("--step-regex {re:?} is not a valid regex"))?;
-        }
-        s.steps.ignore_markers = self.no_markers;
-        if let Some(n) = self.max_steps {
-            s.max_steps = (n > 0).then_some(n);
-        }
-        s.top_per_bucket = self.top.unwrap_or(3);
-        Ok(s)
     }
 }
 
 pub fn run(a: ReportArgs, g: &crate::Global) -> Result<ExitCode> {
-    let mut analyser = a.analysis.analyser(g.quiet, false)?;
+    let mut analyser = a.analysis.analyser(g.quiet)?;
     if let Some(by) = a.by {
-        analyser.group_by(by);
+        analyser.group_by(by)?;
     }
     let reports = a
         .traces

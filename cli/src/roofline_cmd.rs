@@ -112,7 +112,7 @@ pub fn run(a: RooflineArgs, g: &crate::Global) -> Result<ExitCode> {
     if a.ctx > MAX_CTX {
         anyhow::bail!("--ctx {}: the context is 0..={MAX_CTX} tokens", a.ctx);
     }
-    let analyser = a.analysis.analyser(g.quiet, false)?;
+    let analyser = a.analysis.analyser(g.quiet)?;
     let mut reports = Vec::new();
     for t in &a.traces {
         reports.push(analyser.run(t)?);

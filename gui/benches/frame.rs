@@ -113,12 +113,12 @@ fn main() {
         std::process::exit(2);
     };
     let ctx = egui::Context::default();
-    let settings = Settings {
+    let mut settings = Settings {
         traces: vec![trace.clone().into()],
-        // The bench times traces past the default event limit (10M kernels): no limit.
-        max_events: Some(u64::MAX),
         ..Settings::default()
     };
+    // The bench times traces past the default event limit (10M kernels): no limit.
+    settings.knobs.max_events = Some(0);
     let t0 = Instant::now();
     let mut app = App::new(&settings);
     // Frames while loading (the progress bar), up to the first frame that draws the trace

@@ -1,16 +1,15 @@
 //! The explorer window: open documents, the selected view, the shared side panel.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use egui::{Color32, RichText, Ui};
-use gapscope_analyzer::RuleSet;
 use gapscope_analyzer::roofline::WeightFormat;
+use gapscope_analyzer::session::{Knobs, SessionSettings};
 
 use crate::axis::AxisMode;
 use crate::doc::{Doc, DocState};
 use crate::file_dialog::FileDialog;
-use crate::loader::{self, LoadSettings};
+use crate::loader;
 use crate::settings::Settings;
 use crate::views::diff::DiffState;
 use crate::views::kernels::KernelsState;
@@ -26,7 +25,7 @@ pub struct App {
     pub kernels: Vec<KernelsState>,
     pub diff: DiffState,
     pub roofline: RooflineState,
-    load: LoadSettings,
+    load: SessionSettings,
     step_aligned: bool,
     pending: Vec<PathBuf>,
     dialog: FileDialog,
@@ -42,13 +41,19 @@ pub struct App {
 impl App {
     pub fn new(s: &Settings) -> Self {
         let mut notice = None;
-        let rules = match &s.rules {
-            Some(p) => RuleSet::with_user_file(p).unwrap_or_else(|e| {
-                notice = Some(loader::one_line(&e.to_string()));
-                RuleSet::builtin()
-            }),
-            None => RuleSet::builtin(),
-        };
+        let mut knobs = s.knobs.clone();
+        // A binary names where a private copy may go (an nsys export's `-wal` without `-shm`).
+        knobs.scratch_dir = Some(std::env::temp_dir());
+        let load = SessionSettings::resolve(&knobs).unwrap_or_else(|e| {
+            notice = Some(loader::one_line(&e.to_string()));
+            // The built-in rules and automatic steps, with the other options as given.
+            let fallback = Knobs {
+                rules_file: None,
+                step_regex: None,
+                ..knobs.clone()
+            };
+            SessionSettings::resolve(&fallback).unwrap_or_default()
+        });
         let mut roofline = RooflineState::default();
         if let Some(m) = &s.model {
             roofline.set_model(m.clone());
@@ -76,11 +81,7 @@ impl App {
             kernels: Vec::new(),
             diff: DiffState::default(),
             roofline,
-            load: LoadSettings {
-                rules: Arc::new(rules),
-                max_events: s.max_events,
-                ..LoadSettings::default()
-            },
+            load,
             step_aligned: s.step_aligned,
             pending: s.traces.clone(),
             dialog: FileDialog::default(),

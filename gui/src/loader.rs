@@ -6,10 +6,9 @@ use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use gapscope_analyzer::RuleSet;
-use gapscope_analyzer::analysis::AnalysisSettings;
 use gapscope_analyzer::explore::{Exploration, KernelTable, Stage, explore};
-use gapscope_analyzer::import::{ImportOptions, ImportProgress, import_trace};
+use gapscope_analyzer::import::ImportProgress;
+use gapscope_analyzer::session::{self, Run, SessionSettings};
 
 use crate::lod::{LaneLod, Longest};
 
@@ -72,25 +71,6 @@ impl ImportProgress for Bytes<'_> {
     }
 }
 
-/// How traces are read and analysed.
-#[derive(Clone)]
-pub struct LoadSettings {
-    pub rules: Arc<RuleSet>,
-    pub analysis: AnalysisSettings,
-    /// Most events an import loads (`None`: the importer's default for the format).
-    pub max_events: Option<u64>,
-}
-
-impl Default for LoadSettings {
-    fn default() -> Self {
-        Self {
-            rules: Arc::new(RuleSet::builtin()),
-            analysis: AnalysisSettings::default(),
-            max_events: None,
-        }
-    }
-}
-
 impl Loaded {
     pub fn kernel_table(&self) -> Option<&KernelTable> {
         self.kernel_table.get()
@@ -107,24 +87,17 @@ impl Loaded {
 fn build_table(x: &Exploration, slot: &OnceLock<KernelTable>) {
     slot.get_or_init(|| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            KernelTable::build(&x.trace, &x.kernel_bucket, &x.memop_bucket)
+            KernelTable::build(&x.trace, &x.tables.kernel_bucket, &x.tables.memop_bucket)
         }))
         .unwrap_or_default()
     });
 }
 
 /// Imports and analyses `path` on the calling thread (the kernel table stays to build).
-pub fn load_blocking(path: &Path, s: &LoadSettings, p: &Progress) -> Result<Loaded, String> {
+pub fn load_blocking(path: &Path, s: &SessionSettings, p: &Progress) -> Result<Loaded, String> {
     let t0 = Instant::now();
-    let opts = ImportOptions {
-        kernel_columns: None,
-        // A truncated file loads what it holds; the report's warnings say so.
-        allow_truncated: true,
-        max_events: s.max_events,
-        // A binary names where a private copy may go (an nsys export's `-wal` without `-shm`).
-        scratch_dir: Some(std::env::temp_dir()),
-    };
-    let imported = import_trace(path, &opts, &Bytes(p)).map_err(|e| one_line(&e.to_string()))?;
+    let run = Run::new(path);
+    let imported = session::import_run(&run, s, &Bytes(p)).map_err(|e| one_line(&e.to_string()))?;
     let marks = Mutex::new(vec![("import", t0.elapsed().as_secs_f64())]);
     let stage = |st: Stage| {
         let (code, prev) = match st {
@@ -136,7 +109,7 @@ pub fn load_blocking(path: &Path, s: &LoadSettings, p: &Progress) -> Result<Load
         }
         p.stage.store(code, Ordering::Relaxed);
     };
-    let x = explore(imported, &s.rules, &s.analysis, &stage);
+    let x = explore(&run, imported, s, &stage);
     let mut marks = marks.into_inner().unwrap_or_default();
     marks.push(("lanes", t0.elapsed().as_secs_f64()));
     p.stage.store(10, Ordering::Relaxed);
@@ -171,7 +144,7 @@ pub fn load_blocking(path: &Path, s: &LoadSettings, p: &Progress) -> Result<Load
 }
 
 /// Starts loading `path` on a worker thread; `done` runs when the result is in `Progress`.
-pub fn spawn(path: PathBuf, s: LoadSettings, done: impl Fn() + Send + 'static) -> Arc<Progress> {
+pub fn spawn(path: PathBuf, s: SessionSettings, done: impl Fn() + Send + 'static) -> Arc<Progress> {
     let p = Arc::new(Progress::default());
     let q = Arc::clone(&p);
     let worker = std::thread::Builder::new()

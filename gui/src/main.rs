@@ -36,7 +36,7 @@ impl eframe::App for Shell {
 fn inputs(s: &Settings) -> Vec<std::path::PathBuf> {
     let mut v = s.traces.clone();
     v.extend(
-        [&s.model, &s.hw_profile, &s.rules]
+        [&s.model, &s.hw_profile, &s.knobs.rules_file]
             .into_iter()
             .flatten()
             .cloned(),

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use gapscope_analyzer::session::Knobs;
+
 use crate::views::View;
 
 pub const USAGE: &str = "\
@@ -21,9 +23,14 @@ options:
   --hw GPU             the roofline's GPU (h100-sxm, h200, ...; default: the trace's GPU)
   --hw-profile P.json  measured ceilings from `gapscope-engine calibrate` instead
   --weights FMT        bf16 (default), fp8, q8_0, q4_0, q4_k, nvfp4 or mxfp4
-  --rules FILE         extra bucket rules (TOML), as for `gapscope report --rules`
+analysis options, as for `gapscope report`:
+  --rules FILE         extra bucket rules (TOML), tried before the built-in ones
+  --step-regex REGEX   marker names that delimit steps, instead of the automatic choice
+  --no-markers         find steps from the periodic kernel sequence, ignoring markers
+  --allow-truncated    load what a truncated JSON/gzip file holds instead of refusing it
   --max-events N       refuse inputs with more events than N (default 3,000,000,
                        any format; 0 lifts the limit)
+  --max-steps N        analyse at most N steps (default 100,000; 0 lifts the limit)
   --screenshot OUT.png render --view once, write a PNG of exactly --size and exit: 0 when
                        written, 2 on an error (a smaller screen included). Needs a display;
                        headless: xvfb-run -a -s \"-screen 0 1920x1080x24\" gapscope-gui ...
@@ -45,8 +52,8 @@ pub struct Settings {
     pub hw: Option<String>,
     pub hw_profile: Option<PathBuf>,
     pub weights: Option<String>,
-    pub rules: Option<PathBuf>,
-    pub max_events: Option<u64>,
+    /// What changes the analysis, as the CLI's flags set it.
+    pub knobs: Knobs,
     pub screenshot: Option<PathBuf>,
     pub size: [u32; 2],
 }
@@ -62,8 +69,10 @@ impl Default for Settings {
             hw: None,
             hw_profile: None,
             weights: None,
-            rules: None,
-            max_events: None,
+            knobs: Knobs {
+                all_columns: true,
+                ..Knobs::default()
+            },
             screenshot: None,
             size: [1600, 900],
         }
@@ -111,15 +120,13 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
             "--hw" => s.hw = Some(value(a)?),
             "--hw-profile" => s.hw_profile = Some(value(a)?.into()),
             "--weights" => s.weights = Some(value(a)?),
-            "--rules" => s.rules = Some(value(a)?.into()),
-            "--max-events" => {
-                let v = value(a)?;
-                let n: u64 = v
-                    .parse()
-                    .map_err(|_| format!("--max-events {v:?}: not a number"))?;
-                // 0 lifts the limit, as on the command line.
-                s.max_events = Some(if n == 0 { u64::MAX } else { n });
-            }
+            "--rules" => s.knobs.rules_file = Some(value(a)?.into()),
+            "--step-regex" => s.knobs.step_regex = Some(value(a)?),
+            "--no-markers" => s.knobs.no_markers = true,
+            "--allow-truncated" => s.knobs.allow_truncated = true,
+            // 0 lifts either limit, as on the command line.
+            "--max-events" => s.knobs.max_events = Some(number(a, &value(a)?)?),
+            "--max-steps" => s.knobs.max_steps = Some(number(a, &value(a)?)?),
             "--screenshot" => s.screenshot = Some(value(a)?.into()),
             "--size" => {
                 let v = value(a)?;
@@ -140,6 +147,10 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
         return Err("--view diff needs two traces".into());
     }
     Ok(Command::Run(Box::new(s)))
+}
+
+fn number<T: std::str::FromStr>(name: &str, v: &str) -> Result<T, String> {
+    v.parse().map_err(|_| format!("{name} {v:?}: not a number"))
 }
 
 fn parse_size(v: &str) -> Option<[u32; 2]> {

@@ -4,19 +4,41 @@
 
 use gapscope_analyzer::analysis::steps::{MarkerRanges, StepSource};
 use gapscope_analyzer::analysis::{AnalysisSettings, Report, analyze};
+use gapscope_analyzer::diff::{DiffSide, NameTimes};
 use gapscope_analyzer::import::{Imported, InputFormat};
 use gapscope_analyzer::roofline::report::FloorSource;
+use gapscope_analyzer::session::{self, Run, SessionSettings};
 use gapscope_analyzer::{Bucket, RuleSet};
 use gapscope_traces::*;
 
-fn report(t: Trace, settings: &AnalysisSettings) -> Report {
-    let imported = Imported {
+fn imported(t: Trace) -> Imported {
+    Imported {
         trace: t,
         format: InputFormat::Native,
         warnings: Vec::new(),
         defects: Vec::new(),
+    }
+}
+
+fn report(t: Trace, settings: &AnalysisSettings) -> Report {
+    analyze(&imported(t), &RuleSet::builtin(), settings)
+}
+
+/// A synthetic trace analysed as a session opens a run: the report and every name's time.
+fn analysed(t: Trace, settings: &AnalysisSettings) -> (Report, NameTimes) {
+    let s = SessionSettings {
+        analysis: settings.clone(),
+        ..SessionSettings::default()
     };
-    analyze(&imported, &RuleSet::builtin(), settings)
+    let (a, names) = session::analyze(&Run::new("synthetic"), &imported(t), &s);
+    (a.report, names)
+}
+
+fn side<'a>(r: &'a (Report, NameTimes)) -> DiffSide<'a> {
+    DiffSide {
+        report: &r.0,
+        names: &r.1,
+    }
 }
 
 fn kernel(t: &mut Trace, name: &str, stream: u32, corr: u64, s: i64, e: i64) {
@@ -276,13 +298,10 @@ fn diff_attributes_the_gap_by_bucket_and_flags_a_new_copy() {
         }
         t
     };
-    let settings = AnalysisSettings {
-        top_per_bucket: usize::MAX,
-        ..Default::default()
-    };
-    let a = report(build(true), &settings);
-    let b = report(build(false), &settings);
-    let d = gapscope_analyzer::diff::diff(&a, &b, 10);
+    let settings = AnalysisSettings::default();
+    let a = analysed(build(true), &settings);
+    let b = analysed(build(false), &settings);
+    let d = gapscope_analyzer::diff::diff(side(&a), side(&b), 10);
     assert!((d.gap_ms - 80e-6).abs() < 1e-12, "gap {}", d.gap_ms);
     let share = |bk: Bucket| {
         d.buckets
@@ -418,13 +437,13 @@ fn engine_bytes_give_per_bucket_floors() {
 fn what_if_at_the_floor_uses_declared_bytes() {
     // Same engine trace twice; A declares 100,000 bytes per gemv launch. On an H100 SXM the
     // gemv floor is 200,000 B / 3.35e12 B/s per step; A's step shrinks by the gap to it.
-    let a = report(engine_trace(100_000), &AnalysisSettings::default());
-    let b = report(engine_trace(-1), &AnalysisSettings::default());
+    let a = analysed(engine_trace(100_000), &AnalysisSettings::default());
+    let b = analysed(engine_trace(-1), &AnalysisSettings::default());
     let c = gapscope_analyzer::diff::FloorCeilings {
         bytes_per_s: 3.35e12,
         flops_per_s: 989.4e12,
     };
-    let d = gapscope_analyzer::diff::diff_with_floor(&a, &b, 5, Some(c));
+    let d = gapscope_analyzer::diff::diff_with_floor(side(&a), side(&b), 5, Some(c));
     let w = d
         .what_if
         .iter()

@@ -1,11 +1,9 @@
-// Long on purpose: the accumulators and the report assembly share private types (the row builders
-// are in decompose/rows.rs); about 120 lines are tests.
-//! Per-step decomposition: bucket times per step, overlap-correct busy time, idle split into
-//! launch gaps and host gaps, and step-time statistics.
+//! Per-step decomposition: one pass puts each activity in its step and bucket
+//! (`decompose/accumulate.rs`), the accumulators become the analysis tables
+//! (`to_tables.rs`, `idle.rs`), and the report is assembled from the tables (`rows.rs`).
 
 use gapscope_traces::Phase;
 
-use super::host::idle_cause::{Causes, IdleAttribution};
 use super::host::{self, GroupBy, HostIndex};
 use super::intervals::{merge_two, union_len_sorted};
 use super::plausibility::{self, StepFacts, StepUnit};
@@ -17,9 +15,14 @@ use super::telemetry::{self, TelemetryReport};
 use crate::bucket::Bucket;
 use crate::import::Imported;
 use crate::rules::RuleSet;
+use crate::tables::{NameScope, NameTimeTable, StepBuckets, Tables};
 
+mod accumulate;
+mod idle;
 mod rows;
-use rows::{StepSets, bucket_rows, span_ms, step_report, with_gpu_work};
+mod to_tables;
+use accumulate::{Accumulated, accumulate};
+use rows::{BucketInputs, StepSets, bucket_rows, span_ms, step_report, with_gpu_work};
 
 const NB: usize = Bucket::ALL.len();
 const NS_PER_MS: f64 = 1e6;
@@ -59,218 +62,27 @@ impl Default for AnalysisSettings {
     }
 }
 
-/// A step's model-derived cost per bucket (engine traces).
-#[derive(Clone, Default)]
-struct StepCost {
-    bytes: [i64; NB],
-    flops: [i64; NB],
-    ns: [i64; NB],
-}
-
-/// Per-step accumulators on the primary device.
-#[derive(Clone)]
-struct StepAcc {
-    bucket_ns: [i64; NB],
-    calls: [u32; NB],
-    /// Engine traces: model-derived bytes and FLOPs, and the time of the kernels that
-    /// carry them (so a bucket's % of floor only counts kernels with a cost). Allocated at
-    /// the first kernel with a cost: other traces pay 8 bytes a step for it, not 408.
-    cost: Option<Box<StepCost>>,
-    first_start: i64,
-    last_end: i64,
-    busy_ns: i64,
-    cur_start: i64,
-    cur_end: i64,
-    /// Longest idle gap inside the step and where it starts.
-    max_gap: i64,
-    max_gap_at: i64,
-    /// Idle gaps inside the step: start, end, and the activity that ends it (kernel index,
-    /// or `-(memop index + 1)`).
-    gaps: Vec<(i64, i64, i64)>,
-    /// The step's first activity (same encoding).
-    first_tag: i64,
-}
-
-impl Default for StepAcc {
-    fn default() -> Self {
-        Self {
-            bucket_ns: [0; NB],
-            calls: [0; NB],
-            cost: None,
-            first_start: i64::MAX,
-            last_end: i64::MIN,
-            busy_ns: 0,
-            cur_start: i64::MIN,
-            cur_end: i64::MIN,
-            max_gap: 0,
-            max_gap_at: 0,
-            gaps: Vec::new(),
-            first_tag: 0,
-        }
-    }
-}
-
-impl StepAcc {
-    fn add(&mut self, b: usize, s: i64, e: i64, tag: i64) {
-        self.bucket_ns[b] += (e - s).max(0);
-        self.calls[b] += 1;
-        if s < self.first_start {
-            self.first_start = s;
-            self.first_tag = tag;
-        }
-        if e <= s {
-            return;
-        }
-        self.last_end = self.last_end.max(e);
-        // Activities arrive start-sorted: a running union.
-        if s <= self.cur_end {
-            self.cur_end = self.cur_end.max(e);
-        } else {
-            if self.cur_end > self.cur_start {
-                self.busy_ns += self.cur_end - self.cur_start;
-                self.gaps.push((self.cur_end, s, tag));
-                if s - self.cur_end > self.max_gap {
-                    self.max_gap = s - self.cur_end;
-                    self.max_gap_at = self.cur_end;
-                }
-            }
-            self.cur_start = s;
-            self.cur_end = e;
-        }
-    }
-    fn cost(&mut self, b: usize, bytes: i64, flops: i64, ns: i64) {
-        if bytes < 0 && flops < 0 {
-            return;
-        }
-        let c = self.cost.get_or_insert_with(Default::default);
-        c.bytes[b] += bytes.max(0);
-        c.flops[b] += flops.max(0);
-        c.ns[b] += ns.max(0);
-    }
-
-    /// Model-derived bytes, FLOPs and costed time of bucket `b` (zeros without a cost).
-    fn cost_of(&self, b: usize) -> (i64, i64, i64) {
-        self.cost
-            .as_ref()
-            .map_or((0, 0, 0), |c| (c.bytes[b], c.flops[b], c.ns[b]))
-    }
-
-    fn close(&mut self) {
-        if self.cur_end > self.cur_start {
-            self.busy_ns += self.cur_end - self.cur_start;
-        }
-        self.cur_start = i64::MIN;
-        self.cur_end = i64::MIN;
-    }
-}
-
-/// Time per distinct name in scope.
-#[derive(Clone, Copy, Default)]
-struct NameAcc {
-    ns: i64,
-    calls: u64,
-    bucket: u8,
-}
-
-struct NameEntry {
-    name: u32,
-    is_memop: bool,
-    ns: i64,
-    calls: u64,
-    bucket: u8,
-}
-
-struct NameTimes {
-    kernels: Vec<NameAcc>,
-    memops: Vec<NameAcc>,
-}
-
-impl NameTimes {
-    fn new(n: usize) -> Self {
-        Self {
-            kernels: vec![NameAcc::default(); n],
-            memops: vec![NameAcc::default(); n],
-        }
-    }
-
-    fn add(&mut self, is_memop: bool, name: u32, bucket: u8, ns: i64) {
-        let v = if is_memop {
-            &mut self.memops
-        } else {
-            &mut self.kernels
-        };
-        if let Some(e) = v.get_mut(name as usize) {
-            if e.calls == 0 {
-                e.bucket = bucket;
-            }
-            e.ns += ns;
-            e.calls += 1;
-        }
-    }
-
-    fn iter(&self) -> impl Iterator<Item = NameEntry> + '_ {
-        let side = |v: &'_ [NameAcc], is_memop: bool| {
-            v.iter()
-                .enumerate()
-                .filter(|(_, e)| e.calls > 0)
-                .map(move |(i, e)| NameEntry {
-                    name: i as u32,
-                    is_memop,
-                    ns: e.ns,
-                    calls: e.calls,
-                    bucket: e.bucket,
-                })
-                .collect::<Vec<_>>()
-        };
-        side(&self.kernels, false)
-            .into_iter()
-            .chain(side(&self.memops, true))
-    }
-}
-
 /// Analyses one imported trace.
 pub fn analyze(imported: &Imported, rules: &RuleSet, settings: &AnalysisSettings) -> Report {
-    analyze_parts(imported, rules, settings).0
+    analyze_tables(imported, rules, settings, 0).report
 }
 
-/// One step's decomposition on the steps' device, for every step (the report keeps only
-/// the steps in its scope).
-#[derive(Debug, Clone)]
-pub struct StepParts {
-    /// GPU time per bucket ([`Bucket::ALL`] order), ns.
-    pub bucket_ns: [i64; NB],
-    /// Activities per bucket.
-    pub calls: [u32; NB],
-    /// Overlap-correct GPU busy time, ns.
-    pub busy_ns: i64,
-    /// First activity start and last activity end (`i64::MAX`/`i64::MIN` without activity).
-    pub first_ns: i64,
-    pub last_ns: i64,
-    /// The longest idle gap inside the step and where it starts.
-    pub max_gap_ns: i64,
-    pub max_gap_at_ns: i64,
-}
-
-/// What the analysis computed on the way to the report and the report does not carry:
-/// each activity's bucket, the steps, every step's decomposition and the host scopes. The
-/// explorer draws these (`crate::explore`).
-pub struct Parts {
-    /// Bucket index ([`Bucket::ALL`]) per kernel and per memop.
-    pub kernel_bucket: Vec<u8>,
-    pub memop_bucket: Vec<u8>,
+/// One analysed run: its tables, the report derived from them, and what the explorer also
+/// draws (the steps as detected, with how they were found, and the host scope index).
+pub struct Analyzed {
+    pub report: Report,
+    pub tables: Tables,
     pub steps: Steps,
-    /// Same order as `steps.steps`.
-    pub step_parts: Vec<StepParts>,
-    /// The host scope forest and launch map.
     pub host: HostIndex,
 }
 
-/// [`analyze`], also returning the [`Parts`] behind the report.
-pub fn analyze_parts(
+/// Analyses one imported trace of rank `rank`: the tables, then the report from them.
+pub fn analyze_tables(
     imported: &Imported,
     rules: &RuleSet,
     settings: &AnalysisSettings,
-) -> (Report, Parts) {
+    rank: u32,
+) -> Analyzed {
     let trace = &imported.trace;
     let mut p = {
         let _span = tracing::debug_span!("prepare").entered();
@@ -317,7 +129,12 @@ pub fn analyze_parts(
         activity_in_steps_ns,
         activity_total_ns,
         scope_acts,
+        kernel_step,
+        memop_step,
     } = accumulate(&p, &steps, &decode, settings);
+    let mut name_table = NameTimeTable::default();
+    names.finish_into(rank, NameScope::Report, &mut name_table);
+    prefill_names.finish_into(rank, NameScope::Prefill, &mut name_table);
 
     let decode_idx: Vec<usize> = (0..accs.len()).filter(|&i| decode[i]).collect();
     let of_phase = |ph: Phase| -> Vec<usize> {
@@ -333,10 +150,20 @@ pub fn analyze_parts(
     } else {
         (0..accs.len()).collect()
     };
+    let mut in_report = vec![false; accs.len()];
+    for &i in &scope_idx {
+        in_report[i] = true;
+    }
+    let (step_table, step_buckets) = to_tables::step_tables(&steps, &accs, &in_report, rank);
+    // Without steps the report's buckets cover the whole device, as one pseudo-step.
+    let mut whole_trace = StepBuckets::with_steps(1);
+    if steps.steps.is_empty() {
+        whole_trace.push_step(rank, 0, &to_tables::cells(&outside));
+    }
 
     let mut step_report = step_report(
         &steps,
-        &accs,
+        &step_table,
         &StepSets {
             scope: &scope_idx,
             decode: any_decode,
@@ -380,29 +207,42 @@ pub fn analyze_parts(
     } else {
         BucketScope::AllSteps
     };
+    let report_rows = |cells, idx, step_mean_ms, per_step, scope| {
+        let inputs = BucketInputs {
+            cells,
+            idx,
+            step_mean_ms,
+            per_step,
+            names: &name_table,
+            scope,
+        };
+        bucket_rows(&inputs, trace, settings)
+    };
     let buckets = if steps.steps.is_empty() {
-        bucket_rows(&[outside], &[0], None, false, &names, trace, settings)
+        report_rows(&whole_trace, &[0], None, false, NameScope::Report)
     } else {
-        bucket_rows(&accs, &scope_idx, scope_mean, true, &names, trace, settings)
+        report_rows(
+            &step_buckets,
+            &scope_idx,
+            scope_mean,
+            true,
+            NameScope::Report,
+        )
     };
     let prefill_buckets = if prefill_idx.is_empty() {
         Vec::new()
     } else {
         let mean = step_report.prefill_ms.map(|s| s.mean);
-        bucket_rows(
-            &accs,
-            &prefill_idx,
-            mean,
-            true,
-            &prefill_names,
-            trace,
-            settings,
-        )
+        report_rows(&step_buckets, &prefill_idx, mean, true, NameScope::Prefill)
     };
 
-    let mut other_top: Vec<NameTime> = names
-        .iter()
-        .filter(|e| e.bucket == Bucket::Other as u8 && !e.is_memop)
+    let mut other_top: Vec<NameTime> = name_table
+        .of_scope(NameScope::Report)
+        .filter(|e| {
+            e.bucket as usize == Bucket::Other.index()
+                && crate::tables::ActivityKind::from_code(e.kind)
+                    == crate::tables::ActivityKind::Kernel
+        })
         .map(|e| NameTime {
             name: trace.strings.get(e.name).to_owned(),
             ms: e.ns as f64 / NS_PER_MS,
@@ -433,7 +273,7 @@ pub fn analyze_parts(
             let st = &steps.steps[i];
             (
                 st.gpu_end_ns.saturating_sub(st.gpu_start_ns),
-                accs[i].busy_ns,
+                step_table.busy_ns[i],
             )
         })
         .collect();
@@ -460,11 +300,13 @@ pub fn analyze_parts(
     // Why the GPU sat idle: the decode steps (or iterations) with GPU work, as the idle
     // figures of the step report count them.
     let active: Vec<usize> = if any_decode || training {
-        with_gpu_work(&scope_idx, &accs)
+        with_gpu_work(&scope_idx, &step_table)
     } else {
         Vec::new()
     };
-    let host_idle = host_idle_of(trace, hi, &accs, &active, scope_mean, settings);
+    let idle = idle::idle(trace, hi, &accs, &active, scope_mean, settings, rank);
+    drop(accs);
+    let host_idle = idle.report;
     let groups = settings.group_by.map(|by| {
         host::by_key::group(
             trace,
@@ -505,197 +347,33 @@ pub fn analyze_parts(
         host_idle,
         groups,
     };
-    let step_parts = accs
-        .iter()
-        .map(|a| StepParts {
-            bucket_ns: a.bucket_ns,
-            calls: a.calls,
-            busy_ns: a.busy_ns,
-            first_ns: a.first_start,
-            last_ns: a.last_end,
-            max_gap_ns: a.max_gap,
-            max_gap_at_ns: a.max_gap_at,
-        })
-        .collect();
     let Prepared {
         kernel_bucket,
         memop_bucket,
         ..
     } = p;
-    let parts = Parts {
+    let tables = Tables {
+        steps: step_table,
+        step_buckets,
+        idle_gaps: idle.gaps,
+        step_scopes: idle.scopes,
+        names: name_table,
         kernel_bucket,
         memop_bucket,
-        steps,
-        step_parts,
-        host,
+        kernel_step,
+        memop_step,
+        rank,
     };
-    (report, parts)
+    Analyzed {
+        report,
+        tables,
+        steps,
+        host,
+    }
 }
 
 /// What one pass over the steps' device's activities adds up: per step, outside the steps,
 /// per name, and the totals the plausibility check and `report --by` need.
-struct Accumulated {
-    /// One per step, closed.
-    accs: Vec<StepAcc>,
-    /// The whole device, when there are no steps.
-    outside: StepAcc,
-    /// Per-name time in scope, and in the prefill steps, indexed by name id (kernels,
-    /// memops): dense, so no hashing.
-    names: NameTimes,
-    prefill_names: NameTimes,
-    other_kernel_ns: i64,
-    kernel_ns_in_scope: i64,
-    /// GPU activity time inside any step, and on the whole device.
-    activity_in_steps_ns: i64,
-    activity_total_ns: i64,
-    /// The activities in scope (`report --by`).
-    scope_acts: Vec<i64>,
-}
-
-/// The accumulation pass: every kernel and memop of the steps' device, in start order, added
-/// to its step (or to `outside` without steps) and, when in scope, to the per-name times.
-fn accumulate(
-    p: &Prepared,
-    steps: &Steps,
-    decode: &[bool],
-    settings: &AnalysisSettings,
-) -> Accumulated {
-    let trace = p.trace;
-    let (k, m) = (&trace.kernels, &trace.memops);
-    let any_decode = decode.iter().any(|&d| d);
-    let n = trace.strings.len();
-    let mut acc = Accumulated {
-        accs: vec![StepAcc::default(); steps.steps.len()],
-        outside: StepAcc::default(),
-        names: NameTimes::new(n),
-        prefill_names: NameTimes::new(n),
-        other_kernel_ns: 0,
-        kernel_ns_in_scope: 0,
-        activity_in_steps_ns: 0,
-        activity_total_ns: 0,
-        scope_acts: Vec::new(),
-    };
-    // Scope: the decode steps; the iterations of a training trace; all steps when none is a
-    // decode step; the whole primary device without steps.
-    if let Some(dev) = steps.device.or(p.primary_device()) {
-        let ko = p.kernels_on(dev);
-        let mo = p.memops_on(dev);
-        let acts = merge_two(
-            ko.iter().map(|&i| (k.gpu_start_ns[i as usize], i as i64)),
-            mo.iter()
-                .map(|&i| (m.gpu_start_ns[i as usize], -(i as i64) - 1)),
-        );
-        let mut sp = 0usize;
-        for (start, tag) in acts {
-            let (is_memop, idx) = if tag >= 0 {
-                (false, tag as usize)
-            } else {
-                (true, (-tag - 1) as usize)
-            };
-            let (end, b, name) = if is_memop {
-                (m.gpu_end_ns[idx], p.memop_bucket[idx] as usize, m.name[idx])
-            } else {
-                (
-                    k.gpu_end_ns[idx],
-                    p.kernel_bucket[idx] as usize,
-                    k.name[idx],
-                )
-            };
-            while sp < steps.steps.len() && steps.steps[sp].gpu_end_ns <= start {
-                sp += 1;
-            }
-            let in_step = sp < steps.steps.len() && steps.steps[sp].gpu_start_ns <= start;
-            // Copies that end before the first step (loading the weights: 8 GB of HtoD in a
-            // llama.cpp recording) are set-up, not work acc.outside the steps.
-            let loading = is_memop && steps.steps.first().is_some_and(|f| end <= f.gpu_start_ns);
-            if !loading {
-                acc.activity_total_ns = acc.activity_total_ns.saturating_add((end - start).max(0));
-            }
-            if in_step {
-                acc.activity_in_steps_ns = acc
-                    .activity_in_steps_ns
-                    .saturating_add((end - start).max(0));
-            }
-            let in_scope = if steps.steps.is_empty() {
-                acc.outside.add(b, start, end, tag);
-                true
-            } else if in_step {
-                acc.accs[sp].add(b, start, end, tag);
-                if !is_memop {
-                    let bytes = k.bytes.get(idx).copied().unwrap_or(-1);
-                    let flops = k.flops.get(idx).copied().unwrap_or(-1);
-                    acc.accs[sp].cost(b, bytes, flops, end - start);
-                }
-                decode[sp] || !any_decode
-            } else {
-                false
-            };
-            if in_step && steps.steps[sp].phase == Phase::Prefill {
-                acc.prefill_names
-                    .add(is_memop, name, b as u8, (end - start).max(0));
-            }
-            if in_scope {
-                if settings.group_by.is_some() {
-                    acc.scope_acts.push(tag);
-                }
-                acc.names.add(is_memop, name, b as u8, (end - start).max(0));
-                if !is_memop {
-                    acc.kernel_ns_in_scope += (end - start).max(0);
-                    if b == Bucket::Other as usize {
-                        acc.other_kernel_ns += (end - start).max(0);
-                    }
-                }
-            }
-        }
-    }
-    acc.accs.iter_mut().for_each(StepAcc::close);
-    acc.outside.close();
-    acc
-}
-
-/// Why the GPU sat idle inside the `active` steps and between them, by the host scopes
-/// around each gap; `None` without active steps or without launch records.
-fn host_idle_of(
-    trace: &gapscope_traces::Trace,
-    hi: &HostIndex,
-    accs: &[StepAcc],
-    active: &[usize],
-    scope_mean: Option<f64>,
-    settings: &AnalysisSettings,
-) -> Option<host::HostIdleReport> {
-    if active.is_empty() || trace.launches.len == 0 {
-        return None;
-    }
-    let mut inside = Causes::default();
-    let mut att = IdleAttribution::new(trace, &hi.forest, &hi.launch_map);
-    for &i in active {
-        for &(a, b, tag) in &accs[i].gaps {
-            att.gap(a, b, tag, &mut inside);
-        }
-    }
-    let mut between = Causes::default();
-    let mut between_att = IdleAttribution::new(trace, &hi.forest, &hi.launch_map);
-    for w in active.windows(2) {
-        let (prev, cur) = (&accs[w[0]], &accs[w[1]]);
-        between_att.gap(prev.last_end, cur.first_start, cur.first_tag, &mut between);
-    }
-    Some(host::report::build(
-        host::report::Inputs {
-            attribution: &att,
-            inside,
-            between,
-            steps: active.len(),
-            gaps: att.gaps + between_att.gaps,
-            linked: att.linked + between_att.linked,
-            scopes: hi.forest.nodes.len(),
-            step_ms: scope_mean,
-            top: settings.top_host_scopes,
-        },
-        trace,
-    ))
-}
-
-/// Where the report's figures come from: the input, its GPUs and what it holds.
 fn source_info(imported: &Imported, p: &Prepared, steps: &Steps, notes: Vec<String>) -> SourceInfo {
     let trace = &imported.trace;
     let (graph_launches, graph_kernels) = graph_counts(trace);

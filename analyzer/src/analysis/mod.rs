@@ -11,7 +11,7 @@ pub mod stats;
 pub mod steps;
 pub mod telemetry;
 
-pub use decompose::{AnalysisSettings, Parts, StepParts, analyze, analyze_parts};
+pub use decompose::{AnalysisSettings, Analyzed, DEFAULT_MAX_STEPS, analyze, analyze_tables};
 pub use plausibility::{Plausibility, PlausibilityCheck, PlausibilityProblem};
 pub use report::*;
 pub use steps::{DEFAULT_STEP_REGEX, StepSettings};

@@ -3,17 +3,24 @@
 
 pub mod groups;
 pub mod levers;
+pub mod whatif;
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use gapscope_traces::StringTable;
+
 use crate::analysis::Report;
 use crate::bucket::Bucket;
+use crate::tables::{ActivityKind, NameScope, Tables};
 pub use groups::{GROUPS, Grouping};
 
 /// Version of the JSON diff schema (2: shares may be null, groups, idle, levers).
 pub const DIFF_SCHEMA_VERSION: u32 = 2;
+
+/// Kernels a diff lists as moved and as only on one side, unless asked for another number.
+pub const DEFAULT_LIST: usize = 10;
 
 /// Shares of the gap are given only when the gap is at least this share of the slower
 /// step: below it, the shares of a near-zero gap are noise divided by noise.
@@ -42,6 +49,17 @@ pub struct DiffReport {
     pub top_moved: Vec<KernelMove>,
     /// Predicted A step time if one lever changed, best first; levers follow the grouping.
     pub what_if: Vec<WhatIf>,
+}
+
+impl DiffReport {
+    /// Levers that would make A faster, by taking B's time or by reaching their floor; best
+    /// gain against B first.
+    pub fn gaining(&self) -> Vec<&WhatIf> {
+        self.what_if
+            .iter()
+            .filter(|w| w.gain_as_b_ms > 0.0 || w.at_floor_ms.is_some_and(|f| f < self.a.step_ms))
+            .collect()
+    }
 }
 
 /// A multi-bucket group's time on both sides.
@@ -227,14 +245,14 @@ fn side(r: &Report) -> Side {
     }
 }
 
-/// A side of a diff.
+/// Which side of a diff: A (the one to explain) or B.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum DiffSide {
+pub enum SideName {
     A,
     B,
 }
 
-impl DiffSide {
+impl SideName {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::A => "A",
@@ -250,13 +268,13 @@ pub enum Refusal {
     /// The side has no decode steps: its ms/step figures would all be zero. Never let
     /// through.
     NoDecodeSteps {
-        side: DiffSide,
+        side: SideName,
         path: String,
         steps: crate::analysis::steps::StepSource,
     },
     /// The side's steps look implausible; `--allow-implausible` lets it through.
     Implausible {
-        side: DiffSide,
+        side: SideName,
         path: String,
         problems: Vec<crate::analysis::plausibility::PlausibilityProblem>,
     },
@@ -291,7 +309,7 @@ impl std::fmt::Display for Refusal {
 /// steps cannot.
 pub fn refusal(a: &Report, b: &Report, allow_implausible: bool) -> Vec<Refusal> {
     let mut out = Vec::new();
-    for (side, r) in [(DiffSide::A, a), (DiffSide::B, b)] {
+    for (side, r) in [(SideName::A, a), (SideName::B, b)] {
         if r.steps.decode_steps == 0 {
             out.push(Refusal::NoDecodeSteps {
                 side,
@@ -309,31 +327,54 @@ pub fn refusal(a: &Report, b: &Report, allow_implausible: bool) -> Vec<Refusal> 
     out
 }
 
-/// Per-name ms/step and calls/step; needs reports built with every name kept per bucket.
-fn names(r: &Report) -> BTreeMap<String, (Bucket, f64, f64)> {
-    let n = r.steps.decode_steps.max(1) as f64;
-    let mut m = BTreeMap::new();
-    for b in &r.buckets {
-        for t in &b.top {
-            m.insert(t.name.clone(), (b.bucket, t.ms / n, t.calls as f64 / n));
+/// Per-name ms/step and calls/step over one run's decode steps, keyed by name (a memop's
+/// prefixed `[memop] `): every name the analysis saw, read from its name table, whatever
+/// the report lists.
+#[derive(Debug, Clone, Default)]
+pub struct NameTimes(BTreeMap<String, (Bucket, f64, f64)>);
+
+impl NameTimes {
+    /// The names of `tables` (a run whose trace has `strings` and whose report is `r`).
+    pub fn of(r: &Report, tables: &Tables, strings: &StringTable) -> Self {
+        let n = r.steps.decode_steps.max(1) as f64;
+        let mut m = BTreeMap::new();
+        for e in tables.names.of_scope(NameScope::Report) {
+            let name = strings.get(e.name);
+            let key = match ActivityKind::from_code(e.kind) {
+                ActivityKind::Memop => format!("[memop] {name}"),
+                ActivityKind::Kernel => name.to_owned(),
+            };
+            let bucket = Bucket::ALL
+                .get(e.bucket as usize)
+                .copied()
+                .unwrap_or(Bucket::Other);
+            let ms = e.ns as f64 / 1e6;
+            m.insert(key, (bucket, ms / n, e.calls as f64 / n));
         }
+        Self(m)
     }
-    m
 }
 
-/// Diffs two analysed traces. Both should come from `analyze` with a large
-/// `top_per_bucket`, so every kernel name is present for the structural part.
-pub fn diff(a: &Report, b: &Report, top: usize) -> DiffReport {
+/// One side of a diff: its report and the times of its names.
+#[derive(Clone, Copy)]
+pub struct DiffSide<'a> {
+    pub report: &'a Report,
+    pub names: &'a NameTimes,
+}
+
+/// Diffs two analysed runs.
+pub fn diff(a: DiffSide, b: DiffSide, top: usize) -> DiffReport {
     diff_with_floor(a, b, top, None)
 }
 
 /// [`diff`], with what-ifs against each bucket's floor when ceilings are given.
 pub fn diff_with_floor(
-    a: &Report,
-    b: &Report,
+    da: DiffSide,
+    db: DiffSide,
     top: usize,
     floor: Option<FloorCeilings>,
 ) -> DiffReport {
+    let (a, b) = (da.report, db.report);
     let sa = side(a);
     let sb = side(b);
     let gap = sa.step_ms - sb.step_ms;
@@ -361,8 +402,7 @@ pub fn diff_with_floor(
     buckets.sort_by(|x, y| y.delta_ms.abs().total_cmp(&x.delta_ms.abs()));
     let residual = gap - explained;
 
-    let na = names(a);
-    let nb = names(b);
+    let (na, nb) = (&da.names.0, &db.names.0);
     let mut only_in_a: Vec<(String, f64)> = na
         .iter()
         .filter(|(k, _)| !nb.contains_key(*k))

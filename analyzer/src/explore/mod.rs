@@ -14,9 +14,11 @@ pub mod step_view;
 use gapscope_traces::Trace;
 
 use crate::analysis::host::Forest;
-use crate::analysis::{AnalysisSettings, Report, analyze_parts};
+use crate::analysis::{Analyzed, Report};
+use crate::diff::{DiffSide, NameTimes};
 use crate::import::Imported;
-use crate::rules::RuleSet;
+use crate::session::{self, Run, SessionSettings};
+use crate::tables::Tables;
 
 pub use activity::{ActRef, ActivityDetail};
 pub use kernel_table::{KernelRow, KernelTable, SortKey, TableQuery};
@@ -28,9 +30,10 @@ pub use step_view::StepView;
 pub struct Exploration {
     pub trace: Trace,
     pub report: Report,
-    /// Bucket index ([`crate::Bucket::ALL`]) per kernel and per memop.
-    pub kernel_bucket: Vec<u8>,
-    pub memop_bucket: Vec<u8>,
+    /// The analysis tables the report was made from (each activity's bucket among them).
+    pub tables: Tables,
+    /// Every name's time over the report's steps, for diffs.
+    pub names: NameTimes,
     /// Every step (prefill, decode, mixed, iterations), in time order.
     pub steps: Vec<StepView>,
     pub lanes: LaneSet,
@@ -56,45 +59,68 @@ impl Stage {
     }
 }
 
-/// Analyses an imported trace for the explorer; `stage` hears each stage as it starts.
+/// Analyses an imported trace of `run` for the explorer, as every front end's session does;
+/// `stage` hears each stage as it starts.
 pub fn explore(
+    run: &Run,
     imported: Imported,
-    rules: &RuleSet,
-    settings: &AnalysisSettings,
+    settings: &SessionSettings,
     stage: &dyn Fn(Stage),
 ) -> Exploration {
     stage(Stage::Analysing);
     // The lanes' sorted columns need no analysis: built on the other core meanwhile.
-    let (report, parts, mut lanes) = std::thread::scope(|s| {
+    let (a, mut lanes) = std::thread::scope(|s| {
         let lanes = s.spawn(|| LaneSet::build(&imported.trace));
-        let (report, parts) = analyze_parts(&imported, rules, settings);
+        let a = session::analyze(run, &imported, settings);
         let lanes = lanes
             .join()
             .unwrap_or_else(|e| std::panic::resume_unwind(e));
-        (report, parts, lanes)
+        (a, lanes)
     });
     stage(Stage::Lanes);
     let trace = imported.trace;
-    lanes.fill_buckets(&parts.kernel_bucket, &parts.memop_bucket);
-    lanes.add_host(&parts.host.forest);
-    let steps = step_view::views(&parts.steps, &parts.step_parts);
+    let (
+        Analyzed {
+            report,
+            tables,
+            host,
+            ..
+        },
+        names,
+    ) = a;
+    lanes.fill_buckets(&tables.kernel_bucket, &tables.memop_bucket);
+    lanes.add_host(&host.forest);
+    let steps = step_view::views(&tables);
     let span_ns = lanes.span_ns(&steps);
     Exploration {
         trace,
         report,
-        kernel_bucket: parts.kernel_bucket,
-        memop_bucket: parts.memop_bucket,
         steps,
         lanes,
-        forest: parts.host.forest,
+        forest: host.forest,
         span_ns,
+        tables,
+        names,
     }
 }
 
 impl Exploration {
+    /// This run as one side of a diff.
+    pub fn diff_side(&self) -> DiffSide<'_> {
+        DiffSide {
+            report: &self.report,
+            names: &self.names,
+        }
+    }
+
     /// Everything there is to show about one kernel or memop.
     pub fn detail(&self, a: ActRef) -> Option<ActivityDetail> {
-        ActivityDetail::of(&self.trace, &self.kernel_bucket, &self.memop_bucket, a)
+        ActivityDetail::of(
+            &self.trace,
+            &self.tables.kernel_bucket,
+            &self.tables.memop_bucket,
+            a,
+        )
     }
 
     /// The step that holds instant `t`, if any.

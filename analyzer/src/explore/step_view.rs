@@ -3,10 +3,9 @@
 
 use gapscope_traces::Phase;
 
-use crate::analysis::StepParts;
 use crate::analysis::stats::percentile;
-use crate::analysis::steps::Steps;
 use crate::bucket::Bucket;
+use crate::tables::Tables;
 
 const NB: usize = Bucket::ALL.len();
 
@@ -44,36 +43,30 @@ impl StepView {
     }
 }
 
-/// The views of all steps, in time order.
-pub fn views(steps: &Steps, parts: &[StepParts]) -> Vec<StepView> {
+/// The views of all steps, in time order, from the step and step × bucket tables.
+pub fn views(t: &Tables) -> Vec<StepView> {
     let ms = |ns: i64| ns as f64 / 1e6;
-    let mut out: Vec<StepView> = steps
-        .steps
-        .iter()
-        .zip(parts)
-        .enumerate()
-        .map(|(index, (s, p))| {
-            let active = if p.first_ns < p.last_ns {
-                p.last_ns - p.first_ns
-            } else {
-                0
-            };
+    let st = &t.steps;
+    let mut out: Vec<StepView> = (0..st.len)
+        .map(|index| {
+            let active = st.active_ns(index);
             let mut bucket_ms = [0.0; NB];
-            for (o, &ns) in bucket_ms.iter_mut().zip(&p.bucket_ns) {
+            for (o, ns) in bucket_ms.iter_mut().zip(t.step_buckets.ns_of_step(index)) {
                 *o = ms(ns);
             }
+            let busy = st.busy_ns[index];
             StepView {
                 index,
-                phase: s.phase,
-                batch: steps.batch.get(index).copied().unwrap_or(0),
-                start_ns: s.gpu_start_ns,
-                end_ns: s.gpu_end_ns,
+                phase: Phase::from_code(st.phase[index]),
+                batch: st.batch[index],
+                start_ns: st.gpu_start_ns[index],
+                end_ns: st.gpu_end_ns[index],
                 bucket_ms,
-                busy_ms: ms(p.busy_ns),
+                busy_ms: ms(busy),
                 active_ms: ms(active),
-                idle_ms: ms((active - p.busy_ns).max(0)),
-                max_gap_ms: ms(p.max_gap_ns),
-                max_gap_at_ns: p.max_gap_at_ns,
+                idle_ms: ms((active - busy).max(0)),
+                max_gap_ms: ms(st.max_gap_ns[index]),
+                max_gap_at_ns: st.gpu_max_gap_at_ns[index],
                 stall: false,
             }
         })
@@ -103,49 +96,46 @@ fn mark_stalls(steps: &mut [StepView]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::steps::{Step, StepKind};
+    use crate::tables::steps::Cell;
+    use crate::tables::{StepBuckets, StepRow};
 
-    fn parts(first: i64, last: i64, busy: i64) -> StepParts {
-        let mut bucket_ns = [0; NB];
-        bucket_ns[0] = busy;
-        StepParts {
-            bucket_ns,
-            calls: [0; NB],
-            busy_ns: busy,
-            first_ns: first,
-            last_ns: last,
-            max_gap_ns: 0,
-            max_gap_at_ns: 0,
+    /// Decode steps `(start, end, first, last, busy)`, the busy time all in bucket 0.
+    fn tables(steps: &[(i64, i64, i64, i64, i64)]) -> Tables {
+        let mut t = Tables {
+            step_buckets: StepBuckets::with_steps(steps.len()),
+            ..Tables::default()
+        };
+        for (i, &(start, end, first, last, busy)) in steps.iter().enumerate() {
+            t.steps.push(StepRow {
+                step: i as u32,
+                phase: Phase::Decode as u8,
+                gpu_start_ns: start,
+                gpu_end_ns: end,
+                gpu_first_ns: first,
+                gpu_last_ns: last,
+                busy_ns: busy,
+                ..StepRow::default()
+            });
+            let mut cells = [Cell::default(); NB];
+            cells[0] = Cell {
+                ns: busy,
+                calls: 1,
+                ..Cell::default()
+            };
+            t.step_buckets.push_step(0, i as u32, &cells);
         }
+        t
     }
 
     #[test]
     fn a_step_with_four_times_the_idle_is_a_stall() {
-        let mk = |a: i64, b: i64| Step {
-            phase: Phase::Decode,
-            gpu_start_ns: a,
-            gpu_end_ns: b,
-        };
-        let steps = Steps {
-            steps: vec![mk(0, 1000), mk(1000, 2000), mk(2000, 3000), mk(3000, 4500)],
-            batch: vec![],
-            numbers: vec![],
-            source: Default::default(),
-            device: Some(0),
-            contiguous: false,
-            kind: StepKind::InferenceSteps,
-            engine: None,
-            phase_source: Default::default(),
-            training: None,
-            doubts: vec![],
-        };
-        let p = vec![
-            parts(0, 1000, 900),
-            parts(1000, 2000, 900),
-            parts(2000, 3000, 900),
-            parts(3000, 4400, 900),
-        ];
-        let v = views(&steps, &p);
+        let t = tables(&[
+            (0, 1000, 0, 1000, 900),
+            (1000, 2000, 1000, 2000, 900),
+            (2000, 3000, 2000, 3000, 900),
+            (3000, 4500, 3000, 4400, 900),
+        ]);
+        let v = views(&t);
         assert_eq!(
             v.iter().map(|s| s.stall).collect::<Vec<_>>(),
             [false, false, false, true]

@@ -3,7 +3,7 @@
 //! above the other with one shared window. Every figure is the analyzer's `DiffReport`.
 
 use egui::{Align2, Color32, FontId, Pos2, Rect, RichText, ScrollArea, Sense, Stroke, Ui, Vec2};
-use gapscope_analyzer::diff::{DiffReport, diff, refusal};
+use gapscope_analyzer::diff::{DEFAULT_LIST, DiffReport, diff, refusal};
 
 use super::format;
 use super::timeline::{self, TimelineState};
@@ -11,8 +11,8 @@ use crate::axis::AxisMode;
 use crate::loader::Loaded;
 use crate::palette;
 
-/// Kernels listed as moved.
-const TOP: usize = 20;
+/// Kernels listed as moved and only on one side: as many as `gapscope diff` lists.
+const TOP: usize = DEFAULT_LIST;
 
 #[derive(Default)]
 pub struct DiffState {
@@ -31,7 +31,7 @@ impl DiffState {
         if self.cache.as_ref().is_none_or(|(k, _)| *k != key) {
             let why = refusal(&a.x.report, &b.x.report, true);
             let r = if why.is_empty() {
-                Ok(diff(&a.x.report, &b.x.report, TOP))
+                Ok(diff(a.x.diff_side(), b.x.diff_side(), TOP))
             } else {
                 let why: Vec<String> = why.iter().map(ToString::to_string).collect();
                 Err(format!("cannot diff: {}", why.join("; ")))
@@ -243,10 +243,12 @@ fn tables(ui: &mut Ui, r: &DiffReport) {
         ui.label("gain");
         ui.label("without");
         ui.end_row();
-        for w in r.what_if.iter().take(8) {
+        // The levers that gain, best first, as `gapscope diff` lists them; a gain is how
+        // much shorter A's step gets (positive: faster).
+        for w in r.gaining().into_iter().take(8) {
             ui.label(&w.lever);
             ui.monospace(format::ms(w.as_b_ms));
-            ui.monospace(format!("{:+.3}", -w.gain_as_b_ms));
+            ui.monospace(format!("{:.3} ms", w.gain_as_b_ms));
             ui.monospace(format::ms(w.without_ms));
             ui.end_row();
         }

@@ -1,10 +1,11 @@
 //! The report's rows from the accumulated steps: the step-time report and the bucket rows.
 
-use super::{AnalysisSettings, NS_PER_MS, NameTimes, StepAcc, pct};
+use super::{AnalysisSettings, NS_PER_MS, pct};
 use crate::analysis::report::*;
 use crate::analysis::stats::Summary;
 use crate::analysis::steps::{Step, StepKind, Steps};
 use crate::bucket::Bucket;
+use crate::tables::{ActivityKind, NameScope, NameTimeTable, StepBuckets, StepTable};
 
 /// Which steps a report covers: `scope` are the decode steps (`decode`), else the
 /// iterations of a training trace or all steps.
@@ -16,12 +17,8 @@ pub(super) struct StepSets<'a> {
 }
 
 /// The steps of `scope` with GPU work: those the idle figures count.
-pub(super) fn with_gpu_work(scope: &[usize], accs: &[StepAcc]) -> Vec<usize> {
-    scope
-        .iter()
-        .copied()
-        .filter(|&i| accs[i].first_start < accs[i].last_end)
-        .collect()
+pub(super) fn with_gpu_work(scope: &[usize], t: &StepTable) -> Vec<usize> {
+    scope.iter().copied().filter(|&i| t.has_work(i)).collect()
 }
 
 pub(super) fn span_ms(s: &Step) -> f64 {
@@ -32,7 +29,7 @@ fn summary(v: &[f64]) -> Option<Summary> {
     (!v.is_empty()).then(|| Summary::of(v))
 }
 
-pub(super) fn step_report(steps: &Steps, accs: &[StepAcc], sets: &StepSets) -> StepReport {
+pub(super) fn step_report(steps: &Steps, t: &StepTable, sets: &StepSets) -> StepReport {
     let s = &steps.steps;
     let scope = sets.scope;
     let training = steps.kind == StepKind::TrainingIterations;
@@ -56,7 +53,7 @@ pub(super) fn step_report(steps: &Steps, accs: &[StepAcc], sets: &StepSets) -> S
     }
     let spans: Vec<f64> = scope.iter().map(|&i| span_ms(&s[i])).collect();
     let active: Vec<usize> = if timed {
-        with_gpu_work(scope, accs)
+        with_gpu_work(scope, t)
     } else {
         Vec::new()
     };
@@ -71,35 +68,35 @@ pub(super) fn step_report(steps: &Steps, accs: &[StepAcc], sets: &StepSets) -> S
     };
     let mut worst: Option<Stall> = None;
     for (n, &i) in active.iter().enumerate() {
-        let a = &accs[i];
-        let inside = (a.last_end - a.first_start - a.busy_ns).max(0);
+        let inside = (t.gpu_last_ns[i] - t.gpu_first_ns[i] - t.busy_ns[i]).max(0);
         launch_gap += inside;
         series.launch_gap_ms.push(inside as f64 / NS_PER_MS);
-        busy += a.busy_ns;
-        if a.max_gap > 0
+        busy += t.busy_ns[i];
+        let max_gap = t.max_gap_ns[i];
+        if max_gap > 0
             && worst
                 .as_ref()
-                .is_none_or(|w| a.max_gap as f64 / NS_PER_MS > w.ms)
+                .is_none_or(|w| max_gap as f64 / NS_PER_MS > w.ms)
         {
             worst = Some(Stall {
-                ms: a.max_gap as f64 / NS_PER_MS,
+                ms: max_gap as f64 / NS_PER_MS,
                 step: scope.iter().position(|&d| d == i).unwrap_or(0),
-                gpu_start_ns: a.max_gap_at,
+                gpu_start_ns: t.gpu_max_gap_at_ns[i],
                 between_steps: false,
             });
         }
         // Between steps only where the previous step with work is this one's neighbour in
         // the run (a sampled trace's kept steps have other steps between them).
         if n > 0 && follows(active[n - 1], i) {
-            let prev = &accs[active[n - 1]];
-            let gap = (a.first_start - prev.last_end).max(0);
+            let prev_last = t.gpu_last_ns[active[n - 1]];
+            let gap = (t.gpu_first_ns[i] - prev_last).max(0);
             host_gap += gap;
             series.host_gap_ms.push(gap as f64 / NS_PER_MS);
             if worst.as_ref().is_none_or(|w| gap as f64 / NS_PER_MS > w.ms) {
                 worst = Some(Stall {
                     ms: gap as f64 / NS_PER_MS,
                     step: scope.iter().position(|&d| d == i).unwrap_or(0),
-                    gpu_start_ns: prev.last_end,
+                    gpu_start_ns: prev_last,
                     between_steps: true,
                 });
             }
@@ -107,11 +104,7 @@ pub(super) fn step_report(steps: &Steps, accs: &[StepAcc], sets: &StepSets) -> S
     }
     // The steps' own spans and the idle between neighbours: first to last activity when
     // every step is in the trace; without the left-out steps when only some are.
-    let window: i64 = active
-        .iter()
-        .map(|&i| (accs[i].last_end - accs[i].first_start).max(0))
-        .sum::<i64>()
-        + host_gap;
+    let window: i64 = active.iter().map(|&i| t.active_ns(i)).sum::<i64>() + host_gap;
     let n = active.len().max(1) as f64;
     let has = !active.is_empty();
     let durations = |idx: &[usize]| -> Vec<f64> { idx.iter().map(|&i| span_ms(&s[i])).collect() };
@@ -143,37 +136,50 @@ pub(super) fn step_report(steps: &Steps, accs: &[StepAcc], sets: &StepSets) -> S
     }
 }
 
+/// The bucket rows of steps `idx` of `cells` (per-step figures when `per_step`), with the
+/// names of `scope` as each bucket's top list.
+pub(super) struct BucketInputs<'a> {
+    pub cells: &'a StepBuckets,
+    pub idx: &'a [usize],
+    pub step_mean_ms: Option<f64>,
+    pub per_step: bool,
+    pub names: &'a NameTimeTable,
+    pub scope: NameScope,
+}
+
 pub(super) fn bucket_rows(
-    accs: &[StepAcc],
-    idx: &[usize],
-    step_mean_ms: Option<f64>,
-    per_step: bool,
-    names: &NameTimes,
+    inp: &BucketInputs,
     trace: &gapscope_traces::Trace,
     settings: &AnalysisSettings,
 ) -> Vec<BucketRow> {
+    let BucketInputs {
+        cells,
+        idx,
+        step_mean_ms,
+        per_step,
+        names,
+        scope,
+    } = *inp;
     let total_all: i64 = idx
         .iter()
-        .map(|&i| accs[i].bucket_ns.iter().sum::<i64>())
+        .map(|&i| cells.ns_of_step(i).iter().sum::<i64>())
         .sum();
     let mut rows = Vec::new();
     for b in Bucket::ALL {
         let bi = b.index();
-        let total: i64 = idx.iter().map(|&i| accs[i].bucket_ns[bi]).sum();
-        let calls: u64 = idx.iter().map(|&i| accs[i].calls[bi] as u64).sum();
+        let cell: Vec<_> = idx.iter().map(|&i| cells.get(i, b)).collect();
+        let total: i64 = cell.iter().map(|c| c.ns).sum();
+        let calls: u64 = cell.iter().map(|c| c.calls as u64).sum();
         if calls == 0 && b != Bucket::Other {
             continue;
         }
-        let per: Vec<f64> = idx
-            .iter()
-            .map(|&i| accs[i].bucket_ns[bi] as f64 / NS_PER_MS)
-            .collect();
+        let per: Vec<f64> = cell.iter().map(|c| c.ns as f64 / NS_PER_MS).collect();
         let ms_per_step = (per_step && !per.is_empty()).then(|| Summary::of(&per));
         let mut top: Vec<NameTime> = names
-            .iter()
+            .of_scope(scope)
             .filter(|e| e.bucket as usize == bi)
             .map(|e| NameTime {
-                name: if e.is_memop {
+                name: if ActivityKind::from_code(e.kind) == ActivityKind::Memop {
                     format!("[memop] {}", trace.strings.get(e.name))
                 } else {
                     trace.strings.get(e.name).to_owned()
@@ -198,16 +204,12 @@ pub(super) fn bucket_rows(
             top,
             per_step_ms: if per_step { per } else { Vec::new() },
             cost: {
-                let costed: i64 = idx.iter().map(|&i| accs[i].cost_of(bi).2).sum();
+                let costed: i64 = cell.iter().map(|c| c.costed_ns).sum();
                 (per_step && costed > 0).then(|| {
                     let n = idx.len() as f64;
                     BucketCost {
-                        bytes_per_step: idx.iter().map(|&i| accs[i].cost_of(bi).0).sum::<i64>()
-                            as f64
-                            / n,
-                        flops_per_step: idx.iter().map(|&i| accs[i].cost_of(bi).1).sum::<i64>()
-                            as f64
-                            / n,
+                        bytes_per_step: cell.iter().map(|c| c.bytes).sum::<i64>() as f64 / n,
+                        flops_per_step: cell.iter().map(|c| c.flops).sum::<i64>() as f64 / n,
                         costed_ms_per_step: costed as f64 / NS_PER_MS / n,
                     }
                 })

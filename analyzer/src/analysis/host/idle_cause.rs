@@ -194,6 +194,22 @@ impl<'a> IdleAttribution<'a> {
         });
     }
 
+    /// Adds the charges and counts of `other`, made over later gaps of the same trace: the
+    /// result is the attribution of both sets of gaps in order.
+    pub fn absorb(&mut self, other: IdleAttribution<'_>) {
+        self.linked += other.linked;
+        self.gaps += other.gaps;
+        for (k, c) in other.charged {
+            let e = self.charged.entry(k).or_default();
+            e.ns += c.ns;
+            if let Some((node, ns)) = c.example
+                && e.example.is_none_or(|(_, best)| ns > best)
+            {
+                e.example = Some((node, ns));
+            }
+        }
+    }
+
     /// The kind of a scope node.
     pub fn node_kind(&self, node: u32) -> Option<ScopeKind> {
         self.forest.nodes.get(node as usize).map(|n| n.kind)

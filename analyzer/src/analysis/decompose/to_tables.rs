@@ -1,0 +1,67 @@
+//! The per-step accumulators as the step and step × bucket tables.
+
+use gapscope_traces::Phase;
+
+use super::NB;
+use super::accumulate::StepAcc;
+use crate::analysis::steps::Steps;
+use crate::tables::steps::Cell;
+use crate::tables::{Role, StepBuckets, StepRow, StepTable};
+
+/// A step's role from its phase (speculative decoding fills `draft` from its markers).
+fn role(phase: Phase) -> Role {
+    match phase {
+        Phase::Prefill => Role::Prefill,
+        Phase::Sample => Role::Sample,
+        _ => Role::Target,
+    }
+}
+
+/// One accumulator's figures per bucket.
+pub(super) fn cells(a: &StepAcc) -> [Cell; NB] {
+    std::array::from_fn(|b| {
+        let (bytes, flops, costed_ns) = a.cost_of(b);
+        Cell {
+            ns: a.bucket_ns[b],
+            calls: a.calls[b],
+            bytes,
+            flops,
+            costed_ns,
+        }
+    })
+}
+
+/// The step table and the step × bucket table; `in_report[i]` says whether the report's
+/// figures cover step `i`.
+pub(super) fn step_tables(
+    steps: &Steps,
+    accs: &[StepAcc],
+    in_report: &[bool],
+    rank: u32,
+) -> (StepTable, StepBuckets) {
+    let mut table = StepTable::default();
+    table.reserve(accs.len());
+    let mut buckets = StepBuckets::with_steps(accs.len());
+    for (i, (s, a)) in steps.steps.iter().zip(accs).enumerate() {
+        let batch = steps.batch.get(i).copied().unwrap_or(0);
+        table.push(StepRow {
+            rank,
+            step: i as u32,
+            number: steps.numbers.get(i).copied().unwrap_or(-1),
+            phase: s.phase as u8,
+            role: role(s.phase) as u8,
+            in_report: u8::from(in_report.get(i).copied().unwrap_or(false)),
+            batch,
+            tokens: if s.phase == Phase::Decode { batch } else { 0 },
+            gpu_start_ns: s.gpu_start_ns,
+            gpu_end_ns: s.gpu_end_ns,
+            gpu_first_ns: a.first_start,
+            gpu_last_ns: a.last_end,
+            busy_ns: a.busy_ns,
+            max_gap_ns: a.max_gap,
+            gpu_max_gap_at_ns: a.max_gap_at,
+        });
+        buckets.push_step(rank, i as u32, &cells(a));
+    }
+    (table, buckets)
+}

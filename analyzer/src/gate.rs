@@ -7,7 +7,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::Report;
+use crate::analysis::plausibility::PlausibilityProblem;
 use crate::analysis::stats::{self, Summary, mean, percentile_nearest_sorted};
+use crate::analysis::steps::StepSource;
 use crate::bucket::Bucket;
 use crate::diff::{DiffSide, NameTimes, diff};
 
@@ -205,10 +207,14 @@ pub struct GateReport {
     pub current: String,
     pub policy: Policy,
     /// Why the traces cannot be compared (GPU, batch size, step kind, implausible or
-    /// missing steps). Non-empty means `verdict` is `incomparable`, unless overridden.
-    pub incomparable: Vec<String>,
-    /// Differences that `allow_incomparable` let through.
-    pub overridden: Vec<String>,
+    /// missing steps). Non-empty means `verdict` is `incomparable`, unless overridden. JSON:
+    /// `incomparable`, the clauses, and `incomparable_kinds`, the values.
+    #[serde(flatten, serialize_with = "incomparable_fields")]
+    pub incomparable: Vec<Incomparability>,
+    /// Differences that `allow_incomparable` let through. JSON: `overridden` and
+    /// `overridden_kinds`, as `incomparable`.
+    #[serde(flatten, serialize_with = "overridden_fields")]
+    pub overridden: Vec<Incomparability>,
     /// What a side is missing (truncated, events without times), each naming the side.
     /// Non-empty means the verdict is at best `inconclusive`, never `pass`.
     pub incomplete: Vec<String>,
@@ -222,6 +228,134 @@ pub struct GateReport {
     /// step metric regressed or any structural check failed; `inconclusive` when nothing
     /// regressed but a side is incomplete; else `pass`.
     pub verdict: Verdict,
+}
+
+fn incomparable_fields<S: serde::Serializer>(
+    v: &[Incomparability],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    crate::text::texts_and_kinds(v, s, "incomparable", "incomparable_kinds")
+}
+
+fn overridden_fields<S: serde::Serializer>(v: &[Incomparability], s: S) -> Result<S::Ok, S::Error> {
+    crate::text::texts_and_kinds(v, s, "overridden", "overridden_kinds")
+}
+
+/// One side of the gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateSide {
+    Baseline,
+    Current,
+}
+
+impl GateSide {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Baseline => "baseline",
+            Self::Current => "current",
+        }
+    }
+}
+
+/// How a report's steps are cut, as the comparability check sees it: automatic periodicity
+/// detection (whose anchor kernel may differ between runs of one engine) is one cut; steps
+/// found otherwise are cut by what found them (the marker ranges and names).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StepCut {
+    Automatic,
+    By { source: StepSource },
+}
+
+impl StepCut {
+    pub fn of(r: &Report) -> Self {
+        if r.steps.source.is_periodic() {
+            Self::Automatic
+        } else {
+            Self::By {
+                source: r.steps.source.clone(),
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for StepCut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Automatic => f.write_str("automatic periodicity detection"),
+            Self::By { source } => source.fmt(f),
+        }
+    }
+}
+
+/// Why two reports cannot be compared; its `Display` is the clause the gate shows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Incomparability {
+    /// The baseline has no kernels or memops.
+    NoBaselineGpuWork,
+    /// The baseline has no decode steps.
+    NoBaselineDecodeSteps { steps: StepSource },
+    /// The traces name different GPUs.
+    GpuDiffers { baseline: String, current: String },
+    /// `side` names no GPU (the other names `other`), so the GPU cannot be checked.
+    GpuUnnamed { side: GateSide, other: String },
+    /// The markers give different batch sizes.
+    BatchDiffers { baseline: u32, current: u32 },
+    /// The steps are cut differently.
+    StepsCutDifferently { baseline: StepCut, current: StepCut },
+    /// A side's steps look implausible.
+    Implausible {
+        side: GateSide,
+        problems: Vec<PlausibilityProblem>,
+    },
+}
+
+impl std::fmt::Display for Incomparability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoBaselineGpuWork => {
+                f.write_str("the baseline has no GPU work (no kernels or memops)")
+            }
+            Self::NoBaselineDecodeSteps { steps } => {
+                write!(f, "the baseline has no decode steps ({steps})")
+            }
+            Self::GpuDiffers { baseline, current } => {
+                write!(f, "GPU differs (baseline {baseline}, current {current})")
+            }
+            Self::GpuUnnamed {
+                side: GateSide::Current,
+                other,
+            } => write!(
+                f,
+                "the current trace names no GPU (baseline {other}), so the GPU cannot be checked"
+            ),
+            Self::GpuUnnamed {
+                side: GateSide::Baseline,
+                other,
+            } => write!(
+                f,
+                "the baseline names no GPU (current {other}), so the GPU cannot be checked"
+            ),
+            Self::BatchDiffers { baseline, current } => {
+                write!(
+                    f,
+                    "batch size differs (baseline {baseline}, current {current})"
+                )
+            }
+            Self::StepsCutDifferently { baseline, current } => write!(
+                f,
+                "steps are cut differently (baseline: {baseline}; current: {current})"
+            ),
+            Self::Implausible { side, problems } => write!(
+                f,
+                "the {}'s steps look implausible: {}",
+                side.as_str(),
+                crate::analysis::Plausibility::summary_of(problems)
+            ),
+        }
+    }
 }
 
 impl GateReport {
@@ -239,7 +373,8 @@ impl GateReport {
     fn verdict_line(&self) -> String {
         match self.verdict {
             Verdict::Incomparable => {
-                format!("cannot compare: {}", self.incomparable.join("; "))
+                let why: Vec<String> = self.incomparable.iter().map(|c| c.to_string()).collect();
+                format!("cannot compare: {}", why.join("; "))
             }
             Verdict::Regression => {
                 let mut why: Vec<String> = self
@@ -460,50 +595,46 @@ fn gpu_events(r: &Report) -> usize {
     r.source.kernels + r.source.memops
 }
 
-/// The kind of step unit a report uses: the marker ranges it was cut by, or automatic
-/// detection (whose anchor kernel may differ between runs of one engine).
-fn step_kind(r: &Report) -> String {
-    let s = &r.steps.source;
-    if s.starts_with("auto") {
-        "automatic periodicity detection".to_owned()
-    } else {
-        s.clone()
-    }
-}
-
-/// Why two reports cannot be compared, each a short clause; empty when they can.
-fn comparability(baseline: &Report, current: &Report) -> Vec<String> {
+/// Why two reports cannot be compared; empty when they can.
+fn comparability(baseline: &Report, current: &Report) -> Vec<Incomparability> {
     let mut out = Vec::new();
     match (&baseline.source.step_gpu, &current.source.step_gpu) {
-        (Some(a), Some(b)) if a != b => {
-            out.push(format!("GPU differs (baseline {a}, current {b})"));
-        }
+        (Some(a), Some(b)) if a != b => out.push(Incomparability::GpuDiffers {
+            baseline: a.clone(),
+            current: b.clone(),
+        }),
         // The GPU check is never skipped silently: one side naming none cannot be checked.
-        (Some(a), None) => out.push(format!(
-            "the current trace names no GPU (baseline {a}), so the GPU cannot be checked"
-        )),
-        (None, Some(b)) => out.push(format!(
-            "the baseline names no GPU (current {b}), so the GPU cannot be checked"
-        )),
+        (Some(a), None) => out.push(Incomparability::GpuUnnamed {
+            side: GateSide::Current,
+            other: a.clone(),
+        }),
+        (None, Some(b)) => out.push(Incomparability::GpuUnnamed {
+            side: GateSide::Baseline,
+            other: b.clone(),
+        }),
         _ => {}
     }
     if let (Some(a), Some(b)) = (baseline.steps.batch_size, current.steps.batch_size)
         && a != b
     {
-        out.push(format!("batch size differs (baseline {a}, current {b})"));
+        out.push(Incomparability::BatchDiffers {
+            baseline: a,
+            current: b,
+        });
     }
-    let (ka, kb) = (step_kind(baseline), step_kind(current));
+    let (ka, kb) = (StepCut::of(baseline), StepCut::of(current));
     if ka != kb {
-        out.push(format!(
-            "steps are cut differently (baseline: {ka}; current: {kb})"
-        ));
+        out.push(Incomparability::StepsCutDifferently {
+            baseline: ka,
+            current: kb,
+        });
     }
-    for (side, r) in [("baseline", baseline), ("current", current)] {
+    for (side, r) in [(GateSide::Baseline, baseline), (GateSide::Current, current)] {
         if !r.plausibility.plausible {
-            out.push(format!(
-                "the {side}'s steps look implausible: {}",
-                r.plausibility.summary()
-            ));
+            out.push(Incomparability::Implausible {
+                side,
+                problems: r.plausibility.problems.clone(),
+            });
         }
     }
     out
@@ -547,14 +678,13 @@ pub fn gate_with(baseline: &Report, current: &Report, p: &Policy, o: GateOptions
     };
     // A baseline without GPU work or steps is no baseline: nothing can be compared.
     if gpu_events(baseline) == 0 {
+        report.incomparable.push(Incomparability::NoBaselineGpuWork);
+    } else if baseline.steps.decode_steps == 0 {
         report
             .incomparable
-            .push("the baseline has no GPU work (no kernels or memops)".into());
-    } else if baseline.steps.decode_steps == 0 {
-        report.incomparable.push(format!(
-            "the baseline has no decode steps ({})",
-            baseline.steps.source
-        ));
+            .push(Incomparability::NoBaselineDecodeSteps {
+                steps: baseline.steps.source.clone(),
+            });
     }
     if !report.incomparable.is_empty() {
         report.verdict = Verdict::Incomparable;
@@ -665,7 +795,7 @@ pub fn gate_with(baseline: &Report, current: &Report, p: &Policy, o: GateOptions
         StructuralCheck {
             check: "CUDA graph replays".into(),
             failed: d.b.graph_kernels > 0 && d.a.graph_kernels == 0,
-            detail: st.graph_replays.clone(),
+            detail: st.graph_replays.to_string(),
         },
     ];
     let failed = report
@@ -810,6 +940,39 @@ pub fn baseline_from_history(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn incomparability_clauses_read_as_before() {
+        use crate::analysis::plausibility::PlausibilityCheck;
+        let clauses = [
+            Incomparability::GpuUnnamed {
+                side: GateSide::Baseline,
+                other: "NVIDIA H200".into(),
+            },
+            Incomparability::StepsCutDifferently {
+                baseline: StepCut::Automatic,
+                current: StepCut::By {
+                    source: StepSource::NotFound,
+                },
+            },
+            Incomparability::Implausible {
+                side: GateSide::Current,
+                problems: vec![PlausibilityProblem {
+                    check: PlausibilityCheck::Coverage,
+                    detail: "most work is outside them".into(),
+                }],
+            },
+        ];
+        let text: Vec<String> = clauses.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            text,
+            [
+                "the baseline names no GPU (current NVIDIA H200), so the GPU cannot be checked",
+                "steps are cut differently (baseline: automatic periodicity detection; current: none: no step markers and no periodic kernel sequence)",
+                "the current's steps look implausible: most work is outside them",
+            ]
+        );
+    }
 
     fn noisy(n: usize, base: f64, cv: f64, seed: u64) -> Vec<f64> {
         let mut r = Rng(seed | 1);

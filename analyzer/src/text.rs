@@ -121,6 +121,36 @@ pub fn tick_ns(ns: f64, step: f64) -> String {
     format!("{:.*} {unit}", decimals, ns / div)
 }
 
+/// Writes a typed decision as two JSON fields: under `text` the sentence every front end
+/// shows (its `Display`), under `kind` the value itself, for programs to match. For fields
+/// marked `#[serde(flatten, serialize_with = ...)]`, so a report keeps its sentence and
+/// gains the type.
+pub fn text_and_kind<T, S>(v: &T, s: S, text: &str, kind: &str) -> Result<S::Ok, S::Error>
+where
+    T: std::fmt::Display + serde::Serialize,
+    S: serde::Serializer,
+{
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(Some(2))?;
+    m.serialize_entry(text, &v.to_string())?;
+    m.serialize_entry(kind, v)?;
+    m.end()
+}
+
+/// [`text_and_kind`] for a list: the sentences under `text`, the values under `kind`.
+pub fn texts_and_kinds<T, S>(v: &[T], s: S, text: &str, kind: &str) -> Result<S::Ok, S::Error>
+where
+    T: std::fmt::Display + serde::Serialize,
+    S: serde::Serializer,
+{
+    use serde::ser::SerializeMap;
+    let texts: Vec<String> = v.iter().map(ToString::to_string).collect();
+    let mut m = s.serialize_map(Some(2))?;
+    m.serialize_entry(text, &texts)?;
+    m.serialize_entry(kind, v)?;
+    m.end()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,7 @@ use anyhow::Result;
 use clap::Args;
 use gapscope_analyzer::analysis::Report;
 use gapscope_analyzer::diff::{
-    DiffReport, DiffSide, FloorCeilings, NameTimes, WhatIf, diff_with_floor, refusal,
+    DiffReport, DiffSide, FloorCeilings, NameTimes, Refusal, WhatIf, diff_with_floor, refusal,
 };
 use gapscope_analyzer::roofline::{WeightFormat, hw, peak_flops};
 
@@ -93,12 +93,16 @@ pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
     let (rb, nb) = side(b)?;
     let refused = refusal(&ra, &rb, a.allow_implausible);
     if !refused.is_empty() {
-        let hint = if refused.iter().any(|r| r.contains("implausible")) {
+        let hint = if refused
+            .iter()
+            .any(|r| matches!(r, Refusal::Implausible { .. }))
+        {
             " (--allow-implausible diffs them anyway)"
         } else {
             ""
         };
-        anyhow::bail!("diff: cannot compare: {}{hint}", text(&refused.join("; ")));
+        let why: Vec<String> = refused.iter().map(ToString::to_string).collect();
+        anyhow::bail!("diff: cannot compare: {}{hint}", text(&why.join("; ")));
     }
     let floor = match &a.hardware {
         Some(gpu) => {

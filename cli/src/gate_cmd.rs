@@ -148,7 +148,10 @@ fn render(r: &GateReport, md: bool) -> String {
             md_text(&r.headline())
         ));
         for o in &r.overridden {
-            s.push_str(&format!("- compared despite: {}\n", md_text(o)));
+            s.push_str(&format!(
+                "- compared despite: {}\n",
+                md_text(&o.to_string())
+            ));
         }
         for w in &r.warnings {
             s.push_str(&format!("- **warning**: {}\n", md_text(w)));
@@ -165,7 +168,7 @@ fn render(r: &GateReport, md: bool) -> String {
             text(&r.headline())
         ));
         for o in &r.overridden {
-            s.push_str(&format!("compared despite: {}\n", text(o)));
+            s.push_str(&format!("compared despite: {}\n", text(&o.to_string())));
         }
         for w in &r.warnings {
             s.push_str(&format!("warning: {}\n", text(w)));
@@ -256,8 +259,9 @@ fn junit(r: &GateReport) -> String {
     );
     // Traces that cannot be compared (the gate judged nothing), and a side that misses work,
     // fail a case each: CI never reads either as a pass.
+    let incomparable: Vec<String> = r.incomparable.iter().map(|c| c.to_string()).collect();
     let cases = [
-        ("comparability", "traces comparable", &r.incomparable),
+        ("comparability", "traces comparable", &incomparable),
         ("completeness", "trace complete", &r.incomplete),
     ];
     for (class, name, why) in cases {

@@ -9,6 +9,7 @@ use anyhow::{Result, bail};
 use clap::Args;
 use gapscope_analyzer::import::{ImportOptions, import_trace};
 use gapscope_analyzer::join::{DEFAULT_MIN_MATCH, JoinSettings, join_engine_metadata};
+use gapscope_traces::SourceFormat;
 
 use crate::progress::Bar;
 
@@ -48,11 +49,11 @@ pub fn run(a: JoinArgs, g: &crate::Global) -> Result<ExitCode> {
         scratch_dir: Some(crate::import_cmd::scratch_dir()),
     };
     let engine = import_trace(&a.engine, &opts, &Bar::new(g.quiet, "engine"))?.trace;
-    if engine.manifest.source_format != "engine" {
+    if engine.manifest.source_format != SourceFormat::Engine {
         bail!(
             "{}: not a gapscope-engine trace (source format {:?})",
             a.engine.display(),
-            engine.manifest.source_format
+            engine.manifest.source_format.as_str()
         );
     }
     let mut recorded = import_trace(&a.recorded, &opts, &Bar::new(g.quiet, "recorded"))?.trace;

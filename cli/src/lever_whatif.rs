@@ -60,7 +60,7 @@ pub fn run(
 fn cells(w: &WhatIfOutput, p: &LeverPrediction) -> Vec<String> {
     let m = w.measured.iter().find(|c| c.lever == p.lever);
     vec![
-        p.lever.clone(),
+        p.lever.to_string(),
         format!("{:.3}", p.removed_ms),
         format!("{:.3}", p.added_ms),
         format!("{:.0}", p.launches_removed),

@@ -107,13 +107,9 @@ fn vllm_mixed_step_is_mixed_and_stays_out_of_tpot() {
         156.353058,
         "vLLM mixed step",
     );
-    assert!(
-        s["phase_source"]
-            .as_str()
-            .unwrap()
-            .contains("context/generation request counts"),
-        "{s}"
-    );
+    let phases = &s["phase_source_kind"];
+    assert_eq!(phases["counts"][0]["evidence"], "marker", "{s}");
+    assert_eq!(phases["says"], "context/generation request counts", "{s}");
     let t = text(&p);
     assert!(t.contains("0 decode, 0 prefill, 1 mixed"), "{t}");
     assert!(t.contains("\nmixed "), "{t}");
@@ -129,13 +125,7 @@ fn vllm_b200_prefill_trace_is_one_prefill_step() {
     let p = corpus("vllm_b200_gptoss_tp8_prefill.json.gz");
     let s = report(&p, &[])["steps"].clone();
     assert_eq!(counts(&s), (0, 1, 0, 0), "{s}");
-    assert!(
-        s["source"]
-            .as_str()
-            .unwrap()
-            .contains("gpu_user_annotation"),
-        "{s}"
-    );
+    assert_eq!(s["source_kind"]["ranges"], "gpu_user_annotation", "{s}");
     // The gpu_user_annotation range: dur 84044.109 us.
     within_1pct(
         num(&s["prefill_ms"]["median"], "prefill"),
@@ -153,7 +143,11 @@ fn sglang_decode_and_extend_steps_are_decode_and_prefill() {
     assert_eq!(s["engine"], "SGLang");
     assert_eq!(s["batch_size"], 32);
     // The step[DECODE bs=32] range, not the execute_ range around it.
-    assert!(s["source"].as_str().unwrap().contains("step[DECODE bs=32]"));
+    assert_eq!(
+        s["source_kind"]["names"],
+        serde_json::json!(["step[DECODE bs=32]"]),
+        "{s}"
+    );
     within_1pct(
         num(&s["decode_span_ms"]["median"], "decode span"),
         10.366887,
@@ -219,9 +213,13 @@ fn training_traces_report_iterations_not_decode_steps() {
             s["tpot_ms"].is_null() && s["decode_span_ms"].is_null(),
             "{name}"
         );
+        let names = s["source_kind"]["names"].as_array().unwrap();
         assert!(
-            s["source"].as_str().unwrap().contains("ProfilerStep#"),
-            "{name}"
+            !names.is_empty()
+                && names
+                    .iter()
+                    .all(|n| n.as_str().unwrap().starts_with("ProfilerStep#")),
+            "{name}: {s}"
         );
         let it = &s["iteration_ms"];
         within_1pct(num(&it["median"], "median"), median, name);
@@ -249,7 +247,7 @@ fn marker_less_training_trace_gets_iterations_from_the_periodic_detector() {
     let s = report(&corpus("kineto_v100_resnet50_oldschema.json.gz"), &[])["steps"].clone();
     assert_eq!(s["kind"], "training_iterations", "{s}");
     assert_eq!(counts(&s), (0, 0, 0, 5), "{s}");
-    assert!(s["source"].as_str().unwrap().starts_with("auto"), "{s}");
+    assert_eq!(s["source_kind"]["kind"], "periodic", "{s}");
     assert!(s["training"].as_str().unwrap().contains("backward kernels"));
     let it = &s["iteration_ms"];
     within_1pct(num(&it["median"], "median"), 175.605, "median iteration");
@@ -291,8 +289,13 @@ fn reference_traces_keep_their_steps_and_say_how_phases_were_found() {
     assert_eq!(counts(&s), (32, 0, 0, 0), "{s}");
     assert_eq!(s["kind"], "inference_steps");
     assert_eq!(
-        s["phase_source"],
-        "marker metadata (the phase word in the name)"
+        s["phase_source_kind"],
+        serde_json::json!({
+            "kind": "evidence",
+            "counts": [{"evidence": "marker", "steps": 32}],
+            "example": null,
+            "says": "the phase word in the name"
+        })
     );
 
     // The decode_step gpu_user_annotation ranges: 16, median 69.9439, min 67.5420, max

@@ -7,9 +7,9 @@ use std::fs::File;
 use std::path::Path;
 
 use gapscope_tests::{repo, run, s};
+use gapscope_traces::arrow_array::RecordBatch;
 use gapscope_traces::arrow_array::cast::AsArray;
 use gapscope_traces::arrow_array::types::{Int64Type, UInt8Type, UInt32Type};
-use gapscope_traces::arrow_array::RecordBatch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 const HF_QWEN: &str = "traces/reference/hf-qwen3-0.6b-npl1.json.gz";

@@ -53,12 +53,10 @@ fn the_bundled_hf_trace_names_cudnn_sdpa_host_work_as_the_cause() {
     let ms = f(&top["ms_per_step"]);
     assert!((30.0..45.0).contains(&ms), "{ms}");
     assert_eq!(top["stack"][1], "aten::_scaled_dot_product_cudnn_attention");
-    assert!(
-        h["lever"]["text"]
-            .as_str()
-            .unwrap()
-            .contains("aten::_cudnn_attention_forward")
-    );
+    // The lever names the scope the host spent the idle in.
+    let scope = &h["lever"]["scope"];
+    assert_eq!(scope["name"], "aten::_cudnn_attention_forward", "{scope}");
+    assert_eq!(scope["kind"], "op", "{scope}");
 }
 
 #[test]

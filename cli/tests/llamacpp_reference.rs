@@ -39,7 +39,7 @@ fn pinned(file: &str, bench_tg_ms: f64, shares: &[(&str, f64)]) -> Value {
     let s = &r["steps"];
     assert_eq!(s["decode_steps"], 8, "{file}: {}", s["source"]);
     assert_eq!(s["prefill_steps"], 1, "{file}: {}", s["source"]);
-    assert!(s["source"].as_str().unwrap().starts_with("auto"), "{file}");
+    assert_eq!(s["source_kind"]["kind"], "periodic", "{file}");
     assert_eq!(
         r["plausibility"]["plausible"], true,
         "{file}: {}",

@@ -105,6 +105,21 @@ fn gate(base: &Path, cur: &Path, extra: &[&str]) -> Output {
     run(&args)
 }
 
+/// What `gate --allow-incomparable` compared despite: its JSON's `overridden_kinds`.
+fn overridden(base: &Path, cur: &Path, extra: &[&str]) -> Vec<serde_json::Value> {
+    let mut args = vec!["--allow-incomparable", "--json"];
+    args.extend_from_slice(extra);
+    let o = gate(base, cur, &args);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {} {}", stdout(&o), stderr(&o)));
+    assert_eq!(
+        v["overridden"].as_array().map(Vec::len),
+        v["overridden_kinds"].as_array().map(Vec::len),
+        "a sentence for each: {v:#}"
+    );
+    v["overridden_kinds"].as_array().unwrap().clone()
+}
+
 #[test]
 fn gate_fails_runs_without_gpu_work_steps_or_kernels() {
     let dir = tempfile::tempdir().unwrap();
@@ -185,6 +200,14 @@ fn gate_refuses_incomparable_traces_unless_told() {
     let o = gate(&b1, &other, &["--allow-incomparable"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("compared despite: GPU differs"));
+    assert_eq!(
+        overridden(&b1, &other, &[]),
+        [serde_json::json!({
+            "kind": "gpu_differs",
+            "baseline": "NVIDIA H200",
+            "current": "NVIDIA H100 80GB HBM3"
+        })]
+    );
     // Batch sizes differ where the markers say.
     let mut b2 = t.clone();
     b2.markers.batch_size.iter_mut().for_each(|b| *b = 2);
@@ -194,9 +217,10 @@ fn gate_refuses_incomparable_traces_unless_told() {
         save(dir.path(), "b2.gst", &b2),
         save(dir.path(), "b8.gst", &b8),
     );
-    refused(
-        &gate(&b8, &b2, &[]),
-        "batch size differs (baseline 8, current 2)",
+    refused(&gate(&b8, &b2, &[]), "cannot compare");
+    assert_eq!(
+        overridden(&b8, &b2, &[]),
+        [serde_json::json!({"kind": "batch_differs", "baseline": 8, "current": 2})]
     );
     // Steps cut by markers against steps found automatically.
     let o = gate(&b1, &b1, &["--no-markers"]);
@@ -204,7 +228,11 @@ fn gate_refuses_incomparable_traces_unless_told() {
     let mut unmarked = t.clone();
     unmarked.markers = Default::default();
     let unmarked = save(dir.path(), "unmarked.gst", &unmarked);
-    refused(&gate(&b1, &unmarked, &[]), "steps are cut differently");
+    refused(&gate(&b1, &unmarked, &[]), "cannot compare");
+    let cut = &overridden(&b1, &unmarked, &[])[0];
+    assert_eq!(cut["kind"], "steps_cut_differently", "{cut}");
+    assert_eq!(cut["baseline"]["source"]["kind"], "markers", "{cut}");
+    assert_eq!(cut["current"]["kind"], "automatic", "{cut}");
 }
 
 /// The 1B trace whose step markers cover only the first tenth of each step.
@@ -258,6 +286,13 @@ fn implausible_steps_are_flagged_by_report_and_refused_by_gate_and_diff() {
         &gate(&b1, &bad, &[]),
         "the current's steps look implausible",
     );
+    let why = overridden(&b1, &bad, &[]);
+    assert_eq!(why.len(), 1, "{why:?}");
+    assert_eq!(
+        (&why[0]["kind"], &why[0]["side"]),
+        (&"implausible".into(), &"current".into())
+    );
+    assert_eq!(why[0]["problems"][0]["check"], "coverage", "{why:?}");
     refused(
         &run(&["diff", "-q", s(&bad), s(&b1)]),
         "steps look implausible",

@@ -366,7 +366,7 @@ impl App {
                 for sc in h.top_scopes.iter().take(5) {
                     ui.monospace(format!("{:.3} ms/step {:>5.1}%  {}", sc.ms_per_step, sc.share_of_idle_pct, format::cut(&sc.name, 40)));
                 }
-                ui.label(RichText::new(format!("lever: {}", h.lever.text)).strong());
+                ui.label(RichText::new(format!("lever: {}", h.lever)).strong());
             }
             if !r.warnings.is_empty() {
                 ui.separator();

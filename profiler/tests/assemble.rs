@@ -271,7 +271,10 @@ fn whole_run_is_assembled_with_names_kinds_graphs_markers_and_samples() {
     assert_eq!(t.manifest.gpus[0].name, "NVIDIA H200");
     assert_eq!(t.manifest.gpus[0].sm_count, Some(132));
     assert_eq!(t.manifest.cuda_version.as_deref(), Some("13.0"));
-    assert_eq!(t.manifest.source_format, "cupti");
+    assert_eq!(
+        t.manifest.source_format,
+        gapscope_traces::SourceFormat::Cupti
+    );
     assert_eq!(
         t.manifest.capture_overhead_ns.get("command buffer full"),
         Some(&700)

@@ -33,7 +33,10 @@ fn names(t: &Trace) -> Vec<String> {
 fn plain_program_counts_kinds_bytes_graph_nodes_and_nvtx() {
     let t = load("plain-cuda13.0.spool", &AssembleSettings::default());
     assert!(!t.manifest.truncated, "{:?}", t.manifest.notes);
-    assert_eq!(t.manifest.source_format, "cupti");
+    assert_eq!(
+        t.manifest.source_format,
+        gapscope_traces::SourceFormat::Cupti
+    );
     assert_eq!(t.manifest.cuda_version.as_deref(), Some("13.0"));
     assert_eq!(t.manifest.gpus[0].name, "NVIDIA H200");
     assert_eq!(t.manifest.gpus[0].sm_count, Some(132));

@@ -47,7 +47,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let head = strings.intern("gemv_bf16");
     let argmax = strings.intern("argmax_f32");
     let step_name = strings.intern("decode");
-    let mut m = Manifest::new("synthetic");
+    let mut m = Manifest::new(SourceFormat::Synthetic);
     m.notes.push(format!("synthetic decode trace, {n} kernels"));
     let mut w = TraceWriter::create(&out, m)?;
     w.append_strings(&strings)?;

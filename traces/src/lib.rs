@@ -22,7 +22,7 @@ pub mod tables;
 pub mod trace;
 
 pub use error::{Result, TraceError};
-pub use manifest::{FORMAT_VERSION, GpuInfo, Manifest};
+pub use manifest::{FORMAT_VERSION, GpuInfo, Manifest, SourceFormat};
 pub use native::{ReadOptions, TraceWriter, is_native_trace, read_trace, write_trace};
 pub use output_file::{OutputFile, check_output, write_output};
 pub use strings::{NO_STR, StrId, StringTable};

@@ -8,6 +8,75 @@ pub const FORMAT_VERSION: u32 = 1;
 /// The value of [`Manifest::format`] in every native trace.
 pub const FORMAT_NAME: &str = "gapscope-trace";
 
+/// What a trace was made from ([`Manifest::source_format`]). Stored as its name (`kineto`,
+/// `nsys-sqlite`, `engine`, `cupti`, `synthetic`); a name this build does not know (or none)
+/// is kept as written.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub enum SourceFormat {
+    /// A Kineto (PyTorch profiler) JSON trace.
+    Kineto,
+    /// An Nsight Systems SQLite export.
+    NsysSqlite,
+    /// gapscope-engine's own records.
+    Engine,
+    /// The gapscope CUPTI profiler.
+    Cupti,
+    /// Made up by a program (tests, examples).
+    Synthetic,
+    /// None given (stored empty).
+    #[default]
+    Unknown,
+    /// A name this build does not know, kept as written.
+    Other(String),
+}
+
+impl SourceFormat {
+    /// The name stored in the manifest.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Kineto => "kineto",
+            Self::NsysSqlite => "nsys-sqlite",
+            Self::Engine => "engine",
+            Self::Cupti => "cupti",
+            Self::Synthetic => "synthetic",
+            Self::Unknown => "",
+            Self::Other(s) => s,
+        }
+    }
+}
+
+impl From<&str> for SourceFormat {
+    fn from(s: &str) -> Self {
+        match s {
+            "kineto" => Self::Kineto,
+            "nsys-sqlite" => Self::NsysSqlite,
+            "engine" => Self::Engine,
+            "cupti" => Self::Cupti,
+            "synthetic" => Self::Synthetic,
+            "" => Self::Unknown,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+}
+
+impl std::fmt::Display for SourceFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for SourceFormat {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for SourceFormat {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Self::from(String::deserialize(d)?.as_str()))
+    }
+}
+
 /// One GPU seen in the trace.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -33,8 +102,8 @@ pub struct Manifest {
     /// Set by the writer's `finish`; a manifest left `false` means the writer never finished.
     pub complete: bool,
     pub tool_version: String,
-    /// `kineto`, `nsys-sqlite`, `engine`, `cupti` or `synthetic`.
-    pub source_format: String,
+    /// What wrote the trace: `kineto`, `nsys-sqlite`, `engine`, `cupti` or `synthetic`.
+    pub source_format: SourceFormat,
     pub source_path: Option<String>,
     pub command_line: Option<String>,
     pub gpus: Vec<GpuInfo>,
@@ -90,7 +159,7 @@ impl Default for Manifest {
             format_version: FORMAT_VERSION,
             complete: false,
             tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-            source_format: String::new(),
+            source_format: SourceFormat::default(),
             source_path: None,
             command_line: None,
             gpus: Vec::new(),
@@ -114,9 +183,9 @@ impl Default for Manifest {
 }
 
 impl Manifest {
-    pub fn new(source_format: &str) -> Self {
+    pub fn new(source_format: impl Into<SourceFormat>) -> Self {
         Self {
-            source_format: source_format.to_owned(),
+            source_format: source_format.into(),
             ..Self::default()
         }
     }
@@ -124,5 +193,31 @@ impl Manifest {
     /// GPU info for `device`, when the source described it.
     pub fn gpu(&self, device: u32) -> Option<&GpuInfo> {
         self.gpus.iter().find(|g| g.device == device)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_formats_are_stored_by_name_and_unknown_names_kept() {
+        for name in [
+            "kineto",
+            "nsys-sqlite",
+            "engine",
+            "cupti",
+            "synthetic",
+            "",
+            "kineto-json",
+        ] {
+            let f = SourceFormat::from(name);
+            assert_eq!(f.as_str(), name);
+            let json = serde_json::to_string(&f).unwrap();
+            assert_eq!(json, format!("{name:?}"));
+            assert_eq!(serde_json::from_str::<SourceFormat>(&json).unwrap(), f);
+        }
+        assert_eq!(SourceFormat::from("engine"), SourceFormat::Engine);
+        assert_eq!(Manifest::default().source_format, SourceFormat::Unknown);
     }
 }

@@ -6,7 +6,7 @@ use gapscope_traces::Phase;
 
 use super::host::{self, GroupBy, HostIndex};
 use super::intervals::{merge_two, union_len_sorted};
-use super::plausibility::{self, StepFacts};
+use super::plausibility::{self, StepFacts, StepUnit};
 use super::prepared::Prepared;
 use super::report::*;
 use super::stats::Summary;
@@ -279,11 +279,11 @@ pub fn analyze_tables(
         .collect();
     let plausibility = plausibility::check(&StepFacts {
         unit: if training {
-            "iterations"
+            StepUnit::Iterations
         } else if any_decode {
-            "decode steps"
+            StepUnit::DecodeSteps
         } else {
-            "steps"
+            StepUnit::Steps
         },
         decode_steps: scope_idx.len(),
         tpot: step_report

@@ -67,7 +67,12 @@ impl Default for Plausibility {
 impl Plausibility {
     /// One line naming every failed check, for refusals.
     pub fn summary(&self) -> String {
-        self.problems
+        Self::summary_of(&self.problems)
+    }
+
+    /// [`Self::summary`] of a list of problems.
+    pub fn summary_of(problems: &[PlausibilityProblem]) -> String {
+        problems
             .iter()
             .map(|p| p.detail.as_str())
             .collect::<Vec<_>>()
@@ -97,10 +102,29 @@ fn spread_without_longest(periods: &[f64]) -> f64 {
     Summary::of(&rest).cv
 }
 
+/// What the checked steps are: decode steps, training iterations, or steps of any phase
+/// (none is a decode step).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepUnit {
+    DecodeSteps,
+    Iterations,
+    Steps,
+}
+
+impl std::fmt::Display for StepUnit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::DecodeSteps => "decode steps",
+            Self::Iterations => "iterations",
+            Self::Steps => "steps",
+        })
+    }
+}
+
 /// What the checks look at, gathered during decomposition.
 pub struct StepFacts<'a> {
-    /// What the steps are, for the messages: "decode steps", "iterations", "steps".
-    pub unit: &'a str,
+    /// What the steps are.
+    pub unit: StepUnit,
     /// Steps in scope (decode steps, iterations, or all steps when none is a decode step).
     pub decode_steps: usize,
     pub tpot: Option<&'a Summary>,
@@ -131,7 +155,7 @@ pub fn check(f: &StepFacts) -> Plausibility {
                 format!(
                     "{} varies by CV {:.0}% over {} periods (more than {:.0}%): the steps are \
                      probably not one kind of iteration",
-                    if f.unit == "decode steps" {
+                    if f.unit == StepUnit::DecodeSteps {
                         "TPOT"
                     } else {
                         "the step period"
@@ -214,7 +238,7 @@ mod tests {
 
     fn facts<'a>(t: Option<&'a Summary>, w: &'a [(i64, i64)]) -> StepFacts<'a> {
         StepFacts {
-            unit: "decode steps",
+            unit: StepUnit::DecodeSteps,
             decode_steps: w.len().max(1),
             tpot: t,
             periods: &[],

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::stats::Summary;
-use super::steps::StepKind;
+use super::steps::{PhaseSource, StepKind, StepSource};
 use super::telemetry::TelemetryReport;
 use crate::bucket::Bucket;
 
@@ -119,8 +119,9 @@ pub struct DeviceBusy {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct StepReport {
-    /// How steps were found.
-    pub source: String,
+    /// How steps were found. JSON: `source`, the sentence, and `source_kind`, the value.
+    #[serde(flatten, serialize_with = "step_source_fields")]
+    pub source: StepSource,
     /// What the steps are: `inference_steps` (prefill, decode and mixed steps) or
     /// `training_iterations` (then the decode fields are empty and `iteration_ms` holds the
     /// iterations; the idle figures below cover the iterations).
@@ -128,8 +129,10 @@ pub struct StepReport {
     /// Engine or framework whose step markers delimit the steps (`vLLM V1`, `SGLang`,
     /// `TensorRT-LLM`, `PyTorch profiler`, ...), when markers do.
     pub engine: Option<String>,
-    /// How the steps' phases were found (marker metadata, kernel names, ...).
-    pub phase_source: String,
+    /// How the steps' phases were found (marker metadata, kernel names, ...). JSON:
+    /// `phase_source`, the sentence (empty when not described), and `phase_source_kind`.
+    #[serde(flatten, serialize_with = "phase_source_fields")]
+    pub phase_source: PhaseSource,
     /// Why the trace counts as training (optimizer markers, backward kernels), when it does.
     pub training: Option<String>,
     /// The device steps and the decomposition refer to.
@@ -169,6 +172,14 @@ pub struct StepReport {
     /// Per-step series behind the summaries (for the gate's statistics; not in JSON).
     #[serde(skip)]
     pub series: StepSeries,
+}
+
+fn step_source_fields<S: serde::Serializer>(v: &StepSource, s: S) -> Result<S::Ok, S::Error> {
+    crate::text::text_and_kind(v, s, "source", "source_kind")
+}
+
+fn phase_source_fields<S: serde::Serializer>(v: &PhaseSource, s: S) -> Result<S::Ok, S::Error> {
+    crate::text::text_and_kind(v, s, "phase_source", "phase_source_kind")
 }
 
 /// Per-step samples of the decode steps, in step order.

@@ -26,9 +26,11 @@ mod layer_check;
 #[cfg(test)]
 mod marker_tests;
 mod phase_evidence;
+mod source;
 use auto_steps::auto_detect;
 use engine_markers::{KINDS, Meta, Role, Tier};
-use phase_evidence::Evidence;
+pub use phase_evidence::Evidence;
+pub use source::{EvidenceCount, MarkerRanges, PhaseSource, Projection, StepSource};
 
 /// The generic step-name pattern: the last marker tier of automatic detection, and the
 /// value of `--step-regex` that means "automatic" (any other pattern replaces the tiers).
@@ -102,8 +104,9 @@ pub struct Steps {
     /// engine's sampled launch timing) has gaps in these numbers, and steps that are not
     /// neighbours in the run give no TPOT period.
     pub numbers: Vec<i64>,
-    /// Human-readable origin, e.g. `markers: gpu_user_annotation "decode_step"`.
-    pub source: String,
+    /// How the steps were found; its `Display` is the line a report shows, e.g. `markers:
+    /// gpu_user_annotation "decode_step"`.
+    pub source: StepSource,
     pub device: Option<u32>,
     /// True when windows tile the timeline (auto detection): a step runs to the next start.
     pub contiguous: bool,
@@ -111,7 +114,7 @@ pub struct Steps {
     /// Engine or framework whose markers delimit the steps (`vLLM V1`, `SGLang`, ...).
     pub engine: Option<String>,
     /// How the steps' phases were found.
-    pub phase_source: String,
+    pub phase_source: PhaseSource,
     /// Why the trace counts as training, when it does.
     pub training: Option<String>,
     /// Reasons to doubt that the steps are steps (layers of one step taken for steps); the
@@ -177,15 +180,15 @@ pub fn detect(p: &Prepared, settings: &StepSettings) -> Steps {
                     batch: Vec::new(),
                     numbers: Vec::new(),
                     source: if p.trace.kernels.is_empty() {
-                        "none: the trace has no kernels".into()
+                        StepSource::NoKernels
                     } else {
-                        "none: no step markers and no periodic kernel sequence".into()
+                        StepSource::NotFound
                     },
                     device,
                     contiguous: false,
                     kind: kind_of(&training),
                     engine: None,
-                    phase_source: String::new(),
+                    phase_source: PhaseSource::None,
                     training,
                     doubts: Vec::new(),
                 };
@@ -195,14 +198,16 @@ pub fn detect(p: &Prepared, settings: &StepSettings) -> Steps {
     steps.kind = kind_of(&training);
     if training.is_some() {
         steps.steps.iter_mut().for_each(|s| s.phase = Phase::Train);
-        steps.phase_source = "training trace: each step is one iteration".into();
+        steps.phase_source = PhaseSource::Training;
     } else if from_auto {
-        steps.phase_source =
-            "periodic kernel sequence (an odd segment with more GEMM/attention work is a prefill)"
-                .into();
+        steps.phase_source = PhaseSource::Periodic;
     } else {
         let (evidence, example) = phase_evidence::label(p, device, &mut steps.steps);
-        steps.phase_source = describe_evidence(&evidence, example.as_deref(), &steps.phase_source);
+        let says = match steps.phase_source {
+            PhaseSource::Evidence { says, .. } => says,
+            _ => None,
+        };
+        steps.phase_source = PhaseSource::from_evidence(&evidence, example, says);
     }
     if steps.batch.len() != steps.steps.len() {
         steps.batch = vec![0; steps.steps.len()];
@@ -227,37 +232,6 @@ fn kind_of(training: &Option<String>) -> StepKind {
     } else {
         StepKind::InferenceSteps
     }
-}
-
-/// One line on how the phases were found, e.g. `marker metadata (forward mode and batch
-/// size)` or `phase-specific kernel names (e.g. "flash_fwd_splitkv…"): 2, assumed decode
-/// (…): 1`. `says` is what the markers' names carry (set by `from_markers`).
-fn describe_evidence(evidence: &[Evidence], example: Option<&str>, says: &str) -> String {
-    let mut counts: Vec<(Evidence, usize)> = Vec::new();
-    for &e in evidence {
-        match counts.iter_mut().find(|(k, _)| *k == e) {
-            Some((_, n)) => *n += 1,
-            None => counts.push((e, 1)),
-        }
-    }
-    counts.sort_by_key(|&(e, _)| e);
-    let one = counts.len() == 1;
-    counts
-        .iter()
-        .map(|&(e, n)| {
-            let ex = match (e, example) {
-                (Evidence::KernelNames, Some(x)) => format!(" (e.g. {:?})", short(x)),
-                (Evidence::Marker, _) if !says.is_empty() => format!(" ({says})"),
-                _ => String::new(),
-            };
-            if one {
-                format!("{}{ex}", e.describe())
-            } else {
-                format!("{}{ex}: {n}", e.describe())
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Each marker row's kind in [`KINDS`] and what its name (or engine columns) say.
@@ -393,52 +367,55 @@ fn from_markers(
         _ => Vec::new(),
     };
     let use_gpu = !gpu.is_empty() && (projected.is_empty() || covers(&gpu, &projected));
-    let (windows, label, note): (Vec<(Range, i64, i64)>, String, &str) = if use_gpu {
-        let what = match gpu.last().map(|r| r.source) {
-            Some(MarkerSource::Engine) => "engine",
-            Some(MarkerSource::KinetoGpuAnnotation) => "gpu_user_annotation",
-            Some(MarkerSource::Nvtx) => "NVTX (GPU projection)",
-            _ => "GPU ranges",
+    let (windows, ranges, projected): (Vec<(Range, i64, i64)>, MarkerRanges, _) = if use_gpu {
+        let ranges = match gpu.last().map(|r| r.source) {
+            Some(MarkerSource::Engine) => MarkerRanges::Engine,
+            Some(MarkerSource::KinetoGpuAnnotation) => MarkerRanges::GpuUserAnnotation,
+            Some(MarkerSource::Nvtx) => MarkerRanges::NvtxGpu,
+            _ => MarkerRanges::Gpu,
         };
         (
             gpu.iter().map(|r| (*r, r.start, r.end)).collect(),
-            what.into(),
-            "",
+            ranges,
+            None,
         )
     } else if !projected.is_empty() {
-        let what = match host.last().map(|r| r.source) {
-            Some(MarkerSource::KinetoUserAnnotation) => "user_annotation",
-            Some(MarkerSource::Nvtx) => "NVTX",
-            _ => "host ranges",
+        let ranges = match host.last().map(|r| r.source) {
+            Some(MarkerSource::KinetoUserAnnotation) => MarkerRanges::UserAnnotation,
+            Some(MarkerSource::Nvtx) => MarkerRanges::Nvtx,
+            _ => MarkerRanges::Host,
         };
-        let note = if gpu.is_empty() {
-            " (mapped to the GPU through launch correlation)"
+        let why = if gpu.is_empty() {
+            Projection::NoGpuRanges
         } else {
-            " (mapped to the GPU through launch correlation: the GPU-side copies of these \
-             ranges do not cover the kernels launched inside them)"
+            Projection::GpuRangesShort
         };
-        (projected, what.into(), note)
+        (projected, ranges, Some(why))
     } else {
         return None;
     };
     let mut windows = windows;
     windows.sort_by_key(|w| (w.1, w.2));
-    let ranges: Vec<Range> = windows.iter().map(|w| w.0).collect();
-    let mut engines: Vec<&str> = ranges
+    let marked: Vec<Range> = windows.iter().map(|w| w.0).collect();
+    let mut engines: Vec<&str> = marked
         .iter()
-        .filter_map(|r| r.kind.map(|k| KINDS[k as usize].engine))
-        .filter(|e| *e != "annotations")
+        .filter_map(|r| r.kind.and_then(|k| KINDS[k as usize].engine))
         .collect();
     engines.sort_unstable();
     engines.dedup();
     // What the markers' names say, for the phase line (the first kind that says something).
-    let says = ranges
+    let says = marked
         .iter()
         .filter_map(|r| r.kind.map(|k| KINDS[k as usize].says))
-        .find(|s| !s.is_empty())
-        .unwrap_or("");
+        .find(|s| !s.is_empty());
+    let (names, more_names) = marker_names(p, &marked);
     Some(Steps {
-        source: describe(p, &label, &ranges) + note,
+        source: StepSource::Markers {
+            ranges,
+            projected,
+            names,
+            more_names,
+        },
         steps: windows
             .iter()
             .map(|(r, s, e)| Step {
@@ -457,8 +434,12 @@ fn from_markers(
         contiguous: false,
         kind: StepKind::InferenceSteps,
         engine: (!engines.is_empty()).then(|| engines.join(" + ")),
-        // What the names say, until `detect` describes the phases.
-        phase_source: says.to_owned(),
+        // What the names say, until `detect` tallies the phases' evidence.
+        phase_source: PhaseSource::Evidence {
+            counts: Vec::new(),
+            example: None,
+            says,
+        },
         training: None,
         doubts: Vec::new(),
     })
@@ -510,21 +491,13 @@ fn project(p: &Prepared, device: u32, ranges: &[Range]) -> Vec<(Range, i64, i64)
         .collect()
 }
 
-fn describe(p: &Prepared, what: &str, ranges: &[Range]) -> String {
+/// The markers' distinct names (cut short), the first four in name order, and how many more.
+fn marker_names(p: &Prepared, ranges: &[Range]) -> (Vec<String>, usize) {
     let mut names: Vec<&str> = ranges.iter().map(|r| p.trace.strings.get(r.name)).collect();
     names.sort_unstable();
     names.dedup();
-    let shown: Vec<String> = names
-        .iter()
-        .take(4)
-        .map(|n| format!("{:?}", short(n)))
-        .collect();
-    let more = if names.len() > 4 {
-        format!(" and {} more names", names.len() - 4)
-    } else {
-        String::new()
-    };
-    format!("markers: {what} {}{more}", shown.join(", "))
+    let more = names.len().saturating_sub(4);
+    (names.iter().take(4).map(|n| short(n)).collect(), more)
 }
 
 #[cfg(test)]
@@ -631,7 +604,7 @@ mod tests {
         let s = auto(&trace(&passes("PDDDDDDDD")));
         assert_eq!(phases(&s), "PDDDDDDDD", "{}", s.source);
         assert!(
-            s.source.contains("1 odd segment taken as prefill"),
+            matches!(s.source, StepSource::Periodic { prefills: 1, .. }),
             "{}",
             s.source
         );
@@ -656,7 +629,11 @@ mod tests {
     fn one_prefill_per_request_is_found_for_every_request() {
         let s = auto(&trace(&passes("PDDDDDPDDDDDPDDDDDPDDDDD")));
         assert_eq!(phases(&s), "PDDDDDPDDDDDPDDDDDPDDDDD", "{}", s.source);
-        assert!(s.source.contains("4 odd segments"), "{}", s.source);
+        assert!(
+            matches!(s.source, StepSource::Periodic { prefills: 4, .. }),
+            "{}",
+            s.source
+        );
     }
 
     #[test]
@@ -792,7 +769,11 @@ mod tests {
         let ps: Vec<Pass> = std::iter::repeat_n(hybrid_step(), 12).collect();
         let s = auto(&trace(&ps));
         assert_eq!(s.steps.len(), 12, "{}", s.source);
-        assert!(s.source.contains("every 2nd"), "{}", s.source);
+        assert!(
+            matches!(s.source, StepSource::Periodic { stride: 2, .. }),
+            "{}",
+            s.source
+        );
     }
 
     #[test]
@@ -800,7 +781,11 @@ mod tests {
         let ps: Vec<Pass> = std::iter::repeat_n(llamacpp_decode("k_get_rows_float"), 8).collect();
         let s = auto(&trace(&ps));
         assert_eq!(phases(&s), "DDDDDDDD", "{}", s.source);
-        assert!(s.source.contains("every 2nd"), "{}", s.source);
+        assert!(
+            matches!(s.source, StepSource::Periodic { stride: 2, .. }),
+            "{}",
+            s.source
+        );
     }
 
     #[test]
@@ -920,7 +905,17 @@ mod tests {
     fn periodic_trace_has_only_decode_steps() {
         let s = auto(&trace(&passes("DDDDDDDDDDDDDDDD")));
         assert_eq!(phases(&s), "DDDDDDDDDDDDDDDD", "{}", s.source);
-        assert!(s.source.starts_with("auto: "), "{}", s.source);
-        assert!(!s.source.contains("prefill"), "{}", s.source);
+        assert!(
+            matches!(
+                s.source,
+                StepSource::Periodic {
+                    stride: 1,
+                    prefills: 0,
+                    ..
+                }
+            ),
+            "{}",
+            s.source
+        );
     }
 }

@@ -21,7 +21,7 @@
 use serde::Serialize;
 
 use crate::analysis::Report;
-use crate::analysis::host::GroupRow;
+use crate::analysis::host::{GroupRow, GroupSource};
 use crate::bucket::Bucket;
 
 /// The engine op names the levers act on.
@@ -31,11 +31,45 @@ pub const OUT_PROJ_OP: &str = "out_proj";
 /// The linear whose shape matches out_proj in the Qwen3-Next shapes.
 pub const OUT_PROJ_TWIN_OP: &str = "o_proj";
 
+/// An engine lever switched to its fast setting, or all of them together. Written (and
+/// serialised) as `state_update=inplace`, `state_read=fused_ids`, `out_proj=2d` or `all`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineLever {
+    /// The engine's name for the lever (`state_update`), or `all`: the key `--measured`
+    /// names it by.
+    pub knob: &'static str,
+    /// Its fast setting (`inplace`); `None` for `all`.
+    pub value: Option<&'static str>,
+}
+
+impl EngineLever {
+    /// Every hybrid lever at once.
+    pub const ALL: Self = Self {
+        knob: "all",
+        value: None,
+    };
+}
+
+impl std::fmt::Display for EngineLever {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.value {
+            Some(v) => write!(f, "{}={v}", self.knob),
+            None => f.write_str(self.knob),
+        }
+    }
+}
+
+impl Serialize for EngineLever {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 /// One lever's (or a combination's) predicted step.
 #[derive(Debug, Clone, Serialize)]
 pub struct LeverPrediction {
     /// `state_update=inplace`, `state_read=fused_ids`, `out_proj=2d`, or `all`.
-    pub lever: String,
+    pub lever: EngineLever,
     /// GPU time that goes, ms per step.
     pub removed_ms: f64,
     /// GPU time that comes, ms per step.
@@ -77,7 +111,7 @@ pub fn hybrid_levers(r: &Report) -> Result<LeverWhatIf, String> {
         .groups
         .as_ref()
         .ok_or("the report was made without the op grouping")?;
-    if groups.source != "engine columns" {
+    if groups.source != GroupSource::EngineColumns {
         return Err(format!(
             "{} has no engine op columns; the lever what-ifs need a gapscope-engine trace",
             r.source.path
@@ -97,12 +131,12 @@ pub fn hybrid_levers(r: &Report) -> Result<LeverWhatIf, String> {
         _ => 0.0,
     };
     let ms = |name: &str| op(r, name).map_or((0.0, 0.0), |g| (g.gpu_ms_per_step, g.calls_per_step));
-    let predict = |lever: &str, c: &Change| {
+    let predict = |lever: EngineLever, c: &Change| {
         let gaps = c.launches_removed * gap_per_launch;
         // A step never gets shorter than the GPU work left in it.
         let left = (busy - c.removed_ms + c.added_ms).max(0.0);
         LeverPrediction {
-            lever: lever.to_owned(),
+            lever,
             removed_ms: c.removed_ms,
             added_ms: c.added_ms,
             launches_removed: c.launches_removed,
@@ -162,11 +196,15 @@ pub fn hybrid_levers(r: &Report) -> Result<LeverWhatIf, String> {
             r.source.path
         ));
     }
+    let [update_lever, read_lever, out_lever] = FAST.map(|(knob, fast)| EngineLever {
+        knob,
+        value: Some(fast),
+    });
     let levers = vec![
-        predict("state_update=inplace", &update),
-        predict("state_read=fused_ids", &read),
-        predict("out_proj=2d", &out),
-        predict("all", &all),
+        predict(update_lever, &update),
+        predict(read_lever, &read),
+        predict(out_lever, &out),
+        predict(EngineLever::ALL, &all),
     ];
     Ok(LeverWhatIf {
         path: r.source.path.clone(),

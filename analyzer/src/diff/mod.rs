@@ -126,8 +126,40 @@ pub struct Structural {
     /// Copy and gather calls per step that A has beyond B.
     pub extra_copies_per_step: f64,
     pub extra_gathers_per_step: f64,
-    /// "present in both", "lost in A", "gained in A" or "none".
-    pub graph_replays: String,
+    /// Which sides replay CUDA graphs. JSON: `graph_replays`, the phrase ("present in
+    /// both", "lost in A (…)", "gained in A (…)", "none"), and `graph_replays_kind`.
+    #[serde(flatten, serialize_with = "graph_replays_fields")]
+    pub graph_replays: GraphReplays,
+}
+
+fn graph_replays_fields<S: serde::Serializer>(v: &GraphReplays, s: S) -> Result<S::Ok, S::Error> {
+    crate::text::text_and_kind(v, s, "graph_replays", "graph_replays_kind")
+}
+
+/// Which sides of a diff replay CUDA graphs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GraphReplays {
+    /// Both.
+    Both,
+    /// B does, A does not.
+    LostInA,
+    /// A does, B does not.
+    GainedInA,
+    /// Neither.
+    #[default]
+    None,
+}
+
+impl std::fmt::Display for GraphReplays {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Both => "present in both",
+            Self::LostInA => "lost in A (B replays CUDA graphs, A does not)",
+            Self::GainedInA => "gained in A (A replays CUDA graphs, B does not)",
+            Self::None => "none",
+        })
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -213,23 +245,83 @@ fn side(r: &Report) -> Side {
     }
 }
 
-/// Why two reports cannot be diffed, one clause each: a side without decode steps (its
-/// ms/step figures would all be zero) or with implausible steps. `diff` refuses when this
-/// is non-empty; implausible steps can be let through, missing steps cannot.
-pub fn refusal(a: &Report, b: &Report, allow_implausible: bool) -> Vec<String> {
+/// Which side of a diff: A (the one to explain) or B.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum SideName {
+    A,
+    B,
+}
+
+impl SideName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::A => "A",
+            Self::B => "B",
+        }
+    }
+}
+
+/// Why a diff refuses a side; its `Display` is the clause the refusal shows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Refusal {
+    /// The side has no decode steps: its ms/step figures would all be zero. Never let
+    /// through.
+    NoDecodeSteps {
+        side: SideName,
+        path: String,
+        steps: crate::analysis::steps::StepSource,
+    },
+    /// The side's steps look implausible; `--allow-implausible` lets it through.
+    Implausible {
+        side: SideName,
+        path: String,
+        problems: Vec<crate::analysis::plausibility::PlausibilityProblem>,
+    },
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoDecodeSteps { side, path, steps } => {
+                write!(
+                    f,
+                    "{} ({path}) has no decode steps ({steps})",
+                    side.as_str()
+                )
+            }
+            Self::Implausible {
+                side,
+                path,
+                problems,
+            } => write!(
+                f,
+                "{} ({path})'s steps look implausible: {}",
+                side.as_str(),
+                crate::analysis::Plausibility::summary_of(problems)
+            ),
+        }
+    }
+}
+
+/// Why two reports cannot be diffed: a side without decode steps or with implausible steps.
+/// `diff` refuses when this is non-empty; implausible steps can be let through, missing
+/// steps cannot.
+pub fn refusal(a: &Report, b: &Report, allow_implausible: bool) -> Vec<Refusal> {
     let mut out = Vec::new();
-    for (label, r) in [("A", a), ("B", b)] {
+    for (side, r) in [(SideName::A, a), (SideName::B, b)] {
         if r.steps.decode_steps == 0 {
-            out.push(format!(
-                "{label} ({}) has no decode steps ({})",
-                r.source.path, r.steps.source
-            ));
+            out.push(Refusal::NoDecodeSteps {
+                side,
+                path: r.source.path.clone(),
+                steps: r.steps.source.clone(),
+            });
         } else if !allow_implausible && !r.plausibility.plausible {
-            out.push(format!(
-                "{label} ({})'s steps look implausible: {}",
-                r.source.path,
-                r.plausibility.summary()
-            ));
+            out.push(Refusal::Implausible {
+                side,
+                path: r.source.path.clone(),
+                problems: r.plausibility.problems.clone(),
+            });
         }
     }
     out
@@ -329,10 +421,10 @@ pub fn diff_with_floor(
     let kernels_per_step =
         |r: &Report| -> f64 { r.buckets.iter().filter_map(|x| x.calls_per_step).sum() };
     let graph_replays = match (sa.graph_kernels > 0, sb.graph_kernels > 0) {
-        (true, true) => "present in both",
-        (false, true) => "lost in A (B replays CUDA graphs, A does not)",
-        (true, false) => "gained in A (A replays CUDA graphs, B does not)",
-        (false, false) => "none",
+        (true, true) => GraphReplays::Both,
+        (false, true) => GraphReplays::LostInA,
+        (true, false) => GraphReplays::GainedInA,
+        (false, false) => GraphReplays::None,
     };
     let structural = Structural {
         a_kernels_per_step: kernels_per_step(a),
@@ -343,7 +435,7 @@ pub fn diff_with_floor(
         only_in_b_total,
         extra_copies_per_step: calls(a, Bucket::Copy) - calls(b, Bucket::Copy),
         extra_gathers_per_step: calls(a, Bucket::EmbedGather) - calls(b, Bucket::EmbedGather),
-        graph_replays: graph_replays.to_owned(),
+        graph_replays,
     };
 
     let mut keys: Vec<&String> = na.keys().chain(nb.keys()).collect();

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::levers::{self, LeverPrediction, LeverWhatIf};
+use super::levers::{self, EngineLever, LeverPrediction, LeverWhatIf};
 use crate::analysis::Report;
 
 /// The lever sets a what-if knows.
@@ -32,7 +32,7 @@ impl LeverSet {
 /// A measured step beside its prediction.
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {
-    pub lever: String,
+    pub lever: EngineLever,
     pub path: String,
     pub predicted_step_ms: f64,
     /// Median decode-step span of the measured trace, and its CV, %.
@@ -72,22 +72,17 @@ pub enum WhatIfError {
     NoSpan { lever: String, why: String },
 }
 
-/// The key a measured run names a lever by: the part before `=` (`state_update`), or `all`.
-pub fn lever_key(p: &LeverPrediction) -> &str {
-    p.lever.split('=').next().unwrap_or(&p.lever)
-}
-
 /// The prediction of the lever a measured run names.
 pub fn find_lever<'a>(w: &'a LeverWhatIf, lever: &str) -> Result<&'a LeverPrediction, WhatIfError> {
     w.levers
         .iter()
-        .find(|p| lever_key(p) == lever)
+        .find(|p| p.lever.knob == lever)
         .ok_or_else(|| WhatIfError::UnknownLever {
             lever: lever.to_owned(),
             known: w
                 .levers
                 .iter()
-                .map(lever_key)
+                .map(|p| p.lever.knob)
                 .collect::<Vec<_>>()
                 .join(", "),
         })
@@ -118,7 +113,7 @@ pub fn what_if(
             why,
         })?;
         out.push(Comparison {
-            lever: p.lever.clone(),
+            lever: p.lever,
             path: r.source.path.clone(),
             predicted_step_ms: p.predicted_step_ms,
             measured_step_ms: span.median,

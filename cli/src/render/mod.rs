@@ -187,7 +187,7 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
     for n in &s.notes {
         v.push(("note".into(), text(n)));
     }
-    use gapscope_analyzer::analysis::steps::StepKind;
+    use gapscope_analyzer::analysis::steps::{PhaseSource, StepKind};
     let st = &r.steps;
     let engine = st
         .engine
@@ -201,7 +201,7 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
                 "{} training iterations (a training trace: {}); {engine}{}",
                 st.iterations,
                 text(st.training.as_deref().unwrap_or("")),
-                text(&st.source)
+                text(&st.source.to_string())
             ),
         ));
         if let Some(t) = &st.iteration_ms {
@@ -224,10 +224,10 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
         } else {
             String::new()
         };
-        let phases = if st.phase_source.is_empty() {
+        let phases = if st.phase_source == PhaseSource::None {
             String::new()
         } else {
-            format!("; phases: {}", text(&st.phase_source))
+            format!("; phases: {}", text(&st.phase_source.to_string()))
         };
         v.push((
             "steps".into(),
@@ -235,7 +235,7 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
                 "{} decode, {} prefill{mixed}; {engine}{}{phases}",
                 st.decode_steps,
                 st.prefill_steps,
-                text(&st.source)
+                text(&st.source.to_string())
             ),
         ));
     }
@@ -408,7 +408,7 @@ fn host_idle(h: &gapscope_analyzer::analysis::host::HostIdleReport) -> Vec<(Stri
             ),
         ));
     }
-    v.push(("lever".into(), h.lever.text.clone()));
+    v.push(("lever".into(), text(&h.lever.to_string())));
     v
 }
 

@@ -33,6 +33,7 @@ impl DiffState {
             let r = if why.is_empty() {
                 Ok(diff(a.x.diff_side(), b.x.diff_side(), TOP))
             } else {
+                let why: Vec<String> = why.iter().map(ToString::to_string).collect();
                 Err(format!("cannot diff: {}", why.join("; ")))
             };
             self.timeline_a = TimelineState {

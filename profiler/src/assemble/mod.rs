@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use gapscope_traces::native::CHUNK_ROWS;
 use gapscope_traces::{
     KernelRow, KernelTable, LaunchApi, LaunchRow, LaunchTable, Manifest, MarkerRow, MarkerSource,
-    MarkerTable, MemopKind, MemopRow, MemopTable, StrId, StringTable, TraceWriter,
+    MarkerTable, MemopKind, MemopRow, MemopTable, SourceFormat, StrId, StringTable, TraceWriter,
 };
 
 use crate::collect_range::{is_profiler_start, is_profiler_stop};
@@ -307,7 +307,7 @@ pub fn assemble(
     let keep = |t: u64| !filtering || windows.iter().any(|&(a, b)| t >= a && t < b);
 
     let header = facts.header.clone().unwrap_or_default();
-    let mut m = Manifest::new("cupti");
+    let mut m = Manifest::new(SourceFormat::Cupti);
     m.command_line = Some(if s.command_line.is_empty() {
         header.command_line.clone()
     } else {

@@ -63,12 +63,32 @@ pub struct GroupRow {
     pub flops_per_step: Option<f64>,
 }
 
+/// Where a grouped table's keys come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum GroupSource {
+    /// The host scopes around each launch.
+    #[serde(rename = "host scopes")]
+    HostScopes,
+    /// The engine's own op and layer columns.
+    #[serde(rename = "engine columns")]
+    EngineColumns,
+}
+
+impl std::fmt::Display for GroupSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::HostScopes => "host scopes",
+            Self::EngineColumns => "engine columns",
+        })
+    }
+}
+
 /// The grouped table.
 #[derive(Debug, Clone, Serialize)]
 pub struct GroupReport {
     pub by: GroupBy,
-    /// Where keys come from: `host scopes` or `engine columns`.
-    pub source: String,
+    /// Where keys come from (JSON: `host scopes` or `engine columns`).
+    pub source: GroupSource,
     pub steps: usize,
     /// Largest GPU time first.
     pub rows: Vec<GroupRow>,
@@ -194,9 +214,9 @@ pub fn group(
     GroupReport {
         by,
         source: if engine {
-            "engine columns".into()
+            GroupSource::EngineColumns
         } else {
-            "host scopes".into()
+            GroupSource::HostScopes
         },
         steps,
         rows,
@@ -388,6 +408,6 @@ mod tests {
         let op = row(&g, "aten::linear").unwrap();
         assert_eq!(op.calls_per_step, 2.0);
         assert!((g.unattributed_gpu_ms_per_step - 30e-6).abs() < 1e-12);
-        assert_eq!(g.source, "host scopes");
+        assert_eq!(g.source, GroupSource::HostScopes);
     }
 }

@@ -7,7 +7,7 @@ pub mod idle_cause;
 pub mod launch_map;
 pub mod report;
 
-pub use by_key::{GroupBy, GroupReport, GroupRow};
+pub use by_key::{GroupBy, GroupReport, GroupRow, GroupSource};
 
 /// The host side of a trace, indexed: the scope forest and the launch records.
 pub struct HostIndex {
@@ -24,4 +24,6 @@ impl HostIndex {
 }
 pub use forest::Forest;
 pub use launch_map::LaunchMap;
-pub use report::{HostIdleReport, IdleCause, IdleCauseRow, Lever, ScopeTime};
+pub use report::{
+    ChargeKind, HostIdleReport, IdleCause, IdleCauseRow, Lever, LeverScope, ScopeTime,
+};

@@ -51,7 +51,8 @@ impl IdleCauseRow {
 }
 
 /// One cause of GPU idle time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum IdleCause {
     HostCompute,
     Launch,
@@ -84,12 +85,42 @@ impl IdleCause {
     }
 }
 
+/// What host time is charged to: a scope of some kind, or a runtime call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChargeKind {
+    Scope(ScopeKind),
+    /// A runtime call (`api`).
+    Api,
+}
+
+impl ChargeKind {
+    /// `op`, `module`, `python`, `annotation`, `other` or `api`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Scope(k) => k.as_str(),
+            Self::Api => "api",
+        }
+    }
+}
+
+impl std::fmt::Display for ChargeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for ChargeKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// Host compute charged to one scope (or runtime call) during idle gaps inside the steps.
 #[derive(Debug, Clone, Serialize)]
 pub struct ScopeTime {
     pub name: String,
     /// `op`, `module`, `python`, `annotation`, `other` or `api` (a runtime call).
-    pub kind: String,
+    pub kind: ChargeKind,
     pub ms_per_step: f64,
     /// Share of the idle time inside the steps, %.
     pub share_of_idle_pct: f64,
@@ -98,13 +129,98 @@ pub struct ScopeTime {
     pub stack: Vec<String>,
 }
 
-/// What the idle split points at.
-#[derive(Debug, Clone, Serialize)]
+/// What the idle split points at; its `Display` is the sentence a report shows. JSON:
+/// `cause` (`none` when the GPU is busy, else the [`IdleCause`] key), `text` (the sentence),
+/// and the figures below.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Lever {
-    /// `none` (the GPU is busy), `host_compute`, `launch`, `sync`, `gpu_wait` or
-    /// `unexplained`.
-    pub cause: String,
-    pub text: String,
+    /// The cause the idle points at; `None` when the GPU is idle under 5% of the step, so
+    /// idle time is not the lever.
+    pub cause: Option<IdleCause>,
+    /// The GPU's idle inside the steps as a share of the step, %, when the step time is known.
+    pub idle_share_of_step_pct: Option<f64>,
+    /// The cause's share of the idle inside the steps, % (0 without a cause).
+    pub share_of_idle_pct: f64,
+    /// Host compute: the scope (or runtime call) the host spent most of it in.
+    pub scope: Option<LeverScope>,
+    /// Host scopes in the trace.
+    pub scopes: usize,
+}
+
+/// The scope a host-compute lever names.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LeverScope {
+    pub name: String,
+    pub kind: ChargeKind,
+    pub ms_per_step: f64,
+}
+
+impl Serialize for Lever {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut m = s.serialize_struct("Lever", 6)?;
+        m.serialize_field("cause", self.cause.map_or("none", IdleCause::key))?;
+        m.serialize_field("text", &self.to_string())?;
+        m.serialize_field("idle_share_of_step_pct", &self.idle_share_of_step_pct)?;
+        m.serialize_field("share_of_idle_pct", &self.share_of_idle_pct)?;
+        m.serialize_field("scope", &self.scope)?;
+        m.serialize_field("scopes", &self.scopes)?;
+        m.end()
+    }
+}
+
+impl std::fmt::Display for Lever {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let share = self.share_of_idle_pct;
+        let Some(cause) = self.cause else {
+            return write!(
+                f,
+                "the GPU is idle {:.1}% of each step: idle time is not the lever; look at the buckets",
+                self.idle_share_of_step_pct.unwrap_or(0.0)
+            );
+        };
+        match cause {
+            IdleCause::HostCompute => match &self.scope {
+                // Time inside an annotation (a step range) but in no finer scope: the trace
+                // does not say which code it was.
+                Some(t) if t.kind == ChargeKind::Scope(ScopeKind::Annotation) => write!(
+                    f,
+                    "host compute is {share:.0}% of the idle, {:.3} ms/step of it inside `{}` but in no finer recorded scope; record ops, Python functions or NVTX ranges inside it (torch.profiler with_stack, NVTX) to name the code",
+                    t.ms_per_step, t.name
+                ),
+                top => {
+                    let what = top.as_ref().map_or_else(
+                        || "host code".to_owned(),
+                        |t| format!("`{}` ({:.3} ms/step)", t.name, t.ms_per_step),
+                    );
+                    write!(
+                        f,
+                        "host compute is {share:.0}% of the idle: the host is busy in {what} while the GPU waits; make that work cheaper or take it off the critical path (another backend or implementation, cache its set-up), or capture the step in a CUDA graph"
+                    )
+                }
+            },
+            IdleCause::Launch => write!(
+                f,
+                "launch overhead is {share:.0}% of the idle: the host spends the gaps issuing work; fewer, fused kernels or a CUDA graph per step"
+            ),
+            IdleCause::Sync => write!(
+                f,
+                "synchronisation is {share:.0}% of the idle: the host blocks until the GPU drains; remove host syncs from the step (.item(), .cpu(), .tolist(), blocking copies)"
+            ),
+            IdleCause::GpuWait => write!(
+                f,
+                "{share:.0}% of the idle is work issued in time that waited on the GPU side (another stream or an event): look at cross-stream dependencies, not the host"
+            ),
+            IdleCause::Unexplained if self.scopes == 0 => write!(
+                f,
+                "{share:.0}% of the idle is unexplained: the trace has no host scopes; record CPU activity (torch.profiler with CPU events, with_stack or with_modules, or NVTX ranges) to name the cause"
+            ),
+            IdleCause::Unexplained => write!(
+                f,
+                "{share:.0}% of the idle is unexplained: the launching thread was outside every recorded scope; add NVTX ranges or with_stack to name it"
+            ),
+        }
+    }
 }
 
 /// Why the GPU sat idle in the steps of the report.
@@ -156,10 +272,11 @@ pub fn build(inp: Inputs, trace: &gapscope_traces::Trace) -> HostIdleReport {
     // Most time first; equal times in name order, so the report is deterministic.
     charged.sort_by_key(|c| (std::cmp::Reverse(c.1), *c.0));
     let n = inp.steps.max(1) as f64;
-    let kind_of = |node: Option<u32>| -> String {
-        node.and_then(|id| inp.attribution.node_kind(id))
-            .map_or("other", ScopeKind::as_str)
-            .to_owned()
+    let kind_of = |node: Option<u32>| -> ChargeKind {
+        ChargeKind::Scope(
+            node.and_then(|id| inp.attribution.node_kind(id))
+                .unwrap_or(ScopeKind::Other),
+        )
     };
     let top_scopes: Vec<ScopeTime> = charged
         .iter()
@@ -171,7 +288,7 @@ pub fn build(inp: Inputs, trace: &gapscope_traces::Trace) -> HostIdleReport {
                     kind_of(*ex),
                     ex.map(forest_nodes).unwrap_or_default(),
                 ),
-                Charge::Api(id) => (trace.strings.get(*id).to_owned(), "api".into(), vec![]),
+                Charge::Api(id) => (trace.strings.get(*id).to_owned(), ChargeKind::Api, vec![]),
             };
             ScopeTime {
                 name,
@@ -206,56 +323,82 @@ fn lever(
     scopes: usize,
 ) -> Lever {
     let idle = row.idle_ms_per_step;
-    if let Some(step) = step_ms
-        && step > 0.0
-        && idle < MIN_IDLE_SHARE * step
-    {
+    let step = step_ms.filter(|&s| s > 0.0);
+    let idle_share_of_step_pct = step.map(|s| 100.0 * idle / s);
+    if step.is_some_and(|s| idle < MIN_IDLE_SHARE * s) {
         return Lever {
-            cause: "none".into(),
-            text: format!(
-                "the GPU is idle {:.1}% of each step: idle time is not the lever; look at the buckets",
-                100.0 * idle / step
-            ),
+            cause: None,
+            idle_share_of_step_pct,
+            share_of_idle_pct: 0.0,
+            scope: None,
+            scopes,
         };
     }
     let (cause, ms) = row.ranked()[0];
-    let share = if idle > 0.0 { 100.0 * ms / idle } else { 0.0 };
-    let text = match cause {
-        IdleCause::HostCompute => match top {
-            // Time inside an annotation (a step range) but in no finer scope: the trace
-            // does not say which code it was.
-            Some(t) if t.kind == "annotation" => format!(
-                "host compute is {share:.0}% of the idle, {:.3} ms/step of it inside `{}` but in no finer recorded scope; record ops, Python functions or NVTX ranges inside it (torch.profiler with_stack, NVTX) to name the code",
-                t.ms_per_step, t.name
-            ),
-            _ => {
-                let what = top.map_or_else(
-                    || "host code".to_owned(),
-                    |t| format!("`{}` ({:.3} ms/step)", t.name, t.ms_per_step),
-                );
-                format!(
-                    "host compute is {share:.0}% of the idle: the host is busy in {what} while the GPU waits; make that work cheaper or take it off the critical path (another backend or implementation, cache its set-up), or capture the step in a CUDA graph"
-                )
-            }
-        },
-        IdleCause::Launch => format!(
-            "launch overhead is {share:.0}% of the idle: the host spends the gaps issuing work; fewer, fused kernels or a CUDA graph per step"
-        ),
-        IdleCause::Sync => format!(
-            "synchronisation is {share:.0}% of the idle: the host blocks until the GPU drains; remove host syncs from the step (.item(), .cpu(), .tolist(), blocking copies)"
-        ),
-        IdleCause::GpuWait => format!(
-            "{share:.0}% of the idle is work issued in time that waited on the GPU side (another stream or an event): look at cross-stream dependencies, not the host"
-        ),
-        IdleCause::Unexplained if scopes == 0 => format!(
-            "{share:.0}% of the idle is unexplained: the trace has no host scopes; record CPU activity (torch.profiler with CPU events, with_stack or with_modules, or NVTX ranges) to name the cause"
-        ),
-        IdleCause::Unexplained => format!(
-            "{share:.0}% of the idle is unexplained: the launching thread was outside every recorded scope; add NVTX ranges or with_stack to name it"
-        ),
-    };
     Lever {
-        cause: cause.key().into(),
-        text,
+        cause: Some(cause),
+        idle_share_of_step_pct,
+        share_of_idle_pct: if idle > 0.0 { 100.0 * ms / idle } else { 0.0 },
+        scope: top
+            .filter(|_| cause == IdleCause::HostCompute)
+            .map(|t| LeverScope {
+                name: t.name.clone(),
+                kind: t.kind,
+                ms_per_step: t.ms_per_step,
+            }),
+        scopes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lever_sentence_comes_from_its_cause_and_figures() {
+        let busy = Lever {
+            cause: None,
+            idle_share_of_step_pct: Some(3.25),
+            share_of_idle_pct: 0.0,
+            scope: None,
+            scopes: 0,
+        };
+        assert_eq!(
+            busy.to_string(),
+            "the GPU is idle 3.2% of each step: idle time is not the lever; look at the buckets"
+        );
+        let annotation = Lever {
+            cause: Some(IdleCause::HostCompute),
+            idle_share_of_step_pct: Some(40.0),
+            share_of_idle_pct: 90.0,
+            scope: Some(LeverScope {
+                name: "decode_step".into(),
+                kind: ChargeKind::Scope(ScopeKind::Annotation),
+                ms_per_step: 0.25,
+            }),
+            scopes: 2,
+        };
+        assert!(
+            annotation.to_string().starts_with(
+                "host compute is 90% of the idle, 0.250 ms/step of it inside `decode_step` but in no finer recorded scope;"
+            ),
+            "{annotation}"
+        );
+        let json = serde_json::to_value(&annotation).unwrap();
+        assert_eq!(json["cause"], "host_compute");
+        assert_eq!(json["text"], annotation.to_string());
+        assert_eq!(json["scope"]["kind"], "annotation");
+        let unexplained = Lever {
+            cause: Some(IdleCause::Unexplained),
+            scope: None,
+            scopes: 0,
+            ..annotation
+        };
+        assert!(
+            unexplained
+                .to_string()
+                .starts_with("90% of the idle is unexplained: the trace has no host scopes;"),
+            "{unexplained}"
+        );
     }
 }

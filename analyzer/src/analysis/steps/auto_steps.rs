@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use gapscope_traces::Phase;
 
-use super::{Step, StepKind, Steps, short};
+use super::{PhaseSource, Step, StepKind, StepSource, Steps};
 use crate::analysis::prepared::Prepared;
 use crate::analysis::stats::upper_median;
 use crate::bucket::Bucket;
@@ -260,14 +260,6 @@ fn find_anchor(
     })
 }
 
-fn ordinal(m: usize) -> String {
-    match m {
-        2 => "2nd".into(),
-        3 => "3rd".into(),
-        m => format!("{m}th"),
-    }
-}
-
 /// What a segment holds, for telling a prefill from a decode step.
 struct Work {
     /// Summed duration of its GEMM/attention kernels.
@@ -461,20 +453,14 @@ pub(super) fn auto_detect(p: &Prepared, device: u32, whole_periods: bool) -> Opt
     if steps.is_empty() {
         return None;
     }
-    let prefill_note = match prefills {
-        0 => String::new(),
-        1 => ", 1 odd segment taken as prefill".to_owned(),
-        x => format!(", {x} odd segments taken as prefill"),
-    };
     Some(Steps {
-        source: format!(
-            "auto: periodic kernel sequence, anchor {:?} ({}{prefill_note})",
-            short(p.trace.strings.get(anchor.name)),
-            match anchor.stride {
-                1 => format!("{} occurrences", pos.len()),
-                m => format!("every {} of its {} occurrences", ordinal(m), all.len()),
-            }
-        ),
+        source: StepSource::Periodic {
+            anchor: p.trace.strings.get(anchor.name).to_owned(),
+            stride: anchor.stride,
+            starts: pos.len(),
+            occurrences: all.len(),
+            prefills,
+        },
         batch: vec![0; steps.len()],
         numbers: Vec::new(),
         steps,
@@ -482,7 +468,7 @@ pub(super) fn auto_detect(p: &Prepared, device: u32, whole_periods: bool) -> Opt
         contiguous: true,
         kind: StepKind::InferenceSteps,
         engine: None,
-        phase_source: String::new(),
+        phase_source: PhaseSource::None,
         training: None,
         doubts: Vec::new(),
     })

@@ -102,8 +102,8 @@ enum Reader {
 /// One kind of marker.
 pub struct MarkerKind {
     pub id: &'static str,
-    /// Engine or framework that writes it.
-    pub engine: &'static str,
+    /// Engine or framework that writes it; `None` for annotations anyone may write.
+    pub engine: Option<&'static str>,
     pub tier: Tier,
     pub role: Role,
     /// Only markers from this source (gapscope-engine markers are recognised by source).
@@ -118,7 +118,7 @@ pub struct MarkerKind {
 pub static KINDS: &[MarkerKind] = &[
     MarkerKind {
         id: "graph_capture",
-        engine: "SGLang/vLLM",
+        engine: Some("SGLang/vLLM"),
         tier: Tier::Engine,
         role: Role::Exclude,
         source: None,
@@ -128,7 +128,7 @@ pub static KINDS: &[MarkerKind] = &[
     },
     MarkerKind {
         id: "optimizer",
-        engine: "PyTorch",
+        engine: Some("PyTorch"),
         tier: Tier::Generic,
         role: Role::Exclude,
         source: None,
@@ -138,7 +138,7 @@ pub static KINDS: &[MarkerKind] = &[
     },
     MarkerKind {
         id: "module_wrapper_forward",
-        engine: "PyTorch",
+        engine: Some("PyTorch"),
         tier: Tier::Generic,
         role: Role::Exclude,
         source: None,
@@ -151,7 +151,7 @@ pub static KINDS: &[MarkerKind] = &[
         // with_modules names them): scopes, never steps, though "DecoderLayer" holds
         // "decode".
         id: "module_call",
-        engine: "PyTorch",
+        engine: Some("PyTorch"),
         tier: Tier::Generic,
         role: Role::Exclude,
         source: None,
@@ -161,7 +161,7 @@ pub static KINDS: &[MarkerKind] = &[
     },
     MarkerKind {
         id: "hash_label",
-        engine: "PyTorch",
+        engine: Some("PyTorch"),
         tier: Tier::Generic,
         role: Role::Exclude,
         source: None,
@@ -171,7 +171,7 @@ pub static KINDS: &[MarkerKind] = &[
     },
     MarkerKind {
         id: "collective",
-        engine: "PyTorch",
+        engine: Some("PyTorch"),
         tier: Tier::Generic,
         role: Role::Exclude,
         source: None,
@@ -181,7 +181,7 @@ pub static KINDS: &[MarkerKind] = &[
     },
     MarkerKind {
         id: "gapscope_engine",
-        engine: "gapscope-engine",
+        engine: Some("gapscope-engine"),
         tier: Tier::Engine,
         role: Role::Step,
         source: Some(MarkerSource::Engine),
@@ -191,7 +191,7 @@ pub static KINDS: &[MarkerKind] = &[
     },
     MarkerKind {
         id: "vllm_v1_detailed",
-        engine: "vLLM V1",
+        engine: Some("vLLM V1"),
         tier: Tier::Engine,
         role: Role::Step,
         source: None,
@@ -201,7 +201,7 @@ pub static KINDS: &[MarkerKind] = &[
     },
     MarkerKind {
         id: "vllm_v1",
-        engine: "vLLM V1",
+        engine: Some("vLLM V1"),
         tier: Tier::Engine,
         role: Role::Step,
         source: None,
@@ -211,7 +211,7 @@ pub static KINDS: &[MarkerKind] = &[
     },
     MarkerKind {
         id: "vllm_v1_new_cached",
-        engine: "vLLM V1",
+        engine: Some("vLLM V1"),
         tier: Tier::Engine,
         role: Role::Step,
         source: None,
@@ -221,7 +221,7 @@ pub static KINDS: &[MarkerKind] = &[
     },
     MarkerKind {
         id: "sglang_step",
-        engine: "SGLang",
+        engine: Some("SGLang"),
         tier: Tier::Engine,
         role: Role::Step,
         source: None,
@@ -231,7 +231,7 @@ pub static KINDS: &[MarkerKind] = &[
     },
     MarkerKind {
         id: "trtllm_forward_step",
-        engine: "TensorRT-LLM",
+        engine: Some("TensorRT-LLM"),
         tier: Tier::Engine,
         role: Role::Step,
         source: None,
@@ -241,7 +241,7 @@ pub static KINDS: &[MarkerKind] = &[
     },
     MarkerKind {
         id: "trtllm_execute_step",
-        engine: "TensorRT-LLM",
+        engine: Some("TensorRT-LLM"),
         tier: Tier::Engine,
         role: Role::Step,
         source: None,
@@ -251,7 +251,7 @@ pub static KINDS: &[MarkerKind] = &[
     },
     MarkerKind {
         id: "vllm_v0",
-        engine: "vLLM V0",
+        engine: Some("vLLM V0"),
         tier: Tier::EngineBare,
         role: Role::Step,
         source: None,
@@ -261,7 +261,7 @@ pub static KINDS: &[MarkerKind] = &[
     },
     MarkerKind {
         id: "phase_name",
-        engine: "annotations",
+        engine: None,
         tier: Tier::PhaseName,
         role: Role::Step,
         source: None,
@@ -271,7 +271,7 @@ pub static KINDS: &[MarkerKind] = &[
     },
     MarkerKind {
         id: "profiler_step",
-        engine: "PyTorch profiler",
+        engine: Some("PyTorch profiler"),
         tier: Tier::ProfilerStep,
         role: Role::Iteration,
         source: None,
@@ -281,7 +281,7 @@ pub static KINDS: &[MarkerKind] = &[
     },
     MarkerKind {
         id: "generic",
-        engine: "annotations",
+        engine: None,
         tier: Tier::Generic,
         role: Role::Step,
         source: None,

@@ -121,7 +121,8 @@ fn inside_engine_marker(
         let name = at.map_or("", |r| p.trace.strings.get(r.name));
         let engine = at
             .and_then(|r| r.kind)
-            .map_or("engine", |k| KINDS[k as usize].engine);
+            .and_then(|k| KINDS[k as usize].engine)
+            .unwrap_or("engine");
         format!(
             "{worst} periodic steps lie inside one {engine} step marker ({:?}): they are layers \
              of that step; without --no-markers the markers delimit the steps",

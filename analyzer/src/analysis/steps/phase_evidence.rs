@@ -152,8 +152,9 @@ pub(super) fn training(p: &Prepared, device: Option<u32>) -> Option<String> {
 }
 
 /// How a step got its phase.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum Evidence {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Evidence {
     /// The marker's metadata (request counts, forward mode, engine columns, phase word).
     Marker,
     /// Phase-specific kernel names in the step.
@@ -167,7 +168,7 @@ pub(super) enum Evidence {
 }
 
 impl Evidence {
-    pub(super) fn describe(self) -> &'static str {
+    pub fn describe(self) -> &'static str {
         match self {
             Self::Marker => "marker metadata",
             Self::KernelNames => "phase-specific kernel names",

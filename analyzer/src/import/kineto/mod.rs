@@ -24,7 +24,7 @@ use std::path::Path;
 
 use gapscope_traces::{
     GpuInfo, KernelRow, LaunchApi, LaunchRow, MODULE_CALL_PREFIX, Manifest, MarkerRow,
-    MarkerSource, MemopKind, MemopRow, Phase, ScopeKind, ScopeRow, Trace,
+    MarkerSource, MemopKind, MemopRow, Phase, ScopeKind, ScopeRow, SourceFormat, Trace,
 };
 use serde::Deserialize;
 
@@ -379,7 +379,7 @@ impl Builder {
     fn new(path: &Path, max_events: Option<u64>) -> Self {
         Self {
             path: path.to_owned(),
-            trace: Trace::new(Manifest::new("kineto")),
+            trace: Trace::new(Manifest::new(SourceFormat::Kineto)),
             events: 0,
             budget: Budget::new(path, max_events),
             name_ids: Default::default(),

@@ -27,7 +27,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
-use gapscope_traces::{GpuInfo, Manifest, Trace};
+use gapscope_traces::{GpuInfo, Manifest, SourceFormat, Trace};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 use sqlx::{ConnectOptions, Connection};
 
@@ -41,7 +41,7 @@ use schema::Schema;
 
 /// [`Manifest::source_format`] of traces this importer builds, so reports can say where a
 /// trace came from.
-pub const SOURCE_FORMAT: &str = "nsys-sqlite";
+pub const SOURCE_FORMAT: SourceFormat = SourceFormat::NsysSqlite;
 
 /// Imports an Nsight Systems SQLite export with the default options; see
 /// [`import_nsys_with`].

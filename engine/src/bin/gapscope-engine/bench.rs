@@ -9,7 +9,7 @@ use gapscope_engine::bench::{self, BenchRow, BenchSettings};
 use gapscope_engine::cuda::{Capacity, CudaBackend, LatencyCalibration, Timing};
 use gapscope_engine::records::TraceOut;
 use gapscope_engine::{EngineError, ModelConfig, Result};
-use gapscope_traces::{GpuInfo, Manifest};
+use gapscope_traces::{GpuInfo, Manifest, SourceFormat};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -186,7 +186,7 @@ pub(crate) fn manifest(
     (mode, graphs): (Timing, bool),
     event_latency: &Option<LatencyCalibration>,
 ) -> Manifest {
-    let mut m = Manifest::new("engine");
+    let mut m = Manifest::new(SourceFormat::Engine);
     let i = &be.dev.info;
     m.gpus.push(GpuInfo {
         device: 0,

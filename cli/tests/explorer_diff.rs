@@ -126,3 +126,32 @@ fn the_explorer_diff_equals_the_cli_diff_with_five_names_in_a_bucket() {
         "{q}"
     );
 }
+
+/// The explorer's lever what-if is `gapscope diff SLOW --what-if hybrid --json`, byte for
+/// byte, on the bundled hybrid engine trace; on a trace without the engine's op columns it
+/// says why there is none.
+#[test]
+fn the_explorer_lever_what_if_equals_the_cli() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let slow = root.join("traces/reference/engine-qwen3.5-4l-q8_0-npl8-levers/slow-npl8.gst");
+    let out = Command::new(env!("CARGO_BIN_EXE_gapscope"))
+        .args(["diff", "--json", "-q", "--what-if", "hybrid"])
+        .arg(&slow)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (settings, _) = Settings::default().session_settings();
+    let l = load_blocking(&slow, &settings, &Progress::default()).unwrap();
+    let w = l.levers().as_ref().expect("a what-if");
+    assert!(!w.prediction.levers.is_empty());
+    let gui = serde_json::to_string_pretty(w).unwrap() + "\n";
+    assert_eq!(gui, String::from_utf8(out.stdout).unwrap());
+
+    let hf = root.join("traces/reference/hf-qwen3-0.6b-npl1.json.gz");
+    let l = load_blocking(&hf, &settings, &Progress::default()).unwrap();
+    assert!(l.levers().is_err());
+}

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
+use gapscope_analyzer::diff::whatif::{LeverSet, WhatIfOutput};
 use gapscope_analyzer::explore::{Exploration, KernelTable, Stage, explore};
 use gapscope_analyzer::import::ImportProgress;
 use gapscope_analyzer::session::{self, Run, SessionSettings};
@@ -26,6 +27,8 @@ pub struct Loaded {
     pub load_s: f64,
     /// Seconds per stage (import, analysis, lanes, kernel table, level of detail).
     pub stages_s: Vec<(&'static str, f64)>,
+    /// The engine's lever what-if, made when first shown (or why there is none).
+    pub levers: OnceLock<Result<WhatIfOutput, String>>,
 }
 
 /// What the worker has done so far, read by the UI every frame.
@@ -72,6 +75,15 @@ impl ImportProgress for Bytes<'_> {
 }
 
 impl Loaded {
+    /// The hybrid engine's lever what-if, as `gapscope diff TRACE --what-if hybrid` makes it.
+    pub fn levers(&self) -> &Result<WhatIfOutput, String> {
+        self.levers.get_or_init(|| {
+            self.x
+                .lever_what_if(LeverSet::Hybrid)
+                .map_err(|e| one_line(&e.to_string()))
+        })
+    }
+
     pub fn kernel_table(&self) -> Option<&KernelTable> {
         self.kernel_table.get()
     }
@@ -140,6 +152,7 @@ pub fn load_blocking(path: &Path, s: &SessionSettings, p: &Progress) -> Result<L
         marker_longest,
         load_s,
         stages_s,
+        levers: OnceLock::new(),
     })
 }
 

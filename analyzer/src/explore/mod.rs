@@ -8,12 +8,14 @@
 pub mod activity;
 pub mod kernel_table;
 pub mod lanes;
+mod levers;
 pub mod selection;
 pub mod step_view;
 
 use gapscope_traces::Trace;
 
 use crate::analysis::host::Forest;
+use crate::analysis::host::launch_map::LaunchMap;
 use crate::analysis::{Analyzed, Report};
 use crate::diff::{DiffSide, NameTimes};
 use crate::import::Imported;
@@ -39,6 +41,8 @@ pub struct Exploration {
     pub lanes: LaneSet,
     /// The host scopes the host lanes point into.
     pub forest: Forest,
+    /// Each correlation's launch, for the host side of a grouping.
+    pub launch_map: LaunchMap,
     /// First and last instant of anything on the timeline, ns (0, 0 for an empty trace).
     pub span_ns: (i64, i64),
 }
@@ -98,6 +102,7 @@ pub fn explore(
         steps,
         lanes,
         forest: host.forest,
+        launch_map: host.launch_map,
         span_ns,
         tables,
         names,

@@ -13,6 +13,38 @@ use crate::palette;
 const AXIS_W: f32 = 56.0;
 const PHASE_H: f32 = 6.0;
 
+/// The hybrid engine's levers predicted from this run alone (as `gapscope diff TRACE
+/// --what-if hybrid`), made the first time the section is opened.
+fn levers(ui: &mut Ui, l: &Loaded) {
+    let w = match l.levers() {
+        Ok(w) => w,
+        Err(e) => {
+            ui.label(format!("no lever what-if for this trace: {e}"));
+            return;
+        }
+    };
+    let p = &w.prediction;
+    ui.label(format!(
+        "{} decode steps: step {} (median span), {:.0} launches per step",
+        p.decode_steps,
+        format::ms_label(p.step_ms),
+        p.launches_per_step
+    ));
+    egui::Grid::new("levers").striped(true).show(ui, |ui| {
+        for h in ["lever", "removes", "adds", "predicted step"] {
+            ui.strong(h);
+        }
+        ui.end_row();
+        for lv in &p.levers {
+            ui.label(lv.lever.to_string());
+            ui.monospace(format::ms_label(lv.removed_ms));
+            ui.monospace(format::ms_label(lv.added_ms));
+            ui.monospace(format::ms_label(lv.predicted_step_ms));
+            ui.end_row();
+        }
+    });
+}
+
 /// Draws the bars; returns the step clicked, if any, and the plot's rectangle.
 pub fn show(ui: &mut Ui, l: &Loaded, show_idle: &mut bool) -> (Option<usize>, Option<Rect>) {
     let steps = &l.x.steps;
@@ -27,6 +59,9 @@ pub fn show(ui: &mut Ui, l: &Loaded, show_idle: &mut bool) -> (Option<usize>, Op
             l.x.report.steps.source
         ));
     });
+    egui::CollapsingHeader::new("engine lever what-if")
+        .id_salt("lever_what_if")
+        .show(ui, |ui| levers(ui, l));
     ui.horizontal(|ui| {
         legend(ui, steps);
         ui.checkbox(show_idle, "show idle")

@@ -6,12 +6,12 @@ use std::time::{Duration, Instant};
 
 use gapscope_analyzer::RuleSet;
 use gapscope_analyzer::analysis::{AnalysisSettings, Report, analyze};
-use gapscope_analyzer::history::History;
 use gapscope_analyzer::import::{ImportOptions, NoProgress, import_trace};
+use gapscope_history::{History, HistoryError};
 use gapscope_tests::{names, snapshot};
 
 fn nsys_export() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/nsys/nsys-2025.3.sqlite")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/nsys-2025.3.sqlite")
 }
 
 fn report() -> Report {
@@ -19,7 +19,7 @@ fn report() -> Report {
     analyze(&imported, &RuleSet::builtin(), &AnalysisSettings::default())
 }
 
-fn err(r: Result<History, gapscope_analyzer::AnalyzerError>) -> String {
+fn err(r: Result<History, HistoryError>) -> String {
     let e = r.err().expect("fails").to_string();
     assert!(!e.contains('\n'), "one line: {e}");
     e
@@ -486,7 +486,7 @@ fn figures_that_are_not_finite_are_refused_and_never_read_as_figures() {
             e.contains("not a finite number") && !e.contains('\n'),
             "{e}"
         );
-        assert!(gapscope_analyzer::history::check_storable(r).is_err());
+        assert!(gapscope_history::check_storable(r).is_err());
     }
     assert!(h.list(10).unwrap().is_empty(), "nothing stored");
     let ok_id = h.add(&good, "good", true).unwrap();

@@ -958,6 +958,25 @@ mod tests {
     }
 
     #[test]
+    fn stored_runs_name_their_gpu_for_the_gpu_check() {
+        let b = RunsBaseline {
+            runs: vec![3, 2],
+            gpus: vec!["NVIDIA H100 80GB HBM3".into(), String::new()],
+            ..RunsBaseline::default()
+        };
+        assert_eq!(b.describe(), "history: median of 2 accepted runs (3, 2)");
+        // The run that does not name the current GPU is the one compared.
+        assert_eq!(b.gpu(Some("NVIDIA H100 80GB HBM3")), None);
+        assert_eq!(b.gpu(Some("NVIDIA A100")).as_deref(), Some("NVIDIA H100 80GB HBM3"));
+        assert_eq!(b.gpu(None).as_deref(), Some("NVIDIA H100 80GB HBM3"));
+        let same = RunsBaseline {
+            gpus: vec!["A; B".into(), "B".into()],
+            ..b
+        };
+        assert_eq!(same.gpu(Some("B")).as_deref(), Some("B"));
+    }
+
+    #[test]
     fn verdicts_on_known_shifts() {
         let p = Policy::default();
         let x = noisy(64, 1.0, 0.01, 1);

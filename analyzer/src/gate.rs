@@ -683,7 +683,11 @@ fn gate_on(base: Base<'_>, current: &Report, p: &Policy, o: GateOptions) -> Gate
         report.verdict = Verdict::Incomparable;
         return report;
     }
-    let current_kernels_per_step: f64 = current.buckets.iter().filter_map(|x| x.calls_per_step).sum();
+    let current_kernels_per_step: f64 = current
+        .buckets
+        .iter()
+        .filter_map(|x| x.calls_per_step)
+        .sum();
     let baseline_kernels_per_step = match base {
         Base::Trace(_) => None,
         Base::Runs(b) => Some(Bucket::ALL.iter().map(|&bk| b.calls(bk)).sum::<f64>()),
@@ -791,7 +795,12 @@ fn gate_on(base: Base<'_>, current: &Report, p: &Policy, o: GateOptions) -> Gate
             Base::Trace(b) => step_verdicts(b, current, p),
             // The runs keep their median TPOT, not their idle split.
             Base::Runs(b) => judge_steps(
-                [(StepMetric::Tpot, b.tpot_ms.as_slice(), current.steps.series.tpot_ms.as_slice(), 1.0)],
+                [(
+                    StepMetric::Tpot,
+                    b.tpot_ms.as_slice(),
+                    current.steps.series.tpot_ms.as_slice(),
+                    1.0,
+                )],
                 p,
             ),
         };
@@ -967,7 +976,10 @@ mod tests {
         assert_eq!(b.describe(), "history: median of 2 accepted runs (3, 2)");
         // The run that does not name the current GPU is the one compared.
         assert_eq!(b.gpu(Some("NVIDIA H100 80GB HBM3")), None);
-        assert_eq!(b.gpu(Some("NVIDIA A100")).as_deref(), Some("NVIDIA H100 80GB HBM3"));
+        assert_eq!(
+            b.gpu(Some("NVIDIA A100")).as_deref(),
+            Some("NVIDIA H100 80GB HBM3")
+        );
         assert_eq!(b.gpu(None).as_deref(), Some("NVIDIA H100 80GB HBM3"));
         let same = RunsBaseline {
             gpus: vec!["A; B".into(), "B".into()],

@@ -338,8 +338,8 @@ fn corrupt_kernel_table_is_a_one_line_error_naming_the_table() {
     // Garbage over just the kernel table's root page: the schema still reads, the scan
     // of that table must fail cleanly.
     let src = fixture("nsys-2025.3.sqlite");
-    let conn = Connection::open_with_flags(&src, OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .expect("open fixture");
+    let conn =
+        Connection::open_with_flags(&src, OpenFlags::SQLITE_OPEN_READ_ONLY).expect("open fixture");
     let root: i64 = conn
         .query_row(
             "SELECT rootpage FROM sqlite_master WHERE name = 'CUPTI_ACTIVITY_KIND_KERNEL'",

@@ -93,7 +93,12 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
             if let Some(w) = h.check_baseline(&runs)? {
                 eprintln!("gapscope: warning: {}", text(&w));
             }
-            gate_runs(&gapscope_history::baseline(&runs), &current, &policy, options)
+            gate_runs(
+                &gapscope_history::baseline(&runs),
+                &current,
+                &policy,
+                options,
+            )
         }
         (None, None) => anyhow::bail!("give --baseline TRACE or --baseline-history N"),
     };

@@ -94,5 +94,4 @@ impl History {
             self.ctx.name
         )))
     }
-
 }

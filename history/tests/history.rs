@@ -551,21 +551,41 @@ fn accepted_runs_make_a_baseline_of_per_run_samples() {
     let runs = h.accepted_buckets(5).unwrap();
     let base = gapscope_history::baseline(&runs);
     assert_eq!(base.runs, [b, a]);
-    assert_eq!(base.gpus, [r.source.gpus.join("; "), r.source.gpus.join("; ")]);
+    assert_eq!(
+        base.gpus,
+        [r.source.gpus.join("; "), r.source.gpus.join("; ")]
+    );
     let tpot: Vec<f64> = r.steps.tpot_ms.map(|t| t.median).into_iter().collect();
     assert_eq!(base.tpot_ms, [tpot.clone(), tpot].concat());
     assert_eq!(base.buckets.len(), r.buckets.len());
     for row in &r.buckets {
-        let s = base.buckets.iter().find(|s| s.bucket == row.bucket).unwrap();
+        let s = base
+            .buckets
+            .iter()
+            .find(|s| s.bucket == row.bucket)
+            .unwrap();
         let median: Vec<f64> = row.ms_per_step.map(|m| m.median).into_iter().collect();
-        assert_eq!(s.ms_per_step, [median.clone(), median].concat(), "{}", row.bucket);
+        assert_eq!(
+            s.ms_per_step,
+            [median.clone(), median].concat(),
+            "{}",
+            row.bucket
+        );
         let calls: Vec<f64> = row.calls_per_step.into_iter().collect();
-        assert_eq!(s.calls_per_step, [calls.clone(), calls].concat(), "{}", row.bucket);
+        assert_eq!(
+            s.calls_per_step,
+            [calls.clone(), calls].concat(),
+            "{}",
+            row.bucket
+        );
     }
     let p = Policy::default();
     let g = gate_runs(&base, &r, &p, GateOptions::default());
     assert_eq!(g.verdict, Verdict::Pass, "{}", g.headline());
-    assert_eq!(g.baseline, format!("history: median of 2 accepted runs ({b}, {a})"));
+    assert_eq!(
+        g.baseline,
+        format!("history: median of 2 accepted runs ({b}, {a})")
+    );
     assert!(g.incomparable.is_empty() && !g.buckets.is_empty());
     let mut lost = r.clone();
     lost.source.kernels = 0;

@@ -8,16 +8,13 @@ use rusqlite::{Connection, OpenFlags};
 /// is replayed and every row re-inserted from SQL literals (`quote()`), since SQLite cannot
 /// attach a database of another encoding.
 pub fn recoded_copy(src: &Path, dst: &Path, encoding: &str) {
-    let from = Connection::open_with_flags(src, OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .expect("open source");
+    let from =
+        Connection::open_with_flags(src, OpenFlags::SQLITE_OPEN_READ_ONLY).expect("open source");
     let tables: Vec<(String, String)> = from
         .prepare(
             "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%'",
         )
-        .and_then(|mut s| {
-            s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect()
-        })
+        .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
         .expect("tables");
     let mut script = format!("PRAGMA encoding = '{encoding}'; BEGIN;");
     for (name, sql) in &tables {

@@ -55,10 +55,7 @@ pub(super) struct CopyKinds {
 }
 
 impl CopyKinds {
-    pub(super) fn load(
-        conn: &Connection,
-        schema: &Schema,
-    ) -> Result<Self, ReadError> {
+    pub(super) fn load(conn: &Connection, schema: &Schema) -> Result<Self, ReadError> {
         let rows = read_enum(conn, schema, schema::ENUM_MEMCPY_OPER)?;
         let from_file = rows.map(|rows| {
             rows.into_iter()
@@ -168,26 +165,21 @@ pub(super) struct NvtxTypes {
 const DOCUMENTED_NVTX_RANGES: [i64; 2] = [59, 60];
 
 impl NvtxTypes {
-    pub(super) fn load(
-        conn: &Connection,
-        schema: &Schema,
-    ) -> Result<Self, ReadError> {
-        Ok(
-            match read_enum(conn, schema, schema::ENUM_EVENT_TYPE)? {
-                Some(rows) => Self {
-                    ranges: rows
-                        .into_iter()
-                        .filter(|r| is_nvtx_range(&r.name) || is_nvtx_range(&r.label))
-                        .map(|r| r.id)
-                        .collect(),
-                    from_file: true,
-                },
-                None => Self {
-                    ranges: DOCUMENTED_NVTX_RANGES.into_iter().collect(),
-                    from_file: false,
-                },
+    pub(super) fn load(conn: &Connection, schema: &Schema) -> Result<Self, ReadError> {
+        Ok(match read_enum(conn, schema, schema::ENUM_EVENT_TYPE)? {
+            Some(rows) => Self {
+                ranges: rows
+                    .into_iter()
+                    .filter(|r| is_nvtx_range(&r.name) || is_nvtx_range(&r.label))
+                    .map(|r| r.id)
+                    .collect(),
+                from_file: true,
             },
-        )
+            None => Self {
+                ranges: DOCUMENTED_NVTX_RANGES.into_iter().collect(),
+                from_file: false,
+            },
+        })
     }
 }
 
@@ -212,10 +204,7 @@ pub(super) struct EventClasses {
 }
 
 impl EventClasses {
-    pub(super) fn load(
-        conn: &Connection,
-        schema: &Schema,
-    ) -> Result<Self, ReadError> {
+    pub(super) fn load(conn: &Connection, schema: &Schema) -> Result<Self, ReadError> {
         let rows = read_enum(conn, schema, schema::ENUM_EVENT_CLASS)?;
         Ok(Self {
             from_file: rows.map(|rows| {

@@ -256,8 +256,8 @@ fn import_from(
     limits: &mut Limits,
     progress: &dyn ImportProgress,
 ) -> Result<(Trace, Vec<String>)> {
-    let mut schema = Schema::load(conn)
-        .map_err(|e| sqlite_err(path, "reading the table list", e))?;
+    let mut schema =
+        Schema::load(conn).map_err(|e| sqlite_err(path, "reading the table list", e))?;
     let mut warnings = std::mem::take(&mut schema.skipped);
     let repeated = read::repeated_string_ids(conn, &schema)
         .map_err(|e| sqlite_err(path, "checking StringIds", e))?;
@@ -283,8 +283,7 @@ fn import_from(
     let err = |what: &'static str| move |e: ReadError| sqlite_err(path, what, e);
     let copy_kinds =
         CopyKinds::load(conn, &schema).map_err(err("reading ENUM_CUDA_MEMCPY_OPER"))?;
-    let nvtx_types =
-        NvtxTypes::load(conn, &schema).map_err(err("reading ENUM_NSYS_EVENT_TYPE"))?;
+    let nvtx_types = NvtxTypes::load(conn, &schema).map_err(err("reading ENUM_NSYS_EVENT_TYPE"))?;
     let classes =
         EventClasses::load(conn, &schema).map_err(err("reading ENUM_NSYS_EVENT_CLASS"))?;
     if schema.has_table(schema::MEMCPY) && !copy_kinds.has_table() {
@@ -331,42 +330,36 @@ fn import_from(
             schema::KERNEL => {
                 read::kernels(conn, &schema, progress, &mut trace, &mut skipped, limits)
             }
-            schema::MEMCPY => {
-                read::memcpys(
-                    conn,
-                    &schema,
-                    progress,
-                    &copy_kinds,
-                    &mut trace,
-                    &mut skipped,
-                    limits,
-                )
-            }
+            schema::MEMCPY => read::memcpys(
+                conn,
+                &schema,
+                progress,
+                &copy_kinds,
+                &mut trace,
+                &mut skipped,
+                limits,
+            ),
             schema::MEMSET => {
                 read::memsets(conn, &schema, progress, &mut trace, &mut skipped, limits)
             }
-            schema::RUNTIME => {
-                read::launches(
-                    conn,
-                    &schema,
-                    progress,
-                    &classes,
-                    &mut trace,
-                    &mut skipped,
-                    limits,
-                )
-            }
-            _ => {
-                read::nvtx_ranges(
-                    conn,
-                    &schema,
-                    progress,
-                    &nvtx_types,
-                    &mut trace,
-                    &mut skipped,
-                    limits,
-                )
-            }
+            schema::RUNTIME => read::launches(
+                conn,
+                &schema,
+                progress,
+                &classes,
+                &mut trace,
+                &mut skipped,
+                limits,
+            ),
+            _ => read::nvtx_ranges(
+                conn,
+                &schema,
+                progress,
+                &nvtx_types,
+                &mut trace,
+                &mut skipped,
+                limits,
+            ),
         }
         .map_err(|e| sqlite_err(path, &format!("reading {t}"), e))?;
         // Scans that filter rows (NVTX keeps only ranges) still finish their share.
@@ -429,8 +422,7 @@ fn gpu_infos(
     notes: &mut Vec<String>,
 ) -> Result<Vec<GpuInfo>> {
     let mut gpus = if schema.has_table(schema::TARGET_INFO_GPU) {
-        read::gpus(conn, schema)
-            .map_err(|e| sqlite_err(path, "reading TARGET_INFO_GPU", e))?
+        read::gpus(conn, schema).map_err(|e| sqlite_err(path, "reading TARGET_INFO_GPU", e))?
     } else if schema.has_table(schema::TARGET_INFO_CUDA_GPU) {
         notes.push("GPU facts from the nsys 2021 TARGET_INFO_CUDA_GPU table".to_owned());
         read::legacy_gpus(conn, schema)

@@ -262,10 +262,7 @@ fn strings_source(schema: &Schema) -> String {
 }
 
 /// How many rows of `StringIds` repeat an id already there.
-pub(super) fn repeated_string_ids(
-    conn: &Connection,
-    schema: &Schema,
-) -> Result<u64, ReadError> {
+pub(super) fn repeated_string_ids(conn: &Connection, schema: &Schema) -> Result<u64, ReadError> {
     if !strings_usable(schema) {
         return Ok(0);
     }
@@ -283,11 +280,7 @@ pub(super) fn strings_usable(schema: &Schema) -> bool {
 }
 
 /// Row count of a table, for the progress total.
-pub(super) fn count(
-    conn: &Connection,
-    schema: &Schema,
-    table: &str,
-) -> Result<u64, ReadError> {
+pub(super) fn count(conn: &Connection, schema: &Schema, table: &str) -> Result<u64, ReadError> {
     if !schema.has_table(table) {
         return Ok(0);
     }

@@ -3,7 +3,8 @@
 
 Fails when a workspace crate depends on a workspace crate it may not, when analyzer or gui
 reach cudarc, when profiler reaches engine, when a device-side package's normal
-dependency tree contains polars, egui, eframe, sqlx or tokio, or when an analysis library
+dependency tree contains polars, egui, eframe, sqlx or tokio, when analyzer, gui or traces
+reach sqlx or tokio (the run history's driver and runtime), or when an analysis library
 (analyzer, traces) pulls in a presentation or command-line crate (plotters, clap, indicatif,
 egui, eframe), when anything but gapscope-gui pulls in windowing crates, or when the GUI
 pulls in command-line or chart crates, or when a library target pulls in a crate only
@@ -22,6 +23,7 @@ ALLOWED = {
     "gapscope-engine": {"gapscope-traces", "gapscope-kernels"},
     "gapscope-profiler": {"gapscope-traces"},
     "gapscope-analyzer": {"gapscope-traces"},
+    "gapscope-history": {"gapscope-analyzer", "gapscope-traces"},
     "gapscope-gui": {"gapscope-analyzer", "gapscope-traces"},
     "gapscope-cli": None,  # may depend on everything
     "gapscope-tests": None,
@@ -29,6 +31,11 @@ ALLOWED = {
 NO_CUDARC = ["gapscope-analyzer", "gapscope-gui", "gapscope-traces"]
 DEVICE_SIDE = ["gapscope-engine", "gapscope-profiler", "gapscope-traces", "gapscope-kernels"]
 HEAVY = {"polars", "egui", "eframe", "sqlx", "tokio"}
+# A database driver and an async runtime belong to the run history (gapscope-history) and the
+# CLI: the analysis library, and so the explorer, carry neither (nsys exports are read with
+# rusqlite, synchronously).
+NO_DATABASE_DRIVER = ["gapscope-analyzer", "gapscope-gui", "gapscope-traces"]
+DATABASE_DRIVER = {"sqlx", "tokio"}
 # Analysis libraries hold decisions, not drawing or command lines: every front end (CLI, GUI)
 # draws the same typed reports.
 ANALYSIS_LIBS = ["gapscope-analyzer", "gapscope-traces"]
@@ -125,6 +132,9 @@ def main():
     if "gapscope-gui" in names:
         for path in offenders("gapscope-gui", GUI_FORBIDDEN):
             errors.append(f"gapscope-gui draws the analyzer's reports, nothing more: {path}")
+    for pkg in NO_DATABASE_DRIVER:
+        for path in offenders(pkg, DATABASE_DRIVER):
+            errors.append(f"{pkg} must not pull in a database driver or async runtime (they belong to gapscope-history): {path}")
     for pkg in DEVICE_SIDE:
         for path in offenders(pkg, HEAVY):
             errors.append(f"{pkg} (device side) pulls in {path}")

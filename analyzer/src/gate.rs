@@ -1,5 +1,5 @@
-// Long on purpose: the policy, one metric's judgement, the step and structural checks and the
-// history baseline all build one GateReport.
+// Long on purpose: the policy, one metric's judgement, the step and structural checks against a
+// trace or a baseline of stored runs all build one GateReport.
 //! CI gate: compares per-bucket per-step distributions of a baseline and a current trace
 //! with a bootstrap confidence interval on the median difference, a minimum effect size and
 //! a noise floor from the baseline's own step-to-step spread, plus structural checks.
@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::analysis::Report;
 use crate::analysis::plausibility::PlausibilityProblem;
-use crate::analysis::stats::{self, Summary, mean, percentile_nearest_sorted};
+use crate::analysis::stats::{self, mean, percentile_nearest_sorted};
 use crate::analysis::steps::StepSource;
 use crate::bucket::Bucket;
 use crate::diff::{DiffSide, NameTimes, diff};
@@ -297,6 +297,8 @@ pub enum Incomparability {
     NoBaselineGpuWork,
     /// The baseline has no decode steps.
     NoBaselineDecodeSteps { steps: StepSource },
+    /// The stored-runs baseline holds no runs.
+    NoBaselineRuns,
     /// The traces name different GPUs.
     GpuDiffers { baseline: String, current: String },
     /// `side` names no GPU (the other names `other`), so the GPU cannot be checked.
@@ -321,6 +323,7 @@ impl std::fmt::Display for Incomparability {
             Self::NoBaselineDecodeSteps { steps } => {
                 write!(f, "the baseline has no decode steps ({steps})")
             }
+            Self::NoBaselineRuns => f.write_str("the baseline holds no runs"),
             Self::GpuDiffers { baseline, current } => {
                 write!(f, "GPU differs (baseline {baseline}, current {current})")
             }
@@ -597,23 +600,12 @@ fn gpu_events(r: &Report) -> usize {
 
 /// Why two reports cannot be compared; empty when they can.
 fn comparability(baseline: &Report, current: &Report) -> Vec<Incomparability> {
-    let mut out = Vec::new();
-    match (&baseline.source.step_gpu, &current.source.step_gpu) {
-        (Some(a), Some(b)) if a != b => out.push(Incomparability::GpuDiffers {
-            baseline: a.clone(),
-            current: b.clone(),
-        }),
-        // The GPU check is never skipped silently: one side naming none cannot be checked.
-        (Some(a), None) => out.push(Incomparability::GpuUnnamed {
-            side: GateSide::Current,
-            other: a.clone(),
-        }),
-        (None, Some(b)) => out.push(Incomparability::GpuUnnamed {
-            side: GateSide::Baseline,
-            other: b.clone(),
-        }),
-        _ => {}
-    }
+    let mut out: Vec<Incomparability> = gpu_clause(
+        baseline.source.step_gpu.as_deref(),
+        current.source.step_gpu.as_deref(),
+    )
+    .into_iter()
+    .collect();
     if let (Some(a), Some(b)) = (baseline.steps.batch_size, current.steps.batch_size)
         && a != b
     {
@@ -630,14 +622,47 @@ fn comparability(baseline: &Report, current: &Report) -> Vec<Incomparability> {
         });
     }
     for (side, r) in [(GateSide::Baseline, baseline), (GateSide::Current, current)] {
-        if !r.plausibility.plausible {
-            out.push(Incomparability::Implausible {
-                side,
-                problems: r.plausibility.problems.clone(),
-            });
-        }
+        out.extend(implausible(side, r));
     }
     out
+}
+
+/// The GPU check's clause, if the GPUs differ or one side names none.
+fn gpu_clause(baseline: Option<&str>, current: Option<&str>) -> Option<Incomparability> {
+    match (baseline, current) {
+        (Some(a), Some(b)) if a != b => Some(Incomparability::GpuDiffers {
+            baseline: a.to_owned(),
+            current: b.to_owned(),
+        }),
+        // The GPU check is never skipped silently: one side naming none cannot be checked.
+        (Some(a), None) => Some(Incomparability::GpuUnnamed {
+            side: GateSide::Current,
+            other: a.to_owned(),
+        }),
+        (None, Some(b)) => Some(Incomparability::GpuUnnamed {
+            side: GateSide::Baseline,
+            other: b.to_owned(),
+        }),
+        _ => None,
+    }
+}
+
+/// The clause for a side whose steps look implausible.
+fn implausible(side: GateSide, r: &Report) -> Option<Incomparability> {
+    (!r.plausibility.plausible).then(|| Incomparability::Implausible {
+        side,
+        problems: r.plausibility.problems.clone(),
+    })
+}
+
+/// Why the current trace cannot be compared with stored runs: the runs store their GPUs, not
+/// their batch size or step kind, so the GPU and the current steps' plausibility are checked.
+fn runs_comparability(baseline: &RunsBaseline, current: &Report) -> Vec<Incomparability> {
+    let gpu = current.source.step_gpu.as_deref();
+    gpu_clause(baseline.gpu(gpu).as_deref(), gpu)
+        .into_iter()
+        .chain(implausible(GateSide::Current, current))
+        .collect()
 }
 
 /// Runs the gate.
@@ -647,14 +672,110 @@ pub fn gate(baseline: &Report, current: &Report, p: &Policy) -> GateReport {
 
 /// [`gate`] with options.
 pub fn gate_with(baseline: &Report, current: &Report, p: &Policy, o: GateOptions) -> GateReport {
+    gate_on(Base::Trace(baseline), current, p, o)
+}
+
+/// The gate of `current` against stored runs' figures ([`RunsBaseline`]) instead of a
+/// trace: each bucket's and TPOT's samples are the runs' medians. What the runs do not store
+/// (the idle split, CUDA graph replays, defects, batch size, step kind) is not judged.
+pub fn gate_runs(
+    baseline: &RunsBaseline,
+    current: &Report,
+    p: &Policy,
+    o: GateOptions,
+) -> GateReport {
+    gate_on(Base::Runs(baseline), current, p, o)
+}
+
+/// A baseline of stored runs: per-metric samples, one per run (each run's median), so the
+/// bootstrap sees the run-to-run spread. A run history builds it from its rows;
+/// [`gate_runs`] judges a trace against it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RunsBaseline {
+    /// The runs' ids, as the history lists them.
+    pub runs: Vec<i64>,
+    /// Each run's GPUs as stored (names joined by `; `, empty when its trace named none), in
+    /// the order of `runs`.
+    pub gpus: Vec<String>,
+    /// The runs' median TPOTs, ms: one sample per run that stores a finite one.
+    pub tpot_ms: Vec<f64>,
+    /// The buckets any run stores, each once.
+    pub buckets: Vec<BucketSamples>,
+}
+
+/// One bucket's samples in a [`RunsBaseline`]: one per run that stores the bucket with a
+/// finite figure.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BucketSamples {
+    pub bucket: Bucket,
+    /// The runs' median ms/step. Empty when no run stores a finite one: the bucket is then
+    /// zero in each run.
+    pub ms_per_step: Vec<f64>,
+    /// The runs' calls per step.
+    pub calls_per_step: Vec<f64>,
+}
+
+impl RunsBaseline {
+    /// How the gate report names this baseline.
+    pub fn describe(&self) -> String {
+        let ids: Vec<String> = self.runs.iter().map(i64::to_string).collect();
+        format!(
+            "history: median of {} accepted runs ({})",
+            self.runs.len(),
+            ids.join(", ")
+        )
+    }
+
+    /// The GPU the runs were recorded on, for the GPU check against a current trace on
+    /// `current`: that GPU when every run's list names it, else the first run's list that
+    /// does not (`None` when that run named none); without a current GPU, the first list.
+    pub fn gpu(&self, current: Option<&str>) -> Option<String> {
+        match current {
+            Some(name) => self.gpus.iter().find(|g| !g.contains(name)).map_or_else(
+                || Some(name.to_owned()),
+                |g| (!g.is_empty()).then(|| g.clone()),
+            ),
+            None => self.gpus.iter().find(|g| !g.is_empty()).cloned(),
+        }
+    }
+
+    /// Calls per step of a bucket: the runs' mean, 0 where none stores it.
+    fn calls(&self, b: Bucket) -> f64 {
+        self.buckets
+            .iter()
+            .find(|x| x.bucket == b)
+            .map_or(0.0, |x| mean(&x.calls_per_step))
+    }
+}
+
+/// What the current trace is judged against.
+#[derive(Clone, Copy)]
+enum Base<'a> {
+    Trace(&'a Report),
+    Runs(&'a RunsBaseline),
+}
+
+fn gate_on(base: Base<'_>, current: &Report, p: &Policy, o: GateOptions) -> GateReport {
+    let baseline_gpu = match base {
+        Base::Trace(b) => b.source.step_gpu.clone(),
+        Base::Runs(b) => b.gpu(current.source.step_gpu.as_deref()),
+    };
+    let sides: Vec<(&str, &Report)> = match base {
+        Base::Trace(b) => vec![("baseline", b), ("current", current)],
+        // The current trace's defects and distortion are its own, not the runs'.
+        Base::Runs(_) => vec![("current", current)],
+    };
     let mut report = GateReport {
         schema_version: GATE_SCHEMA_VERSION,
-        baseline: baseline.source.path.clone(),
+        baseline: match base {
+            Base::Trace(b) => b.source.path.clone(),
+            Base::Runs(b) => b.describe(),
+        },
         current: current.source.path.clone(),
         policy: p.clone(),
         incomparable: Vec::new(),
         overridden: Vec::new(),
-        incomplete: [("baseline", baseline), ("current", current)]
+        incomplete: sides
             .iter()
             .flat_map(|(side, r)| {
                 r.source
@@ -663,11 +784,11 @@ pub fn gate_with(baseline: &Report, current: &Report, p: &Policy, o: GateOptions
                     .map(move |d| format!("the {side} trace {}", d.describe()))
             })
             .collect(),
-        warnings: [("baseline", baseline), ("current", current)]
+        warnings: sides
             .iter()
             .filter_map(|(side, r)| Some(format!("{side}: {}", r.distortion.as_ref()?.warning())))
             .chain(
-                (baseline.source.step_gpu.is_none() && current.source.step_gpu.is_none())
+                (baseline_gpu.is_none() && current.source.step_gpu.is_none())
                     .then(|| "GPU not checked: neither trace names its GPU".to_owned()),
             )
             .collect(),
@@ -677,29 +798,53 @@ pub fn gate_with(baseline: &Report, current: &Report, p: &Policy, o: GateOptions
         verdict: Verdict::Pass,
     };
     // A baseline without GPU work or steps is no baseline: nothing can be compared.
-    if gpu_events(baseline) == 0 {
-        report.incomparable.push(Incomparability::NoBaselineGpuWork);
-    } else if baseline.steps.decode_steps == 0 {
-        report
+    match base {
+        Base::Trace(baseline) if gpu_events(baseline) == 0 => {
+            report.incomparable.push(Incomparability::NoBaselineGpuWork)
+        }
+        Base::Trace(baseline) if baseline.steps.decode_steps == 0 => report
             .incomparable
             .push(Incomparability::NoBaselineDecodeSteps {
                 steps: baseline.steps.source.clone(),
-            });
+            }),
+        Base::Runs(b) if b.runs.is_empty() => {
+            report.incomparable.push(Incomparability::NoBaselineRuns)
+        }
+        _ => {}
     }
     if !report.incomparable.is_empty() {
         report.verdict = Verdict::Incomparable;
         return report;
     }
+    let current_kernels_per_step: f64 = current
+        .buckets
+        .iter()
+        .filter_map(|x| x.calls_per_step)
+        .sum();
+    let baseline_kernels_per_step = match base {
+        Base::Trace(_) => None,
+        Base::Runs(b) => Some(Bucket::ALL.iter().map(|&bk| b.calls(bk)).sum::<f64>()),
+    };
     // A current run without GPU work or steps lost what the baseline had: a regression.
+    let had = match base {
+        Base::Trace(b) => format!(
+            "{} kernels, {} decode steps",
+            b.source.kernels, b.steps.decode_steps
+        ),
+        Base::Runs(b) => format!(
+            "{} runs of {:.1} kernels per step",
+            b.runs.len(),
+            baseline_kernels_per_step.unwrap_or(0.0)
+        ),
+    };
     let lost = if gpu_events(current) == 0 {
         Some(format!(
-            "the current trace has no GPU work (baseline: {} kernels, {} decode steps)",
-            baseline.source.kernels, baseline.steps.decode_steps
+            "the current trace has no GPU work (baseline: {had})"
         ))
     } else if current.steps.decode_steps == 0 {
         Some(format!(
-            "the current trace has no decode steps ({}; baseline: {})",
-            current.steps.source, baseline.steps.decode_steps
+            "the current trace has no decode steps ({}; baseline: {had})",
+            current.steps.source
         ))
     } else {
         None
@@ -713,7 +858,10 @@ pub fn gate_with(baseline: &Report, current: &Report, p: &Policy, o: GateOptions
         report.verdict = Verdict::Regression;
         return report;
     }
-    let differences = comparability(baseline, current);
+    let differences = match base {
+        Base::Trace(b) => comparability(b, current),
+        Base::Runs(b) => runs_comparability(b, current),
+    };
     if o.allow_incomparable {
         report.overridden = differences;
     } else if !differences.is_empty() {
@@ -722,16 +870,36 @@ pub fn gate_with(baseline: &Report, current: &Report, p: &Policy, o: GateOptions
         return report;
     }
 
+    // The baseline's per-step samples of each bucket, and how many steps (runs) it has.
+    let (rows, baseline_steps): (Vec<(Bucket, &[f64])>, usize) = match base {
+        Base::Trace(b) => (
+            b.buckets
+                .iter()
+                .map(|r| (r.bucket, r.per_step_ms.as_slice()))
+                .collect(),
+            b.steps.decode_steps,
+        ),
+        Base::Runs(b) => (
+            b.buckets
+                .iter()
+                .map(|r| (r.bucket, r.ms_per_step.as_slice()))
+                .collect(),
+            b.runs.len(),
+        ),
+    };
     let current_steps = current.steps.decode_steps;
-    let baseline_steps = baseline.steps.decode_steps;
     // The baseline's busy time per step, the unit of every bucket's weight.
-    let busy_per_step: f64 = baseline.buckets.iter().map(|b| mean(&b.per_step_ms)).sum();
+    let busy_per_step: f64 = rows.iter().map(|(_, s)| mean(s)).sum();
     for bk in Bucket::ALL {
-        let x = baseline.buckets.iter().find(|b| b.bucket == bk);
-        let y = current.buckets.iter().find(|b| b.bucket == bk);
-        let samples = |row: Option<&crate::analysis::BucketRow>, n: usize| -> Vec<f64> {
+        let x = rows.iter().find(|(b, _)| *b == bk).map(|(_, s)| *s);
+        let y = current
+            .buckets
+            .iter()
+            .find(|b| b.bucket == bk)
+            .map(|b| b.per_step_ms.as_slice());
+        let samples = |row: Option<&[f64]>, n: usize| -> Vec<f64> {
             match row {
-                Some(b) if !b.per_step_ms.is_empty() => b.per_step_ms.clone(),
+                Some(s) if !s.is_empty() => s.to_vec(),
                 // Absent on this side: zero in each of its steps.
                 _ => vec![0.0; n],
             }
@@ -756,19 +924,62 @@ pub fn gate_with(baseline: &Report, current: &Report, p: &Policy, o: GateOptions
         });
     }
     if p.gate_step_time {
-        report.steps = step_verdicts(baseline, current, p);
+        report.steps = match base {
+            Base::Trace(b) => step_verdicts(b, current, p),
+            // The runs keep their median TPOT, not their idle split.
+            Base::Runs(b) => judge_steps(
+                [(
+                    StepMetric::Tpot,
+                    b.tpot_ms.as_slice(),
+                    current.steps.series.tpot_ms.as_slice(),
+                    1.0,
+                )],
+                p,
+            ),
+        };
     }
 
-    // The gate reads the diff's counts, not its names.
-    let none = NameTimes::default();
-    let side = |report| DiffSide {
-        report,
-        names: &none,
+    let (kc, kb, copies, gathers, graphs) = match base {
+        Base::Trace(b) => {
+            // The gate reads the diff's counts, not its names.
+            let none = NameTimes::default();
+            let side = |report| DiffSide {
+                report,
+                names: &none,
+            };
+            let d = diff(side(current), side(b), 5);
+            let st = d.structural;
+            // The diff runs current as A against baseline as B.
+            (
+                st.a_kernels_per_step,
+                st.b_kernels_per_step,
+                st.extra_copies_per_step,
+                st.extra_gathers_per_step,
+                StructuralCheck {
+                    check: "CUDA graph replays".into(),
+                    failed: d.b.graph_kernels > 0 && d.a.graph_kernels == 0,
+                    detail: st.graph_replays.to_string(),
+                },
+            )
+        }
+        Base::Runs(b) => {
+            let calls = |bk: Bucket| {
+                let row = current.buckets.iter().find(|x| x.bucket == bk);
+                row.and_then(|x| x.calls_per_step).unwrap_or(0.0) - b.calls(bk)
+            };
+            (
+                current_kernels_per_step,
+                baseline_kernels_per_step.unwrap_or(0.0),
+                calls(Bucket::Copy),
+                calls(Bucket::EmbedGather),
+                StructuralCheck {
+                    check: "CUDA graph replays".into(),
+                    failed: false,
+                    detail: "not checked: the baseline's runs do not store them".into(),
+                },
+            )
+        }
     };
-    let d = diff(side(current), side(baseline), 5);
-    let st = &d.structural;
-    // The diff runs current as A against baseline as B.
-    let (kc, kb) = (st.a_kernels_per_step, st.b_kernels_per_step);
     report.structural = vec![
         StructuralCheck {
             check: "kernels per step".into(),
@@ -784,19 +995,15 @@ pub fn gate_with(baseline: &Report, current: &Report, p: &Policy, o: GateOptions
         },
         StructuralCheck {
             check: "new copies per step".into(),
-            failed: st.extra_copies_per_step > 0.5,
-            detail: format!("{:+.1} copy calls per step", st.extra_copies_per_step),
+            failed: copies > 0.5,
+            detail: format!("{copies:+.1} copy calls per step"),
         },
         StructuralCheck {
             check: "new gathers per step".into(),
-            failed: st.extra_gathers_per_step > 0.5,
-            detail: format!("{:+.1} gather calls per step", st.extra_gathers_per_step),
+            failed: gathers > 0.5,
+            detail: format!("{gathers:+.1} gather calls per step"),
         },
-        StructuralCheck {
-            check: "CUDA graph replays".into(),
-            failed: d.b.graph_kernels > 0 && d.a.graph_kernels == 0,
-            detail: st.graph_replays.to_string(),
-        },
+        graphs,
     ];
     let failed = report
         .buckets
@@ -836,105 +1043,41 @@ fn step_verdicts(baseline: &Report, current: &Report, p: &Policy) -> Vec<StepVer
             0.0
         }
     };
-    let mut out = Vec::new();
-    for (metric, x, y, w) in [
-        (StepMetric::Tpot, &bs.tpot_ms, &cs.tpot_ms, 1.0),
-        (
-            StepMetric::LaunchGaps,
-            &bs.launch_gap_ms,
-            &cs.launch_gap_ms,
-            share(&bs.launch_gap_ms),
-        ),
-        (
-            StepMetric::HostGaps,
-            &bs.host_gap_ms,
-            &cs.host_gap_ms,
-            share(&bs.host_gap_ms),
-        ),
-    ] {
-        // Metrics a side cannot have (one step: no TPOT; a history baseline: no idle
-        // split) are left out rather than judged on nothing.
-        if x.is_empty() || y.is_empty() {
-            continue;
-        }
-        out.push(StepVerdict {
-            metric,
-            judgement: judge(x, y, w, p),
-        });
-    }
-    out
+    judge_steps(
+        [
+            (StepMetric::Tpot, &bs.tpot_ms[..], &cs.tpot_ms[..], 1.0),
+            (
+                StepMetric::LaunchGaps,
+                &bs.launch_gap_ms,
+                &cs.launch_gap_ms,
+                share(&bs.launch_gap_ms),
+            ),
+            (
+                StepMetric::HostGaps,
+                &bs.host_gap_ms,
+                &cs.host_gap_ms,
+                share(&bs.host_gap_ms),
+            ),
+        ],
+        p,
+    )
 }
 
-/// A baseline built from stored runs: each bucket's samples are the per-run medians of the
-/// accepted runs (so the bootstrap sees run-to-run spread), calls per step their mean. Graph
-/// replays are not stored, so that check takes the current trace's value.
-pub fn baseline_from_history(
-    current: &Report,
-    runs: &[(crate::history::RunSummary, Vec<crate::history::RunBucket>)],
-) -> Report {
-    let mut base = current.clone();
-    base.source.path = format!(
-        "history: median of {} accepted runs ({})",
-        runs.len(),
-        runs.iter()
-            .map(|(r, _)| r.id.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    // The current trace's defects are its own, not the history's.
-    base.source.defects = Vec::new();
-    // The GPU the runs were stored with (their GPU lists), so the GPU check compares the
-    // history, not the current trace with itself.
-    base.source.step_gpu = match &current.source.step_gpu {
-        Some(name) => runs
-            .iter()
-            .find(|(r, _)| !r.gpu.contains(name.as_str()))
-            .map_or_else(
-                || Some(name.clone()),
-                |(r, _)| (!r.gpu.is_empty()).then(|| r.gpu.clone()),
-            ),
-        None => runs
-            .iter()
-            .find(|(r, _)| !r.gpu.is_empty())
-            .map(|(r, _)| r.gpu.clone()),
-    };
-    base.steps.decode_steps = runs.len();
-    // History keeps each run's median TPOT but not its idle split: the step-time gate
-    // compares the current steps with the accepted runs' medians, and skips the idle split.
-    base.steps.series = crate::analysis::StepSeries {
-        tpot_ms: runs.iter().filter_map(|(r, _)| r.tpot_median_ms).collect(),
-        ..Default::default()
-    };
-    base.plausibility = crate::analysis::Plausibility::default();
-    let mut rows = Vec::new();
-    for bk in Bucket::ALL {
-        let vals: Vec<&crate::history::RunBucket> = runs
-            .iter()
-            .filter_map(|(_, b)| b.iter().find(|x| x.bucket == bk.as_str()))
-            .collect();
-        if vals.is_empty() {
-            continue;
-        }
-        let per: Vec<f64> = vals.iter().filter_map(|v| v.ms_per_step_median).collect();
-        let calls: Vec<f64> = vals.iter().filter_map(|v| v.calls_per_step).collect();
-        let shares: Vec<f64> = vals.iter().filter_map(|v| v.share_of_busy_pct).collect();
-        let share = mean(&shares);
-        let mean_calls = (!calls.is_empty()).then(|| mean(&calls));
-        rows.push(crate::analysis::BucketRow {
-            bucket: bk,
-            total_ms: share,
-            ms_per_step: (!per.is_empty()).then(|| Summary::of(&per)),
-            calls: 0,
-            calls_per_step: mean_calls,
-            share_of_busy_pct: share,
-            share_of_step_pct: None,
-            top: Vec::new(),
-            per_step_ms: per,
-            cost: None,
-        });
-    }
-    base.buckets = rows;
-    base
+/// Judges each step metric's samples, baseline and current, with its weight.
+fn judge_steps<const N: usize>(
+    metrics: [(StepMetric, &[f64], &[f64], f64); N],
+    p: &Policy,
+) -> Vec<StepVerdict> {
+    metrics
+        .into_iter()
+        // Metrics a side cannot have (one step: no TPOT; stored runs: no idle split) are
+        // left out rather than judged on nothing.
+        .filter(|(_, x, y, _)| !x.is_empty() && !y.is_empty())
+        .map(|(metric, x, y, w)| StepVerdict {
+            metric,
+            judgement: judge(x, y, w, p),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -993,6 +1136,28 @@ mod tests {
         assert!(lo >= -1.0 && hi >= lo, "{lo} {hi}");
         let j = judge(&x, &[f64::NAN, 1.0], 0.5, &p);
         assert_eq!(j.verdict, Verdict::Inconclusive, "{}", j.reason);
+    }
+
+    #[test]
+    fn stored_runs_name_their_gpu_for_the_gpu_check() {
+        let b = RunsBaseline {
+            runs: vec![3, 2],
+            gpus: vec!["NVIDIA H100 80GB HBM3".into(), String::new()],
+            ..RunsBaseline::default()
+        };
+        assert_eq!(b.describe(), "history: median of 2 accepted runs (3, 2)");
+        // The run that does not name the current GPU is the one compared.
+        assert_eq!(b.gpu(Some("NVIDIA H100 80GB HBM3")), None);
+        assert_eq!(
+            b.gpu(Some("NVIDIA A100")).as_deref(),
+            Some("NVIDIA H100 80GB HBM3")
+        );
+        assert_eq!(b.gpu(None).as_deref(), Some("NVIDIA H100 80GB HBM3"));
+        let same = RunsBaseline {
+            gpus: vec!["A; B".into(), "B".into()],
+            ..b
+        };
+        assert_eq!(same.gpu(Some("B")).as_deref(), Some("B"));
     }
 
     #[test]

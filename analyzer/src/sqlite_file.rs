@@ -14,8 +14,11 @@
 //!
 //! With a lock wait, SQLite's shared lock is taken on the file before the sidecars are looked
 //! at and held until the read is over, so no writer can checkpoint into the file or delete its
-//! `-wal` meanwhile (the run history, which other processes may be writing). An nsys export
-//! is written once and read without it.
+//! `-wal` meanwhile (the run history in `gapscope-history`, which other processes may be
+//! writing). An nsys export is written once and read without it.
+//!
+//! Synchronous and driver-free: the caller opens [`ReadOnlyFile::uri`] with its own SQLite
+//! binding (rusqlite for nsys exports here, sqlx for the history).
 
 use std::fs::File;
 use std::io::Read;
@@ -24,7 +27,7 @@ use std::time::{Duration, Instant};
 
 /// How a file is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum How {
+pub enum How {
     /// The file alone.
     Immutable,
     /// The file and its `-wal`, the `-shm` read-only.
@@ -35,13 +38,13 @@ pub(crate) enum How {
 
 /// A file ready to be opened for reading; hold it until the connection is closed.
 #[derive(Debug)]
-pub(crate) struct ReadOnlyFile {
+pub struct ReadOnlyFile {
     /// The `file:` URI to hand to SQLite (with `SQLITE_OPEN_URI` and read-only flags).
-    pub(crate) uri: String,
-    pub(crate) how: How,
+    pub uri: String,
+    pub how: How,
     /// The `-wal` file beside the input, and its length (0 when absent).
-    pub(crate) wal: PathBuf,
-    pub(crate) wal_bytes: u64,
+    pub wal: PathBuf,
+    pub wal_bytes: u64,
     /// Our descriptor holding the shared lock (released when it closes), if taken.
     _lock: Option<File>,
     /// The private copy, removed when dropped.
@@ -49,7 +52,7 @@ pub(crate) struct ReadOnlyFile {
 }
 
 /// `path` with `suffix` appended to its file name, as SQLite names its sidecars.
-pub(crate) fn sidecar(path: &Path, suffix: &str) -> PathBuf {
+pub fn sidecar(path: &Path, suffix: &str) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(suffix);
     PathBuf::from(s)
@@ -59,7 +62,7 @@ pub(crate) fn sidecar(path: &Path, suffix: &str) -> PathBuf {
 /// percent-encoded, so `?`, `#`, `%` and non-UTF-8 bytes are part of the name, and a name
 /// that looks like a URI (`file:x?mode=memory`) or `:memory:` is a file. A relative path is
 /// given as `./path` (SQLite's `:memory:` test is on the decoded name).
-pub(crate) fn literal_uri(path: &Path, params: &str) -> String {
+pub fn literal_uri(path: &Path, params: &str) -> String {
     let bytes = path.as_os_str().as_encoded_bytes();
     let mut out = String::with_capacity(bytes.len() + 16);
     if bytes.first() == Some(&b'/') {
@@ -100,7 +103,7 @@ fn side(p: &Path) -> std::io::Result<Side> {
 
 /// Why a file cannot be prepared: an I/O error on a path, or a one-line reason.
 #[derive(Debug)]
-pub(crate) enum PrepError {
+pub enum PrepError {
     Io(PathBuf, std::io::Error),
     Refused(String),
 }
@@ -109,7 +112,7 @@ pub(crate) enum PrepError {
 /// SQLite's shared lock first, waiting up to that long for a writer that holds the file.
 /// `scratch`: where a private copy may be made (a `-wal` without its `-shm`); the caller
 /// names it (libraries read no environment), and without one such a file is refused.
-pub(crate) fn prepare(
+pub fn prepare(
     path: &Path,
     lock_wait: Option<Duration>,
     scratch: Option<&Path>,

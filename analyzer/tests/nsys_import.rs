@@ -21,8 +21,7 @@ use gapscope_analyzer::import::{
 };
 use gapscope_analyzer::{AnalyzerError, RuleSet};
 use gapscope_traces::{LaunchApi, MarkerSource, MemopKind, Trace};
-use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::{AssertSqlSafe, ConnectOptions, Connection};
+use rusqlite::{Connection, OpenFlags};
 
 mod common;
 
@@ -343,26 +342,16 @@ fn corrupt_kernel_table_is_a_one_line_error_naming_the_table() {
     // Garbage over just the kernel table's root page: the schema still reads, the scan
     // of that table must fail cleanly.
     let src = fixture("nsys-2025.3.sqlite");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let root: i64 = rt.block_on(async {
-        let mut conn = SqliteConnectOptions::new()
-            .filename(&src)
-            .read_only(true)
-            .connect()
-            .await
-            .expect("open fixture");
-        let root = sqlx::query_scalar(
+    let conn =
+        Connection::open_with_flags(&src, OpenFlags::SQLITE_OPEN_READ_ONLY).expect("open fixture");
+    let root: i64 = conn
+        .query_row(
             "SELECT rootpage FROM sqlite_master WHERE name = 'CUPTI_ACTIVITY_KIND_KERNEL'",
+            [],
+            |r| r.get(0),
         )
-        .fetch_one(&mut conn)
-        .await
         .expect("rootpage");
-        conn.close().await.expect("close");
-        root
-    });
+    conn.close().expect("close");
     let mut bytes = std::fs::read(&src).expect("fixture");
     let page_size = usize::from(u16::from_be_bytes([bytes[16], bytes[17]]));
     let start = (usize::try_from(root).expect("page number") - 1) * page_size;
@@ -404,22 +393,9 @@ fn edited_copy(name: &str, statements: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join(name);
     std::fs::copy(fixture(name), &path).expect("copy");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
-        let mut conn = SqliteConnectOptions::new()
-            .filename(&path)
-            .connect()
-            .await
-            .expect("open copy");
-        sqlx::raw_sql(AssertSqlSafe(statements.to_owned()))
-            .execute(&mut conn)
-            .await
-            .expect("edit copy");
-        conn.close().await.expect("close");
-    });
+    let conn = Connection::open(&path).expect("open copy");
+    conn.execute_batch(statements).expect("edit copy");
+    conn.close().expect("close");
     (dir, path)
 }
 
@@ -567,7 +543,8 @@ fn works_when_called_inside_a_tokio_runtime() {
 }
 
 /// Found by the nsys_import fuzz target: a declared column type that is not UTF-8 made
-/// sqlx-sqlite panic in its worker thread. It must be a one-line error instead.
+/// sqlx-sqlite (the driver before rusqlite) panic in its worker thread. It must be a
+/// one-line error instead.
 #[test]
 fn non_utf8_declared_type_is_an_error_not_a_panic() {
     let p = fixture("fuzz-non-utf8-decltype.sqlite");
@@ -717,26 +694,13 @@ fn with_wal_export(left: WalLeft, check: impl FnOnce(&Path)) {
     std::fs::create_dir_all(&dst).expect("mkdir");
     let path = src.join("live.sqlite");
     std::fs::copy(fixture("nsys-2025.3.sqlite"), &path).expect("copy");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let mut conn = rt.block_on(async {
-        let mut conn = SqliteConnectOptions::new()
-            .filename(&path)
-            .connect()
-            .await
-            .expect("open copy");
-        sqlx::raw_sql(
-            "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
-             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
-             INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT k.* FROM CUPTI_ACTIVITY_KIND_KERNEL k, n WHERE k.rowid = 6;",
-        )
-        .execute(&mut conn)
-        .await
-        .expect("insert into the WAL");
-        conn
-    });
+    let conn = Connection::open(&path).expect("open copy");
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+         INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT k.* FROM CUPTI_ACTIVITY_KIND_KERNEL k, n WHERE k.rowid = 6;",
+    )
+    .expect("insert into the WAL");
     let copy = |names: &[&str]| {
         for n in names {
             std::fs::copy(src.join(n), dst.join(n)).expect("copy");
@@ -751,9 +715,9 @@ fn with_wal_export(left: WalLeft, check: impl FnOnce(&Path)) {
         ])),
         WalLeft::NoShm => check(&copy(&["live.sqlite", "live.sqlite-wal"])),
     }
-    rt.block_on(async { sqlx::raw_sql("SELECT 1").execute(&mut conn).await })
+    conn.execute_batch("SELECT 1")
         .expect("the writer is still connected");
-    rt.block_on(conn.close()).expect("close");
+    conn.close().expect("close");
 }
 
 /// Issue 31 class 3: rows committed into a `-wal` beside the export (never checkpointed into

@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 use gapscope_analyzer::gate::{
-    GateOptions, GateReport, Judgement, Policy, Verdict, baseline_from_history, gate_with,
+    GateOptions, GateReport, Judgement, Policy, Verdict, gate_runs, gate_with,
 };
-use gapscope_analyzer::history::History;
+use gapscope_history::History;
 use gapscope_traces::{check_output, write_output};
 
 use crate::render::markdown::{Align, Cell, table};
@@ -74,8 +74,11 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
     };
     let analyser = a.analysis.analyser(g.quiet)?;
     let current = analyser.run(&a.current)?;
-    let baseline = match (&a.baseline, a.baseline_history) {
-        (Some(p), _) => analyser.run(p)?,
+    let options = GateOptions {
+        allow_incomparable: a.allow_incomparable,
+    };
+    let r = match (&a.baseline, a.baseline_history) {
+        (Some(p), _) => gate_with(&analyser.run(p)?, &current, &policy, options),
         (None, Some(n)) => {
             let h = History::open_in(&a.db, &crate::import_cmd::scratch_dir())?;
             let runs = h.accepted_buckets(n)?;
@@ -90,18 +93,15 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
             if let Some(w) = h.check_baseline(&runs)? {
                 eprintln!("gapscope: warning: {}", text(&w));
             }
-            baseline_from_history(&current, &runs)
+            gate_runs(
+                &gapscope_history::baseline(&runs),
+                &current,
+                &policy,
+                options,
+            )
         }
         (None, None) => anyhow::bail!("give --baseline TRACE or --baseline-history N"),
     };
-    let r = gate_with(
-        &baseline,
-        &current,
-        &policy,
-        GateOptions {
-            allow_incomparable: a.allow_incomparable,
-        },
-    );
     // The JUnit report is written whatever the verdict, so CI finds a failing case for a
     // gate that could not compare, too.
     if let Some(path) = &a.junit {

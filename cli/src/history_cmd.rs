@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use gapscope_analyzer::bucket::Bucket;
-use gapscope_analyzer::history::{self, History};
+use gapscope_history::{self as history, History};
 
 use crate::render::{ms, text, write_stdout};
 use crate::report_cmd::AnalysisArgs;

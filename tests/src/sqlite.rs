@@ -2,69 +2,50 @@
 
 use std::path::Path;
 
-use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Row};
+use rusqlite::{Connection, OpenFlags};
 
 /// A copy of `src` whose text is stored as `encoding` (`UTF-16le`, `UTF-16be`): the schema
 /// is replayed and every row re-inserted from SQL literals (`quote()`), since SQLite cannot
 /// attach a database of another encoding.
 pub fn recoded_copy(src: &Path, dst: &Path, encoding: &str) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
-        let mut from = SqliteConnectOptions::new()
-            .filename(src)
-            .read_only(true)
-            .connect()
-            .await
-            .expect("open source");
-        let tables: Vec<(String, String)> = sqlx::query_as(
+    let from =
+        Connection::open_with_flags(src, OpenFlags::SQLITE_OPEN_READ_ONLY).expect("open source");
+    let tables: Vec<(String, String)> = from
+        .prepare(
             "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%'",
         )
-        .fetch_all(&mut from)
-        .await
+        .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
         .expect("tables");
-        let mut script = format!("PRAGMA encoding = '{encoding}'; BEGIN;");
-        for (name, sql) in &tables {
-            script.push_str(&format!("{sql};"));
-            let cols: Vec<String> = sqlx::query("SELECT name FROM pragma_table_info(?1)")
-                .bind(name)
-                .fetch_all(&mut from)
-                .await
-                .expect("columns")
-                .iter()
-                .map(|r| format!("quote(\"{}\")", r.get::<String, _>(0)))
-                .collect();
-            let q = format!(
-                "SELECT 'INSERT INTO \"{name}\" VALUES(' || {} || ');' FROM \"{name}\"",
-                cols.join(" || ',' || ")
-            );
-            for r in sqlx::query(AssertSqlSafe(q))
-                .fetch_all(&mut from)
-                .await
-                .expect("rows")
-            {
-                script.push_str(&r.get::<String, _>(0));
-            }
+    let mut script = format!("PRAGMA encoding = '{encoding}'; BEGIN;");
+    for (name, sql) in &tables {
+        script.push_str(&format!("{sql};"));
+        let cols: Vec<String> = from
+            .prepare("SELECT name FROM pragma_table_info(?1)")
+            .and_then(|mut s| {
+                s.query_map([name], |r| {
+                    Ok(format!("quote(\"{}\")", r.get::<_, String>(0)?))
+                })?
+                .collect()
+            })
+            .expect("columns");
+        let q = format!(
+            "SELECT 'INSERT INTO \"{name}\" VALUES(' || {} || ');' FROM \"{name}\"",
+            cols.join(" || ',' || ")
+        );
+        let rows: Vec<String> = from
+            .prepare(&q)
+            .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+            .expect("rows");
+        for r in rows {
+            script.push_str(&r);
         }
-        script.push_str("COMMIT;");
-        let mut to = SqliteConnectOptions::new()
-            .filename(dst)
-            .create_if_missing(true)
-            .connect()
-            .await
-            .expect("create copy");
-        sqlx::raw_sql(AssertSqlSafe(script))
-            .execute(&mut to)
-            .await
-            .expect("fill copy");
-        let (enc,): (String,) = sqlx::query_as("PRAGMA encoding")
-            .fetch_one(&mut to)
-            .await
-            .expect("encoding");
-        assert_eq!(enc, encoding);
-        to.close().await.expect("close");
-    });
+    }
+    script.push_str("COMMIT;");
+    let to = Connection::open(dst).expect("create copy");
+    to.execute_batch(&script).expect("fill copy");
+    let enc: String = to
+        .query_row("PRAGMA encoding", [], |r| r.get(0))
+        .expect("encoding");
+    assert_eq!(enc, encoding);
+    to.close().expect("close");
 }

@@ -5,10 +5,10 @@
 use std::collections::{HashMap, HashSet};
 
 use gapscope_traces::{LaunchApi, MemopKind};
-use sqlx::Row;
-use sqlx::sqlite::SqliteConnection;
+use rusqlite::Connection;
 
-use super::schema::{self, Schema, sql};
+use super::read::{ReadError, collect, int, text};
+use super::schema::{self, Schema};
 
 /// One `ENUM_*` row: numeric id, symbol name, human label.
 #[derive(Debug, Clone)]
@@ -18,11 +18,12 @@ struct EnumRow {
     label: String,
 }
 
-async fn read_enum(
-    conn: &mut SqliteConnection,
+fn read_enum(
+    conn: &Connection,
     schema: &Schema,
     table: &str,
-) -> Result<Option<Vec<EnumRow>>, sqlx::Error> {
+) -> Result<Option<Vec<EnumRow>>, ReadError> {
+    const NAMES: [&str; 3] = ["id", "name", "label"];
     if !schema.has_table(table) || !schema.has_col(table, "id") {
         return Ok(None);
     }
@@ -33,18 +34,17 @@ async fn read_enum(
         schema.col("e", table, "label"),
         schema.table_ref(table),
     );
-    let mut out = Vec::new();
-    for row in sqlx::query(sql(q)).fetch_all(&mut *conn).await? {
-        let Some(id) = row.try_get::<Option<i64>, _>(0)? else {
-            continue;
+    let rows = collect(conn, &q, |row| {
+        let Some(id) = int(row, 0, &NAMES)? else {
+            return Ok(None);
         };
-        out.push(EnumRow {
+        Ok(Some(EnumRow {
             id,
-            name: row.try_get::<Option<String>, _>(1)?.unwrap_or_default(),
-            label: row.try_get::<Option<String>, _>(2)?.unwrap_or_default(),
-        });
-    }
-    Ok(Some(out))
+            name: text(row, 1, &NAMES)?.unwrap_or_default().to_owned(),
+            label: text(row, 2, &NAMES)?.unwrap_or_default().to_owned(),
+        }))
+    })?;
+    Ok(Some(rows))
 }
 
 /// `copyKind` → [`MemopKind`] plus a display label for the memop name.
@@ -55,11 +55,8 @@ pub(super) struct CopyKinds {
 }
 
 impl CopyKinds {
-    pub(super) async fn load(
-        conn: &mut SqliteConnection,
-        schema: &Schema,
-    ) -> Result<Self, sqlx::Error> {
-        let rows = read_enum(conn, schema, schema::ENUM_MEMCPY_OPER).await?;
+    pub(super) fn load(conn: &Connection, schema: &Schema) -> Result<Self, ReadError> {
+        let rows = read_enum(conn, schema, schema::ENUM_MEMCPY_OPER)?;
         let from_file = rows.map(|rows| {
             rows.into_iter()
                 .map(|r| {
@@ -168,26 +165,21 @@ pub(super) struct NvtxTypes {
 const DOCUMENTED_NVTX_RANGES: [i64; 2] = [59, 60];
 
 impl NvtxTypes {
-    pub(super) async fn load(
-        conn: &mut SqliteConnection,
-        schema: &Schema,
-    ) -> Result<Self, sqlx::Error> {
-        Ok(
-            match read_enum(conn, schema, schema::ENUM_EVENT_TYPE).await? {
-                Some(rows) => Self {
-                    ranges: rows
-                        .into_iter()
-                        .filter(|r| is_nvtx_range(&r.name) || is_nvtx_range(&r.label))
-                        .map(|r| r.id)
-                        .collect(),
-                    from_file: true,
-                },
-                None => Self {
-                    ranges: DOCUMENTED_NVTX_RANGES.into_iter().collect(),
-                    from_file: false,
-                },
+    pub(super) fn load(conn: &Connection, schema: &Schema) -> Result<Self, ReadError> {
+        Ok(match read_enum(conn, schema, schema::ENUM_EVENT_TYPE)? {
+            Some(rows) => Self {
+                ranges: rows
+                    .into_iter()
+                    .filter(|r| is_nvtx_range(&r.name) || is_nvtx_range(&r.label))
+                    .map(|r| r.id)
+                    .collect(),
+                from_file: true,
             },
-        )
+            None => Self {
+                ranges: DOCUMENTED_NVTX_RANGES.into_iter().collect(),
+                from_file: false,
+            },
+        })
     }
 }
 
@@ -212,11 +204,8 @@ pub(super) struct EventClasses {
 }
 
 impl EventClasses {
-    pub(super) async fn load(
-        conn: &mut SqliteConnection,
-        schema: &Schema,
-    ) -> Result<Self, sqlx::Error> {
-        let rows = read_enum(conn, schema, schema::ENUM_EVENT_CLASS).await?;
+    pub(super) fn load(conn: &Connection, schema: &Schema) -> Result<Self, ReadError> {
+        let rows = read_enum(conn, schema, schema::ENUM_EVENT_CLASS)?;
         Ok(Self {
             from_file: rows.map(|rows| {
                 rows.into_iter()

@@ -28,15 +28,14 @@ use std::io::Read;
 use std::path::Path;
 
 use gapscope_traces::{GpuInfo, Manifest, SourceFormat, Trace};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
-use sqlx::{ConnectOptions, Connection};
+use rusqlite::{Connection, OpenFlags};
 
 use super::limits::Budget;
 use super::{ImportOptions, ImportProgress};
 use crate::error::{AnalyzerError, Result};
 use crate::sqlite_file::{self, How, PrepError, ReadOnlyFile};
 use enums::{CopyKinds, EventClasses, NvtxTypes};
-use read::{Limits, Skipped};
+use read::{Limits, ReadError, Skipped};
 use schema::Schema;
 
 /// [`Manifest::source_format`] of traces this importer builds, so reports can say where a
@@ -53,10 +52,9 @@ pub fn import_nsys(path: &Path, progress: &dyn ImportProgress) -> Result<Trace> 
 /// report.
 ///
 /// The file is opened read-only and nothing is written beside it: exports are often on
-/// shared or read-only storage. A `-wal` beside it is read too (`crate::sqlite_file`). sqlx
-/// needs an async runtime, so a current-thread tokio runtime lives for the duration of the
-/// call; when the caller is already inside a runtime the work moves to a scoped thread,
-/// because nesting `block_on` would panic. Progress counts rows.
+/// shared or read-only storage. A `-wal` beside it is read too (`crate::sqlite_file`).
+/// Synchronous (rusqlite), so it runs on the caller's thread, inside an async runtime or
+/// not. Progress counts rows.
 pub fn import_nsys_with(
     path: &Path,
     opts: &ImportOptions,
@@ -82,30 +80,11 @@ fn import_budgeted(
     let len = len.saturating_add(file.wal_bytes);
     let steps = steps
         .unwrap_or_else(|| STEP_BUDGET_BASE.saturating_add(len.saturating_mul(STEPS_PER_BYTE)));
-    let mut warnings = Vec::new();
     let limits = Limits {
         budget: Budget::new(path, opts.event_limit()),
         failed: None,
     };
-    let run = || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| AnalyzerError::io(path, e))?;
-        rt.block_on(import(path, &file, len, steps, limits, progress))
-    };
-    let (trace, w) = if tokio::runtime::Handle::try_current().is_ok() {
-        std::thread::scope(|s| s.spawn(run).join()).unwrap_or_else(|_| {
-            Err(AnalyzerError::parse(
-                path,
-                "the nsys import thread stopped unexpectedly",
-            ))
-        })
-    } else {
-        run()
-    }?;
-    warnings.extend(w);
-    Ok((trace, warnings))
+    import(path, &file, len, steps, limits, progress)
 }
 
 /// SQLite work allowed per byte of the file, on top of [`STEP_BUDGET_BASE`], in virtual
@@ -113,8 +92,11 @@ fn import_budgeted(
 /// a file built to make SQLite loop or grind.
 const STEPS_PER_BYTE: u64 = 2_000;
 const STEP_BUDGET_BASE: u64 = 500_000_000;
-/// Steps between two checks of the budget.
-const STEPS_PER_CHECK: i32 = 1_000;
+/// Steps between two checks of the budget. SQLite counts each statement's steps from its
+/// start, and a statement shorter than this is never checked: a short period loses little of
+/// the short statements (schema and metadata reads take about a hundred each) at the cost of
+/// one callback per period.
+const STEPS_PER_CHECK: i32 = 100;
 
 /// The SQLite file header is 100 bytes at offset 0.
 const HEADER_LEN: usize = 100;
@@ -198,11 +180,11 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-fn sqlite_err(path: &Path, what: &str, e: sqlx::Error) -> AnalyzerError {
-    AnalyzerError::sqlite(path, one_line(&format!("{what}: {e}")))
+fn sqlite_err(path: &Path, what: &str, e: impl Into<ReadError>) -> AnalyzerError {
+    AnalyzerError::sqlite(path, one_line(&format!("{what}: {}", e.into())))
 }
 
-async fn import(
+fn import(
     path: &Path,
     file: &ReadOnlyFile,
     len: u64,
@@ -210,34 +192,33 @@ async fn import(
     mut limits: Limits,
     progress: &dyn ImportProgress,
 ) -> Result<(Trace, Vec<String>)> {
-    // A `file:` URI naming the file literally (any bytes), flags included; sqlx hands it to
-    // SQLite as given when no sqlx option adds URI parameters.
-    let opts = SqliteConnectOptions::new()
-        .filename(&file.uri)
-        .read_only(true)
-        .disable_statement_logging();
-    let mut conn = opts
-        .connect()
-        .await
+    // A `file:` URI naming the file literally (any bytes), its parameters included; SQLite
+    // reads it as a URI with `SQLITE_OPEN_URI`.
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_PRIVATE_CACHE;
+    let conn = Connection::open_with_flags(&file.uri, flags)
         .map_err(|e| sqlite_err(path, "opening the database", e))?;
     let exhausted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     {
         let exhausted = std::sync::Arc::clone(&exhausted);
         let mut left = budget / STEPS_PER_CHECK as u64;
-        let mut handle = conn
-            .lock_handle()
-            .await
-            .map_err(|e| sqlite_err(path, "opening the database", e))?;
-        handle.set_progress_handler(STEPS_PER_CHECK, move || {
-            if left == 0 {
-                exhausted.store(true, std::sync::atomic::Ordering::Relaxed);
-                return false;
-            }
-            left -= 1;
-            true
-        });
+        // Returning true interrupts the statement.
+        conn.progress_handler(
+            STEPS_PER_CHECK,
+            Some(move || {
+                if left == 0 {
+                    exhausted.store(true, std::sync::atomic::Ordering::Relaxed);
+                    return true;
+                }
+                left -= 1;
+                false
+            }),
+        )
+        .map_err(|e| sqlite_err(path, "opening the database", e))?;
     }
-    let mut out = import_from(&mut conn, path, &mut limits, progress).await;
+    let mut out = import_from(&conn, path, &mut limits, progress);
     if file.how != How::Immutable
         && file.wal_bytes > 0
         && let Ok((trace, _)) = &mut out
@@ -253,8 +234,8 @@ async fn import(
             }
         ));
     }
-    // Closing only stops the connection's worker thread; the result is already decided.
-    let _ = conn.close().await;
+    // The result is already decided; a read-only connection has nothing to flush.
+    let _ = conn.close();
     if let Some(e) = limits.failed.take() {
         return Err(e);
     }
@@ -269,18 +250,16 @@ async fn import(
     out
 }
 
-async fn import_from(
-    conn: &mut SqliteConnection,
+fn import_from(
+    conn: &Connection,
     path: &Path,
     limits: &mut Limits,
     progress: &dyn ImportProgress,
 ) -> Result<(Trace, Vec<String>)> {
-    let mut schema = Schema::load(conn)
-        .await
-        .map_err(|e| sqlite_err(path, "reading the table list", e))?;
+    let mut schema =
+        Schema::load(conn).map_err(|e| sqlite_err(path, "reading the table list", e))?;
     let mut warnings = std::mem::take(&mut schema.skipped);
     let repeated = read::repeated_string_ids(conn, &schema)
-        .await
         .map_err(|e| sqlite_err(path, "checking StringIds", e))?;
     if repeated > 0 {
         schema.string_ids_repeat = true;
@@ -297,20 +276,16 @@ async fn import_from(
     }
 
     let mut notes = Vec::new();
-    notes.push(version_note(conn, &schema, path).await?);
-    let gpus = gpu_infos(conn, &schema, path, &mut notes).await?;
+    notes.push(version_note(conn, &schema, path)?);
+    let gpus = gpu_infos(conn, &schema, path, &mut notes)?;
     notes.extend(missing_table_notes(&schema));
 
-    let err = |what: &'static str| move |e: sqlx::Error| sqlite_err(path, what, e);
-    let copy_kinds = CopyKinds::load(conn, &schema)
-        .await
-        .map_err(err("reading ENUM_CUDA_MEMCPY_OPER"))?;
-    let nvtx_types = NvtxTypes::load(conn, &schema)
-        .await
-        .map_err(err("reading ENUM_NSYS_EVENT_TYPE"))?;
-    let classes = EventClasses::load(conn, &schema)
-        .await
-        .map_err(err("reading ENUM_NSYS_EVENT_CLASS"))?;
+    let err = |what: &'static str| move |e: ReadError| sqlite_err(path, what, e);
+    let copy_kinds =
+        CopyKinds::load(conn, &schema).map_err(err("reading ENUM_CUDA_MEMCPY_OPER"))?;
+    let nvtx_types = NvtxTypes::load(conn, &schema).map_err(err("reading ENUM_NSYS_EVENT_TYPE"))?;
+    let classes =
+        EventClasses::load(conn, &schema).map_err(err("reading ENUM_NSYS_EVENT_CLASS"))?;
     if schema.has_table(schema::MEMCPY) && !copy_kinds.has_table() {
         notes.push(
             "no ENUM_CUDA_MEMCPY_OPER table: copy kinds read with the documented CUPTI codes"
@@ -340,7 +315,6 @@ async fn import_from(
     let mut totals = HashMap::new();
     for t in scanned {
         let n = read::count(conn, &schema, t)
-            .await
             .map_err(|e| sqlite_err(path, &format!("counting {t}"), e))?;
         totals.insert(t, n);
     }
@@ -354,47 +328,38 @@ async fn import_from(
         }
         let seen = match t {
             schema::KERNEL => {
-                read::kernels(conn, &schema, progress, &mut trace, &mut skipped, limits).await
+                read::kernels(conn, &schema, progress, &mut trace, &mut skipped, limits)
             }
-            schema::MEMCPY => {
-                read::memcpys(
-                    conn,
-                    &schema,
-                    progress,
-                    &copy_kinds,
-                    &mut trace,
-                    &mut skipped,
-                    limits,
-                )
-                .await
-            }
+            schema::MEMCPY => read::memcpys(
+                conn,
+                &schema,
+                progress,
+                &copy_kinds,
+                &mut trace,
+                &mut skipped,
+                limits,
+            ),
             schema::MEMSET => {
-                read::memsets(conn, &schema, progress, &mut trace, &mut skipped, limits).await
+                read::memsets(conn, &schema, progress, &mut trace, &mut skipped, limits)
             }
-            schema::RUNTIME => {
-                read::launches(
-                    conn,
-                    &schema,
-                    progress,
-                    &classes,
-                    &mut trace,
-                    &mut skipped,
-                    limits,
-                )
-                .await
-            }
-            _ => {
-                read::nvtx_ranges(
-                    conn,
-                    &schema,
-                    progress,
-                    &nvtx_types,
-                    &mut trace,
-                    &mut skipped,
-                    limits,
-                )
-                .await
-            }
+            schema::RUNTIME => read::launches(
+                conn,
+                &schema,
+                progress,
+                &classes,
+                &mut trace,
+                &mut skipped,
+                limits,
+            ),
+            _ => read::nvtx_ranges(
+                conn,
+                &schema,
+                progress,
+                &nvtx_types,
+                &mut trace,
+                &mut skipped,
+                limits,
+            ),
         }
         .map_err(|e| sqlite_err(path, &format!("reading {t}"), e))?;
         // Scans that filter rows (NVTX keeps only ranges) still finish their share.
@@ -415,7 +380,7 @@ async fn import_from(
 
 /// Names the nsys release and export schema, which decide how far the data can be
 /// trusted (and what to ask for when a user reports a problem).
-async fn version_note(conn: &mut SqliteConnection, schema: &Schema, path: &Path) -> Result<String> {
+fn version_note(conn: &Connection, schema: &Schema, path: &Path) -> Result<String> {
     let table = [schema::META_DATA_EXPORT, schema::EXPORT_META_DATA]
         .into_iter()
         .find(|t| schema.has_table(t) && schema.has_col(t, "name") && schema.has_col(t, "value"));
@@ -426,7 +391,6 @@ async fn version_note(conn: &mut SqliteConnection, schema: &Schema, path: &Path)
         );
     };
     let rows = read::meta(conn, schema, table)
-        .await
         .map_err(|e| sqlite_err(path, &format!("reading {table}"), e))?;
     let get = |key: &str| {
         rows.iter()
@@ -451,20 +415,17 @@ async fn version_note(conn: &mut SqliteConnection, schema: &Schema, path: &Path)
     })
 }
 
-async fn gpu_infos(
-    conn: &mut SqliteConnection,
+fn gpu_infos(
+    conn: &Connection,
     schema: &Schema,
     path: &Path,
     notes: &mut Vec<String>,
 ) -> Result<Vec<GpuInfo>> {
     let mut gpus = if schema.has_table(schema::TARGET_INFO_GPU) {
-        read::gpus(conn, schema)
-            .await
-            .map_err(|e| sqlite_err(path, "reading TARGET_INFO_GPU", e))?
+        read::gpus(conn, schema).map_err(|e| sqlite_err(path, "reading TARGET_INFO_GPU", e))?
     } else if schema.has_table(schema::TARGET_INFO_CUDA_GPU) {
         notes.push("GPU facts from the nsys 2021 TARGET_INFO_CUDA_GPU table".to_owned());
         read::legacy_gpus(conn, schema)
-            .await
             .map_err(|e| sqlite_err(path, "reading TARGET_INFO_CUDA_GPU", e))?
     } else {
         notes.push(
@@ -474,7 +435,6 @@ async fn gpu_infos(
         return Ok(Vec::new());
     };
     let map = read::cuda_device_map(conn, schema)
-        .await
         .map_err(|e| sqlite_err(path, "reading TARGET_INFO_CUDA_DEVICE", e))?;
     if !map.is_empty() {
         gpus = by_cuda_ordinal(gpus, &map, notes);

@@ -6,11 +6,11 @@ use gapscope_traces::{
     GpuInfo, KernelRow, LaunchRow, MarkerRow, MarkerSource, MemopKind, MemopRow, NO_STR,
     StringTable, Trace,
 };
-use sqlx::Row;
-use sqlx::sqlite::{SqliteConnection, SqliteRow};
+use rusqlite::types::{Type, ValueRef};
+use rusqlite::{Connection, Row};
 
 use super::enums::{ApiClass, CopyKinds, EventClasses, NvtxTypes};
-use super::schema::{self, Schema, sql};
+use super::schema::{self, Schema};
 use crate::error::AnalyzerError;
 use crate::import::ImportProgress;
 use crate::import::limits::Budget;
@@ -29,79 +29,142 @@ pub(super) struct Skipped {
     pub(super) nvtx_without_end: u64,
 }
 
+/// Why a read stopped.
+#[derive(Debug)]
+pub(super) enum ReadError {
+    /// SQLite's own error (a malformed page, the step budget's interruption).
+    Sqlite(rusqlite::Error),
+    /// A value that is not of the kind its column holds in an export, or text that is not
+    /// valid in the database's encoding.
+    Decode(String),
+    /// The import's event or name limit; [`Limits::failed`] keeps the error to report.
+    Limit(String),
+}
+
+impl From<rusqlite::Error> for ReadError {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Sqlite(e)
+    }
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Sqlite(e) => e.fmt(f),
+            Self::Decode(m) | Self::Limit(m) => f.write_str(m),
+        }
+    }
+}
+
 /// The import's event budget, seen from inside a row callback: passing a limit stops the
-/// scan with a placeholder driver error and keeps the real one for the caller.
+/// scan and keeps the error for the caller.
 pub(super) struct Limits {
     pub(super) budget: Budget,
     pub(super) failed: Option<AnalyzerError>,
 }
 
 impl Limits {
-    fn check(&mut self, r: crate::error::Result<()>) -> Result<(), sqlx::Error> {
+    fn check(&mut self, r: crate::error::Result<()>) -> Result<(), ReadError> {
         r.map_err(|e| {
             let m = e.to_string();
             self.failed = Some(e);
-            sqlx::Error::Protocol(m)
+            ReadError::Limit(m)
         })
     }
 
-    fn event(&mut self) -> Result<(), sqlx::Error> {
+    fn event(&mut self) -> Result<(), ReadError> {
         let r = self.budget.event();
         self.check(r)
     }
 
-    fn names(&mut self, strings: &StringTable) -> Result<(), sqlx::Error> {
+    fn names(&mut self, strings: &StringTable) -> Result<(), ReadError> {
         let r = self.budget.names(strings);
         self.check(r)
     }
 }
 
-/// Streams every row of `q` through `on_row` and returns how many rows it saw.
-/// `fetch_all` on a mapped query collects only the closure's `()` results (a `Vec<()>`
-/// never allocates), so rows flow one at a time from SQLite's worker into the trace
-/// tables and memory stays bounded by them. (Driving `fetch` as a stream would need the
-/// `futures` traits, which this crate does not depend on.)
-async fn stream<F>(
-    conn: &mut SqliteConnection,
+/// Streams every row of `q` through `on_row` and returns how many rows it saw: rows flow
+/// one at a time from SQLite into the trace tables, so memory stays bounded by them.
+fn stream<F>(
+    conn: &Connection,
     progress: &dyn ImportProgress,
     q: String,
     mut on_row: F,
-) -> Result<u64, sqlx::Error>
+) -> Result<u64, ReadError>
 where
-    F: FnMut(&SqliteRow) -> Result<(), sqlx::Error> + Send,
+    F: FnMut(&Row<'_>) -> Result<(), ReadError>,
 {
+    let mut stmt = conn.prepare(&q)?;
+    let mut rows = stmt.query([])?;
     let mut seen = 0u64;
     let mut pending = 0u64;
-    let (seen_ref, pending_ref) = (&mut seen, &mut pending);
-    let _: Vec<()> = sqlx::query(sql(q))
-        .try_map(|row: SqliteRow| {
-            on_row(&row)?;
-            *seen_ref += 1;
-            *pending_ref += 1;
-            if *pending_ref >= PROGRESS_EVERY {
-                progress.advance(*pending_ref);
-                *pending_ref = 0;
-            }
-            Ok(())
-        })
-        .fetch_all(&mut *conn)
-        .await?;
+    while let Some(row) = rows.next()? {
+        on_row(row)?;
+        seen += 1;
+        pending += 1;
+        if pending >= PROGRESS_EVERY {
+            progress.advance(pending);
+            pending = 0;
+        }
+    }
     progress.advance(pending);
     Ok(seen)
 }
 
-fn decode_err(col: &str, e: sqlx::Error) -> sqlx::Error {
-    sqlx::Error::Decode(format!("column {col}: {e}").into())
+/// Every row of `q` (a small table: metadata, GPUs, enums), each mapped by `f`.
+pub(super) fn collect<T>(
+    conn: &Connection,
+    q: &str,
+    mut f: impl FnMut(&Row<'_>) -> Result<Option<T>, ReadError>,
+) -> Result<Vec<T>, ReadError> {
+    let mut stmt = conn.prepare(q)?;
+    let mut rows = stmt.query([])?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        out.extend(f(row)?);
+    }
+    Ok(out)
 }
 
-fn int(row: &SqliteRow, i: usize, cols: &[&str]) -> Result<Option<i64>, sqlx::Error> {
-    row.try_get::<Option<i64>, _>(i)
-        .map_err(|e| decode_err(cols.get(i).copied().unwrap_or("?"), e))
+/// A value of the wrong kind in column `i`.
+fn mismatch(cols: &[&str], i: usize, got: Type, want: &str) -> ReadError {
+    let col = cols.get(i).copied().unwrap_or("?");
+    ReadError::Decode(format!(
+        "column {col}: {} value where {want} was expected",
+        match got {
+            Type::Null => "a NULL",
+            Type::Integer => "an integer",
+            Type::Real => "a real",
+            Type::Text => "a text",
+            Type::Blob => "a blob",
+        }
+    ))
 }
 
-fn text<'r>(row: &'r SqliteRow, i: usize, cols: &[&str]) -> Result<Option<&'r str>, sqlx::Error> {
-    row.try_get::<Option<&str>, _>(i)
-        .map_err(|e| decode_err(cols.get(i).copied().unwrap_or("?"), e))
+/// An integer column (`None` for NULL); any other kind of value is an error.
+pub(super) fn int(row: &Row<'_>, i: usize, cols: &[&str]) -> Result<Option<i64>, ReadError> {
+    match row.get_ref(i)? {
+        ValueRef::Null => Ok(None),
+        ValueRef::Integer(v) => Ok(Some(v)),
+        v => Err(mismatch(cols, i, v.data_type(), "an integer")),
+    }
+}
+
+/// A text column (`None` for NULL), as UTF-8 (SQLite converts a UTF-16 database's text);
+/// any other kind of value, or bytes that are not UTF-8, is an error.
+pub(super) fn text<'r>(
+    row: &'r Row<'_>,
+    i: usize,
+    cols: &[&str],
+) -> Result<Option<&'r str>, ReadError> {
+    match row.get_ref(i)? {
+        ValueRef::Null => Ok(None),
+        ValueRef::Text(b) => std::str::from_utf8(b).map(Some).map_err(|e| {
+            let col = cols.get(i).copied().unwrap_or("?");
+            ReadError::Decode(format!("column {col}: text that is not UTF-8: {e}"))
+        }),
+        v => Err(mismatch(cols, i, v.data_type(), "text")),
+    }
 }
 
 /// CUPTI ids are unsigned 32-bit; anything else (NULL, negative, too large) is 0.
@@ -199,10 +262,7 @@ fn strings_source(schema: &Schema) -> String {
 }
 
 /// How many rows of `StringIds` repeat an id already there.
-pub(super) async fn repeated_string_ids(
-    conn: &mut SqliteConnection,
-    schema: &Schema,
-) -> Result<u64, sqlx::Error> {
+pub(super) fn repeated_string_ids(conn: &Connection, schema: &Schema) -> Result<u64, ReadError> {
     if !strings_usable(schema) {
         return Ok(0);
     }
@@ -211,7 +271,7 @@ pub(super) async fn repeated_string_ids(
         "SELECT COUNT(*) - COUNT(DISTINCT {id}) FROM {} AS s",
         schema.table_ref(schema::STRING_IDS)
     );
-    let n: i64 = sqlx::query_scalar(sql(q)).fetch_one(&mut *conn).await?;
+    let n: i64 = conn.query_row(&q, [], |r| r.get(0))?;
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
@@ -220,27 +280,23 @@ pub(super) fn strings_usable(schema: &Schema) -> bool {
 }
 
 /// Row count of a table, for the progress total.
-pub(super) async fn count(
-    conn: &mut SqliteConnection,
-    schema: &Schema,
-    table: &str,
-) -> Result<u64, sqlx::Error> {
+pub(super) fn count(conn: &Connection, schema: &Schema, table: &str) -> Result<u64, ReadError> {
     if !schema.has_table(table) {
         return Ok(0);
     }
     let q = format!("SELECT COUNT(*) FROM {}", schema.table_ref(table));
-    let n: i64 = sqlx::query_scalar(sql(q)).fetch_one(&mut *conn).await?;
+    let n: i64 = conn.query_row(&q, [], |r| r.get(0))?;
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
-pub(super) async fn kernels(
-    conn: &mut SqliteConnection,
+pub(super) fn kernels(
+    conn: &Connection,
     schema: &Schema,
     progress: &dyn ImportProgress,
     trace: &mut Trace,
     skipped: &mut Skipped,
     limits: &mut Limits,
-) -> Result<u64, sqlx::Error> {
+) -> Result<u64, ReadError> {
     let t = schema::KERNEL;
     let (demangled, join_d) = string_join(schema, t, "k", "demangledName", "d");
     let (short, join_s) = string_join(schema, t, "k", "shortName", "s");
@@ -311,7 +367,6 @@ pub(super) async fn kernels(
         });
         Ok(())
     })
-    .await
 }
 
 const MEMOP_NAMES: [&str; 9] = [
@@ -326,15 +381,15 @@ const MEMOP_NAMES: [&str; 9] = [
     "copyKind",
 ];
 
-pub(super) async fn memcpys(
-    conn: &mut SqliteConnection,
+pub(super) fn memcpys(
+    conn: &Connection,
     schema: &Schema,
     progress: &dyn ImportProgress,
     copy_kinds: &CopyKinds,
     trace: &mut Trace,
     skipped: &mut Skipped,
     limits: &mut Limits,
-) -> Result<u64, sqlx::Error> {
+) -> Result<u64, ReadError> {
     let cols: Vec<Col> = MEMOP_NAMES.iter().map(|&n| Col::Plain(n)).collect();
     let q = select(schema, schema::MEMCPY, "m", &cols);
     let strings = &mut trace.strings;
@@ -344,17 +399,16 @@ pub(super) async fn memcpys(
         let name = strings.intern(&format!("[CUDA memcpy {label}]"));
         push_memop(row, kind, name, table, skipped, limits)
     })
-    .await
 }
 
-pub(super) async fn memsets(
-    conn: &mut SqliteConnection,
+pub(super) fn memsets(
+    conn: &Connection,
     schema: &Schema,
     progress: &dyn ImportProgress,
     trace: &mut Trace,
     skipped: &mut Skipped,
     limits: &mut Limits,
-) -> Result<u64, sqlx::Error> {
+) -> Result<u64, ReadError> {
     let cols: Vec<Col> = MEMOP_NAMES[..8].iter().map(|&n| Col::Plain(n)).collect();
     let q = select(schema, schema::MEMSET, "m", &cols);
     let name = trace.strings.intern("[CUDA memset]");
@@ -362,17 +416,16 @@ pub(super) async fn memsets(
     stream(conn, progress, q, |row| {
         push_memop(row, MemopKind::Memset, name, table, skipped, limits)
     })
-    .await
 }
 
 fn push_memop(
-    row: &SqliteRow,
+    row: &Row<'_>,
     kind: MemopKind,
     name: u32,
     table: &mut gapscope_traces::MemopTable,
     skipped: &mut Skipped,
     limits: &mut Limits,
-) -> Result<(), sqlx::Error> {
+) -> Result<(), ReadError> {
     let n = &MEMOP_NAMES;
     let (Some(start), Some(end)) = (int(row, 0, n)?, int(row, 1, n)?) else {
         skipped.memops_without_time += 1;
@@ -395,15 +448,15 @@ fn push_memop(
     Ok(())
 }
 
-pub(super) async fn launches(
-    conn: &mut SqliteConnection,
+pub(super) fn launches(
+    conn: &Connection,
     schema: &Schema,
     progress: &dyn ImportProgress,
     classes: &EventClasses,
     trace: &mut Trace,
     skipped: &mut Skipped,
     limits: &mut Limits,
-) -> Result<u64, sqlx::Error> {
+) -> Result<u64, ReadError> {
     const NAMES: [&str; 6] = [
         "start",
         "end",
@@ -447,18 +500,17 @@ pub(super) async fn launches(
         });
         Ok(())
     })
-    .await
 }
 
-pub(super) async fn nvtx_ranges(
-    conn: &mut SqliteConnection,
+pub(super) fn nvtx_ranges(
+    conn: &Connection,
     schema: &Schema,
     progress: &dyn ImportProgress,
     types: &NvtxTypes,
     trace: &mut Trace,
     skipped: &mut Skipped,
     limits: &mut Limits,
-) -> Result<u64, sqlx::Error> {
+) -> Result<u64, ReadError> {
     const NAMES: [&str; 5] = ["start", "end", "globalTid", "text", "textId"];
     let t = schema::NVTX;
     if types.ranges.is_empty() || !schema.has_col(t, "eventType") {
@@ -500,34 +552,27 @@ pub(super) async fn nvtx_ranges(
         });
         Ok(())
     })
-    .await
 }
 
 /// `(name, value)` rows of the export's metadata table.
-pub(super) async fn meta(
-    conn: &mut SqliteConnection,
+pub(super) fn meta(
+    conn: &Connection,
     schema: &Schema,
     table: &str,
-) -> Result<Vec<(String, String)>, sqlx::Error> {
+) -> Result<Vec<(String, String)>, ReadError> {
+    const NAMES: [&str; 2] = ["name", "value"];
     let cols = [Col::Plain("name"), Col::Plain("value")];
     let q = select(schema, table, "m", &cols);
-    let mut out = Vec::new();
-    for row in sqlx::query(sql(q)).fetch_all(&mut *conn).await? {
-        let name: Option<String> = row.try_get(0)?;
-        let value: Option<String> = row.try_get(1)?;
-        if let Some(name) = name {
-            out.push((name, value.unwrap_or_default()));
-        }
-    }
-    Ok(out)
+    collect(conn, &q, |row| {
+        let name = text(row, 0, &NAMES)?;
+        let value = text(row, 1, &NAMES)?;
+        Ok(name.map(|n| (n.to_owned(), value.unwrap_or_default().to_owned())))
+    })
 }
 
 /// GPUs from `TARGET_INFO_GPU` (nsys 2021.3 and later), keyed by the device id the
 /// activity tables use.
-pub(super) async fn gpus(
-    conn: &mut SqliteConnection,
-    schema: &Schema,
-) -> Result<Vec<GpuInfo>, sqlx::Error> {
+pub(super) fn gpus(conn: &Connection, schema: &Schema) -> Result<Vec<GpuInfo>, ReadError> {
     let t = schema::TARGET_INFO_GPU;
     const NAMES: [&str; 9] = [
         "id",
@@ -542,19 +587,18 @@ pub(super) async fn gpus(
     ];
     let cols: Vec<Col> = NAMES.iter().map(|&n| Col::Plain(n)).collect();
     let q = format!("{} ORDER BY 1", select(schema, t, "g", &cols));
-    let mut out = Vec::new();
-    for row in sqlx::query(sql(q)).fetch_all(&mut *conn).await? {
-        let Some(id) = int(&row, 0, &NAMES)? else {
-            continue;
+    collect(conn, &q, |row| {
+        let Some(id) = int(row, 0, &NAMES)? else {
+            return Ok(None);
         };
-        let pos = |i: usize| -> Result<Option<u64>, sqlx::Error> {
-            Ok(int(&row, i, &NAMES)?
+        let pos = |i: usize| -> Result<Option<u64>, ReadError> {
+            Ok(int(row, i, &NAMES)?
                 .and_then(|v| u64::try_from(v).ok())
                 .filter(|&v| v > 0))
         };
-        out.push(GpuInfo {
+        Ok(Some(GpuInfo {
             device: u32_of(Some(id)),
-            name: text(&row, 1, &NAMES)?.unwrap_or_default().to_owned(),
+            name: text(row, 1, &NAMES)?.unwrap_or_default().to_owned(),
             sm_count: pos(2)?.and_then(|v| u32::try_from(v).ok()),
             total_memory_bytes: pos(3)?,
             // nsys documents the unit loosely; the values it stores are bytes per second.
@@ -562,19 +606,15 @@ pub(super) async fn gpus(
             l2_cache_bytes: pos(5)?,
             // clockRate is in Hz.
             sm_clock_khz: pos(6)?.map(|hz| hz / 1000),
-            compute_capability: compute_capability(int(&row, 7, &NAMES)?, int(&row, 8, &NAMES)?),
-        });
-    }
-    Ok(out)
+            compute_capability: compute_capability(int(row, 7, &NAMES)?, int(row, 8, &NAMES)?),
+        }))
+    })
 }
 
 /// GPUs from `TARGET_INFO_CUDA_GPU`, the table nsys 2021.1 and 2021.2 wrote instead of
 /// `TARGET_INFO_GPU`. Its columns carry CUPTI's device-record names and units (clock in
 /// kHz, bandwidth in KB/s).
-pub(super) async fn legacy_gpus(
-    conn: &mut SqliteConnection,
-    schema: &Schema,
-) -> Result<Vec<GpuInfo>, sqlx::Error> {
+pub(super) fn legacy_gpus(conn: &Connection, schema: &Schema) -> Result<Vec<GpuInfo>, ReadError> {
     let t = schema::TARGET_INFO_CUDA_GPU;
     const NAMES: [&str; 10] = [
         "deviceId",
@@ -590,37 +630,35 @@ pub(super) async fn legacy_gpus(
     ];
     let cols: Vec<Col> = NAMES.iter().map(|&n| Col::Plain(n)).collect();
     let q = select(schema, t, "g", &cols);
-    let mut out = Vec::new();
-    for row in sqlx::query(sql(q)).fetch_all(&mut *conn).await? {
-        let Some(id) = int(&row, 0, &NAMES)?.or(int(&row, 1, &NAMES)?) else {
-            continue;
+    collect(conn, &q, |row| {
+        let Some(id) = int(row, 0, &NAMES)?.or(int(row, 1, &NAMES)?) else {
+            return Ok(None);
         };
-        let pos = |i: usize| -> Result<Option<u64>, sqlx::Error> {
-            Ok(int(&row, i, &NAMES)?
+        let pos = |i: usize| -> Result<Option<u64>, ReadError> {
+            Ok(int(row, i, &NAMES)?
                 .and_then(|v| u64::try_from(v).ok())
                 .filter(|&v| v > 0))
         };
-        out.push(GpuInfo {
+        Ok(Some(GpuInfo {
             device: u32_of(Some(id)),
-            name: text(&row, 2, &NAMES)?.unwrap_or_default().to_owned(),
+            name: text(row, 2, &NAMES)?.unwrap_or_default().to_owned(),
             sm_count: pos(3)?.and_then(|v| u32::try_from(v).ok()),
             total_memory_bytes: pos(4)?,
             memory_bandwidth_bytes_per_s: pos(5)?.map(|kb| kb as f64 * 1000.0),
             l2_cache_bytes: pos(6)?,
             sm_clock_khz: pos(7)?,
-            compute_capability: compute_capability(int(&row, 8, &NAMES)?, int(&row, 9, &NAMES)?),
-        });
-    }
-    Ok(out)
+            compute_capability: compute_capability(int(row, 8, &NAMES)?, int(row, 9, &NAMES)?),
+        }))
+    })
 }
 
 /// `(cudaId, gpuId)` pairs from `TARGET_INFO_CUDA_DEVICE`: activity rows name a GPU by
 /// the process's CUDA ordinal, which differs from `TARGET_INFO_GPU.id` under
 /// `CUDA_VISIBLE_DEVICES`.
-pub(super) async fn cuda_device_map(
-    conn: &mut SqliteConnection,
+pub(super) fn cuda_device_map(
+    conn: &Connection,
     schema: &Schema,
-) -> Result<Vec<(i64, i64)>, sqlx::Error> {
+) -> Result<Vec<(i64, i64)>, ReadError> {
     let t = schema::TARGET_INFO_CUDA_DEVICE;
     if !schema.has_col(t, "cudaId") || !schema.has_col(t, "gpuId") {
         return Ok(Vec::new());
@@ -631,13 +669,12 @@ pub(super) async fn cuda_device_map(
         "SELECT DISTINCT * FROM ({}) ORDER BY 1, 2",
         select(schema, t, "c", &cols)
     );
-    let mut out = Vec::new();
-    for row in sqlx::query(sql(q)).fetch_all(&mut *conn).await? {
-        if let (Some(cuda), Some(gpu)) = (int(&row, 0, &NAMES)?, int(&row, 1, &NAMES)?) {
-            out.push((cuda, gpu));
-        }
-    }
-    Ok(out)
+    collect(conn, &q, |row| {
+        Ok(match (int(row, 0, &NAMES)?, int(row, 1, &NAMES)?) {
+            (Some(cuda), Some(gpu)) => Some((cuda, gpu)),
+            _ => None,
+        })
+    })
 }
 
 fn compute_capability(major: Option<i64>, minor: Option<i64>) -> Option<String> {

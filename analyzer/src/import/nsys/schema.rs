@@ -9,8 +9,9 @@
 
 use std::collections::HashMap;
 
-use sqlx::sqlite::SqliteConnection;
-use sqlx::{AssertSqlSafe, Row};
+use rusqlite::Connection;
+
+use super::read::{ReadError, collect};
 
 /// Tables the importer reads, in the spelling nsys uses.
 pub(super) const STRING_IDS: &str = "StringIds";
@@ -72,29 +73,26 @@ struct Table {
 }
 
 impl Schema {
-    pub(super) async fn load(conn: &mut SqliteConnection) -> Result<Self, sqlx::Error> {
-        // Names, kinds and SQL as bytes: a corrupt schema row must not panic the driver. The
+    pub(super) fn load(conn: &Connection) -> Result<Self, ReadError> {
+        // Names, kinds and SQL as bytes, checked here rather than trusted to be text. The
         // bytes are in the database's text encoding (SQLite converts text, not blobs).
-        let enc = Encoding::of(conn).await?;
-        let rows = sqlx::query(
+        let enc = Encoding::of(conn)?;
+        let rows: Vec<[Vec<u8>; 3]> = collect(
+            conn,
             "SELECT CAST(name AS BLOB), CAST(type AS BLOB), CAST(sql AS BLOB) FROM sqlite_master WHERE type IN ('table', 'view')",
-        )
-        .fetch_all(&mut *conn)
-        .await?;
+            |r| Ok(Some([bytes(r, 0)?, bytes(r, 1)?, bytes(r, 2)?])),
+        )?;
         let mut tables = HashMap::new();
         let mut skipped = Vec::new();
-        for r in &rows {
-            let bytes = |i: usize| -> Result<Vec<u8>, sqlx::Error> {
-                Ok(r.try_get::<Option<Vec<u8>>, _>(i)?.unwrap_or_default())
-            };
-            let Some(name) = enc.decode(&bytes(0)?) else {
+        for [name, kind, sql] in &rows {
+            let Some(name) = enc.decode(name) else {
                 continue;
             };
             if !WANTED.iter().any(|w| w.eq_ignore_ascii_case(&name)) {
                 continue;
             }
-            let kind = enc.decode(&bytes(1)?).unwrap_or_default();
-            let sql = enc.decode_lossy(&bytes(2)?).to_ascii_uppercase();
+            let kind = enc.decode(kind).unwrap_or_default();
+            let sql = enc.decode_lossy(sql).to_ascii_uppercase();
             if kind != "table" {
                 skipped.push(format!("{name} is a view, not a table; it was not read"));
                 continue;
@@ -105,24 +103,21 @@ impl Schema {
                 ));
                 continue;
             }
-            // Names and declared types are read as bytes and checked here: sqlx-sqlite
-            // panics (in its worker thread) on a non-UTF-8 declared type when it later
-            // prepares a SELECT over that table. Found by the nsys_import fuzz target.
+            // Names and declared types are read as bytes and checked here: a declared type
+            // that is not valid text marks a corrupt schema (sqlx-sqlite, the driver before
+            // rusqlite, panicked on one; found by the nsys_import fuzz target).
             // `hidden` is 2 or 3 for a generated column.
-            let rows = sqlx::query(
+            let mut stmt = conn.prepare(
                 "SELECT CAST(name AS BLOB), CAST(type AS BLOB), hidden FROM pragma_table_xinfo(?1)",
-            )
-            .bind(&name)
-            .fetch_all(&mut *conn)
-            .await?;
-            let mut cols: Vec<String> = Vec::with_capacity(rows.len());
+            )?;
+            let mut rows = stmt.query([&name])?;
+            let mut cols: Vec<String> = Vec::new();
             let mut generated = false;
-            for r in &rows {
-                let col: Vec<u8> = r.try_get::<Option<Vec<u8>>, _>(0)?.unwrap_or_default();
-                let ty: Vec<u8> = r.try_get::<Option<Vec<u8>>, _>(1)?.unwrap_or_default();
-                let hidden: i64 = r.try_get::<Option<i64>, _>(2)?.unwrap_or(0);
+            while let Some(r) = rows.next()? {
+                let (col, ty) = (bytes(r, 0)?, bytes(r, 1)?);
+                let hidden: i64 = r.get::<_, Option<i64>>(2)?.unwrap_or(0);
                 let (Some(col), Some(_)) = (enc.decode(&col), enc.decode(&ty)) else {
-                    return Err(sqlx::Error::Protocol(format!(
+                    return Err(ReadError::Decode(format!(
                         "table {name} has a column name or declared type that is not {} (corrupt schema)",
                         enc.name()
                     )));
@@ -180,7 +175,12 @@ impl Schema {
     }
 }
 
-/// The database's text encoding (`PRAGMA encoding`): SQLite hands text to sqlx as UTF-8
+/// A blob column (`CAST(... AS BLOB)`), empty for NULL.
+fn bytes(r: &rusqlite::Row<'_>, i: usize) -> Result<Vec<u8>, ReadError> {
+    Ok(r.get::<_, Option<Vec<u8>>>(i)?.unwrap_or_default())
+}
+
+/// The database's text encoding (`PRAGMA encoding`): SQLite hands text over as UTF-8
 /// whatever it is, but a text cast to a blob keeps the stored bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Encoding {
@@ -190,9 +190,8 @@ enum Encoding {
 }
 
 impl Encoding {
-    async fn of(conn: &mut SqliteConnection) -> Result<Self, sqlx::Error> {
-        let row = sqlx::query("PRAGMA encoding").fetch_one(&mut *conn).await?;
-        let name: String = row.try_get(0)?;
+    fn of(conn: &Connection) -> Result<Self, ReadError> {
+        let name: String = conn.query_row("PRAGMA encoding", [], |r| r.get(0))?;
         Ok(match name.to_ascii_uppercase().as_str() {
             "UTF-16LE" => Self::Utf16Le,
             "UTF-16BE" => Self::Utf16Be,
@@ -242,9 +241,4 @@ impl Encoding {
 /// might).
 pub(super) fn quote(ident: &str) -> String {
     format!("\"{}\"", ident.replace('"', "\"\""))
-}
-
-/// Runs a query built here from known table and column names.
-pub(super) fn sql(s: String) -> AssertSqlSafe<String> {
-    AssertSqlSafe(s)
 }

@@ -1,6 +1,6 @@
 //! Opening a SQLite history: for reading (nothing is created, migrated or modified, not even
-//! SQLite's `-wal` and `-shm` files: each read opens the file as `crate::sqlite_file`
-//! describes, under SQLite's shared lock), or for writing, which creates a missing database
+//! SQLite's `-wal` and `-shm` files: each read opens the file as
+//! `gapscope_analyzer::sqlite_file` describes, under SQLite's shared lock), or for writing, which creates a missing database
 //! file atomically.
 //!
 //! A path is handed to SQLite as a `file:` URI that names it literally, so a path that looks
@@ -22,8 +22,8 @@ use sqlx::{ConnectOptions, Connection, Row};
 
 use super::schema::{self, Facts, State};
 use super::{Ctx, missing};
-use crate::error::{AnalyzerError, Result};
-use crate::sqlite_file::{self, PrepError, ReadOnlyFile, literal_uri};
+use crate::error::{HistoryError, Result};
+use gapscope_analyzer::sqlite_file::{self, PrepError, ReadOnlyFile, literal_uri};
 
 /// How long a statement waits for another process's lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -42,7 +42,7 @@ fn primary_code(e: &sqlx::Error) -> Option<i64> {
 
 const SQLITE_NOTADB: i64 = 26;
 
-fn sqlite_err(ctx: &Ctx, what: &str, e: sqlx::Error) -> AnalyzerError {
+fn sqlite_err(ctx: &Ctx, what: &str, e: sqlx::Error) -> HistoryError {
     if primary_code(&e) == Some(SQLITE_NOTADB) {
         return ctx.fail("not a gapscope history database (not a SQLite file)");
     }
@@ -57,7 +57,7 @@ fn check_existing(p: &Path, ctx: &Ctx) -> Result<bool> {
         Ok(m) if m.is_dir() => Err(ctx.fail("is a directory, not a history database")),
         Ok(_) => Err(ctx.fail("not a regular file")),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(AnalyzerError::io(p, e)),
+        Err(e) => Err(HistoryError::io(p, e)),
     }
 }
 

@@ -6,12 +6,13 @@ use std::time::{Duration, Instant};
 
 use gapscope_analyzer::RuleSet;
 use gapscope_analyzer::analysis::{AnalysisSettings, Report, analyze};
-use gapscope_analyzer::history::History;
+use gapscope_analyzer::gate::{GateOptions, Policy, Verdict, gate_runs};
 use gapscope_analyzer::import::{ImportOptions, NoProgress, import_trace};
+use gapscope_history::{History, HistoryError};
 use gapscope_tests::{names, snapshot};
 
 fn nsys_export() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/nsys/nsys-2025.3.sqlite")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/nsys-2025.3.sqlite")
 }
 
 fn report() -> Report {
@@ -19,7 +20,7 @@ fn report() -> Report {
     analyze(&imported, &RuleSet::builtin(), &AnalysisSettings::default())
 }
 
-fn err(r: Result<History, gapscope_analyzer::AnalyzerError>) -> String {
+fn err(r: Result<History, HistoryError>) -> String {
     let e = r.err().expect("fails").to_string();
     assert!(!e.contains('\n'), "one line: {e}");
     e
@@ -486,7 +487,7 @@ fn figures_that_are_not_finite_are_refused_and_never_read_as_figures() {
             e.contains("not a finite number") && !e.contains('\n'),
             "{e}"
         );
-        assert!(gapscope_analyzer::history::check_storable(r).is_err());
+        assert!(gapscope_history::check_storable(r).is_err());
     }
     assert!(h.list(10).unwrap().is_empty(), "nothing stored");
     let ok_id = h.add(&good, "good", true).unwrap();
@@ -530,4 +531,66 @@ fn figures_that_are_not_finite_are_refused_and_never_read_as_figures() {
             assert_eq!(both[1].0.id, ok_id);
         },
     );
+}
+
+/// The gate's baseline of stored runs: each bucket's samples are the accepted runs' medians,
+/// in the history's order; the current trace the runs were made of passes against them, and
+/// one that lost its GPU work regresses.
+#[test]
+fn accepted_runs_make_a_baseline_of_per_run_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.sqlite");
+    let db = db.to_str().unwrap();
+    let r = report();
+    let h = History::open_or_create(db).unwrap();
+    let a = h.add(&r, "a", true).unwrap();
+    h.add(&r, "not accepted", false).unwrap();
+    let b = h.add(&r, "b", true).unwrap();
+    drop(h);
+    let h = History::open(db).unwrap();
+    let runs = h.accepted_buckets(5).unwrap();
+    let base = gapscope_history::baseline(&runs);
+    assert_eq!(base.runs, [b, a]);
+    assert_eq!(
+        base.gpus,
+        [r.source.gpus.join("; "), r.source.gpus.join("; ")]
+    );
+    let tpot: Vec<f64> = r.steps.tpot_ms.map(|t| t.median).into_iter().collect();
+    assert_eq!(base.tpot_ms, [tpot.clone(), tpot].concat());
+    assert_eq!(base.buckets.len(), r.buckets.len());
+    for row in &r.buckets {
+        let s = base
+            .buckets
+            .iter()
+            .find(|s| s.bucket == row.bucket)
+            .unwrap();
+        let median: Vec<f64> = row.ms_per_step.map(|m| m.median).into_iter().collect();
+        assert_eq!(
+            s.ms_per_step,
+            [median.clone(), median].concat(),
+            "{}",
+            row.bucket
+        );
+        let calls: Vec<f64> = row.calls_per_step.into_iter().collect();
+        assert_eq!(
+            s.calls_per_step,
+            [calls.clone(), calls].concat(),
+            "{}",
+            row.bucket
+        );
+    }
+    let p = Policy::default();
+    let g = gate_runs(&base, &r, &p, GateOptions::default());
+    assert_eq!(g.verdict, Verdict::Pass, "{}", g.headline());
+    assert_eq!(
+        g.baseline,
+        format!("history: median of 2 accepted runs ({b}, {a})")
+    );
+    assert!(g.incomparable.is_empty() && !g.buckets.is_empty());
+    let mut lost = r.clone();
+    lost.source.kernels = 0;
+    lost.source.memops = 0;
+    let g = gate_runs(&base, &lost, &p, GateOptions::default());
+    assert_eq!(g.verdict, Verdict::Regression);
+    assert!(g.headline().contains("no GPU work"), "{}", g.headline());
 }

@@ -1,6 +1,11 @@
 //! Run history in SQLite (embedded, the default) or PostgreSQL (`postgres://` URL), through
 //! sqlx with runtime-checked, bound queries and versioned migrations. Each `History` owns a
-//! small tokio runtime and one connection so callers stay synchronous.
+//! small tokio runtime and one connection so callers stay synchronous. The only gapscope
+//! library with a database driver and an async runtime: the analyzer (and so the explorer)
+//! carries neither.
+//!
+//! The gate's baseline of stored runs ([`baseline`]) is built here from the rows, as the
+//! analyzer's typed [`gapscope_analyzer::gate::RunsBaseline`].
 //!
 //! [`History::open`] reads: it never creates, migrates or modifies anything (a SQLite file,
 //! its `-wal` and `-shm` stay byte for byte as they were, and no file is created beside it),
@@ -13,6 +18,8 @@
 //! [`History::open_or_create`] writes: it creates a missing SQLite file (not its directory)
 //! and applies migrations, safely under concurrent first use.
 
+mod baseline;
+pub mod error;
 mod location;
 mod postgres;
 mod schema;
@@ -20,13 +27,14 @@ mod sqlite;
 
 use std::sync::Mutex;
 
+use gapscope_analyzer::analysis::Report;
 use serde::Serialize;
 use sqlx::postgres::PgConnection;
 use sqlx::sqlite::SqliteConnection;
 use sqlx::{Connection, Row};
 
-use crate::analysis::Report;
-use crate::error::{AnalyzerError, Result};
+pub use baseline::baseline;
+pub use error::{HistoryError, Result};
 pub use location::redacted;
 use location::{Location, Secrets};
 
@@ -120,11 +128,11 @@ enum Conn {
 
 /// A database's name for messages (password masked) and the secrets to scrub from driver
 /// messages.
-pub(super) struct Ctx {
+pub(crate) struct Ctx {
     name: String,
     secrets: Secrets,
     /// Where a read may make a private copy of a SQLite history (`-wal` without `-shm`).
-    pub(super) scratch: Option<std::path::PathBuf>,
+    pub(crate) scratch: Option<std::path::PathBuf>,
 }
 
 impl Ctx {
@@ -138,26 +146,24 @@ impl Ctx {
     }
 
     /// `history DB: WHAT: CAUSE`, on one line, without secrets.
-    pub(super) fn err(&self, what: &str, e: impl std::fmt::Display) -> AnalyzerError {
+    pub(crate) fn err(&self, what: &str, e: impl std::fmt::Display) -> HistoryError {
         self.fail(&format!("{what}: {e}"))
     }
 
     /// `history DB: MESSAGE`, on one line, without secrets.
-    pub(super) fn fail(&self, msg: &str) -> AnalyzerError {
-        AnalyzerError::Invalid(format!(
-            "history {}: {}",
-            self.name,
-            self.secrets.scrub(msg)
-        ))
+    pub(crate) fn fail(&self, msg: &str) -> HistoryError {
+        HistoryError::Database {
+            db: self.name.clone(),
+            message: self.secrets.scrub(msg),
+        }
     }
 }
 
 /// The error for a database that does not exist, when reading.
-pub(super) fn missing(ctx: &Ctx) -> AnalyzerError {
-    AnalyzerError::Invalid(format!(
-        "no history database at {}; `gapscope history add` creates one",
-        ctx.name
-    ))
+pub(crate) fn missing(ctx: &Ctx) -> HistoryError {
+    HistoryError::Missing {
+        db: ctx.name.clone(),
+    }
 }
 
 /// An open history database.
@@ -227,7 +233,7 @@ impl History {
             .build()
             .map_err(|e| ctx.err("cannot start", e))?;
         let conn = rt.block_on(async {
-            Ok::<_, AnalyzerError>(match (&location, writable) {
+            Ok::<_, HistoryError>(match (&location, writable) {
                 (Location::Postgres(url), false) => {
                     Conn::Postgres(postgres::open_read(url, &ctx).await?)
                 }
@@ -426,68 +432,6 @@ impl History {
                 Ok((r, b))
             })
             .collect()
-    }
-
-    /// Whether `runs` (from [`History::accepted_buckets`]) make a usable gate baseline, as
-    /// [`crate::gate::baseline_from_history`] builds it from their finite figures. An error
-    /// when stored non-finite values leave a judged figure (TPOT, a bucket's ms/step) with no
-    /// finite value in any run, or nothing finite at all: the gate would judge against
-    /// nothing. Otherwise a warning naming the runs whose non-finite values were left out, if
-    /// any.
-    pub fn check_baseline(&self, runs: &[(RunSummary, Vec<RunBucket>)]) -> Result<Option<String>> {
-        let bad: Vec<String> = runs
-            .iter()
-            .filter(|(r, b)| !r.invalid.is_empty() || b.iter().any(|x| !x.invalid.is_empty()))
-            .map(|(r, _)| r.id.to_string())
-            .collect();
-        if bad.is_empty() {
-            return Ok(None);
-        }
-        let mut lost = Vec::new();
-        if runs
-            .iter()
-            .any(|(r, _)| r.invalid.contains(&"tpot_median_ms"))
-            && runs.iter().all(|(r, _)| r.tpot_median_ms.is_none())
-        {
-            lost.push("TPOT".to_owned());
-        }
-        for bk in crate::bucket::Bucket::ALL {
-            let rows: Vec<&RunBucket> = runs
-                .iter()
-                .filter_map(|(_, b)| b.iter().find(|x| x.bucket == bk.as_str()))
-                .collect();
-            if rows
-                .iter()
-                .any(|x| x.invalid.contains(&"ms_per_step_median"))
-                && rows.iter().all(|x| x.ms_per_step_median.is_none())
-            {
-                lost.push(format!("{} ms/step", bk.as_str()));
-            }
-        }
-        let any_finite = runs.iter().any(|(r, b)| {
-            r.tpot_median_ms.is_some() || b.iter().any(|x| x.ms_per_step_median.is_some())
-        });
-        let runs_named = format!(
-            "accepted run{} {} store{} figures that are not finite numbers",
-            if bad.len() == 1 { "" } else { "s" },
-            bad.join(", "),
-            if bad.len() == 1 { "s" } else { "" }
-        );
-        if !any_finite {
-            return Err(self.ctx.fail(&format!(
-                "no usable baseline: {runs_named}, and no finite figure is left"
-            )));
-        }
-        if !lost.is_empty() {
-            return Err(self.ctx.fail(&format!(
-                "no usable baseline: {runs_named}, and no finite value is left for {}",
-                lost.join(", ")
-            )));
-        }
-        Ok(Some(format!(
-            "history {}: {runs_named}; they were left out of the baseline",
-            self.ctx.name
-        )))
     }
 
     /// The bucket names stored in any run, sorted.

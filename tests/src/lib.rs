@@ -17,6 +17,20 @@ pub fn repo(p: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
 }
 
+/// A trace of the committed corpus of real public traces (`traces/corpus/`, sources and
+/// licences in its SOURCES.md); a missing file fails the test (it never passes without its
+/// input).
+pub fn corpus(name: &str) -> PathBuf {
+    let p = repo(&format!("traces/corpus/{name}"));
+    assert!(
+        p.is_file(),
+        "missing corpus trace {}: the corpus commit provides traces/corpus/ (sources and \
+         licences in its SOURCES.md)",
+        p.display()
+    );
+    p
+}
+
 /// A path as `&str`, for argument lists.
 pub fn s(p: &Path) -> &str {
     p.to_str().expect("UTF-8 path")

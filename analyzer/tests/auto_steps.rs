@@ -26,8 +26,7 @@ fn steps(trace: &Path, markers: bool) -> StepReport {
 }
 
 fn tpot(s: &StepReport) -> Summary {
-    s.tpot_ms
-        .unwrap_or_else(|| panic!("no TPOT: {}", s.source))
+    s.tpot_ms.unwrap_or_else(|| panic!("no TPOT: {}", s.source))
 }
 
 /// Automatic steps match the marker-based ones: counts, and TPOT median/p99/max within 2%.

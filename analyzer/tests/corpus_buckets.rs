@@ -139,7 +139,11 @@ const CORPUS: &[Expected] = &[
         memops: 2,
         llm_inference: false,
         other_pct: 12.27,
-        top: &[(ActElementwise, 36.65), (GemmDense, 27.27), (Optimizer, 7.65)],
+        top: &[
+            (ActElementwise, 36.65),
+            (GemmDense, 27.27),
+            (Optimizer, 7.65),
+        ],
     },
     Expected {
         file: "kineto_v100_resnet50_oldschema.json.gz",

@@ -91,7 +91,10 @@ fn vllm_mixed_step_is_mixed_and_stays_out_of_tpot() {
         156.353058,
         "vLLM mixed step",
     );
-    let PhaseSource::Evidence { counts: by, says, .. } = &s.phase_source else {
+    let PhaseSource::Evidence {
+        counts: by, says, ..
+    } = &s.phase_source
+    else {
         panic!("{:?}", s.phase_source);
     };
     assert_eq!(by[0].evidence, Evidence::Marker, "{s:?}");
@@ -195,10 +198,7 @@ fn training_traces_report_iterations_not_decode_steps() {
         let s = &r.steps;
         assert_eq!(s.kind, StepKind::TrainingIterations, "{name}: {s:?}");
         assert_eq!(counts(s), (0, 0, 0, n), "{name}: {s:?}");
-        assert!(
-            s.tpot_ms.is_none() && s.decode_span_ms.is_none(),
-            "{name}"
-        );
+        assert!(s.tpot_ms.is_none() && s.decode_span_ms.is_none(), "{name}");
         let names = marker_names(s);
         assert!(
             !names.is_empty() && names.iter().all(|n| n.starts_with("ProfilerStep#")),
@@ -256,7 +256,10 @@ fn reference_traces_keep_their_steps_and_say_how_phases_were_found() {
     assert_eq!(counts(&s), (32, 1, 0, 0), "{s:?}");
     assert_eq!(s.engine.as_deref(), Some("gapscope-engine"));
     // "marker metadata (engine step records)": the markers decided every step.
-    let PhaseSource::Evidence { counts: by, says, .. } = &s.phase_source else {
+    let PhaseSource::Evidence {
+        counts: by, says, ..
+    } = &s.phase_source
+    else {
         panic!("{:?}", s.phase_source);
     };
     assert_eq!(

@@ -7,18 +7,21 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{no_markers, open, open_with, save};
+use common::{no_markers, open, open_with};
 use gapscope_analyzer::Bucket;
 use gapscope_analyzer::analysis::steps::StepSource;
 use gapscope_analyzer::analysis::{PlausibilityCheck, Report};
-use gapscope_analyzer::diff::{DEFAULT_LIST, DiffReport, LeverKind, Refusal, SideName, diff, refusal};
+use gapscope_analyzer::diff::{
+    DEFAULT_LIST, DiffReport, LeverKind, Refusal, SideName, diff, refusal,
+};
 use gapscope_analyzer::gate::{
-    GateOptions, GateReport, GateSide, Incomparability, Policy, StepCut, StepMetric, Verdict,
-    gate_with,
+    GateOptions, GateReport, GateSide, Incomparability, Policy, StepCut, StepMetric,
+    StructuralCheck, Verdict, gate_with,
 };
 use gapscope_analyzer::join::{DEFAULT_MIN_MATCH, JoinSettings, join_engine_metadata};
 use gapscope_analyzer::session::Knobs;
 use gapscope_tests::repo;
+use gapscope_tests::traces::{kernels_kept, save, short_markers, stretched};
 use gapscope_traces::Trace;
 
 const HF_1B: &str = "traces/reference/hf-llama3.2-1b-npl8.json.gz";
@@ -32,71 +35,6 @@ fn hf_1b(dir: &Path) -> (PathBuf, Trace) {
     let out = dir.join("1b.gst");
     let t = common::convert(&repo(HF_1B), &out);
     (out, t)
-}
-
-/// Every timestamp moved `factor` times further from the first kernel, every duration
-/// kept: a pure host or launch-overhead regression with the same kernels.
-fn stretched(t: &Trace, factor: f64) -> Trace {
-    let mut t = t.clone();
-    let t0 = *t.kernels.gpu_start_ns.iter().min().unwrap();
-    let at = |v: i64| t0 + ((v - t0) as f64 * factor) as i64;
-    let k = &mut t.kernels;
-    for i in 0..k.len {
-        let d = k.gpu_end_ns[i] - k.gpu_start_ns[i];
-        k.gpu_start_ns[i] = at(k.gpu_start_ns[i]);
-        k.gpu_end_ns[i] = k.gpu_start_ns[i] + d;
-    }
-    let m = &mut t.memops;
-    for i in 0..m.len {
-        let d = m.gpu_end_ns[i] - m.gpu_start_ns[i];
-        m.gpu_start_ns[i] = at(m.gpu_start_ns[i]);
-        m.gpu_end_ns[i] = m.gpu_start_ns[i] + d;
-    }
-    let mk = &mut t.markers;
-    for v in [
-        &mut mk.gpu_start_ns,
-        &mut mk.gpu_end_ns,
-        &mut mk.host_start_ns,
-        &mut mk.host_end_ns,
-    ] {
-        v.iter_mut()
-            .filter(|x| **x != i64::MIN)
-            .for_each(|x| *x = at(*x));
-    }
-    let l = &mut t.launches;
-    for v in [&mut l.host_start_ns, &mut l.host_end_ns] {
-        v.iter_mut().for_each(|x| *x = at(*x));
-    }
-    t
-}
-
-/// The trace with only the kernels `keep` accepts (by index).
-fn kernels_kept(t: &Trace, keep: impl Fn(usize, &str) -> bool) -> Trace {
-    let mut out = t.clone();
-    out.kernels = Default::default();
-    for i in 0..t.kernels.len {
-        if keep(i, t.strings.get(t.kernels.name[i])) {
-            out.kernels.push(t.kernels.row(i));
-        }
-    }
-    out
-}
-
-/// The 1B trace whose step markers cover only the first tenth of each step.
-fn short_markers(t: &Trace) -> Trace {
-    let mut out = t.clone();
-    let m = &mut out.markers;
-    for i in 0..m.len {
-        for (s, e) in [
-            (&mut m.gpu_start_ns, &mut m.gpu_end_ns),
-            (&mut m.host_start_ns, &mut m.host_end_ns),
-        ] {
-            if s[i] != i64::MIN {
-                e[i] = s[i] + (e[i] - s[i]) / 10;
-            }
-        }
-    }
-    out
 }
 
 /// The gate of `cur` against `base`, both opened with `knobs`, as `gate --baseline BASE
@@ -125,7 +63,7 @@ fn overridden(base: &Path, cur: &Path) -> Vec<Incomparability> {
 }
 
 /// The structural check named `check`.
-fn structural<'a>(g: &'a GateReport, check: &str) -> &'a gapscope_analyzer::gate::StructuralCheck {
+fn structural<'a>(g: &'a GateReport, check: &str) -> &'a StructuralCheck {
     g.structural
         .iter()
         .find(|c| c.check == check)
@@ -169,7 +107,10 @@ fn gate_fails_runs_without_gpu_work_steps_or_kernels() {
     assert_eq!(g.verdict, Verdict::Regression, "{}", g.headline());
     let lost = structural(&g, "GPU work and steps");
     assert!(
-        lost.failed && lost.detail.starts_with("the current trace has no decode steps"),
+        lost.failed
+            && lost
+                .detail
+                .starts_with("the current trace has no decode steps"),
         "{lost:?}"
     );
     // Far fewer kernels per step than the baseline: keep one kernel in three.

@@ -2,9 +2,13 @@
 //! `tests/util.rs`: the repository's files, the `gapscope` binary and what it printed. The
 //! cross-crate tests themselves are in `tests/`.
 //!
-//! This crate depends on no gapscope crate, so any of them can use it as a dev-dependency.
+//! This crate depends on no gapscope crate, so any of them can use it as a dev-dependency;
+//! its `traces` feature adds [`traces`], the trace transforms the analyzer's and the CLI's
+//! tests both make their inputs with.
 
 pub mod sqlite;
+#[cfg(feature = "traces")]
+pub mod traces;
 
 use std::ffi::OsStr;
 use std::io::Write;

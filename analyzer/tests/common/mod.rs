@@ -2,7 +2,7 @@
 //! them (the session API), and checks of imports.
 #![allow(dead_code, reason = "each test binary uses some of the helpers")]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use gapscope_analyzer::RuleSet;
 use gapscope_analyzer::analysis::host::GroupBy;
@@ -82,17 +82,7 @@ pub fn import_all_columns(input: &Path) -> Trace {
 
 /// `input` converted to a native trace at `out` (`gapscope import IN -o OUT`), read back.
 pub fn convert(input: &Path, out: &Path) -> Trace {
-    save_to(out, &import_all_columns(input));
+    let t = import_all_columns(input);
+    write_trace(out, &t).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
     read_trace(out, &ReadOptions::default()).expect("reads back")
-}
-
-/// `t` written as the native trace `dir/name`; its path.
-pub fn save(dir: &Path, name: &str, t: &Trace) -> PathBuf {
-    let p = dir.join(name);
-    save_to(&p, t);
-    p
-}
-
-fn save_to(p: &Path, t: &Trace) {
-    write_trace(p, t).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
 }

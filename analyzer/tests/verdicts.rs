@@ -184,7 +184,7 @@ fn gate_refuses_incomparable_traces_unless_told() {
     };
     let g = gate(&b1, &other);
     assert_eq!(g.verdict, Verdict::Incomparable);
-    assert_eq!(g.incomparable, [gpu.clone()]);
+    assert_eq!(g.incomparable, std::slice::from_ref(&gpu));
     assert_eq!(
         gpu.to_string(),
         "GPU differs (baseline NVIDIA H200, current NVIDIA H100 80GB HBM3)"

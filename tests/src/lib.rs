@@ -3,8 +3,8 @@
 //! cross-crate tests themselves are in `tests/`.
 //!
 //! This crate depends on no gapscope crate, so any of them can use it as a dev-dependency;
-//! its `traces` feature adds [`traces`], the trace transforms the analyzer's and the CLI's
-//! tests both make their inputs with.
+//! its `traces` feature adds the `traces` module: the trace transforms that the analyzer's and
+//! the CLI's tests both make their inputs with.
 
 pub mod sqlite;
 #[cfg(feature = "traces")]

@@ -1,10 +1,16 @@
-// Long on purpose: the end-to-end tests of the commands over the bundled traces; split by command
-// if it grows.
-//! End-to-end tests of the `gapscope` binary over bundled real traces and corrupt inputs.
+// Long on purpose: the one end-to-end file of the commands over the bundled traces (the analysis
+// itself is tested against the library in analyzer/tests/); split by command if it grows.
+//! End-to-end tests of the `gapscope` binary over bundled real traces and corrupt inputs: what
+//! each command prints, its exit codes and refusals, and its flags.
 
-use gapscope_tests::{gapscope, gate_history_args, json, repo, run, s, success};
+use gapscope_tests::traces::{kernels_kept, save, short_markers, stretched};
+use gapscope_tests::{
+    corpus, gapscope, gate_history_args, json, one_line_error, repo, run, s, stderr, stdout,
+    success,
+};
+use gapscope_traces::{ReadOptions, Trace, read_trace};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 const HF: &str = "traces/reference/hf-llama3.2-1b-npl8.json.gz";
 
@@ -767,4 +773,591 @@ fn gui_without_the_explorer_says_how_to_build_it() {
         e.contains("gapscope-gui not found") && e.contains("cargo build --release -p gapscope-gui"),
         "{e}"
     );
+}
+
+// The command line's side of the analysis tests in analyzer/tests/ (auto_steps, engine_steps,
+// hybrid_levers, verdicts, corpus_buckets, host_scopes): the text and JSON the commands print,
+// their exit codes and one-line refusals, and their flags. The decisions themselves are
+// checked there, on the library's typed reports.
+
+const HF_QWEN: &str = "traces/reference/hf-qwen3-0.6b-npl1.json.gz";
+const CPU_ONLY: &str = "traces/reference/hf-llama3.2-1b-cpuonly.json.gz";
+
+/// `o` exited with `code` and its stdout says `needle`.
+fn exits_saying(o: &Output, code: i32, needle: &str) {
+    assert_eq!(o.status.code(), Some(code), "{}", stderr(o));
+    assert!(stdout(o).contains(needle), "{}", stdout(o));
+}
+
+/// Exit 2 with exactly one line on stderr that contains `needle`.
+fn refused(o: &Output, needle: &str) {
+    let e = one_line_error(o);
+    assert!(e.contains(needle), "{needle:?} not in {e}");
+}
+
+/// The 1B HF trace converted by `gapscope import` into `dir`, loaded.
+fn hf_1b(dir: &Path) -> (PathBuf, Trace) {
+    let out = dir.join("1b.gst");
+    let o = run(&["import", "-q", s(&repo(HF)), "-o", s(&out)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let t = read_trace(&out, &ReadOptions::default()).unwrap();
+    (out, t)
+}
+
+/// `gate -q --baseline BASE --current CUR` plus `extra`.
+fn gate(base: &Path, cur: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["gate", "-q", "--baseline", s(base), "--current", s(cur)];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+/// `report -q` in text.
+fn report_text(args: &[&str]) -> String {
+    let mut all = vec!["report", "-q"];
+    all.extend_from_slice(args);
+    let o = run(&all);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    stdout(&o)
+}
+
+#[test]
+fn engine_prefill_is_a_prefill_without_markers_in_the_text() {
+    let text = report_text(&["--no-markers", s(&repo(ENGINE_8B))]);
+    assert!(text.contains("32 decode, 1 prefill"), "{text}");
+    assert!(text.contains("buckets per prefill step"), "{text}");
+}
+
+#[test]
+fn report_text_counts_mixed_steps_and_training_iterations() {
+    let t = report_text(&[s(&corpus(
+        "vllm_mi300x_gptoss_prefilldecode_piecewise.json.gz",
+    ))]);
+    assert!(t.contains("0 decode, 0 prefill, 1 mixed"), "{t}");
+    assert!(t.contains("\nmixed "), "{t}");
+    let t = report_text(&[s(&corpus("hta_a100_train_nccl.json.gz"))]);
+    assert!(t.contains("3 training iterations"), "{t}");
+    assert!(t.contains("not TPOT"), "{t}");
+    assert!(!t.contains("\nTPOT "), "{t}");
+}
+
+/// The JSON report carries each decision as a sentence and as a value: how steps and phases
+/// were found, the idle cause and its scope, where grouped keys came from.
+#[test]
+fn report_json_says_how_steps_phases_and_idle_were_found() {
+    let r = |args: &[&str]| {
+        let mut all = vec!["report", "-q", "--json"];
+        all.extend_from_slice(args);
+        json(&all)["reports"][0].clone()
+    };
+    let engine = r(&[s(&repo(ENGINE_8B))]);
+    let st = &engine["steps"];
+    assert_eq!(st["source_kind"]["kind"], "markers", "{st}");
+    assert_eq!(st["phase_source"], "marker metadata (engine step records)");
+    let st = &r(&["--no-markers", s(&repo(ENGINE_8B))])["steps"];
+    assert_eq!(st["source_kind"]["kind"], "periodic", "{st}");
+    assert_eq!(st["source_kind"]["prefills"], 1, "{st}");
+    let hf = r(&[s(&repo(HF))]);
+    assert_eq!(
+        hf["steps"]["phase_source_kind"],
+        serde_json::json!({
+            "kind": "evidence",
+            "counts": [{"evidence": "marker", "steps": 32}],
+            "example": null,
+            "says": "the phase word in the name"
+        })
+    );
+    let h = &hf["host_idle"];
+    assert_eq!(h["lever"]["cause"], "host_compute", "{h}");
+    assert_eq!(h["lever"]["scope"]["kind"], "op", "{h}");
+    assert_eq!(h["top_scopes"][0]["kind"], "op", "{h}");
+    let st = &r(&[s(&corpus("sglang_mi300x_qwen3_8b_decode.json.gz"))])["steps"];
+    assert_eq!(
+        st["source_kind"]["names"],
+        serde_json::json!(["step[DECODE bs=32]"]),
+        "{st}"
+    );
+    let g = &r(&[
+        "--by",
+        "module",
+        s(&repo("traces/reference/hf-qwen3next-small-npl1.json.gz")),
+    ])["groups"];
+    assert_eq!(g["by"], "module", "{g}");
+    assert_eq!(g["source"], "host scopes", "{g}");
+}
+
+/// `export --chrome -` files every kernel under a bucket (what corpus_buckets' shares read).
+#[test]
+fn chrome_export_to_stdout_files_every_kernel_in_a_bucket() {
+    let v = json(&[
+        "export",
+        "-q",
+        "--chrome",
+        "-",
+        s(&corpus("sglang_mi300x_qwen3_8b_decode.json.gz")),
+    ]);
+    let events = v["traceEvents"].as_array().expect("an event array");
+    let kernels: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "kernel")
+        .collect();
+    assert_eq!(kernels.len(), 555);
+    for k in kernels {
+        assert!(k["args"]["bucket"].is_string(), "{k}");
+        assert!(k["dur"].is_number(), "{k}");
+    }
+}
+
+const LEVERS: &str = "traces/reference/engine-qwen3.5-4l-q8_0-npl8-levers";
+
+fn lever_trace(setting: &str) -> String {
+    s(&repo(&format!("{LEVERS}/{setting}-npl8.gst"))).to_owned()
+}
+
+/// `diff --what-if hybrid --measured LEVER=TRACE ...`: each measured trace is put beside its
+/// lever's prediction in the JSON.
+#[test]
+fn what_if_json_puts_each_measured_lever_beside_its_prediction() {
+    let slow = lever_trace("slow");
+    let measured: Vec<String> = ["state_update", "state_read", "out_proj", "all"]
+        .iter()
+        .map(|l| format!("{l}={}", lever_trace(l)))
+        .collect();
+    let mut args = vec!["diff", "-q", "--json", &slow, "--what-if", "hybrid"];
+    for m in &measured {
+        args.extend(["--measured", m.as_str()]);
+    }
+    let w = json(&args);
+    assert_eq!(w["batch_size"], 8);
+    let levers: Vec<&str> = w["levers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["lever"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        levers,
+        [
+            "state_update=inplace",
+            "state_read=fused_ids",
+            "out_proj=2d",
+            "all"
+        ]
+    );
+    let measured: Vec<&str> = w["measured"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["lever"].as_str().unwrap())
+        .collect();
+    assert_eq!(measured, levers);
+}
+
+#[test]
+fn the_text_table_names_every_lever_and_its_basis() {
+    let slow = lever_trace("slow");
+    let o = run(&["diff", "-q", &slow, "--what-if", "hybrid"]);
+    assert!(o.status.success(), "{o:?}");
+    let t = stdout(&o);
+    for l in [
+        "state_update=inplace",
+        "state_read=fused_ids",
+        "out_proj=2d",
+        "all",
+    ] {
+        assert!(t.contains(l), "{t}");
+    }
+    assert!(
+        t.contains("o_proj"),
+        "the out_proj basis names its twin: {t}"
+    );
+}
+
+#[test]
+fn what_if_errors_name_the_problem() {
+    let slow = lever_trace("slow");
+    let e = one_line_error(&run(&["diff", "-q", &slow, "--what-if", "moe"]));
+    assert!(e.contains("unknown lever set"), "{e}");
+    let bad = format!("fused={}", lever_trace("all"));
+    let e = one_line_error(&run(&[
+        "diff",
+        "-q",
+        &slow,
+        "--what-if",
+        "hybrid",
+        "--measured",
+        &bad,
+    ]));
+    assert!(
+        e.contains("no such lever") && e.contains("state_update"),
+        "{e}"
+    );
+    // A trace without the engine's op columns cannot be predicted from.
+    let llama = s(&repo("traces/reference/llamacpp-qwen3.5-9b-q4_0-npl1.gst")).to_owned();
+    let e = one_line_error(&run(&["diff", "-q", &llama, "--what-if", "hybrid"]));
+    assert!(e.contains("engine"), "{e}");
+    let e = one_line_error(&run(&["diff", "-q", &slow]));
+    assert!(e.contains("--what-if"), "{e}");
+}
+
+/// The slow lever setting against the fast one fails the gate (exit 1); the fast one against
+/// itself passes (exit 0).
+#[test]
+fn the_gate_flags_the_levers_buckets_and_the_new_copies() {
+    let (slow, all) = (lever_trace("slow"), lever_trace("all"));
+    let o = run(&["gate", "-q", "--current", &slow, "--baseline", &all]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let o = run(&["gate", "-q", "--current", &all, "--baseline", &all]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+}
+
+#[test]
+fn gate_fails_runs_without_gpu_work_steps_or_kernels() {
+    let dir = tempfile::tempdir().unwrap();
+    let (b1, t) = hf_1b(dir.path());
+    // B1: the current run has no GPU work.
+    let o = gate(&repo(HF_QWEN), &repo(CPU_ONLY), &[]);
+    exits_saying(
+        &o,
+        1,
+        "regression: GPU work and steps: the current trace has no GPU work",
+    );
+    // A baseline without GPU work cannot be compared.
+    let o = gate(&repo(CPU_ONLY), &repo(CPU_ONLY), &[]);
+    refused(&o, "cannot compare: the baseline has no GPU work");
+    // Far fewer kernels per step than the baseline: keep one kernel in three.
+    let thin = save(dir.path(), "thin.gst", &kernels_kept(&t, |i, _| i % 3 == 0));
+    let o = gate(&b1, &thin, &[]);
+    exits_saying(&o, 1, "kernels per step: FAILED");
+    assert!(stdout(&o).contains("fewer than 50%"), "{}", stdout(&o));
+}
+
+#[test]
+fn gate_catches_step_time_regressions_with_the_same_kernels() {
+    let dir = tempfile::tempdir().unwrap();
+    let (b1, t) = hf_1b(dir.path());
+    let cur = save(dir.path(), "x1.5.gst", &stretched(&t, 1.5));
+    let o = gate(&b1, &cur, &[]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}{}", stderr(&o));
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("TPOT") && l.contains("REGRESSION")),
+        "{out}"
+    );
+    assert!(out.contains("regression: TPOT median +"), "{out}");
+    // The same trace against itself still passes, step metrics included.
+    let o = gate(&b1, &b1, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).lines().any(|l| l.starts_with("launch gaps")));
+}
+
+#[test]
+fn gate_refuses_incomparable_traces_unless_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let (b1, t) = hf_1b(dir.path());
+    let mut other = t.clone();
+    other.manifest.gpus[0].name = "NVIDIA H100 80GB HBM3".into();
+    let other = save(dir.path(), "h100.gst", &other);
+    let o = gate(&b1, &other, &[]);
+    refused(
+        &o,
+        "GPU differs (baseline NVIDIA H200, current NVIDIA H100 80GB HBM3)",
+    );
+    let o = gate(&b1, &other, &["--allow-incomparable"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("compared despite: GPU differs"));
+    // JSON: a sentence and a value for each difference compared despite.
+    let o = gate(&b1, &other, &["--allow-incomparable", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {} {}", stdout(&o), stderr(&o)));
+    assert_eq!(
+        v["overridden"],
+        serde_json::json!(["GPU differs (baseline NVIDIA H200, current NVIDIA H100 80GB HBM3)"])
+    );
+    assert_eq!(
+        v["overridden_kinds"],
+        serde_json::json!([{
+            "kind": "gpu_differs",
+            "baseline": "NVIDIA H200",
+            "current": "NVIDIA H100 80GB HBM3"
+        }])
+    );
+    // Steps cut by markers against steps found automatically; --no-markers cuts both alike.
+    let o = gate(&b1, &b1, &["--no-markers"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mut unmarked = t.clone();
+    unmarked.markers = Default::default();
+    let unmarked = save(dir.path(), "unmarked.gst", &unmarked);
+    refused(&gate(&b1, &unmarked, &[]), "cannot compare");
+    let o = gate(&b1, &unmarked, &["--allow-incomparable", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let cut = &v["overridden_kinds"][0];
+    assert_eq!(cut["kind"], "steps_cut_differently", "{cut}");
+    assert_eq!(cut["baseline"]["source"]["kind"], "markers", "{cut}");
+    assert_eq!(cut["current"]["kind"], "automatic", "{cut}");
+}
+
+#[test]
+fn implausible_steps_are_flagged_by_report_and_refused_by_gate_and_diff() {
+    let dir = tempfile::tempdir().unwrap();
+    let (b1, t) = hf_1b(dir.path());
+    let bad = save(dir.path(), "short-markers.gst", &short_markers(&t));
+    let out = report_text(&[s(&bad)]);
+    assert!(
+        out.starts_with("WARNING") && out.lines().next().unwrap().contains("implausible"),
+        "{out}"
+    );
+    let v = json(&["report", "-q", "--json", s(&bad)]);
+    let p = &v["reports"][0]["plausibility"];
+    assert_eq!(p["plausible"], false, "{p}");
+    assert!(
+        p["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["check"] == "coverage"),
+        "{p}"
+    );
+    refused(
+        &gate(&b1, &bad, &[]),
+        "the current's steps look implausible",
+    );
+    let o = run(&["diff", "-q", s(&bad), s(&b1)]);
+    refused(&o, "steps look implausible");
+    refused(&o, "(--allow-implausible diffs them anyway)");
+    let o = run(&["diff", "-q", "--allow-implausible", s(&bad), s(&b1)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+#[test]
+fn gate_policy_values_are_checked_and_toml_errors_keep_their_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = repo(HF_QWEN);
+    let pol = dir.path().join("pol.toml");
+    std::fs::write(&pol, "min_effect = inf\n").unwrap();
+    refused(
+        &gate(&b, &b, &["--policy", s(&pol)]),
+        "min_effect = inf is outside",
+    );
+    std::fs::write(&pol, "min_effect = 0.10\nfoo = 1\n").unwrap();
+    refused(&gate(&b, &b, &["--policy", s(&pol)]), "unknown field `foo`");
+}
+
+#[test]
+fn diff_refuses_a_side_without_steps_and_levers_follow_the_grouping() {
+    // B5: a side without decode steps.
+    refused(
+        &run(&["diff", "-q", s(&repo(CPU_ONLY)), s(&repo(HF_QWEN))]),
+        "has no decode steps",
+    );
+    // HF against the engine: the first lever is the idle time, not a kernel bucket.
+    let o = run(&["diff", "-q", s(&repo(HF_8B)), s(&repo(ENGINE_8B))]);
+    let out = stdout(&o);
+    let first = out
+        .lines()
+        .skip_while(|l| !l.starts_with("what-if"))
+        .nth(1)
+        .unwrap_or_default();
+    assert!(first.trim_start().starts_with("launch gaps"), "{out}");
+    // The text prints the groups' totals that JSON carries (B13).
+    assert!(out.contains("linear layers together (gemv + gemm_quant + gemm_dense)"));
+    // JSON: the linear layers are one lever, the group's delta its gain.
+    let v = json(&["diff", "-q", "--json", s(&repo(ENGINE_8B)), s(&repo(HF_8B))]);
+    let group = v["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["group"] == "linear layers")
+        .unwrap_or_else(|| panic!("{v:#}"));
+    assert_eq!(group["grouped"], true, "{group}");
+    let lever = v["what_if"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["lever"] == "linear layers")
+        .unwrap_or_else(|| panic!("{v:#}"));
+    assert_eq!(lever["kind"], "group", "{lever}");
+    assert_eq!(lever["gain_as_b_ms"], group["delta_ms"]);
+}
+
+#[test]
+fn diff_of_a_trace_with_itself_has_no_shares_and_no_levers() {
+    let a = repo(HF_QWEN);
+    let o = run(&["diff", "-q", s(&a), s(&a)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(!out.contains("shares sum to"), "{out}");
+    assert!(out.contains("no shares: the gap is under"), "{out}");
+    assert!(out.contains("what-if: no lever"), "{out}");
+    assert!(!out.contains("gain 0.0000"), "{out}");
+    let v = json(&["diff", "-q", "--json", s(&a), s(&a)]);
+    assert_eq!(v["gap_is_meaningful"], false);
+    assert!(v["residual_share_pct"].is_null());
+}
+
+#[test]
+fn diff_list_shows_every_name_it_was_asked_for() {
+    // B12: --list 20 shows all 7 names only in A, in text as in JSON.
+    let (a, b) = (repo(ENGINE_8B), repo(HF_8B));
+    let o = run(&["diff", "-q", "--list", "20", s(&a), s(&b)]);
+    let out = stdout(&o);
+    assert!(out.contains("only in A (7):"), "{out}");
+    for n in ["argmax_f32", "get_rows_bf16", "gemv_bf16_b1"] {
+        assert!(out.contains(n), "{n} missing: {out}");
+    }
+    let v = json(&["diff", "-q", "--json", "--list", "20", s(&a), s(&b)]);
+    assert_eq!(
+        v["structural"]["only_in_a"].as_array().map(Vec::len),
+        Some(7)
+    );
+    assert_eq!(v["structural"]["only_in_a_total"], 7);
+    let o = run(&["diff", "-q", "--list", "3", s(&a), s(&b)]);
+    assert!(stdout(&o).contains("and 4 more"), "{}", stdout(&o));
+}
+
+#[test]
+fn report_names_the_file_given_and_says_what_it_was_converted_from() {
+    // B8.
+    let dir = tempfile::tempdir().unwrap();
+    let (b1, t) = hf_1b(dir.path());
+    let copy = save(dir.path(), "other-name.gst", &t);
+    for p in [&b1, &copy] {
+        let out = report_text(&[s(p)]);
+        let first = out.lines().next().unwrap();
+        assert!(first.contains(s(p)), "{first}");
+        let from = out.lines().find(|l| l.starts_with("source")).unwrap();
+        assert!(
+            from.contains("converted from ") && from.ends_with("hf-llama3.2-1b-npl8.json.gz"),
+            "{out}"
+        );
+    }
+    let o = run(&["diff", "-q", s(&b1), s(&copy)]);
+    let out = stdout(&o);
+    assert!(
+        out.starts_with(&format!("A: {}", s(&b1))) && out.contains(&format!("B: {}", s(&copy))),
+        "{out}"
+    );
+}
+
+#[test]
+fn report_lines_for_one_step_and_for_graph_kernels_without_launches() {
+    // B26: one decode step has no TPOT.
+    let out = report_text(&[s(&repo("analyzer/tests/data/nsys/nsys-2025.3.sqlite"))]);
+    assert!(
+        out.contains("TPOT           n/a: TPOT needs two consecutive decode steps"),
+        "{out}"
+    );
+    // B24: graph kernels in a trace without launch records.
+    let out = report_text(&[s(&repo(ENGINE_8B))]);
+    assert!(
+        out.contains("0 launches, 33 markers; 8,320 kernels carry a CUDA graph id (host launches not recorded)"),
+        "{out}"
+    );
+    assert!(!out.contains("0 graph launches"), "{out}");
+}
+
+#[test]
+fn trace_text_is_escaped_in_every_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, t) = hf_1b(dir.path());
+    let mut evil = t.clone();
+    let name = evil
+        .strings
+        .intern("\u{1b}[2J\u{1b}]0;pwned\u{7}evil\r![x](http://e.invalid/x.png)\0kernel");
+    // Rename the most frequent kernel (the top of its bucket) to the hostile name.
+    let mut counts = std::collections::HashMap::new();
+    for &n in &t.kernels.name {
+        *counts.entry(n).or_insert(0usize) += 1;
+    }
+    let target = *counts.iter().max_by_key(|(_, c)| **c).unwrap().0;
+    evil.kernels
+        .name
+        .iter_mut()
+        .filter(|n| **n == target)
+        .for_each(|n| *n = name);
+    let evil = save(dir.path(), "evil.gst", &evil);
+    for fmt in [&[][..], &["--markdown"], &["--csv"]] {
+        let mut args = vec!["report", "-q", "--top", "50"];
+        args.extend_from_slice(fmt);
+        args.push(s(&evil));
+        let o = run(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = stdout(&o);
+        assert!(
+            !out.contains('\u{1b}') && !out.contains('\r') && !out.contains('\0'),
+            "{fmt:?}: raw control characters in {out:?}"
+        );
+        assert!(out.contains("\\u{1b}"), "{fmt:?}: {out}");
+        if fmt == ["--markdown"] {
+            assert!(!outside_code(&out).contains("![x](http"), "{out}");
+        }
+    }
+    let o = run(&["diff", "-q", "--markdown", s(&evil), s(&repo(HF_QWEN))]);
+    let out = stdout(&o);
+    assert!(!out.contains('\u{1b}'), "{out}");
+    assert!(!outside_code(&out).contains("![x](http"), "{out}");
+}
+
+/// Markdown with its inline code spans removed: what a renderer would interpret.
+fn outside_code(md: &str) -> String {
+    md.split('`').step_by(2).collect()
+}
+
+#[test]
+fn join_refuses_a_recording_of_another_run() {
+    // B3: the engine trace against an HF recording of another run matched 1.5% of the
+    // engine's launches and exited 0.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("j.gst");
+    let (e, h) = (repo(ENGINE_8B), repo(HF_8B));
+    // `join -q ENGINE HF -o OUT` plus `extra`.
+    let join = |out: &Path, extra: &[&str]| {
+        let mut args = vec!["join", "-q", s(&e), s(&h), "-o", s(out)];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let o = join(&out, &[]);
+    refused(
+        &o,
+        "of 8613 engine launches (1.5%) matched a recorded kernel",
+    );
+    assert!(!out.exists(), "a refused join wrote its output");
+    let o = join(&out, &["--min-match", "0.01"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // A huge --max-skip is bounded by the recording, not by its value.
+    let t = std::time::Instant::now();
+    let o = join(
+        &dir.path().join("k.gst"),
+        &["--max-skip", "18446744073709551615"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(t.elapsed().as_secs() < 60, "{:?}", t.elapsed());
+}
+
+#[test]
+fn distorted_recordings_are_warned_about_in_report_and_gate() {
+    // The audit's case: 5.2 s of CUPTI "command buffer full" overhead in a 14 s recording
+    // sat among the notes. Here a third of the 1.8 s span.
+    let dir = tempfile::tempdir().unwrap();
+    let (b1, t) = hf_1b(dir.path());
+    let mut rec = t.clone();
+    rec.manifest
+        .capture_overhead_ns
+        .insert("command buffer full".into(), 600_000_000);
+    let rec = save(dir.path(), "distorted.gst", &rec);
+    let out = report_text(&[s(&rec)]);
+    let warning = out
+        .lines()
+        .find(|l| l.starts_with("warning") && l.contains("timings are distorted"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        warning.contains("command buffer full 600.0 ms"),
+        "{warning}"
+    );
+    let v = json(&["report", "-q", "--json", s(&rec)]);
+    assert!(v["reports"][0]["distortion"]["share_pct"].as_f64().unwrap() > 30.0);
+    let o = gate(&b1, &rec, &[]);
+    exits_saying(&o, 0, "warning: current: timings are distorted");
+    // The undistorted trace carries no such warning.
+    assert!(!report_text(&[s(&b1)]).contains("distorted"));
 }

@@ -2,9 +2,13 @@
 //! `tests/util.rs`: the repository's files, the `gapscope` binary and what it printed. The
 //! cross-crate tests themselves are in `tests/`.
 //!
-//! This crate depends on no gapscope crate, so any of them can use it as a dev-dependency.
+//! This crate depends on no gapscope crate, so any of them can use it as a dev-dependency;
+//! its `traces` feature adds the `traces` module: the trace transforms that the analyzer's and
+//! the CLI's tests both make their inputs with.
 
 pub mod sqlite;
+#[cfg(feature = "traces")]
+pub mod traces;
 
 use std::ffi::OsStr;
 use std::io::Write;
@@ -15,6 +19,20 @@ use std::time::Duration;
 /// A path inside the repository.
 pub fn repo(p: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
+}
+
+/// A trace of the committed corpus of real public traces (`traces/corpus/`, sources and
+/// licences in its SOURCES.md); a missing file fails the test (it never passes without its
+/// input).
+pub fn corpus(name: &str) -> PathBuf {
+    let p = repo(&format!("traces/corpus/{name}"));
+    assert!(
+        p.is_file(),
+        "missing corpus trace {}: the corpus commit provides traces/corpus/ (sources and \
+         licences in its SOURCES.md)",
+        p.display()
+    );
+    p
 }
 
 /// A path as `&str`, for argument lists.

@@ -1,15 +1,22 @@
 //! The committed corpus of real public traces (traces/corpus/, see SOURCES.md there): what
-//! `gapscope` imports and how its built-in rules file the kernel time.
+//! the importers read and how the built-in rules file the kernel time.
 //!
 //! Per trace: the kernel and memop counts equal the independent counts of SOURCES.md (a plain
 //! Python count of the original files, without gapscope); `other` is at most 5% of the kernel
 //! time on every LLM inference trace; and the whole-trace share of `other` and of the largest
 //! buckets match the figures measured when the rules were written, within a tolerance. Shares
-//! are taken over every kernel of the trace (from `export --chrome`), so they do not depend on
-//! which steps the report finds.
+//! are taken over every kernel of the trace (the activity table, as `export --chrome` files
+//! them), so they do not depend on which steps the report finds.
 
-use gapscope_tests::{json, repo};
+mod common;
+
 use std::collections::BTreeMap;
+
+use common::open;
+use gapscope_analyzer::Bucket::{self, *};
+use gapscope_analyzer::session::AnalyzedRun;
+use gapscope_analyzer::tables::ActivityKind;
+use gapscope_tests::{corpus, repo};
 
 /// Percentage points a measured share may move (timestamp rounding, importer changes).
 const TOLERANCE_PCT: f64 = 0.5;
@@ -20,13 +27,13 @@ const MAX_OTHER_PCT_INFERENCE: f64 = 5.0;
 struct Expected {
     file: &'static str,
     /// Independent counts (SOURCES.md): kernels, and memcpy + memset.
-    kernels: u64,
-    memops: u64,
+    kernels: usize,
+    memops: usize,
     llm_inference: bool,
     /// Whole-trace % of kernel time in `other`, as measured.
     other_pct: f64,
     /// The largest buckets' % of kernel time, as measured.
-    top: &'static [(&'static str, f64)],
+    top: &'static [(Bucket, f64)],
 }
 
 const CORPUS: &[Expected] = &[
@@ -40,10 +47,10 @@ const CORPUS: &[Expected] = &[
         // rule files them by the nn.Module they run in (with_stack trace); 54.41% by kernel
         // names alone.
         top: &[
-            ("moe", 57.79),
-            ("comm", 19.71),
-            ("gemm_dense", 7.22),
-            ("quantize", 2.44),
+            (Moe, 57.79),
+            (Comm, 19.71),
+            (GemmDense, 7.22),
+            (Quantize, 2.44),
         ],
     },
     Expected {
@@ -52,7 +59,7 @@ const CORPUS: &[Expected] = &[
         memops: 9,
         llm_inference: true,
         other_pct: 0.0,
-        top: &[("moe", 72.97), ("gemm_dense", 11.53), ("attention", 6.79)],
+        top: &[(Moe, 72.97), (GemmDense, 11.53), (Attention, 6.79)],
     },
     Expected {
         file: "vllm_mi300x_gptoss_prefilldecode_piecewise.json.gz",
@@ -60,7 +67,7 @@ const CORPUS: &[Expected] = &[
         memops: 10,
         llm_inference: true,
         other_pct: 0.0,
-        top: &[("moe", 81.42), ("gemm_dense", 11.31), ("attention", 3.30)],
+        top: &[(Moe, 81.42), (GemmDense, 11.31), (Attention, 3.30)],
     },
     Expected {
         file: "sglang_mi300x_qwen3_8b_decode.json.gz",
@@ -69,10 +76,10 @@ const CORPUS: &[Expected] = &[
         llm_inference: true,
         other_pct: 0.18,
         top: &[
-            ("gemm_dense", 59.21),
-            ("attention", 21.79),
-            ("norm", 7.00),
-            ("copy", 5.64),
+            (GemmDense, 59.21),
+            (Attention, 21.79),
+            (Norm, 7.00),
+            (Copy, 5.64),
         ],
     },
     Expected {
@@ -81,7 +88,7 @@ const CORPUS: &[Expected] = &[
         memops: 7,
         llm_inference: true,
         other_pct: 0.01,
-        top: &[("gemm_dense", 85.29), ("norm", 5.33), ("attention", 4.07)],
+        top: &[(GemmDense, 85.29), (Norm, 5.33), (Attention, 4.07)],
     },
     Expected {
         file: "hf_h100_qwen15_05b_chat.json.gz",
@@ -92,10 +99,10 @@ const CORPUS: &[Expected] = &[
         // with_modules trace: the Qwen2RMSNorm modules' elementwise and reduce kernels are
         // norm by a scope rule (by kernel names alone: act_elementwise 32.44%, copy 22.29%).
         top: &[
-            ("gemm_dense", 28.15),
-            ("act_elementwise", 25.99),
-            ("norm", 18.23),
-            ("copy", 17.14),
+            (GemmDense, 28.15),
+            (ActElementwise, 25.99),
+            (Norm, 18.23),
+            (Copy, 17.14),
         ],
     },
     Expected {
@@ -106,10 +113,10 @@ const CORPUS: &[Expected] = &[
         other_pct: 0.01,
         // As on H100: the RMSNorm modules' kernels are norm (act_elementwise 24.58% by names).
         top: &[
-            ("gemm_dense", 39.15),
-            ("act_elementwise", 19.51),
-            ("norm", 15.04),
-            ("attention", 13.23),
+            (GemmDense, 39.15),
+            (ActElementwise, 19.51),
+            (Norm, 15.04),
+            (Attention, 13.23),
         ],
     },
     Expected {
@@ -119,11 +126,11 @@ const CORPUS: &[Expected] = &[
         llm_inference: false,
         other_pct: 1.44,
         top: &[
-            ("comm", 28.84),
-            ("norm", 19.36),
-            ("conv", 13.14),
-            ("copy", 9.32),
-            ("optimizer", 1.28),
+            (Comm, 28.84),
+            (Norm, 19.36),
+            (Conv, 13.14),
+            (Copy, 9.32),
+            (Optimizer, 1.28),
         ],
     },
     Expected {
@@ -133,9 +140,9 @@ const CORPUS: &[Expected] = &[
         llm_inference: false,
         other_pct: 12.27,
         top: &[
-            ("act_elementwise", 36.65),
-            ("gemm_dense", 27.27),
-            ("optimizer", 7.65),
+            (ActElementwise, 36.65),
+            (GemmDense, 27.27),
+            (Optimizer, 7.65),
         ],
     },
     Expected {
@@ -144,7 +151,7 @@ const CORPUS: &[Expected] = &[
         memops: 324,
         llm_inference: false,
         other_pct: 0.90,
-        top: &[("conv", 59.22), ("norm", 16.30), ("act_elementwise", 15.96)],
+        top: &[(Conv, 59.22), (Norm, 16.30), (ActElementwise, 15.96)],
     },
     Expected {
         file: "nsys_rtx5060ti_gemm_nokernels.sqlite",
@@ -156,29 +163,23 @@ const CORPUS: &[Expected] = &[
     },
 ];
 
-/// Kernel time per bucket over the whole trace, in µs, from the Chrome export.
-fn bucket_us(path: &str) -> BTreeMap<String, f64> {
-    let v = json(&["export", "-q", "--chrome", "-", path]);
-    let events = v
-        .get("traceEvents")
-        .unwrap_or(&v)
-        .as_array()
-        .expect("an event array")
-        .clone();
+/// Kernel time per bucket over the whole trace, ns: every kernel of the activity table.
+fn bucket_ns(run: &AnalyzedRun) -> BTreeMap<Bucket, i64> {
+    let acts = run.activities();
     let mut by = BTreeMap::new();
-    for e in &events {
-        if e["ph"] == "X" && e["cat"] == "kernel" {
-            let b = e["args"]["bucket"].as_str().expect("a bucket").to_owned();
-            *by.entry(b).or_insert(0.0) += e["dur"].as_f64().expect("a duration");
+    for i in 0..acts.len {
+        if ActivityKind::from_code(acts.kind[i]) == ActivityKind::Kernel {
+            let b = Bucket::ALL[acts.bucket[i] as usize];
+            *by.entry(b).or_insert(0) += (acts.gpu_end_ns[i] - acts.gpu_start_ns[i]).max(0);
         }
     }
     by
 }
 
-fn share(by: &BTreeMap<String, f64>, bucket: &str) -> f64 {
-    let total: f64 = by.values().sum();
-    if total > 0.0 {
-        100.0 * by.get(bucket).copied().unwrap_or(0.0) / total
+fn share(by: &BTreeMap<Bucket, i64>, bucket: Bucket) -> f64 {
+    let total: i64 = by.values().sum();
+    if total > 0 {
+        100.0 * by.get(&bucket).copied().unwrap_or(0) as f64 / total as f64
     } else {
         0.0
     }
@@ -204,20 +205,17 @@ fn every_committed_trace_is_covered_and_nothing_else_is_there() {
 #[test]
 fn kernel_and_memop_counts_equal_the_independent_counts() {
     for e in CORPUS {
-        let p = repo(&format!("traces/corpus/{}", e.file));
-        let v = json(&["report", "-q", "--json", p.to_str().unwrap()]);
-        let s = &v["reports"][0]["source"];
-        assert_eq!(s["kernels"], e.kernels, "{} kernels", e.file);
-        assert_eq!(s["memops"], e.memops, "{} memops", e.file);
+        let s = open(corpus(e.file)).report.source;
+        assert_eq!(s.kernels, e.kernels, "{} kernels", e.file);
+        assert_eq!(s.memops, e.memops, "{} memops", e.file);
     }
 }
 
 #[test]
 fn other_is_at_most_five_percent_on_llm_inference_and_shares_hold() {
     for e in CORPUS {
-        let p = repo(&format!("traces/corpus/{}", e.file));
-        let by = bucket_us(p.to_str().unwrap());
-        let other = share(&by, "other");
+        let by = bucket_ns(&open(corpus(e.file)));
+        let other = share(&by, Other);
         if e.llm_inference {
             assert!(
                 other <= MAX_OTHER_PCT_INFERENCE,

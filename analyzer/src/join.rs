@@ -1,5 +1,3 @@
-// Long on purpose: one join: its report, settings and passes; the name walk is one loop over
-// cursors its cases share.
 //! Joins an engine's own launch records (op, layer, bucket, bytes, FLOPs, steps) onto a
 //! recording of the same run by another tool (a CUPTI recording, an nsys export). The engine
 //! issues everything on one stream in a fixed order and numbers its launches in that order, so
@@ -316,6 +314,10 @@ impl<'a> EngineSteps<'a> {
 /// The name walk: pairs recorded kernel rows with engine kernel rows, as
 /// (recorded row, engine row, carries the cost), resynchronising, re-anchoring and passing
 /// over untraced steps as the module's doc describes; counts what it did in `rep`.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the backward walk keeps its cursors into both traces in locals; its branches are the match cases of one step of the walk"
+)]
 fn walk(
     engine: &Trace,
     recorded: &Trace,

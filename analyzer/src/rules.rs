@@ -1,4 +1,3 @@
-// Long on purpose: about 440 lines of code; the rest is the tests of the rule language.
 //! Bucket rules: ordered regexes over demangled kernel names plus memop-kind rules, loaded
 //! from the embedded `rules/builtin.toml` and optionally a user file placed in front.
 //!

@@ -1,5 +1,10 @@
 //! Kineto importer over real traces (CUDA and ROCm) and hand-written edge cases.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

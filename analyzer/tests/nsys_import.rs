@@ -1,4 +1,3 @@
-// Long on purpose: the tests of one importer, over the bundled exports and edited copies of them.
 //! Nsight Systems SQLite import over the fixtures in tests/data/nsys (faithful fixtures
 //! built from the documented schema by scripts/fixtures/make-nsys-fixtures.py; see the
 //! README there). Every fixture holds the same workload, so the expected numbers below

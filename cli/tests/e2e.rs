@@ -1,5 +1,7 @@
-// Long on purpose: the one end-to-end file of the commands over the bundled traces (the analysis
-// itself is tested against the library in analyzer/tests/); split by command if it grows.
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
 //! End-to-end tests of the `gapscope` binary over bundled real traces and corrupt inputs: what
 //! each command prints, its exit codes and refusals, and its flags.
 

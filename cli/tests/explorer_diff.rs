@@ -4,6 +4,11 @@
 //! ranked in opposite orders: a diff made from the top three per bucket would list two
 //! names as only in A, two as only in B, and miss the moves of four.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 use std::path::Path;
 use std::process::Command;
 

@@ -2,6 +2,11 @@
 //! parquet crate and checked against the report of the same trace (the tables are what the
 //! report is made from, so its figures must come back out of them).
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
@@ -69,6 +74,10 @@ fn report(trace: &str) -> serde_json::Value {
 }
 
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one export read back and checked table by table against the same report"
+)]
 fn the_tables_give_back_the_reports_figures() {
     for trace in [HF_QWEN, ENGINE_8B] {
         let dir = tempfile::tempdir().unwrap();

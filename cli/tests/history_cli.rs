@@ -2,6 +2,11 @@
 //! input validation, reading that never creates or modifies anything, concurrent first use,
 //! read-only databases, and messages that never show a password.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 use gapscope_tests::{gapscope, gate_history_args, names, repo, run, stderr};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;

@@ -2,6 +2,11 @@
 //! each class ends in exit 0 with the right figures or exit 2 with one line on stderr; never
 //! a panic (exit 101), an abort or a hang. Usage errors are one line too.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 use gapscope_tests::{gzip, mkfifo, repo, run, stderr};
 use std::path::{Path, PathBuf};
 use std::process::Output;

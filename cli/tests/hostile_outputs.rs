@@ -3,6 +3,11 @@
 //! without a reader, a device, a directory, the same file twice. Each is exit 2 with one line
 //! on stderr, leaves every file as it was and no temporary file behind, and returns at once.
 //! The corpus is made here, in a temporary folder, from copies of bundled traces.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
 #![cfg(unix)]
 
 use std::collections::BTreeMap;

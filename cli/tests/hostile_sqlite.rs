@@ -1,5 +1,7 @@
-// Long on purpose: one file per hostile-input issue class set (SQLite inputs and histories),
-// each corpus generated here rather than committed.
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
 //! Hostile SQLite inputs through the `gapscope` binary (issue 31 classes 3, 7, 11, 12 and
 //! 16b): nsys exports whose rows live in a `-wal` or whose text is UTF-16, history databases
 //! with a live `-wal`, in-memory `--db` values, stored figures that are not finite numbers

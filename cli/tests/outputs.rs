@@ -1,6 +1,11 @@
 //! Output plumbing from the audit: export without a format, the Chrome round trip, `-` for
 //! standard input and output, colour in piped logs, `--top`.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 use gapscope_tests::{gapscope, repo, run, s};
 use std::io::Write;
 use std::process::Stdio;

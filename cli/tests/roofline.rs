@@ -1,4 +1,7 @@
-// Long on purpose: the end-to-end tests of one command (roofline), over its JSON, SVG and errors.
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
 //! `gapscope roofline` end to end: the hand-computed Llama-3-8B floor, JSON, and an SVG that
 //! parses, renders to PNG and carries the floor lines and the measured point.
 

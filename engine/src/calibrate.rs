@@ -34,6 +34,8 @@ pub struct Ceilings {
 /// Measures the copy bandwidth and the two GEMM throughputs on `dev`.
 pub fn measure(dev: &Device) -> Result<Ceilings> {
     // cudarc panics on a missing library; check first and say which one.
+    // SAFETY: is_culib_present only tries to load the library (dlopen) and reports whether it
+    // could; it touches no memory of ours.
     if !unsafe { blas::is_culib_present() } {
         return Err(EngineError::Cuda(
             "no cuBLAS library (libcublas.so.13) found: add CUDA's lib directory to LD_LIBRARY_PATH"

@@ -100,6 +100,10 @@ fn upload(m: &Matrix, dev: &Device) -> Result<DevMat> {
     })
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "one timed case per kernel family, each a few lines of set-up against the same device and buffers"
+)]
 pub fn run(dev: &Device, reps: usize) -> Result<KernelBenchReport> {
     let bw = copy_bandwidth(dev, 1 << 30, 20)?;
     let mut kernels = Vec::new();

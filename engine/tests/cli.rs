@@ -1,6 +1,11 @@
 //! The `gapscope-engine` binary on a machine without a GPU: CPU generation from a real
 //! safetensors model directory with a tokenizer, teacher-forced logits, and the one-line errors.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 use safetensors::Dtype;
 use safetensors::tensor::TensorView;
 use std::path::Path;

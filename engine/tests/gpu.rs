@@ -3,6 +3,11 @@
 //! `BIN --ignored --test-threads 1` from the repository root). CI builds them; they are ignored
 //! there because it has no GPU.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 use gapscope_engine::bench::{self, BenchSettings};
 use gapscope_engine::cuda::{Capacity, CudaBackend, Device, Timing};
 use gapscope_engine::dispatch::{HybridLevers, Levers};

@@ -2,6 +2,8 @@
 //! figure it shows comes from `gapscope-analyzer`; this crate only draws (and keeps the
 //! level of detail that drawing 10M kernels needs).
 
+#![forbid(unsafe_code)]
+
 pub mod app;
 pub mod axis;
 pub mod doc;

@@ -1,5 +1,7 @@
 //! `gapscope-gui [TRACE...]`: the explorer window, or one view rendered to PNG.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 use gapscope_gui::doc::DocState;

@@ -1,6 +1,11 @@
 //! State tests of the explorer through egui_kittest: the real `App`, real traces on disk
 //! (hand-made ones with known answers, and a bundled reference trace), real input events.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,11 @@
 //! `--screenshot OUT.png` with hostile output paths (issue 31, classes 8 and 13): a link, an
 //! input, a path inside the input trace, a FIFO, a directory. Each is refused before a window
 //! opens (so no display is needed): exit 2, one line on stderr, every file as it was.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
 #![cfg(unix)]
 
 use std::os::unix::fs::symlink;

@@ -4,6 +4,11 @@
 //! by `cargo test`; `.ci/run` runs it under `xvfb-run` (and fails if it did not run).
 //! With GAPSCOPE_SCREENSHOT_DIR set, the PNGs are kept there (docs/images is made so).
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -18,6 +18,8 @@
 //! [`History::open_or_create`] writes: it creates a missing SQLite file (not its directory)
 //! and applies migrations, safely under concurrent first use.
 
+#![forbid(unsafe_code)]
+
 mod baseline;
 pub mod error;
 mod location;

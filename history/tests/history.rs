@@ -1,6 +1,11 @@
 //! Run history on SQLite, and on a real PostgreSQL server in the ignored test that `.ci/run`
 //! runs after starting one (it sets GAPSCOPE_TEST_POSTGRES_URL).
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

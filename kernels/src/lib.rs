@@ -5,6 +5,8 @@
 //! source. `common.cuh` is prepended to each module before compiling, so NVRTC needs no
 //! include path. The crate is a leaf: it knows sources and names, not devices.
 
+#![forbid(unsafe_code)]
+
 mod registry;
 
 pub use registry::{COMMON, Kernel, MODULES, Module, module_of, source_hash};

@@ -248,10 +248,11 @@ mod tests {
     #[test]
     fn callback_site_of_null_is_none() {
         // SAFETY: null is allowed.
+        // SAFETY: a null pointer is the one input callback_site checks before reading.
         assert_eq!(unsafe { callback_site(std::ptr::null()) }, None);
         let data = [SITE_EXIT, 0, 0, 0];
-        // SAFETY: points at a u32.
         assert_eq!(
+            // SAFETY: points at a u32.
             unsafe { callback_site(data.as_ptr() as *const c_void) },
             Some(SITE_EXIT)
         );

@@ -1,5 +1,3 @@
-// Long on purpose: the injection library's FFI glue: its settings, the CUPTI callbacks and the
-// flusher thread share one private state behind `extern "C"` entry points.
 //! The CUPTI injection library. CUDA loads it into the recorded process through
 //! `CUDA_INJECTION64_PATH` and calls [`InitializeInjection`] on its first driver call. From
 //! then on, every completed CUPTI activity buffer is copied into the process's spool file

@@ -2,6 +2,11 @@
 //! construction: counts, names, memop kinds, graph ids, NVTX ranges, capture ranges,
 //! telemetry re-timing and truncation.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 use std::path::Path;
 
 use gapscope_profiler::assemble::{AssembleSettings, CaptureRange, assemble};

@@ -2,6 +2,11 @@
 //! stderr with exit status 2 (127 for a program that is not there), and a kept spool turns
 //! into a trace with `--from-spool`.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 use std::path::Path;
 use std::process::{Command, Output};
 

@@ -6,6 +6,11 @@
 //! Ignored by default because it needs a C compiler; `.ci/run` runs it with `--ignored`
 //! (and fails when `cc` is missing there).
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 use std::path::{Path, PathBuf};
 
 use std::process::Command;

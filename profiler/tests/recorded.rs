@@ -2,6 +2,11 @@
 //! `scripts/record/plain_cuda.cu`, whose expected activity is known from its source: the
 //! decoder and the assembly are checked on CUPTI's own bytes, without a GPU.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 

@@ -6,6 +6,12 @@
 //! its `traces` feature adds the `traces` module: the trace transforms that the analyzer's and
 //! the CLI's tests both make their inputs with.
 
+#![forbid(unsafe_code)]
+#![allow(
+    clippy::unwrap_used,
+    reason = "test helpers: a fixture that cannot be made fails the test that asked for it"
+)]
+
 pub mod sqlite;
 #[cfg(feature = "traces")]
 pub mod traces;

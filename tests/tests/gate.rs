@@ -3,6 +3,11 @@
 //! a +10% step-time regression with unchanged kernels is caught, and a new D2D copy per
 //! step is always flagged.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 use std::path::Path;
 
 use gapscope_analyzer::analysis::stats::mean;

@@ -2,6 +2,11 @@
 //! replay under a host annotation, a step with a host gap, auto-detected steps with a
 //! prefill, and a round trip through the native format.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 use gapscope_analyzer::analysis::steps::{MarkerRanges, StepSource};
 use gapscope_analyzer::analysis::{AnalysisSettings, Report, analyze};
 use gapscope_analyzer::diff::{DiffSide, NameTimes};

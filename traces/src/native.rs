@@ -263,6 +263,10 @@ const MAX_MANIFEST_BYTES: u64 = 16 << 20;
 /// Reads a native trace. A stream that ends mid-batch, or a manifest never marked complete,
 /// loads what is there and sets `manifest.truncated` with a note saying where. Any other
 /// defect in a stream (bad offsets or lengths, compression, wrong column types) is an error.
+#[expect(
+    clippy::too_many_lines,
+    reason = "reads the manifest, then each table's stream in turn with the same checks and limits; one block per table"
+)]
 pub fn read_trace(dir: &Path, opts: &ReadOptions) -> Result<Trace> {
     if !dir.exists() {
         return Err(TraceError::format(dir, "no such file or directory"));

@@ -3,6 +3,11 @@
 //! hang or a silently empty table; and writing one must never follow links planted in the
 //! output directory.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 use std::path::{Path, PathBuf};
 
 use gapscope_traces::*;

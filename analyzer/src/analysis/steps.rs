@@ -1,4 +1,3 @@
-// Long on purpose: about 510 lines of code; the rest is its tests on hand-built step traces.
 //! Step detection. Markers first, tried in the tiers of the marker-kind table
 //! (`engine_markers`): engine step markers (vLLM, SGLang, TensorRT-LLM, gapscope-engine),
 //! bare engine markers (vLLM V0), annotations that name a phase (`decode_step`),

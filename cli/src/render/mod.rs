@@ -63,8 +63,9 @@ pub fn terminal_width() -> Option<usize> {
     {
         return Some(c);
     }
-    // SAFETY: TIOCGWINSZ writes one winsize into the struct we pass; fd 1 is stdout.
+    // SAFETY: winsize is plain integers, for which all-zero bytes are a valid value.
     let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ writes one winsize into the struct we pass; fd 1 is stdout.
     let ok = unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &mut ws) } == 0;
     (ok && ws.ws_col > 0).then_some(ws.ws_col as usize)
 }
@@ -147,6 +148,10 @@ pub fn md_code(s: &str) -> String {
 }
 
 /// Summary lines as (label, value).
+#[expect(
+    clippy::too_many_lines,
+    reason = "one line group after another, in the order the report's text shows them"
+)]
 pub fn summary(r: &Report) -> Vec<(String, String)> {
     let mut v = Vec::new();
     if !r.plausibility.plausible {

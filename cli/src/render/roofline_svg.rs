@@ -37,6 +37,10 @@ type Line<'a> = (&'a str, &'a [(f64, f64)], RGBColor, u32);
 /// Renders the report as an SVG document. The roofs are drawn as curves over the batch
 /// range (the report's batches, the measured traces' batches and twice the crossover batch,
 /// so the knee shows), from `m` and `hw`, the model and GPU the report was built from.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one plotters chart: axes, then each series and label drawn onto the same drawing area"
+)]
 pub fn render(r: &RooflineReport, m: &ModelSpec, hw: &HardwareSpec) -> Result<String> {
     let err = |e: String| anyhow::anyhow!("rendering the roofline SVG: {e}");
     let measured: Vec<(f64, f64)> = r

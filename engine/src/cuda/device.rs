@@ -184,11 +184,15 @@ impl Device {
     /// Opens GPU `ordinal` and compiles (or loads from `source.cache`) every kernel module.
     pub fn open_with(ordinal: usize, source: &KernelSource) -> Result<Self> {
         // cudarc panics on a missing library; check first and say which one.
+        // SAFETY: is_culib_present only tries to load the library (dlopen) and reports whether it
+        // could; it touches no memory of ours.
         if !unsafe { sys::is_culib_present() } {
             return Err(EngineError::Cuda(
                 "no CUDA driver library (libcuda.so.1) found: is this a GPU machine?".into(),
             ));
         }
+        // SAFETY: is_culib_present only tries to load the library (dlopen) and reports whether it
+        // could; it touches no memory of ours.
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
             return Err(EngineError::Cuda(
                 "no NVRTC library (libnvrtc.so.13) found: add CUDA's lib directory to LD_LIBRARY_PATH"

@@ -78,6 +78,10 @@ impl KernelsState {
 
 /// Draws both tables; returns the kernel name to highlight when the selection changed
 /// (`Some(None)` clears it).
+#[expect(
+    clippy::too_many_lines,
+    reason = "immediate-mode UI: the filter bar, the header, the rows and their input handling of one table"
+)]
 pub fn show(ui: &mut Ui, st: &mut KernelsState, l: &Loaded) -> Option<Option<StrId>> {
     let mut changed = None;
     ui.heading(l.x.report.bucket_scope.title());

@@ -199,6 +199,10 @@ fn summary(ui: &mut Ui, r: &RooflineReport, batch: u64) {
     }
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "immediate-mode UI: axes, ceilings, points and labels painted onto one chart"
+)]
 fn chart(ui: &mut Ui, r: &RooflineReport, batch: u64) {
     let (rect, _) = ui.allocate_exact_size(
         ui.available_size().max(Vec2::new(200.0, 160.0)),

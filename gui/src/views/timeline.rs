@@ -1,5 +1,3 @@
-// Long on purpose: one view: its state, row sources, navigation, painting and hover text share
-// TimelineState.
 //! The timeline: a lane per device and stream (kernels and memops coloured by bucket),
 //! step boundaries, GPU-timeline markers and the host scopes per thread; zoom and pan with
 //! mouse and keyboard (W/S zoom, A/D pan, as in Perfetto; F fits), hover details, click to
@@ -394,6 +392,10 @@ pub fn ruler(painter: &egui::Painter, rect: Rect, m: &Mapper, l: &Loaded) {
 
 /// The timeline of one loaded trace in the available space. `force_mode` fixes the axis
 /// (the diff view's step-aligned pair); `id` keeps widget ids apart when two are shown.
+#[expect(
+    clippy::too_many_lines,
+    reason = "immediate-mode UI: layout, scroll, paint, hit test and box selection share one frame's geometry (axis and lods are apart in axis.rs and lod.rs)"
+)]
 pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_height: Option<f32>) {
     if st.axis.is_none() {
         st.reset(l);

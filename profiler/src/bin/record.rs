@@ -218,6 +218,10 @@ fn print_summary(sum: &AssembleSummary) {
     clippy::disallowed_methods,
     reason = "a binary reads its environment (the injection variables it forwards)"
 )]
+#[expect(
+    clippy::too_many_lines,
+    reason = "the launcher's sequence: validate, find CUPTI, launch the child, wait with signals, sample, assemble; each step a block"
+)]
 fn run(a: &Args) -> Result<ExitCode, (String, u8)> {
     let usage = |m: String| (m, EXIT_USAGE);
     if let Some(spool) = &a.from_spool {

@@ -306,6 +306,10 @@ impl Work {
 /// Finds the steps of one device from its periodic kernel sequence. With `whole_periods`
 /// (training iterations), only the segments from one anchor to the next count: the work
 /// before the first anchor and after the last is a partial iteration.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the tiers of the period search are tried in order over shared candidate state; apart they would pass that state around"
+)]
 pub(super) fn auto_detect(p: &Prepared, device: u32, whole_periods: bool) -> Option<Steps> {
     let order = p.kernels_on(device);
     let k = &p.trace.kernels;

@@ -1,4 +1,3 @@
-// Long on purpose: about 660 lines of code (the window and its two threads); the rest is its tests.
 //! A bounded byte window over a (possibly gzipped) file. The input arrives in chunks (see
 //! [`Source`]) and the window *adopts* each chunk rather than copying it: the few unconsumed
 //! bytes of the old window (at most [`HEAD`], the start of a value that straddles the chunk

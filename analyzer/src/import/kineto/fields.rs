@@ -1,4 +1,3 @@
-// Long on purpose: about 570 lines of code; the rest is the walker's tests on hand-written events.
 //! A minimal JSON object walker for the flat Kineto event objects: it reads the few fields
 //! gapscope keeps and skips the rest without decoding them. It replaced serde for this hot
 //! path (measured in docs/BENCHMARKS.md); serde still handles everything else.

@@ -1,5 +1,3 @@
-// Long on purpose: one export's import in order: schema sniffing, the table scans, the manifest and
-// its notes (the row readers are in read.rs).
 //! Nsight Systems SQLite exports (`nsys export --type sqlite`), from nsys 2023.1 to 2025.x
 //! (and the 2021-era GPU table). The layout changes between releases: metadata moved from
 //! `EXPORT_META_DATA` to `META_DATA_EXPORT`, columns such as `greenContextId` and

@@ -1,4 +1,3 @@
-// Long on purpose: one reader per nsys table, plus the legacy schemas.
 //! Row readers: one streamed scan per activity table, decoded by position from a query
 //! whose shape never changes (absent columns are selected as `NULL`).
 

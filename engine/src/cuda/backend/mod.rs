@@ -167,6 +167,8 @@ fn bf16_bytes(n: usize) -> u64 {
 
 /// A cuBLAS handle on `stream` with its own workspace (which must outlive it).
 fn open_cublas(stream: &Arc<CudaStream>) -> Result<(CudaBlas, DevBuf)> {
+    // SAFETY: is_culib_present only tries to load the library (dlopen) and reports whether it
+    // could; it touches no memory of ours.
     if !unsafe { blas::is_culib_present() } {
         return Err(EngineError::Cuda(
             "no cuBLAS library (libcublas.so.13) found: add CUDA's lib directory to LD_LIBRARY_PATH".into(),

@@ -60,6 +60,42 @@ impl AnalyzerError {
             message: message.into(),
         }
     }
+    /// The same error naming `to` where it named `from` (a private copy of an input).
+    pub fn renamed(self, from: &std::path::Path, to: &std::path::Path) -> Self {
+        let fix = |p: PathBuf| if p == from { to.to_owned() } else { p };
+        match self {
+            Self::Io { path, source } => Self::Io {
+                path: fix(path),
+                source,
+            },
+            Self::Parse { path, message } => Self::Parse {
+                path: fix(path),
+                message,
+            },
+            Self::Truncated { path, message } => Self::Truncated {
+                path: fix(path),
+                message,
+            },
+            Self::Limit { path, message } => Self::Limit {
+                path: fix(path),
+                message,
+            },
+            Self::Unsupported { path, message } => Self::Unsupported {
+                path: fix(path),
+                message,
+            },
+            Self::Sqlite { path, message } => Self::Sqlite {
+                path: fix(path),
+                message,
+            },
+            Self::Export { path, message } => Self::Export {
+                path: fix(path),
+                message,
+            },
+            other => other,
+        }
+    }
+
     /// Whether the input merely ends early, rather than holding something wrong.
     pub fn is_truncation(&self) -> bool {
         matches!(self, Self::Truncated { .. })

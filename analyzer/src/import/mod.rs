@@ -14,7 +14,7 @@ use std::path::Path;
 
 use gapscope_traces::{ReadOptions, Trace};
 
-use crate::error::Result;
+use crate::error::{AnalyzerError, Result};
 pub use limits::DEFAULT_MAX_EVENTS;
 pub use sniff::InputFormat;
 
@@ -85,7 +85,7 @@ pub fn import_trace(
     let format = sniff::sniff(path)?;
     tracing::debug!(?format, "sniffed input format");
     let mut importer_warnings = Vec::new();
-    let mut trace = match format {
+    let trace = match format {
         InputFormat::Native => gapscope_traces::read_trace(
             path,
             &ReadOptions {
@@ -102,8 +102,77 @@ pub fn import_trace(
             trace
         }
     };
+    finish(
+        trace,
+        format,
+        importer_warnings,
+        &path.display().to_string(),
+    )
+}
+
+/// Imports a trace handed over in memory: a Kineto JSON (plain or gzipped) or an nsys SQLite
+/// export; `name` names it in the report and in errors. SQLite reads files, so an nsys
+/// export is written to a private file in `opts.scratch_dir` first (refused without one); a
+/// native `.gst` trace is a folder, so bytes never are one.
+pub fn import_bytes(
+    name: &str,
+    bytes: &[u8],
+    opts: &ImportOptions,
+    progress: &dyn ImportProgress,
+) -> Result<Imported> {
+    let _span = tracing::debug_span!("import", name).entered();
+    let path = Path::new(name);
+    let format = sniff::sniff_bytes(path, &bytes[..bytes.len().min(64)])?;
+    let mut importer_warnings = Vec::new();
+    let trace = match format {
+        InputFormat::KinetoJson | InputFormat::KinetoJsonGz => kineto::import_kineto_bytes(
+            path,
+            bytes,
+            format == InputFormat::KinetoJsonGz,
+            opts,
+            progress,
+        )?,
+        InputFormat::NsysSqlite => {
+            let dir = opts.scratch_dir.as_deref().ok_or_else(|| {
+                AnalyzerError::unsupported(
+                    path,
+                    "an nsys export in memory needs a scratch folder to be read from (ImportOptions::scratch_dir)",
+                )
+            })?;
+            let mut f = tempfile::Builder::new()
+                .prefix("gapscope-nsys-")
+                .suffix(".sqlite")
+                .tempfile_in(dir)
+                .map_err(|e| AnalyzerError::io(dir, e))?;
+            std::io::Write::write_all(&mut f, bytes).map_err(|e| AnalyzerError::io(f.path(), e))?;
+            let spooled = f.path().to_owned();
+            let (trace, w) = nsys::import_nsys_with(&spooled, opts, progress)
+                .map_err(|e| e.renamed(&spooled, path))?;
+            importer_warnings = w;
+            trace
+        }
+        InputFormat::Native => {
+            return Err(AnalyzerError::unsupported(
+                path,
+                "a native .gst trace is a folder; open it by its path",
+            ));
+        }
+    };
+    let mut trace = trace;
+    trace.manifest.source_path = Some(name.to_owned());
+    finish(trace, format, importer_warnings, name)
+}
+
+/// What every import does after reading: names canonicalised, defects found on the times as
+/// written, times clamped, and the warnings of all three.
+fn finish(
+    mut trace: Trace,
+    format: InputFormat,
+    importer_warnings: Vec<String>,
+    source: &str,
+) -> Result<Imported> {
     if trace.manifest.source_path.is_none() {
-        trace.manifest.source_path = Some(path.display().to_string());
+        trace.manifest.source_path = Some(source.to_owned());
     }
     names::canonicalise(&mut trace);
     // On the times as the source wrote them, before anything moves them.

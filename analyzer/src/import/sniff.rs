@@ -81,9 +81,14 @@ pub fn sniff(path: &Path) -> Result<InputFormat> {
             Err(e) => return Err(AnalyzerError::io(path, e)),
         }
     }
-    let head = &head[..n];
+    sniff_bytes(path, &head[..n])
+}
+
+/// Decides the format of an input from its first bytes (64 are enough); `name` names it in
+/// errors. A native trace is a folder, so bytes are never one.
+pub fn sniff_bytes(name: &Path, head: &[u8]) -> Result<InputFormat> {
     if head.is_empty() {
-        return Err(AnalyzerError::parse(path, "file is empty"));
+        return Err(AnalyzerError::parse(name, "file is empty"));
     }
     if head.starts_with(&[0x1f, 0x8b]) {
         return Ok(InputFormat::KinetoJsonGz);
@@ -95,7 +100,7 @@ pub fn sniff(path: &Path) -> Result<InputFormat> {
     match text.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'{') | Some(b'[') => Ok(InputFormat::KinetoJson),
         _ => Err(AnalyzerError::unsupported(
-            path,
+            name,
             "unrecognised format: expected a Kineto/Chrome trace (.json or .json.gz), an nsys SQLite export (.sqlite) or a gapscope .gst trace",
         )),
     }

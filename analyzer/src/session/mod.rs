@@ -121,6 +121,24 @@ pub fn open_run(
     Ok(analyze_run(run, imported, settings))
 }
 
+/// Imports and analyses a trace of `run` held in memory (a Kineto JSON or gzip, an nsys
+/// export); `run.path` names it.
+pub fn open_bytes(
+    run: Run,
+    bytes: &[u8],
+    settings: &SessionSettings,
+    progress: &dyn ImportProgress,
+) -> Result<AnalyzedRun> {
+    let mut imported = crate::import::import_bytes(
+        &run.path.display().to_string(),
+        bytes,
+        &settings.import,
+        progress,
+    )?;
+    run.align(&mut imported.trace);
+    Ok(analyze_run(run, imported, settings))
+}
+
 /// Runs analysed with one set of settings.
 pub struct Session {
     pub settings: SessionSettings,

@@ -70,6 +70,29 @@ pub(crate) fn open<'s, 'p: 's>(
     })
 }
 
+/// Reads `bytes` (a trace handed over in memory), counting them; gzip is inflated on its own
+/// thread inside `scope` as for a file.
+pub(crate) fn from_bytes<'s, 'p: 's>(
+    bytes: &'s [u8],
+    gz: bool,
+    progress: &'p dyn ImportProgress,
+    scope: &'s std::thread::Scope<'s, '_>,
+) -> Source<'s> {
+    progress.start(Some(bytes.len() as u64));
+    let counting = Counting {
+        inner: std::io::Cursor::new(bytes),
+        progress,
+    };
+    if gz {
+        Source::Thread(Reader::spawn(
+            flate2::read::MultiGzDecoder::new(counting),
+            scope,
+        ))
+    } else {
+        Source::from_read(Box::new(counting))
+    }
+}
+
 /// A chunk: a buffer of [`STD`] bytes whose data sits at `HEAD..HEAD + n`.
 type Filled = std::io::Result<(Vec<u8>, usize)>;
 

@@ -154,10 +154,35 @@ pub fn import_kineto(
     opts: &ImportOptions,
     progress: &dyn ImportProgress,
 ) -> Result<Trace> {
+    import_kineto_from(path, None, gz, opts, progress)
+}
+
+/// [`import_kineto`] of a trace held in memory; `name` names it in errors.
+pub fn import_kineto_bytes(
+    name: &Path,
+    bytes: &[u8],
+    gz: bool,
+    opts: &ImportOptions,
+    progress: &dyn ImportProgress,
+) -> Result<Trace> {
+    import_kineto_from(name, Some(bytes), gz, opts, progress)
+}
+
+fn import_kineto_from(
+    path: &Path,
+    bytes: Option<&[u8]>,
+    gz: bool,
+    opts: &ImportOptions,
+    progress: &dyn ImportProgress,
+) -> Result<Trace> {
     let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(4);
     let limit = opts.event_limit();
     let (scanned, built) = std::thread::scope(|s| {
-        let source = match feed::open(path, gz, progress, s) {
+        let opened = match bytes {
+            Some(b) => Ok(feed::from_bytes(b, gz, progress, s)),
+            None => feed::open(path, gz, progress, s),
+        };
+        let source = match opened {
             Ok(r) => r,
             Err(e) => return ((Err(e), 0), Ok(Builder::new(path, limit))),
         };

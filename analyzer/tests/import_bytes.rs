@@ -2,6 +2,11 @@
 //! Kineto JSON plain and gzipped, an nsys export (through a private copy in the scratch
 //! folder), with truncation and the refusals of what bytes cannot be.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 

@@ -61,6 +61,24 @@ macro_rules! columnar_table {
                 $( self.$col.reserve(n); )+
             }
 
+            /// Reserves room for exactly `n` more rows in the columns named in `columns`,
+            /// faulting their memory in at once where the system allows (see
+            /// [`$crate::columnar::reserve_populated`]).
+            pub fn reserve_columns(&mut self, n: usize, columns: &[&str]) {
+                $( if columns.contains(&stringify!($col)) {
+                    $crate::columnar::reserve_populated(&mut self.$col, n);
+                } )+
+            }
+
+            /// Takes the columns `other` loaded and this table did not: two reads of one
+            /// stream, each loading part of the columns, become one table.
+            pub fn adopt_columns(&mut self, other: Self) {
+                debug_assert_eq!(self.len, other.len);
+                $( if self.$col.is_empty() && !other.$col.is_empty() {
+                    self.$col = other.$col;
+                } )+
+            }
+
             pub fn clear(&mut self) {
                 $( self.$col.clear(); )+
                 self.len = 0;
@@ -126,4 +144,36 @@ macro_rules! columnar_table {
             }
         }
     };
+}
+
+/// Reserves room for exactly `n` more values and, on Linux, asks the kernel to map that
+/// memory in now (`MADV_POPULATE_WRITE`): one call instead of a page fault per 4 KiB as the
+/// column fills. A column of a large table is its own mapping, so nothing else is touched;
+/// where the call is refused (an older kernel) the pages fault in as usual.
+#[doc(hidden)]
+pub fn reserve_populated<T: Copy>(v: &mut Vec<T>, n: usize) {
+    v.reserve_exact(n);
+    #[cfg(target_os = "linux")]
+    {
+        const PAGE: usize = 4096;
+        let spare = v.spare_capacity_mut();
+        let bytes = std::mem::size_of_val(spare);
+        if bytes < 16 * PAGE {
+            return;
+        }
+        let start = spare.as_mut_ptr() as usize;
+        let first = start.div_ceil(PAGE) * PAGE;
+        let end = (start + bytes) / PAGE * PAGE;
+        if end > first {
+            // SAFETY: whole pages inside this vector's own allocation; populating writes
+            // nothing (fresh pages read as zero, others keep their bytes).
+            unsafe {
+                libc::madvise(
+                    first as *mut libc::c_void,
+                    end - first,
+                    libc::MADV_POPULATE_WRITE,
+                );
+            }
+        }
+    }
 }

@@ -3,7 +3,7 @@
 //! leaves every complete batch readable.
 
 use std::fs::{self, File};
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use arrow_array::RecordBatch;
@@ -355,15 +355,17 @@ pub fn read_trace(dir: &Path, opts: &ReadOptions) -> Result<Trace> {
         .clone()
         .unwrap_or_else(|| KernelTable::COLUMNS.to_vec());
     let schema = KernelTable::schema();
-    ctx.read(
+    ctx.read_split(
         TABLES[0],
         &Expected {
             schema: &schema,
             wanted: kproj.as_deref(),
             required: &kreq,
         },
-        true,
-        |b| trace.kernels.append_batch(b),
+        &mut trace.kernels,
+        |t, n, cols| t.reserve_columns(n, cols),
+        |t, b| t.append_batch(b),
+        |t, other| t.adopt_columns(other),
     )?;
     let schema = MemopTable::schema();
     ctx.read(
@@ -477,6 +479,25 @@ struct StreamCtx<'a> {
     max_rows: Option<u64>,
 }
 
+/// A stream at least this large is read by two threads, each loading part of the columns.
+const SPLIT_BYTES: u64 = 64 << 20;
+
+/// How one pass over a table's stream ended.
+enum PassEnd {
+    Done,
+    Truncated(String),
+    /// The first failure, with where it happened: (message, stage), stages in the order one
+    /// message goes through them (decode, row limit, sink).
+    Failed(u64, u8, TraceError),
+}
+
+/// One pass over a stream: batches and rows loaded, and how it ended.
+struct Pass {
+    batches: u64,
+    rows: u64,
+    end: PassEnd,
+}
+
 impl StreamCtx<'_> {
     /// Reads one table's stream, handing each batch to `sink`. A stream cut inside a message
     /// (a partial write) becomes a truncation note; any other defect is an error.
@@ -487,6 +508,123 @@ impl StreamCtx<'_> {
         counted: bool,
         mut sink: impl FnMut(&RecordBatch) -> std::result::Result<(), String>,
     ) -> Result<()> {
+        let Some((f, len)) = self.open(table)? else {
+            return Ok(());
+        };
+        let p = self.dir.join(stream_file(table));
+        let pass = self.pass(
+            &p,
+            f,
+            len,
+            table,
+            expected,
+            counted,
+            &mut (),
+            |_, _| {},
+            |_, b| sink(b),
+        );
+        self.finish(table, counted, pass)
+    }
+
+    /// [`Self::read`] for a large table: two threads read the stream, one loading the first
+    /// half of the wanted columns (by bytes per row) into `into`, the other the rest into a
+    /// second table that `merge` then moves into `into`. Both meet the same messages in the
+    /// same order, so the outcome is the one a single pass would have: the earliest failure
+    /// (the first half's at a tie, its columns coming first), or the same end.
+    fn read_split<T: Default + Send>(
+        &mut self,
+        table: &str,
+        expected: &Expected,
+        into: &mut T,
+        reserve: impl Fn(&mut T, usize, &[&str]) + Sync,
+        append: impl Fn(&mut T, &RecordBatch) -> std::result::Result<(), String> + Sync,
+        merge: impl FnOnce(&mut T, T),
+    ) -> Result<()> {
+        let Some((f, len)) = self.open(table)? else {
+            return Ok(());
+        };
+        let p = self.dir.join(stream_file(table));
+        let wanted: Vec<&str> = expected
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .filter(|n| expected.wanted.is_none_or(|w| w.contains(n)))
+            .collect();
+        let widths: Vec<usize> = wanted
+            .iter()
+            .map(|n| {
+                expected
+                    .schema
+                    .field_with_name(n)
+                    .ok()
+                    .and_then(|f| f.data_type().primitive_width())
+                    .unwrap_or(8)
+            })
+            .collect();
+        let total: usize = widths.iter().sum();
+        let mut cut = 0;
+        let mut acc = 0;
+        while cut < wanted.len() && 2 * (acc + widths[cut]) <= total {
+            acc += widths[cut];
+            cut += 1;
+        }
+        let cut = cut.max(1);
+        if len < SPLIT_BYTES || wanted.len() < 2 || cut >= wanted.len() {
+            let pass = self.pass(
+                &p,
+                f,
+                len,
+                table,
+                expected,
+                true,
+                into,
+                |t, n| reserve(t, n, &wanted),
+                &append,
+            );
+            return self.finish(table, true, pass);
+        }
+        let (first, second) = wanted.split_at(cut);
+        let half = |cols: &[&str], f: File, t: &mut T| {
+            let e = Expected {
+                schema: expected.schema,
+                wanted: Some(cols),
+                required: expected.required,
+            };
+            self.pass(
+                &p,
+                f,
+                len,
+                table,
+                &e,
+                true,
+                t,
+                |t, n| reserve(t, n, cols),
+                &append,
+            )
+        };
+        let f2 = f.try_clone().map_err(|e| TraceError::io(&p, e))?;
+        let mut other = T::default();
+        let (a, b) = std::thread::scope(|s| {
+            let b = s.spawn(|| half(second, f2, &mut other));
+            let a = half(first, f, into);
+            (a, b.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+        });
+        let pass = match (&a.end, &b.end) {
+            (PassEnd::Failed(ma, sa, _), PassEnd::Failed(mb, sb, _)) if (mb, sb) < (ma, sa) => b,
+            (PassEnd::Failed(..), _) => a,
+            (_, PassEnd::Failed(..)) => b,
+            _ => {
+                merge(into, other);
+                a
+            }
+        };
+        self.finish(table, true, pass)
+    }
+
+    /// Opens a table's stream; `None` (with a note where one is due) when there is nothing
+    /// to read.
+    fn open(&mut self, table: &str) -> Result<Option<(File, u64)>> {
         let p = self.dir.join(stream_file(table));
         let f = match open_regular(&p) {
             Ok(f) => f,
@@ -496,7 +634,7 @@ impl StreamCtx<'_> {
                 if !predates {
                     self.notes.push(format!("{table}: stream file missing"));
                 }
-                return Ok(());
+                return Ok(None);
             }
             Err(e) => return Err(e),
         };
@@ -505,44 +643,113 @@ impl StreamCtx<'_> {
             self.notes.push(format!(
                 "{table}: stream is empty (writer died before its header)"
             ));
-            return Ok(());
+            return Ok(None);
         }
-        let reader = BufReader::with_capacity(1 << 20, f);
-        let mut r = CheckedStream::open(reader, len, &p, expected)?;
-        let mut n = 0u64;
-        let mut got = 0u64;
+        Ok(Some((f, len)))
+    }
+
+    /// One pass over the stream at `p`: each batch to `sink`, after `reserve` was told how
+    /// many rows the stream seems to hold (when that is cheap to know and plausible).
+    #[allow(clippy::too_many_arguments)]
+    fn pass<S>(
+        &self,
+        p: &Path,
+        f: File,
+        len: u64,
+        table: &str,
+        expected: &Expected,
+        counted: bool,
+        state: &mut S,
+        reserve: impl FnOnce(&mut S, usize),
+        mut sink: impl FnMut(&mut S, &RecordBatch) -> std::result::Result<(), String>,
+    ) -> Pass {
+        let mut pass = Pass {
+            batches: 0,
+            rows: 0,
+            end: PassEnd::Done,
+        };
+        let mut r = match CheckedStream::open(f, len, p, expected) {
+            Ok(r) => r,
+            Err(e) => {
+                pass.end = PassEnd::Failed(0, 0, e);
+                return pass;
+            }
+        };
+        if let Some(rows) = r.rows_ahead() {
+            // The wanted columns of `rows` rows lie in the file: more is a crafted count.
+            let width: u64 = r.row_width().max(1) as u64;
+            let plausible = rows.saturating_mul(width) <= len;
+            let within = !counted || self.max_rows.is_none_or(|m| self.rows + rows <= m);
+            if plausible && within {
+                reserve(state, rows as usize);
+            }
+        }
         loop {
-            match r.next()? {
-                Next::End => break,
-                Next::Batch(batch) => {
-                    if counted {
-                        self.rows += batch.num_rows() as u64;
-                        if let Some(max) = self.max_rows
-                            && self.rows > max
-                        {
-                            return Err(TraceError::format(
+            let message = r.message();
+            match r.next() {
+                Err(e) => {
+                    pass.end = PassEnd::Failed(message, 0, e);
+                    return pass;
+                }
+                Ok(Next::End) => return pass,
+                Ok(Next::Batch(batch)) => {
+                    if counted
+                        && let Some(max) = self.max_rows
+                        && self.rows + pass.rows + batch.num_rows() as u64 > max
+                    {
+                        pass.end = PassEnd::Failed(
+                            message,
+                            1,
+                            TraceError::format(
                                 self.dir,
                                 format!(
                                     "holds more than {max} events (reached in {table}); refusing to load it (raise --max-events to read it)"
                                 ),
-                            ));
-                        }
+                            ),
+                        );
+                        return pass;
                     }
-                    sink(&batch).map_err(|m| TraceError::format(&p, m))?;
-                    n += 1;
-                    got += batch.num_rows() as u64;
+                    if let Err(m) = sink(state, &batch) {
+                        pass.end = PassEnd::Failed(message, 2, TraceError::format(p, m));
+                        return pass;
+                    }
+                    pass.batches += 1;
+                    pass.rows += batch.num_rows() as u64;
+                    drop(batch);
+                    r.release_read();
                 }
-                Next::Truncated(why) => {
-                    let of = match self.manifest.batches.get(table) {
-                        Some(&expected) if self.manifest.complete => format!(" of {expected}"),
-                        _ => String::new(),
-                    };
-                    self.notes.push(format!(
-                        "{table}: truncated after {n} complete batches{of}, {got} rows ({why})"
-                    ));
-                    return Ok(());
+                Ok(Next::Truncated(why)) => {
+                    pass.end = PassEnd::Truncated(why);
+                    return pass;
                 }
             }
+        }
+    }
+
+    /// Applies a pass: its rows, and a note for a truncated stream or a batch count that is
+    /// not the manifest's.
+    fn finish(&mut self, table: &str, counted: bool, pass: Pass) -> Result<()> {
+        let Pass {
+            batches: n,
+            rows: got,
+            end,
+        } = pass;
+        if counted {
+            self.rows += got;
+        }
+        match end {
+            PassEnd::Failed(_, _, e) => return Err(e),
+            PassEnd::Truncated(why) => {
+                let of = match self.manifest.batches.get(table) {
+                    Some(&expected) if self.manifest.complete => format!(" of {expected}"),
+                    _ => String::new(),
+                };
+                self.notes.push(format!(
+                    "{table}: truncated after {n} complete batches{of}, {got} rows ({why})"
+                ));
+                return Ok(());
+            }
+            PassEnd::Done => {}
         }
         if self.manifest.complete
             && let Some(&expected) = self.manifest.batches.get(table)

@@ -85,8 +85,10 @@ struct StepAcc {
     max_gap: i64,
     max_gap_at: i64,
     /// Idle gaps inside the step: start, end, and the activity that ends it (kernel index,
-    /// or `-(memop index + 1)`).
+    /// or `-(memop index + 1)`); kept only when `keep_gaps` (the trace has launch records
+    /// for the idle attribution to read).
     gaps: Vec<(i64, i64, i64)>,
+    keep_gaps: bool,
     /// The step's first activity (same encoding).
     first_tag: i64,
 }
@@ -105,6 +107,7 @@ impl Default for StepAcc {
             max_gap: 0,
             max_gap_at: 0,
             gaps: Vec::new(),
+            keep_gaps: false,
             first_tag: 0,
         }
     }
@@ -128,7 +131,9 @@ impl StepAcc {
         } else {
             if self.cur_end > self.cur_start {
                 self.busy_ns += self.cur_end - self.cur_start;
-                self.gaps.push((self.cur_end, s, tag));
+                if self.keep_gaps {
+                    self.gaps.push((self.cur_end, s, tag));
+                }
                 if s - self.cur_end > self.max_gap {
                     self.max_gap = s - self.cur_end;
                     self.max_gap_at = self.cur_end;
@@ -564,8 +569,13 @@ fn accumulate(
     let (k, m) = (&trace.kernels, &trace.memops);
     let any_decode = decode.iter().any(|&d| d);
     let n = trace.strings.len();
+    // Only the idle attribution reads the gaps, and only with launch records.
+    let step_acc = StepAcc {
+        keep_gaps: trace.launches.len > 0,
+        ..StepAcc::default()
+    };
     let mut acc = Accumulated {
-        accs: vec![StepAcc::default(); steps.steps.len()],
+        accs: vec![step_acc; steps.steps.len()],
         outside: StepAcc::default(),
         names: NameTimes::new(n),
         prefill_names: NameTimes::new(n),

@@ -64,9 +64,22 @@ macro_rules! columnar_table {
             /// Reserves room for exactly `n` more rows in the columns named in `columns`,
             /// faulting their memory in at once where the system allows (see
             /// [`$crate::columnar::reserve_populated`]).
-            pub fn reserve_columns(&mut self, n: usize, columns: &[&str]) {
+            /// Columns also named in `sparse` are reserved but not faulted in: they may stay
+            /// empty (see [`Self::append_batch_sparse`]).
+            pub fn reserve_columns(&mut self, n: usize, columns: &[&str], sparse: &[&str]) {
                 $( if columns.contains(&stringify!($col)) {
-                    $crate::columnar::reserve_populated(&mut self.$col, n);
+                    if sparse.contains(&stringify!($col)) {
+                        self.$col.reserve_exact(n);
+                    } else {
+                        $crate::columnar::reserve_populated(&mut self.$col, n);
+                    }
+                } )+
+            }
+
+            /// Frees the room reserved in columns that stayed empty.
+            pub fn release_empty_columns(&mut self) {
+                $( if self.$col.is_empty() {
+                    self.$col = Vec::new();
                 } )+
             }
 
@@ -119,6 +132,19 @@ macro_rules! columnar_table {
             pub fn append_batch(&mut self, batch: &$crate::arrow_array::RecordBatch)
                 -> Result<(), String>
             {
+                self.append_batch_sparse(batch, &[])
+            }
+
+            /// [`Self::append_batch`], except that a column named in `sparse` stays unloaded
+            /// (empty) for as long as every value appended to it is the column's default: it
+            /// is filled in with the default up to the first batch that holds another value.
+            /// For readers that take a missing column as all-default.
+            pub fn append_batch_sparse(
+                &mut self,
+                batch: &$crate::arrow_array::RecordBatch,
+                sparse: &[&str],
+            ) -> Result<(), String>
+            {
                 use $crate::arrow_array::cast::AsArray;
                 use $crate::arrow_array::Array;
                 $(
@@ -131,11 +157,21 @@ macro_rules! columnar_table {
                                 <$crate::arrow_array::types::$arrow as $crate::arrow_array::types::ArrowPrimitiveType>::DATA_TYPE,
                             ));
                         };
-                        if a.null_count() > 0 {
-                            let d: $ty = $default;
-                            self.$col.extend(a.iter().map(|v| v.unwrap_or(d)));
-                        } else {
-                            self.$col.extend_from_slice(a.values());
+                        let d: $ty = $default;
+                        let skip = self.$col.is_empty()
+                            && sparse.contains(&stringify!($col))
+                            && a.null_count() == 0
+                            && $crate::columnar::all_equal(a.values(), d);
+                        if !skip {
+                            if self.$col.is_empty() && self.len > 0 && sparse.contains(&stringify!($col)) {
+                                // The rows before, all the default, left out until now.
+                                self.$col.resize(self.len, d);
+                            }
+                            if a.null_count() > 0 {
+                                self.$col.extend(a.iter().map(|v| v.unwrap_or(d)));
+                            } else {
+                                self.$col.extend_from_slice(a.values());
+                            }
                         }
                     }
                 )+
@@ -176,4 +212,11 @@ pub fn reserve_populated<T: Copy>(v: &mut Vec<T>, n: usize) {
             }
         }
     }
+}
+
+/// Whether every value equals `d` (branch-free over chunks, so it vectorises).
+#[doc(hidden)]
+pub fn all_equal<T: Copy + PartialEq>(v: &[T], d: T) -> bool {
+    v.chunks(256)
+        .all(|c| c.iter().fold(true, |all, &x| all & (x == d)))
 }

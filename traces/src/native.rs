@@ -255,6 +255,10 @@ pub struct ReadOptions {
     /// Refuse a trace with more rows than this, counted over all six tables (`None`: no
     /// limit; a native trace's memory is bounded by its size on disk anyway).
     pub max_rows: Option<u64>,
+    /// Kernel columns to leave unloaded (empty) when every value in the trace is the
+    /// column's default (none, -1 or 0: see [`KernelTable`]), for a reader that takes a
+    /// missing column as all-default. A column holding any other value loads whole.
+    pub sparse_kernel_columns: Vec<String>,
 }
 
 /// A manifest is a few KiB; anything this large is not one.
@@ -354,6 +358,11 @@ pub fn read_trace(dir: &Path, opts: &ReadOptions) -> Result<Trace> {
     let kreq = kproj
         .clone()
         .unwrap_or_else(|| KernelTable::COLUMNS.to_vec());
+    let sparse: Vec<&str> = opts
+        .sparse_kernel_columns
+        .iter()
+        .map(String::as_str)
+        .collect();
     let schema = KernelTable::schema();
     ctx.read_split(
         TABLES[0],
@@ -363,10 +372,11 @@ pub fn read_trace(dir: &Path, opts: &ReadOptions) -> Result<Trace> {
             required: &kreq,
         },
         &mut trace.kernels,
-        |t, n, cols| t.reserve_columns(n, cols),
-        |t, b| t.append_batch(b),
+        |t, n, cols| t.reserve_columns(n, cols, &sparse),
+        |t, b| t.append_batch_sparse(b, &sparse),
         |t, other| t.adopt_columns(other),
     )?;
+    trace.kernels.release_empty_columns();
     let schema = MemopTable::schema();
     ctx.read(
         TABLES[1],

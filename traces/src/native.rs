@@ -268,6 +268,11 @@ const MAX_MANIFEST_BYTES: u64 = 16 << 20;
 /// loads what is there and sets `manifest.truncated` with a note saying where. Any other
 /// defect in a stream (bad offsets or lengths, compression, wrong column types) is an error.
 pub fn read_trace(dir: &Path, opts: &ReadOptions) -> Result<Trace> {
+    read_trace_with(dir, opts, SPLIT_BYTES)
+}
+
+/// [`read_trace`], splitting kernel streams of at least `split_bytes` over two threads.
+fn read_trace_with(dir: &Path, opts: &ReadOptions, split_bytes: u64) -> Result<Trace> {
     if !dir.exists() {
         return Err(TraceError::format(dir, "no such file or directory"));
     }
@@ -306,6 +311,7 @@ pub fn read_trace(dir: &Path, opts: &ReadOptions) -> Result<Trace> {
         notes: Vec::new(),
         rows: 0,
         max_rows: opts.max_rows,
+        split_bytes,
     };
     if !manifest.complete {
         ctx.notes
@@ -487,6 +493,8 @@ struct StreamCtx<'a> {
     /// Rows loaded so far over all tables.
     rows: u64,
     max_rows: Option<u64>,
+    /// Kernel streams at least this long are read by two threads.
+    split_bytes: u64,
 }
 
 /// A stream at least this large is read by two threads, each loading part of the columns.
@@ -580,7 +588,7 @@ impl StreamCtx<'_> {
             cut += 1;
         }
         let cut = cut.max(1);
-        if len < SPLIT_BYTES || wanted.len() < 2 || cut >= wanted.len() {
+        if len < self.split_bytes || wanted.len() < 2 || cut >= wanted.len() {
             let pass = self.pass(
                 &p,
                 f,
@@ -770,5 +778,145 @@ impl StreamCtx<'_> {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tables::{KERNEL_ANALYSIS_COLUMNS, KernelRow};
+
+    /// A trace whose kernels come in four batches of 10; only the third batch has byte
+    /// counts.
+    fn batched(dir: &Path) {
+        let mut strings = StringTable::new();
+        let name = strings.intern("gemv");
+        let mut w = TraceWriter::create(dir, Manifest::new("test")).unwrap();
+        w.append_strings(&strings).unwrap();
+        for b in 0..4i64 {
+            let mut t = KernelTable::default();
+            for i in 0..10i64 {
+                let n = b * 10 + i;
+                t.push(KernelRow {
+                    device: (n % 2) as u32,
+                    stream: 7,
+                    correlation: n as u64 + 1,
+                    name,
+                    gpu_start_ns: n * 1_000,
+                    gpu_end_ns: n * 1_000 + 600,
+                    bytes: if b == 2 { 4096 } else { -1 },
+                    ..Default::default()
+                });
+            }
+            w.append_kernels(&t).unwrap();
+        }
+        w.finish().unwrap();
+    }
+
+    fn projected() -> ReadOptions {
+        ReadOptions {
+            kernel_columns: Some(
+                KERNEL_ANALYSIS_COLUMNS
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+            ),
+            max_rows: None,
+            sparse_kernel_columns: vec!["bytes".into(), "flops".into(), "bucket".into()],
+        }
+    }
+
+    /// The trace read by one thread and by two, as text (the tables have no `PartialEq`).
+    fn both(dir: &Path, opts: &ReadOptions) -> (String, String) {
+        let show = |r: Result<Trace>| match r {
+            Ok(t) => format!("{:?} {:?}", t.kernels, t.manifest.notes),
+            Err(e) => format!("error: {e}"),
+        };
+        (
+            show(read_trace_with(dir, opts, u64::MAX)),
+            show(read_trace_with(dir, opts, 1)),
+        )
+    }
+
+    #[test]
+    fn two_threads_read_what_one_reads() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("t.gst");
+        batched(&dir);
+        for opts in [ReadOptions::default(), projected()] {
+            let (one, two) = both(&dir, &opts);
+            assert_eq!(one, two);
+            assert!(!one.starts_with("error"), "{one}");
+        }
+        let t = read_trace_with(&dir, &projected(), 1).unwrap();
+        assert_eq!(t.kernels.len(), 40);
+        assert_eq!(t.kernels.bytes[25], 4096);
+        assert_eq!(t.kernels.bytes[5], -1);
+        assert!(t.kernels.flops.is_empty() && t.kernels.bucket.is_empty());
+        assert!(t.kernels.grid_x.is_empty(), "not projected");
+
+        // A tail cut inside the third batch: both load the first two and say so.
+        let k = dir.join("kernels.arrows");
+        let bytes = fs::read(&k).unwrap();
+        // Ranges: the schema, then one per batch.
+        let cut = metadata_ranges(&bytes)[4].start - 20;
+        fs::write(&k, &bytes[..cut]).unwrap();
+        let (one, two) = both(&dir, &projected());
+        assert_eq!(one, two);
+        assert!(one.contains("truncated after 2 complete batches"), "{one}");
+    }
+
+    /// Each thread decodes only its columns, so each meets only its columns' defects; the
+    /// error is still the one a single pass meets first.
+    #[test]
+    fn two_threads_report_the_first_defect() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("t.gst");
+        batched(&dir);
+        let k = dir.join("kernels.arrows");
+        // gpu_end_ns (column 6, the second thread's) too short in batch 2, device (column 0,
+        // the first thread's) in batch 3. Errors count messages from 1, the schema's.
+        let mut bytes = fs::read(&k).unwrap();
+        patch_length(&mut bytes, 2, 2 * 6 + 1, 8);
+        patch_length(&mut bytes, 3, 1, 4);
+        fs::write(&k, &bytes).unwrap();
+        for opts in [ReadOptions::default(), projected()] {
+            let (one, two) = both(&dir, &opts);
+            assert_eq!(one, two);
+            assert!(one.contains("message 3:") && one.contains("Int64"), "{one}");
+        }
+    }
+
+    /// Byte ranges of each message's metadata in an IPC stream, in order.
+    fn metadata_ranges(stream: &[u8]) -> Vec<std::ops::Range<usize>> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        while at + 8 <= stream.len() {
+            let mut len_at = at;
+            if stream[at..at + 4] == [0xff; 4] {
+                len_at += 4;
+            }
+            let len = i32::from_le_bytes(stream[len_at..len_at + 4].try_into().unwrap());
+            if len <= 0 {
+                break;
+            }
+            let meta = len_at + 4..len_at + 4 + len as usize;
+            let msg = arrow_ipc::root_as_message(&stream[meta.clone()]).unwrap();
+            at = meta.end + msg.bodyLength() as usize;
+            out.push(meta);
+        }
+        out
+    }
+
+    /// Sets the length of buffer `buffer` in message `message` of a stream.
+    fn patch_length(bytes: &mut [u8], message: usize, buffer: usize, value: i64) {
+        let meta = metadata_ranges(bytes)[message].clone();
+        let at = {
+            let msg = arrow_ipc::root_as_message(&bytes[meta.clone()]).unwrap();
+            let buffers = msg.header_as_record_batch().unwrap().buffers().unwrap();
+            buffers.bytes().as_ptr() as usize - bytes[meta.clone()].as_ptr() as usize
+        };
+        let pos = meta.start + at + 16 * buffer + 8;
+        bytes[pos..pos + 8].copy_from_slice(&value.to_le_bytes());
     }
 }

@@ -366,8 +366,7 @@ impl CheckedStream {
             let b = bytes.get(at..at.checked_add(4)?)?;
             Some(i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         };
-        loop {
-            let Some(mut len) = word(at) else { break };
+        while let Some(mut len) = word(at) {
             at += 4;
             if len == -1 {
                 let Some(l) = word(at) else { break };

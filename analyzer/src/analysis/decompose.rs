@@ -7,7 +7,7 @@ use gapscope_traces::Phase;
 
 use super::host::idle_cause::{Causes, IdleAttribution};
 use super::host::{self, GroupBy, HostIndex};
-use super::intervals::{merge_two, union_len_sorted};
+use super::intervals::{extent_sorted, merge_two};
 use super::plausibility::{self, StepFacts};
 use super::prepared::Prepared;
 use super::report::*;
@@ -284,13 +284,15 @@ pub fn analyze_parts(
     let _span = tracing::debug_span!("decompose").entered();
     // Steps on the other core while the host side is indexed (unless the buckets already
     // needed it): the idle attribution below reads both.
-    let (mut steps, built) = std::thread::scope(|s| {
+    // The devices' busy time too: it needs no steps.
+    let (mut steps, built, devices) = std::thread::scope(|s| {
         let steps = s.spawn(|| detect(&p, &settings.steps));
         let built = p.host.is_none().then(|| HostIndex::build(trace));
+        let devices: Vec<DeviceBusy> = p.devices.iter().map(|&(d, _)| device_busy(&p, d)).collect();
         let steps = steps
             .join()
             .unwrap_or_else(|e| std::panic::resume_unwind(e));
-        (steps, built)
+        (steps, built, devices)
     });
     let steps_cut = settings
         .max_steps
@@ -307,8 +309,6 @@ pub fn analyze_parts(
         (None, None) => unreachable!("the host index is built above when Prepared has none"),
     };
     let hi = &host;
-
-    let devices: Vec<DeviceBusy> = p.devices.iter().map(|&(d, _)| device_busy(&p, d)).collect();
 
     let decode: Vec<bool> = steps.steps.iter().map(|s| s.is_decode()).collect();
     let any_decode = decode.iter().any(|&d| d);
@@ -559,6 +559,9 @@ struct Accumulated {
 
 /// The accumulation pass: every kernel and memop of the steps' device, in start order, added
 /// to its step (or to `outside` without steps) and, when in scope, to the per-name times.
+/// A long pass runs as two halves on two threads, split at a step boundary that no step
+/// crosses: each half then meets its activities in the same order and with the same steps
+/// as the single pass, and the sums it adds to are integers.
 fn accumulate(
     p: &Prepared,
     steps: &Steps,
@@ -567,15 +570,14 @@ fn accumulate(
 ) -> Accumulated {
     let trace = p.trace;
     let (k, m) = (&trace.kernels, &trace.memops);
-    let any_decode = decode.iter().any(|&d| d);
     let n = trace.strings.len();
     // Only the idle attribution reads the gaps, and only with launch records.
     let step_acc = StepAcc {
         keep_gaps: trace.launches.len > 0,
         ..StepAcc::default()
     };
-    let mut acc = Accumulated {
-        accs: vec![step_acc; steps.steps.len()],
+    let fresh = || Accumulated {
+        accs: vec![step_acc.clone(); steps.steps.len()],
         outside: StepAcc::default(),
         names: NameTimes::new(n),
         prefill_names: NameTimes::new(n),
@@ -585,11 +587,132 @@ fn accumulate(
         activity_total_ns: 0,
         scope_acts: Vec::new(),
     };
+    let mut acc = match steps.device.or(p.primary_device()) {
+        None => fresh(),
+        Some(dev) => {
+            let ko = p.kernels_on(dev);
+            let mo = p.memops_on(dev);
+            let run = |ko: &[u32], mo: &[u32]| {
+                let mut acc = fresh();
+                accumulate_range(p, steps, decode, settings, ko, mo, &mut acc);
+                acc
+            };
+            match split_point(&steps.steps, ko, mo, p) {
+                None => run(ko, mo),
+                Some((step, t)) => {
+                    let ks = ko.partition_point(|&i| k.gpu_start_ns[i as usize] < t);
+                    let ms = mo.partition_point(|&i| m.gpu_start_ns[i as usize] < t);
+                    let (first, second) = std::thread::scope(|s| {
+                        let second = s.spawn(|| run(&ko[ks..], &mo[ms..]));
+                        let first = run(&ko[..ks], &mo[..ms]);
+                        let second = second
+                            .join()
+                            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+                        (first, second)
+                    });
+                    first.join(second, step)
+                }
+            }
+        }
+    };
+    acc.accs.iter_mut().for_each(StepAcc::close);
+    acc.outside.close();
+    acc
+}
+
+/// Activities a pass needs before it is split in two (unit tests split every pass, so each
+/// of them checks the split against its expected figures).
+const SPLIT_ACTIVITIES: usize = if cfg!(test) { 2 } else { 1 << 18 };
+
+/// Where to split a long pass: a step `i` and its start `t` such that every step before `i`
+/// ends by `t` and none from `i` on starts before it, the one nearest the middle kernel.
+fn split_point(
+    steps: &[super::steps::Step],
+    ko: &[u32],
+    mo: &[u32],
+    p: &Prepared,
+) -> Option<(usize, i64)> {
+    if ko.len() + mo.len() < SPLIT_ACTIVITIES || steps.len() < 2 {
+        return None;
+    }
+    let &middle = ko.get(ko.len() / 2)?;
+    let mid = p.trace.kernels.gpu_start_ns[middle as usize];
+    let mut later_min = vec![i64::MAX; steps.len() + 1];
+    for i in (0..steps.len()).rev() {
+        later_min[i] = later_min[i + 1].min(steps[i].gpu_start_ns);
+    }
+    let mut before_max = i64::MIN;
+    let mut best: Option<(usize, i64)> = None;
+    for (i, st) in steps.iter().enumerate() {
+        let t = st.gpu_start_ns;
+        if i > 0
+            && before_max <= t
+            && later_min[i] >= t
+            && best.is_none_or(|(_, b)| t.abs_diff(mid) < b.abs_diff(mid))
+        {
+            best = Some((i, t));
+        }
+        before_max = before_max.max(st.gpu_end_ns);
+    }
+    best
+}
+
+impl NameTimes {
+    /// Adds `other`'s times, which came after this one's.
+    fn join(&mut self, other: &NameTimes) {
+        for (mine, theirs) in [
+            (&mut self.kernels, &other.kernels),
+            (&mut self.memops, &other.memops),
+        ] {
+            for (a, b) in mine.iter_mut().zip(theirs) {
+                if b.calls > 0 {
+                    if a.calls == 0 {
+                        a.bucket = b.bucket;
+                    }
+                    a.ns += b.ns;
+                    a.calls += b.calls;
+                }
+            }
+        }
+    }
+}
+
+impl Accumulated {
+    /// This pass over the activities before step `from`'s start, and `other` over the rest.
+    fn join(mut self, other: Accumulated, from: usize) -> Accumulated {
+        self.accs.truncate(from);
+        self.accs.extend(other.accs.into_iter().skip(from));
+        self.names.join(&other.names);
+        self.prefill_names.join(&other.prefill_names);
+        self.other_kernel_ns += other.other_kernel_ns;
+        self.kernel_ns_in_scope += other.kernel_ns_in_scope;
+        self.activity_in_steps_ns = self
+            .activity_in_steps_ns
+            .saturating_add(other.activity_in_steps_ns);
+        self.activity_total_ns = self
+            .activity_total_ns
+            .saturating_add(other.activity_total_ns);
+        self.scope_acts.extend(other.scope_acts);
+        self
+    }
+}
+
+/// The pass over the kernels `ko` and memops `mo` (start-sorted) into `acc`.
+fn accumulate_range(
+    p: &Prepared,
+    steps: &Steps,
+    decode: &[bool],
+    settings: &AnalysisSettings,
+    ko: &[u32],
+    mo: &[u32],
+    acc: &mut Accumulated,
+) {
+    let trace = p.trace;
+    let (k, m) = (&trace.kernels, &trace.memops);
+    let any_decode = decode.iter().any(|&d| d);
     // Scope: the decode steps; the iterations of a training trace; all steps when none is a
     // decode step; the whole primary device without steps.
-    if let Some(dev) = steps.device.or(p.primary_device()) {
-        let ko = p.kernels_on(dev);
-        let mo = p.memops_on(dev);
+    if !ko.is_empty() || !mo.is_empty() {
         let acts = merge_two(
             ko.iter().map(|&i| (k.gpu_start_ns[i as usize], i as i64)),
             mo.iter()
@@ -658,9 +781,6 @@ fn accumulate(
             }
         }
     }
-    acc.accs.iter_mut().for_each(StepAcc::close);
-    acc.outside.close();
-    acc
 }
 
 /// Why the GPU sat idle inside the `active` steps and between them, by the host scopes
@@ -812,15 +932,17 @@ fn device_busy(p: &Prepared, d: u32) -> DeviceBusy {
             .iter()
             .map(|&i| (m.gpu_start_ns[i as usize], m.gpu_end_ns[i as usize]))
     };
-    let mut lo = i64::MAX;
-    let mut hi = i64::MIN;
-    for (s, e) in ki().chain(mi()) {
-        lo = lo.min(s);
-        hi = hi.max(e.max(s));
-    }
+    // One pass over the kernels; a second over both only where the device has memops.
+    let kernels = extent_sorted(ki());
+    let all = if p.memops_on(d).is_empty() {
+        kernels
+    } else {
+        extent_sorted(merge_two(ki(), mi()))
+    };
+    let (lo, hi) = (all.lo, all.hi);
     let span = if hi > lo { hi - lo } else { 0 };
-    let kernel_busy = union_len_sorted(ki());
-    let busy = union_len_sorted(merge_two(ki(), mi()));
+    let kernel_busy = kernels.union;
+    let busy = all.union;
     DeviceBusy {
         device: d,
         span_ns: span,

@@ -182,6 +182,14 @@ fn merged_processes(t: &Trace) -> Option<SourceDefect> {
     if l.len < 2 || l.pid.len() != l.len || l.correlation.len() != l.len {
         return None;
     }
+    // One process launching (the usual trace) cannot be several.
+    let mut pids = (0..l.len)
+        .filter(|&i| l.correlation[i] != 0)
+        .map(|i| l.pid[i]);
+    let first = pids.next()?;
+    if pids.all(|p| p == first) {
+        return None;
+    }
     let mut gpu_corr: Vec<u64> = Vec::new();
     let mut devices: BTreeSet<u32> = BTreeSet::new();
     let mut last_device = None;

@@ -13,7 +13,10 @@
 //! builds its arrays on the mapped bytes, so a column is copied once, into the table, and
 //! never through a read buffer. Pages behind the reader are released as it goes, so the
 //! mapping adds no more than a window to the resident size. Where a file cannot be mapped
-//! it is read instead. Why mapping is safe enough here: `docs/decisions/2026-11-28-native-read.md`.
+//! it is read instead. A mapped file that another process truncates in place while it is
+//! read ends this process with SIGBUS; gapscope's writers only append to fresh files or
+//! replace a trace by renaming a new one over it, so they never cause it. The reasons:
+//! `docs/decisions/2026-11-28-native-read.md`.
 
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -53,10 +56,14 @@ enum Source {
 impl Source {
     /// Maps `file` (`len` bytes, a regular file); `None` when the system refuses.
     fn map(file: &File, len: u64) -> Option<Self> {
+        // The opened file itself, not the path checked before it was opened.
+        if !file.metadata().ok()?.is_file() {
+            return None;
+        }
         let len = usize::try_from(len).ok()?;
-        // SAFETY: the mapping is read-only and private to this reader. A file truncated by
-        // another process while it is read raises SIGBUS on the lost pages; see the module
-        // doc for why that risk is taken.
+        // SAFETY: the mapping is read-only and this process never writes the file. A file
+        // truncated in place by another process while it is read raises SIGBUS on the lost
+        // pages; the module doc says why that risk is taken.
         let map = unsafe { memmap2::MmapOptions::new().len(len).map(file) }.ok()?;
         if map.len() != len {
             return None;

@@ -61,6 +61,37 @@ macro_rules! columnar_table {
                 $( self.$col.reserve(n); )+
             }
 
+            /// Reserves room for exactly `n` more rows in the columns named in `columns`,
+            /// faulting their memory in at once where the system allows (see
+            /// [`$crate::columnar::reserve_populated`]).
+            /// Columns also named in `sparse` are reserved but not faulted in: they may stay
+            /// empty (see [`Self::append_batch_sparse`]).
+            pub fn reserve_columns(&mut self, n: usize, columns: &[&str], sparse: &[&str]) {
+                $( if columns.contains(&stringify!($col)) {
+                    if sparse.contains(&stringify!($col)) {
+                        self.$col.reserve_exact(n);
+                    } else {
+                        $crate::columnar::reserve_populated(&mut self.$col, n);
+                    }
+                } )+
+            }
+
+            /// Frees the room reserved in columns that stayed empty.
+            pub fn release_empty_columns(&mut self) {
+                $( if self.$col.is_empty() {
+                    self.$col = Vec::new();
+                } )+
+            }
+
+            /// Takes the columns `other` loaded and this table did not: two reads of one
+            /// stream, each loading part of the columns, become one table.
+            pub fn adopt_columns(&mut self, other: Self) {
+                debug_assert_eq!(self.len, other.len);
+                $( if self.$col.is_empty() && !other.$col.is_empty() {
+                    self.$col = other.$col;
+                } )+
+            }
+
             pub fn clear(&mut self) {
                 $( self.$col.clear(); )+
                 self.len = 0;
@@ -101,6 +132,19 @@ macro_rules! columnar_table {
             pub fn append_batch(&mut self, batch: &$crate::arrow_array::RecordBatch)
                 -> Result<(), String>
             {
+                self.append_batch_sparse(batch, &[])
+            }
+
+            /// [`Self::append_batch`], except that a column named in `sparse` stays unloaded
+            /// (empty) for as long as every value appended to it is the column's default: it
+            /// is filled in with the default up to the first batch that holds another value.
+            /// For readers that take a missing column as all-default.
+            pub fn append_batch_sparse(
+                &mut self,
+                batch: &$crate::arrow_array::RecordBatch,
+                sparse: &[&str],
+            ) -> Result<(), String>
+            {
                 use $crate::arrow_array::cast::AsArray;
                 use $crate::arrow_array::Array;
                 $(
@@ -113,11 +157,21 @@ macro_rules! columnar_table {
                                 <$crate::arrow_array::types::$arrow as $crate::arrow_array::types::ArrowPrimitiveType>::DATA_TYPE,
                             ));
                         };
-                        if a.null_count() > 0 {
-                            let d: $ty = $default;
-                            self.$col.extend(a.iter().map(|v| v.unwrap_or(d)));
-                        } else {
-                            self.$col.extend_from_slice(a.values());
+                        let d: $ty = $default;
+                        let skip = self.$col.is_empty()
+                            && sparse.contains(&stringify!($col))
+                            && a.null_count() == 0
+                            && $crate::columnar::all_equal(a.values(), d);
+                        if !skip {
+                            if self.$col.is_empty() && self.len > 0 && sparse.contains(&stringify!($col)) {
+                                // The rows before, all the default, left out until now.
+                                self.$col.resize(self.len, d);
+                            }
+                            if a.null_count() > 0 {
+                                self.$col.extend(a.iter().map(|v| v.unwrap_or(d)));
+                            } else {
+                                self.$col.extend_from_slice(a.values());
+                            }
                         }
                     }
                 )+
@@ -126,4 +180,43 @@ macro_rules! columnar_table {
             }
         }
     };
+}
+
+/// Reserves room for exactly `n` more values and, on Linux, asks the kernel to map that
+/// memory in now (`MADV_POPULATE_WRITE`): one call instead of a page fault per 4 KiB as the
+/// column fills. A column of a large table is its own mapping, so nothing else is touched;
+/// where the call is refused (an older kernel) the pages fault in as usual.
+#[doc(hidden)]
+pub fn reserve_populated<T: Copy>(v: &mut Vec<T>, n: usize) {
+    v.reserve_exact(n);
+    #[cfg(target_os = "linux")]
+    {
+        const PAGE: usize = 4096;
+        let spare = v.spare_capacity_mut();
+        let bytes = std::mem::size_of_val(spare);
+        if bytes < 16 * PAGE {
+            return;
+        }
+        let start = spare.as_mut_ptr() as usize;
+        let first = start.div_ceil(PAGE) * PAGE;
+        let end = (start + bytes) / PAGE * PAGE;
+        if end > first {
+            // SAFETY: whole pages inside this vector's own allocation; populating writes
+            // nothing (fresh pages read as zero, others keep their bytes).
+            unsafe {
+                libc::madvise(
+                    first as *mut libc::c_void,
+                    end - first,
+                    libc::MADV_POPULATE_WRITE,
+                );
+            }
+        }
+    }
+}
+
+/// Whether every value equals `d` (branch-free over chunks, so it vectorises).
+#[doc(hidden)]
+pub fn all_equal<T: Copy + PartialEq>(v: &[T], d: T) -> bool {
+    v.chunks(256)
+        .all(|c| c.iter().fold(true, |all, &x| all & (x == d)))
 }

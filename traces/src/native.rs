@@ -3,7 +3,7 @@
 //! leaves every complete batch readable.
 
 use std::fs::{self, File};
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use arrow_array::RecordBatch;
@@ -255,6 +255,10 @@ pub struct ReadOptions {
     /// Refuse a trace with more rows than this, counted over all six tables (`None`: no
     /// limit; a native trace's memory is bounded by its size on disk anyway).
     pub max_rows: Option<u64>,
+    /// Kernel columns to leave unloaded (empty) when every value in the trace is the
+    /// column's default (none, -1 or 0: see [`KernelTable`]), for a reader that takes a
+    /// missing column as all-default. A column holding any other value loads whole.
+    pub sparse_kernel_columns: Vec<String>,
 }
 
 /// A manifest is a few KiB; anything this large is not one.
@@ -263,11 +267,16 @@ const MAX_MANIFEST_BYTES: u64 = 16 << 20;
 /// Reads a native trace. A stream that ends mid-batch, or a manifest never marked complete,
 /// loads what is there and sets `manifest.truncated` with a note saying where. Any other
 /// defect in a stream (bad offsets or lengths, compression, wrong column types) is an error.
+pub fn read_trace(dir: &Path, opts: &ReadOptions) -> Result<Trace> {
+    read_trace_with(dir, opts, SPLIT_BYTES)
+}
+
+/// [`read_trace`], splitting kernel streams of at least `split_bytes` over two threads.
 #[expect(
     clippy::too_many_lines,
     reason = "reads the manifest, then each table's stream in turn with the same checks and limits; one block per table"
 )]
-pub fn read_trace(dir: &Path, opts: &ReadOptions) -> Result<Trace> {
+fn read_trace_with(dir: &Path, opts: &ReadOptions, split_bytes: u64) -> Result<Trace> {
     if !dir.exists() {
         return Err(TraceError::format(dir, "no such file or directory"));
     }
@@ -306,6 +315,7 @@ pub fn read_trace(dir: &Path, opts: &ReadOptions) -> Result<Trace> {
         notes: Vec::new(),
         rows: 0,
         max_rows: opts.max_rows,
+        split_bytes,
     };
     if !manifest.complete {
         ctx.notes
@@ -358,17 +368,25 @@ pub fn read_trace(dir: &Path, opts: &ReadOptions) -> Result<Trace> {
     let kreq = kproj
         .clone()
         .unwrap_or_else(|| KernelTable::COLUMNS.to_vec());
+    let sparse: Vec<&str> = opts
+        .sparse_kernel_columns
+        .iter()
+        .map(String::as_str)
+        .collect();
     let schema = KernelTable::schema();
-    ctx.read(
+    ctx.read_split(
         TABLES[0],
         &Expected {
             schema: &schema,
             wanted: kproj.as_deref(),
             required: &kreq,
         },
-        true,
-        |b| trace.kernels.append_batch(b),
+        &mut trace.kernels,
+        |t, n, cols| t.reserve_columns(n, cols, &sparse),
+        |t, b| t.append_batch_sparse(b, &sparse),
+        |t, other| t.adopt_columns(other),
     )?;
+    trace.kernels.release_empty_columns();
     let schema = MemopTable::schema();
     ctx.read(
         TABLES[1],
@@ -479,6 +497,27 @@ struct StreamCtx<'a> {
     /// Rows loaded so far over all tables.
     rows: u64,
     max_rows: Option<u64>,
+    /// Kernel streams at least this long are read by two threads.
+    split_bytes: u64,
+}
+
+/// A stream at least this large is read by two threads, each loading part of the columns.
+const SPLIT_BYTES: u64 = 64 << 20;
+
+/// How one pass over a table's stream ended.
+enum PassEnd {
+    Done,
+    Truncated(String),
+    /// The first failure, with where it happened: (message, stage), stages in the order one
+    /// message goes through them (decode, row limit, sink).
+    Failed(u64, u8, TraceError),
+}
+
+/// One pass over a stream: batches and rows loaded, and how it ended.
+struct Pass {
+    batches: u64,
+    rows: u64,
+    end: PassEnd,
 }
 
 impl StreamCtx<'_> {
@@ -491,6 +530,123 @@ impl StreamCtx<'_> {
         counted: bool,
         mut sink: impl FnMut(&RecordBatch) -> std::result::Result<(), String>,
     ) -> Result<()> {
+        let Some((f, len)) = self.open(table)? else {
+            return Ok(());
+        };
+        let p = self.dir.join(stream_file(table));
+        let pass = self.pass(
+            &p,
+            f,
+            len,
+            table,
+            expected,
+            counted,
+            &mut (),
+            |_, _| {},
+            |_, b| sink(b),
+        );
+        self.finish(table, counted, pass)
+    }
+
+    /// [`Self::read`] for a large table: two threads read the stream, one loading the first
+    /// half of the wanted columns (by bytes per row) into `into`, the other the rest into a
+    /// second table that `merge` then moves into `into`. Both meet the same messages in the
+    /// same order, so the outcome is the one a single pass would have: the earliest failure
+    /// (the first half's at a tie, its columns coming first), or the same end.
+    fn read_split<T: Default + Send>(
+        &mut self,
+        table: &str,
+        expected: &Expected,
+        into: &mut T,
+        reserve: impl Fn(&mut T, usize, &[&str]) + Sync,
+        append: impl Fn(&mut T, &RecordBatch) -> std::result::Result<(), String> + Sync,
+        merge: impl FnOnce(&mut T, T),
+    ) -> Result<()> {
+        let Some((f, len)) = self.open(table)? else {
+            return Ok(());
+        };
+        let p = self.dir.join(stream_file(table));
+        let wanted: Vec<&str> = expected
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .filter(|n| expected.wanted.is_none_or(|w| w.contains(n)))
+            .collect();
+        let widths: Vec<usize> = wanted
+            .iter()
+            .map(|n| {
+                expected
+                    .schema
+                    .field_with_name(n)
+                    .ok()
+                    .and_then(|f| f.data_type().primitive_width())
+                    .unwrap_or(8)
+            })
+            .collect();
+        let total: usize = widths.iter().sum();
+        let mut cut = 0;
+        let mut acc = 0;
+        while cut < wanted.len() && 2 * (acc + widths[cut]) <= total {
+            acc += widths[cut];
+            cut += 1;
+        }
+        let cut = cut.max(1);
+        if len < self.split_bytes || wanted.len() < 2 || cut >= wanted.len() {
+            let pass = self.pass(
+                &p,
+                f,
+                len,
+                table,
+                expected,
+                true,
+                into,
+                |t, n| reserve(t, n, &wanted),
+                &append,
+            );
+            return self.finish(table, true, pass);
+        }
+        let (first, second) = wanted.split_at(cut);
+        let half = |cols: &[&str], f: File, t: &mut T| {
+            let e = Expected {
+                schema: expected.schema,
+                wanted: Some(cols),
+                required: expected.required,
+            };
+            self.pass(
+                &p,
+                f,
+                len,
+                table,
+                &e,
+                true,
+                t,
+                |t, n| reserve(t, n, cols),
+                &append,
+            )
+        };
+        let f2 = f.try_clone().map_err(|e| TraceError::io(&p, e))?;
+        let mut other = T::default();
+        let (a, b) = std::thread::scope(|s| {
+            let b = s.spawn(|| half(second, f2, &mut other));
+            let a = half(first, f, into);
+            (a, b.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+        });
+        let pass = match (&a.end, &b.end) {
+            (PassEnd::Failed(ma, sa, _), PassEnd::Failed(mb, sb, _)) if (mb, sb) < (ma, sa) => b,
+            (PassEnd::Failed(..), _) => a,
+            (_, PassEnd::Failed(..)) => b,
+            _ => {
+                merge(into, other);
+                a
+            }
+        };
+        self.finish(table, true, pass)
+    }
+
+    /// Opens a table's stream; `None` (with a note where one is due) when there is nothing
+    /// to read.
+    fn open(&mut self, table: &str) -> Result<Option<(File, u64)>> {
         let p = self.dir.join(stream_file(table));
         let f = match open_regular(&p) {
             Ok(f) => f,
@@ -500,7 +656,7 @@ impl StreamCtx<'_> {
                 if !predates {
                     self.notes.push(format!("{table}: stream file missing"));
                 }
-                return Ok(());
+                return Ok(None);
             }
             Err(e) => return Err(e),
         };
@@ -509,44 +665,113 @@ impl StreamCtx<'_> {
             self.notes.push(format!(
                 "{table}: stream is empty (writer died before its header)"
             ));
-            return Ok(());
+            return Ok(None);
         }
-        let reader = BufReader::with_capacity(1 << 20, f);
-        let mut r = CheckedStream::open(reader, len, &p, expected)?;
-        let mut n = 0u64;
-        let mut got = 0u64;
+        Ok(Some((f, len)))
+    }
+
+    /// One pass over the stream at `p`: each batch to `sink`, after `reserve` was told how
+    /// many rows the stream seems to hold (when that is cheap to know and plausible).
+    #[allow(clippy::too_many_arguments)]
+    fn pass<S>(
+        &self,
+        p: &Path,
+        f: File,
+        len: u64,
+        table: &str,
+        expected: &Expected,
+        counted: bool,
+        state: &mut S,
+        reserve: impl FnOnce(&mut S, usize),
+        mut sink: impl FnMut(&mut S, &RecordBatch) -> std::result::Result<(), String>,
+    ) -> Pass {
+        let mut pass = Pass {
+            batches: 0,
+            rows: 0,
+            end: PassEnd::Done,
+        };
+        let mut r = match CheckedStream::open(f, len, p, expected) {
+            Ok(r) => r,
+            Err(e) => {
+                pass.end = PassEnd::Failed(0, 0, e);
+                return pass;
+            }
+        };
+        if let Some(rows) = r.rows_ahead() {
+            // The wanted columns of `rows` rows lie in the file: more is a crafted count.
+            let width: u64 = r.row_width().max(1) as u64;
+            let plausible = rows.saturating_mul(width) <= len;
+            let within = !counted || self.max_rows.is_none_or(|m| self.rows + rows <= m);
+            if plausible && within {
+                reserve(state, rows as usize);
+            }
+        }
         loop {
-            match r.next()? {
-                Next::End => break,
-                Next::Batch(batch) => {
-                    if counted {
-                        self.rows += batch.num_rows() as u64;
-                        if let Some(max) = self.max_rows
-                            && self.rows > max
-                        {
-                            return Err(TraceError::format(
+            let message = r.message();
+            match r.next() {
+                Err(e) => {
+                    pass.end = PassEnd::Failed(message, 0, e);
+                    return pass;
+                }
+                Ok(Next::End) => return pass,
+                Ok(Next::Batch(batch)) => {
+                    if counted
+                        && let Some(max) = self.max_rows
+                        && self.rows + pass.rows + batch.num_rows() as u64 > max
+                    {
+                        pass.end = PassEnd::Failed(
+                            message,
+                            1,
+                            TraceError::format(
                                 self.dir,
                                 format!(
                                     "holds more than {max} events (reached in {table}); refusing to load it (raise --max-events to read it)"
                                 ),
-                            ));
-                        }
+                            ),
+                        );
+                        return pass;
                     }
-                    sink(&batch).map_err(|m| TraceError::format(&p, m))?;
-                    n += 1;
-                    got += batch.num_rows() as u64;
+                    if let Err(m) = sink(state, &batch) {
+                        pass.end = PassEnd::Failed(message, 2, TraceError::format(p, m));
+                        return pass;
+                    }
+                    pass.batches += 1;
+                    pass.rows += batch.num_rows() as u64;
+                    drop(batch);
+                    r.release_read();
                 }
-                Next::Truncated(why) => {
-                    let of = match self.manifest.batches.get(table) {
-                        Some(&expected) if self.manifest.complete => format!(" of {expected}"),
-                        _ => String::new(),
-                    };
-                    self.notes.push(format!(
-                        "{table}: truncated after {n} complete batches{of}, {got} rows ({why})"
-                    ));
-                    return Ok(());
+                Ok(Next::Truncated(why)) => {
+                    pass.end = PassEnd::Truncated(why);
+                    return pass;
                 }
             }
+        }
+    }
+
+    /// Applies a pass: its rows, and a note for a truncated stream or a batch count that is
+    /// not the manifest's.
+    fn finish(&mut self, table: &str, counted: bool, pass: Pass) -> Result<()> {
+        let Pass {
+            batches: n,
+            rows: got,
+            end,
+        } = pass;
+        if counted {
+            self.rows += got;
+        }
+        match end {
+            PassEnd::Failed(_, _, e) => return Err(e),
+            PassEnd::Truncated(why) => {
+                let of = match self.manifest.batches.get(table) {
+                    Some(&expected) if self.manifest.complete => format!(" of {expected}"),
+                    _ => String::new(),
+                };
+                self.notes.push(format!(
+                    "{table}: truncated after {n} complete batches{of}, {got} rows ({why})"
+                ));
+                return Ok(());
+            }
+            PassEnd::Done => {}
         }
         if self.manifest.complete
             && let Some(&expected) = self.manifest.batches.get(table)
@@ -557,5 +782,145 @@ impl StreamCtx<'_> {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tables::{KERNEL_ANALYSIS_COLUMNS, KernelRow};
+
+    /// A trace whose kernels come in four batches of 10; only the third batch has byte
+    /// counts.
+    fn batched(dir: &Path) {
+        let mut strings = StringTable::new();
+        let name = strings.intern("gemv");
+        let mut w = TraceWriter::create(dir, Manifest::new("test")).unwrap();
+        w.append_strings(&strings).unwrap();
+        for b in 0..4i64 {
+            let mut t = KernelTable::default();
+            for i in 0..10i64 {
+                let n = b * 10 + i;
+                t.push(KernelRow {
+                    device: (n % 2) as u32,
+                    stream: 7,
+                    correlation: n as u64 + 1,
+                    name,
+                    gpu_start_ns: n * 1_000,
+                    gpu_end_ns: n * 1_000 + 600,
+                    bytes: if b == 2 { 4096 } else { -1 },
+                    ..Default::default()
+                });
+            }
+            w.append_kernels(&t).unwrap();
+        }
+        w.finish().unwrap();
+    }
+
+    fn projected() -> ReadOptions {
+        ReadOptions {
+            kernel_columns: Some(
+                KERNEL_ANALYSIS_COLUMNS
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+            ),
+            max_rows: None,
+            sparse_kernel_columns: vec!["bytes".into(), "flops".into(), "bucket".into()],
+        }
+    }
+
+    /// The trace read by one thread and by two, as text (the tables have no `PartialEq`).
+    fn both(dir: &Path, opts: &ReadOptions) -> (String, String) {
+        let show = |r: Result<Trace>| match r {
+            Ok(t) => format!("{:?} {:?}", t.kernels, t.manifest.notes),
+            Err(e) => format!("error: {e}"),
+        };
+        (
+            show(read_trace_with(dir, opts, u64::MAX)),
+            show(read_trace_with(dir, opts, 1)),
+        )
+    }
+
+    #[test]
+    fn two_threads_read_what_one_reads() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("t.gst");
+        batched(&dir);
+        for opts in [ReadOptions::default(), projected()] {
+            let (one, two) = both(&dir, &opts);
+            assert_eq!(one, two);
+            assert!(!one.starts_with("error"), "{one}");
+        }
+        let t = read_trace_with(&dir, &projected(), 1).unwrap();
+        assert_eq!(t.kernels.len(), 40);
+        assert_eq!(t.kernels.bytes[25], 4096);
+        assert_eq!(t.kernels.bytes[5], -1);
+        assert!(t.kernels.flops.is_empty() && t.kernels.bucket.is_empty());
+        assert!(t.kernels.grid_x.is_empty(), "not projected");
+
+        // A tail cut inside the third batch: both load the first two and say so.
+        let k = dir.join("kernels.arrows");
+        let bytes = fs::read(&k).unwrap();
+        // Ranges: the schema, then one per batch.
+        let cut = metadata_ranges(&bytes)[4].start - 20;
+        fs::write(&k, &bytes[..cut]).unwrap();
+        let (one, two) = both(&dir, &projected());
+        assert_eq!(one, two);
+        assert!(one.contains("truncated after 2 complete batches"), "{one}");
+    }
+
+    /// Each thread decodes only its columns, so each meets only its columns' defects; the
+    /// error is still the one a single pass meets first.
+    #[test]
+    fn two_threads_report_the_first_defect() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("t.gst");
+        batched(&dir);
+        let k = dir.join("kernels.arrows");
+        // gpu_end_ns (column 6, the second thread's) too short in batch 2, device (column 0,
+        // the first thread's) in batch 3. Errors count messages from 1, the schema's.
+        let mut bytes = fs::read(&k).unwrap();
+        patch_length(&mut bytes, 2, 2 * 6 + 1, 8);
+        patch_length(&mut bytes, 3, 1, 4);
+        fs::write(&k, &bytes).unwrap();
+        for opts in [ReadOptions::default(), projected()] {
+            let (one, two) = both(&dir, &opts);
+            assert_eq!(one, two);
+            assert!(one.contains("message 3:") && one.contains("Int64"), "{one}");
+        }
+    }
+
+    /// Byte ranges of each message's metadata in an IPC stream, in order.
+    fn metadata_ranges(stream: &[u8]) -> Vec<std::ops::Range<usize>> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        while at + 8 <= stream.len() {
+            let mut len_at = at;
+            if stream[at..at + 4] == [0xff; 4] {
+                len_at += 4;
+            }
+            let len = i32::from_le_bytes(stream[len_at..len_at + 4].try_into().unwrap());
+            if len <= 0 {
+                break;
+            }
+            let meta = len_at + 4..len_at + 4 + len as usize;
+            let msg = arrow_ipc::root_as_message(&stream[meta.clone()]).unwrap();
+            at = meta.end + msg.bodyLength() as usize;
+            out.push(meta);
+        }
+        out
+    }
+
+    /// Sets the length of buffer `buffer` in message `message` of a stream.
+    fn patch_length(bytes: &mut [u8], message: usize, buffer: usize, value: i64) {
+        let meta = metadata_ranges(bytes)[message].clone();
+        let at = {
+            let msg = arrow_ipc::root_as_message(&bytes[meta.clone()]).unwrap();
+            let buffers = msg.header_as_record_batch().unwrap().buffers().unwrap();
+            buffers.bytes().as_ptr() as usize - bytes[meta.clone()].as_ptr() as usize
+        };
+        let pos = meta.start + at + 16 * buffer + 8;
+        bytes[pos..pos + 8].copy_from_slice(&value.to_le_bytes());
     }
 }

@@ -8,13 +8,24 @@
 //!
 //! Only a stream that ends inside a message is a truncated tail (what a writer that died
 //! mid-batch leaves); every other defect is an error.
+//!
+//! A regular file is memory-mapped and each message body is a slice of the mapping: arrow
+//! builds its arrays on the mapped bytes, so a column is copied once, into the table, and
+//! never through a read buffer. Pages behind the reader are released as it goes, so the
+//! mapping adds no more than a window to the resident size. Where a file cannot be mapped
+//! it is read instead. A mapped file that another process truncates in place while it is
+//! read ends this process with SIGBUS; gapscope's writers only append to fresh files or
+//! replace a trace by renaming a new one over it, so they never cause it. The reasons:
+//! `docs/decisions/2026-11-28-native-read.md`.
 
-use std::io::Read;
+use std::fs::File;
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use arrow_buffer::MutableBuffer;
+use arrow_buffer::{Buffer, MutableBuffer};
 use arrow_ipc::MessageHeader;
 use arrow_schema::{DataType, Schema, SchemaRef};
 
@@ -23,6 +34,54 @@ use crate::error::{Result, TraceError};
 /// Metadata (the flatbuffer before each body) larger than this is not something a writer of
 /// this format produces; refusing it keeps a corrupt length from sizing an allocation.
 const MAX_METADATA_BYTES: u64 = 16 << 20;
+
+/// Mapped bytes the reader leaves behind before it releases them (`MADV_DONTNEED`): a file
+/// page costs no memory until touched, and is given back once the batches on it are copied.
+const RELEASE_BYTES: usize = 8 << 20;
+
+/// Where a stream's bytes come from.
+enum Source {
+    /// The whole file, mapped read-only; `whole` owns the mapping and bodies are its slices.
+    Map {
+        map: Arc<memmap2::Mmap>,
+        whole: Buffer,
+        /// Next byte to read.
+        pos: usize,
+        /// Bytes before this are released.
+        released: usize,
+    },
+    Read(BufReader<File>),
+}
+
+impl Source {
+    /// Maps `file` (`len` bytes, a regular file); `None` when the system refuses.
+    fn map(file: &File, len: u64) -> Option<Self> {
+        // The opened file itself, not the path checked before it was opened.
+        if !file.metadata().ok()?.is_file() {
+            return None;
+        }
+        let len = usize::try_from(len).ok()?;
+        // SAFETY: the mapping is read-only and this process never writes the file. A file
+        // truncated in place by another process while it is read raises SIGBUS on the lost
+        // pages; the module doc says why that risk is taken.
+        let map = unsafe { memmap2::MmapOptions::new().len(len).map(file) }.ok()?;
+        if map.len() != len {
+            return None;
+        }
+        let _ = map.advise(memmap2::Advice::Sequential);
+        let map = Arc::new(map);
+        let ptr = NonNull::new(map.as_ptr().cast_mut())?;
+        // SAFETY: `ptr` and `len` describe the mapping, which the owner keeps alive for as
+        // long as any slice of the buffer exists; nothing writes through it.
+        let whole = unsafe { Buffer::from_custom_allocation(ptr, len, map.clone()) };
+        Some(Self::Map {
+            map,
+            whole,
+            pos: 0,
+            released: 0,
+        })
+    }
+}
 
 /// What the stream holds next.
 pub(crate) enum Next {
@@ -34,8 +93,8 @@ pub(crate) enum Next {
 }
 
 /// A checked reader over one `.arrows` file.
-pub(crate) struct CheckedStream<R> {
-    reader: R,
+pub(crate) struct CheckedStream {
+    source: Source,
     path: PathBuf,
     /// File bytes not yet consumed: no declared length may exceed it.
     remaining: u64,
@@ -57,12 +116,14 @@ pub(crate) struct Expected<'a> {
     pub required: &'a [&'a str],
 }
 
-impl<R: Read> CheckedStream<R> {
-    /// Reads and checks the schema message. A file that ends inside it is an error: there is
-    /// nothing to salvage before the schema.
-    pub(crate) fn open(reader: R, len: u64, path: &Path, expected: &Expected) -> Result<Self> {
+impl CheckedStream {
+    /// Reads and checks the schema message of `file` (`len` bytes, a regular file). A file
+    /// that ends inside it is an error: there is nothing to salvage before the schema.
+    pub(crate) fn open(file: File, len: u64, path: &Path, expected: &Expected) -> Result<Self> {
+        let source = Source::map(&file, len)
+            .unwrap_or_else(|| Source::Read(BufReader::with_capacity(1 << 20, file)));
         let mut s = Self {
-            reader,
+            source,
             path: path.to_owned(),
             remaining: len,
             schema: Arc::new(Schema::empty()),
@@ -148,7 +209,6 @@ impl<R: Read> CheckedStream<R> {
             .header_as_record_batch()
             .ok_or_else(|| self.err("record batch message without its header"))?;
         self.check_batch(&rb, body.len() as u64)?;
-        let body: arrow_buffer::Buffer = body.into();
         let batch = arrow_ipc::reader::read_record_batch(
             &body,
             rb,
@@ -257,14 +317,121 @@ impl<R: Read> CheckedStream<R> {
                 self.remaining
             )));
         }
-        // 64-byte aligned, so arrow uses the columns in place instead of copying them.
-        let mut body = MutableBuffer::from_len_zeroed(body_len as usize);
-        let got = self.fill(body.as_slice_mut())?;
-        if got < body.len() {
-            return Ok(self.truncated(format!("{got} of {body_len} body bytes")));
-        }
+        let body = match &mut self.source {
+            Source::Map { whole, pos, .. } => {
+                // Within the mapping: `body_len <= remaining`, the bytes after `pos`.
+                let body = whole.slice_with_length(*pos, body_len as usize);
+                *pos += body_len as usize;
+                self.remaining -= body_len;
+                body
+            }
+            Source::Read(_) => {
+                // 64-byte aligned, so arrow uses the columns in place instead of copying them.
+                let mut body = MutableBuffer::from_len_zeroed(body_len as usize);
+                let got = self.fill(body.as_slice_mut())?;
+                if got < body.len() {
+                    return Ok(self.truncated(format!("{got} of {body_len} body bytes")));
+                }
+                body.into()
+            }
+        };
         self.message += 1;
         Ok(Frame::Message(meta, body))
+    }
+
+    /// Messages read so far (the schema is message 0).
+    pub(crate) fn message(&self) -> u64 {
+        self.message
+    }
+
+    /// Bytes per row of the decoded columns (fixed-width ones; 8 for any other).
+    pub(crate) fn row_width(&self) -> usize {
+        self.projection
+            .iter()
+            .map(|&ix| {
+                self.schema
+                    .field(ix)
+                    .data_type()
+                    .primitive_width()
+                    .unwrap_or(8)
+            })
+            .sum()
+    }
+
+    /// The rows the record batches ahead declare, read from their metadata without
+    /// decoding them, up to the first message that is not a plain record batch; `None` for
+    /// a file that is read rather than mapped. A hint for sizing the tables: a crafted file
+    /// can declare anything, so callers bound it.
+    pub(crate) fn rows_ahead(&self) -> Option<u64> {
+        let Source::Map { whole, pos, .. } = &self.source else {
+            return None;
+        };
+        let bytes = whole.as_slice();
+        let mut at = *pos;
+        let mut rows = 0u64;
+        let word = |at: usize| -> Option<i32> {
+            let b = bytes.get(at..at.checked_add(4)?)?;
+            Some(i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        };
+        while let Some(mut len) = word(at) {
+            at += 4;
+            if len == -1 {
+                let Some(l) = word(at) else { break };
+                len = l;
+                at += 4;
+            }
+            if len <= 0 || len as u64 > MAX_METADATA_BYTES {
+                break;
+            }
+            let Some(meta) = bytes.get(at..at + len as usize) else {
+                break;
+            };
+            let Ok(msg) = arrow_ipc::root_as_message(meta) else {
+                break;
+            };
+            let Some(rb) = msg.header_as_record_batch() else {
+                break;
+            };
+            let (Ok(body), Ok(n)) = (
+                usize::try_from(msg.bodyLength()),
+                u64::try_from(rb.length()),
+            ) else {
+                break;
+            };
+            at = match (at + len as usize).checked_add(body) {
+                Some(end) if end <= bytes.len() => end,
+                _ => break,
+            };
+            rows = rows.saturating_add(n);
+        }
+        Some(rows)
+    }
+
+    /// Gives back the mapped pages before the current position once enough have gathered
+    /// (call when the batches read so far are copied out; reading them again stays correct,
+    /// it only faults the pages in again).
+    pub(crate) fn release_read(&mut self) {
+        if let Source::Map {
+            map, pos, released, ..
+        } = &mut self.source
+            && *pos - *released >= RELEASE_BYTES
+        {
+            // Whole pages only: the page holding `pos` may hold the next message.
+            let page = 4096;
+            let end = *pos / page * page;
+            if end > *released {
+                // SAFETY: a read-only shared file mapping: dropping its pages loses nothing,
+                // a later access reads them from the file again.
+                let _ = unsafe {
+                    map.unchecked_advise_range(
+                        memmap2::UncheckedAdvice::DontNeed,
+                        *released,
+                        end - *released,
+                    )
+                };
+                *released = end;
+            }
+        }
     }
 
     fn truncated(&self, why: String) -> Frame {
@@ -274,12 +441,22 @@ impl<R: Read> CheckedStream<R> {
     /// Reads up to `buf.len()` bytes; fewer only at end of file.
     fn fill(&mut self, buf: &mut [u8]) -> Result<usize> {
         let mut n = 0;
-        while n < buf.len() {
-            match self.reader.read(&mut buf[n..]) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(TraceError::io(&self.path, e)),
+        match &mut self.source {
+            Source::Map { whole, pos, .. } => {
+                let rest = &whole.as_slice()[*pos..];
+                n = buf.len().min(rest.len());
+                buf[..n].copy_from_slice(&rest[..n]);
+                *pos += n;
+            }
+            Source::Read(reader) => {
+                while n < buf.len() {
+                    match reader.read(&mut buf[n..]) {
+                        Ok(0) => break,
+                        Ok(k) => n += k,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(TraceError::io(&self.path, e)),
+                    }
+                }
             }
         }
         self.remaining = self.remaining.saturating_sub(n as u64);
@@ -295,7 +472,7 @@ impl<R: Read> CheckedStream<R> {
 }
 
 enum Frame {
-    Message(Vec<u8>, MutableBuffer),
+    Message(Vec<u8>, Buffer),
     End,
     Truncated(String),
 }

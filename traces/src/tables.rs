@@ -348,6 +348,31 @@ mod tests {
         assert_eq!(p.gpu_end_ns, vec![15, 25, 35]);
     }
 
+    /// A sparse column stays empty while every value is its default, and is filled in with
+    /// the default for the rows before the first batch that holds another value.
+    #[test]
+    fn sparse_columns_load_only_when_they_hold_a_value() {
+        let mut t = KernelTable::default();
+        for i in 0..6 {
+            t.push(KernelRow {
+                correlation: i,
+                bytes: if i == 4 { 4096 } else { -1 },
+                ..Default::default()
+            });
+        }
+        let sparse = ["bytes", "flops", "graph_id"];
+        let mut r = KernelTable::default();
+        for range in [0..2, 2..4, 4..6] {
+            r.append_batch_sparse(&t.to_batch(range).unwrap(), &sparse)
+                .unwrap();
+        }
+        assert_eq!(r.len(), 6);
+        assert_eq!(r.bytes, t.bytes);
+        assert!(r.flops.is_empty() && r.graph_id.is_empty());
+        assert_eq!(r.correlation, t.correlation);
+        assert_eq!(r.layer, t.layer, "not sparse: loaded although all default");
+    }
+
     #[test]
     fn memop_kind_codes_roundtrip() {
         for k in MemopKind::ALL {

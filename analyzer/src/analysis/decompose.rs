@@ -5,7 +5,7 @@
 use gapscope_traces::Phase;
 
 use super::host::{self, GroupBy, HostIndex};
-use super::intervals::{merge_two, union_len_sorted};
+use super::intervals::{extent_sorted, merge_two};
 use super::plausibility::{self, StepFacts, StepUnit};
 use super::prepared::Prepared;
 use super::report::*;
@@ -95,13 +95,15 @@ pub fn analyze_tables(
     let _span = tracing::debug_span!("decompose").entered();
     // Steps on the other core while the host side is indexed (unless the buckets already
     // needed it): the idle attribution below reads both.
-    let (mut steps, built) = std::thread::scope(|s| {
+    // The devices' busy time too: it needs no steps.
+    let (mut steps, built, devices) = std::thread::scope(|s| {
         let steps = s.spawn(|| detect(&p, &settings.steps));
         let built = p.host.is_none().then(|| HostIndex::build(trace));
+        let devices: Vec<DeviceBusy> = p.devices.iter().map(|&(d, _)| device_busy(&p, d)).collect();
         let steps = steps
             .join()
             .unwrap_or_else(|e| std::panic::resume_unwind(e));
-        (steps, built)
+        (steps, built, devices)
     });
     let steps_cut = settings
         .max_steps
@@ -118,8 +120,6 @@ pub fn analyze_tables(
         (None, None) => unreachable!("the host index is built above when Prepared has none"),
     };
     let hi = &host;
-
-    let devices: Vec<DeviceBusy> = p.devices.iter().map(|&(d, _)| device_busy(&p, d)).collect();
 
     let decode: Vec<bool> = steps.steps.iter().map(|s| s.is_decode()).collect();
     let any_decode = decode.iter().any(|&d| d);
@@ -484,15 +484,17 @@ fn device_busy(p: &Prepared, d: u32) -> DeviceBusy {
             .iter()
             .map(|&i| (m.gpu_start_ns[i as usize], m.gpu_end_ns[i as usize]))
     };
-    let mut lo = i64::MAX;
-    let mut hi = i64::MIN;
-    for (s, e) in ki().chain(mi()) {
-        lo = lo.min(s);
-        hi = hi.max(e.max(s));
-    }
+    // One pass over the kernels; a second over both only where the device has memops.
+    let kernels = extent_sorted(ki());
+    let all = if p.memops_on(d).is_empty() {
+        kernels
+    } else {
+        extent_sorted(merge_two(ki(), mi()))
+    };
+    let (lo, hi) = (all.lo, all.hi);
     let span = if hi > lo { hi - lo } else { 0 };
-    let kernel_busy = union_len_sorted(ki());
-    let busy = union_len_sorted(merge_two(ki(), mi()));
+    let kernel_busy = kernels.union;
+    let busy = all.union;
     DeviceBusy {
         device: d,
         span_ns: span,

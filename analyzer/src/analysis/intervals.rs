@@ -34,6 +34,29 @@ pub fn union_len_sorted(iter: impl Iterator<Item = (i64, i64)>) -> i64 {
     total
 }
 
+/// What [`extent_sorted`] finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    /// The first start (`i64::MAX` without intervals).
+    pub lo: i64,
+    /// The last end, or start where an end comes before its start (`i64::MIN` without
+    /// intervals).
+    pub hi: i64,
+    /// The union's length, as [`union_len_sorted`].
+    pub union: i64,
+}
+
+/// The extent and the union length of intervals sorted by start, in one pass.
+pub fn extent_sorted(iter: impl Iterator<Item = (i64, i64)>) -> Extent {
+    let mut lo = i64::MAX;
+    let mut hi = i64::MIN;
+    let union = union_len_sorted(iter.inspect(|&(s, e)| {
+        lo = lo.min(s);
+        hi = hi.max(e.max(s));
+    }));
+    Extent { lo, hi, union }
+}
+
 /// Merges two start-sorted interval streams into one start-sorted stream.
 pub fn merge_two<A, B>(a: A, b: B) -> impl Iterator<Item = (i64, i64)>
 where
@@ -68,6 +91,14 @@ mod tests {
         let mut parts = Vec::new();
         merge_sorted(v.into_iter(), |s, e| parts.push((s, e)));
         assert_eq!(parts, vec![(0, 15), (20, 30)]);
+        assert_eq!(
+            extent_sorted(v.into_iter()),
+            Extent {
+                lo: 0,
+                hi: 40,
+                union: 25
+            }
+        );
         let m: Vec<_> = merge_two([(0, 1), (4, 5)].into_iter(), [(2, 3)].into_iter()).collect();
         assert_eq!(m, vec![(0, 1), (2, 3), (4, 5)]);
     }

@@ -82,93 +82,90 @@ impl<'t> Prepared<'t> {
             }
             None => NO_RULE,
         };
-        let mut scope_classified = 0usize;
-        let mut kernel_bucket = Vec::with_capacity(k.len);
-        for i in 0..k.len {
-            let eb = if has_engine_bucket {
-                k.bucket[i]
-            } else {
-                NO_STR
-            };
-            let b = if eb != NO_STR {
-                let slot = by_engine.get_mut(eb as usize);
-                match slot {
-                    Some(v) if *v != UNSET => *v,
-                    Some(v) => {
-                        *v = Bucket::parse(trace.strings.get(eb)).unwrap_or(Bucket::Other) as u8;
-                        *v
-                    }
-                    None => Bucket::Other as u8,
-                }
-            } else if let Some((forest, node)) = host.as_ref().and_then(|h| {
-                let li = h.launch_map.launch_of(k.correlation[i])?;
-                let node = h.launch_map.launch_scope[li as usize];
-                (node != NONE).then_some((&h.forest, node))
-            }) {
-                // Scope rules see the scopes from the launch's innermost up to its innermost
-                // nn.Module (looking through activation-like wrappers); the first rule in
-                // list order wins, as for names.
-                let mut best = NO_RULE;
-                for (_, n) in forest.stack(node) {
-                    best = best.min(pos_of(&mut scope_pos, n.name, &|s| {
-                        rules.first_scope_rule(s)
-                    }));
-                    if n.kind == gapscope_traces::ScopeKind::Module
-                        && !is_transparent_module(trace.strings.get(n.name))
-                    {
-                        break;
-                    }
-                }
-                let kp = pos_of(&mut kernel_pos, k.name[i], &|s| rules.first_kernel_rule(s));
-                if best < kp {
-                    scope_classified += 1;
-                }
-                let first = best.min(kp);
-                rules.bucket_at((first != NO_RULE).then_some(first as usize)) as u8
-            } else {
-                let name = k.name[i];
-                match by_name.get_mut(name as usize) {
-                    Some(v) if *v != UNSET => *v,
-                    Some(v) => {
-                        *v = rules.classify_kernel(trace.strings.get(name)) as u8;
-                        *v
-                    }
-                    None => rules.classify_kernel("") as u8,
-                }
-            };
-            kernel_bucket.push(b);
-        }
         let m = &trace.memops;
-        let memop_bucket = (0..m.len)
-            .map(|i| rules.classify_memop(MemopKind::from_code(m.kind[i])) as u8)
-            .collect();
-        let kernel_order = sorted_order(&k.device, &k.gpu_start_ns, k.len);
-        let memop_order = sorted_order(&m.device, &m.gpu_start_ns, m.len);
-        // Devices are few: count runs in the (device, start) order.
-        let mut devices: Vec<(u32, usize)> = Vec::new();
-        for &i in &kernel_order {
-            let d = k.device[i as usize];
-            match devices.last_mut() {
-                Some((ld, c)) if *ld == d => *c += 1,
-                _ => devices.push((d, 1)),
+        // The start orders and the device counts on the other core while the buckets are
+        // found here.
+        std::thread::scope(|s| {
+            let orders = s.spawn(|| {
+                let kernel_order = sorted_order(&k.device, &k.gpu_start_ns, k.len);
+                let memop_order = sorted_order(&m.device, &m.gpu_start_ns, m.len);
+                let devices = device_counts(trace, &kernel_order);
+                (kernel_order, memop_order, devices)
+            });
+            let mut scope_classified = 0usize;
+            let mut kernel_bucket = Vec::with_capacity(k.len);
+            for i in 0..k.len {
+                let eb = if has_engine_bucket {
+                    k.bucket[i]
+                } else {
+                    NO_STR
+                };
+                let b = if eb != NO_STR {
+                    let slot = by_engine.get_mut(eb as usize);
+                    match slot {
+                        Some(v) if *v != UNSET => *v,
+                        Some(v) => {
+                            *v =
+                                Bucket::parse(trace.strings.get(eb)).unwrap_or(Bucket::Other) as u8;
+                            *v
+                        }
+                        None => Bucket::Other as u8,
+                    }
+                } else if let Some((forest, node)) = host.as_ref().and_then(|h| {
+                    let li = h.launch_map.launch_of(k.correlation[i])?;
+                    let node = h.launch_map.launch_scope[li as usize];
+                    (node != NONE).then_some((&h.forest, node))
+                }) {
+                    // Scope rules see the scopes from the launch's innermost up to its innermost
+                    // nn.Module (looking through activation-like wrappers); the first rule in
+                    // list order wins, as for names.
+                    let mut best = NO_RULE;
+                    for (_, n) in forest.stack(node) {
+                        best = best.min(pos_of(&mut scope_pos, n.name, &|s| {
+                            rules.first_scope_rule(s)
+                        }));
+                        if n.kind == gapscope_traces::ScopeKind::Module
+                            && !is_transparent_module(trace.strings.get(n.name))
+                        {
+                            break;
+                        }
+                    }
+                    let kp = pos_of(&mut kernel_pos, k.name[i], &|s| rules.first_kernel_rule(s));
+                    if best < kp {
+                        scope_classified += 1;
+                    }
+                    let first = best.min(kp);
+                    rules.bucket_at((first != NO_RULE).then_some(first as usize)) as u8
+                } else {
+                    let name = k.name[i];
+                    match by_name.get_mut(name as usize) {
+                        Some(v) if *v != UNSET => *v,
+                        Some(v) => {
+                            *v = rules.classify_kernel(trace.strings.get(name)) as u8;
+                            *v
+                        }
+                        None => rules.classify_kernel("") as u8,
+                    }
+                };
+                kernel_bucket.push(b);
             }
-        }
-        for &d in &m.device {
-            if !devices.iter().any(|(x, _)| *x == d) {
-                devices.push((d, 0));
+            let memop_bucket = (0..m.len)
+                .map(|i| rules.classify_memop(MemopKind::from_code(m.kind[i])) as u8)
+                .collect();
+            let (kernel_order, memop_order, devices) = orders
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e));
+            Self {
+                trace,
+                kernel_bucket,
+                memop_bucket,
+                kernel_order,
+                memop_order,
+                devices,
+                host,
+                scope_classified,
             }
-        }
-        devices.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        Self {
-            trace,
-            kernel_bucket,
-            memop_bucket,
-            kernel_order,
-            memop_order,
-            devices,
-            host,
-            scope_classified,
-        }
+        })
     }
 
     /// The device with the most kernels; steps are detected on it.
@@ -184,6 +181,27 @@ impl<'t> Prepared<'t> {
     pub fn memops_on(&self, device: u32) -> &[u32] {
         slice_for(&self.memop_order, &self.trace.memops.device, device)
     }
+}
+
+/// Devices with their kernel counts, most kernels first (memop-only devices last, with 0).
+fn device_counts(trace: &Trace, kernel_order: &[u32]) -> Vec<(u32, usize)> {
+    let k = &trace.kernels;
+    // Devices are few: count runs in the (device, start) order.
+    let mut devices: Vec<(u32, usize)> = Vec::new();
+    for &i in kernel_order {
+        let d = k.device[i as usize];
+        match devices.last_mut() {
+            Some((ld, c)) if *ld == d => *c += 1,
+            _ => devices.push((d, 1)),
+        }
+    }
+    for &d in &trace.memops.device {
+        if !devices.iter().any(|(x, _)| *x == d) {
+            devices.push((d, 0));
+        }
+    }
+    devices.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    devices
 }
 
 fn sorted_order(device: &[u32], start: &[i64], len: usize) -> Vec<u32> {

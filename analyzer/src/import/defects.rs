@@ -182,16 +182,30 @@ fn merged_processes(t: &Trace) -> Option<SourceDefect> {
     if l.len < 2 || l.pid.len() != l.len || l.correlation.len() != l.len {
         return None;
     }
-    let mut gpu_corr: BTreeSet<u64> = BTreeSet::new();
+    // One process launching (the usual trace) cannot be several.
+    let mut pids = (0..l.len)
+        .filter(|&i| l.correlation[i] != 0)
+        .map(|i| l.pid[i]);
+    let first = pids.next()?;
+    if pids.all(|p| p == first) {
+        return None;
+    }
+    let mut gpu_corr: Vec<u64> = Vec::new();
     let mut devices: BTreeSet<u32> = BTreeSet::new();
+    let mut last_device = None;
     for a in activities(t) {
         if a.correlation != 0 {
-            gpu_corr.insert(a.correlation);
+            gpu_corr.push(a.correlation);
         }
-        devices.insert(a.device);
+        if last_device != Some(a.device) {
+            devices.insert(a.device);
+            last_device = Some(a.device);
+        }
     }
+    gpu_corr.sort_unstable();
+    gpu_corr.dedup();
     let processes: BTreeSet<u32> = (0..l.len)
-        .filter(|&i| l.correlation[i] != 0 && gpu_corr.contains(&l.correlation[i]))
+        .filter(|&i| l.correlation[i] != 0 && gpu_corr.binary_search(&l.correlation[i]).is_ok())
         .map(|i| l.pid[i])
         .collect();
     (processes.len() > 1 && processes.len() > devices.len()).then_some(
@@ -205,32 +219,99 @@ fn merged_processes(t: &Trace) -> Option<SourceDefect> {
 /// Starts that go back on a stream in launch order (correlation id; kernels of one graph
 /// launch share it and keep their file order). Activities without a correlation id are not
 /// checked.
+///
+/// One pass in file order keeps, per stream, the latest start so far; a stream whose
+/// correlation ids go down somewhere in file order is not in launch order, and only its
+/// activities are gathered and sorted (a stable sort: the pass's order is what the sort
+/// would give where ids never go down).
 fn clock_jumps(t: &Trace) -> Option<SourceDefect> {
-    // (device, stream) -> (correlation, start) in file order.
-    let mut per_stream: HashMap<(u32, u32), Vec<(u64, i64)>> = HashMap::new();
+    #[derive(Clone, Copy)]
+    struct Run {
+        last_corr: u64,
+        latest: i64,
+        count: u64,
+        worst: i64,
+        sorted: bool,
+    }
+    let step = |r: &mut Run, start: i64| {
+        if r.latest != i64::MIN && start < r.latest.saturating_sub(CLOCK_JUMP_SLACK_NS) {
+            r.count += 1;
+            r.worst = r.worst.max(r.latest.saturating_sub(start));
+        }
+        r.latest = r.latest.max(start);
+    };
+    let fresh = Run {
+        last_corr: 0,
+        latest: i64::MIN,
+        count: 0,
+        worst: 0,
+        sorted: true,
+    };
+    let mut runs: FxMap<(u32, u32), Run> = FxMap::default();
+    // Consecutive activities are mostly on one stream: its run stays out of the map until
+    // the stream changes.
+    let mut cur: Option<((u32, u32), Run)> = None;
     for a in activities(t).filter(|a| a.correlation != 0) {
-        per_stream
-            .entry((a.device, a.stream))
-            .or_default()
-            .push((a.correlation, a.start));
+        let key = (a.device, a.stream);
+        let run = match &mut cur {
+            Some((k, r)) if *k == key => r,
+            slot => {
+                if let Some((k, r)) = slot.take() {
+                    runs.insert(k, r);
+                }
+                let r = runs.get(&key).copied().unwrap_or(fresh);
+                &mut slot.insert((key, r)).1
+            }
+        };
+        if !run.sorted {
+            continue;
+        }
+        if a.correlation < run.last_corr {
+            run.sorted = false;
+            continue;
+        }
+        run.last_corr = a.correlation;
+        step(run, a.start);
+    }
+    if let Some((k, r)) = cur {
+        runs.insert(k, r);
+    }
+    // Streams out of launch order in the file: gathered and sorted, as launch order asks.
+    let unsorted: FxMap<(u32, u32), usize> = {
+        let mut keys: Vec<(u32, u32)> = runs
+            .iter()
+            .filter(|(_, r)| !r.sorted)
+            .map(|(k, _)| *k)
+            .collect();
+        keys.sort_unstable();
+        keys.into_iter().enumerate().map(|(i, k)| (k, i)).collect()
+    };
+    if !unsorted.is_empty() {
+        let mut per_stream: Vec<Vec<(u64, i64)>> = vec![Vec::new(); unsorted.len()];
+        for a in activities(t).filter(|a| a.correlation != 0) {
+            if let Some(&i) = unsorted.get(&(a.device, a.stream)) {
+                per_stream[i].push((a.correlation, a.start));
+            }
+        }
+        for (key, &i) in &unsorted {
+            let v = &mut per_stream[i];
+            // Stable: activities of one graph launch keep their file order.
+            v.sort_by_key(|&(c, _)| c);
+            let mut r = fresh;
+            for &(_, start) in v.iter() {
+                step(&mut r, start);
+            }
+            runs.insert(*key, r);
+        }
     }
     let mut count = 0u64;
     let mut worst = 0i64;
     let mut first: Option<(u32, u32)> = None;
-    let mut keys: Vec<(u32, u32)> = per_stream.keys().copied().collect();
-    keys.sort_unstable();
-    for key in keys {
-        let v = per_stream.get_mut(&key).expect("key from the map");
-        // Stable: activities of one graph launch keep their file order.
-        v.sort_by_key(|&(c, _)| c);
-        let mut latest = i64::MIN;
-        for &(_, start) in v.iter() {
-            if latest != i64::MIN && start < latest.saturating_sub(CLOCK_JUMP_SLACK_NS) {
-                count += 1;
-                worst = worst.max(latest.saturating_sub(start));
-                first.get_or_insert(key);
-            }
-            latest = latest.max(start);
+    for (key, r) in &runs {
+        if r.count > 0 {
+            count += r.count;
+            worst = worst.max(r.worst);
+            first = Some(first.map_or(*key, |f| f.min(*key)));
         }
     }
     let (device, stream) = first?;
@@ -241,6 +322,8 @@ fn clock_jumps(t: &Trace) -> Option<SourceDefect> {
         stream,
     })
 }
+
+type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<gapscope_traces::strings::FxHasher>>;
 
 #[cfg(test)]
 mod tests {

@@ -20,21 +20,23 @@ pub fn odd_values(t: &mut Trace) -> Vec<String> {
     let have_streams = k.stream.len() == k.len && k.device.len() == k.len;
     if have_streams {
         let mut last_end: HashMap<(u32, u32), i64> = HashMap::new();
-        let mut order: Vec<u32> = (0..k.len as u32).collect();
-        if !order
-            .windows(2)
-            .all(|w| k.gpu_start_ns[w[0] as usize] <= k.gpu_start_ns[w[1] as usize])
-        {
+        // File order when it is start order already (no index vector then).
+        let order: Option<Vec<u32>> = (!k.gpu_start_ns.is_sorted()).then(|| {
+            let mut order: Vec<u32> = (0..k.len as u32).collect();
             order.sort_unstable_by_key(|&i| (k.gpu_start_ns[i as usize], i));
-        }
+            order
+        });
         let mut overlaps = 0usize;
         let mut worst = 0i64;
         // Consecutive kernels are usually on the same stream: keep that stream's running end
         // outside the map and only touch the map when the stream changes.
         let mut cur_key: Option<(u32, u32)> = None;
         let mut cur_end = i64::MIN;
-        for i in order {
-            let i = i as usize;
+        let indices: Box<dyn Iterator<Item = usize>> = match &order {
+            Some(o) => Box::new(o.iter().map(|&i| i as usize)),
+            None => Box::new(0..k.len),
+        };
+        for i in indices {
             let key = (k.device[i], k.stream[i]);
             if cur_key != Some(key) {
                 if let Some(old) = cur_key {

@@ -59,6 +59,24 @@ impl NameAccumulator {
         }
     }
 
+    /// Adds `other`'s times, which came after this one's (a pass split in two).
+    pub fn join(&mut self, other: &NameAccumulator) {
+        for (mine, theirs) in [
+            (&mut self.kernels, &other.kernels),
+            (&mut self.memops, &other.memops),
+        ] {
+            for (a, b) in mine.iter_mut().zip(theirs) {
+                if b.calls > 0 {
+                    if a.calls == 0 {
+                        a.bucket = b.bucket;
+                    }
+                    a.ns += b.ns;
+                    a.calls += b.calls;
+                }
+            }
+        }
+    }
+
     /// Appends the names seen to `table`.
     pub fn finish_into(self, rank: u32, scope: NameScope, table: &mut NameTimeTable) {
         for (kind, v) in [

@@ -37,8 +37,10 @@ pub(super) struct StepAcc {
     pub(super) max_gap: i64,
     pub(super) max_gap_at: i64,
     /// Idle gaps inside the step: start, end, and the activity that ends it (kernel index,
-    /// or `-(memop index + 1)`).
+    /// or `-(memop index + 1)`); kept only when `keep_gaps` (the trace has launch records
+    /// for the idle attribution to read).
     pub(super) gaps: Vec<(i64, i64, i64)>,
+    pub(super) keep_gaps: bool,
     /// The step's first activity (same encoding).
     pub(super) first_tag: i64,
 }
@@ -57,6 +59,7 @@ impl Default for StepAcc {
             max_gap: 0,
             max_gap_at: 0,
             gaps: Vec::new(),
+            keep_gaps: false,
             first_tag: 0,
         }
     }
@@ -80,7 +83,9 @@ impl StepAcc {
         } else {
             if self.cur_end > self.cur_start {
                 self.busy_ns += self.cur_end - self.cur_start;
-                self.gaps.push((self.cur_end, s, tag));
+                if self.keep_gaps {
+                    self.gaps.push((self.cur_end, s, tag));
+                }
                 if s - self.cur_end > self.max_gap {
                     self.max_gap = s - self.cur_end;
                     self.max_gap_at = self.cur_end;
@@ -135,6 +140,11 @@ pub(super) struct Accumulated {
     pub(super) memop_step: Vec<u32>,
 }
 
+/// The accumulation pass: every kernel and memop of the steps' device, in start order, added
+/// to its step (or to `outside` without steps) and, when in scope, to the per-name times.
+/// A long pass runs as two halves on two threads, split at a step boundary that no step
+/// crosses: each half then meets its activities in the same order and with the same steps
+/// as the single pass, and the sums it adds to are integers.
 pub(super) fn accumulate(
     p: &Prepared,
     steps: &Steps,
@@ -143,10 +153,14 @@ pub(super) fn accumulate(
 ) -> Accumulated {
     let trace = p.trace;
     let (k, m) = (&trace.kernels, &trace.memops);
-    let any_decode = decode.iter().any(|&d| d);
     let n = trace.strings.len();
-    let mut acc = Accumulated {
-        accs: vec![StepAcc::default(); steps.steps.len()],
+    // Only the idle attribution reads the gaps, and only with launch records.
+    let step_acc = StepAcc {
+        keep_gaps: trace.launches.len > 0,
+        ..StepAcc::default()
+    };
+    let fresh = || Accumulated {
+        accs: vec![step_acc.clone(); steps.steps.len()],
         outside: StepAcc::default(),
         names: NameAccumulator::new(n),
         prefill_names: NameAccumulator::new(n),
@@ -158,9 +172,119 @@ pub(super) fn accumulate(
         kernel_step: vec![NO_STEP; k.len],
         memop_step: vec![NO_STEP; m.len],
     };
-    if let Some(dev) = steps.device.or(p.primary_device()) {
-        let ko = p.kernels_on(dev);
-        let mo = p.memops_on(dev);
+    let mut acc = match steps.device.or(p.primary_device()) {
+        None => fresh(),
+        Some(dev) => {
+            let ko = p.kernels_on(dev);
+            let mo = p.memops_on(dev);
+            let run = |ko: &[u32], mo: &[u32]| {
+                let mut acc = fresh();
+                accumulate_range(p, steps, decode, settings, (ko, mo), &mut acc);
+                acc
+            };
+            match split_point(&steps.steps, ko, mo, p) {
+                None => run(ko, mo),
+                Some((step, t)) => {
+                    let ks = ko.partition_point(|&i| k.gpu_start_ns[i as usize] < t);
+                    let ms = mo.partition_point(|&i| m.gpu_start_ns[i as usize] < t);
+                    let (first, second) = std::thread::scope(|s| {
+                        let second = s.spawn(|| run(&ko[ks..], &mo[ms..]));
+                        let first = run(&ko[..ks], &mo[..ms]);
+                        let second = second
+                            .join()
+                            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+                        (first, second)
+                    });
+                    first.join(second, step)
+                }
+            }
+        }
+    };
+    acc.accs.iter_mut().for_each(StepAcc::close);
+    acc.outside.close();
+    acc
+}
+
+/// Activities a pass needs before it is split in two (unit tests split every pass, so each
+/// of them checks the split against its expected figures).
+const SPLIT_ACTIVITIES: usize = if cfg!(test) { 2 } else { 1 << 18 };
+
+/// Where to split a long pass: a step `i` and its start `t` such that every step before `i`
+/// ends by `t` and none from `i` on starts before it, the one nearest the middle kernel.
+fn split_point(
+    steps: &[crate::analysis::steps::Step],
+    ko: &[u32],
+    mo: &[u32],
+    p: &Prepared,
+) -> Option<(usize, i64)> {
+    if ko.len() + mo.len() < SPLIT_ACTIVITIES || steps.len() < 2 {
+        return None;
+    }
+    let &middle = ko.get(ko.len() / 2)?;
+    let mid = p.trace.kernels.gpu_start_ns[middle as usize];
+    let mut later_min = vec![i64::MAX; steps.len() + 1];
+    for i in (0..steps.len()).rev() {
+        later_min[i] = later_min[i + 1].min(steps[i].gpu_start_ns);
+    }
+    let mut before_max = i64::MIN;
+    let mut best: Option<(usize, i64)> = None;
+    for (i, st) in steps.iter().enumerate() {
+        let t = st.gpu_start_ns;
+        if i > 0
+            && before_max <= t
+            && later_min[i] >= t
+            && best.is_none_or(|(_, b)| t.abs_diff(mid) < b.abs_diff(mid))
+        {
+            best = Some((i, t));
+        }
+        before_max = before_max.max(st.gpu_end_ns);
+    }
+    best
+}
+
+impl Accumulated {
+    /// This pass over the activities before step `from`'s start, and `other` over the rest.
+    fn join(mut self, other: Accumulated, from: usize) -> Accumulated {
+        self.accs.truncate(from);
+        self.accs.extend(other.accs.into_iter().skip(from));
+        self.names.join(&other.names);
+        self.prefill_names.join(&other.prefill_names);
+        self.other_kernel_ns += other.other_kernel_ns;
+        self.kernel_ns_in_scope += other.kernel_ns_in_scope;
+        self.activity_in_steps_ns = self
+            .activity_in_steps_ns
+            .saturating_add(other.activity_in_steps_ns);
+        self.activity_total_ns = self
+            .activity_total_ns
+            .saturating_add(other.activity_total_ns);
+        self.scope_acts.extend(other.scope_acts);
+        for (mine, theirs) in [
+            (&mut self.kernel_step, &other.kernel_step),
+            (&mut self.memop_step, &other.memop_step),
+        ] {
+            for (a, &b) in mine.iter_mut().zip(theirs) {
+                if b != NO_STEP {
+                    *a = b;
+                }
+            }
+        }
+        self
+    }
+}
+
+/// The pass over the kernels and memops `(ko, mo)` (start-sorted) into `acc`.
+fn accumulate_range(
+    p: &Prepared,
+    steps: &Steps,
+    decode: &[bool],
+    settings: &AnalysisSettings,
+    (ko, mo): (&[u32], &[u32]),
+    acc: &mut Accumulated,
+) {
+    let trace = p.trace;
+    let (k, m) = (&trace.kernels, &trace.memops);
+    let any_decode = decode.iter().any(|&d| d);
+    if !ko.is_empty() || !mo.is_empty() {
         let acts = merge_two(
             ko.iter().map(|&i| (k.gpu_start_ns[i as usize], i as i64)),
             mo.iter()
@@ -240,7 +364,4 @@ pub(super) fn accumulate(
             }
         }
     }
-    acc.accs.iter_mut().for_each(StepAcc::close);
-    acc.outside.close();
-    acc
 }

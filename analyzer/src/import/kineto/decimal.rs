@@ -98,7 +98,16 @@ fn parse(text: &[u8], shift: i64) -> Option<Option<Nanos>> {
         Some((b'e' | b'E', r)) => exponent(r)?,
         _ => return None,
     };
-    let (ns, fs) = magnitude(ip, fp, ip.len() as i64 + exp + shift);
+    let (ns, fs) = if exp == 0 && ip.len() <= 15 && fp.len() as i64 <= shift {
+        // Kineto's own form (`4444055082923.272` µs): whole nanoseconds, at most 10^18.
+        let v = ip
+            .iter()
+            .chain(fp)
+            .fold(0u64, |v, &b| v * 10 + u64::from(b - b'0'));
+        (v * 10u64.pow((shift - fp.len() as i64) as u32), 0)
+    } else {
+        magnitude(ip, fp, ip.len() as i64 + exp + shift)
+    };
     let n = if !neg || (ns == 0 && fs == 0) {
         Nanos { ns: ns as i64, fs }
     } else if fs == 0 {
@@ -239,6 +248,56 @@ mod tests {
 
     fn exact(s: &str) -> Nanos {
         Nanos::from_micros(s.as_bytes()).unwrap().unwrap()
+    }
+
+    /// The whole-nanosecond shortcut gives what the general path gives, on every form it
+    /// takes (and the general path the rest).
+    #[test]
+    fn the_shortcut_agrees_with_the_general_path() {
+        let mut texts = Vec::new();
+        for ip in [
+            "",
+            "0",
+            "7",
+            "0012",
+            "4444055082923",
+            "999999999999999",
+            "1000000000000000",
+        ] {
+            for fp in ["", ".", ".5", ".27", ".272", ".2725", ".000"] {
+                for sign in ["", "-", "+"] {
+                    texts.push(format!("{sign}{ip}{fp}"));
+                }
+            }
+        }
+        for t in &texts {
+            for shift in [0, 3] {
+                let general = || -> Option<Option<Nanos>> {
+                    let b = t.as_bytes();
+                    let (neg, body) = match b.split_first() {
+                        Some((b'-', r)) => (true, r),
+                        Some((b'+', r)) => (false, r),
+                        _ => (false, b),
+                    };
+                    let (ip, rest) = body.split_at(digits_len(body));
+                    let fp = rest.strip_prefix(b".").unwrap_or(rest);
+                    if ip.is_empty() && fp.is_empty() {
+                        return None;
+                    }
+                    let (ns, fs) = magnitude(ip, fp, ip.len() as i64 + shift);
+                    let n = Nanos { ns: ns as i64, fs };
+                    Some(Some(if neg && (ns, fs) != (0, 0) {
+                        Nanos { ns: 0, fs: 0 }.add(Nanos {
+                            ns: -(ns as i64) - i64::from(fs > 0),
+                            fs: if fs > 0 { FS_PER_NS - fs } else { 0 },
+                        })
+                    } else {
+                        n
+                    }))
+                };
+                assert_eq!(parse(t.as_bytes(), shift), general(), "{t:?} shift {shift}");
+            }
+        }
     }
 
     /// The values of issue 19: through f64 these lost up to 248 ns.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 use gapscope_analyzer::analysis::host::GroupBy;
 use gapscope_analyzer::diff::levers::{LeverPrediction, LeverWhatIf};
-use gapscope_analyzer::diff::whatif::{LeverSet, WhatIfOutput, find_lever, what_if};
+use gapscope_analyzer::diff::whatif::{LeverSet, WhatIfOutput, compare, find_lever, predict};
 
 use crate::render::markdown::{Align, Cell, table};
 use crate::render::{md_code, md_text, text};
@@ -48,13 +48,13 @@ pub fn run(
     analyser.group_by(GroupBy::Op)?;
     let report = analyser.run(slow)?;
     // A lever the slow trace does not predict is refused before any measured trace is read.
-    let prediction = what_if(set, &report, &[])?;
+    let prediction = predict(set, &report)?;
     let mut runs = Vec::new();
     for m in measured {
-        find_lever(&prediction.prediction, &m.lever)?;
+        find_lever(&prediction, &m.lever)?;
         runs.push((m.lever.clone(), analyser.run(&m.path)?));
     }
-    Ok(what_if(set, &report, &runs)?)
+    Ok(compare(prediction, &report, &runs)?)
 }
 
 fn cells(w: &WhatIfOutput, p: &LeverPrediction) -> Vec<String> {

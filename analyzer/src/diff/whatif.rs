@@ -95,9 +95,22 @@ pub fn what_if(
     slow: &Report,
     measured: &[(String, Report)],
 ) -> Result<WhatIfOutput, WhatIfError> {
-    let prediction = match set {
-        LeverSet::Hybrid => levers::hybrid_levers(slow).map_err(WhatIfError::Predict)?,
-    };
+    compare(predict(set, slow)?, slow, measured)
+}
+
+/// Each lever of `set` predicted from `slow` alone.
+pub fn predict(set: LeverSet, slow: &Report) -> Result<LeverWhatIf, WhatIfError> {
+    match set {
+        LeverSet::Hybrid => levers::hybrid_levers(slow).map_err(WhatIfError::Predict),
+    }
+}
+
+/// `prediction` (made from `slow`) beside each `(lever, report)` measured since.
+pub fn compare(
+    prediction: LeverWhatIf,
+    slow: &Report,
+    measured: &[(String, Report)],
+) -> Result<WhatIfOutput, WhatIfError> {
     let mut out = Vec::new();
     for (lever, r) in measured {
         let p = find_lever(&prediction, lever)?;

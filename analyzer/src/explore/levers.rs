@@ -37,7 +37,7 @@ impl Exploration {
         )
         .map(|(_, tag)| tag)
         .collect();
-        let steps = t.steps.in_report.iter().filter(|&&v| v != 0).count();
+        let steps = t.report_steps().len();
         let mut report = self.report.clone();
         report.groups = Some(by_key::group(
             &self.trace,

@@ -119,11 +119,6 @@ impl StepBuckets {
         self.offsets.push(self.table.len as u32);
     }
 
-    /// Steps in the table.
-    pub fn steps(&self) -> usize {
-        self.offsets.len().saturating_sub(1)
-    }
-
     /// Step `i`'s figures in bucket `b`.
     pub fn get(&self, i: usize, b: Bucket) -> Cell {
         let t = &self.table;

@@ -113,11 +113,7 @@ impl Gaps<'_> {
         }
         let mut c = Causes::default();
         att.gap(a, b, tag, &mut c);
-        sum.launch += c.launch;
-        sum.host_compute += c.host_compute;
-        sum.sync += c.sync;
-        sum.gpu_wait += c.gpu_wait;
-        sum.unexplained += c.unexplained;
+        *sum += c;
         let (next_kind, next_index) = activity(tag);
         self.table.push(IdleGapRow {
             rank: self.rank,

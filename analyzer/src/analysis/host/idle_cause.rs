@@ -38,6 +38,16 @@ pub struct Causes {
     pub unexplained: i64,
 }
 
+impl std::ops::AddAssign for Causes {
+    fn add_assign(&mut self, o: Causes) {
+        self.launch += o.launch;
+        self.host_compute += o.host_compute;
+        self.sync += o.sync;
+        self.gpu_wait += o.gpu_wait;
+        self.unexplained += o.unexplained;
+    }
+}
+
 impl Causes {
     pub fn total(&self) -> i64 {
         self.launch + self.host_compute + self.sync + self.gpu_wait + self.unexplained

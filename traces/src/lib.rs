@@ -1,7 +1,7 @@
 //! The gapscope trace model and its native on-disk format.
 //!
-//! A trace is a manifest plus six columnar tables (kernels, memops, launches, markers,
-//! samples, host scopes) with interned names. On disk it is a directory of Arrow IPC streams, one per
+//! A trace is a manifest plus seven columnar tables (kernels, memops, launches, markers,
+//! samples, host scopes, input shapes) with interned names. On disk it is a directory of Arrow IPC streams, one per
 //! table, so pyarrow, polars and duckdb read it without gapscope; see
 //! `docs/TRACE_FORMAT.md`.
 

@@ -17,7 +17,9 @@ use crate::manifest::{FORMAT_NAME, FORMAT_VERSION, Manifest};
 use crate::output_dir;
 use crate::stream_read::{CheckedStream, Expected, Next};
 use crate::strings::{NO_STR, StringTable};
-use crate::tables::{KernelTable, LaunchTable, MarkerTable, MemopTable, SampleTable, ScopeTable};
+use crate::tables::{
+    InputDimTable, KernelTable, LaunchTable, MarkerTable, MemopTable, SampleTable, ScopeTable,
+};
 use crate::trace::Trace;
 
 /// Rows per record batch; also the most a crash can lose per table.
@@ -40,12 +42,12 @@ const MEMOP_REQUIRED: [&str; 10] = [
     "graph_id",
 ];
 
-const TABLES: [&str; 6] = [
-    "kernels", "memops", "launches", "markers", "samples", "scopes",
+const TABLES: [&str; 7] = [
+    "kernels", "memops", "launches", "markers", "samples", "scopes", "input_dims",
 ];
 /// Tables added after format version 1 shipped: a trace written before them has no stream
 /// for them (and no manifest batch count), which reads as an empty table, not a truncation.
-const LATER_TABLES: [&str; 1] = ["scopes"];
+const LATER_TABLES: [&str; 2] = ["scopes", "input_dims"];
 
 fn stream_file(table: &str) -> String {
     format!("{table}.arrows")
@@ -70,7 +72,7 @@ pub struct TraceWriter {
     strings_written: usize,
     strings: StreamWriter<BufWriter<File>>,
     tables: Vec<StreamWriter<BufWriter<File>>>,
-    batches: [u64; 7],
+    batches: [u64; 8],
 }
 
 impl TraceWriter {
@@ -99,6 +101,7 @@ impl TraceWriter {
             open(TABLES[3], &MarkerTable::schema())?,
             open(TABLES[4], &SampleTable::schema())?,
             open(TABLES[5], &ScopeTable::schema())?,
+            open(TABLES[6], &InputDimTable::schema())?,
         ];
         Ok(Self {
             dir: dir.to_owned(),
@@ -106,7 +109,7 @@ impl TraceWriter {
             strings_written: 0,
             strings,
             tables,
-            batches: [0; 7],
+            batches: [0; 8],
         })
     }
 
@@ -180,6 +183,9 @@ impl TraceWriter {
     pub fn append_scopes(&mut self, t: &ScopeTable) -> Result<()> {
         self.append_batches(5, t.len(), |r| t.to_batch(r))
     }
+    pub fn append_input_dims(&mut self, t: &InputDimTable) -> Result<()> {
+        self.append_batches(6, t.len(), |r| t.to_batch(r))
+    }
 
     /// Ends every stream and rewrites the manifest as complete.
     pub fn finish(mut self) -> Result<Manifest> {
@@ -244,6 +250,7 @@ fn write_whole(dir: &Path, trace: &Trace) -> Result<Manifest> {
     w.append_markers(&trace.markers)?;
     w.append_samples(&trace.samples)?;
     w.append_scopes(&trace.scopes)?;
+    w.append_input_dims(&trace.input_dims)?;
     w.finish()
 }
 
@@ -252,7 +259,7 @@ fn write_whole(dir: &Path, trace: &Trace) -> Result<Manifest> {
 pub struct ReadOptions {
     /// Kernel columns to load; `None` loads all.
     pub kernel_columns: Option<Vec<String>>,
-    /// Refuse a trace with more rows than this, counted over all six tables (`None`: no
+    /// Refuse a trace with more rows than this, counted over all seven tables (`None`: no
     /// limit; a native trace's memory is bounded by its size on disk anyway).
     pub max_rows: Option<u64>,
     /// Kernel columns to leave unloaded (empty) when every value in the trace is the
@@ -446,6 +453,17 @@ fn read_trace_with(dir: &Path, opts: &ReadOptions, split_bytes: u64) -> Result<T
         },
         true,
         |b| trace.scopes.append_batch(b),
+    )?;
+    let schema = InputDimTable::schema();
+    ctx.read(
+        TABLES[6],
+        &Expected {
+            schema: &schema,
+            wanted: None,
+            required: InputDimTable::COLUMNS,
+        },
+        true,
+        |b| trace.input_dims.append_batch(b),
     )?;
 
     let notes = ctx.notes;

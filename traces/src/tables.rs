@@ -1,4 +1,4 @@
-//! The six trace tables. Times carry their clock in the name (`gpu_*` or `host_*`) and
+//! The seven trace tables. Times carry their clock in the name (`gpu_*` or `host_*`) and
 //! every quantity its unit. Sentinels instead of nulls keep columns dense: name id 0 is
 //! "none", -1 is "unknown" for signed quantities, 0 is "none" for graph ids.
 
@@ -132,6 +132,21 @@ columnar_table! {
         kind: u8 => UInt8Type = 0,
         host_start_ns: i64 => Int64Type = 0,
         host_end_ns: i64 => Int64Type = 0,
+    }
+}
+
+columnar_table! {
+    /// Input shapes of selected host ops (Kineto's `Input Dims` with `record_shapes`), one row
+    /// per axis: which scope, which input, which axis, its size. Only ops whose shapes an
+    /// analysis reads are kept (attention: query rows and key length give the tokens each
+    /// forward adds to the KV cache); traces without shapes have none.
+    pub struct InputDimTable / InputDimRow {
+        /// Row of the op in the scope table.
+        scope: u32 => UInt32Type = 0,
+        /// Position of the input in the op's argument list.
+        input: u16 => UInt16Type = 0,
+        axis: u16 => UInt16Type = 0,
+        size: i64 => Int64Type = 0,
     }
 }
 

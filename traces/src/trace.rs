@@ -1,8 +1,10 @@
-//! An in-memory trace: the manifest, the interned names and the six tables.
+//! An in-memory trace: the manifest, the interned names and the seven tables.
 
 use crate::manifest::Manifest;
 use crate::strings::StringTable;
-use crate::tables::{KernelTable, LaunchTable, MarkerTable, MemopTable, SampleTable, ScopeTable};
+use crate::tables::{
+    InputDimTable, KernelTable, LaunchTable, MarkerTable, MemopTable, SampleTable, ScopeTable,
+};
 
 /// One run on one or more GPUs, as every importer produces and every analysis consumes.
 #[derive(Debug, Clone, Default)]
@@ -15,6 +17,8 @@ pub struct Trace {
     pub markers: MarkerTable,
     pub samples: SampleTable,
     pub scopes: ScopeTable,
+    /// Input shapes of the host ops that analyses read (rows point into `scopes`).
+    pub input_dims: InputDimTable,
 }
 
 impl Trace {

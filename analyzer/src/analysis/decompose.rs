@@ -113,6 +113,9 @@ pub fn analyze_tables(
             steps.steps.truncate(max);
             steps.batch.truncate(max);
             steps.numbers.truncate(max);
+            if let Some(spec) = steps.spec.as_mut() {
+                spec.cycles.truncate(max);
+            }
             crate::import::defects::SourceDefect::StepsCut { kept: max, found }
         });
     let host: HostIndex = match (built, p.host.take()) {
@@ -340,6 +343,10 @@ pub fn analyze_tables(
         bucket_scope,
         devices,
         steps: step_report,
+        speculative: steps
+            .spec
+            .as_ref()
+            .and_then(|s| crate::analysis::spec::SpecReport::of(s, trace)),
         buckets,
         prefill_buckets,
         other: OtherReport {

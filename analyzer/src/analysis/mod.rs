@@ -7,6 +7,7 @@ pub mod intervals;
 pub mod plausibility;
 pub mod prepared;
 pub mod report;
+pub mod spec;
 pub mod stats;
 pub mod steps;
 pub mod telemetry;

@@ -21,6 +21,10 @@ pub struct Report {
     pub plausibility: super::plausibility::Plausibility,
     pub devices: Vec<DeviceBusy>,
     pub steps: StepReport,
+    /// Speculative decoding: draft and verify forwards, tokens per step and acceptance
+    /// (absent for a plain run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<super::spec::SpecReport>,
     /// What `buckets` covers.
     pub bucket_scope: BucketScope,
     /// Per-bucket decomposition of the decode steps; of the iterations on a training trace;

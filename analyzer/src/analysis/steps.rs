@@ -119,6 +119,10 @@ pub struct Steps {
     /// Reasons to doubt that the steps are steps (layers of one step taken for steps); the
     /// plausibility check reports them.
     pub doubts: Vec<String>,
+    /// Speculative decoding's forwards and tokens, one cycle per step, when the steps are
+    /// its verify forwards.
+    #[serde(skip)]
+    pub spec: Option<crate::analysis::spec::SpecDecode>,
 }
 
 /// Finds the steps of a prepared trace.
@@ -168,6 +172,13 @@ pub fn detect(p: &Prepared, settings: &StepSettings) -> Steps {
             }
         };
     }
+    if found.is_none()
+        && training.is_none()
+        && let Some(d) = device
+        && let Some(spec) = crate::analysis::spec::detect(p.trace, d)
+    {
+        return from_spec(p, d, spec);
+    }
     let (mut steps, from_auto) = match found {
         Some(s) => (s, false),
         None => match device.and_then(|d| auto_detect(p, d, training.is_some())) {
@@ -190,6 +201,7 @@ pub fn detect(p: &Prepared, settings: &StepSettings) -> Steps {
                     phase_source: PhaseSource::None,
                     training,
                     doubts: Vec::new(),
+                    spec: None,
                 };
             }
         },
@@ -223,6 +235,45 @@ pub fn detect(p: &Prepared, settings: &StepSettings) -> Steps {
         "step source chosen"
     );
     steps
+}
+
+/// Steps from speculative decoding's cycles: one per verify forward.
+fn from_spec(p: &Prepared, device: u32, spec: crate::analysis::spec::SpecDecode) -> Steps {
+    let name = |id| p.trace.strings.get(id).to_owned();
+    let steps: Vec<Step> = spec
+        .cycles
+        .iter()
+        .map(|c| Step {
+            phase: c.phase,
+            gpu_start_ns: c.gpu_start_ns,
+            gpu_end_ns: c.gpu_end_ns,
+        })
+        .collect();
+    tracing::debug!(
+        steps = steps.len(),
+        evidence = ?spec.evidence,
+        "step source chosen: speculative forwards"
+    );
+    Steps {
+        batch: spec.cycles.iter().map(|c| c.batch).collect(),
+        numbers: Vec::new(),
+        source: StepSource::Forwards {
+            evidence: spec.evidence,
+            target: name(spec.target),
+            target_forwards: spec.target_forwards,
+            draft: spec.draft.map(name),
+            draft_forwards: spec.draft_forwards,
+        },
+        device: Some(device),
+        contiguous: true,
+        kind: StepKind::InferenceSteps,
+        engine: None,
+        phase_source: PhaseSource::Forwards,
+        training: None,
+        doubts: Vec::new(),
+        steps,
+        spec: Some(spec),
+    }
 }
 
 fn kind_of(training: &Option<String>) -> StepKind {
@@ -441,6 +492,7 @@ fn from_markers(
         },
         training: None,
         doubts: Vec::new(),
+        spec: None,
     })
 }
 

@@ -5,6 +5,7 @@ pub mod csv;
 pub mod json;
 pub mod markdown;
 pub mod roofline_svg;
+mod spec;
 pub mod table;
 
 use std::io::Write;
@@ -286,6 +287,9 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
                 m.n
             ),
         ));
+    }
+    if let Some(sp) = &r.speculative {
+        v.extend(spec::lines(sp, text));
     }
     for d in &r.devices {
         v.push((

@@ -17,6 +17,20 @@ fn role(phase: Phase) -> Role {
     }
 }
 
+/// Tokens a step produced: a speculative step's known tokens (per sequence, times its
+/// sequences), 0 when unknown; otherwise one per sequence of a decode step.
+fn tokens(steps: &Steps, i: usize, phase: Phase, batch: u32) -> u32 {
+    match &steps.spec {
+        Some(spec) => spec
+            .cycles
+            .get(i)
+            .and_then(|c| c.tokens)
+            .map_or(0, |t| u32::try_from(t).unwrap_or(0).saturating_mul(batch.max(1))),
+        None if phase == Phase::Decode => batch,
+        None => 0,
+    }
+}
+
 /// One accumulator's figures per bucket.
 pub(super) fn cells(a: &StepAcc) -> [Cell; NB] {
     std::array::from_fn(|b| {
@@ -52,7 +66,7 @@ pub(super) fn step_tables(
             role: role(s.phase) as u8,
             in_report: u8::from(in_report.get(i).copied().unwrap_or(false)),
             batch,
-            tokens: if s.phase == Phase::Decode { batch } else { 0 },
+            tokens: tokens(steps, i, s.phase, batch),
             gpu_start_ns: s.gpu_start_ns,
             gpu_end_ns: s.gpu_end_ns,
             gpu_first_ns: a.first_start,

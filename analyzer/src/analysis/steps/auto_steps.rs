@@ -475,6 +475,7 @@ pub(super) fn auto_detect(p: &Prepared, device: u32, whole_periods: bool) -> Opt
         phase_source: PhaseSource::None,
         training: None,
         doubts: Vec::new(),
+        spec: None,
     })
 }
 

@@ -35,6 +35,17 @@ pub enum StepSource {
         /// Odd segments taken as prefill steps.
         prefills: usize,
     },
+    /// Model forwards (module scopes): each step is one forward of the model, and under
+    /// speculative decoding one verify forward with the draft forwards since the previous one.
+    Forwards {
+        /// What shows speculative decoding; `None` for a plain run.
+        evidence: Option<crate::analysis::spec::SpecEvidence>,
+        /// The target model instance and its forwards; the draft's, when there is one.
+        target: String,
+        target_forwards: usize,
+        draft: Option<String>,
+        draft_forwards: usize,
+    },
     /// No steps: the trace has no kernels.
     NoKernels,
     /// No steps: no marker delimits steps and the kernel sequence is not periodic.
@@ -143,6 +154,31 @@ impl fmt::Display for StepSource {
                 }
                 f.write_str(")")
             }
+            Self::Forwards {
+                evidence: None,
+                target,
+                target_forwards,
+                ..
+            } => write!(
+                f,
+                "model forwards: one step per forward of {target:?} ({target_forwards} forwards)"
+            ),
+            Self::Forwards {
+                target,
+                target_forwards,
+                draft,
+                draft_forwards,
+                ..
+            } => {
+                write!(
+                    f,
+                    "speculative decoding: one step per verify forward, {target_forwards} of {target:?}"
+                )?;
+                match draft {
+                    Some(d) => write!(f, ", with the {draft_forwards} draft forwards of {d:?} before them"),
+                    None => f.write_str(" (no draft model)"),
+                }
+            }
             Self::NoKernels => f.write_str("none: the trace has no kernels"),
             Self::NotFound => f.write_str("none: no step markers and no periodic kernel sequence"),
         }
@@ -169,6 +205,9 @@ pub enum PhaseSource {
     /// The periodic detector's segments: an odd one with more GEMM/attention work is a
     /// prefill.
     Periodic,
+    /// Steps from forwards: the first forward from an empty cache (or, without shapes, with
+    /// twice the others' kernel time) is the prefill.
+    Forwards,
     /// Each step's own evidence, tallied.
     Evidence {
         /// How many steps each kind of evidence decided, in [`Evidence`] order.
@@ -221,6 +260,9 @@ impl fmt::Display for PhaseSource {
         match self {
             Self::None => Ok(()),
             Self::Training => f.write_str("training trace: each step is one iteration"),
+            Self::Forwards => f.write_str(
+                "the forward's cache (the first forward from an empty cache is the prefill)",
+            ),
             Self::Periodic => f.write_str(
                 "periodic kernel sequence (an odd segment with more GEMM/attention work is a \
                  prefill)",

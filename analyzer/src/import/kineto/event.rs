@@ -131,6 +131,45 @@ pub(crate) struct Args<'a> {
     pub graph_node_id: Option<Id>,
     #[serde(borrow, default, rename = "kind")]
     pub kind: Option<Cow<'a, str>>,
+    /// `record_shapes`: each input's shape (kept only for the ops [`keeps_shapes`] names).
+    #[serde(default, rename = "Input Dims")]
+    pub input_dims: Option<InputDims>,
+}
+
+/// Kineto's `Input Dims`: each input's sizes when it is a flat list of numbers, and an empty
+/// list otherwise (a scalar, a tensor list, an absent tensor).
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct InputDims(pub Vec<Vec<i64>>);
+
+impl<'de> Deserialize<'de> for InputDims {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Entry {
+            Flat(Vec<Num>),
+            Other(serde::de::IgnoredAny),
+        }
+        let v = Vec::<Entry>::deserialize(d)?;
+        Ok(Self(
+            v.into_iter()
+                .map(|e| match e {
+                    Entry::Flat(n) => n.into_iter().map(|x| x.0 as i64).collect(),
+                    Entry::Other(_) => Vec::new(),
+                })
+                .collect(),
+        ))
+    }
+}
+
+/// Host ops whose `Input Dims` the importer keeps (the rest lose their `args` unread): the
+/// attention op, whose query rows and key length tell how many tokens a forward adds to the
+/// KV cache (speculative decoding's tokens per step).
+pub(crate) fn keeps_shapes(head: &[u8]) -> bool {
+    static SDPA: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| {
+            memchr::memmem::Finder::new(b"\"aten::scaled_dot_product_attention\"")
+        });
+    SDPA.find(head).is_some()
 }
 
 /// The event categories gapscope imports.

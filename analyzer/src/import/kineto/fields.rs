@@ -203,6 +203,46 @@ impl<'a> P<'a> {
         }
     }
 
+    /// `Input Dims`: a list whose flat number lists are shapes; any other entry (a scalar's
+    /// `[]` included) reads as an empty shape, as [`super::event::InputDims`] does.
+    fn input_dims(&mut self) -> R<super::event::InputDims> {
+        self.expect(b'[')?;
+        let mut v = Vec::new();
+        if self.peek()? == b']' {
+            self.i += 1;
+            return Ok(super::event::InputDims(v));
+        }
+        loop {
+            let at = self.i;
+            let flat = if self.peek()? == b'[' {
+                self.num_array().ok()
+            } else {
+                None
+            };
+            match flat {
+                Some(n) => v.push(n.into_iter().map(|x| x.0 as i64).collect()),
+                None => {
+                    self.i = at;
+                    self.skip()?;
+                    v.push(Vec::new());
+                }
+            }
+            match self.peek()? {
+                b',' => self.i += 1,
+                b']' => {
+                    self.i += 1;
+                    return Ok(super::event::InputDims(v));
+                }
+                c => {
+                    return Err(format!(
+                        "expected ',' or ']' in an array, found '{}'",
+                        c as char
+                    ));
+                }
+            }
+        }
+    }
+
     fn skip(&mut self) -> R<()> {
         match self.peek()? {
             b'"' => self.raw_string().map(|_| ()),
@@ -552,6 +592,9 @@ pub(crate) fn parse_event(raw: &[u8]) -> R<Event<'_>> {
                         b"graph id" => a.graph_id = p.id()?,
                         b"graph node id" => a.graph_node_id = p.id()?,
                         b"kind" if p.peek()? == b'"' => a.kind = Some(p.string()?),
+                        b"Input Dims" if p.peek()? == b'[' => {
+                            a.input_dims = Some(p.input_dims()?);
+                        }
                         _ => p.skip()?,
                     }
                     Ok(())
@@ -581,6 +624,7 @@ mod tests {
             r#"{ "ph" : "X" , "name" : "esc \"q\" \\ \u00e9", "pid":"stream 7", "tid":-3, "ts": 1e3, "dur":"2", "args": {"grid": [], "kind":"DtoD", "nested": {"a":[1,{"b":"}"}]}} }"#,
             r#"{"name":"x","args":null,"ts":null}"#,
             r#"{}"#,
+            r#"{"ph":"X","cat":"cpu_op","name":"aten::scaled_dot_product_attention","ts":1,"dur":2,"args":{"External id":3,"Input Dims":[[1, 32, 5, 64], [1, 8, 69, 64], [], [[1,2],[3]], "x", [1.0, 2]],"Input type":["c10::BFloat16"]}}"#,
         ];
         for c in cases {
             let mut a = parse_event(c.as_bytes()).unwrap();

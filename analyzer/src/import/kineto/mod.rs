@@ -21,7 +21,7 @@ mod scan;
 use std::path::Path;
 
 use gapscope_traces::{
-    GpuInfo, KernelRow, LaunchApi, LaunchRow, MODULE_CALL_PREFIX, Manifest, MarkerRow,
+    GpuInfo, InputDimRow, KernelRow, LaunchApi, LaunchRow, MODULE_CALL_PREFIX, Manifest, MarkerRow,
     MarkerSource, MemopKind, MemopRow, Phase, ScopeKind, ScopeRow, SourceFormat, Trace,
 };
 use serde::Deserialize;
@@ -117,6 +117,8 @@ impl Batcher {
             // scanned; nothing reads that byte again).
             Category::CpuOp | Category::PythonFunction => {
                 match fields::cut_args(raw, feed.members) {
+                    // The attention op keeps its args: its input shapes are read.
+                    Some(head) if cat == Category::CpuOp && event::keeps_shapes(head) => r.end,
                     Some(head) => {
                         let comma = r.start + head.len();
                         feed.buf[comma] = b'}';
@@ -731,6 +733,20 @@ impl Builder {
             Category::CpuOp | Category::PythonFunction => {
                 let kind = scope_kind(cat, t.strings.get(name_id));
                 let name = name_id;
+                if let Some(dims) = args.and_then(|a| a.input_dims.as_ref())
+                    && let Ok(scope) = u32::try_from(t.scopes.len())
+                {
+                    for (input, shape) in dims.0.iter().enumerate().take(usize::from(u16::MAX)) {
+                        for (axis, &size) in shape.iter().enumerate().take(usize::from(u16::MAX)) {
+                            t.input_dims.push(InputDimRow {
+                                scope,
+                                input: input as u16,
+                                axis: axis as u16,
+                                size,
+                            });
+                        }
+                    }
+                }
                 t.scopes.push(ScopeRow {
                     pid: pid as u32,
                     tid,

@@ -43,7 +43,13 @@ const MEMOP_REQUIRED: [&str; 10] = [
 ];
 
 const TABLES: [&str; 7] = [
-    "kernels", "memops", "launches", "markers", "samples", "scopes", "input_dims",
+    "kernels",
+    "memops",
+    "launches",
+    "markers",
+    "samples",
+    "scopes",
+    "input_dims",
 ];
 /// Tables added after format version 1 shipped: a trace written before them has no stream
 /// for them (and no manifest batch count), which reads as an empty table, not a truncation.

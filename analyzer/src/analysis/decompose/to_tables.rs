@@ -21,11 +21,9 @@ fn role(phase: Phase) -> Role {
 /// sequences), 0 when unknown; otherwise one per sequence of a decode step.
 fn tokens(steps: &Steps, i: usize, phase: Phase, batch: u32) -> u32 {
     match &steps.spec {
-        Some(spec) => spec
-            .cycles
-            .get(i)
-            .and_then(|c| c.tokens)
-            .map_or(0, |t| u32::try_from(t).unwrap_or(0).saturating_mul(batch.max(1))),
+        Some(spec) => spec.cycles.get(i).and_then(|c| c.tokens).map_or(0, |t| {
+            u32::try_from(t).unwrap_or(0).saturating_mul(batch.max(1))
+        }),
         None if phase == Phase::Decode => batch,
         None => 0,
     }

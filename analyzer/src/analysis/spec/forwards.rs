@@ -67,7 +67,10 @@ pub fn find(trace: &Trace, device: u32) -> Vec<Forward> {
     for i in 0..sc.len() {
         if sc.kind[i] == module
             && sc.host_end_ns[i] >= sc.host_start_ns[i]
-            && trace.strings.get(sc.name[i]).starts_with(MODULE_CALL_PREFIX)
+            && trace
+                .strings
+                .get(sc.name[i])
+                .starts_with(MODULE_CALL_PREFIX)
         {
             by_tid.entry(sc.tid[i]).or_default().push(i);
         }

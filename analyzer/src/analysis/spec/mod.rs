@@ -129,7 +129,11 @@ pub fn detect(trace: &Trace, device: u32) -> Option<SpecDecode> {
         first = t + 1;
         let fw = &forwards[t];
         let drafts = group.iter().filter(|f| f.instance != target);
-        let gpu_start_ns = group.iter().map(|f| f.gpu_start_ns).min().unwrap_or(fw.gpu_start_ns);
+        let gpu_start_ns = group
+            .iter()
+            .map(|f| f.gpu_start_ns)
+            .min()
+            .unwrap_or(fw.gpu_start_ns);
         let next = targets.get(n + 1).and_then(|&u| forwards[u].shape);
         let tokens = match (fw.shape, next) {
             (Some(a), Some(b)) if n > 0 || a.past() > 0 => Some(b.past() - a.past()),

@@ -81,9 +81,8 @@ impl SpecReport {
             .copied()
             .filter(|&i| cycles[i].tokens.is_some() && i + 1 < cycles.len())
             .collect();
-        let mean = |v: &mut dyn Iterator<Item = f64>, n: usize| {
-            (n > 0).then(|| v.sum::<f64>() / n as f64)
-        };
+        let mean =
+            |v: &mut dyn Iterator<Item = f64>, n: usize| (n > 0).then(|| v.sum::<f64>() / n as f64);
         let tokens: i64 = known.iter().filter_map(|&i| cycles[i].tokens).sum();
         let proposed: i64 = known.iter().filter_map(|&i| cycles[i].candidates()).sum();
         let accepted: i64 = known.iter().filter_map(|&i| cycles[i].accepted()).sum();

@@ -175,7 +175,10 @@ impl fmt::Display for StepSource {
                     "speculative decoding: one step per verify forward, {target_forwards} of {target:?}"
                 )?;
                 match draft {
-                    Some(d) => write!(f, ", with the {draft_forwards} draft forwards of {d:?} before them"),
+                    Some(d) => write!(
+                        f,
+                        ", with the {draft_forwards} draft forwards of {d:?} before them"
+                    ),
                     None => f.write_str(" (no draft model)"),
                 }
             }

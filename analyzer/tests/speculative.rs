@@ -1,0 +1,168 @@
+//! Speculative decoding read from real captures (HF transformers on an H200,
+//! `scripts/capture/hf-spec-trace.py`), against the truth the capture's forward hooks
+//! recorded (not gapscope): target and draft forwards, tokens per step, acceptance.
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+mod common;
+
+use gapscope_analyzer::analysis::spec::{SpecEvidence, TokensSource};
+use gapscope_analyzer::analysis::steps::StepSource;
+use gapscope_traces::Phase;
+use serde_json::Value;
+
+fn trace(name: &str) -> std::path::PathBuf {
+    gapscope_tests::repo(&format!("traces/reference/hf-spec/hf-spec-{name}.json.gz"))
+}
+
+fn truth(name: &str) -> Value {
+    let p = gapscope_tests::repo(&format!(
+        "traces/reference/hf-spec/hf-spec-{name}.truth.json"
+    ));
+    serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap()
+}
+
+fn int(v: &Value, key: &str) -> i64 {
+    v[key].as_i64().unwrap_or_else(|| panic!("{key} in {v}"))
+}
+
+/// Forwards, steps, tokens and acceptance equal the hooks' truth. The last step's tokens
+/// are unknown to a trace (no later forward shows what it kept), so the expected
+/// acceptance leaves it out too.
+fn check(name: &str, evidence: SpecEvidence) {
+    let run = common::open(trace(name));
+    let t = truth(name);
+    let spec = run.steps.spec.as_ref().expect("speculative steps");
+    assert_eq!(spec.evidence, Some(evidence), "{name}");
+    assert_eq!(spec.tokens_source, TokensSource::AttentionShapes, "{name}");
+    assert_eq!(
+        spec.target_forwards as i64,
+        int(&t, "target_forwards"),
+        "{name}"
+    );
+    assert_eq!(
+        spec.draft_forwards as i64,
+        int(&t, "draft_forwards"),
+        "{name}"
+    );
+    let steps = t["steps"].as_array().unwrap();
+    assert_eq!(spec.cycles.len(), steps.len(), "{name}");
+    let last = steps.len() - 1;
+    for (i, (c, s)) in spec.cycles.iter().zip(steps).enumerate() {
+        let prefill = s["prefill"].as_bool().unwrap();
+        assert_eq!(c.phase == Phase::Prefill, prefill, "{name} step {i}");
+        assert_eq!(
+            i64::from(c.draft_forwards),
+            int(s, "draft_forwards"),
+            "{name} step {i}"
+        );
+        assert_eq!(c.rows, Some(int(s, "new")), "{name} step {i}");
+        if prefill || i == last {
+            assert_eq!(c.tokens, None, "{name} step {i}");
+        } else {
+            assert_eq!(c.tokens, Some(int(s, "tokens")), "{name} step {i}");
+            assert_eq!(
+                c.candidates(),
+                Some(int(s, "candidates")),
+                "{name} step {i}"
+            );
+        }
+    }
+    let known: Vec<&Value> = steps[..last]
+        .iter()
+        .filter(|s| !s["prefill"].as_bool().unwrap())
+        .collect();
+    let r = run
+        .report
+        .speculative
+        .as_ref()
+        .expect("a speculative section");
+    assert_eq!(r.steps_with_tokens, known.len(), "{name}");
+    assert_eq!(r.decode_steps as i64, int(&t, "decode_steps"), "{name}");
+    let tokens: i64 = known.iter().map(|s| int(s, "tokens")).sum();
+    let mean = tokens as f64 / known.len() as f64;
+    assert!((r.tokens_per_step.unwrap() - mean).abs() < 1e-9, "{name}");
+    let k = known.iter().map(|s| int(s, "candidates")).max().unwrap();
+    assert_eq!(r.max_candidates as i64, k, "{name}");
+    for p in &r.per_position {
+        let j = p.position as i64;
+        let have: Vec<&&Value> = known.iter().filter(|s| int(s, "candidates") >= j).collect();
+        let acc = have.iter().filter(|s| int(s, "accepted") >= j).count();
+        let want = acc as f64 / have.len() as f64;
+        assert!(
+            (p.rate - want).abs() <= 0.02,
+            "{name} position {j}: {} vs {want}",
+            p.rate
+        );
+        assert_eq!(
+            (p.steps, p.accepted),
+            (have.len(), acc),
+            "{name} position {j}"
+        );
+    }
+    // TPOT per token is the step period spread over the tokens.
+    let tpot = r.tpot_per_token_ms.unwrap();
+    assert!((tpot * mean - r.step_ms.unwrap()).abs() < 1e-6, "{name}");
+    // The steps table carries the tokens.
+    let table_tokens: u64 = run.tables.steps.tokens.iter().map(|&x| u64::from(x)).sum();
+    let want: i64 = steps[..last]
+        .iter()
+        .filter(|s| !s["prefill"].as_bool().unwrap())
+        .map(|s| int(s, "tokens"))
+        .sum();
+    assert_eq!(table_tokens as i64, want, "{name}");
+}
+
+#[test]
+fn assisted_generation_with_a_draft_model_k4() {
+    check("assisted-k4", SpecEvidence::ModelInstances);
+}
+
+#[test]
+fn assisted_generation_with_a_draft_model_k2() {
+    check("assisted-k2", SpecEvidence::ModelInstances);
+}
+
+#[test]
+fn prompt_lookup_without_a_draft_model() {
+    check("lookup-k4", SpecEvidence::VerifyRows);
+}
+
+/// Without `record_shapes` the forwards and roles are still found; acceptance is unknown
+/// and the report says so instead of guessing.
+#[test]
+fn without_shapes_acceptance_is_unknown() {
+    let name = "assisted-k4-noshapes";
+    let run = common::open(trace(name));
+    let t = truth(name);
+    let spec = run.steps.spec.as_ref().unwrap();
+    assert_eq!(spec.evidence, Some(SpecEvidence::ModelInstances));
+    assert_eq!(spec.tokens_source, TokensSource::Unknown);
+    assert_eq!(spec.target_forwards as i64, int(&t, "target_forwards"));
+    assert_eq!(spec.draft_forwards as i64, int(&t, "draft_forwards"));
+    assert!(spec.cycles.iter().all(|c| c.tokens.is_none()));
+    let r = run.report.speculative.as_ref().unwrap();
+    assert_eq!(r.tokens_per_step, None);
+    assert_eq!(r.acceptance_rate, None);
+    assert!(r.per_position.is_empty());
+}
+
+/// Plain greedy `generate()` without markers: one step per forward of the model (the
+/// periodic detector took every other forward for a step here), no speculative section.
+#[test]
+fn plain_generate_is_one_step_per_forward() {
+    let name = "plain";
+    let run = common::open(trace(name));
+    let t = truth(name);
+    assert!(matches!(
+        run.steps.source,
+        StepSource::Forwards { evidence: None, .. }
+    ));
+    assert!(run.report.speculative.is_none());
+    assert_eq!(
+        run.report.steps.decode_steps as i64,
+        int(&t, "decode_steps")
+    );
+    assert_eq!(run.report.steps.prefill_steps, 1);
+    // Greedy acceptance keeps the output: the speculative captures' tokens equal these.
+    assert_eq!(t["output_md5"], truth("assisted-k4")["output_md5"]);
+}

@@ -459,7 +459,7 @@ fn from_markers(
         .filter_map(|r| r.kind.map(|k| KINDS[k as usize].says))
         .find(|s| !s.is_empty());
     let (names, more_names) = marker_names(p, &marked);
-    Some(Steps {
+    let mut steps = Steps {
         source: StepSource::Markers {
             ranges,
             projected,
@@ -493,7 +493,26 @@ fn from_markers(
         training: None,
         doubts: Vec::new(),
         spec: None,
-    })
+    };
+    if let Some(d) = device {
+        let marks: Vec<crate::analysis::spec::markers::Marked> = windows
+            .iter()
+            .zip(&steps.steps)
+            .map(|((r, _, _), s)| crate::analysis::spec::markers::Marked {
+                step: *s,
+                batch: r.meta.batch,
+                tokens: r.meta.tokens,
+                name: r.name,
+            })
+            .collect();
+        if let Some(spec) = crate::analysis::spec::markers::detect(p, d, &marks) {
+            for (s, c) in steps.steps.iter_mut().zip(&spec.cycles) {
+                s.gpu_start_ns = c.gpu_start_ns;
+            }
+            steps.spec = Some(spec);
+        }
+    }
+    Some(steps)
 }
 
 /// Whether every projected window lies inside a GPU range (within 1% of its length or 1 µs).

@@ -1,6 +1,6 @@
 //! The report's speculative-decoding lines.
 
-use gapscope_analyzer::analysis::spec::{SpecReport, TokensSource};
+use gapscope_analyzer::analysis::spec::{SpecEvidence, SpecReport, TokensSource};
 use gapscope_analyzer::text::{ms, pct};
 
 /// `(key, value)` lines for a speculative run, after the step lines.
@@ -12,6 +12,10 @@ pub fn lines(s: &SpecReport, text: impl Fn(&str) -> String) -> Vec<(String, Stri
             text(d),
             s.draft_forwards,
             s.draft_forwards_per_step
+        ),
+        None if s.evidence_kind == SpecEvidence::MarkerTokens => format!(
+            "draft work between the markers; up to {} drafts per request",
+            s.max_candidates
         ),
         None => "no draft model".to_owned(),
     };

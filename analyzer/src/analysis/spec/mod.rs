@@ -11,6 +11,7 @@
 //! unknown, and the report says so.
 
 pub mod forwards;
+pub mod markers;
 mod report;
 
 use gapscope_traces::{Phase, StrId, Trace};
@@ -29,6 +30,9 @@ pub enum SpecEvidence {
     /// One model whose forwards after the first feed several tokens per sequence into a
     /// filled cache (prompt lookup, n-gram or self-speculative drafts).
     VerifyRows,
+    /// An engine's step markers schedule more tokens than requests (vLLM V1's
+    /// `generation_M(K)` with K > M): the extra tokens are drafts.
+    MarkerTokens,
 }
 
 impl SpecEvidence {
@@ -36,6 +40,9 @@ impl SpecEvidence {
         match self {
             Self::ModelInstances => {
                 "two model instances interleave (module scopes): the one with fewer kernels per forward drafts"
+            }
+            Self::MarkerTokens => {
+                "the step markers schedule more tokens than requests (the drafts); the work between one step's marker and the next is the proposer's"
             }
             Self::VerifyRows => {
                 "one model feeds several tokens per sequence after its prefill (attention shapes): drafts without a draft model (n-gram or prompt lookup)"
@@ -52,6 +59,9 @@ pub enum TokensSource {
     AttentionShapes,
     /// The trace has no input shapes (`record_shapes` was off): acceptance is unknown.
     Unknown,
+    /// The engine's markers give the tokens each step scheduled, not those it accepted:
+    /// acceptance is unknown.
+    NotInMarkers,
 }
 
 /// One speculative step: the target forward that verifies, and the draft forwards since the

@@ -88,7 +88,7 @@ impl SpecReport {
         let accepted: i64 = known.iter().filter_map(|&i| cycles[i].accepted()).sum();
         let period = |i: usize| (cycles[i + 1].gpu_start_ns - cycles[i].gpu_start_ns) as f64 / 1e6;
         let periods: f64 = known.iter().map(|&i| period(i)).sum();
-        let max_candidates = known
+        let max_candidates = decode
             .iter()
             .filter_map(|&i| cycles[i].candidates())
             .max()
@@ -148,6 +148,9 @@ impl SpecReport {
                 }
                 TokensSource::Unknown => {
                     "unknown: the trace has no input shapes (record with record_shapes=True)"
+                }
+                TokensSource::NotInMarkers => {
+                    "unknown: the step markers give the tokens scheduled, not those accepted"
                 }
             }
             .to_owned(),

@@ -1,0 +1,84 @@
+//! Speculative decoding told by an engine's step markers: vLLM V1 names each step with the
+//! tokens it schedules (`execute_context_0(0)_generation_1(5)`: one request, five tokens, so
+//! four drafts), and runs its proposer (a draft model, EAGLE or MTP head) after the step's
+//! marker closes. Each decode step then runs from the previous step's end to its own
+//! marker's end: the proposer's work for it comes first, as in HF's cycle. Tokens produced
+//! are not in the markers, so acceptance stays unknown.
+
+use gapscope_traces::{Phase, StrId};
+
+use super::{Cycle, SpecDecode, SpecEvidence, TokensSource};
+use crate::analysis::prepared::Prepared;
+use crate::analysis::steps::Step;
+
+/// One marker step: its window, requests, scheduled tokens and name.
+pub struct Marked {
+    pub step: Step,
+    pub batch: u32,
+    pub tokens: u64,
+    pub name: StrId,
+}
+
+/// The speculative cycles when every decode step schedules more tokens than requests;
+/// `None` otherwise. `steps` are sorted by start and do not overlap.
+pub fn detect(p: &Prepared, device: u32, steps: &[Marked]) -> Option<SpecDecode> {
+    let decode: Vec<&Marked> = steps
+        .iter()
+        .filter(|m| m.step.phase == Phase::Decode)
+        .collect();
+    if decode.is_empty()
+        || !decode
+            .iter()
+            .all(|m| m.batch > 0 && m.tokens > u64::from(m.batch))
+    {
+        return None;
+    }
+    let busy = |from: i64, to: i64| kernel_ns(p, device, from, to);
+    let mut cycles = Vec::with_capacity(steps.len());
+    for (i, m) in steps.iter().enumerate() {
+        let s = m.step;
+        let start = match i {
+            0 => s.gpu_start_ns,
+            _ if s.phase == Phase::Decode => steps[i - 1].step.gpu_end_ns.min(s.gpu_start_ns),
+            _ => s.gpu_start_ns,
+        };
+        let rows = (s.phase == Phase::Decode)
+            .then(|| i64::try_from(m.tokens / u64::from(m.batch.max(1))).unwrap_or(0));
+        cycles.push(Cycle {
+            phase: s.phase,
+            gpu_start_ns: start,
+            gpu_end_ns: s.gpu_end_ns,
+            draft_forwards: 0,
+            draft_ns: busy(start, s.gpu_start_ns),
+            verify_ns: busy(s.gpu_start_ns, s.gpu_end_ns),
+            batch: m.batch,
+            rows,
+            tokens: None,
+        });
+    }
+    Some(SpecDecode {
+        evidence: Some(SpecEvidence::MarkerTokens),
+        tokens_source: TokensSource::NotInMarkers,
+        target: decode[0].name,
+        draft: None,
+        target_forwards: decode.len(),
+        draft_forwards: 0,
+        cycles,
+    })
+}
+
+/// Kernel time on `device` of the kernels that start in `[from, to)`.
+fn kernel_ns(p: &Prepared, device: u32, from: i64, to: i64) -> i64 {
+    let k = &p.trace.kernels;
+    let order = &p.kernel_order;
+    let at = order.partition_point(|&i| {
+        let i = i as usize;
+        (k.device[i], k.gpu_start_ns[i]) < (device, from)
+    });
+    order[at..]
+        .iter()
+        .map(|&i| i as usize)
+        .take_while(|&i| k.device[i] == device && k.gpu_start_ns[i] < to)
+        .map(|i| (k.gpu_end_ns[i] - k.gpu_start_ns[i]).max(0))
+        .sum()
+}

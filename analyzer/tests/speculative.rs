@@ -166,3 +166,27 @@ fn plain_generate_is_one_step_per_forward() {
     // Greedy acceptance keeps the output: the speculative captures' tokens equal these.
     assert_eq!(t["output_md5"], truth("assisted-k4")["output_md5"]);
 }
+
+/// The gate refuses a speculative run against a plain baseline (their steps produce
+/// different numbers of tokens) and says which side speculates.
+#[test]
+fn gate_refuses_speculative_against_plain() {
+    use gapscope_analyzer::gate::{GateSide, Incomparability, Policy, Verdict, gate};
+    let plain = common::open(trace("plain"));
+    let spec = common::open(trace("assisted-k4"));
+    let g = gate(&plain.report, &spec.report, &Policy::default());
+    assert_eq!(g.verdict, Verdict::Incomparable, "{}", g.headline());
+    assert!(
+        g.incomparable
+            .contains(&Incomparability::SpeculationDiffers {
+                speculative: GateSide::Current
+            })
+    );
+    let same = gate(&spec.report, &spec.report, &Policy::default());
+    assert!(
+        !same
+            .incomparable
+            .iter()
+            .any(|c| matches!(c, Incomparability::SpeculationDiffers { .. }))
+    );
+}

@@ -30,6 +30,18 @@ pub(super) fn comparability(baseline: &Report, current: &Report) -> Vec<Incompar
             current: kb,
         });
     }
+    match (
+        baseline.speculative.is_some(),
+        current.speculative.is_some(),
+    ) {
+        (true, false) => out.push(Incomparability::SpeculationDiffers {
+            speculative: GateSide::Baseline,
+        }),
+        (false, true) => out.push(Incomparability::SpeculationDiffers {
+            speculative: GateSide::Current,
+        }),
+        _ => {}
+    }
     for (side, r) in [(GateSide::Baseline, baseline), (GateSide::Current, current)] {
         out.extend(implausible(side, r));
     }

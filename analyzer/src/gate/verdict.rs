@@ -216,6 +216,9 @@ pub enum Incomparability {
     BatchDiffers { baseline: u32, current: u32 },
     /// The steps are cut differently.
     StepsCutDifferently { baseline: StepCut, current: StepCut },
+    /// One side decodes speculatively and the other does not: its steps produce several
+    /// tokens each, so step figures do not compare.
+    SpeculationDiffers { speculative: GateSide },
     /// A side's steps look implausible.
     Implausible {
         side: GateSide,
@@ -259,6 +262,12 @@ impl std::fmt::Display for Incomparability {
             Self::StepsCutDifferently { baseline, current } => write!(
                 f,
                 "steps are cut differently (baseline: {baseline}; current: {current})"
+            ),
+            Self::SpeculationDiffers { speculative } => write!(
+                f,
+                "the {} decodes speculatively and the other does not (its steps produce several \
+                 tokens each, so step times do not compare)",
+                speculative.as_str()
             ),
             Self::Implausible { side, problems } => write!(
                 f,

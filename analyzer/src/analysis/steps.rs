@@ -503,9 +503,23 @@ fn from_markers(
                 batch: r.meta.batch,
                 tokens: r.meta.tokens,
                 name: r.name,
+                number: r.number,
             })
             .collect();
-        if let Some(spec) = crate::analysis::spec::markers::detect(p, d, &marks) {
+        if let Some((spec, closes)) = crate::analysis::spec::markers::engine_cycles(p, d, &marks) {
+            steps.steps = spec
+                .cycles
+                .iter()
+                .map(|c| Step {
+                    phase: c.phase,
+                    gpu_start_ns: c.gpu_start_ns,
+                    gpu_end_ns: c.gpu_end_ns,
+                })
+                .collect();
+            steps.batch = spec.cycles.iter().map(|c| c.batch).collect();
+            steps.numbers = closes.iter().map(|&i| marks[i].number).collect();
+            steps.spec = Some(spec);
+        } else if let Some(spec) = crate::analysis::spec::markers::detect(p, d, &marks) {
             for (s, c) in steps.steps.iter_mut().zip(&spec.cycles) {
                 s.gpu_start_ns = c.gpu_start_ns;
             }

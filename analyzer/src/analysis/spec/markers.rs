@@ -17,6 +17,93 @@ pub struct Marked {
     pub batch: u32,
     pub tokens: u64,
     pub name: StrId,
+    /// The engine's step number, -1 when none.
+    pub number: i64,
+}
+
+/// gapscope-engine's speculative mode names each forward's marker.
+pub const ENGINE_DRAFT: &str = "spec_draft";
+pub const ENGINE_VERIFY: &str = "spec_verify";
+
+/// gapscope-engine's speculative steps: the `spec_draft` markers since the previous
+/// `spec_verify`, then that `spec_verify` (whose tokens column holds the tokens the step
+/// produced), as one step; other markers (the prefill) stay steps of their own. Returns the
+/// speculative run and, per new step, the marker that closes it. `None` without
+/// `spec_verify` markers.
+pub fn engine_cycles(
+    p: &Prepared,
+    device: u32,
+    marks: &[Marked],
+) -> Option<(SpecDecode, Vec<usize>)> {
+    let s = &p.trace.strings;
+    let is = |m: &Marked, name: &str| s.get(m.name) == name;
+    let verify = marks.iter().find(|m| is(m, ENGINE_VERIFY))?;
+    let draft = marks.iter().find(|m| is(m, ENGINE_DRAFT)).map(|m| m.name);
+    let busy = |m: &Marked| kernel_ns(p, device, m.step.gpu_start_ns, m.step.gpu_end_ns);
+    let mut cycles: Vec<Cycle> = Vec::new();
+    let mut closes = Vec::new();
+    let mut pending: Vec<&Marked> = Vec::new();
+    for (i, m) in marks.iter().enumerate() {
+        if is(m, ENGINE_DRAFT) {
+            pending.push(m);
+            continue;
+        }
+        let verifies = is(m, ENGINE_VERIFY);
+        if !verifies {
+            // Drafts not closed by a verify (a cut trace) stay out of every step.
+            pending.clear();
+            cycles.push(Cycle {
+                phase: m.step.phase,
+                gpu_start_ns: m.step.gpu_start_ns,
+                gpu_end_ns: m.step.gpu_end_ns,
+                draft_forwards: 0,
+                draft_ns: 0,
+                verify_ns: busy(m),
+                batch: m.batch,
+                rows: None,
+                tokens: None,
+            });
+            closes.push(i);
+            continue;
+        }
+        let batch = m.batch.max(1);
+        let start = pending
+            .first()
+            .map_or(m.step.gpu_start_ns, |d| d.step.gpu_start_ns);
+        cycles.push(Cycle {
+            phase: Phase::Decode,
+            gpu_start_ns: start,
+            gpu_end_ns: m.step.gpu_end_ns,
+            draft_forwards: pending.len() as u32,
+            draft_ns: pending.iter().map(|d| busy(d)).sum(),
+            verify_ns: busy(m),
+            batch: m.batch,
+            rows: Some(pending.len() as i64 + 1),
+            tokens: (m.tokens > 0).then(|| (m.tokens / u64::from(batch)) as i64),
+        });
+        closes.push(i);
+        pending.clear();
+    }
+    for i in 1..cycles.len() {
+        let next = cycles[i].gpu_start_ns;
+        if cycles[i - 1].gpu_end_ns <= next {
+            cycles[i - 1].gpu_end_ns = next;
+        }
+    }
+    let verifies = cycles.iter().filter(|c| c.rows.is_some()).count();
+    let drafts = cycles.iter().map(|c| c.draft_forwards as usize).sum();
+    Some((
+        SpecDecode {
+            evidence: Some(SpecEvidence::EngineMarkers),
+            tokens_source: TokensSource::EngineMarkers,
+            target: verify.name,
+            draft,
+            target_forwards: verifies,
+            draft_forwards: drafts,
+            cycles,
+        },
+        closes,
+    ))
 }
 
 /// The speculative cycles when every decode step schedules more tokens than requests;

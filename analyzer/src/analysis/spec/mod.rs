@@ -30,6 +30,9 @@ pub enum SpecEvidence {
     /// One model whose forwards after the first feed several tokens per sequence into a
     /// filled cache (prompt lookup, n-gram or self-speculative drafts).
     VerifyRows,
+    /// gapscope-engine's markers name each forward (`spec_draft`, `spec_verify`) and the
+    /// tokens each verify produced.
+    EngineMarkers,
     /// An engine's step markers schedule more tokens than requests (vLLM V1's
     /// `generation_M(K)` with K > M): the extra tokens are drafts.
     MarkerTokens,
@@ -40,6 +43,9 @@ impl SpecEvidence {
         match self {
             Self::ModelInstances => {
                 "two model instances interleave (module scopes): the one with fewer kernels per forward drafts"
+            }
+            Self::EngineMarkers => {
+                "the engine's markers name each draft and verify forward and the tokens each step produced"
             }
             Self::MarkerTokens => {
                 "the step markers schedule more tokens than requests (the drafts); the work between one step's marker and the next is the proposer's"
@@ -59,6 +65,8 @@ pub enum TokensSource {
     AttentionShapes,
     /// The trace has no input shapes (`record_shapes` was off): acceptance is unknown.
     Unknown,
+    /// The engine's verify markers carry the tokens each step produced.
+    EngineMarkers,
     /// The engine's markers give the tokens each step scheduled, not those it accepted:
     /// acceptance is unknown.
     NotInMarkers,

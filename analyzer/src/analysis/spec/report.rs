@@ -149,6 +149,7 @@ impl SpecReport {
                 TokensSource::Unknown => {
                     "unknown: the trace has no input shapes (record with record_shapes=True)"
                 }
+                TokensSource::EngineMarkers => "the engine's verify markers (tokens produced)",
                 TokensSource::NotInMarkers => {
                     "unknown: the step markers give the tokens scheduled, not those accepted"
                 }

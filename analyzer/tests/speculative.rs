@@ -190,3 +190,25 @@ fn gate_refuses_speculative_against_plain() {
             .any(|c| matches!(c, Incomparability::SpeculationDiffers { .. }))
     );
 }
+
+/// The what-if reproduces the trace it was measured on: at the measured k and acceptance it
+/// predicts the measured step period and tokens per step.
+#[test]
+fn what_if_at_the_measured_setting_is_the_measurement() {
+    for name in ["assisted-k4", "assisted-k2"] {
+        let run = common::open(trace(name));
+        let r = run.report.speculative.as_ref().unwrap();
+        let w = r.what_if.as_ref().unwrap();
+        let p = w.costs.predict(w.costs.k, &w.costs.conditional);
+        assert!(
+            (p.step_ms - r.step_ms.unwrap()).abs() < 1e-6,
+            "{name}: {p:?} vs {r:?}"
+        );
+        assert!(
+            (p.tokens_per_step - r.tokens_per_step.unwrap()).abs() < 1e-9,
+            "{name}"
+        );
+        assert_eq!(w.by_k.len(), 8);
+        assert!(w.break_even.iter().all(|&(_, a)| (0.0..=1.0).contains(&a)));
+    }
+}

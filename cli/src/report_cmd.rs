@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use gapscope_analyzer::analysis::Report;
 use gapscope_analyzer::analysis::host::GroupBy;
+use gapscope_analyzer::analysis::spec::SpecSetting;
 use gapscope_analyzer::session::{self, AnalyzedRun, Knobs, Run, SessionSettings};
 
 use crate::progress::Bar;
@@ -31,6 +32,11 @@ pub struct ReportArgs {
     /// (decoder layer). Kernels go to the scopes around the launch that issued them.
     #[arg(long, value_name = "KEY", value_parser = parse_group_by)]
     pub by: Option<GroupBy>,
+    /// Speculative runs: also predict step time and tokens/s at this draft length and
+    /// conditional acceptance per position, `K:P1,P2,...` (`4:0.8,0.6,0.4,0.2`; a shorter
+    /// list repeats its last rate; `K` alone: the measured acceptance). Repeatable.
+    #[arg(long, value_name = "K:P1,P2,...")]
+    pub spec_setting: Vec<SpecSetting>,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
 }
@@ -167,11 +173,18 @@ pub fn run(a: ReportArgs, g: &crate::Global) -> Result<ExitCode> {
     if let Some(by) = a.by {
         analyser.group_by(by)?;
     }
-    let reports = a
+    let mut reports = a
         .traces
         .iter()
         .map(|p| analyser.run(p))
         .collect::<Result<Vec<Report>>>()?;
+    if !a.spec_setting.is_empty() {
+        for r in &mut reports {
+            if let Some(w) = r.speculative.as_mut().and_then(|s| s.what_if.as_mut()) {
+                w.settings = w.costs.what_if(&a.spec_setting).settings;
+            }
+        }
+    }
     let top = a.analysis.top.is_some();
     let out = if a.json {
         render::json::reports(&reports)?

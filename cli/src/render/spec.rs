@@ -1,6 +1,8 @@
 //! The report's speculative-decoding lines.
 
-use gapscope_analyzer::analysis::spec::{SpecEvidence, SpecReport, TokensSource};
+use gapscope_analyzer::analysis::spec::{
+    SpecEvidence, SpecPrediction, SpecReport, SpecWhatIf, TokensSource,
+};
 use gapscope_analyzer::text::{ms, pct};
 
 /// `(key, value)` lines for a speculative run, after the step lines.
@@ -73,6 +75,9 @@ pub fn lines(s: &SpecReport, text: impl Fn(&str) -> String) -> Vec<(String, Stri
         .rejected_ms_per_step
         .map(|r| format!("; on rejected candidates {} ms of the two", ms(r)))
         .unwrap_or_default();
+    if let Some(w) = &s.what_if {
+        v.extend(what_if_lines(w));
+    }
     v.push((
         "spec work".into(),
         format!(
@@ -81,5 +86,50 @@ pub fn lines(s: &SpecReport, text: impl Fn(&str) -> String) -> Vec<(String, Stri
             ms(s.verify_ms_per_step)
         ),
     ));
+    v
+}
+
+fn prediction(p: &SpecPrediction) -> String {
+    let rates: Vec<String> = p.accept.iter().map(|a| format!("{a:.2}")).collect();
+    format!(
+        "k={} accept {}: step {} ms, {:.3} tokens, {:.1} tok/s ({:.2}x plain)",
+        p.k,
+        rates.join(","),
+        ms(p.step_ms),
+        p.tokens_per_step,
+        p.tokens_per_s,
+        p.speedup
+    )
+}
+
+/// The what-if: costs, the best k at the measured acceptance, break-even, asked settings.
+fn what_if_lines(w: &SpecWhatIf) -> Vec<(String, String)> {
+    let c = &w.costs;
+    let mut v = vec![(
+        "what-if".into(),
+        format!(
+            "a draft forward {} ms, the verify and the rest {} ms per step (plain decode about \
+             {} ms, {:.1} tok/s); best k at the measured acceptance: {} ({:.1} tok/s); \
+             break-even acceptance per position: {}",
+            ms(c.draft_ms),
+            ms(c.verify_ms),
+            ms(w.plain_step_ms),
+            w.plain_tokens_per_s,
+            w.best_k,
+            w.by_k
+                .iter()
+                .find(|p| p.k == w.best_k)
+                .map_or(0.0, |p| p.tokens_per_s),
+            w.break_even
+                .iter()
+                .take(4)
+                .map(|(k, a)| format!("k={k} {a:.2}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    )];
+    for p in &w.settings {
+        v.push(("what-if at".into(), prediction(p)));
+    }
     v
 }

@@ -13,12 +13,14 @@
 pub mod forwards;
 pub mod markers;
 mod report;
+pub mod whatif;
 
 use gapscope_traces::{Phase, StrId, Trace};
 use serde::Serialize;
 
 pub use self::forwards::{AttentionShape, Forward};
 pub use self::report::{PositionAcceptance, SpecReport};
+pub use self::whatif::{SpecCosts, SpecPrediction, SpecSetting, SpecWhatIf};
 
 /// What decided that a run decodes speculatively.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -81,6 +83,8 @@ pub struct Cycle {
     /// (the last: its last kernel's end).
     pub gpu_start_ns: i64,
     pub gpu_end_ns: i64,
+    /// Where the verify forward's first kernel starts (the draft window ends).
+    pub verify_start_ns: i64,
     pub draft_forwards: u32,
     /// Kernel time of the draft forwards and of the target forward.
     pub draft_ns: i64,
@@ -161,6 +165,7 @@ pub fn detect(trace: &Trace, device: u32) -> Option<SpecDecode> {
             phase: Phase::Decode,
             gpu_start_ns,
             gpu_end_ns: fw.gpu_end_ns,
+            verify_start_ns: fw.gpu_start_ns,
             draft_forwards: drafts.clone().count() as u32,
             draft_ns: drafts.map(|f| f.busy_ns).sum(),
             verify_ns: fw.busy_ns,

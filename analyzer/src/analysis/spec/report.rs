@@ -66,6 +66,9 @@ pub struct SpecReport {
     pub draft_ms_per_step: f64,
     pub verify_ms_per_step: f64,
     pub rejected_ms_per_step: Option<f64>,
+    /// Step time and tokens per second at other draft lengths and acceptance, from the
+    /// measured costs (absent without steps of known tokens).
+    pub what_if: Option<super::SpecWhatIf>,
 }
 
 impl SpecReport {
@@ -129,7 +132,7 @@ impl SpecReport {
             Some((verify + draft) / 1e6)
         };
         let name = |id| trace.strings.get(id).to_owned();
-        Some(Self {
+        let mut out = Self {
             evidence: evidence.describe().to_owned(),
             evidence_kind: evidence,
             target: name(spec.target),
@@ -177,6 +180,9 @@ impl SpecReport {
                 &mut known.iter().filter_map(|&i| rejected(&cycles[i])),
                 known.len(),
             ),
-        })
+            what_if: None,
+        };
+        out.what_if = super::SpecCosts::measure(cycles, &out).map(|c| c.what_if(&[]));
+        Some(out)
     }
 }

@@ -102,6 +102,23 @@ fn check(name: &str, evidence: SpecEvidence) {
     // TPOT per token is the step period spread over the tokens.
     let tpot = r.tpot_per_token_ms.unwrap();
     assert!((tpot * mean - r.step_ms.unwrap()).abs() < 1e-6, "{name}");
+    // The activity table gives the draft's work its role: at least the draft forwards'
+    // kernels, and little else (HF's bookkeeping between the drafts).
+    let acts = run.activities();
+    let draft_role = gapscope_analyzer::tables::Role::Draft as u8;
+    let draft_ns: i64 = (0..acts.len())
+        .filter(|&i| acts.role[i] == draft_role && acts.kind[i] == 0)
+        .map(|i| acts.gpu_end_ns[i] - acts.gpu_start_ns[i])
+        .sum();
+    let forwards_ns: i64 = spec.cycles.iter().map(|c| c.draft_ns).sum();
+    if spec.draft_forwards > 0 {
+        assert!(
+            draft_ns >= forwards_ns && (draft_ns as f64) < 1.25 * forwards_ns as f64,
+            "{name}: {draft_ns} vs {forwards_ns}"
+        );
+    } else {
+        assert_eq!(draft_ns, 0, "{name}");
+    }
     // The steps table carries the tokens.
     let table_tokens: u64 = run.tables.steps.tokens.iter().map(|&x| u64::from(x)).sum();
     let want: i64 = steps[..last]

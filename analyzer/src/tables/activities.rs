@@ -22,7 +22,8 @@ columnar_table! {
         bucket: u8 => UInt8Type = 0,
         /// The step that holds the activity on the steps' device, or `u32::MAX`.
         step: u32 => UInt32Type = u32::MAX,
-        /// A [`Role`] code: the step's role, `target` outside the steps.
+        /// A [`Role`] code: the step's role (`draft` for a speculative step's work before
+        /// its verify forward), `target` outside the steps.
         role: u8 => UInt8Type = 0,
         gpu_start_ns: i64 => Int64Type = 0,
         gpu_end_ns: i64 => Int64Type = 0,
@@ -35,17 +36,18 @@ impl ActivityTable {
         let (k, m) = (&trace.kernels, &trace.memops);
         let mut t = Self::default();
         t.reserve(k.len + m.len);
-        let role = |step: u32| {
-            if step == NO_STEP {
-                Role::Target as u8
-            } else {
-                tables
-                    .steps
-                    .role
-                    .get(step as usize)
-                    .copied()
-                    .unwrap_or(Role::Target as u8)
+        // The step's role; a speculative step's work before its verify forward is the
+        // draft's.
+        let role = |step: u32, start: i64| {
+            let st = &tables.steps;
+            let i = step as usize;
+            if step == NO_STEP || i >= st.len() {
+                return Role::Target as u8;
             }
+            if st.draft_forwards[i] > 0 && start < st.verify_start_ns[i] {
+                return Role::Draft as u8;
+            }
+            st.role[i]
         };
         let at = |v: &[u32], i: usize| v.get(i).copied().unwrap_or(NO_STEP);
         for i in 0..k.len {
@@ -59,7 +61,7 @@ impl ActivityTable {
                 name: k.name[i],
                 bucket: tables.kernel_bucket.get(i).copied().unwrap_or(0),
                 step,
-                role: role(step),
+                role: role(step, k.gpu_start_ns[i]),
                 gpu_start_ns: k.gpu_start_ns[i],
                 gpu_end_ns: k.gpu_end_ns[i],
             });
@@ -75,7 +77,7 @@ impl ActivityTable {
                 name: m.name[i],
                 bucket: tables.memop_bucket.get(i).copied().unwrap_or(0),
                 step,
-                role: role(step),
+                role: role(step, m.gpu_start_ns[i]),
                 gpu_start_ns: m.gpu_start_ns[i],
                 gpu_end_ns: m.gpu_end_ns[i],
             });

@@ -31,6 +31,10 @@ columnar_table! {
         /// `i64::MIN` without activity).
         gpu_first_ns: i64 => Int64Type = i64::MAX,
         gpu_last_ns: i64 => Int64Type = i64::MIN,
+        /// Speculative steps: the draft forwards in the step, and where its verify forward
+        /// starts (the work before it is the draft's); 0 and the step's start otherwise.
+        draft_forwards: u32 => UInt32Type = 0,
+        verify_start_ns: i64 => Int64Type = 0,
         /// Overlap-correct GPU busy time.
         busy_ns: i64 => Int64Type = 0,
         /// The longest idle gap between two of the step's activities, and where it starts.

@@ -56,6 +56,7 @@ pub(super) fn step_tables(
     let mut buckets = StepBuckets::with_steps(accs.len());
     for (i, (s, a)) in steps.steps.iter().zip(accs).enumerate() {
         let batch = steps.batch.get(i).copied().unwrap_or(0);
+        let cycle = steps.spec.as_ref().and_then(|sp| sp.cycles.get(i));
         table.push(StepRow {
             rank,
             step: i as u32,
@@ -67,6 +68,8 @@ pub(super) fn step_tables(
             tokens: tokens(steps, i, s.phase, batch),
             gpu_start_ns: s.gpu_start_ns,
             gpu_end_ns: s.gpu_end_ns,
+            draft_forwards: cycle.map_or(0, |c| c.draft_forwards),
+            verify_start_ns: cycle.map_or(s.gpu_start_ns, |c| c.verify_start_ns),
             gpu_first_ns: a.first_start,
             gpu_last_ns: a.last_end,
             busy_ns: a.busy_ns,

@@ -231,3 +231,26 @@ fn what_if_at_the_measured_setting_is_the_measurement() {
         assert!(w.break_even.iter().all(|&(_, a)| (0.0..=1.0).contains(&a)));
     }
 }
+
+/// `diff` of a speculative run against a plain one splits the tokens-per-second change into
+/// tokens gained, the draft's cost and the verify's overhead; the factors multiply to it.
+#[test]
+fn diff_attributes_the_speedup() {
+    use gapscope_analyzer::diff::{SideName, diff};
+    let spec = common::open(trace("assisted-k4"));
+    let plain = common::open(trace("plain"));
+    let d = diff(spec.diff_side(), plain.diff_side(), 10);
+    let s = d.speculative.as_ref().unwrap();
+    assert_eq!(s.speculative, SideName::A);
+    let product = s.tokens_factor * s.draft_factor * s.verify_factor;
+    assert!((product - s.speedup).abs() < 1e-9, "{s:?}");
+    assert!((s.spec_tokens_per_s / s.plain_tokens_per_s - s.speedup).abs() < 1e-9);
+    // Reversed sides name B; two plain runs have no attribution.
+    let r = diff(plain.diff_side(), spec.diff_side(), 10);
+    assert_eq!(r.speculative.as_ref().unwrap().speculative, SideName::B);
+    assert!(
+        diff(plain.diff_side(), plain.diff_side(), 10)
+            .speculative
+            .is_none()
+    );
+}

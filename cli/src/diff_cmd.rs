@@ -173,6 +173,9 @@ fn render(d: &DiffReport, md: bool) -> String {
         ratio(d),
         d.structural.graph_replays
     ));
+    if let Some(sp) = &d.speculative {
+        s.push_str(&spec_lines(sp));
+    }
     let head: Vec<String> = BUCKET_HEAD.iter().map(|x| x.to_string()).collect();
     line(&mut s, &head);
     for cells in bucket_rows(d) {
@@ -481,4 +484,27 @@ fn markdown(d: &DiffReport) -> String {
         rows,
     );
     s
+}
+
+/// A speculative side against a plain one: tokens per second and its three factors.
+fn spec_lines(sp: &gapscope_analyzer::diff::SpecDelta) -> String {
+    let rejected = sp
+        .rejected_ms
+        .map(|r| format!("; rejected candidates {} ms of kernel time", ms(r)))
+        .unwrap_or_default();
+    format!(
+        "speculative: {} at {:.1} tok/s against {:.1} plain ({:.2}x) = tokens gained x{:.3} \
+         (tokens per step) * draft cost x{:.3} ({} ms per step) * verify overhead x{:.3} \
+         ({:+.3} ms over a {} ms plain step){rejected}\n\n",
+        sp.speculative.as_str(),
+        sp.spec_tokens_per_s,
+        sp.plain_tokens_per_s,
+        sp.speedup,
+        sp.tokens_factor,
+        sp.draft_factor,
+        ms(sp.draft_ms),
+        sp.verify_factor,
+        sp.verify_overhead_ms,
+        ms(sp.plain_step_ms)
+    )
 }

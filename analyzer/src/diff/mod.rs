@@ -3,6 +3,7 @@
 
 pub mod groups;
 pub mod levers;
+pub mod spec;
 pub mod whatif;
 
 use std::collections::BTreeMap;
@@ -15,6 +16,7 @@ use crate::analysis::Report;
 use crate::bucket::Bucket;
 use crate::tables::{ActivityKind, NameScope, Tables};
 pub use groups::{GROUPS, Grouping};
+pub use spec::SpecDelta;
 
 /// Version of the JSON diff schema (2: shares may be null, groups, idle, levers).
 pub const DIFF_SCHEMA_VERSION: u32 = 2;
@@ -49,6 +51,9 @@ pub struct DiffReport {
     pub top_moved: Vec<KernelMove>,
     /// Predicted A step time if one lever changed, best first; levers follow the grouping.
     pub what_if: Vec<WhatIf>,
+    /// One side speculative, the other plain: the tokens-per-second change, attributed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<SpecDelta>,
 }
 
 impl DiffReport {
@@ -501,6 +506,7 @@ pub fn diff_with_floor(
         structural,
         top_moved,
         what_if,
+        speculative: spec::spec_delta(a, b),
     }
 }
 

@@ -254,3 +254,16 @@ fn diff_attributes_the_speedup() {
             .is_none()
     );
 }
+
+/// Two speculative runs: the gate judges their time per token and rejected share beside
+/// TPOT; a run against itself passes.
+#[test]
+fn gate_judges_time_per_token_and_rejection() {
+    use gapscope_analyzer::gate::{Policy, StepMetric, Verdict, gate};
+    let a = common::open(trace("assisted-k4"));
+    let g = gate(&a.report, &a.report, &Policy::default());
+    assert_eq!(g.verdict, Verdict::Pass, "{}", g.headline());
+    let metrics: Vec<StepMetric> = g.steps.iter().map(|s| s.metric).collect();
+    assert!(metrics.contains(&StepMetric::TimePerToken), "{metrics:?}");
+    assert!(metrics.contains(&StepMetric::Rejection), "{metrics:?}");
+}

@@ -304,7 +304,7 @@ pub(super) fn step_verdicts(baseline: &Report, current: &Report, p: &Policy) -> 
             0.0
         }
     };
-    judge_steps(
+    let mut out = judge_steps(
         [
             (StepMetric::Tpot, &bs.tpot_ms[..], &cs.tpot_ms[..], 1.0),
             (
@@ -321,7 +321,31 @@ pub(super) fn step_verdicts(baseline: &Report, current: &Report, p: &Policy) -> 
             ),
         ],
         p,
-    )
+    );
+    // Two speculative runs: their time per token and rejected share are gated too.
+    if let (Some(b), Some(c)) = (&baseline.speculative, &current.speculative)
+        && !b.series.ms_per_token.is_empty()
+        && !c.series.ms_per_token.is_empty()
+    {
+        out.extend(judge_steps(
+            [
+                (
+                    StepMetric::TimePerToken,
+                    &b.series.ms_per_token[..],
+                    &c.series.ms_per_token[..],
+                    1.0,
+                ),
+                (
+                    StepMetric::Rejection,
+                    &b.series.rejected_share[..],
+                    &c.series.rejected_share[..],
+                    1.0,
+                ),
+            ],
+            p,
+        ));
+    }
+    out
 }
 
 /// Judges each step metric's samples, baseline and current, with its weight.

@@ -72,6 +72,10 @@ pub enum StepMetric {
     LaunchGaps,
     /// GPU idle between steps.
     HostGaps,
+    /// Speculative runs: each step's period over the tokens it produced.
+    TimePerToken,
+    /// Speculative runs: the share of each step's candidates rejected.
+    Rejection,
 }
 
 impl StepMetric {
@@ -80,6 +84,8 @@ impl StepMetric {
             Self::Tpot => "TPOT",
             Self::LaunchGaps => "launch gaps",
             Self::HostGaps => "host gaps",
+            Self::TimePerToken => "time per token",
+            Self::Rejection => "rejected candidates",
         }
     }
 }

@@ -69,6 +69,18 @@ pub struct SpecReport {
     /// Step time and tokens per second at other draft lengths and acceptance, from the
     /// measured costs (absent without steps of known tokens).
     pub what_if: Option<super::SpecWhatIf>,
+    /// Per step with known tokens, what the gate judges (not serialised).
+    #[serde(skip)]
+    pub series: SpecSeries,
+}
+
+/// Per-step samples of a speculative run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SpecSeries {
+    /// Each step's period over its tokens, ms.
+    pub ms_per_token: Vec<f64>,
+    /// Each step's rejected share of its candidates (steps that verified any).
+    pub rejected_share: Vec<f64>,
 }
 
 impl SpecReport {
@@ -181,6 +193,19 @@ impl SpecReport {
                 known.len(),
             ),
             what_if: None,
+            series: SpecSeries {
+                ms_per_token: known
+                    .iter()
+                    .filter_map(|&i| Some(period(i) / cycles[i].tokens? as f64))
+                    .collect(),
+                rejected_share: known
+                    .iter()
+                    .filter_map(|&i| {
+                        let (c, a) = (cycles[i].candidates()?, cycles[i].accepted()?);
+                        (c > 0).then(|| (c - a).max(0) as f64 / c as f64)
+                    })
+                    .collect(),
+            },
         };
         out.what_if = super::SpecCosts::measure(cycles, &out).map(|c| c.what_if(&[]));
         Some(out)

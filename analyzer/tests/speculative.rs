@@ -267,3 +267,27 @@ fn gate_judges_time_per_token_and_rejection() {
     assert!(metrics.contains(&StepMetric::TimePerToken), "{metrics:?}");
     assert!(metrics.contains(&StepMetric::Rejection), "{metrics:?}");
 }
+
+/// The explorer's step bars split a speculative step's strip into draft and verify and
+/// carry its tokens; a plain run's have no draft.
+#[test]
+fn explorer_steps_show_draft_and_verify() {
+    use gapscope_analyzer::explore::step_view::views as step_views;
+    let spec = common::open(trace("assisted-k4"));
+    let v = step_views(&spec.tables);
+    // Every step drafts, the prefill too (HF's draft runs before the target's first forward).
+    let decode: Vec<_> = v.iter().filter(|s| s.draft_forwards > 0).collect();
+    assert_eq!(decode.len(), 21);
+    assert!(
+        decode
+            .iter()
+            .all(|s| s.draft_share() > 0.0 && s.draft_share() < 1.0)
+    );
+    assert!(v.iter().any(|s| s.tokens > 1));
+    let plain = common::open(trace("plain"));
+    assert!(
+        step_views(&plain.tables)
+            .iter()
+            .all(|s| s.draft_share() == 0.0)
+    );
+}

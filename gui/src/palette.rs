@@ -31,6 +31,9 @@ pub const IDLE: Color32 = Color32::from_rgb(0x3a, 0x3a, 0x3a);
 pub const STALL: Color32 = Color32::from_rgb(0xff, 0x40, 0x40);
 pub const SELECTION: Color32 = Color32::from_rgba_premultiplied(0x40, 0x80, 0xff, 0x30);
 pub const HIGHLIGHT: Color32 = Color32::WHITE;
+/// Speculative decoding: a step's draft window and its verify forward (the phase strip).
+pub const DRAFT: Color32 = Color32::from_rgb(0x30, 0xa0, 0xd0);
+pub const VERIFY: Color32 = Color32::from_rgb(0x40, 0xb0, 0x60);
 
 pub fn bucket(b: u8) -> Color32 {
     BUCKET[(b as usize).min(BUCKET.len() - 1)]

@@ -16,6 +16,11 @@ pub struct StepView {
     pub phase: Phase,
     /// Sequences in the step when its marker says, else 0.
     pub batch: u32,
+    /// Tokens the step produced when known, else 0.
+    pub tokens: u32,
+    /// Speculative steps: the draft forwards, and where the verify forward starts.
+    pub draft_forwards: u32,
+    pub verify_start_ns: i64,
     /// The step's window on the GPU timeline, ns.
     pub start_ns: i64,
     pub end_ns: i64,
@@ -37,6 +42,15 @@ pub struct StepView {
 }
 
 impl StepView {
+    /// A speculative step's draft window as a share of the step (0 for other steps).
+    pub fn draft_share(&self) -> f64 {
+        let span = (self.end_ns - self.start_ns) as f64;
+        if self.draft_forwards == 0 || span <= 0.0 {
+            return 0.0;
+        }
+        ((self.verify_start_ns - self.start_ns) as f64 / span).clamp(0.0, 1.0)
+    }
+
     /// The bar's height: bucket time plus idle, ms.
     pub fn stacked_ms(&self) -> f64 {
         self.bucket_ms.iter().sum::<f64>() + self.idle_ms
@@ -59,6 +73,9 @@ pub fn views(t: &Tables) -> Vec<StepView> {
                 index,
                 phase: Phase::from_code(st.phase[index]),
                 batch: st.batch[index],
+                tokens: st.tokens[index],
+                draft_forwards: st.draft_forwards[index],
+                verify_start_ns: st.verify_start_ns[index],
                 start_ns: st.gpu_start_ns[index],
                 end_ns: st.gpu_end_ns[index],
                 bucket_ms,

@@ -59,6 +59,9 @@ pub fn show(ui: &mut Ui, l: &Loaded, show_idle: &mut bool) -> (Option<usize>, Op
             l.x.report.steps.source
         ));
     });
+    if let Some(sp) = &l.x.report.speculative {
+        ui.label(spec_line(sp));
+    }
     egui::CollapsingHeader::new("engine lever what-if")
         .id_salt("lever_what_if")
         .show(ui, |ui| levers(ui, l));
@@ -135,9 +138,20 @@ pub fn show(ui: &mut Ui, l: &Loaded, show_idle: &mut bool) -> (Option<usize>, Op
                 },
             );
         }
-        let strip =
-            Rect::from_x_y_ranges(x0..=x1, plot.bottom() + 2.0..=plot.bottom() + 2.0 + PHASE_H);
-        mesh.add_colored_rect(strip, palette::phase(s.phase));
+        let strip_y = plot.bottom() + 2.0..=plot.bottom() + 2.0 + PHASE_H;
+        let draft = s.draft_share();
+        if draft > 0.0 {
+            // A speculative step: the draft's window, then the verify's.
+            let xm = x0 + (x1 - x0) * draft as f32;
+            mesh.add_colored_rect(
+                Rect::from_x_y_ranges(x0..=xm, strip_y.clone()),
+                palette::DRAFT,
+            );
+            mesh.add_colored_rect(Rect::from_x_y_ranges(xm..=x1, strip_y), palette::VERIFY);
+        } else {
+            let strip = Rect::from_x_y_ranges(x0..=x1, strip_y);
+            mesh.add_colored_rect(strip, palette::phase(s.phase));
+        }
     }
     p.add(egui::Shape::mesh(mesh));
     p.text(
@@ -177,6 +191,10 @@ fn legend(ui: &mut Ui, steps: &[StepView]) {
         swatch(ui, palette::IDLE, "idle");
         swatch(ui, palette::STALL, "stall (idle)");
         ui.separator();
+        if steps.iter().any(|s| s.draft_forwards > 0) {
+            swatch(ui, palette::DRAFT, "draft");
+            swatch(ui, palette::VERIFY, "verify");
+        }
         for ph in [
             gapscope_traces::Phase::Prefill,
             gapscope_traces::Phase::Decode,
@@ -195,7 +213,35 @@ pub fn swatch(ui: &mut Ui, c: Color32, label: &str) {
     ui.label(label);
 }
 
+/// The speculative run in one line: roles, tokens per step and acceptance.
+fn spec_line(sp: &gapscope_analyzer::analysis::spec::SpecReport) -> String {
+    let tokens = sp.tokens_per_step.map_or_else(
+        || "acceptance unknown".to_owned(),
+        |t| {
+            format!(
+                "{t:.2} tokens/step, {:.0}% of candidates accepted, {} per token",
+                100.0 * sp.acceptance_rate.unwrap_or(0.0),
+                format::ms_label(sp.tpot_per_token_ms.unwrap_or(0.0))
+            )
+        },
+    );
+    format!(
+        "speculative: {} verify forwards, {} draft forwards ({:.1} per step); {tokens}",
+        sp.target_forwards, sp.draft_forwards, sp.draft_forwards_per_step
+    )
+}
+
 fn step_tooltip(k: usize, s: &StepView) -> String {
+    let spec = if s.draft_forwards > 0 || s.tokens > 0 {
+        format!(
+            "\n{} draft forwards ({:.0}% of the step) · {} tokens",
+            s.draft_forwards,
+            100.0 * s.draft_share(),
+            s.tokens
+        )
+    } else {
+        String::new()
+    };
     let mut t = format!(
         "step {k} · {}{}\n{} active · {} busy · {} idle (largest gap {})",
         s.phase.as_str(),
@@ -204,7 +250,7 @@ fn step_tooltip(k: usize, s: &StepView) -> String {
         format::ms_label(s.busy_ms),
         format::ms_label(s.idle_ms),
         format::ms_label(s.max_gap_ms)
-    );
+    ) + &spec;
     let mut rows: Vec<(usize, f64)> = s
         .bucket_ms
         .iter()

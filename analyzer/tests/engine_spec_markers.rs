@@ -100,3 +100,70 @@ fn engine_markers_make_one_step_per_verify_with_its_drafts() {
     // The steps hold their drafts: TPOT is the full 1 µs period.
     assert!((r.steps.tpot_ms.as_ref().unwrap().median - 0.001).abs() < 1e-12);
 }
+
+/// vLLM V1 markers that schedule 5 tokens for 1 request: the proposer's work after each
+/// marker joins the next step, and the engine's counters (`--spec-metrics`) give the
+/// acceptance the markers do not.
+#[test]
+fn vllm_markers_take_the_proposer_and_metrics_give_acceptance() {
+    use gapscope_analyzer::analysis::spec::metrics;
+    let mut t = Trace::new(Manifest::new("synthetic"));
+    let mut corr = 0;
+    let mut push = |t: &mut Trace, name: &str, s: i64, e: i64| {
+        let name = t.strings.intern(name);
+        t.markers.push(MarkerRow {
+            name,
+            source: MarkerSource::KinetoGpuAnnotation as u8,
+            gpu_start_ns: s,
+            gpu_end_ns: e,
+            ..Default::default()
+        });
+    };
+    push(&mut t, "execute_context_1(100)_generation_0(0)", 0, 1000);
+    corr += 1;
+    kernel(&mut t, corr, 0, 900);
+    for i in 0..4_i64 {
+        let base = 1000 + 1000 * i;
+        // The proposer after the previous marker: 300 ns, then the verify marker.
+        corr += 1;
+        kernel(&mut t, corr, base + 50, base + 350);
+        push(
+            &mut t,
+            "execute_context_0(0)_generation_1(5)",
+            base + 400,
+            base + 1000,
+        );
+        corr += 1;
+        kernel(&mut t, corr, base + 400, base + 950);
+    }
+    let text = "INFO SpecDecoding metrics: Mean acceptance length: 3.00, Accepted throughput: 1.00 tokens/s, \
+        Drafted throughput: 2.00 tokens/s, Accepted: 8 tokens, Drafted: 16 tokens, \
+        Per-position acceptance rate: 0.750, 0.750, 0.250, 0.250, Avg Draft acceptance rate: 50.0%\n";
+    let settings = AnalysisSettings {
+        spec_metrics: Some(metrics::parse(text).unwrap()),
+        ..AnalysisSettings::default()
+    };
+    let imported = Imported {
+        trace: t,
+        format: InputFormat::Native,
+        warnings: Vec::new(),
+        defects: Vec::new(),
+    };
+    let r = analyze(&imported, &RuleSet::builtin(), &settings);
+    assert_eq!(r.steps.decode_steps, 4);
+    let s = r.speculative.as_ref().unwrap();
+    assert_eq!(s.evidence_kind, SpecEvidence::MarkerTokens);
+    assert_eq!(s.tokens_source, TokensSource::Metrics);
+    assert_eq!(s.tokens_per_step, Some(3.0));
+    assert_eq!(s.acceptance_rate, Some(0.5));
+    assert_eq!(s.max_candidates, 4);
+    // Steps run from the previous marker's end: 1000 ns each; 1 µs over 3 tokens.
+    assert!((s.step_ms.unwrap() - 0.001).abs() < 1e-12);
+    assert!((s.tpot_per_token_ms.unwrap() - 0.001 / 3.0).abs() < 1e-12);
+    assert!((s.draft_ms_per_step - 0.0003).abs() < 1e-12);
+    // Without the counters, acceptance is unknown.
+    let plain = analyze(&imported, &RuleSet::builtin(), &AnalysisSettings::default());
+    let s = plain.speculative.as_ref().unwrap();
+    assert_eq!(s.tokens_source, TokensSource::NotInMarkers);
+    assert_eq!(s.tokens_per_step, None);
+}

@@ -75,6 +75,11 @@ pub struct AnalysisArgs {
     /// Markdown reports add a "top kernels" section with N names per bucket.
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
+    /// Speculative runs whose trace does not show acceptance (vLLM's markers): the engine's
+    /// counters, from vLLM's `SpecDecoding metrics:` log lines, `vllm bench serve` output,
+    /// vLLM's Prometheus text or SGLang's `accept len:` log lines.
+    #[arg(long, value_name = "FILE")]
+    pub spec_metrics: Option<PathBuf>,
 }
 
 /// The analysis session's settings built once from [`AnalysisArgs`], and how to show progress.
@@ -154,6 +159,7 @@ impl AnalysisArgs {
             group_by: None,
             all_columns: false,
             scratch_dir: Some(crate::import_cmd::scratch_dir()),
+            spec_metrics: self.spec_metrics.clone(),
         }
     }
 

@@ -31,6 +31,8 @@ analysis options, as for `gapscope report`:
   --max-events N       refuse inputs with more events than N (default 3,000,000,
                        any format; 0 lifts the limit)
   --max-steps N        analyse at most N steps (default 100,000; 0 lifts the limit)
+  --spec-metrics FILE  speculative runs: the engine's acceptance counters (vLLM or SGLang
+                       logs, vllm bench serve output, vLLM's Prometheus text)
   --screenshot OUT.png render --view once, write a PNG of exactly --size and exit: 0 when
                        written, 2 on an error (a smaller screen included). Needs a display;
                        headless: xvfb-run -a -s \"-screen 0 1920x1080x24\" gapscope-gui ...
@@ -93,6 +95,7 @@ impl Settings {
                 let fallback = Knobs {
                     rules_file: None,
                     step_regex: None,
+                    spec_metrics: None,
                     ..knobs
                 };
                 let s = SessionSettings::resolve(&fallback).unwrap_or_default();
@@ -150,6 +153,7 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
             // 0 lifts either limit, as on the command line.
             "--max-events" => s.knobs.max_events = Some(number(a, &value(a)?)?),
             "--max-steps" => s.knobs.max_steps = Some(number(a, &value(a)?)?),
+            "--spec-metrics" => s.knobs.spec_metrics = Some(value(a)?.into()),
             "--screenshot" => s.screenshot = Some(value(a)?.into()),
             "--size" => {
                 let v = value(a)?;

@@ -43,6 +43,8 @@ pub struct AnalysisSettings {
     /// analysed; a trace with more keeps its first steps and says so (a defect: the gate
     /// never passes it).
     pub max_steps: Option<usize>,
+    /// An engine's speculative-decoding counters, for traces that do not show acceptance.
+    pub spec_metrics: Option<crate::analysis::spec::SpecMetrics>,
 }
 
 /// Steps analysed at most by default: far more than a profiled decode run holds (thousands),
@@ -58,6 +60,7 @@ impl Default for AnalysisSettings {
             top_host_scopes: 5,
             group_by: None,
             max_steps: Some(DEFAULT_MAX_STEPS),
+            spec_metrics: None,
         }
     }
 }
@@ -343,10 +346,9 @@ pub fn analyze_tables(
         bucket_scope,
         devices,
         steps: step_report,
-        speculative: steps
-            .spec
-            .as_ref()
-            .and_then(|s| crate::analysis::spec::SpecReport::of(s, trace)),
+        speculative: steps.spec.as_ref().and_then(|s| {
+            crate::analysis::spec::SpecReport::of(s, trace, settings.spec_metrics.as_ref())
+        }),
         buckets,
         prefill_buckets,
         other: OtherReport {

@@ -37,6 +37,9 @@ pub struct Knobs {
     pub all_columns: bool,
     /// Where a private copy of an input may be made when it cannot be read in place.
     pub scratch_dir: Option<PathBuf>,
+    /// An engine's speculative-decoding counters (vLLM or SGLang logs, vLLM's Prometheus
+    /// text), for traces that do not show acceptance.
+    pub spec_metrics: Option<PathBuf>,
 }
 
 /// Rules, analysis settings and import options: what a session needs to open a run.
@@ -77,6 +80,9 @@ impl SessionSettings {
             Some(n) => Some(n),
         };
         analysis.top_per_bucket = k.top.unwrap_or(3);
+        if let Some(p) = &k.spec_metrics {
+            analysis.spec_metrics = Some(read_spec_metrics(p)?);
+        }
         analysis.group_by = k.group_by;
         let mut kernel_columns: Option<Vec<String>> = (!k.all_columns).then(|| {
             KERNEL_ANALYSIS_COLUMNS
@@ -105,4 +111,19 @@ impl SessionSettings {
             },
         })
     }
+}
+
+/// The counters in the file at `p` (at most 64 MiB read).
+fn read_spec_metrics(p: &std::path::Path) -> Result<crate::analysis::spec::SpecMetrics> {
+    use std::io::Read;
+    const MAX: u64 = 64 << 20;
+    let f = std::fs::File::open(p)
+        .map_err(|e| AnalyzerError::Invalid(format!("--spec-metrics {}: {e}", p.display())))?;
+    let mut bytes = Vec::new();
+    f.take(MAX)
+        .read_to_end(&mut bytes)
+        .map_err(|e| AnalyzerError::Invalid(format!("--spec-metrics {}: {e}", p.display())))?;
+    let text = String::from_utf8_lossy(&bytes);
+    crate::analysis::spec::metrics::parse(&text)
+        .map_err(|e| AnalyzerError::Invalid(format!("--spec-metrics {}: {e}", p.display())))
 }

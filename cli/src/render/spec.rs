@@ -31,14 +31,28 @@ pub fn lines(s: &SpecReport, text: impl Fn(&str) -> String) -> Vec<(String, Stri
         ),
     ));
     match (s.tokens_source, s.tokens_per_step) {
-        (TokensSource::AttentionShapes, Some(t)) => {
+        (TokensSource::Metrics, Some(t)) => {
             v.push((
                 "tokens/step".into(),
                 format!(
-                    "{t:.3} per sequence (mean acceptance length) over {} of {} decode steps; from {}",
-                    s.steps_with_tokens, s.decode_steps, s.tokens_from
+                    "{t:.3} per sequence (mean acceptance length); from {}",
+                    s.tokens_from
                 ),
             ));
+        }
+        _ => {}
+    }
+    match (s.tokens_source, s.tokens_per_step) {
+        (_, Some(t)) => {
+            if s.tokens_source != TokensSource::Metrics {
+                v.push((
+                    "tokens/step".into(),
+                    format!(
+                        "{t:.3} per sequence (mean acceptance length) over {} of {} decode steps; from {}",
+                        s.steps_with_tokens, s.decode_steps, s.tokens_from
+                    ),
+                ));
+            }
             let by_pos: Vec<String> = s
                 .per_position
                 .iter()

@@ -12,6 +12,7 @@
 
 pub mod forwards;
 pub mod markers;
+pub mod metrics;
 mod report;
 pub mod whatif;
 
@@ -19,6 +20,7 @@ use gapscope_traces::{Phase, StrId, Trace};
 use serde::Serialize;
 
 pub use self::forwards::{AttentionShape, Forward};
+pub use self::metrics::{MetricsFormat, SpecMetrics};
 pub use self::report::{PositionAcceptance, SpecReport};
 pub use self::whatif::{SpecCosts, SpecPrediction, SpecSetting, SpecWhatIf};
 
@@ -69,6 +71,9 @@ pub enum TokensSource {
     Unknown,
     /// The engine's verify markers carry the tokens each step produced.
     EngineMarkers,
+    /// The engine's acceptance counters (`--spec-metrics`): tokens per step on average, not
+    /// step by step.
+    Metrics,
     /// The engine's markers give the tokens each step scheduled, not those it accepted:
     /// acceptance is unknown.
     NotInMarkers,

@@ -17,7 +17,7 @@
 
 use serde::Serialize;
 
-use super::{Cycle, SpecDecode, SpecEvidence, TokensSource};
+use super::{Cycle, SpecDecode, SpecEvidence, SpecMetrics, TokensSource};
 use gapscope_traces::{Phase, Trace};
 
 /// Acceptance at one draft position.
@@ -85,12 +85,19 @@ pub struct SpecSeries {
 
 impl SpecReport {
     /// The section for the decode steps of `spec`; `None` for a plain run.
-    pub fn of(spec: &SpecDecode, trace: &Trace) -> Option<Self> {
+    pub fn of(spec: &SpecDecode, trace: &Trace, metrics: Option<&SpecMetrics>) -> Option<Self> {
         let evidence = spec.evidence?;
         let cycles = &spec.cycles;
         let decode: Vec<usize> = (0..cycles.len())
             .filter(|&i| cycles[i].phase == Phase::Decode)
             .collect();
+        let unknown = matches!(
+            spec.tokens_source,
+            TokensSource::Unknown | TokensSource::NotInMarkers
+        );
+        if unknown && let Some(m) = metrics {
+            return Some(Self::from_metrics(spec, trace, &decode, m));
+        }
         let known: Vec<usize> = decode
             .iter()
             .copied()
@@ -165,6 +172,7 @@ impl SpecReport {
                     "unknown: the trace has no input shapes (record with record_shapes=True)"
                 }
                 TokensSource::EngineMarkers => "the engine's verify markers (tokens produced)",
+                TokensSource::Metrics => "the engine's acceptance counters (--spec-metrics)",
                 TokensSource::NotInMarkers => {
                     "unknown: the step markers give the tokens scheduled, not those accepted"
                 }
@@ -209,5 +217,75 @@ impl SpecReport {
         };
         out.what_if = super::SpecCosts::measure(cycles, &out).map(|c| c.what_if(&[]));
         Some(out)
+    }
+}
+
+impl SpecReport {
+    /// The section when the trace does not show each step's tokens but the engine's counters
+    /// give them on average: acceptance from the counters, times from the trace's steps.
+    fn from_metrics(spec: &SpecDecode, trace: &Trace, decode: &[usize], m: &SpecMetrics) -> Self {
+        let cycles = &spec.cycles;
+        let timed: Vec<usize> = decode
+            .iter()
+            .copied()
+            .filter(|&i| i + 1 < cycles.len())
+            .collect();
+        let period = |i: usize| (cycles[i + 1].gpu_start_ns - cycles[i].gpu_start_ns) as f64 / 1e6;
+        let step_ms = (!timed.is_empty())
+            .then(|| timed.iter().map(|&i| period(i)).sum::<f64>() / timed.len() as f64);
+        let mean = |f: &dyn Fn(&Cycle) -> f64| {
+            if decode.is_empty() {
+                0.0
+            } else {
+                decode.iter().map(|&i| f(&cycles[i])).sum::<f64>() / decode.len() as f64
+            }
+        };
+        let per_position = m
+            .per_position
+            .iter()
+            .enumerate()
+            .map(|(j, &rate)| PositionAcceptance {
+                position: j + 1,
+                steps: m.drafts.map_or(0, |d| d.round() as usize),
+                accepted: m.drafts.map_or(0, |d| (d * rate).round() as usize),
+                rate,
+            })
+            .collect();
+        let name = |id| trace.strings.get(id).to_owned();
+        let max_candidates = decode
+            .iter()
+            .filter_map(|&i| cycles[i].candidates())
+            .max()
+            .unwrap_or(m.per_position.len() as i64)
+            .max(0) as usize;
+        let mut out = Self {
+            evidence: spec.evidence.map_or("", |e| e.describe()).to_owned(),
+            evidence_kind: spec.evidence.unwrap_or(SpecEvidence::MarkerTokens),
+            target: name(spec.target),
+            draft: spec.draft.map(name),
+            target_forwards: spec.target_forwards,
+            draft_forwards: spec.draft_forwards,
+            decode_steps: decode.len(),
+            draft_forwards_per_step: mean(&|c| f64::from(c.draft_forwards)),
+            tokens_from: format!(
+                "the engine's acceptance counters ({}), on average over the run",
+                m.format.describe()
+            ),
+            tokens_source: TokensSource::Metrics,
+            steps_with_tokens: timed.len(),
+            tokens_per_step: Some(m.acceptance_length),
+            acceptance_rate: m.acceptance_rate(),
+            max_candidates,
+            per_position,
+            step_ms,
+            tpot_per_token_ms: step_ms.map(|s| s / m.acceptance_length),
+            draft_ms_per_step: mean(&|c| c.draft_ns as f64 / 1e6),
+            verify_ms_per_step: mean(&|c| c.verify_ns as f64 / 1e6),
+            rejected_ms_per_step: None,
+            what_if: None,
+            series: SpecSeries::default(),
+        };
+        out.what_if = super::SpecCosts::measure_all(cycles, &out).map(|c| c.what_if(&[]));
+        out
     }
 }

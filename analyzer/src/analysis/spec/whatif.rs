@@ -123,17 +123,39 @@ impl SpecCosts {
     /// The costs the decode steps with known tokens measured; `None` without them or
     /// without a draft window.
     pub fn measure(cycles: &[Cycle], report: &SpecReport) -> Option<Self> {
+        Self::measure_over(cycles, report, |c| c.tokens.is_some())
+    }
+
+    /// [`Self::measure`] over every decode step (tokens known only on average).
+    pub fn measure_all(cycles: &[Cycle], report: &SpecReport) -> Option<Self> {
+        Self::measure_over(cycles, report, |_| true)
+    }
+
+    fn measure_over(
+        cycles: &[Cycle],
+        report: &SpecReport,
+        keep: impl Fn(&Cycle) -> bool,
+    ) -> Option<Self> {
         let mut draft = (0.0, 0_u64);
         let mut verify = (0.0, 0_u64);
         for i in 0..cycles.len().saturating_sub(1) {
             let c = &cycles[i];
-            if c.phase != Phase::Decode || c.tokens.is_none() {
+            if c.phase != Phase::Decode || !keep(c) {
                 continue;
             }
             let next = cycles[i + 1].gpu_start_ns;
-            if c.draft_forwards > 0 {
+            // Markers that do not count the draft's forwards (vLLM): one per candidate, as a
+            // draft model, an EAGLE or an MTP head proposes them.
+            let forwards = match c.draft_forwards {
+                0 if c.verify_start_ns > c.gpu_start_ns => c
+                    .candidates()
+                    .and_then(|k| u32::try_from(k).ok())
+                    .unwrap_or(0),
+                n => n,
+            };
+            if forwards > 0 {
                 draft.0 += (c.verify_start_ns - c.gpu_start_ns) as f64 / 1e6;
-                draft.1 += u64::from(c.draft_forwards);
+                draft.1 += u64::from(forwards);
             }
             verify.0 += (next - c.verify_start_ns) as f64 / 1e6;
             verify.1 += 1;

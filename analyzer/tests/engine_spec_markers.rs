@@ -109,7 +109,7 @@ fn vllm_markers_take_the_proposer_and_metrics_give_acceptance() {
     use gapscope_analyzer::analysis::spec::metrics;
     let mut t = Trace::new(Manifest::new("synthetic"));
     let mut corr = 0;
-    let mut push = |t: &mut Trace, name: &str, s: i64, e: i64| {
+    let push = |t: &mut Trace, name: &str, s: i64, e: i64| {
         let name = t.strings.intern(name);
         t.markers.push(MarkerRow {
             name,

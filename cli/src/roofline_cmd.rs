@@ -9,7 +9,7 @@ use clap::Args;
 use gapscope_analyzer::roofline::report::{BatchSource, RooflineReport, TraceAtBatch, roofline_of};
 use gapscope_analyzer::roofline::{
     CeilingSource, HardwareSpec, MAX_BATCH, MAX_BATCHES, MAX_CTX, ModelSpec, TensorPath,
-    WeightFormat, hw,
+    WeightFormat, hw, verify_floor,
 };
 
 use gapscope_traces::{check_output, write_output};
@@ -55,6 +55,10 @@ pub struct RooflineArgs {
     /// Also write the log-log roofline chart as SVG.
     #[arg(long, value_name = "OUT.svg")]
     pub svg: Option<PathBuf>,
+    /// Speculative decoding: the floor of a verify forward of K+1 rows per sequence against
+    /// a plain decode step, at each batch (1..=64).
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub spec_k: Option<u64>,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
 }
@@ -130,7 +134,13 @@ pub fn run(a: RooflineArgs, g: &crate::Global) -> Result<ExitCode> {
             }
         })
         .collect();
-    let r = roofline_of(&model, &hardware, fmt, &batches, a.ctx, &traces);
+    let mut r = roofline_of(&model, &hardware, fmt, &batches, a.ctx, &traces);
+    if let Some(k) = a.spec_k {
+        r.verify = batches
+            .iter()
+            .map(|&b| verify_floor(&model, &hardware, fmt, b, k, a.ctx))
+            .collect();
+    }
     if let Some(out) = &a.svg {
         let doc = crate::render::roofline_svg::render(&r, &model, &hardware)?;
         write_output(out, &inputs, doc.as_bytes())?;
@@ -250,6 +260,26 @@ fn table(r: &RooflineReport) -> String {
             f.step_floor_s * 1e3,
             f.max_tok_per_s
         ));
+    }
+    if let Some(k) = r.verify.first().map(|v| v.k) {
+        s.push_str(&format!(
+            "\nspeculative verify of {k} drafts ({} rows per sequence) against a plain step, at its floor\n",
+            k + 1
+        ));
+        s.push_str(&format!(
+            "{:>6}  {:>12}  {:>12}  {:>8}  {:>8}\n",
+            "batch", "plain ms", "verify ms", "ratio", "bound"
+        ));
+        for v in &r.verify {
+            s.push_str(&format!(
+                "{:>6}  {:>12.4}  {:>12.4}  {:>8.3}  {:>8}\n",
+                v.batch,
+                v.plain.step_floor_s * 1e3,
+                v.verify.step_floor_s * 1e3,
+                v.ratio,
+                v.verify.bound
+            ));
+        }
     }
     if !r.measured.is_empty() || !r.not_placed.is_empty() {
         s.push_str(&format!(

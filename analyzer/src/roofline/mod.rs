@@ -220,9 +220,86 @@ pub fn step_floor(
     }
 }
 
+/// A speculative verify forward of `k + 1` rows for each of `batch` sequences, against a
+/// plain decode step of the same batch: the weights are read once whatever the rows, the
+/// KV cache once per sequence (attention kernels tile a sequence's rows over it), and the
+/// FLOPs grow with the rows.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct VerifyFloor {
+    pub batch: u64,
+    pub k: u64,
+    pub verify: StepFloor,
+    pub plain: StepFloor,
+    /// The verify's floor over the plain step's.
+    pub ratio: f64,
+}
+
+/// The verify floor at `k` drafts per sequence (see [`VerifyFloor`]).
+pub fn verify_floor(
+    m: &ModelSpec,
+    hw: &HardwareSpec,
+    fmt: WeightFormat,
+    batch: u64,
+    k: u64,
+    ctx: u64,
+) -> VerifyFloor {
+    let plain = step_floor(m, hw, fmt, batch, ctx);
+    let rows = batch.saturating_mul(k + 1);
+    let bw = hw.hbm_bytes_per_s;
+    // An MoE reads the experts its rows route to: as many as a batch of `rows` does.
+    let weight_bytes = m.weight_bytes_per_step(fmt, rows);
+    let flops = rows as f64 * m.flops_per_token(ctx);
+    let weight_floor_s = weight_bytes / bw;
+    let kv_floor_s = plain.kv_floor_s;
+    let compute_floor_s = flops / peak_flops(hw, fmt);
+    let step_floor_s = (weight_floor_s + kv_floor_s).max(compute_floor_s);
+    let verify = StepFloor {
+        batch: rows,
+        weight_bytes,
+        flops,
+        weight_floor_s,
+        compute_floor_s,
+        step_floor_s,
+        max_tok_per_s: rows as f64 / step_floor_s,
+        bound: if compute_floor_s > weight_floor_s + kv_floor_s {
+            Bound::Compute
+        } else if kv_floor_s > weight_floor_s {
+            Bound::Kv
+        } else {
+            Bound::Weights
+        },
+        ..plain.clone()
+    };
+    VerifyFloor {
+        batch,
+        k,
+        ratio: verify.step_floor_s / plain.step_floor_s,
+        verify,
+        plain,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_verify_at_batch_one_costs_a_plain_step_until_compute_binds() {
+        let m = ModelSpec::from_hf_config(&serde_json::json!({
+            "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let h = hw::lookup("h200").unwrap_or_else(|e| panic!("{e}"));
+        let v = verify_floor(&m, &h, WeightFormat::Bf16, 1, 4, 1024);
+        // Five rows read the weights once: the same floor as one.
+        assert!((v.ratio - 1.0).abs() < 1e-12, "{}", v.ratio);
+        assert_eq!(v.verify.bound, Bound::Weights);
+        // At batch 128, 5 rows each pass the crossover: compute binds, and costs more.
+        let big = verify_floor(&m, &h, WeightFormat::Bf16, 128, 4, 1024);
+        assert_eq!(big.verify.bound, Bound::Compute);
+        assert!(big.ratio > 1.5, "{}", big.ratio);
+    }
 
     #[test]
     fn llama3_8b_bf16_on_h100_sxm_by_hand() {

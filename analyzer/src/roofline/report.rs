@@ -27,6 +27,9 @@ pub struct RooflineReport {
     /// Batch where the weight-read floor meets the compute floor.
     pub crossover_batch: f64,
     pub floors: Vec<StepFloor>,
+    /// Speculative verify floors at `roofline --spec-k K`, per batch (empty otherwise).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub verify: Vec<super::VerifyFloor>,
     pub measured: Vec<MeasuredStep>,
     /// Traces given but not placed, each with the reason.
     pub not_placed: Vec<NotPlaced>,
@@ -202,6 +205,7 @@ pub fn roofline_of(
         compute_peak: compute_peak(hw, fmt),
         crossover_batch: crossover_batch(hw, fmt),
         floors,
+        verify: Vec::new(),
         measured,
         not_placed,
     }

@@ -30,29 +30,23 @@ pub fn lines(s: &SpecReport, text: impl Fn(&str) -> String) -> Vec<(String, Stri
             s.target_forwards
         ),
     ));
-    match (s.tokens_source, s.tokens_per_step) {
-        (TokensSource::Metrics, Some(t)) => {
+    match s.tokens_per_step {
+        Some(t) => {
+            let over = if s.tokens_source == TokensSource::Metrics {
+                String::new()
+            } else {
+                format!(
+                    " over {} of {} decode steps",
+                    s.steps_with_tokens, s.decode_steps
+                )
+            };
             v.push((
                 "tokens/step".into(),
                 format!(
-                    "{t:.3} per sequence (mean acceptance length); from {}",
+                    "{t:.3} per sequence (mean acceptance length){over}; from {}",
                     s.tokens_from
                 ),
             ));
-        }
-        _ => {}
-    }
-    match (s.tokens_source, s.tokens_per_step) {
-        (_, Some(t)) => {
-            if s.tokens_source != TokensSource::Metrics {
-                v.push((
-                    "tokens/step".into(),
-                    format!(
-                        "{t:.3} per sequence (mean acceptance length) over {} of {} decode steps; from {}",
-                        s.steps_with_tokens, s.decode_steps, s.tokens_from
-                    ),
-                ));
-            }
             let by_pos: Vec<String> = s
                 .per_position
                 .iter()
@@ -80,7 +74,7 @@ pub fn lines(s: &SpecReport, text: impl Fn(&str) -> String) -> Vec<(String, Stri
                 ));
             }
         }
-        _ => v.push((
+        None => v.push((
             "tokens/step".into(),
             format!("acceptance {}", s.tokens_from),
         )),

@@ -185,7 +185,7 @@ fn prometheus(text: &str) -> Option<SpecMetrics> {
             None => (line.split_whitespace().next().unwrap_or(""), ""),
         };
         let Some(v) = line
-            .rsplit_once(|c: char| c == ' ' || c == '}')
+            .rsplit_once([' ', '}'])
             .and_then(|(_, v)| v.trim().parse::<f64>().ok())
             .filter(|v| v.is_finite())
         else {

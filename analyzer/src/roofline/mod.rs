@@ -292,8 +292,9 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"));
         let h = hw::lookup("h200").unwrap_or_else(|e| panic!("{e}"));
         let v = verify_floor(&m, &h, WeightFormat::Bf16, 1, 4, 1024);
-        // Five rows read the weights once: the same floor as one.
-        assert!((v.ratio - 1.0).abs() < 1e-12, "{}", v.ratio);
+        // Five rows read the weights once: the same floor as one (but for the embedding
+        // rows each token reads).
+        assert!((v.ratio - 1.0).abs() < 1e-4, "{}", v.ratio);
         assert_eq!(v.verify.bound, Bound::Weights);
         // At batch 128, 5 rows each pass the crossover: compute binds, and costs more.
         let big = verify_floor(&m, &h, WeightFormat::Bf16, 128, 4, 1024);

@@ -55,7 +55,10 @@ fn argmax_acceptance_gives_plain_greedy_tokens() {
             accepted_any |= run.steps.iter().any(|s| s.accepted > 0);
         }
     }
-    assert!(accepted_any, "no draft was ever accepted: the test checks too little");
+    assert!(
+        accepted_any,
+        "no draft was ever accepted: the test checks too little"
+    );
 }
 
 #[test]
@@ -86,7 +89,12 @@ fn synthetic_acceptance_reaches_the_set_rates() {
     let mut expected = 1.0;
     for (j, p) in per_position.iter().enumerate() {
         expected *= p;
-        assert!((rate[j] - expected).abs() < 0.02, "rate {}: {}", j + 1, rate[j]);
+        assert!(
+            (rate[j] - expected).abs() < 0.02,
+            "rate {}: {}",
+            j + 1,
+            rate[j]
+        );
     }
 
     // Through the model: the same rates (looser: fewer steps), and repeatable with the seed.
@@ -105,7 +113,11 @@ fn synthetic_acceptance_reaches_the_set_rates() {
     let (_, cond) = acceptance_by_position(&run.steps, k);
     for (j, p) in per_position.iter().enumerate() {
         let c = cond[j].unwrap();
-        assert!((c - p).abs() < 0.15, "model run, position {}: {c} vs {p}", j + 1);
+        assert!(
+            (c - p).abs() < 0.15,
+            "model run, position {}: {c} vs {p}",
+            j + 1
+        );
     }
 }
 
@@ -225,7 +237,10 @@ fn hybrid_models_and_bad_settings_are_refused() {
         accept: Acceptance::Argmax,
     };
     let e = s.check(&hybrid).unwrap_err().to_string();
-    assert!(e.contains("cannot be rolled back") && !e.contains('\n'), "{e}");
+    assert!(
+        e.contains("cannot be rolled back") && !e.contains('\n'),
+        "{e}"
+    );
 
     let cfg = tiny(4);
     let bad = |draft_layers, k, accept: &str| {

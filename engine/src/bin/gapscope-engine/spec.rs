@@ -8,7 +8,7 @@ use crate::env::open_device;
 use gapscope_engine::bench::{calibrate_event_latency, event_latency_line, prompts};
 use gapscope_engine::cuda::{CudaBackend, LatencyCalibration, Timing};
 use gapscope_engine::records::TraceOut;
-use gapscope_engine::spec::bench::{Mode, run_rep, run_reps, steps_used};
+use gapscope_engine::spec::bench::{Mode, run_rep, run_reps};
 use gapscope_engine::spec::report::{
     PlainReport, Rep, RunStats, SettingReport, SpecReport, Traced,
 };
@@ -252,8 +252,8 @@ impl Ctx<'_> {
         be.set_timing(Timing::Launch);
         be.rec.sample_every = 1;
         be.rec.start_run()?;
-        let (rep, records) = run_rep(be, mode, self.prompt, self.a.ntg, *self.step0)?;
-        *self.step0 += steps_used(&rep);
+        // The trace holds this repeat alone: its prefill is step 0, speculative step i is i.
+        let (rep, records) = run_rep(be, mode, self.prompt, self.a.ntg, 0)?;
         let lv = be.levers;
         let extra = serde_json::json!({
             "mode": "spec", "speculative": s, "npp": self.a.npp, "ntg": self.a.ntg,

@@ -17,6 +17,7 @@ pub mod quant;
 pub mod records;
 pub mod rng;
 pub mod selftest;
+pub mod spec;
 pub mod tokenizer;
 pub mod weights;
 

@@ -37,9 +37,21 @@ pub struct TimedLaunch {
     pub gpu_end_ns: i64,
 }
 
-/// One prefill or decode step.
+/// The marker name a step gets from its phase alone (`prefill`, `decode`).
+pub fn phase_marker(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Prefill => "prefill",
+        Phase::Decode => "decode",
+        _ => "step",
+    }
+}
+
+/// One forward as a step: a prefill, a decode step, or a speculative draft or verify.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepRecord {
+    /// The step marker's name: [`phase_marker`] unless the run names its forwards itself
+    /// (`spec_draft`, `spec_verify`).
+    pub marker: &'static str,
     pub phase: Phase,
     pub step: i64,
     pub batch: u32,
@@ -91,13 +103,8 @@ impl TraceOut {
             self.skipped_steps += 1;
             return Ok(());
         }
-        let phase_name = match s.phase {
-            Phase::Prefill => "prefill",
-            Phase::Decode => "decode",
-            _ => "step",
-        };
         self.markers.push(MarkerRow {
-            name: self.strings.intern(phase_name),
+            name: self.strings.intern(s.marker),
             source: MarkerSource::Engine as u8,
             phase: s.phase as u8,
             gpu_start_ns: s.gpu_start_ns,
@@ -209,6 +216,7 @@ mod tests {
         let mut out = TraceOut::create(&path, Manifest::new("engine")).unwrap();
         for step in 0..3 {
             out.add_step(&StepRecord {
+                marker: phase_marker(Phase::Decode),
                 phase: Phase::Decode,
                 step,
                 batch: 2,
@@ -242,6 +250,7 @@ mod tests {
         assert_eq!(k.registers_per_thread, 40);
         assert_eq!(k.correlation, 3);
         assert_eq!(t.markers.row(1).step, 2);
+        assert_eq!(t.strings.get(t.markers.row(1).name), "decode");
         let m = t.memops.row(0);
         assert_eq!(m.kind, MemopKind::DtoD as u8);
         assert_eq!((t.strings.get(m.op), m.layer), ("op", 3));

@@ -350,3 +350,73 @@ fn hybrid_sweep_refusals_name_the_problem() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("-o DIR"), "{err}");
 }
+
+/// `spec` refuses, before any GPU opens and in one line: a hybrid model, a setting whose
+/// acceptance list does not match k, an unknown setting key, and a draft as deep as the model.
+#[test]
+fn spec_refusals_name_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_model(dir.path());
+    let model = dir.path().display().to_string();
+    let hybrid = dir.path().join("hybrid.json");
+    std::fs::write(
+        &hybrid,
+        r#"{"model_type":"qwen3_5_text","hidden_size":64,"intermediate_size":96,
+            "num_hidden_layers":2,"num_attention_heads":2,"num_key_value_heads":1,"head_dim":64,
+            "vocab_size":97,"full_attention_interval":2,"linear_num_key_heads":2,
+            "linear_num_value_heads":2,"linear_key_head_dim":32,"linear_value_head_dim":32}"#,
+    )
+    .unwrap();
+    let hybrid = hybrid.display().to_string();
+    for (args, want) in [
+        (
+            vec!["spec", "--config", &hybrid, "--draft-layers", "1"],
+            "cannot be rolled back",
+        ),
+        (
+            vec!["spec", "--model", &model, "--setting", "k=3,accept=0.9,0.5"],
+            "k=3 needs 3 acceptance probabilities",
+        ),
+        (
+            vec!["spec", "--model", &model, "--setting", "k=2,acept=argmax"],
+            "unknown key \"acept\"",
+        ),
+        (
+            vec!["spec", "--model", &model, "--draft-layers", "2"],
+            "draft layers 2 of a 2-layer model",
+        ),
+        (
+            vec![
+                "spec",
+                "--model",
+                &model,
+                "--setting",
+                "k=2",
+                "--setting",
+                "k=1",
+                "--trace",
+            ],
+            "",
+        ),
+    ] {
+        let mut c = engine();
+        c.args(&args);
+        if want.is_empty() {
+            c.arg(dir.path().join("t.gst"));
+        }
+        let out = c.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        let last = err.trim().lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("gapscope-engine: error: "),
+            "{args:?}: {err}"
+        );
+        let want = if want.is_empty() {
+            "--trace takes one setting"
+        } else {
+            want
+        };
+        assert!(last.contains(want), "{args:?}: {err}");
+    }
+}

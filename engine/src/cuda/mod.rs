@@ -10,7 +10,7 @@ pub mod linear;
 pub mod recorder;
 pub mod weights;
 
-pub use backend::{Capacity, CudaBackend};
+pub use backend::{Capacity, CudaBackend, StepSpec};
 pub use device::{DevBuf, Device, DeviceInfo, KernelSource};
 pub use event_latency::LatencyCalibration;
 pub use recorder::Timing;

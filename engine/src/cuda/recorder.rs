@@ -39,6 +39,8 @@ pub struct Pool {
 /// What a step is, as its marker will say.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StepInfo {
+    /// The marker's name (`records::phase_marker` for plain prefill and decode).
+    pub marker: &'static str,
     pub phase: Phase,
     pub step: i64,
     pub batch: u32,
@@ -269,6 +271,7 @@ impl Recorder {
                 break;
             };
             let mut rec = StepRecord {
+                marker: p.info.marker,
                 phase: p.info.phase,
                 step: p.info.step,
                 batch: p.info.batch,

@@ -7,6 +7,7 @@
 //! - `calibrate`: the GPU's measured ceilings, as a `gapscope roofline --hw-profile` file.
 //! - `logits`: teacher-forced logits for comparison with HF transformers.
 //! - `generate`: greedy generation from a prompt (text with a tokenizer, or random ids).
+//! - `spec`: self-speculative decoding settings beside plain decode; a table, JSON, traces.
 //!
 //! Errors print as one line, `gapscope-engine: error: ...` with their causes, and exit 2; a
 //! check that fails (`levers`, `selftest`) exits 1.
@@ -21,6 +22,7 @@ mod kbench;
 mod levers;
 mod logits;
 mod selftest;
+mod spec;
 mod sweep;
 
 use clap::{Parser, Subcommand};
@@ -56,6 +58,9 @@ enum Cmd {
     /// Teacher-forced logits over a token file ({"prompt_len": P, "tokens": [...]}): a prefill
     /// of the prompt, then one decode step per remaining token; raw f32 rows to --out.
     Logits(logits::LogitsArgs),
+    /// Self-speculative decoding (the model's first layers draft k tokens, the whole model
+    /// verifies them) on one sequence, setting by setting, beside plain greedy decode.
+    Spec(spec::SpecArgs),
 }
 
 fn main() -> ExitCode {
@@ -67,6 +72,7 @@ fn main() -> ExitCode {
         Cmd::Kbench(a) => kbench::run(a),
         Cmd::Calibrate(a) => calibrate::run(a),
         Cmd::Logits(a) => logits::run(a),
+        Cmd::Spec(a) => spec::run(a),
     };
     match result {
         Ok(code) => code,

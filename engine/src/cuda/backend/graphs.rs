@@ -6,9 +6,23 @@ use super::CudaBackend;
 use crate::cuda::recorder::{StepInfo, Timing};
 use crate::error::{EngineError, Result};
 use crate::model::{self, Backend, Batch};
-use crate::records::LaunchMeta;
+use crate::records::{LaunchMeta, phase_marker};
 use cudarc::driver::{CudaGraph, sys};
 use gapscope_traces::Phase;
+
+/// What one forward is: its phase, step number and marker name, and how many of the model's
+/// layers it runs (fewer for a self-speculative draft: the first `layers`, then the final
+/// norm and the LM head).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepSpec {
+    pub phase: Phase,
+    pub step: i64,
+    pub marker: &'static str,
+    pub layers: usize,
+}
+
+/// Graphs are keyed by (rows, layers, parity, timing).
+pub(super) type GraphKey = (usize, usize, usize, Timing);
 
 /// One captured decode step: the graph, the recorder's event pool its launches record into,
 /// the launch list it recorded and its id in the trace.
@@ -26,9 +40,39 @@ impl CudaBackend {
     /// on an H200, a bias no probe calibration matched
     /// (docs/decisions/2026-11-23-event-latency-calibration.md).
     pub fn step(&mut self, batch: &Batch, phase: Phase, step: i64) -> Result<()> {
+        let layers = self.cfg.layers;
+        self.step_as(
+            batch,
+            StepSpec {
+                phase,
+                step,
+                marker: phase_marker(phase),
+                layers,
+            },
+        )
+    }
+
+    /// `step` with the marker name and layer count `spec` gives. A forward through fewer
+    /// layers runs the same ops on the first `spec.layers` layers; its graph is its own.
+    pub fn step_as(&mut self, batch: &Batch, spec: StepSpec) -> Result<()> {
+        let StepSpec {
+            phase,
+            step,
+            marker,
+            layers,
+        } = spec;
+        if layers == 0 || layers > self.cfg.layers {
+            return Err(EngineError::invalid(format!(
+                "a forward through {layers} layers of a {}-layer model",
+                self.cfg.layers
+            )));
+        }
         self.begin(batch)?;
         let rows = batch.rows();
+        let mut cfg = self.cfg.clone();
+        cfg.layers = layers;
         let info = StepInfo {
+            marker,
             phase,
             step,
             batch: batch.logit_rows() as u32,
@@ -40,11 +84,10 @@ impl CudaBackend {
         if !graphed {
             let pool = self.rec.take_pool()?;
             self.rec.begin_step(pool, timing, info)?;
-            let cfg = self.cfg.clone();
             model::forward(self, &cfg, batch)?;
             self.rec.end_step()?;
         } else {
-            let key = (rows, self.parity, timing);
+            let key: GraphKey = (rows, layers, self.parity, timing);
             if !self.graphs.contains_key(&key) {
                 let pool = self.rec.take_pool()?;
                 let id = self.next_graph_id;
@@ -53,7 +96,6 @@ impl CudaBackend {
                     .stream
                     .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
                 self.rec.capturing = true;
-                let cfg = self.cfg.clone();
                 let captured = (|| {
                     self.rec.begin_step(
                         pool,

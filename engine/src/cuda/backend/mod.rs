@@ -35,6 +35,7 @@ use cudarc::driver::CudaStream;
 pub use delta::delta_rule_kernel;
 use gapscope_kernels::Kernel;
 use gapscope_traces::MemopKind;
+pub use graphs::StepSpec;
 use numerics_ops::NumericsOps;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -148,7 +149,7 @@ pub struct CudaBackend {
     /// needs it: a row must not read a position another block of the same launch writes).
     rows_distinct: bool,
     pub rec: Recorder,
-    graphs: HashMap<(usize, usize, Timing), graphs::GraphEntry>,
+    graphs: HashMap<graphs::GraphKey, graphs::GraphEntry>,
     parity: usize,
     next_graph_id: u32,
     max_splits: usize,
@@ -397,6 +398,11 @@ impl CudaBackend {
 
     pub fn read_sampled(&self, n: usize) -> Result<Vec<i32>> {
         self.a.sampled.read(n, &self.dev.stream)
+    }
+
+    /// The next forward's input tokens on the device (`argmax` copies its tokens here).
+    pub fn tokens_ptr(&self) -> u64 {
+        self.a.tokens.ptr
     }
 
     pub fn sampled_ptr(&self) -> u64 {

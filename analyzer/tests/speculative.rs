@@ -135,21 +135,36 @@ fn assisted_generation_with_a_draft_model_k4() {
 }
 
 #[test]
-fn assisted_generation_with_a_draft_model_k2() {
-    check("assisted-k2", SpecEvidence::ModelInstances);
-}
-
-#[test]
 fn prompt_lookup_without_a_draft_model() {
     check("lookup-k4", SpecEvidence::VerifyRows);
 }
 
 /// Without `record_shapes` the forwards and roles are still found; acceptance is unknown
-/// and the report says so instead of guessing.
+/// and the report says so instead of guessing. The capture with `record_shapes` off (its
+/// figures in docs/BENCHMARKS.md) is not committed for size; here the same run's trace
+/// loses its `Input Dims` in memory.
 #[test]
 fn without_shapes_acceptance_is_unknown() {
-    let name = "assisted-k4-noshapes";
-    let run = common::open(trace(name));
+    use std::io::Read;
+    let name = "assisted-k4";
+    let mut json = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(trace(name)).unwrap())
+        .read_to_string(&mut json)
+        .unwrap();
+    let mut doc: Value = serde_json::from_str(&json).unwrap();
+    for e in doc["traceEvents"].as_array_mut().unwrap() {
+        if let Some(args) = e.get_mut("args").and_then(Value::as_object_mut) {
+            args.remove("Input Dims");
+        }
+    }
+    let bytes = serde_json::to_vec(&doc).unwrap();
+    let run = gapscope_analyzer::session::open_bytes(
+        gapscope_analyzer::session::Run::new("no-shapes.json"),
+        &bytes,
+        &common::settings(&gapscope_analyzer::session::Knobs::default()),
+        &gapscope_analyzer::import::NoProgress,
+    )
+    .unwrap();
     let t = truth(name);
     let spec = run.steps.spec.as_ref().unwrap();
     assert_eq!(spec.evidence, Some(SpecEvidence::ModelInstances));
@@ -213,7 +228,7 @@ fn gate_refuses_speculative_against_plain() {
 /// fewer than k near the end of `max_new_tokens`, and those steps enter the means).
 #[test]
 fn what_if_at_the_measured_setting_is_the_measurement() {
-    for name in ["assisted-k4", "assisted-k2"] {
+    for name in ["assisted-k4"] {
         let run = common::open(trace(name));
         let r = run.report.speculative.as_ref().unwrap();
         let w = r.what_if.as_ref().unwrap();

@@ -122,7 +122,8 @@ fn synthetic_acceptance_reaches_the_set_rates() {
 }
 
 /// The records a run's forwards make, as the CUDA recorder fills them: the marker columns
-/// the forward was issued with, one timed launch each (times are test inputs).
+/// the forward was issued with, the rows as the batch, one timed launch each (times are test
+/// inputs).
 fn records(log: &[gapscope_engine::spec::trace::ForwardMarker]) -> Vec<StepRecord> {
     log.iter()
         .enumerate()
@@ -132,7 +133,8 @@ fn records(log: &[gapscope_engine::spec::trace::ForwardMarker]) -> Vec<StepRecor
                 marker: m.marker,
                 phase: m.phase,
                 step: m.step,
-                batch: m.batch,
+                // The CUDA backend records the rows it ran as the batch (a verify's k+1).
+                batch: m.tokens,
                 tokens: m.tokens,
                 gpu_start_ns: t,
                 gpu_end_ns: t + 900,

@@ -100,13 +100,16 @@ pub fn lines(s: &SpecReport, text: impl Fn(&str) -> String) -> Vec<(String, Stri
 fn prediction(p: &SpecPrediction) -> String {
     let rates: Vec<String> = p.accept.iter().map(|a| format!("{a:.2}")).collect();
     format!(
-        "k={} accept {}: step {} ms, {:.3} tokens, {:.1} tok/s ({:.2}x plain)",
+        "k={} accept {}: step {} ms, {:.3} tokens, {:.1} tok/s ({:.2}x plain); kernel time only \
+         {} ms, {:.1} tok/s",
         p.k,
         rates.join(","),
         ms(p.step_ms),
         p.tokens_per_step,
         p.tokens_per_s,
-        p.speedup
+        p.speedup,
+        ms(p.busy_step_ms),
+        p.busy_tokens_per_s
     )
 }
 

@@ -60,7 +60,8 @@ impl ForwardKind {
 }
 
 /// Sets each `spec_verify` record's tokens to what its speculative step produced (known only
-/// after the verify's tokens are read). Every verify record must match a step by number.
+/// after the verify's tokens are read), and its batch to the one sequence. Every verify
+/// record must match a step by number.
 pub fn set_verify_tokens(records: &mut [StepRecord], steps: &[SpecStep]) -> Result<()> {
     for r in records.iter_mut().filter(|r| r.marker == VERIFY) {
         let s = steps.iter().find(|s| s.step == r.step).ok_or_else(|| {
@@ -70,6 +71,9 @@ pub fn set_verify_tokens(records: &mut [StepRecord], steps: &[SpecStep]) -> Resu
             ))
         })?;
         r.tokens = s.produced as u32;
+        // The backend records the rows it ran as the batch; the contract's batch is the
+        // sequences, one in this mode.
+        r.batch = 1;
     }
     Ok(())
 }

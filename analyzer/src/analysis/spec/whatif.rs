@@ -28,6 +28,11 @@ pub struct SpecCosts {
     pub draft_ms: f64,
     /// The rest of the step: the verify forward and what follows it until the next step.
     pub verify_ms: f64,
+    /// The same two as kernel time only (GPU idle left out): what the steps cost when
+    /// nothing but the GPU's work remains, as when CUDA graphs replay them. A trace recorded
+    /// eagerly (per-launch timing) of a run that replays graphs predicts that run this way.
+    pub draft_busy_ms: f64,
+    pub verify_busy_ms: f64,
     /// Draft forwards per step in the trace.
     pub k: usize,
     /// Measured acceptance at each position given every earlier one was accepted.
@@ -46,6 +51,9 @@ pub struct SpecPrediction {
     pub tokens_per_s: f64,
     /// Against plain decode (one token per `verify_ms`).
     pub speedup: f64,
+    /// The same from kernel time only (see [`SpecCosts::draft_busy_ms`]).
+    pub busy_step_ms: f64,
+    pub busy_tokens_per_s: f64,
 }
 
 /// The what-if of a trace: its costs, the predictions over k at the measured acceptance, the
@@ -138,6 +146,7 @@ impl SpecCosts {
     ) -> Option<Self> {
         let mut draft = (0.0, 0_u64);
         let mut verify = (0.0, 0_u64);
+        let mut busy = (0.0, 0.0);
         for i in 0..cycles.len().saturating_sub(1) {
             let c = &cycles[i];
             if c.phase != Phase::Decode || !keep(c) {
@@ -156,9 +165,11 @@ impl SpecCosts {
             if forwards > 0 {
                 draft.0 += (c.verify_start_ns - c.gpu_start_ns) as f64 / 1e6;
                 draft.1 += u64::from(forwards);
+                busy.0 += c.draft_ns as f64 / 1e6;
             }
             verify.0 += (next - c.verify_start_ns) as f64 / 1e6;
             verify.1 += 1;
+            busy.1 += c.verify_ns as f64 / 1e6;
         }
         if verify.1 == 0 {
             return None;
@@ -180,6 +191,12 @@ impl SpecCosts {
                 0.0
             },
             verify_ms: verify.0 / verify.1 as f64,
+            draft_busy_ms: if draft.1 > 0 {
+                busy.0 / draft.1 as f64
+            } else {
+                0.0
+            },
+            verify_busy_ms: busy.1 / verify.1 as f64,
             k: report.max_candidates,
             conditional,
         })
@@ -189,6 +206,7 @@ impl SpecCosts {
     pub fn predict(&self, k: usize, accept: &[f64]) -> SpecPrediction {
         let accept = extend(accept, k);
         let step_ms = k as f64 * self.draft_ms + self.verify_ms;
+        let busy_step_ms = k as f64 * self.draft_busy_ms + self.verify_busy_ms;
         let t = tokens(&accept);
         let tps = t / step_ms * 1e3;
         SpecPrediction {
@@ -198,6 +216,12 @@ impl SpecCosts {
             tokens_per_step: t,
             tokens_per_s: tps,
             speedup: tps / (1e3 / self.verify_ms),
+            busy_step_ms,
+            busy_tokens_per_s: if busy_step_ms > 0.0 {
+                t / busy_step_ms * 1e3
+            } else {
+                0.0
+            },
         }
     }
 
@@ -259,6 +283,8 @@ mod tests {
         SpecCosts {
             draft_ms: 1.0,
             verify_ms: 10.0,
+            draft_busy_ms: 0.5,
+            verify_busy_ms: 8.0,
             k: 4,
             conditional: vec![0.8, 0.5],
         }

@@ -228,23 +228,22 @@ fn gate_refuses_speculative_against_plain() {
 /// fewer than k near the end of `max_new_tokens`, and those steps enter the means).
 #[test]
 fn what_if_at_the_measured_setting_is_the_measurement() {
-    for name in ["assisted-k4"] {
-        let run = common::open(trace(name));
-        let r = run.report.speculative.as_ref().unwrap();
-        let w = r.what_if.as_ref().unwrap();
-        let p = w.costs.predict(w.costs.k, &w.costs.conditional);
-        let near = |a: f64, b: f64| (a / b - 1.0).abs() < 0.01;
-        assert!(
-            near(p.step_ms, r.step_ms.unwrap()),
-            "{name}: {p:?} vs {r:?}"
-        );
-        assert!(
-            near(p.tokens_per_step, r.tokens_per_step.unwrap()),
-            "{name}: {p:?}"
-        );
-        assert_eq!(w.by_k.len(), 8);
-        assert!(w.break_even.iter().all(|&(_, a)| (0.0..=1.0).contains(&a)));
-    }
+    let name = "assisted-k4";
+    let run = common::open(trace(name));
+    let r = run.report.speculative.as_ref().unwrap();
+    let w = r.what_if.as_ref().unwrap();
+    let p = w.costs.predict(w.costs.k, &w.costs.conditional);
+    let near = |a: f64, b: f64| (a / b - 1.0).abs() < 0.01;
+    assert!(
+        near(p.step_ms, r.step_ms.unwrap()),
+        "{name}: {p:?} vs {r:?}"
+    );
+    assert!(
+        near(p.tokens_per_step, r.tokens_per_step.unwrap()),
+        "{name}: {p:?}"
+    );
+    assert_eq!(w.by_k.len(), 8);
+    assert!(w.break_even.iter().all(|&(_, a)| (0.0..=1.0).contains(&a)));
 }
 
 /// `diff` of a speculative run against a plain one splits the tokens-per-second change into

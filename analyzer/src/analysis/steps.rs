@@ -237,18 +237,22 @@ pub fn detect(p: &Prepared, settings: &StepSettings) -> Steps {
     steps
 }
 
-/// Steps from speculative decoding's cycles: one per verify forward.
-fn from_spec(p: &Prepared, device: u32, spec: crate::analysis::spec::SpecDecode) -> Steps {
-    let name = |id| p.trace.strings.get(id).to_owned();
-    let steps: Vec<Step> = spec
-        .cycles
+/// One step per speculative cycle, its window and phase.
+fn cycle_steps(spec: &crate::analysis::spec::SpecDecode) -> Vec<Step> {
+    spec.cycles
         .iter()
         .map(|c| Step {
             phase: c.phase,
             gpu_start_ns: c.gpu_start_ns,
             gpu_end_ns: c.gpu_end_ns,
         })
-        .collect();
+        .collect()
+}
+
+/// Steps from speculative decoding's cycles: one per verify forward.
+fn from_spec(p: &Prepared, device: u32, spec: crate::analysis::spec::SpecDecode) -> Steps {
+    let name = |id| p.trace.strings.get(id).to_owned();
+    let steps = cycle_steps(&spec);
     tracing::debug!(
         steps = steps.len(),
         evidence = ?spec.evidence,
@@ -507,15 +511,7 @@ fn from_markers(
             })
             .collect();
         if let Some((spec, closes)) = crate::analysis::spec::markers::engine_cycles(p, d, &marks) {
-            steps.steps = spec
-                .cycles
-                .iter()
-                .map(|c| Step {
-                    phase: c.phase,
-                    gpu_start_ns: c.gpu_start_ns,
-                    gpu_end_ns: c.gpu_end_ns,
-                })
-                .collect();
+            steps.steps = cycle_steps(&spec);
             steps.batch = spec.cycles.iter().map(|c| c.batch).collect();
             steps.numbers = closes.iter().map(|&i| marks[i].number).collect();
             steps.spec = Some(spec);

@@ -33,6 +33,13 @@ use super::limits::Budget;
 use super::{ImportOptions, ImportProgress};
 use crate::error::{AnalyzerError, Result};
 
+/// Input shapes kept per attention op (query and key) and axes per input, and the most rows
+/// kept in all (16 MiB of shapes, 131,072 attention ops; a profiled decode run holds a few
+/// thousand). Beyond it the trace's notes say that later ops lost their shapes.
+const KEPT_INPUTS: usize = 2;
+const KEPT_AXES: usize = 4;
+const MAX_INPUT_DIM_ROWS: usize = 1 << 20;
+
 /// What the scanning thread hands the building thread, in document order.
 enum Item {
     /// A kept event: its bytes at `start..end` of the batch's window, where it starts in
@@ -459,6 +466,8 @@ struct Builder {
     /// Complete events left out because their `ts` or `dur` is missing, `null` or not a
     /// number, by category: read as 0 they would move busy time and steps silently.
     untimed: std::collections::BTreeMap<&'static str, u64>,
+    /// The input-shape rows reached their cap (and the notes say so).
+    dims_full: bool,
 }
 
 impl Builder {
@@ -470,6 +479,7 @@ impl Builder {
             budget: Budget::new(path, max_events),
             name_ids: Default::default(),
             untimed: Default::default(),
+            dims_full: false,
         }
     }
 
@@ -733,11 +743,22 @@ impl Builder {
             Category::CpuOp | Category::PythonFunction => {
                 let kind = scope_kind(cat, t.strings.get(name_id));
                 let name = name_id;
-                if let Some(dims) = args.and_then(|a| a.input_dims.as_ref())
+                let dims = args.and_then(|a| a.input_dims.as_ref());
+                if dims.is_some() && t.input_dims.len() >= MAX_INPUT_DIM_ROWS && !self.dims_full {
+                    self.dims_full = true;
+                    t.manifest.notes.push(format!(
+                        "input shapes kept for the first {} rows only; later attention ops have none",
+                        MAX_INPUT_DIM_ROWS
+                    ));
+                }
+                if let Some(dims) = dims
                     && let Ok(scope) = u32::try_from(t.scopes.len())
+                    && t.input_dims.len() < MAX_INPUT_DIM_ROWS
                 {
-                    for (input, shape) in dims.0.iter().enumerate().take(usize::from(u16::MAX)) {
-                        for (axis, &size) in shape.iter().enumerate().take(usize::from(u16::MAX)) {
+                    // The query and the key, four axes each, are what is read: a hostile
+                    // trace's longer lists cost nothing.
+                    for (input, shape) in dims.0.iter().enumerate().take(KEPT_INPUTS) {
+                        for (axis, &size) in shape.iter().enumerate().take(KEPT_AXES) {
                             t.input_dims.push(InputDimRow {
                                 scope,
                                 input: input as u16,
@@ -861,6 +882,41 @@ mod tests {
     use super::*;
     use crate::import::NoProgress;
     use std::io::Write;
+
+    /// The attention op keeps its query's and key's shapes, four axes each, however long a
+    /// hostile `Input Dims` is; other ops keep none, and the kept rows point at their scope.
+    #[test]
+    fn attention_shapes_are_kept_and_bounded() {
+        let long: Vec<String> = (0..50)
+            .map(|i| format!("[{}]", vec![i.to_string(); 300].join(",")))
+            .collect();
+        let doc = format!(
+            r#"{{"traceEvents":[
+{{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":2,"ts":1,"dur":1,"args":{{"Input Dims":[[1,2],[2,3]]}}}},
+{{"ph":"X","cat":"cpu_op","name":"aten::scaled_dot_product_attention","pid":1,"tid":2,"ts":2,"dur":1,"args":{{"External id":1,"Input Dims":[[1, 32, 5, 64], [1, 8, 69, 64], [], "x"]}}}},
+{{"ph":"X","cat":"cpu_op","name":"aten::scaled_dot_product_attention","pid":1,"tid":2,"ts":4,"dur":1,"args":{{"Input Dims":[{}]}}}}
+]}}"#,
+            long.join(",")
+        );
+        let t = import_kineto_bytes(
+            Path::new("shapes.json"),
+            doc.as_bytes(),
+            false,
+            &ImportOptions::default(),
+            &NoProgress,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let d = &t.input_dims;
+        let rows: Vec<(u32, u16, u16, i64)> = (0..d.len())
+            .map(|i| (d.scope[i], d.input[i], d.axis[i], d.size[i]))
+            .collect();
+        // The first attention op is scope 1: query [1,32,5,64], key [1,8,69,64].
+        let first: Vec<i64> = rows.iter().filter(|r| r.0 == 1).map(|r| r.3).collect();
+        assert_eq!(first, vec![1, 32, 5, 64, 1, 8, 69, 64]);
+        // The hostile one keeps 2 inputs x 4 axes; aten::mm keeps nothing.
+        assert_eq!(rows.iter().filter(|r| r.0 == 2).count(), 8);
+        assert!(rows.iter().all(|r| r.0 != 0));
+    }
 
     /// Events straddle the reader's chunks (some longer than a chunk's headroom, some
     /// longer than a chunk) and host scopes lose their `args` in the window itself; the plain

@@ -146,17 +146,22 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
                     &serde_json::json!({"schema_version": 1, "runs": runs}),
                 )? + "\n"
             } else {
-                let mut s =
-                    String::from("   id  accepted  steps   TPOT ms   busy %  label  trace\n");
+                let mut s = String::from(
+                    "   id  accepted  steps   TPOT ms   busy %  ms/token  tok/step  label  trace\n",
+                );
                 for r in runs {
                     let bad = |f: &str| r.invalid.contains(&f);
                     s.push_str(&format!(
-                        "{:>5}  {:>8}  {:>5}  {:>8}  {:>7}  {}  {}\n",
+                        "{:>5}  {:>8}  {:>5}  {:>8}  {:>7}  {:>8}  {:>8}  {}  {}\n",
                         r.id,
                         if r.accepted { "yes" } else { "" },
                         r.decode_steps,
                         figure(r.tpot_median_ms, bad("tpot_median_ms"), ms),
                         figure(r.busy_pct, bad("busy_pct"), |b| format!("{b:.2}")),
+                        figure(r.time_per_token_ms, bad("time_per_token_ms"), ms),
+                        figure(r.tokens_per_step, bad("tokens_per_step"), |t| format!(
+                            "{t:.3}"
+                        )),
                         text(&r.label),
                         text(&r.trace_path)
                     ));

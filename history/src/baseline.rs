@@ -15,6 +15,10 @@ pub fn baseline(runs: &[(RunSummary, Vec<RunBucket>)]) -> RunsBaseline {
         runs: runs.iter().map(|(r, _)| r.id).collect(),
         gpus: runs.iter().map(|(r, _)| r.gpu.clone()).collect(),
         tpot_ms: runs.iter().filter_map(|(r, _)| r.tpot_median_ms).collect(),
+        time_per_token_ms: runs
+            .iter()
+            .filter_map(|(r, _)| r.time_per_token_ms)
+            .collect(),
         buckets: Bucket::ALL
             .iter()
             .filter_map(|&bk| {

@@ -52,6 +52,12 @@ pub struct RunSummary {
     pub tpot_median_ms: Option<f64>,
     pub busy_pct: Option<f64>,
     pub accepted: bool,
+    /// Speculative runs (schema version 2; `None` for plain runs and older rows): the mean
+    /// step period over the tokens, the mean tokens per step, and accepted over verified
+    /// candidates.
+    pub time_per_token_ms: Option<f64>,
+    pub tokens_per_step: Option<f64>,
+    pub acceptance_rate: Option<f64>,
     /// Fields whose stored value is not a finite number (read as `None`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub invalid: Vec<&'static str>,
@@ -100,6 +106,11 @@ pub fn check_storable(r: &Report) -> std::result::Result<(), String> {
         ("TPOT median".into(), r.steps.tpot_ms.map(|t| t.median)),
         ("busy %".into(), r.devices.first().map(|d| d.busy_pct)),
     ];
+    if let Some(sp) = &r.speculative {
+        figures.push(("time per token".into(), sp.tpot_per_token_ms));
+        figures.push(("tokens per step".into(), sp.tokens_per_step));
+        figures.push(("acceptance rate".into(), sp.acceptance_rate));
+    }
     for b in &r.buckets {
         let name = b.bucket.as_str();
         figures.push((
@@ -290,7 +301,8 @@ impl History {
         let tpot = r.steps.tpot_ms.map(|t| t.median);
         let busy = r.devices.first().map(|d| d.busy_pct);
         let steps = i64::try_from(r.steps.decode_steps).unwrap_or(i64::MAX);
-        let insert_run = "INSERT INTO runs (created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id";
+        let sp = r.speculative.as_ref();
+        let insert_run = "INSERT INTO runs (created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted, time_per_token_ms, tokens_per_step, acceptance_rate) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id";
         let insert_bucket = "INSERT INTO run_buckets (run_id, bucket, ms_per_step_median, calls_per_step, share_of_busy_pct) VALUES ($1, $2, $3, $4, $5)";
         let ctx = &self.ctx;
         let begin = {
@@ -316,6 +328,9 @@ impl History {
                 .bind(tpot)
                 .bind(busy)
                 .bind(i64::from(accepted))
+                .bind(sp.and_then(|x| x.tpot_per_token_ms))
+                .bind(sp.and_then(|x| x.tokens_per_step))
+                .bind(sp.and_then(|x| x.acceptance_rate))
                 .fetch_one(&mut *tx)
                 .await
                 .and_then(|row| row.try_get(0))
@@ -350,13 +365,13 @@ impl History {
     fn runs(&self, filter: RunFilter, limit: i64) -> Result<Vec<RunSummary>> {
         let q = match filter {
             RunFilter::All => {
-                "SELECT id, created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted FROM runs ORDER BY id DESC LIMIT $1"
+                "SELECT id, created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted, time_per_token_ms, tokens_per_step, acceptance_rate FROM runs ORDER BY id DESC LIMIT $1"
             }
             RunFilter::Accepted => {
-                "SELECT id, created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted FROM runs WHERE accepted <> 0 ORDER BY id DESC LIMIT $1"
+                "SELECT id, created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted, time_per_token_ms, tokens_per_step, acceptance_rate FROM runs WHERE accepted <> 0 ORDER BY id DESC LIMIT $1"
             }
             RunFilter::Id(_) => {
-                "SELECT id, created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted FROM runs WHERE id = $2 ORDER BY id DESC LIMIT $1"
+                "SELECT id, created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted, time_per_token_ms, tokens_per_step, acceptance_rate FROM runs WHERE id = $2 ORDER BY id DESC LIMIT $1"
             }
         };
         let limit = limit.max(0);
@@ -383,6 +398,9 @@ impl History {
                         tpot_median_ms: finite(r.try_get(6)?, "tpot_median_ms", &mut invalid),
                         busy_pct: finite(r.try_get(7)?, "busy_pct", &mut invalid),
                         accepted: r.try_get::<i64, _>(8)? != 0,
+                        time_per_token_ms: finite(r.try_get(9)?, "time_per_token_ms", &mut invalid),
+                        tokens_per_step: finite(r.try_get(10)?, "tokens_per_step", &mut invalid),
+                        acceptance_rate: finite(r.try_get(11)?, "acceptance_rate", &mut invalid),
                         invalid,
                     })
                 })

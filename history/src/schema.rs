@@ -56,22 +56,39 @@ CREATE TABLE run_buckets (
 CREATE INDEX run_buckets_bucket ON run_buckets(bucket, run_id);
 ";
 
-fn migrator(init: &'static str) -> Migrator {
-    Migrator::with_migrations(vec![Migration::new(
-        1,
-        "init".into(),
-        MigrationType::Simple,
-        init.into_sql_str(),
-        false,
-    )])
+// Version 2: speculative decoding's figures (NULL for plain runs).
+const SQLITE_SPEC: &str = "
+ALTER TABLE runs ADD COLUMN time_per_token_ms REAL;
+ALTER TABLE runs ADD COLUMN tokens_per_step REAL;
+ALTER TABLE runs ADD COLUMN acceptance_rate REAL;
+";
+
+const POSTGRES_SPEC: &str = "
+ALTER TABLE runs
+    ADD COLUMN time_per_token_ms DOUBLE PRECISION,
+    ADD COLUMN tokens_per_step DOUBLE PRECISION,
+    ADD COLUMN acceptance_rate DOUBLE PRECISION;
+";
+
+fn migrator(init: &'static str, spec: &'static str) -> Migrator {
+    let m = |version, name: &str, sql: &'static str| {
+        Migration::new(
+            version,
+            name.to_owned().into(),
+            MigrationType::Simple,
+            sql.into_sql_str(),
+            false,
+        )
+    };
+    Migrator::with_migrations(vec![m(1, "init", init), m(2, "speculative", spec)])
 }
 
 pub(super) fn sqlite_migrator() -> Migrator {
-    migrator(SQLITE_INIT)
+    migrator(SQLITE_INIT, SQLITE_SPEC)
 }
 
 pub(super) fn postgres_migrator() -> Migrator {
-    migrator(POSTGRES_INIT)
+    migrator(POSTGRES_INIT, POSTGRES_SPEC)
 }
 
 /// The tables a database holds and the migrations recorded in it.
@@ -208,8 +225,13 @@ mod tests {
         let m = sqlite_migrator();
         let all = ["runs", "run_buckets", MIGRATIONS_TABLE];
         assert_eq!(
-            assess(&facts(&all, &[(1, true)]), &m, false),
+            assess(&facts(&all, &[(1, true), (2, true)]), &m, false),
             Ok(State::Current)
+        );
+        // A history written before the speculative figures: upgraded by the next writer.
+        assert_eq!(
+            assess(&facts(&all, &[(1, true)]), &m, false),
+            Ok(State::Outdated)
         );
         assert_eq!(assess(&facts(&[], &[]), &m, false), Ok(State::Empty));
         let nsys = facts(&["CUPTI_ACTIVITY_KIND_KERNEL", "StringIds"], &[]);
@@ -217,7 +239,7 @@ mod tests {
         assert!(e.contains("not a gapscope history database"), "{e}");
         assert!(e.contains("StringIds"), "{e}");
         assert_eq!(assess(&nsys, &m, true), Ok(State::Empty));
-        let e = assess(&facts(&all, &[(1, true), (2, true)]), &m, false).unwrap_err();
+        let e = assess(&facts(&all, &[(1, true), (2, true), (3, true)]), &m, false).unwrap_err();
         assert!(e.contains("newer gapscope"), "{e}");
         let e = assess(&facts(&all, &[(1, false)]), &m, false).unwrap_err();
         assert!(e.contains("did not finish"), "{e}");

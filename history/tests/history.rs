@@ -599,3 +599,39 @@ fn accepted_runs_make_a_baseline_of_per_run_samples() {
     assert_eq!(g.verdict, Verdict::Regression);
     assert!(g.headline().contains("no GPU work"), "{}", g.headline());
 }
+
+/// Speculative runs store their time per token, tokens per step and acceptance (schema
+/// version 2); the gate judges time per token against them, and refuses a plain run.
+#[test]
+fn speculative_runs_store_their_figures_and_gate_on_time_per_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.sqlite");
+    let db = db.to_str().unwrap();
+    let trace = gapscope_tests::repo("traces/reference/hf-spec/hf-spec-assisted-k4.json.gz");
+    let imported = import_trace(&trace, &ImportOptions::default(), &NoProgress).unwrap();
+    let spec = analyze(&imported, &RuleSet::builtin(), &AnalysisSettings::default());
+    let sp = spec.speculative.as_ref().unwrap();
+    let h = History::open_or_create(db).unwrap();
+    let a = h.add(&spec, "spec", true).unwrap();
+    let p = h.add(&report(), "plain", false).unwrap();
+    let runs = h.list(10).unwrap();
+    let stored = runs.iter().find(|r| r.id == a).unwrap();
+    assert_eq!(stored.time_per_token_ms, sp.tpot_per_token_ms);
+    assert_eq!(stored.tokens_per_step, sp.tokens_per_step);
+    assert_eq!(stored.acceptance_rate, sp.acceptance_rate);
+    let plain = runs.iter().find(|r| r.id == p).unwrap();
+    assert_eq!(plain.time_per_token_ms, None);
+    let base = gapscope_history::baseline(&h.accepted_buckets(5).unwrap());
+    assert_eq!(base.time_per_token_ms.len(), 1);
+    let g = gate_runs(&base, &spec, &Policy::default(), GateOptions::default());
+    assert!(
+        g.steps
+            .iter()
+            .any(|s| s.metric == gapscope_analyzer::gate::StepMetric::TimePerToken),
+        "{}",
+        g.headline()
+    );
+    let g = gate_runs(&base, &report(), &Policy::default(), GateOptions::default());
+    assert_eq!(g.verdict, Verdict::Incomparable, "{}", g.headline());
+    assert!(g.headline().contains("speculatively"), "{}", g.headline());
+}

@@ -83,8 +83,19 @@ pub(super) fn runs_comparability(
     current: &Report,
 ) -> Vec<Incomparability> {
     let gpu = current.source.step_gpu.as_deref();
+    // Stored speculative runs keep their time per token; plain ones do not.
+    let speculation = match (
+        !baseline.time_per_token_ms.is_empty(),
+        current.speculative.is_some(),
+    ) {
+        (true, false) => Some(GateSide::Baseline),
+        (false, true) => Some(GateSide::Current),
+        _ => None,
+    }
+    .map(|speculative| Incomparability::SpeculationDiffers { speculative });
     gpu_clause(baseline.gpu(gpu).as_deref(), gpu)
         .into_iter()
+        .chain(speculation)
         .chain(implausible(GateSide::Current, current))
         .collect()
 }

@@ -187,16 +187,30 @@ pub(super) fn gate_on(base: Base<'_>, current: &Report, p: &Policy, o: GateOptio
     if p.gate_step_time {
         report.steps = match base {
             Base::Trace(b) => step_verdicts(b, current, p),
-            // The runs keep their median TPOT, not their idle split.
-            Base::Runs(b) => judge_steps(
-                [(
-                    StepMetric::Tpot,
-                    b.tpot_ms.as_slice(),
-                    current.steps.series.tpot_ms.as_slice(),
-                    1.0,
-                )],
-                p,
-            ),
+            // The runs keep their median TPOT (and time per token), not their idle split.
+            Base::Runs(b) => {
+                let per_token = current
+                    .speculative
+                    .as_ref()
+                    .map_or(&[][..], |s| s.series.ms_per_token.as_slice());
+                judge_steps(
+                    [
+                        (
+                            StepMetric::Tpot,
+                            b.tpot_ms.as_slice(),
+                            current.steps.series.tpot_ms.as_slice(),
+                            1.0,
+                        ),
+                        (
+                            StepMetric::TimePerToken,
+                            b.time_per_token_ms.as_slice(),
+                            per_token,
+                            1.0,
+                        ),
+                    ],
+                    p,
+                )
+            }
         };
     }
 

@@ -14,6 +14,8 @@ pub struct RunsBaseline {
     pub gpus: Vec<String>,
     /// The runs' median TPOTs, ms: one sample per run that stores a finite one.
     pub tpot_ms: Vec<f64>,
+    /// Speculative runs: their time per token, ms (empty when the runs decode plainly).
+    pub time_per_token_ms: Vec<f64>,
     /// The buckets any run stores, each once.
     pub buckets: Vec<BucketSamples>,
 }

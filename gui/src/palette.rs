@@ -33,7 +33,7 @@ pub const SELECTION: Color32 = Color32::from_rgba_premultiplied(0x40, 0x80, 0xff
 pub const HIGHLIGHT: Color32 = Color32::WHITE;
 /// Speculative decoding: a step's draft window and its verify forward (the phase strip).
 pub const DRAFT: Color32 = Color32::from_rgb(0x30, 0xa0, 0xd0);
-pub const VERIFY: Color32 = Color32::from_rgb(0x40, 0xb0, 0x60);
+pub const VERIFY: Color32 = Color32::from_rgb(0xd0, 0x70, 0x60);
 
 pub fn bucket(b: u8) -> Color32 {
     BUCKET[(b as usize).min(BUCKET.len() - 1)]

@@ -694,19 +694,32 @@ fn paint_steps(p: &egui::Painter, rect: Rect, m: &Mapper, l: &Loaded, hits: &mut
     let first = steps.partition_point(|s| s.end_ns < t0);
     let mut mesh = egui::Mesh::default();
     // One step per pixel at most: after each drawn step, jump (binary search) to the first
-    // step that starts a pixel later, so a frame costs pixels, not steps.
+    // step that ends a pixel later, so a frame costs pixels, not steps.
     let mut labels: Vec<(Pos2, String)> = Vec::new();
     let mut k = first;
     while k < steps.len() && steps[k].start_ns <= t1 {
         let s = &steps[k];
         let (a, b) = (m.sx(s.start_ns), m.sx(s.end_ns));
         let next_t = m.t((b - m.left) as f64 + 1.0);
-        let next = (k + 1).max(steps.partition_point(|x| x.start_ns < next_t));
+        // The next step that reaches past this pixel: contiguous steps start where the last
+        // one ended, inside its last pixel, and must not be skipped for it.
+        let next = (k + 1).max(steps.partition_point(|x| x.end_ns < next_t));
         let r = Rect::from_x_y_ranges(a..=b.max(a + 1.0), rect.top() + 2.0..=rect.bottom() - 2.0);
-        mesh.add_colored_rect(
-            r.shrink2(Vec2::new(if b - a > 3.0 { 0.5 } else { 0.0 }, 0.0)),
-            palette::phase(s.phase),
-        );
+        let shown = r.shrink2(Vec2::new(if b - a > 3.0 { 0.5 } else { 0.0 }, 0.0));
+        if s.draft_forwards > 0 {
+            // A speculative step: its draft forwards' window, then its verify forward's.
+            let v = m.sx(s.verify_start_ns).clamp(shown.left(), shown.right());
+            mesh.add_colored_rect(
+                Rect::from_x_y_ranges(shown.left()..=v, shown.y_range()),
+                palette::DRAFT,
+            );
+            mesh.add_colored_rect(
+                Rect::from_x_y_ranges(v..=shown.right(), shown.y_range()),
+                palette::VERIFY,
+            );
+        } else {
+            mesh.add_colored_rect(shown, palette::phase(s.phase));
+        }
         if s.stall {
             mesh.add_colored_rect(
                 Rect::from_x_y_ranges(r.x_range(), rect.top()..=rect.top() + 3.0),
@@ -716,7 +729,14 @@ fn paint_steps(p: &egui::Painter, rect: Rect, m: &Mapper, l: &Loaded, hits: &mut
         if b - a > 40.0 {
             labels.push((
                 Pos2::new(a.max(rect.left()) + 3.0, rect.center().y),
-                format!("#{k} {}", s.phase.as_str()),
+                if s.draft_forwards > 0 {
+                    format!(
+                        "#{k} {} drafts, verify · {} tokens",
+                        s.draft_forwards, s.tokens
+                    )
+                } else {
+                    format!("#{k} {}", s.phase.as_str())
+                },
             ));
         }
         hits.items.push((r, Hit::Step(k)));

@@ -181,7 +181,10 @@ fn prometheus(text: &str) -> Option<SpecMetrics> {
             continue;
         }
         let (name, labels) = match line.find('{') {
-            Some(i) => (&line[..i], &line[i..line.rfind('}').unwrap_or(i)]),
+            Some(i) => {
+                let j = line.rfind('}').filter(|&j| j >= i).unwrap_or(i);
+                (&line[..i], &line[i..j])
+            }
             None => (line.split_whitespace().next().unwrap_or(""), ""),
         };
         let Some(v) = line
@@ -295,6 +298,31 @@ mod tests {
         assert_eq!(m.format, MetricsFormat::VllmPrometheus);
         assert!((m.acceptance_length - 3.0).abs() < 1e-12);
         assert_eq!(m.per_position, vec![0.8, 0.6]);
+    }
+
+    /// Hostile text: misplaced braces, cut lines, huge or odd numbers, other scripts. No
+    /// panic, and nothing is read from lines that do not hold the counters.
+    #[test]
+    fn hostile_text_never_panics() {
+        let lines = [
+            "vllm:spec_decode_num_drafts_total} 1 {",
+            "vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"99999999999\"} 5",
+            "vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"",
+            "vllm:spec_decode_num_drafts_total{a=\"b\"} NaN",
+            "SpecDecoding metrics: Accepted: é tokens, Drafted: 1e400 tokens, Per-position acceptance rate: x",
+            "SpecDecoding metrics: Accepted: 3 tokens, Drafted: 0 tokens, Per-position acceptance rate: 0.5",
+            "---Speculative Decoding---\nAcceptance length: \nPosition 1: 5",
+            "Decode batch. accept len: inf",
+            "ü{}}{{Position 0: 1",
+        ];
+        for l in lines {
+            let _ = parse(l);
+        }
+        let all = lines.join("\n");
+        if let Ok(m) = parse(&all) {
+            assert!(m.acceptance_length.is_finite());
+            assert!(m.per_position.len() < 1024);
+        }
     }
 
     #[test]

@@ -160,15 +160,12 @@ pub fn detect(p: &Prepared, device: u32, steps: &[Marked]) -> Option<SpecDecode>
 /// Kernel time on `device` of the kernels that start in `[from, to)`.
 fn kernel_ns(p: &Prepared, device: u32, from: i64, to: i64) -> i64 {
     let k = &p.trace.kernels;
-    let order = &p.kernel_order;
-    let at = order.partition_point(|&i| {
-        let i = i as usize;
-        (k.device[i], k.gpu_start_ns[i]) < (device, from)
-    });
-    order[at..]
+    let on = p.kernels_on(device);
+    let at = on.partition_point(|&i| k.gpu_start_ns[i as usize] < from);
+    on[at..]
         .iter()
         .map(|&i| i as usize)
-        .take_while(|&i| k.device[i] == device && k.gpu_start_ns[i] < to)
+        .take_while(|&i| k.gpu_start_ns[i] < to)
         .map(|i| (k.gpu_end_ns[i] - k.gpu_start_ns[i]).max(0))
         .sum()
 }

@@ -91,13 +91,6 @@ impl SpecReport {
         let decode: Vec<usize> = (0..cycles.len())
             .filter(|&i| cycles[i].phase == Phase::Decode)
             .collect();
-        let unknown = matches!(
-            spec.tokens_source,
-            TokensSource::Unknown | TokensSource::NotInMarkers
-        );
-        if unknown && let Some(m) = metrics {
-            return Some(Self::from_metrics(spec, trace, &decode, m));
-        }
         let known: Vec<usize> = decode
             .iter()
             .copied()
@@ -215,16 +208,23 @@ impl SpecReport {
                     .collect(),
             },
         };
-        out.what_if = super::SpecCosts::measure(cycles, &out).map(|c| c.what_if(&[]));
+        let unknown = matches!(
+            spec.tokens_source,
+            TokensSource::Unknown | TokensSource::NotInMarkers
+        );
+        match metrics {
+            Some(m) if unknown => out.take_metrics(cycles, &decode, m),
+            _ => out.what_if = super::SpecCosts::measure(cycles, &out).map(|c| c.what_if(&[])),
+        }
         Some(out)
     }
 }
 
 impl SpecReport {
-    /// The section when the trace does not show each step's tokens but the engine's counters
-    /// give them on average: acceptance from the counters, times from the trace's steps.
-    fn from_metrics(spec: &SpecDecode, trace: &Trace, decode: &[usize], m: &SpecMetrics) -> Self {
-        let cycles = &spec.cycles;
+    /// When the trace does not show each step's tokens but the engine's counters give them on
+    /// average: acceptance from the counters, times from the trace's steps (the rest of the
+    /// section, from the steps, stays).
+    fn take_metrics(&mut self, cycles: &[Cycle], decode: &[usize], m: &SpecMetrics) {
         let timed: Vec<usize> = decode
             .iter()
             .copied()
@@ -233,14 +233,10 @@ impl SpecReport {
         let period = |i: usize| (cycles[i + 1].gpu_start_ns - cycles[i].gpu_start_ns) as f64 / 1e6;
         let step_ms = (!timed.is_empty())
             .then(|| timed.iter().map(|&i| period(i)).sum::<f64>() / timed.len() as f64);
-        let mean = |f: &dyn Fn(&Cycle) -> f64| {
-            if decode.is_empty() {
-                0.0
-            } else {
-                decode.iter().map(|&i| f(&cycles[i])).sum::<f64>() / decode.len() as f64
-            }
-        };
-        let per_position = m
+        if decode.iter().all(|&i| cycles[i].candidates().is_none()) {
+            self.max_candidates = m.per_position.len();
+        }
+        self.per_position = m
             .per_position
             .iter()
             .enumerate()
@@ -251,41 +247,16 @@ impl SpecReport {
                 rate,
             })
             .collect();
-        let name = |id| trace.strings.get(id).to_owned();
-        let max_candidates = decode
-            .iter()
-            .filter_map(|&i| cycles[i].candidates())
-            .max()
-            .unwrap_or(m.per_position.len() as i64)
-            .max(0) as usize;
-        let mut out = Self {
-            evidence: spec.evidence.map_or("", |e| e.describe()).to_owned(),
-            evidence_kind: spec.evidence.unwrap_or(SpecEvidence::MarkerTokens),
-            target: name(spec.target),
-            draft: spec.draft.map(name),
-            target_forwards: spec.target_forwards,
-            draft_forwards: spec.draft_forwards,
-            decode_steps: decode.len(),
-            draft_forwards_per_step: mean(&|c| f64::from(c.draft_forwards)),
-            tokens_from: format!(
-                "the engine's acceptance counters ({}), on average over the run",
-                m.format.describe()
-            ),
-            tokens_source: TokensSource::Metrics,
-            steps_with_tokens: timed.len(),
-            tokens_per_step: Some(m.acceptance_length),
-            acceptance_rate: m.acceptance_rate(),
-            max_candidates,
-            per_position,
-            step_ms,
-            tpot_per_token_ms: step_ms.map(|s| s / m.acceptance_length),
-            draft_ms_per_step: mean(&|c| c.draft_ns as f64 / 1e6),
-            verify_ms_per_step: mean(&|c| c.verify_ns as f64 / 1e6),
-            rejected_ms_per_step: None,
-            what_if: None,
-            series: SpecSeries::default(),
-        };
-        out.what_if = super::SpecCosts::measure_all(cycles, &out).map(|c| c.what_if(&[]));
-        out
+        self.tokens_from = format!(
+            "the engine's acceptance counters ({}), on average over the run",
+            m.format.describe()
+        );
+        self.tokens_source = TokensSource::Metrics;
+        self.steps_with_tokens = timed.len();
+        self.tokens_per_step = Some(m.acceptance_length);
+        self.acceptance_rate = m.acceptance_rate();
+        self.step_ms = step_ms;
+        self.tpot_per_token_ms = step_ms.map(|s| s / m.acceptance_length);
+        self.what_if = super::SpecCosts::measure_all(cycles, self).map(|c| c.what_if(&[]));
     }
 }

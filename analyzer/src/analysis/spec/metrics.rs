@@ -66,7 +66,7 @@ impl SpecMetrics {
 
 /// Reads the counters `text` holds; an error names what was looked for.
 pub fn parse(text: &str) -> Result<SpecMetrics, String> {
-    vllm_log(text)
+    let m = vllm_log(text)
         .or_else(|| bench_serve(text))
         .or_else(|| prometheus(text))
         .or_else(|| sglang_log(text))
@@ -75,7 +75,17 @@ pub fn parse(text: &str) -> Result<SpecMetrics, String> {
              log lines, `vllm bench serve` output, vLLM's `vllm:spec_decode_*` Prometheus \
              counters and SGLang's `accept len:` log lines)"
                 .to_owned()
-        })
+        })?;
+    // A step produces at least the target's own token: a length below 1 (or not a number)
+    // would divide the step into nothing.
+    if !(m.acceptance_length.is_finite() && m.acceptance_length >= 1.0) {
+        return Err(format!(
+            "{}: acceptance length {} is not a number of at least 1",
+            m.format.describe(),
+            m.acceptance_length
+        ));
+    }
+    Ok(m)
 }
 
 /// The number after `key` in `line` (up to the next `,` or whitespace-delimited word).
@@ -317,6 +327,12 @@ mod tests {
         ];
         for l in lines {
             let _ = parse(l);
+        }
+        for zero in [
+            "Decode batch. accept len: 0.00",
+            "---Speculative Decoding---\nAcceptance length: 0.5\n",
+        ] {
+            assert!(parse(zero).is_err(), "{zero}");
         }
         let all = lines.join("\n");
         if let Ok(m) = parse(&all) {

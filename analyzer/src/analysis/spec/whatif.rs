@@ -171,7 +171,8 @@ impl SpecCosts {
             verify.1 += 1;
             busy.1 += c.verify_ns as f64 / 1e6;
         }
-        if verify.1 == 0 {
+        // No what-if from steps whose verify takes no time: its rates would be infinite.
+        if verify.1 == 0 || verify.0 <= 0.0 {
             return None;
         }
         let marginal: Vec<f64> = report.per_position.iter().map(|p| p.rate).collect();

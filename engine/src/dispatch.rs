@@ -34,6 +34,46 @@ pub struct DispatchPolicy {
     /// bits only where the split count is unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention_shape: Option<(usize, usize)>,
+    /// Which kernel a one-row bf16 linear runs (`--dispatch bf16_batch1=gemv|mma`).
+    #[serde(default, skip_serializing_if = "Bf16Batch1::is_default")]
+    pub bf16_batch1: Bf16Batch1,
+}
+
+/// The kernel of a one-row bf16 linear.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bf16Batch1 {
+    /// The batch-1 GEMV (`gemv_bf16_b1`: K split across warps, f32 FMA; the fastest at one
+    /// row). Its sums are ordered differently from the multi-row kernel's, so a sequence's row
+    /// in a batch of several (a speculative verify) can round differently from its one-row
+    /// step.
+    #[default]
+    Gemv,
+    /// The multi-row tensor-core kernel (`gemv_bf16`) at one row: every bf16 linear of 1 to 16
+    /// rows then gives each row the same bits, so argmax speculation reproduces plain greedy
+    /// decode bit for bit (the engine's batch-invariant mode).
+    Mma,
+}
+
+impl Bf16Batch1 {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+
+    fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "gemv" => Ok(Self::Gemv),
+            "mma" => Ok(Self::Mma),
+            _ => Err(format!("expected gemv or mma, got {s:?}")),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Gemv => "gemv",
+            Self::Mma => "mma",
+        }
+    }
 }
 
 /// Defaults of the MMQ layout policy, from `gapscope-engine kbench`'s layout table and the
@@ -72,6 +112,7 @@ impl Default for DispatchPolicy {
             mmvq_b1_k_split_min_k: MMVQ_B1_K_SPLIT_MIN_K,
             mmvq_b1_pair_min_rows_per_k: MMVQ_B1_PAIR_MIN_ROWS_PER_K,
             attention_shape: None,
+            bf16_batch1: Bf16Batch1::Gemv,
         }
     }
 }
@@ -93,6 +134,12 @@ impl DispatchPolicy {
         k <= self.mmq_k_major_max_k || !(lo..=hi).contains(&rows)
     }
 
+    /// Whether a linear of `rows` rows in `format` runs a batch-1 entry (one row, unless bf16
+    /// with `bf16_batch1` set to the multi-row kernel).
+    pub fn batch1_entry(&self, format: WeightFormat, rows: usize) -> bool {
+        rows == 1 && !(format == WeightFormat::Bf16 && self.bf16_batch1 == Bf16Batch1::Mma)
+    }
+
     pub fn path(&self, format: WeightFormat, rows: usize) -> LinearPath {
         let small = rows <= self.mmvq_max_batch;
         match (format, small) {
@@ -108,13 +155,14 @@ impl DispatchPolicy {
 }
 
 /// The keys of `DispatchPolicy`'s `key=value` form (`--dispatch`), in field order.
-pub const DISPATCH_KEYS: [&str; 6] = [
+pub const DISPATCH_KEYS: [&str; 7] = [
     "mmvq_max_batch",
     "mmq_k_major_max_k",
     "mmq_row_major_batches",
     "mmvq_b1_k_split_min_k",
     "mmvq_b1_pair_min_rows_per_k",
     "attention_shape",
+    "bf16_batch1",
 ];
 
 impl DispatchPolicy {
@@ -150,6 +198,7 @@ impl DispatchPolicy {
                 "attention_shape" => {
                     p.attention_shape = Some(parse_pair(value, "KW:SPLITS").map_err(in_key)?)
                 }
+                "bf16_batch1" => p.bf16_batch1 = Bf16Batch1::parse(value).map_err(in_key)?,
                 other => {
                     return Err(format!(
                         "unknown dispatch key {other:?}; the keys are {}",
@@ -189,6 +238,9 @@ impl std::fmt::Display for DispatchPolicy {
         )?;
         if let Some((kw, splits)) = self.attention_shape {
             write!(f, ",attention_shape={kw}:{splits}")?;
+        }
+        if !self.bf16_batch1.is_default() {
+            write!(f, ",bf16_batch1={}", self.bf16_batch1.name())?;
         }
         Ok(())
     }
@@ -448,6 +500,23 @@ mod tests {
                 ..p
             }
         );
+    }
+
+    #[test]
+    fn bf16_batch1_picks_the_one_row_entry_and_reads_back() {
+        let d = DispatchPolicy::default();
+        assert!(d.batch1_entry(WeightFormat::Bf16, 1));
+        assert!(!d.batch1_entry(WeightFormat::Bf16, 2));
+        let p: DispatchPolicy = "bf16_batch1=mma".parse().unwrap();
+        assert_eq!(p.bf16_batch1, Bf16Batch1::Mma);
+        assert!(!p.batch1_entry(WeightFormat::Bf16, 1));
+        // Quantized formats keep their batch-1 entries (already the multi-row entry's bits).
+        assert!(p.batch1_entry(WeightFormat::Q8_0, 1));
+        assert_eq!(p.to_string().parse::<DispatchPolicy>(), Ok(p));
+        assert!(p.to_string().ends_with(",bf16_batch1=mma"));
+        assert!(!d.to_string().contains("bf16_batch1"));
+        let e = "bf16_batch1=tensor".parse::<DispatchPolicy>().unwrap_err();
+        assert!(e.contains("gemv or mma"), "{e}");
     }
 
     #[test]

@@ -13,6 +13,8 @@ pub const HEADS_PER_BLOCK: usize = 4;
 pub struct AttentionDims {
     pub heads: usize,
     pub head_dim: usize,
+    /// One-row decode steps the batch stands for: its sequences (the backend passes those,
+    /// so a speculative verify's rows of one sequence get that sequence's one-row layout).
     pub rows: usize,
     pub sm_count: usize,
     /// KV capacity per sequence (positions), which a captured graph must cover.

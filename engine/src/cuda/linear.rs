@@ -12,7 +12,12 @@ use gapscope_kernels::Kernel;
 /// bits the GEMM side of the threshold matches); batch 1 has its own entries per output shape
 /// (plain rows, or gate/up pairs with the SwiGLU epilogue).
 pub fn vector_kernel(format: WeightFormat, batch: usize, swiglu: bool) -> Kernel {
-    match (format, batch == 1, swiglu) {
+    entry(format, batch == 1, swiglu)
+}
+
+/// `vector_kernel`'s batch-1 entry when `batch1`, else the multi-row one.
+pub fn entry(format: WeightFormat, batch1: bool, swiglu: bool) -> Kernel {
+    match (format, batch1, swiglu) {
         (WeightFormat::Bf16, true, true) => Kernel::GemvBf16B1Swiglu,
         (WeightFormat::Bf16, true, false) => Kernel::GemvBf16B1,
         (WeightFormat::Bf16, false, _) => Kernel::GemvBf16,

@@ -60,8 +60,10 @@ pub struct LeverArgs {
     /// (`LO:HI`, 17:47: MMQ reads row-major activations for K above the first at these
     /// batches), `mmvq_b1_k_split_min_k` (8192) and `mmvq_b1_pair_min_rows_per_k` (2: the
     /// batch-1 Q8_0 entries), `attention_shape` (`KW:SPLITS`, pins decode attention's key
-    /// lanes and splits; default: chosen per batch). Every setting gives the same bits, except
-    /// `mmvq_max_batch` 0 or above 16 for bf16 and an `attention_shape` with other splits.
+    /// lanes and splits; default: chosen per batch), `bf16_batch1` (`gemv`, or `mma`: one-row
+    /// bf16 linears on the multi-row kernel, batch-invariant bits). Every setting gives the
+    /// same bits, except `mmvq_max_batch` 0 or above 16 for bf16, an `attention_shape` with
+    /// other splits, and `bf16_batch1`.
     #[arg(long, value_name = "KEY=VALUE,...", value_parser = dispatch_parser())]
     pub dispatch: Option<DispatchPolicy>,
     /// Hybrid models: how a DeltaNet layer writes its new recurrent state: in place in the

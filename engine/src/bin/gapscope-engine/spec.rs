@@ -5,8 +5,10 @@
 use crate::args::{LeverArgs, ModelArgs, check_shape, load, write_json};
 use crate::bench::manifest;
 use crate::env::open_device;
+use gapscope_engine::WeightFormat;
 use gapscope_engine::bench::{calibrate_event_latency, event_latency_line, prompts};
 use gapscope_engine::cuda::{CudaBackend, LatencyCalibration, Timing};
+use gapscope_engine::dispatch::Bf16Batch1;
 use gapscope_engine::records::TraceOut;
 use gapscope_engine::spec::bench::{Mode, run_rep, run_reps};
 use gapscope_engine::spec::report::{
@@ -195,6 +197,17 @@ pub fn run(a: SpecArgs) -> Result<ExitCode> {
         reports.push(SettingReport::of(name, s, &reps, &plain.measured, traced));
     }
     print_table(&plain, &reports);
+    let argmax_differs = reports
+        .iter()
+        .any(|r| r.settings.accept == Acceptance::Argmax && !r.md5_equals_plain);
+    if argmax_differs
+        && be.w_format() == WeightFormat::Bf16
+        && lv.dispatch.bf16_batch1 == Bf16Batch1::Gemv
+    {
+        println!(
+            "note: argmax speculation's tokens differ from plain decode's: with bf16 weights the batch-1 GEMV rounds differently from the verify's multi-row kernel; --dispatch bf16_batch1=mma runs one-row linears on the multi-row kernel (bit-identical rows)"
+        );
+    }
     write_json(
         &a.json,
         &SpecReport {

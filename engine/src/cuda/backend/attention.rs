@@ -147,7 +147,7 @@ impl CudaBackend {
         rows: usize,
     ) -> Result<()> {
         let c = self.cfg.clone();
-        let (kw, splits) = self.attention_shape(rows);
+        let (kw, splits) = self.attention_shape();
         let chunk = self.kv.max_ctx.div_ceil(splits).div_ceil(ATT_CHUNK) * ATT_CHUNK;
         let (bytes, flops) = self.attention_cost(rows);
         let fused = self.fused_rope();
@@ -208,9 +208,10 @@ impl CudaBackend {
             && self.cfg.rope_dim == self.cfg.head_dim
     }
 
-    /// (key lanes, splits) of one attention launch: `attention_shape::decode_shape`, or the
-    /// GAPSCOPE_ATTENTION_SHAPE override; prefill runs one split with one lane.
-    fn attention_shape(&self, rows: usize) -> (usize, usize) {
+    /// (key lanes, splits) of one attention launch: `attention_shape::decode_shape` over the
+    /// batch's sequences (each row of a sequence is laid out, and rounds, as its one-row step
+    /// would), or the GAPSCOPE_ATTENTION_SHAPE override; prefill runs one split with one lane.
+    fn attention_shape(&self) -> (usize, usize) {
         if self.prefill {
             return (1, 1);
         }
@@ -220,7 +221,7 @@ impl CudaBackend {
         attention_shape::decode_shape(AttentionDims {
             heads: self.cfg.heads,
             head_dim: self.cfg.head_dim,
-            rows,
+            rows: self.seqs,
             sm_count: self.dev.info.sm_count as usize,
             max_ctx: self.kv.max_ctx,
             max_splits: self.max_splits,

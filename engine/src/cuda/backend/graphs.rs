@@ -21,8 +21,9 @@ pub struct StepSpec {
     pub layers: usize,
 }
 
-/// Graphs are keyed by (rows, layers, parity, timing).
-pub(super) type GraphKey = (usize, usize, usize, Timing);
+/// Graphs are keyed by (rows, sequences, layers, parity, timing): the attention layout follows
+/// the sequences, so a verify's rows and as many one-row sequences are different graphs.
+pub(super) type GraphKey = (usize, usize, usize, usize, Timing);
 
 /// One captured decode step: the graph, the recorder's event pool its launches record into,
 /// the launch list it recorded and its id in the trace.
@@ -87,7 +88,7 @@ impl CudaBackend {
             model::forward(self, &cfg, batch)?;
             self.rec.end_step()?;
         } else {
-            let key: GraphKey = (rows, layers, self.parity, timing);
+            let key: GraphKey = (rows, self.seqs, layers, self.parity, timing);
             if !self.graphs.contains_key(&key) {
                 let pool = self.rec.take_pool()?;
                 let id = self.next_graph_id;

@@ -157,7 +157,8 @@ impl CudaBackend {
         } else {
             // Per row, a multi-row batch launches the multi-row entry one row at a time: it is
             // batch-invariant, so each row gets the bits of the 2-D GEMV or small GEMM.
-            let vector = linear::vector_kernel(c.format, rows, c.swiglu());
+            let b1 = self.levers.dispatch.batch1_entry(c.format, rows);
+            let vector = linear::entry(c.format, b1, c.swiglu());
             let kern = linear::b1_entry(vector, n_out, k, &self.levers.dispatch);
             (kern, if c.per_row { 1 } else { 8 }, "gemv")
         };

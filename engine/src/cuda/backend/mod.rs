@@ -148,6 +148,10 @@ pub struct CudaBackend {
     /// Every row of the current batch belongs to a different sequence (the fused KV append
     /// needs it: a row must not read a position another block of the same launch writes).
     rows_distinct: bool,
+    /// Distinct sequences in the current batch: what the decode attention layout is chosen
+    /// by, so a sequence's rows (a speculative verify) get the layout, and the bits, of its
+    /// one-row decode step.
+    seqs: usize,
     pub rec: Recorder,
     graphs: HashMap<graphs::GraphKey, graphs::GraphEntry>,
     parity: usize,
@@ -345,6 +349,7 @@ impl CudaBackend {
             prefill: false,
             pending_norm: None,
             rows_distinct: false,
+            seqs: 0,
             rec,
             graphs: HashMap::new(),
             parity: 0,
@@ -565,6 +570,7 @@ impl Backend for CudaBackend {
         seqs.sort_unstable();
         seqs.dedup();
         self.rows_distinct = seqs.len() == batch.seq.len();
+        self.seqs = seqs.len();
         Ok(())
     }
 

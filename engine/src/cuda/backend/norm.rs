@@ -75,5 +75,9 @@ impl CudaBackend {
             && !self.prefill
             && self.cfg.hidden <= linear::GEMV_NORM_MAX
             && self.levers.dispatch.path(self.weight(consumer).0.format, 1) == LinearPath::GemvBf16
+            && self
+                .levers
+                .dispatch
+                .batch1_entry(self.weight(consumer).0.format, 1)
     }
 }

@@ -11,7 +11,9 @@
 //!   `…num_accepted_tokens_total`, `…num_accepted_tokens_per_pos_total{position="j"}`,
 //!   summed over their label sets);
 //! - SGLang's `Decode batch.` log lines (`accept len: X`: the mean over the lines, as SGLang
-//!   gives no counts).
+//!   gives no counts);
+//! - llama.cpp's speculative examples' verbose per-step lines (`accepted A/D draft tokens`,
+//!   one per verify: per-step counts, kept in order in `per_step_accepted`).
 //!
 //! vLLM's per-position rates are the share of drafts whose first j+1 candidates were all
 //! accepted, the definition this report uses; its acceptance length counts the bonus token,
@@ -27,6 +29,7 @@ pub enum MetricsFormat {
     VllmBenchServe,
     VllmPrometheus,
     SglangLog,
+    LlamacppLog,
 }
 
 impl MetricsFormat {
@@ -36,6 +39,7 @@ impl MetricsFormat {
             Self::VllmBenchServe => "vllm bench serve's Speculative Decoding block",
             Self::VllmPrometheus => "vLLM's Prometheus counters",
             Self::SglangLog => "SGLang's decode-batch log lines (accept len)",
+            Self::LlamacppLog => "llama.cpp's per-step `accepted A/D draft tokens` log lines",
         }
     }
 }
@@ -52,6 +56,9 @@ pub struct SpecMetrics {
     pub acceptance_length: f64,
     /// Per draft position, the share of drafts that accepted it (and every earlier one).
     pub per_position: Vec<f64>,
+    /// Candidates each verify accepted, in the run's order, when the engine logs every step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_step_accepted: Option<Vec<u32>>,
 }
 
 impl SpecMetrics {
@@ -70,10 +77,12 @@ pub fn parse(text: &str) -> Result<SpecMetrics, String> {
         .or_else(|| bench_serve(text))
         .or_else(|| prometheus(text))
         .or_else(|| sglang_log(text))
+        .or_else(|| llamacpp_log(text))
         .ok_or_else(|| {
             "no speculative-decoding counters found (looked for vLLM's `SpecDecoding metrics:` \
              log lines, `vllm bench serve` output, vLLM's `vllm:spec_decode_*` Prometheus \
-             counters and SGLang's `accept len:` log lines)"
+             counters, SGLang's `accept len:` log lines and llama.cpp's verbose `accepted A/D \
+             draft tokens` lines)"
                 .to_owned()
         })?;
     // A step produces at least the target's own token: a length below 1 (or not a number)
@@ -141,6 +150,7 @@ fn vllm_log(text: &str) -> Option<SpecMetrics> {
         accepted_tokens: Some(accepted),
         acceptance_length: 1.0 + accepted / drafts,
         per_position: pos.iter().map(|p| p / drafts).collect(),
+        per_step_accepted: None,
     })
 }
 
@@ -178,6 +188,7 @@ fn bench_serve(text: &str) -> Option<SpecMetrics> {
         accepted_tokens: field("Accepted tokens"),
         acceptance_length: length,
         per_position,
+        per_step_accepted: None,
     })
 }
 
@@ -234,6 +245,7 @@ fn prometheus(text: &str) -> Option<SpecMetrics> {
         accepted_tokens: Some(a),
         acceptance_length: 1.0 + a / d,
         per_position: pos.iter().map(|p| p / d).collect(),
+        per_step_accepted: None,
     })
 }
 
@@ -250,6 +262,57 @@ fn sglang_log(text: &str) -> Option<SpecMetrics> {
         accepted_tokens: None,
         acceptance_length: lens.iter().sum::<f64>() / lens.len() as f64,
         per_position: Vec::new(),
+        per_step_accepted: None,
+    })
+}
+
+/// Most draft positions a llama.cpp line may claim (its `--draft-max` is far below).
+const MAX_DRAFT: u32 = 1024;
+
+/// llama.cpp's `accepted A/D draft tokens` lines (speculative-simple and speculative print
+/// one per verify with verbose logging): D drafted, A of them accepted, in order.
+fn llamacpp_log(text: &str) -> Option<SpecMetrics> {
+    let mut steps: Vec<(u32, u32)> = Vec::new();
+    for line in text.lines() {
+        let Some(at) = line.find("accepted ") else {
+            continue;
+        };
+        let rest = &line[at + "accepted ".len()..];
+        let Some((counts, tail)) = rest.split_once(' ') else {
+            continue;
+        };
+        if !tail.starts_with("draft tokens") {
+            continue;
+        }
+        let Some((a, d)) = counts.split_once('/') else {
+            continue;
+        };
+        let (Ok(a), Ok(d)) = (a.parse::<u32>(), d.parse::<u32>()) else {
+            continue;
+        };
+        if a > d || d > MAX_DRAFT {
+            continue;
+        }
+        steps.push((a, d));
+    }
+    if steps.is_empty() {
+        return None;
+    }
+    let n = steps.len() as f64;
+    let drafted: u32 = steps.iter().map(|s| s.1).sum();
+    let accepted: u32 = steps.iter().map(|s| s.0).sum();
+    let k = steps.iter().map(|s| s.1).max().unwrap_or(0) as usize;
+    let per_position = (0..k)
+        .map(|j| steps.iter().filter(|s| s.0 as usize > j).count() as f64 / n)
+        .collect();
+    Some(SpecMetrics {
+        format: MetricsFormat::LlamacppLog,
+        drafts: Some(n),
+        draft_tokens: Some(f64::from(drafted)),
+        accepted_tokens: Some(f64::from(accepted)),
+        acceptance_length: 1.0 + f64::from(accepted) / n,
+        per_position,
+        per_step_accepted: Some(steps.iter().map(|s| s.0).collect()),
     })
 }
 
@@ -324,6 +387,11 @@ mod tests {
             "---Speculative Decoding---\nAcceptance length: \nPosition 1: 5",
             "Decode batch. accept len: inf",
             "ü{}}{{Position 0: 1",
+            "accepted 4294967296/4 draft tokens",
+            "accepted 3/ draft tokens",
+            "accepted /99999 draft tokens",
+            "accepted 1/4draft tokens",
+            "accepted ",
         ];
         for l in lines {
             let _ = parse(l);
@@ -339,6 +407,26 @@ mod tests {
             assert!(m.acceptance_length.is_finite());
             assert!(m.per_position.len() < 1024);
         }
+    }
+
+    #[test]
+    fn llamacpp_per_step_lines_keep_their_order() {
+        let text = "0.01.234.567 D accepted 2/4 draft tokens, the last target token is: (17)\n\
+            some generated text accepted 9 tokens\n\
+            0.01.240.000 D accepted 4/4 draft tokens, the last target token is: (3)\n\
+            accepted 0/4 draft tokens, the last target token is: (5)\n\
+            accepted 5/4 draft tokens (impossible: ignored)\n\
+            n_drafted = 12\n";
+        let m = parse(text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(m.format, MetricsFormat::LlamacppLog);
+        assert_eq!(m.per_step_accepted, Some(vec![2, 4, 0]));
+        assert_eq!(
+            (m.drafts, m.draft_tokens, m.accepted_tokens),
+            (Some(3.0), Some(12.0), Some(6.0))
+        );
+        assert!((m.acceptance_length - 3.0).abs() < 1e-12);
+        // Position j: the share of steps that accepted more than j candidates.
+        assert_eq!(m.per_position, vec![2.0 / 3.0, 2.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0]);
     }
 
     #[test]

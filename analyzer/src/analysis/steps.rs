@@ -251,7 +251,7 @@ fn cycle_steps(spec: &crate::analysis::spec::SpecDecode) -> Vec<Step> {
 
 /// Steps from speculative decoding's cycles: one per verify forward.
 fn from_spec(p: &Prepared, device: u32, spec: crate::analysis::spec::SpecDecode) -> Steps {
-    let name = |id| p.trace.strings.get(id).to_owned();
+    let name = |key: crate::analysis::spec::ModelKey| key.render(p.trace);
     let steps = cycle_steps(&spec);
     tracing::debug!(
         steps = steps.len(),

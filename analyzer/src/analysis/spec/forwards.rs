@@ -6,6 +6,25 @@ use std::collections::HashMap;
 
 use gapscope_traces::{MODULE_CALL_PREFIX, ScopeKind, StrId, Trace};
 
+/// Which model ran a forward: a named instance (a module scope, a marker), or, in traces that
+/// name none, the depth of its kernel sequence (`host_reads`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ModelKey {
+    Named(StrId),
+    /// Forwards whose kernel counts cluster around this one.
+    Depth(u32),
+}
+
+impl ModelKey {
+    /// The model's name as the report shows it.
+    pub fn render(self, trace: &Trace) -> String {
+        match self {
+            Self::Named(id) => trace.strings.get(id).to_owned(),
+            Self::Depth(k) => format!("forwards of about {k} kernels"),
+        }
+    }
+}
+
 /// The query rows and key length of an attention op (`aten::scaled_dot_product_attention`'s
 /// `[batch, heads, tokens, head_dim]` query and key): the tokens a forward feeds, and the
 /// KV length it attends over.
@@ -26,8 +45,8 @@ impl AttentionShape {
 /// One call of a top-level module.
 #[derive(Debug, Clone)]
 pub struct Forward {
-    /// The module instance (`nn.Module: LlamaForCausalLM_1`).
-    pub instance: StrId,
+    /// The module instance (`nn.Module: LlamaForCausalLM_1`), or the forward's depth.
+    pub instance: ModelKey,
     pub tid: u64,
     pub host_start_ns: i64,
     pub host_end_ns: i64,
@@ -39,6 +58,9 @@ pub struct Forward {
     /// Kernel time (sum of durations) on the primary device.
     pub busy_ns: i64,
     pub shape: Option<AttentionShape>,
+    /// Tokens the forward fed, from its kernels' names where the engine puts them there
+    /// (llama.cpp's `mul_mat_vec_q<type, ncols, …>`), when there is no shape.
+    pub rows: Option<i64>,
 }
 
 impl Forward {
@@ -88,7 +110,7 @@ pub fn find(trace: &Trace, device: u32) -> Vec<Forward> {
             end = sc.host_end_ns[i];
             list.push((sc.host_start_ns[i], end, forwards.len()));
             forwards.push(Forward {
-                instance: sc.name[i],
+                instance: ModelKey::Named(sc.name[i]),
                 tid,
                 host_start_ns: sc.host_start_ns[i],
                 host_end_ns: end,
@@ -97,6 +119,7 @@ pub fn find(trace: &Trace, device: u32) -> Vec<Forward> {
                 kernels: 0,
                 busy_ns: 0,
                 shape: None,
+                rows: None,
             });
         }
     }

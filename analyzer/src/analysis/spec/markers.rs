@@ -7,7 +7,7 @@
 
 use gapscope_traces::{Phase, StrId};
 
-use super::{Cycle, SpecDecode, SpecEvidence, TokensSource};
+use super::{Cycle, ModelKey, SpecDecode, SpecEvidence, TokensSource};
 use crate::analysis::prepared::Prepared;
 use crate::analysis::steps::Step;
 
@@ -38,7 +38,10 @@ pub fn engine_cycles(
     let s = &p.trace.strings;
     let is = |m: &Marked, name: &str| s.get(m.name) == name;
     let verify = marks.iter().find(|m| is(m, ENGINE_VERIFY))?;
-    let draft = marks.iter().find(|m| is(m, ENGINE_DRAFT)).map(|m| m.name);
+    let draft = marks
+        .iter()
+        .find(|m| is(m, ENGINE_DRAFT))
+        .map(|m| ModelKey::Named(m.name));
     let busy = |m: &Marked| kernel_ns(p, device, m.step.gpu_start_ns, m.step.gpu_end_ns);
     let mut cycles: Vec<Cycle> = Vec::new();
     let mut closes = Vec::new();
@@ -98,7 +101,7 @@ pub fn engine_cycles(
         SpecDecode {
             evidence: Some(SpecEvidence::EngineMarkers),
             tokens_source: TokensSource::EngineMarkers,
-            target: verify.name,
+            target: ModelKey::Named(verify.name),
             draft,
             target_forwards: verifies,
             draft_forwards: drafts,
@@ -149,7 +152,7 @@ pub fn detect(p: &Prepared, device: u32, steps: &[Marked]) -> Option<SpecDecode>
     Some(SpecDecode {
         evidence: Some(SpecEvidence::MarkerTokens),
         tokens_source: TokensSource::NotInMarkers,
-        target: decode[0].name,
+        target: ModelKey::Named(decode[0].name),
         draft: None,
         target_forwards: decode.len(),
         draft_forwards: 0,

@@ -426,7 +426,10 @@ mod tests {
         );
         assert!((m.acceptance_length - 3.0).abs() < 1e-12);
         // Position j: the share of steps that accepted more than j candidates.
-        assert_eq!(m.per_position, vec![2.0 / 3.0, 2.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0]);
+        assert_eq!(
+            m.per_position,
+            vec![2.0 / 3.0, 2.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0]
+        );
     }
 
     #[test]

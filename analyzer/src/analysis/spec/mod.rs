@@ -8,18 +8,21 @@
 //! prompt lookup, or a self-speculative draft that shares the model). Tokens produced come
 //! from the attention op's shapes (`record_shapes`): the KV length each target forward
 //! sees grows by the tokens the previous step produced. Without shapes acceptance is
-//! unknown, and the report says so.
+//! unknown, and the report says so. Traces that name nothing (llama.cpp recorded with CUPTI)
+//! are cut into forwards at the engine's device-to-host reads (`host_reads`): two depths of
+//! forward that alternate are a draft and its target.
 
 pub mod forwards;
+pub mod host_reads;
 pub mod markers;
 pub mod metrics;
 mod report;
 pub mod whatif;
 
-use gapscope_traces::{Phase, StrId, Trace};
+use gapscope_traces::{Phase, Trace};
 use serde::Serialize;
 
-pub use self::forwards::{AttentionShape, Forward};
+pub use self::forwards::{AttentionShape, Forward, ModelKey};
 pub use self::metrics::{MetricsFormat, SpecMetrics};
 pub use self::report::{PositionAcceptance, SpecReport};
 pub use self::whatif::{SpecCosts, SpecPrediction, SpecSetting, SpecWhatIf};
@@ -40,6 +43,10 @@ pub enum SpecEvidence {
     /// An engine's step markers schedule more tokens than requests (vLLM V1's
     /// `generation_M(K)` with K > M): the extra tokens are drafts.
     MarkerTokens,
+    /// No names at all (llama.cpp under CUPTI): the kernel sequence cut at the engine's
+    /// device-to-host reads falls into forwards of two depths that alternate; the shallower
+    /// drafts.
+    ForwardDepths,
 }
 
 impl SpecEvidence {
@@ -53,6 +60,9 @@ impl SpecEvidence {
             }
             Self::MarkerTokens => {
                 "the step markers schedule more tokens than requests (the drafts); the work between one step's marker and the next is the proposer's"
+            }
+            Self::ForwardDepths => {
+                "forwards of two depths alternate between the engine's device-to-host reads (kernel counts; no markers or module scopes): the shallower drafts"
             }
             Self::VerifyRows => {
                 "one model feeds several tokens per sequence after its prefill (attention shapes): drafts without a draft model (n-gram or prompt lookup)"
@@ -74,6 +84,9 @@ pub enum TokensSource {
     /// The engine's acceptance counters (`--spec-metrics`): tokens per step on average, not
     /// step by step.
     Metrics,
+    /// The engine's per-step acceptance log (`--spec-metrics`, llama.cpp's verbose lines),
+    /// one line per decode step, matched to the steps in order.
+    MetricsPerStep,
     /// The engine's markers give the tokens each step scheduled, not those it accepted:
     /// acceptance is unknown.
     NotInMarkers,
@@ -123,9 +136,9 @@ pub struct SpecDecode {
     pub evidence: Option<SpecEvidence>,
     pub tokens_source: TokensSource,
     #[serde(skip)]
-    pub target: StrId,
+    pub target: ModelKey,
     #[serde(skip)]
-    pub draft: Option<StrId>,
+    pub draft: Option<ModelKey>,
     pub target_forwards: usize,
     pub draft_forwards: usize,
     pub cycles: Vec<Cycle>,
@@ -135,10 +148,15 @@ pub struct SpecDecode {
 /// when one whole language model (`…ForCausalLM`) runs one forward per step. `None` without
 /// module scopes or with other top-level modules; the steps are then found as before.
 pub fn detect(trace: &Trace, device: u32) -> Option<SpecDecode> {
-    let forwards: Vec<Forward> = forwards::find(trace, device)
+    let mut forwards: Vec<Forward> = forwards::find(trace, device)
         .into_iter()
         .filter(Forward::has_kernels)
         .collect();
+    if forwards.is_empty() {
+        // No module scopes: forwards cut at the engine's host reads, kept only when two
+        // depths alternate (`roles` below); a plain run keeps the steps found as before.
+        forwards = host_reads::find(trace, device);
+    }
     if forwards.len() < 3 {
         return None;
     }
@@ -175,7 +193,7 @@ pub fn detect(trace: &Trace, device: u32) -> Option<SpecDecode> {
             draft_ns: drafts.map(|f| f.busy_ns).sum(),
             verify_ns: fw.busy_ns,
             batch: fw.shape.map_or(0, |s| u32::try_from(s.batch).unwrap_or(0)),
-            rows: fw.shape.map(|s| s.rows),
+            rows: fw.shape.map(|s| s.rows).or(fw.rows),
             tokens: tokens.filter(|&t| t >= 1),
         });
     }
@@ -202,9 +220,12 @@ pub fn detect(trace: &Trace, device: u32) -> Option<SpecDecode> {
 }
 
 /// The one model of a plain run whose every top-level forward is a whole language model's.
-fn plain_model(trace: &Trace, forwards: &[Forward]) -> Option<StrId> {
+fn plain_model(trace: &Trace, forwards: &[Forward]) -> Option<ModelKey> {
     let first = forwards[0].instance;
-    let lm = |id| {
+    let lm = |key| {
+        let ModelKey::Named(id) = key else {
+            return false;
+        };
         let name = trace.strings.get(id);
         let class = name.rsplit_once('_').map_or(name, |(c, _)| c);
         class.ends_with("ForCausalLM") || class.ends_with("ForConditionalGeneration")
@@ -213,8 +234,8 @@ fn plain_model(trace: &Trace, forwards: &[Forward]) -> Option<StrId> {
 }
 
 /// The target instance, the draft instance if any, and the evidence; `None` for a plain run.
-fn roles(forwards: &[Forward]) -> Option<(StrId, Option<StrId>, SpecEvidence)> {
-    let mut instances: Vec<(StrId, Vec<u32>)> = Vec::new();
+fn roles(forwards: &[Forward]) -> Option<(ModelKey, Option<ModelKey>, SpecEvidence)> {
+    let mut instances: Vec<(ModelKey, Vec<u32>)> = Vec::new();
     for f in forwards {
         match instances.iter_mut().find(|(id, _)| *id == f.instance) {
             Some((_, k)) => k.push(f.kernels),
@@ -239,7 +260,11 @@ fn roles(forwards: &[Forward]) -> Option<(StrId, Option<StrId>, SpecEvidence)> {
             .iter()
             .any(|f| f.instance == draft);
         if instances[1].1.len() + 1 >= n_target && n_target >= 2 && between {
-            return Some((target, Some(draft), SpecEvidence::ModelInstances));
+            let evidence = match target {
+                ModelKey::Named(_) => SpecEvidence::ModelInstances,
+                ModelKey::Depth(_) => SpecEvidence::ForwardDepths,
+            };
+            return Some((target, Some(draft), evidence));
         }
         return None;
     }

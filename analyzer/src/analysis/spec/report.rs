@@ -87,7 +87,13 @@ impl SpecReport {
     /// The section for the decode steps of `spec`; `None` for a plain run.
     pub fn of(spec: &SpecDecode, trace: &Trace, metrics: Option<&SpecMetrics>) -> Option<Self> {
         let evidence = spec.evidence?;
-        let cycles = &spec.cycles;
+        let per_step = metrics.and_then(|m| per_step_tokens(spec, m));
+        let tokens_source = if per_step.is_some() {
+            TokensSource::MetricsPerStep
+        } else {
+            spec.tokens_source
+        };
+        let cycles: &[Cycle] = per_step.as_deref().unwrap_or(&spec.cycles);
         let decode: Vec<usize> = (0..cycles.len())
             .filter(|&i| cycles[i].phase == Phase::Decode)
             .collect();
@@ -143,7 +149,7 @@ impl SpecReport {
             };
             Some((verify + draft) / 1e6)
         };
-        let name = |id| trace.strings.get(id).to_owned();
+        let name = |key: super::ModelKey| key.render(trace);
         let mut out = Self {
             evidence: evidence.describe().to_owned(),
             evidence_kind: evidence,
@@ -157,12 +163,18 @@ impl SpecReport {
                 decode.len(),
             )
             .unwrap_or(0.0),
-            tokens_from: match spec.tokens_source {
+            tokens_from: match tokens_source {
                 TokensSource::AttentionShapes => {
                     "the KV length the target's attention sees, from one verify forward to the next (record_shapes)"
                 }
+                TokensSource::Unknown if evidence == SpecEvidence::ForwardDepths => {
+                    "unknown: the trace does not show them (pass the engine's per-step log with --spec-metrics)"
+                }
                 TokensSource::Unknown => {
                     "unknown: the trace has no input shapes (record with record_shapes=True)"
+                }
+                TokensSource::MetricsPerStep => {
+                    "the engine's per-step acceptance log (--spec-metrics), matched to the steps in order"
                 }
                 TokensSource::EngineMarkers => "the engine's verify markers (tokens produced)",
                 TokensSource::Metrics => "the engine's acceptance counters (--spec-metrics)",
@@ -171,7 +183,7 @@ impl SpecReport {
                 }
             }
             .to_owned(),
-            tokens_source: spec.tokens_source,
+            tokens_source,
             steps_with_tokens: known.len(),
             tokens_per_step: (!known.is_empty()).then(|| tokens as f64 / known.len() as f64),
             acceptance_rate: (proposed > 0).then(|| accepted as f64 / proposed as f64),
@@ -209,7 +221,7 @@ impl SpecReport {
             },
         };
         let unknown = matches!(
-            spec.tokens_source,
+            tokens_source,
             TokensSource::Unknown | TokensSource::NotInMarkers
         );
         match metrics {
@@ -218,6 +230,34 @@ impl SpecReport {
         }
         Some(out)
     }
+}
+
+/// The decode cycles with the tokens an engine's per-step log gives (accepted + 1, in
+/// order), when the trace does not show them and the log has one line per decode step.
+fn per_step_tokens(spec: &SpecDecode, m: &SpecMetrics) -> Option<Vec<Cycle>> {
+    let accepted = m.per_step_accepted.as_ref()?;
+    if !matches!(
+        spec.tokens_source,
+        TokensSource::Unknown | TokensSource::NotInMarkers
+    ) {
+        return None;
+    }
+    let decode: Vec<usize> = (0..spec.cycles.len())
+        .filter(|&i| spec.cycles[i].phase == Phase::Decode)
+        .collect();
+    if decode.len() != accepted.len() {
+        return None;
+    }
+    let mut cycles = spec.cycles.clone();
+    for (&i, &a) in decode.iter().zip(accepted) {
+        let c = &mut cycles[i];
+        // A step cannot accept more candidates than it verified.
+        if c.candidates().is_some_and(|k| i64::from(a) > k) {
+            return None;
+        }
+        c.tokens = Some(i64::from(a) + 1);
+    }
+    Some(cycles)
 }
 
 impl SpecReport {

@@ -1,0 +1,228 @@
+//! Forwards of a trace that names none (no module scopes, no markers: llama.cpp recorded with
+//! CUPTI). An engine reads each forward's logits back before it samples, so the device's
+//! kernel sequence cut at its device-to-host copies falls into forwards. When their kernel
+//! counts form two clusters whose members alternate, the shallower is a draft and the deeper
+//! its target; otherwise nothing is returned and the steps are found as before.
+
+use std::collections::HashMap;
+
+use gapscope_traces::{MemopKind, StrId, Trace};
+
+use super::forwards::{Forward, ModelKey};
+
+/// Smallest ratio between the two clusters' kernel counts: a draft of at most two thirds of
+/// the target's depth (a draft as deep as its target would gain nothing).
+const MIN_DEPTH_RATIO: f64 = 1.5;
+
+/// Kernel names read per forward for its rows (the first GEMVs tell).
+const NAMES_PER_FORWARD: usize = 64;
+
+/// The forwards between device-to-host copies on `device`, each keyed by its cluster's
+/// median kernel count; empty unless two clusters of at least two forwards each are found.
+pub fn find(trace: &Trace, device: u32) -> Vec<Forward> {
+    let m = &trace.memops;
+    let mut cuts: Vec<i64> = (0..m.len())
+        .filter(|&i| m.device[i] == device && m.kind[i] == MemopKind::DtoH as u8)
+        .map(|i| m.gpu_start_ns[i])
+        .collect();
+    if cuts.len() < 2 {
+        return Vec::new();
+    }
+    cuts.sort_unstable();
+    let k = &trace.kernels;
+    let mut segments: Vec<Forward> = vec![empty(); cuts.len() + 1];
+    let mut names: Vec<Vec<StrId>> = vec![Vec::new(); cuts.len() + 1];
+    for i in 0..k.len() {
+        if k.device[i] != device {
+            continue;
+        }
+        let (start, end) = (k.gpu_start_ns[i], k.gpu_end_ns[i]);
+        let f = cuts.partition_point(|&c| c <= start);
+        let fw = &mut segments[f];
+        fw.gpu_start_ns = fw.gpu_start_ns.min(start);
+        fw.gpu_end_ns = fw.gpu_end_ns.max(end);
+        fw.kernels += 1;
+        fw.busy_ns += (end - start).max(0);
+        if names[f].len() < NAMES_PER_FORWARD {
+            names[f].push(k.name[i]);
+        }
+    }
+    let mut rows_of: HashMap<StrId, Option<i64>> = HashMap::new();
+    for (fw, names) in segments.iter_mut().zip(&names) {
+        fw.rows = names
+            .iter()
+            .filter_map(|&n| {
+                *rows_of
+                    .entry(n)
+                    .or_insert_with(|| gemv_columns(trace.strings.get(n)))
+            })
+            .max();
+    }
+    let kept: Vec<usize> = (0..segments.len())
+        .filter(|&i| segments[i].has_kernels())
+        .collect();
+    let counts: Vec<u32> = kept.iter().map(|&i| segments[i].kernels).collect();
+    let Some(d) = two_depths(&counts) else {
+        return Vec::new();
+    };
+    // A draft runs the target's kind of kernels; a sampler or any other short piece between
+    // two reads does not.
+    let (shallow, deep): (Vec<usize>, Vec<usize>) = kept
+        .iter()
+        .partition(|&&i| segments[i].kernels < d.threshold);
+    let base = |ids: &[usize]| -> HashMap<&str, u32> {
+        let mut m = HashMap::new();
+        for &i in ids {
+            for &n in &names[i] {
+                *m.entry(base_name(trace.strings.get(n))).or_default() += 1;
+            }
+        }
+        m
+    };
+    let (shallow_names, deep_names) = (base(&shallow), base(&deep));
+    let total: u32 = shallow_names.values().sum();
+    let shared: u32 = shallow_names
+        .iter()
+        .filter(|(n, _)| deep_names.contains_key(*n))
+        .map(|(_, c)| c)
+        .sum();
+    if f64::from(shared) < MIN_SHARED_KERNELS * f64::from(total) {
+        return Vec::new();
+    }
+    let mut forwards: Vec<Forward> = Vec::with_capacity(kept.len());
+    for i in kept {
+        let mut f = segments[i].clone();
+        f.instance = ModelKey::Depth(if f.kernels < d.threshold {
+            d.shallow
+        } else {
+            d.deep
+        });
+        f.host_start_ns = f.gpu_start_ns;
+        f.host_end_ns = f.gpu_end_ns;
+        forwards.push(f);
+    }
+    forwards.sort_by_key(|f| f.gpu_start_ns);
+    forwards
+}
+
+/// Share of a draft's kernels (by base name) that the target runs too.
+const MIN_SHARED_KERNELS: f64 = 0.9;
+
+/// A kernel's name without template arguments or parameters (`mul_mat_vec_q`).
+fn base_name(name: &str) -> &str {
+    let name = name.strip_prefix("void ").unwrap_or(name);
+    let end = name.find(['<', '(']).unwrap_or(name.len());
+    &name[..end]
+}
+
+fn empty() -> Forward {
+    Forward {
+        instance: ModelKey::Depth(0),
+        tid: 0,
+        host_start_ns: 0,
+        host_end_ns: 0,
+        gpu_start_ns: i64::MAX,
+        gpu_end_ns: i64::MIN,
+        kernels: 0,
+        busy_ns: 0,
+        shape: None,
+        rows: None,
+    }
+}
+
+/// Two clusters of kernel counts.
+#[derive(Debug, PartialEq, Eq)]
+struct Depths {
+    /// Median count of each cluster.
+    shallow: u32,
+    deep: u32,
+    /// The deep cluster's smallest count.
+    threshold: u32,
+}
+
+/// The largest ratio between consecutive sorted kernel counts splits them into two clusters,
+/// when it is at least `MIN_DEPTH_RATIO` and each side holds two forwards or more.
+fn two_depths(counts: &[u32]) -> Option<Depths> {
+    let mut counts = counts.to_vec();
+    if counts.len() < 4 {
+        return None;
+    }
+    counts.sort_unstable();
+    let (split, ratio) = (2..=counts.len() - 2)
+        .map(|i| (i, f64::from(counts[i]) / f64::from(counts[i - 1].max(1))))
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    if ratio < MIN_DEPTH_RATIO {
+        return None;
+    }
+    let (low, high) = counts.split_at(split);
+    Some(Depths {
+        shallow: low[low.len() / 2],
+        deep: high[high.len() / 2],
+        threshold: high[0],
+    })
+}
+
+/// The columns (tokens) of a llama.cpp GEMV from its template arguments:
+/// `mul_mat_vec_q<type, ncols_dst, …>` and `mul_mat_vec_f<T, acc, ncols_dst, …>`.
+pub fn gemv_columns(name: &str) -> Option<i64> {
+    let name = name.strip_prefix("void ").unwrap_or(name);
+    let (at, rest) = if let Some(r) = name.strip_prefix("mul_mat_vec_q<") {
+        (1, r)
+    } else if let Some(r) = name.strip_prefix("mul_mat_vec_f<") {
+        (2, r)
+    } else {
+        return None;
+    };
+    let args = &rest[..rest.find('>')?];
+    let n: i64 = args.split(',').nth(at)?.trim().parse().ok()?;
+    (1..=4096).contains(&n).then_some(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gemv_columns_from_llamacpp_names() {
+        assert_eq!(
+            gemv_columns(
+                "void mul_mat_vec_q<(ggml_type)8, 5, true, false, false>(void const*, void const*)"
+            ),
+            Some(5)
+        );
+        assert_eq!(
+            gemv_columns("void mul_mat_vec_f<__nv_bfloat16, float, 1, 128, false, false>(x)"),
+            Some(1)
+        );
+        for other in [
+            "void mul_mat_vec_q<(ggml_type)8>(x)",
+            "void mul_mat_vec_q<(ggml_type)8, -3, true>(x)",
+            "void mul_mat_vec_q<(ggml_type)8, 5",
+            "gemv_bf16_b1",
+            "",
+        ] {
+            assert_eq!(gemv_columns(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn two_depths_need_a_gap_and_two_of_each() {
+        assert_eq!(
+            two_depths(&[55, 58, 55, 210, 55, 55, 60, 210, 400]),
+            Some(Depths {
+                shallow: 55,
+                deep: 210,
+                threshold: 210
+            })
+        );
+        // One depth (a plain run, or steps split by extra reads of similar size).
+        assert_eq!(two_depths(&[200, 205, 210, 200, 198]), None);
+        // A single deep outlier (a prefill) is not a second model.
+        assert_eq!(two_depths(&[55, 55, 56, 55, 400]), None);
+        assert_eq!(
+            base_name("void mul_mat_vec_q<(ggml_type)8, 5>(int)"),
+            "mul_mat_vec_q"
+        );
+        assert_eq!(base_name("k_argmax(float*)"), "k_argmax");
+    }
+}

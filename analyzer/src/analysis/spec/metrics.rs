@@ -13,7 +13,9 @@
 //! - SGLang's `Decode batch.` log lines (`accept len: X`: the mean over the lines, as SGLang
 //!   gives no counts);
 //! - llama.cpp's speculative examples' verbose per-step lines (`accepted A/D draft tokens`,
-//!   one per verify: per-step counts, kept in order in `per_step_accepted`).
+//!   one per verify: per-step counts, kept in order in `per_step_accepted`), or else its
+//!   `statistics draft: …` line (`#calls(b,g,a)`, `#gen tokens`, `#acc tokens`, `#mean acc
+//!   len`, `#acc rate/pos = (…)`).
 //!
 //! vLLM's per-position rates are the share of drafts whose first j+1 candidates were all
 //! accepted, the definition this report uses; its acceptance length counts the bonus token,
@@ -30,6 +32,7 @@ pub enum MetricsFormat {
     VllmPrometheus,
     SglangLog,
     LlamacppLog,
+    LlamacppStats,
 }
 
 impl MetricsFormat {
@@ -40,6 +43,7 @@ impl MetricsFormat {
             Self::VllmPrometheus => "vLLM's Prometheus counters",
             Self::SglangLog => "SGLang's decode-batch log lines (accept len)",
             Self::LlamacppLog => "llama.cpp's per-step `accepted A/D draft tokens` log lines",
+            Self::LlamacppStats => "llama.cpp's speculative `statistics` line",
         }
     }
 }
@@ -78,6 +82,7 @@ pub fn parse(text: &str) -> Result<SpecMetrics, String> {
         .or_else(|| prometheus(text))
         .or_else(|| sglang_log(text))
         .or_else(|| llamacpp_log(text))
+        .or_else(|| llamacpp_stats(text))
         .ok_or_else(|| {
             "no speculative-decoding counters found (looked for vLLM's `SpecDecoding metrics:` \
              log lines, `vllm bench serve` output, vLLM's `vllm:spec_decode_*` Prometheus \
@@ -316,6 +321,45 @@ fn llamacpp_log(text: &str) -> Option<SpecMetrics> {
     })
 }
 
+/// llama.cpp's `statistics draft: #calls(b,g,a) = B G A, …, #gen tokens = D, #acc tokens =
+/// N, #mean acc len = L, #acc rate/pos = (p1, p2, …)` (its rate at position j: accept calls
+/// that accepted position j over all accept calls; ours when every draft proposes k).
+fn llamacpp_stats(text: &str) -> Option<SpecMetrics> {
+    let line = text
+        .lines()
+        .find(|l| l.contains("statistics") && l.contains("#calls(b,g,a)"))?;
+    let calls = &line[line.find("#calls(b,g,a) =")? + "#calls(b,g,a) =".len()..];
+    let accept_calls: f64 = calls
+        .split_whitespace()
+        .nth(2)?
+        .trim_end_matches(',')
+        .parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite() && *v > 0.0)?;
+    let per_position = line
+        .split("#acc rate/pos = (")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .map(|r| {
+            r.split(',')
+                .map_while(|x| x.trim().parse::<f64>().ok())
+                .take(MAX_DRAFT as usize)
+                .collect()
+        })
+        .unwrap_or_default();
+    let accepted = number_after(line, "#acc tokens =");
+    Some(SpecMetrics {
+        format: MetricsFormat::LlamacppStats,
+        drafts: Some(accept_calls),
+        draft_tokens: number_after(line, "#gen tokens ="),
+        accepted_tokens: accepted,
+        acceptance_length: number_after(line, "#mean acc len =")
+            .or_else(|| accepted.map(|a| 1.0 + a / accept_calls))?,
+        per_position,
+        per_step_accepted: None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -392,6 +436,9 @@ mod tests {
             "accepted /99999 draft tokens",
             "accepted 1/4draft tokens",
             "accepted ",
+            "statistics #calls(b,g,a) = 1 1 inf, #mean acc len = 2",
+            "statistics #calls(b,g,a) = 1 1 0, #acc rate/pos = (",
+            "statistics #calls(b,g,a) =",
         ];
         for l in lines {
             let _ = parse(l);
@@ -430,6 +477,22 @@ mod tests {
             m.per_position,
             vec![2.0 / 3.0, 2.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0]
         );
+    }
+
+    #[test]
+    fn llamacpp_statistics_line() {
+        let text = "0.02.000.000 I statistics            draft: #calls(b,g,a) =    1     40     40, \
+            #gen drafts =     40, #acc drafts =    30, #gen tokens =    160, #acc tokens =    90, \
+            #mean acc len = 3.25, #acc rate/pos = (0.750, 0.600, 0.500, 0.400)\n";
+        let m = parse(text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(m.format, MetricsFormat::LlamacppStats);
+        assert_eq!(
+            (m.drafts, m.draft_tokens, m.accepted_tokens),
+            (Some(40.0), Some(160.0), Some(90.0))
+        );
+        assert!((m.acceptance_length - 3.25).abs() < 1e-12);
+        assert_eq!(m.per_position, vec![0.75, 0.6, 0.5, 0.4]);
+        assert!(parse("statistics draft: #calls(b,g,a) = 1 2").is_err());
     }
 
     #[test]

@@ -347,7 +347,12 @@ pub fn analyze_tables(
         devices,
         steps: step_report,
         speculative: steps.spec.as_ref().and_then(|s| {
-            crate::analysis::spec::SpecReport::of(s, trace, settings.spec_metrics.as_ref())
+            crate::analysis::spec::SpecReport::of(
+                s,
+                &p,
+                steps.device,
+                settings.spec_metrics.as_ref(),
+            )
         }),
         buckets,
         prefill_buckets,

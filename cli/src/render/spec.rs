@@ -1,7 +1,7 @@
 //! The report's speculative-decoding lines.
 
 use gapscope_analyzer::analysis::spec::{
-    SpecEvidence, SpecPrediction, SpecReport, SpecWhatIf, TokensSource,
+    SpecBucket, SpecEvidence, SpecPrediction, SpecReport, SpecWhatIf, TokensSource,
 };
 use gapscope_analyzer::text::{ms, pct};
 
@@ -94,7 +94,50 @@ pub fn lines(s: &SpecReport, text: impl Fn(&str) -> String) -> Vec<(String, Stri
             ms(s.verify_ms_per_step)
         ),
     ));
+    if !s.by_bucket.is_empty() {
+        v.push(("spec buckets".into(), by_bucket(s)));
+    }
     v
+}
+
+/// The four buckets with the most kernel time per decode step: draft / verify / rejected ms.
+fn by_bucket(s: &SpecReport) -> String {
+    let mut rows: Vec<&SpecBucket> = s.by_bucket.iter().collect();
+    rows.sort_by(|a, b| {
+        (b.draft_ms_per_step + b.verify_ms_per_step)
+            .total_cmp(&(a.draft_ms_per_step + a.verify_ms_per_step))
+    });
+    let cells: Vec<String> = rows
+        .iter()
+        .take(4)
+        .map(|b| {
+            let rej = b
+                .rejected_ms_per_step
+                .map(|r| format!(" / {}", ms(r)))
+                .unwrap_or_default();
+            format!(
+                "{} {} / {}{rej}",
+                b.bucket.as_str(),
+                ms(b.draft_ms_per_step),
+                ms(b.verify_ms_per_step)
+            )
+        })
+        .collect();
+    let more = rows.len().saturating_sub(4);
+    format!(
+        "ms per decode step, draft / verify{}: {}{}",
+        if s.rejected_ms_per_step.is_some() {
+            " / rejected"
+        } else {
+            ""
+        },
+        cells.join("; "),
+        if more > 0 {
+            format!(" (+{more} more buckets in --json)")
+        } else {
+            String::new()
+        }
+    )
 }
 
 fn prediction(p: &SpecPrediction) -> String {

@@ -12,6 +12,7 @@
 //! are cut into forwards at the engine's device-to-host reads (`host_reads`): two depths of
 //! forward that alternate are a draft and its target.
 
+pub mod by_bucket;
 pub mod forwards;
 pub mod host_reads;
 pub mod markers;
@@ -22,6 +23,7 @@ pub mod whatif;
 use gapscope_traces::{Phase, Trace};
 use serde::Serialize;
 
+pub use self::by_bucket::SpecBucket;
 pub use self::forwards::{AttentionShape, Forward, ModelKey};
 pub use self::metrics::{MetricsFormat, SpecMetrics};
 pub use self::report::{PositionAcceptance, SpecReport};

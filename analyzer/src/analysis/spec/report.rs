@@ -18,7 +18,8 @@
 use serde::Serialize;
 
 use super::{Cycle, SpecDecode, SpecEvidence, SpecMetrics, TokensSource};
-use gapscope_traces::{Phase, Trace};
+use crate::analysis::prepared::Prepared;
+use gapscope_traces::Phase;
 
 /// Acceptance at one draft position.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -66,6 +67,8 @@ pub struct SpecReport {
     pub draft_ms_per_step: f64,
     pub verify_ms_per_step: f64,
     pub rejected_ms_per_step: Option<f64>,
+    /// The draft's, the verify's and the rejected kernel time per decode step, by bucket.
+    pub by_bucket: Vec<super::SpecBucket>,
     /// Step time and tokens per second at other draft lengths and acceptance, from the
     /// measured costs (absent without steps of known tokens).
     pub what_if: Option<super::SpecWhatIf>,
@@ -85,7 +88,13 @@ pub struct SpecSeries {
 
 impl SpecReport {
     /// The section for the decode steps of `spec`; `None` for a plain run.
-    pub fn of(spec: &SpecDecode, trace: &Trace, metrics: Option<&SpecMetrics>) -> Option<Self> {
+    pub fn of(
+        spec: &SpecDecode,
+        p: &Prepared,
+        device: Option<u32>,
+        metrics: Option<&SpecMetrics>,
+    ) -> Option<Self> {
+        let trace = p.trace;
         let evidence = spec.evidence?;
         let per_step = metrics.and_then(|m| per_step_tokens(spec, m));
         let tokens_source = if per_step.is_some() {
@@ -205,6 +214,7 @@ impl SpecReport {
                 &mut known.iter().filter_map(|&i| rejected(&cycles[i])),
                 known.len(),
             ),
+            by_bucket: device.map_or_else(Vec::new, |d| super::by_bucket::split(p, d, cycles)),
             what_if: None,
             series: SpecSeries {
                 ms_per_token: known

@@ -119,6 +119,20 @@ fn check(name: &str, evidence: SpecEvidence) {
     } else {
         assert_eq!(draft_ns, 0, "{name}");
     }
+    // By bucket, the step windows hold at least the forwards' kernel time, and little else.
+    let by = |f: fn(&gapscope_analyzer::analysis::spec::SpecBucket) -> f64| {
+        r.by_bucket.iter().map(f).sum::<f64>()
+    };
+    let (d, v) = (by(|b| b.draft_ms_per_step), by(|b| b.verify_ms_per_step));
+    for (name_of, got, forwards) in [
+        ("draft", d, r.draft_ms_per_step),
+        ("verify", v, r.verify_ms_per_step),
+    ] {
+        assert!(
+            got >= forwards - 1e-9 && got <= 1.25 * forwards + 1e-9,
+            "{name} {name_of} by bucket {got} vs forwards {forwards}"
+        );
+    }
     // The steps table carries the tokens.
     let table_tokens: u64 = run.tables.steps.tokens.iter().map(|&x| u64::from(x)).sum();
     let want: i64 = steps[..last]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fetches llama.cpp's source and trims it to what a CUDA build of llama-batched-bench and the
-# GGUF writer (gguf-py) need, as DEST (default .device/llamacpp-src.tar.xz): 23 MB unpacked,
+# Fetches llama.cpp's source and trims it to what a CUDA build of llama-batched-bench,
+# llama-speculative-simple and the GGUF writer (gguf-py) need, as DEST (default .device/llamacpp-src.tar.xz): 23 MB unpacked,
 # about 3 MB packed, which leaves room in the GPU machine's 64 MiB carry limit. Runs here
 # (needs network for PyPI, no GPU).
 #
@@ -41,6 +41,19 @@ find_package(Threads REQUIRED)
 llama_add_compile_flags()
 add_subdirectory(batched-bench)
 CMAKE
+# Only the speculative example (llama-speculative-simple: a draft model proposes, the target
+# verifies in one batch).
+mkdir -p "$dest/examples"
+cp -r "$src/examples/speculative-simple" "$dest/examples/"
+cat > "$dest/examples/CMakeLists.txt" <<'CMAKE'
+# Trimmed by gapscope's scripts/llamacpp/fetch.sh: only the examples its recordings use.
+find_package(Threads REQUIRED)
+llama_add_compile_flags()
+add_subdirectory(speculative-simple)
+CMAKE
+# The top-level CMakeLists adds pocs/ beside examples/: an empty one.
+mkdir -p "$dest/pocs"
+echo "# Trimmed by gapscope's scripts/llamacpp/fetch.sh: no proofs of concept." > "$dest/pocs/CMakeLists.txt"
 if [ -d "$src/.git" ] || [ -f "$src/.git" ]; then
     git -C "$src" rev-parse HEAD > "$dest/COMMIT"
 else

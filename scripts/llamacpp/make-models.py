@@ -17,7 +17,7 @@ as in a trained model; norms are close to 1. As llama.cpp's quantizer does, 1-D 
 the short conv kernel stay f32.
 
 usage: make-models.py --gguf-py SRC/gguf-py --out DIR --config models/llama-3-8b.json
-                      [--types q8_0,q4_0,bf16]
+                      [--types q8_0,q4_0,bf16] [--draft-layers N [--deep-scale S]]
 Writes DIR/<config name>-<type>.gguf (models/qwen3.5-9b.json, q4_0: qwen3.5-9b-q4_0.gguf).
 scripts/llamacpp/tiny/ holds two small configs for checking this script on a CPU build.
 
@@ -141,20 +141,68 @@ def finish(w):
     w.close()
 
 
-def write_model(gguf, path, m, qtype_name, seed):
+def scaled(raw, qtype, gguf, s):
+    """A weight's raw bytes with every value multiplied by s (the block scales, or the bf16
+    values)."""
+    Q = gguf.GGMLQuantizationType
+    raw = raw.copy()
+    if qtype == Q.BF16:
+        v = (raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32) * np.float32(s)
+        return (v.view(np.uint32) >> 16).astype(np.uint16).view(np.uint8).reshape(raw.shape)
+    size = {Q.Q8_0: 34, Q.Q4_0: 18}[qtype]
+    rows = raw.shape[0]
+    b = raw.reshape(rows, -1, size)
+    d = b[:, :, 0:2].copy().view(np.float16) * np.float16(s)
+    b[:, :, 0:2] = d.view(np.uint8)
+    return b.reshape(raw.shape)
+
+
+class Tensors:
+    """A model's tensors in write order (name, array, raw dtype or None for f32)."""
+
+    def __init__(self):
+        self.items = []
+
+    def write(self, w, keep=lambda name: True):
+        for name, arr, raw in self.items:
+            if keep(name):
+                if raw is None:
+                    w.add_tensor(name, arr)
+                else:
+                    w.add_tensor(name, arr, raw_dtype=raw)
+
+
+def write_model(gguf, path, m, qtype_name, seed, draft_layers=0, deep_scale=1.0):
+    """The model at `path`; with `draft_layers` N, also a draft at `path` with `-draft{N}`
+    before `.gguf`: the very same tensors of the first N layers, the embedding, the output
+    norm and the LM head. `deep_scale` multiplies the output projections (attn_output,
+    ffn_down) of layers N.. so that they move the residual stream little and the draft's
+    greedy token is often the target's."""
     Q = gguf.GGMLQuantizationType
     qtype = {"q8_0": Q.Q8_0, "q4_0": Q.Q4_0, "bf16": Q.BF16}[qtype_name]
     rng = np.random.default_rng(seed)
     hybrid = m.family != "llama"
+    if draft_layers and (hybrid or not 0 < draft_layers < m.layers):
+        sys.exit(f"make_models: a draft of {draft_layers} layers needs a llama-family model of more layers")
     w = begin(gguf, path, "qwen35" if hybrid else "llama", m, qtype_name)
     h, f, hd = m.hidden, m.ffn, m.head_dim
     q_out, kv_out = m.heads * hd, m.kv_heads * hd
+    tensors = Tensors()
+
+    def deep(name):
+        if not draft_layers or not name.startswith("blk."):
+            return False
+        layer = int(name.split(".")[1])
+        return layer >= draft_layers and name.endswith(("attn_output.weight", "ffn_down.weight"))
 
     def add(name, rows, cols):
-        w.add_tensor(name, weight(rng, gguf, rows, cols, qtype), raw_dtype=qtype)
+        raw = weight(rng, gguf, rows, cols, qtype)
+        if deep(name) and deep_scale != 1.0:
+            raw = scaled(raw, qtype, gguf, deep_scale)
+        tensors.items.append((name, raw, qtype))
 
     def vec(name, v):
-        w.add_tensor(name, np.asarray(v, dtype=np.float32))
+        tensors.items.append((name, np.asarray(v, dtype=np.float32), None))
 
     if hybrid:
         w.add_rope_dimension_sections([11, 11, 10, 0])
@@ -198,7 +246,22 @@ def write_model(gguf, path, m, qtype_name, seed):
         add(p + "ffn_down.weight", h, f)
     vec("output_norm.weight", norm(rng, h))
     add("output.weight", m.vocab, h)
+    tensors.write(w)
     finish(w)
+    if draft_layers:
+        import copy
+        dm = copy.copy(m)
+        dm.layers = draft_layers
+        dpath = draft_path(path, draft_layers)
+        dw = begin(gguf, dpath, "llama", dm, qtype_name)
+        tensors.write(dw, lambda n: not n.startswith("blk.") or int(n.split(".")[1]) < draft_layers)
+        finish(dw)
+        return dpath
+    return None
+
+
+def draft_path(path, layers):
+    return path[: -len(".gguf")] + f"-draft{layers}.gguf"
 
 
 def main():
@@ -208,6 +271,10 @@ def main():
     ap.add_argument("--config", required=True, help="a Hugging Face config.json (models/*.json)")
     ap.add_argument("--types", default="q8_0", help="comma-separated: q8_0, q4_0, bf16")
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--draft-layers", type=int, default=0,
+                    help="also write a draft of the model's first N layers (same tensors)")
+    ap.add_argument("--deep-scale", type=float, default=1.0,
+                    help="scale attn_output and ffn_down of layers from --draft-layers on")
     a = ap.parse_args()
     types = a.types.split(",")
     for t in types:
@@ -227,9 +294,12 @@ def main():
     for t in types:
         path = os.path.join(a.out, f"{name}-{t}.gguf")
         t0 = time.time()
-        write_model(gguf, path, shapes, t, a.seed)
+        dpath = write_model(gguf, path, shapes, t, a.seed, a.draft_layers, a.deep_scale)
         print(f"make_models: {path} {os.path.getsize(path) / 2**30:.2f} GiB in {time.time() - t0:.1f} s",
               flush=True)
+        if dpath:
+            print(f"make_models: {dpath} {os.path.getsize(dpath) / 2**30:.2f} GiB (draft: the first "
+                  f"{a.draft_layers} layers; deep scale {a.deep_scale})", flush=True)
 
 
 if __name__ == "__main__":

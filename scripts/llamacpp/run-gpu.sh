@@ -16,6 +16,10 @@
 #   smoke:  Llama-3-8B shapes in Q8_0, Q4_0 and bf16 load and generate (plain batched-bench,
 #           npl 1, 16 decode steps; nothing recorded)
 #   hybrid-fa-off: only the flash-attention-off recordings of `hybrid`
+#   spec:   llama-speculative-simple (built on its own) on Llama-3.2-1B shapes Q8_0 with a draft
+#           of its first 4 layers, k=4, greedy, 128 tokens, for each DEEP_SCALES (0.1 0.3):
+#           graphs on; for the first scale also graphs off and the draft sampling on the host
+#           (record-spec.sh); -> $OUT/recordings-spec.tar.xz
 #
 # The two phases reproduce every recording of the case study in two calls. No recording
 # starts after 560 s (DEADLINE in record.sh): a call has 600 s, and what was recorded must
@@ -58,7 +62,12 @@ run() {
     tar xJf .device/llamacpp-src.tar.xz -C "$work" && mv "$work/llamacpp-src" "$work/src"
   fi
   stamp "llama.cpp $(head -1 "$work/src/COMMIT"); cmake $(cmake --version 2>/dev/null | head -1 || echo missing); $(nvcc --version 2>/dev/null | tail -1)"
-  if [ "$phase" != engine ] && [ ! -x "$work/build/bin/llama-batched-bench" ]; then
+  if [ "$phase" = spec ]; then
+    if [ ! -x "$work/build/bin/llama-speculative-simple" ]; then
+      stamp "build llama-speculative-simple"
+      bash scripts/llamacpp/build.sh "$work/src" "$work/build" llama-speculative-simple
+    fi
+  elif [ "$phase" != engine ] && [ ! -x "$work/build/bin/llama-batched-bench" ]; then
     stamp "build"
     bash scripts/llamacpp/build.sh "$work/src" "$work/build"
   fi
@@ -95,6 +104,25 @@ run() {
       GRAPHS=on FA=on bash scripts/llamacpp/record.sh "$bench" "$m" "$work/rec/ref" $rec "1 32" 8 1 || stamp "record failed"
       engine_runs ;;
     engine) engine_runs ;;
+    spec)
+      # Llama-3.2-1B shapes, Q8_0, and a draft of its first 4 layers; the target's layers 4..15
+      # write to the residual stream at DEEP_SCALE (the draft's greedy token is then often the
+      # target's); K=4, 128 tokens.
+      local spec_bin="$work/build/bin/llama-speculative-simple" t d s scales=${DEEP_SCALES:-0.1 0.3}
+      for s in $scales; do
+        stamp "models, deep scale $s"
+        mkdir -p "$work/models/s$s"
+        python3 scripts/llamacpp/make-models.py --gguf-py "$work/src/gguf-py" --out "$work/models/s$s" \
+          --config models/llama-3.2-1b.json --types q8_0 --draft-layers 4 --deep-scale "$s" >&2
+        t="$work/models/s$s/llama-3.2-1b-q8_0.gguf"
+        d="$work/models/s$s/llama-3.2-1b-q8_0-draft4.gguf"
+        bash scripts/llamacpp/record-spec.sh "$spec_bin" "$t" "$d" "$work/rec" $rec "spec-s$s-graphs-on" || stamp "record failed"
+        if [ "$s" = "${scales%% *}" ]; then
+          GRAPHS=off bash scripts/llamacpp/record-spec.sh "$spec_bin" "$t" "$d" "$work/rec" $rec "spec-s$s-graphs-off" || stamp "record failed"
+          BACKEND_SAMPLING=off bash scripts/llamacpp/record-spec.sh "$spec_bin" "$t" "$d" "$work/rec" $rec "spec-s$s-hostsampling" || stamp "record failed"
+        fi
+        rm -rf "$work/models/s$s"
+      done ;;
     *) echo "unknown phase $phase" >&2; exit 2 ;;
   esac
   stamp "pack"
@@ -102,7 +130,8 @@ run() {
   (cd "$work" && for npl in $(ls rec | grep -o 'npl[0-9]*' | sort -u); do
      tar czf "$out/recordings-$npl.tar.gz" rec/*-"$npl".* rec/*-"$npl"-* 2>/dev/null || true
    done
-   if [ -d rec/ref ]; then tar czf "$out/recordings-ref.tar.gz" rec/ref; fi)
+   if [ -d rec/ref ]; then tar czf "$out/recordings-ref.tar.gz" rec/ref; fi
+   if ls rec/spec-* >/dev/null 2>&1; then tar cJf "$out/recordings-spec.tar.xz" rec/spec-*; fi)
   ls -la "$out"
   stamp "done"
 }

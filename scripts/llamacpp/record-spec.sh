@@ -23,7 +23,7 @@ extra=()
 [ "${BACKEND_SAMPLING:-on}" = off ] && extra=(--no-spec-draft-backend-sampling)
 prompt="The speculative decoding benchmark reads this prompt of about sixty-four bytes."
 args=(-m "$target" -md "$draft" -ngl 99 -ngld 99 -c 1024 -fa on --temp 0 --seed 1
-      --spec-draft-n-max "$k" --spec-draft-n-min 0 --spec-draft-p-min 0 -n "$n" -p "$prompt" -v
+      --spec-type draft-simple --spec-draft-n-max "$k" --spec-draft-n-min 0 --spec-draft-p-min 0 -n "$n" -p "$prompt" -v
       "${extra[@]}")
 t0=$(date +%s%N)
 env "${envs[@]}" "$record" -o "$out/$tag.gst" -- "$spec" "${args[@]}" > "$out/$tag.log" 2>&1 \

@@ -272,7 +272,11 @@ fn from_spec(p: &Prepared, device: u32, spec: crate::analysis::spec::SpecDecode)
         contiguous: true,
         kind: StepKind::InferenceSteps,
         engine: None,
-        phase_source: PhaseSource::Forwards,
+        phase_source: if spec.evidence == Some(crate::analysis::spec::SpecEvidence::ForwardDepths) {
+            PhaseSource::ForwardDepths
+        } else {
+            PhaseSource::Forwards
+        },
         training: None,
         doubts: Vec::new(),
         steps,

@@ -1,10 +1,11 @@
 //! A speculative run's kernel time per decode step by bucket, split into the draft's part
-//! (the step's window before its verify forward) and the verify's, with the part spent on
+//! (the step's window before its verify forward, or the draft forwards' own kernels where
+//! the models overlap on streams of their own) and the verify's, with the part spent on
 //! rejected candidates (the same proportions as the section's `rejected_ms_per_step`).
 
 use serde::Serialize;
 
-use super::Cycle;
+use super::{Cycle, KernelRole};
 use crate::analysis::prepared::Prepared;
 use crate::bucket::Bucket;
 use gapscope_traces::Phase;
@@ -23,12 +24,26 @@ pub struct SpecBucket {
 /// decode cycles of the draft and verify windows' kernel time, and of the rejected share
 /// over the cycles whose tokens are known (the last cycle, with no successor, is left out
 /// as in the section).
-pub fn split(p: &Prepared, device: u32, cycles: &[Cycle]) -> Vec<SpecBucket> {
+pub fn split(
+    p: &Prepared,
+    device: u32,
+    cycles: &[Cycle],
+    roles: Option<&[KernelRole]>,
+) -> Vec<SpecBucket> {
     let n = Bucket::ALL.len();
     let order = p.kernels_on(device);
     let k = &p.trace.kernels;
     let (mut draft, mut verify, mut rejected) = (vec![0i64; n], vec![0i64; n], vec![0f64; n]);
     let (mut steps, mut known) = (0usize, 0usize);
+    let by_cycle: Option<Vec<Vec<(usize, bool)>>> = roles.map(|r| {
+        let mut v = vec![Vec::new(); cycles.len()];
+        for x in r {
+            if let Some(c) = v.get_mut(x.cycle as usize) {
+                c.push((x.kernel as usize, x.draft));
+            }
+        }
+        v
+    });
     for (i, c) in cycles.iter().enumerate() {
         if c.phase != Phase::Decode {
             continue;
@@ -44,18 +59,26 @@ pub fn split(p: &Prepared, device: u32, cycles: &[Cycle]) -> Vec<SpecBucket> {
                 (d, rej / rows.max(1) as f64)
             });
         known += usize::from(shares.is_some());
-        let from = order.partition_point(|&j| k.gpu_start_ns[j as usize] < c.gpu_start_ns);
-        for &j in &order[from..] {
-            let j = j as usize;
-            let start = k.gpu_start_ns[j];
-            if start >= c.gpu_end_ns {
-                break;
+        // The step's kernels and their roles: its forwards' own where they overlap other
+        // steps (`roles`), else every kernel in its window, drafts before the verify.
+        let mine: Vec<(usize, bool)> = match &by_cycle {
+            Some(r) => r.get(i).cloned().unwrap_or_default(),
+            None => {
+                let from = order.partition_point(|&j| k.gpu_start_ns[j as usize] < c.gpu_start_ns);
+                order[from..]
+                    .iter()
+                    .map(|&j| j as usize)
+                    .take_while(|&j| k.gpu_start_ns[j] < c.gpu_end_ns)
+                    .map(|j| (j, k.gpu_start_ns[j] < c.verify_start_ns))
+                    .collect()
             }
+        };
+        for (j, is_draft) in mine {
+            let start = k.gpu_start_ns[j];
             let (b, ns) = (
                 usize::from(p.kernel_bucket[j]).min(n - 1),
                 (k.gpu_end_ns[j] - start).max(0),
             );
-            let is_draft = start < c.verify_start_ns;
             if is_draft {
                 draft[b] += ns;
             } else {

@@ -61,6 +61,9 @@ pub struct Forward {
     /// Tokens the forward fed, from its kernels' names where the engine puts them there
     /// (llama.cpp's `mul_mat_vec_q<type, ncols, …>`), when there is no shape.
     pub rows: Option<i64>,
+    /// The forward's kernels, where the forward was cut from the kernel sequence
+    /// (`host_reads`); empty for module scopes.
+    pub kernel_ids: Vec<u32>,
 }
 
 impl Forward {
@@ -120,6 +123,7 @@ pub fn find(trace: &Trace, device: u32) -> Vec<Forward> {
                 busy_ns: 0,
                 shape: None,
                 rows: None,
+                kernel_ids: Vec::new(),
             });
         }
     }

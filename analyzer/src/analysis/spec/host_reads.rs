@@ -1,6 +1,7 @@
 //! Forwards of a trace that names none (no module scopes, no markers: llama.cpp recorded with
-//! CUPTI). An engine reads each forward's logits back before it samples, so the device's
-//! kernel sequence cut at its device-to-host copies falls into forwards. When their kernel
+//! CUPTI). An engine reads each forward's logits back before it samples, so each stream's
+//! kernel sequence cut at its device-to-host copies falls into forwards (llama.cpp runs each
+//! model's context on a stream of its own). When their kernel
 //! counts form two clusters whose members alternate, the shallower is a draft and the deeper
 //! its target; otherwise nothing is returned and the steps are found as before.
 
@@ -20,33 +21,8 @@ const NAMES_PER_FORWARD: usize = 64;
 /// The forwards between device-to-host copies on `device`, each keyed by its cluster's
 /// median kernel count; empty unless two clusters of at least two forwards each are found.
 pub fn find(trace: &Trace, device: u32) -> Vec<Forward> {
-    let m = &trace.memops;
-    let mut cuts: Vec<i64> = (0..m.len())
-        .filter(|&i| m.device[i] == device && m.kind[i] == MemopKind::DtoH as u8)
-        .map(|i| m.gpu_start_ns[i])
-        .collect();
-    if cuts.len() < 2 {
-        return Vec::new();
-    }
-    cuts.sort_unstable();
-    let k = &trace.kernels;
-    let mut segments: Vec<Forward> = vec![empty(); cuts.len() + 1];
-    let mut names: Vec<Vec<StrId>> = vec![Vec::new(); cuts.len() + 1];
-    for i in 0..k.len() {
-        if k.device[i] != device {
-            continue;
-        }
-        let (start, end) = (k.gpu_start_ns[i], k.gpu_end_ns[i]);
-        let f = cuts.partition_point(|&c| c <= start);
-        let fw = &mut segments[f];
-        fw.gpu_start_ns = fw.gpu_start_ns.min(start);
-        fw.gpu_end_ns = fw.gpu_end_ns.max(end);
-        fw.kernels += 1;
-        fw.busy_ns += (end - start).max(0);
-        if names[f].len() < NAMES_PER_FORWARD {
-            names[f].push(k.name[i]);
-        }
-    }
+    let (segments, names) = segments(trace, device);
+    let mut segments = segments;
     let mut rows_of: HashMap<StrId, Option<i64>> = HashMap::new();
     for (fw, names) in segments.iter_mut().zip(&names) {
         fw.rows = names
@@ -115,6 +91,103 @@ fn base_name(name: &str) -> &str {
     &name[..end]
 }
 
+/// One piece of a stream's kernel sequence: its kernels' indices in start order.
+struct Piece {
+    stream: u32,
+    kernels: Vec<u32>,
+}
+
+/// Each stream's kernels (an engine runs each model's context on its own stream) cut at that
+/// stream's device-to-host copies, then split where a whole piece of another stream runs in a
+/// gap between two of its kernels (a forward whose logits nobody read, such as a prompt
+/// without outputs, followed after the other model's forwards by the next one). The
+/// forwards, and up to `NAMES_PER_FORWARD` kernel names of each.
+fn segments(trace: &Trace, device: u32) -> (Vec<Forward>, Vec<Vec<StrId>>) {
+    let (k, m) = (&trace.kernels, &trace.memops);
+    let mut cuts: HashMap<u32, Vec<i64>> = HashMap::new();
+    for i in 0..m.len() {
+        if m.device[i] == device && m.kind[i] == MemopKind::DtoH as u8 {
+            cuts.entry(m.stream[i]).or_default().push(m.gpu_start_ns[i]);
+        }
+    }
+    if cuts.values().map(Vec::len).sum::<usize>() < 2 {
+        return (Vec::new(), Vec::new());
+    }
+    for c in cuts.values_mut() {
+        c.sort_unstable();
+    }
+    let mut order: Vec<u32> = (0..k.len() as u32)
+        .filter(|&i| k.device[i as usize] == device)
+        .collect();
+    order.sort_by_key(|&i| (k.stream[i as usize], k.gpu_start_ns[i as usize]));
+    let mut pieces: Vec<Piece> = Vec::new();
+    let mut at: HashMap<(u32, usize), usize> = HashMap::new();
+    for &i in &order {
+        let (stream, start) = (k.stream[i as usize], k.gpu_start_ns[i as usize]);
+        let cut = cuts
+            .get(&stream)
+            .map_or(0, |c| c.partition_point(|&t| t <= start));
+        let p = *at.entry((stream, cut)).or_insert_with(|| {
+            pieces.push(Piece {
+                stream,
+                kernels: Vec::new(),
+            });
+            pieces.len() - 1
+        });
+        pieces[p].kernels.push(i);
+    }
+    let span = |p: &Piece| {
+        let s = p.kernels.iter().map(|&i| k.gpu_start_ns[i as usize]).min();
+        let e = p.kernels.iter().map(|&i| k.gpu_end_ns[i as usize]).max();
+        (s.unwrap_or(0), e.unwrap_or(0))
+    };
+    // Other streams' pieces by start, to find the ones inside a gap.
+    let mut spans: Vec<(i64, i64, u32)> = pieces
+        .iter()
+        .map(|p| {
+            let (s, e) = span(p);
+            (s, e, p.stream)
+        })
+        .collect();
+    spans.sort_unstable();
+    let inside = |stream: u32, from: i64, to: i64| {
+        let first = spans.partition_point(|&(s, _, _)| s < from);
+        spans[first..]
+            .iter()
+            .take_while(|&&(s, _, _)| s < to)
+            .any(|&(_, e, st)| st != stream && e <= to)
+    };
+    let mut forwards = Vec::new();
+    let mut names = Vec::new();
+    for p in &pieces {
+        let mut fw = empty();
+        let mut nm = Vec::new();
+        let mut end = i64::MIN;
+        for &i in &p.kernels {
+            let i = i as usize;
+            let (start, stop) = (k.gpu_start_ns[i], k.gpu_end_ns[i]);
+            if fw.has_kernels() && start > end && inside(p.stream, end, start) {
+                forwards.push(std::mem::replace(&mut fw, empty()));
+                names.push(std::mem::take(&mut nm));
+            }
+            fw.gpu_start_ns = fw.gpu_start_ns.min(start);
+            fw.gpu_end_ns = fw.gpu_end_ns.max(stop);
+            fw.kernels += 1;
+            fw.busy_ns += (stop - start).max(0);
+            fw.kernel_ids.push(i as u32);
+            end = end.max(stop);
+            if nm.len() < NAMES_PER_FORWARD {
+                nm.push(k.name[i]);
+            }
+        }
+        if fw.has_kernels() {
+            forwards.push(fw);
+            names.push(nm);
+        }
+    }
+    (forwards, names)
+}
+
 fn empty() -> Forward {
     Forward {
         instance: ModelKey::Depth(0),
@@ -127,6 +200,7 @@ fn empty() -> Forward {
         busy_ns: 0,
         shape: None,
         rows: None,
+        kernel_ids: Vec::new(),
     }
 }
 

@@ -106,6 +106,7 @@ pub fn engine_cycles(
             target_forwards: verifies,
             draft_forwards: drafts,
             cycles,
+            kernel_roles: None,
         },
         closes,
     ))
@@ -157,6 +158,7 @@ pub fn detect(p: &Prepared, device: u32, steps: &[Marked]) -> Option<SpecDecode>
         target_forwards: decode.len(),
         draft_forwards: 0,
         cycles,
+        kernel_roles: None,
     })
 }
 

@@ -144,6 +144,10 @@ pub struct SpecDecode {
     pub target_forwards: usize,
     pub draft_forwards: usize,
     pub cycles: Vec<Cycle>,
+    /// Each forward's kernels with their step and role, where the forwards overlap in time
+    /// (models on streams of their own) and a step's window cannot tell the roles apart.
+    #[serde(skip)]
+    pub kernel_roles: Option<Vec<KernelRole>>,
 }
 
 /// The steps of a trace from its model forwards: when they show speculative decoding, or
@@ -170,11 +174,33 @@ pub fn detect(trace: &Trace, device: u32) -> Option<SpecDecode> {
     let targets: Vec<usize> = (0..forwards.len()).filter(|&i| is_target[i]).collect();
     let shapes = targets.iter().all(|&i| forwards[i].shape.is_some());
     let mut cycles = Vec::with_capacity(targets.len());
+    // Forwards found by depth run each model on its own stream: a draft forward launched
+    // while the verify runs (llama.cpp's draft catching up on the verified batch) works beside
+    // it and joins its step.
+    let by_depth = evidence == Some(SpecEvidence::ForwardDepths);
+    let mut kernel_roles = by_depth.then(Vec::new);
     let mut first = 0;
     for (n, &t) in targets.iter().enumerate() {
-        let group = &forwards[first..=t];
-        first = t + 1;
+        let mut last = t;
+        if by_depth {
+            let next = targets.get(n + 1).copied().unwrap_or(forwards.len());
+            while last + 1 < next && forwards[last + 1].gpu_start_ns < forwards[t].gpu_end_ns {
+                last += 1;
+            }
+        }
+        let group = &forwards[first..=last];
+        first = last + 1;
         let fw = &forwards[t];
+        if let Some(roles) = kernel_roles.as_mut() {
+            for f in group {
+                let draft = f.instance != target;
+                roles.extend(f.kernel_ids.iter().map(|&kernel| KernelRole {
+                    kernel,
+                    cycle: n as u32,
+                    draft,
+                }));
+            }
+        }
         let drafts = group.iter().filter(|f| f.instance != target);
         let gpu_start_ns = group
             .iter()
@@ -205,7 +231,7 @@ pub fn detect(trace: &Trace, device: u32) -> Option<SpecDecode> {
         let next = cycles[i].gpu_start_ns;
         cycles[i - 1].gpu_end_ns = next;
     }
-    mark_prefill(&forwards, &targets, &mut cycles);
+    mark_prefill(&forwards, &targets, &mut cycles, evidence);
     Some(SpecDecode {
         evidence,
         tokens_source: if shapes {
@@ -218,7 +244,16 @@ pub fn detect(trace: &Trace, device: u32) -> Option<SpecDecode> {
         target_forwards: targets.len(),
         draft_forwards: forwards.len() - targets.len(),
         cycles,
+        kernel_roles,
     })
+}
+
+/// A kernel of a speculative step's forward: its step, and whether a draft forward ran it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelRole {
+    pub kernel: u32,
+    pub cycle: u32,
+    pub draft: bool,
 }
 
 /// The one model of a plain run whose every top-level forward is a whole language model's.
@@ -281,22 +316,39 @@ fn roles(forwards: &[Forward]) -> Option<(ModelKey, Option<ModelKey>, SpecEviden
 
 /// The first step is a prefill when its target forward starts from an empty cache (with
 /// shapes), or, without shapes, when its verify forward does at least twice the median
-/// kernel time of the others.
-fn mark_prefill(forwards: &[Forward], targets: &[usize], cycles: &mut [Cycle]) {
+/// kernel time of the others. Forwards found by depth (`host_reads`) may start with warm-up
+/// forwards of the engine: there the prefill is the first of the first four target forwards
+/// that does twice the median, and the steps before it are prefill steps too.
+fn mark_prefill(
+    forwards: &[Forward],
+    targets: &[usize],
+    cycles: &mut [Cycle],
+    evidence: Option<SpecEvidence>,
+) {
     let Some(&t0) = targets.first() else {
         return;
     };
-    let prefill = match forwards[t0].shape {
-        Some(s) => s.past() == 0,
-        None => {
-            let mut busy: Vec<i64> = targets[1..].iter().map(|&t| forwards[t].busy_ns).collect();
-            busy.sort_unstable();
-            busy.get(busy.len() / 2)
-                .is_some_and(|&m| forwards[t0].busy_ns >= 2 * m.max(1))
-        }
+    let heavy = |t: usize| {
+        let mut busy: Vec<i64> = targets
+            .iter()
+            .filter(|&&u| u != t)
+            .map(|&u| forwards[u].busy_ns)
+            .collect();
+        busy.sort_unstable();
+        busy.get(busy.len() / 2)
+            .is_some_and(|&m| forwards[t].busy_ns >= 2 * m.max(1))
     };
-    if prefill {
-        cycles[0].phase = Phase::Prefill;
-        cycles[0].tokens = None;
+    let last = match forwards[t0].shape {
+        Some(s) => (s.past() == 0).then_some(0),
+        None if evidence == Some(SpecEvidence::ForwardDepths) => {
+            targets.iter().take(4).position(|&t| heavy(t))
+        }
+        None => heavy(t0).then_some(0),
+    };
+    if let Some(last) = last {
+        for c in &mut cycles[..=last] {
+            c.phase = Phase::Prefill;
+            c.tokens = None;
+        }
     }
 }

@@ -214,7 +214,9 @@ impl SpecReport {
                 &mut known.iter().filter_map(|&i| rejected(&cycles[i])),
                 known.len(),
             ),
-            by_bucket: device.map_or_else(Vec::new, |d| super::by_bucket::split(p, d, cycles)),
+            by_bucket: device.map_or_else(Vec::new, |d| {
+                super::by_bucket::split(p, d, cycles, spec.kernel_roles.as_deref())
+            }),
             what_if: None,
             series: SpecSeries {
                 ms_per_token: known

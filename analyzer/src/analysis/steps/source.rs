@@ -211,6 +211,10 @@ pub enum PhaseSource {
     /// Steps from forwards: the first forward from an empty cache (or, without shapes, with
     /// twice the others' kernel time) is the prefill.
     Forwards,
+    /// Steps from forwards cut at host reads (`host_reads`): an early forward of twice the
+    /// median kernel time is the prompt's, and the engine's warm-up forwards before it are
+    /// prefill steps too.
+    ForwardDepths,
     /// Each step's own evidence, tallied.
     Evidence {
         /// How many steps each kind of evidence decided, in [`Evidence`] order.
@@ -263,6 +267,9 @@ impl fmt::Display for PhaseSource {
         match self {
             Self::None => Ok(()),
             Self::Training => f.write_str("training trace: each step is one iteration"),
+            Self::ForwardDepths => f.write_str(
+                "the forwards' kernel time (an early target forward of twice the median is the prompt's; the warm-up forwards before it are prefill steps too)",
+            ),
             Self::Forwards => f.write_str(
                 "the forward's cache (the first forward from an empty cache is the prefill)",
             ),

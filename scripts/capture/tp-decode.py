@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Tensor-parallel decode (TP=N) with torch.distributed, traced per rank by torch.profiler,
+with the truth of every step recorded by the script's own instrumentation (not by gapscope).
+
+Run with torchrun, one process per GPU:
+  torchrun --nproc_per_node 2 scripts/capture/tp-decode.py --mode balanced --out DIR
+
+A Llama-style decoder with seeded random bf16 weights, sharded Megatron-style: q/k/v and
+gate/up split by heads and columns, o and down by rows, one all-reduce after attention and
+one after the MLP in every layer (2 x layers collectives per step). Batch 1, a KV cache of
+`--prompt` + `--steps` positions (the prompt's filled with random keys and values), greedy
+argmax; the LM head is replicated, so every rank computes the same token (no extra
+collective).
+
+Modes (`--mode`), each a planted straggler of known size on `--late-rank`:
+  balanced  nothing planted;
+  host      the late rank sleeps `--stall-ms` per step on the host inside
+            `record_function("planted_host_stall")`, before the step's first layer;
+  kernel    the late rank runs a GPU spin kernel (`torch.cuda._sleep`) of about `--stall-ms`
+            per step inside `record_function("planted_gpu_stall")`, before the first layer.
+
+Truth (`DIR/truth-MODE.json`, written by rank 0 after gathering every rank's records): per
+rank and step, the host time the step started and ended (CLOCK_REALTIME ns, shared by the
+processes of one host), the planted stall measured where it happened (the host sleep by the
+host clock; the GPU spin by CUDA events around it), and per step the GPU time of the whole
+step on each rank (CUDA events). The expected wait of the others is the planted stall.
+
+Traces: `DIR/MODE-rank{r}.json.gz` (torch.profiler, Kineto JSON with `distributedInfo`).
+Without a GPU, `--device cpu` runs the same on gloo (a dry run; no spin kernel).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+
+def args():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", choices=["balanced", "host", "kernel"], default="balanced")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--hidden", type=int, default=4096)
+    ap.add_argument("--ffn", type=int, default=14336)
+    ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--prompt", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=24)
+    ap.add_argument("--warmup", type=int, default=4)
+    ap.add_argument("--stall-ms", type=float, default=5.0)
+    ap.add_argument("--late-rank", type=int, default=1)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--no-profile", action="store_true", help="no torch.profiler (recorder runs)")
+    return ap.parse_args()
+
+
+class Shard:
+    """One rank's weights: its heads and FFN columns; norms, embedding and head replicated."""
+
+    def __init__(self, a, rank, world, dev, dtype):
+        g = torch.Generator(device="cpu").manual_seed(1234 + rank)
+        hd = a.hidden // a.heads
+        self.hd = hd
+        self.h = a.heads // world
+        self.kvh = a.kv_heads // world
+        self.f = a.ffn // world
+
+        def w(*shape, scale=0.02):
+            return (torch.randn(*shape, generator=g) * scale).to(dev, dtype)
+
+        gr = torch.Generator(device="cpu").manual_seed(99)  # replicated parts: same on all
+        self.embed = (torch.randn(a.vocab, a.hidden, generator=gr) * 0.02).to(dev, dtype)
+        self.head = (torch.randn(a.vocab, a.hidden, generator=gr) * 0.02).to(dev, dtype)
+        self.layers = []
+        for _ in range(a.layers):
+            self.layers.append({
+                "qkv": w((self.h + 2 * self.kvh) * hd, a.hidden),
+                "o": w(a.hidden, self.h * hd),
+                "gu": w(2 * self.f, a.hidden),
+                "down": w(a.hidden, self.f),
+            })
+
+
+def rms(x, eps=1e-5):
+    return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps).to(x.dtype)
+
+
+def step(s: Shard, tok, pos, caches, world):
+    x = s.embed[tok].view(1, 1, -1)
+    for L, c in zip(s.layers, caches):
+        y = F.linear(rms(x), L["qkv"])
+        q, k, v = y.split([s.h * s.hd, s.kvh * s.hd, s.kvh * s.hd], dim=-1)
+        c[0][:, :, pos] = k.view(1, s.kvh, s.hd)
+        c[1][:, :, pos] = v.view(1, s.kvh, s.hd)
+        q = q.view(1, 1, s.h, s.hd).transpose(1, 2)
+        kk = c[0][:, :, : pos + 1].repeat_interleave(s.h // s.kvh, dim=1)
+        vv = c[1][:, :, : pos + 1].repeat_interleave(s.h // s.kvh, dim=1)
+        o = F.scaled_dot_product_attention(q, kk, vv).transpose(1, 2).reshape(1, 1, -1)
+        o = F.linear(o, L["o"])
+        if world > 1:
+            dist.all_reduce(o)
+        x = x + o
+        g, u = F.linear(rms(x), L["gu"]).chunk(2, dim=-1)
+        m = F.linear(F.silu(g) * u, L["down"])
+        if world > 1:
+            dist.all_reduce(m)
+        x = x + m
+    return torch.argmax(F.linear(rms(x), s.head)[0, -1])
+
+
+def main():
+    a = args()
+    cuda = a.device == "cuda"
+    dist.init_process_group("nccl" if cuda else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    dev = torch.device(f"cuda:{local}" if cuda else "cpu")
+    if cuda:
+        torch.cuda.set_device(dev)
+    dtype = torch.bfloat16
+    s = Shard(a, rank, world, dev, dtype)
+    ctx = a.prompt + a.warmup + a.steps + 1
+    caches = [(torch.zeros(1, s.kvh, ctx, s.hd, device=dev, dtype=dtype),
+               torch.zeros(1, s.kvh, ctx, s.hd, device=dev, dtype=dtype)) for _ in s.layers]
+    # The prompt's cache is filled with random keys and values (decode is what is measured).
+    for c in caches:
+        c[0][:, :, : a.prompt].normal_()
+        c[1][:, :, : a.prompt].normal_()
+    late = rank == a.late_rank and a.mode != "balanced"
+    spin_cycles = None
+    if late and a.mode == "kernel" and cuda:
+        # Calibrate torch.cuda._sleep's cycles per ms on this GPU.
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        torch.cuda._sleep(10_000_000)
+        e1.record()
+        torch.cuda.synchronize()
+        spin_cycles = int(10_000_000 * a.stall_ms / e0.elapsed_time(e1))
+    ev = (lambda: torch.cuda.Event(enable_timing=True)) if cuda else None
+    records = []
+    tok = torch.tensor(7, device=dev)
+    pos = a.prompt
+
+    def one(i, measured):
+        nonlocal tok, pos
+        rec = {"step": i, "host_start_ns": time.time_ns()}
+        if ev:
+            s0, s1 = ev(), ev()
+            s0.record()
+        if late and a.mode == "host":
+            with torch.profiler.record_function("planted_host_stall"):
+                t0 = time.perf_counter_ns()
+                time.sleep(a.stall_ms / 1e3)
+                rec["planted_host_ns"] = time.perf_counter_ns() - t0
+        if late and a.mode == "kernel" and spin_cycles:
+            with torch.profiler.record_function("planted_gpu_stall"):
+                k0, k1 = ev(), ev()
+                k0.record()
+                torch.cuda._sleep(spin_cycles)
+                k1.record()
+            rec["_k"] = (k0, k1)
+        with torch.profiler.record_function(f"decode_step_{i}"):
+            tok = step(s, tok, pos, caches, world)
+        pos += 1
+        if ev:
+            s1.record()
+            rec["_s"] = (s0, s1)
+        if cuda:
+            torch.cuda.synchronize()
+        rec["host_end_ns"] = time.time_ns()
+        if measured:
+            records.append(rec)
+
+    for i in range(a.warmup):
+        one(-1 - i, False)
+    dist.barrier()
+    prof = None
+    if not a.no_profile:
+        acts = [torch.profiler.ProfilerActivity.CPU]
+        if cuda:
+            acts.append(torch.profiler.ProfilerActivity.CUDA)
+        prof = torch.profiler.profile(activities=acts, record_shapes=False)
+        prof.__enter__()
+    t0 = time.time_ns()
+    for i in range(a.steps):
+        one(i, True)
+    wall = time.time_ns() - t0
+    if prof is not None:
+        prof.__exit__(None, None, None)
+    # CUDA event times (every step synchronized, so every event has completed).
+    for r in records:
+        if "_s" in r:
+            s0, s1 = r.pop("_s")
+            r["gpu_step_ms"] = s0.elapsed_time(s1)
+        if "_k" in r:
+            k0, k1 = r.pop("_k")
+            r["planted_gpu_ms"] = k0.elapsed_time(k1)
+    out = {"rank": rank, "world": world, "device": torch.cuda.get_device_name(dev) if cuda else "cpu",
+           "wall_ns": wall, "steps": []}
+    for r in records:
+        row = {k: v for k, v in r.items() if not k.startswith("_")}
+        out["steps"].append(row)
+    os.makedirs(a.out, exist_ok=True)
+    if prof is not None:
+        path = os.path.join(a.out, f"{a.mode}-rank{rank}.json")
+        prof.export_chrome_trace(path)
+        with open(path, "rb") as fi, gzip.open(path + ".gz", "wb") as fo:
+            shutil.copyfileobj(fi, fo)
+        os.remove(path)
+    gathered = [None] * world
+    dist.all_gather_object(gathered, out)
+    if rank == 0:
+        truth = {"mode": a.mode, "late_rank": a.late_rank if a.mode != "balanced" else None,
+                 "stall_ms_asked": a.stall_ms if a.mode != "balanced" else 0.0,
+                 "collectives_per_step": 2 * a.layers, "layers": a.layers, "hidden": a.hidden,
+                 "world": world, "profiled": prof is not None, "ranks": gathered}
+        name = f"truth-{a.mode}{'-rec' if a.no_profile else ''}.json"
+        with open(os.path.join(a.out, name), "w") as f:
+            json.dump(truth, f, indent=1)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

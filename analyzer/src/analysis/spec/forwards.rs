@@ -67,6 +67,23 @@ pub struct Forward {
 }
 
 impl Forward {
+    /// A forward of `instance` with no kernels yet.
+    pub fn new(instance: ModelKey) -> Self {
+        Self {
+            instance,
+            tid: 0,
+            host_start_ns: 0,
+            host_end_ns: 0,
+            gpu_start_ns: i64::MAX,
+            gpu_end_ns: i64::MIN,
+            kernels: 0,
+            busy_ns: 0,
+            shape: None,
+            rows: None,
+            kernel_ids: Vec::new(),
+        }
+    }
+
     pub fn has_kernels(&self) -> bool {
         self.kernels > 0
     }
@@ -113,17 +130,10 @@ pub fn find(trace: &Trace, device: u32) -> Vec<Forward> {
             end = sc.host_end_ns[i];
             list.push((sc.host_start_ns[i], end, forwards.len()));
             forwards.push(Forward {
-                instance: ModelKey::Named(sc.name[i]),
                 tid,
                 host_start_ns: sc.host_start_ns[i],
                 host_end_ns: end,
-                gpu_start_ns: i64::MAX,
-                gpu_end_ns: i64::MIN,
-                kernels: 0,
-                busy_ns: 0,
-                shape: None,
-                rows: None,
-                kernel_ids: Vec::new(),
+                ..Forward::new(ModelKey::Named(sc.name[i]))
             });
         }
     }

@@ -189,19 +189,7 @@ fn segments(trace: &Trace, device: u32) -> (Vec<Forward>, Vec<Vec<StrId>>) {
 }
 
 fn empty() -> Forward {
-    Forward {
-        instance: ModelKey::Depth(0),
-        tid: 0,
-        host_start_ns: 0,
-        host_end_ns: 0,
-        gpu_start_ns: i64::MAX,
-        gpu_end_ns: i64::MIN,
-        kernels: 0,
-        busy_ns: 0,
-        shape: None,
-        rows: None,
-        kernel_ids: Vec::new(),
-    }
+    Forward::new(ModelKey::Depth(0))
 }
 
 /// Two clusters of kernel counts.

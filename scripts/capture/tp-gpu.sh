@@ -13,7 +13,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 w=$(mktemp -d)/tp
 mkdir -p "$w"
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$w/device.txt"
-STALL=${STALL_MS:-5}
+STALL=${STALL_MS:-20}
 run=(python3 -m torch.distributed.run --nproc_per_node 2 scripts/capture/tp-decode.py --stall-ms "$STALL")
 for m in balanced host kernel; do
   "${run[@]}" --mode "$m" --out "$w" > "$w/$m.log" 2>&1

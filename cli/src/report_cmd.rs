@@ -75,9 +75,11 @@ pub struct AnalysisArgs {
     /// Markdown reports add a "top kernels" section with N names per bucket.
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
-    /// Speculative runs whose trace does not show acceptance (vLLM's markers): the engine's
-    /// counters, from vLLM's `SpecDecoding metrics:` log lines, `vllm bench serve` output,
-    /// vLLM's Prometheus text or SGLang's `accept len:` log lines.
+    /// Speculative runs whose trace does not show acceptance (vLLM's markers, llama.cpp
+    /// recordings): the engine's counters, from vLLM's `SpecDecoding metrics:` log lines,
+    /// `vllm bench serve` output, vLLM's Prometheus text, SGLang's `accept len:` log lines, or
+    /// llama.cpp's verbose log (`accepted A/D draft tokens` per step, or its `statistics`
+    /// line).
     #[arg(long, value_name = "FILE")]
     pub spec_metrics: Option<PathBuf>,
 }

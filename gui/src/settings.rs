@@ -31,8 +31,8 @@ analysis options, as for `gapscope report`:
   --max-events N       refuse inputs with more events than N (default 3,000,000,
                        any format; 0 lifts the limit)
   --max-steps N        analyse at most N steps (default 100,000; 0 lifts the limit)
-  --spec-metrics FILE  speculative runs: the engine's acceptance counters (vLLM or SGLang
-                       logs, vllm bench serve output, vLLM's Prometheus text)
+  --spec-metrics FILE  speculative runs: the engine's acceptance counters (vLLM, SGLang or
+                       llama.cpp logs, vllm bench serve output, vLLM's Prometheus text)
   --screenshot OUT.png render --view once, write a PNG of exactly --size and exit: 0 when
                        written, 2 on an error (a smaller screen included). Needs a display;
                        headless: xvfb-run -a -s \"-screen 0 1920x1080x24\" gapscope-gui ...

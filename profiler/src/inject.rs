@@ -36,6 +36,11 @@ pub struct InjectSettings {
     pub driver_api: bool,
     /// When CUPTI starts collecting.
     pub collect: Collect,
+    /// The process's place in a distributed run, as its launcher (torchrun, vLLM, SGLang)
+    /// set `RANK`, `LOCAL_RANK` and `WORLD_SIZE`; `None` where unset or not a number.
+    pub rank: Option<u32>,
+    pub local_rank: Option<u32>,
+    pub world_size: Option<u32>,
 }
 
 /// When CUPTI starts collecting (`gapscope-record --collect`).
@@ -126,6 +131,9 @@ impl InjectSettings {
                     format!("{}={v:?} is none of init, range, late", Self::COLLECT)
                 })?,
             },
+            rank: whole(env("RANK")),
+            local_rank: whole(env("LOCAL_RANK")),
+            world_size: whole(env("WORLD_SIZE")),
         })
     }
 
@@ -289,6 +297,9 @@ fn init() -> Result<(), String> {
             command_line: cmdline,
             kinds: s.kinds(),
             collect: s.collect.as_str().to_owned(),
+            rank: s.rank,
+            local_rank: s.local_rank,
+            world_size: s.world_size,
         },
     );
     let late = s.collect == Collect::Late;
@@ -635,6 +646,11 @@ impl Injector {
     }
 }
 
+/// A whole number from the environment, `None` when unset or not one.
+fn whole(v: Option<String>) -> Option<u32> {
+    v?.trim().parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -650,10 +666,23 @@ mod tests {
             runtime_api: true,
             driver_api: false,
             collect: Collect::Range,
+            rank: None,
+            local_rank: None,
+            world_size: None,
         };
-        let env: HashMap<_, _> = s.to_env().into_iter().collect();
+        let mut env: HashMap<_, _> = s.to_env().into_iter().collect();
         let back = InjectSettings::from_env(&|k| env.get(k).cloned()).unwrap();
         assert_eq!(back, s);
+        // The recorder never sets a rank: each process reads the one its launcher set.
+        assert!(!env.contains_key("RANK"));
+        for (k, v) in [("RANK", "3"), ("LOCAL_RANK", " 1"), ("WORLD_SIZE", "eight")] {
+            env.insert(k, v.to_owned());
+        }
+        let ranked = InjectSettings::from_env(&|k| env.get(k).cloned()).unwrap();
+        assert_eq!(
+            (ranked.rank, ranked.local_rank, ranked.world_size),
+            (Some(3), Some(1), None)
+        );
         assert!(!back.kinds().contains(&kind::MEMCPY));
         assert!(back.kinds().contains(&kind::RUNTIME) && !back.kinds().contains(&kind::DRIVER));
         assert_eq!(back.kinds_at_init(), vec![kind::DEVICE]);

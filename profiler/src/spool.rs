@@ -60,6 +60,11 @@ pub struct SpoolHeader {
     pub kinds: Vec<u32>,
     /// When collection started: init, range or late (`--collect`); empty in older spools.
     pub collect: String,
+    /// The process's place in a distributed run, from the `RANK`, `LOCAL_RANK` and
+    /// `WORLD_SIZE` its launcher (torchrun, vLLM, SGLang) set; `None` where unset.
+    pub rank: Option<u32>,
+    pub local_rank: Option<u32>,
+    pub world_size: Option<u32>,
 }
 
 /// Written at a normal exit, after the final flush.

@@ -51,6 +51,9 @@ fn spool(with_end: bool) -> Vec<u8> {
             pid: 42,
             cupti_api_version: 130001,
             command_line: "./app".into(),
+            rank: Some(1),
+            local_rank: Some(1),
+            world_size: Some(2),
             ..Default::default()
         },
     );
@@ -228,6 +231,15 @@ fn whole_run_is_assembled_with_names_kinds_graphs_markers_and_samples() {
         (5, 2, 7, 1, 1)
     );
     assert!(!sum.truncated);
+    // The process's RANK, LOCAL_RANK and WORLD_SIZE reach the manifest.
+    assert_eq!(
+        (
+            &t.manifest.ranks,
+            t.manifest.world_size,
+            t.manifest.local_rank
+        ),
+        (&vec![1], Some(2), Some(1))
+    );
     assert_eq!(t.kernels.len(), 5);
     assert!(
         t.kernels

@@ -126,9 +126,13 @@ pub struct Manifest {
     /// read; more than one means several ranks' events share this trace.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ranks: Vec<u32>,
-    /// The run's rank count, when the source gives it (Kineto `distributedInfo.world_size`).
+    /// The run's rank count, when the source gives it (Kineto `distributedInfo.world_size`,
+    /// or the recorded process's `WORLD_SIZE`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub world_size: Option<u32>,
+    /// The recorded process's rank on its host (its `LOCAL_RANK`), when it had one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_rank: Option<u32>,
     /// Free-form facts worth showing a user (for example "no NVML").
     pub notes: Vec<String>,
     /// Time the capture tool itself took inside the recorded span, by kind, ns (CUPTI
@@ -173,6 +177,7 @@ impl Default for Manifest {
             untimed_events: 0,
             ranks: Vec::new(),
             world_size: None,
+            local_rank: None,
             notes: Vec::new(),
             capture_overhead_ns: Default::default(),
             source_base_time_ns: None,

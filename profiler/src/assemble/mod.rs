@@ -320,6 +320,9 @@ pub fn assemble(
     if header.cupti_api_version > 0 {
         m.cuda_version = Some(cuda_release_of(header.cupti_api_version));
     }
+    m.ranks = header.rank.into_iter().collect();
+    m.world_size = header.world_size;
+    m.local_rank = header.local_rank;
     let mut sink = Sink {
         w: TraceWriter::create(output, m)?,
         strings: StringTable::new(),

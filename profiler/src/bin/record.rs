@@ -336,6 +336,10 @@ fn run(a: &Args) -> Result<ExitCode, (String, u8)> {
         runtime_api: matches!(a.api, ApiArg::Both | ApiArg::Runtime),
         driver_api: matches!(a.api, ApiArg::Both | ApiArg::Driver),
         collect,
+        // Each recorded process reads its own from the environment its launcher gave it.
+        rank: None,
+        local_rank: None,
+        world_size: None,
     };
 
     let (sampler, no_nvml) = if a.nvml_interval_ms == 0 {

@@ -7,7 +7,9 @@ use anyhow::{Context, Result};
 use clap::Args;
 use gapscope_analyzer::analysis::Report;
 use gapscope_analyzer::analysis::host::GroupBy;
+use gapscope_analyzer::analysis::ranks::analyze_ranks;
 use gapscope_analyzer::analysis::spec::SpecSetting;
+use gapscope_analyzer::session::ranks::{OpenedSet, RankMode, open_set};
 use gapscope_analyzer::session::{self, AnalyzedRun, Knobs, Run, SessionSettings};
 
 use crate::progress::Bar;
@@ -15,9 +17,19 @@ use crate::render;
 
 #[derive(Args)]
 pub struct ReportArgs {
-    /// Trace files: Kineto .json/.json.gz, nsys .sqlite, or gapscope .gst directories.
+    /// Trace files: Kineto .json/.json.gz, nsys .sqlite, or gapscope .gst directories; a
+    /// directory of traces; a recording `run.gst` brings its per-process `run.pidN.gst`.
+    /// Traces that each name a different rank (torch.distributed's `distributedInfo`, the
+    /// recorded process's `RANK`) are read as the ranks of one run.
     #[arg(required = true)]
     pub traces: Vec<PathBuf>,
+    /// Read the traces as the ranks of one run even when they do not name their ranks (a
+    /// trace without one takes its position).
+    #[arg(long, conflicts_with = "separate")]
+    pub ranks: bool,
+    /// Report each trace on its own, even when they name different ranks of one run.
+    #[arg(long)]
+    pub separate: bool,
     /// JSON output (with schema_version).
     #[arg(long, group = "fmt")]
     pub json: bool,
@@ -133,6 +145,20 @@ impl Analyser {
         Ok(analyzed)
     }
 
+    /// Imports and analyses every trace `paths` stand for (directories and recordings
+    /// expanded), deciding whether they are the ranks of one run.
+    pub fn open_set(&self, paths: &[PathBuf], mode: RankMode) -> Result<OpenedSet> {
+        let bar = Bar::new(self.quiet, "import");
+        let set = open_set(paths, mode, &self.settings, &bar)?;
+        for p in &set.left_out {
+            tracing::info!(
+                "{}: no GPU work (a launcher process): left out",
+                p.display()
+            );
+        }
+        Ok(set)
+    }
+
     /// Imports and analyses one trace; only its report is kept.
     pub fn run(&self, path: &std::path::Path) -> Result<Report> {
         Ok(self.open(path)?.report)
@@ -181,11 +207,28 @@ pub fn run(a: ReportArgs, g: &crate::Global) -> Result<ExitCode> {
     if let Some(by) = a.by {
         analyser.group_by(by)?;
     }
-    let mut reports = a
-        .traces
-        .iter()
-        .map(|p| analyser.run(p))
-        .collect::<Result<Vec<Report>>>()?;
+    let mode = if a.ranks {
+        RankMode::Ranks
+    } else if a.separate {
+        RankMode::Separate
+    } else {
+        RankMode::Auto
+    };
+    let (mut reports, ranks) = if a.traces.iter().any(|p| p.as_os_str() == "-") {
+        let reports = a
+            .traces
+            .iter()
+            .map(|p| analyser.run(p))
+            .collect::<Result<Vec<Report>>>()?;
+        (reports, None)
+    } else {
+        let set = analyser.open_set(&a.traces, mode)?;
+        let ranks = set.as_ranks.then(|| {
+            let refs: Vec<&AnalyzedRun> = set.runs.iter().collect();
+            analyze_ranks(&refs).report
+        });
+        (set.runs.into_iter().map(|r| r.report).collect(), ranks)
+    };
     if !a.spec_setting.is_empty() {
         for r in &mut reports {
             if let Some(w) = r.speculative.as_mut().and_then(|s| s.what_if.as_mut()) {
@@ -195,13 +238,23 @@ pub fn run(a: ReportArgs, g: &crate::Global) -> Result<ExitCode> {
     }
     let top = a.analysis.top.is_some();
     let out = if a.json {
-        render::json::reports(&reports)?
+        render::json::run_reports(ranks.as_ref(), &reports)?
     } else if a.csv {
         render::csv::reports(&reports)
     } else if a.markdown {
-        render::markdown::reports(&reports, top)
+        let mut out = ranks
+            .as_ref()
+            .map(render::markdown::ranks)
+            .unwrap_or_default();
+        out.push_str(&render::markdown::reports(&reports, top));
+        out
     } else {
-        render::table::reports(&reports, top)
+        let mut out = ranks
+            .as_ref()
+            .map(|r| render::ranks::table(r) + "\n")
+            .unwrap_or_default();
+        out.push_str(&render::table::reports(&reports, top));
+        out
     };
     render::write_stdout(&out)?;
     Ok(ExitCode::SUCCESS)

@@ -60,6 +60,9 @@ def args():
     ap.add_argument("--late-rank", type=int, default=1)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--no-profile", action="store_true", help="no torch.profiler (recorder runs)")
+    ap.add_argument("--graph", action="store_true",
+                    help="replay each step as one CUDA graph (fixed shapes, masked attention), so "
+                    "the ranks' GPUs are not paced by their hosts' launches")
     return ap.parse_args()
 
 
@@ -120,6 +123,64 @@ def step(s: Shard, tok, pos, caches, world):
     return torch.argmax(F.linear(rms(x), s.head)[0, -1])
 
 
+def step_static(s: Shard, tok, pos, caches, world, ctx):
+    """The same step with fixed shapes (a device `pos`, attention over the whole cache with
+    the future masked), so that it can be captured once as a CUDA graph."""
+    x = s.embed.index_select(0, tok.view(1)).view(1, 1, -1)
+    idx = torch.arange(ctx, device=tok.device)
+    mask = torch.where(idx <= pos, 0.0, float("-inf")).view(1, 1, 1, ctx)
+    for L, c in zip(s.layers, caches):
+        y = F.linear(rms(x), L["qkv"])
+        q, k, v = y.split([s.h * s.hd, s.kvh * s.hd, s.kvh * s.hd], dim=-1)
+        c[0].index_copy_(2, pos.view(1), k.view(1, s.kvh, 1, s.hd))
+        c[1].index_copy_(2, pos.view(1), v.view(1, s.kvh, 1, s.hd))
+        q = q.view(1, 1, s.h, s.hd).transpose(1, 2)
+        kk = c[0].repeat_interleave(s.h // s.kvh, dim=1)
+        vv = c[1].repeat_interleave(s.h // s.kvh, dim=1)
+        sc = (q @ kk.transpose(-1, -2)).float() / s.hd**0.5 + mask
+        att = torch.softmax(sc, dim=-1).to(q.dtype)
+        o = (att @ vv).transpose(1, 2).reshape(1, 1, -1)
+        o = F.linear(o, L["o"])
+        if world > 1:
+            dist.all_reduce(o)
+        x = x + o
+        g, u = F.linear(rms(x), L["gu"]).chunk(2, dim=-1)
+        m = F.linear(F.silu(g) * u, L["down"])
+        if world > 1:
+            dist.all_reduce(m)
+        x = x + m
+    return torch.argmax(F.linear(rms(x), s.head)[0, -1])
+
+
+def allreduce_floor_us(a, dev, world, n=64, reps=5):
+    """The all-reduce of one step's message with every rank arriving together: `n` of them
+    back to back in one CUDA graph after a barrier, timed by CUDA events (median of `reps`)."""
+    t = torch.randn(1, 1, a.hidden, device=dev, dtype=torch.bfloat16)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            dist.all_reduce(t)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(n):
+            dist.all_reduce(t)
+    out = []
+    for _ in range(reps):
+        dist.barrier()
+        torch.cuda.synchronize()
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        g.replay()
+        e1.record()
+        torch.cuda.synchronize()
+        out.append(e0.elapsed_time(e1) * 1e3 / n)
+    out.sort()
+    return out[len(out) // 2]
+
+
 def main():
     a = args()
     cuda = a.device == "cuda"
@@ -152,6 +213,27 @@ def main():
     records = []
     tok = torch.tensor(7, device=dev)
     pos = a.prompt
+    graph = None
+    if a.graph:
+        # Static inputs, warmed up on a side stream, then one step captured as a graph whose
+        # replay also advances `pos_t` and feeds its token back.
+        tok_t = torch.tensor(7, device=dev, dtype=torch.long)
+        pos_t = torch.tensor(a.prompt, device=dev, dtype=torch.long)
+        if cuda:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(2):
+                    step_static(s, tok_t, pos_t, caches, world, ctx)
+            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                nxt = step_static(s, tok_t, pos_t, caches, world, ctx)
+                tok_t.copy_(nxt)
+                pos_t.add_(1)
+            pos_t.fill_(a.prompt)
+            tok_t.fill_(7)
 
     def one(i, measured):
         nonlocal tok, pos
@@ -172,8 +254,18 @@ def main():
                 k1.record()
             rec["_k"] = (k0, k1)
         with torch.profiler.record_function(f"decode_step_{i}"):
-            tok = step(s, tok, pos, caches, world)
+            if graph is not None:
+                graph.replay()
+            elif a.graph:  # no GPU: the same fixed-shape step, eagerly
+                tok_t.copy_(step_static(s, tok_t, pos_t, caches, world, ctx))
+                pos_t.add_(1)
+            else:
+                tok = step(s, tok, pos, caches, world)
         pos += 1
+        if a.graph:
+            rec["_tok"] = tok_t.clone()
+        else:
+            rec["_tok"] = tok.clone()
         if ev:
             s1.record()
             rec["_s"] = (s0, s1)
@@ -210,6 +302,10 @@ def main():
     out = {"rank": rank, "world": world, "device": torch.cuda.get_device_name(dev) if cuda else "cpu",
            "wall_ns": wall, "steps": []}
     for r in records:
+        r["token"] = int(r.pop("_tok"))
+    if cuda and world > 1:
+        out["allreduce_floor_us"] = allreduce_floor_us(a, dev, world)
+    for r in records:
         row = {k: v for k, v in r.items() if not k.startswith("_")}
         out["steps"].append(row)
     os.makedirs(a.out, exist_ok=True)
@@ -225,7 +321,8 @@ def main():
         truth = {"mode": a.mode, "late_rank": a.late_rank if a.mode != "balanced" else None,
                  "stall_ms_asked": a.stall_ms if a.mode != "balanced" else 0.0,
                  "collectives_per_step": 2 * a.layers, "layers": a.layers, "hidden": a.hidden,
-                 "world": world, "profiled": prof is not None, "ranks": gathered}
+                 "world": world, "profiled": prof is not None, "graph": a.graph,
+                 "ranks": gathered}
         name = f"truth-{a.mode}{'-rec' if a.no_profile else ''}.json"
         with open(os.path.join(a.out, name), "w") as f:
             json.dump(truth, f, indent=1)

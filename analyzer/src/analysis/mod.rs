@@ -6,6 +6,7 @@ pub mod host;
 pub mod intervals;
 pub mod plausibility;
 pub mod prepared;
+pub mod ranks;
 pub mod report;
 pub mod spec;
 pub mod stats;

@@ -12,12 +12,13 @@
 //!                                                                     └ report, diff, what-if, gate
 //! ```
 
+pub mod ranks;
 pub mod run;
 pub mod settings;
 
 use gapscope_traces::Trace;
 
-pub use run::{Run, RunSet};
+pub use run::{RankSource, Run, RunSet};
 pub use settings::{Knobs, SessionSettings};
 
 use crate::analysis::host::HostIndex;

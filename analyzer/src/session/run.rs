@@ -4,6 +4,34 @@ use std::path::PathBuf;
 
 use gapscope_traces::Trace;
 
+/// How a run's rank was known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RankSource {
+    /// One process: rank 0.
+    Alone,
+    /// Kineto's `distributedInfo.rank` (torch.distributed).
+    Distributed,
+    /// The recorded process's `RANK` environment variable (`gapscope-record`'s manifest).
+    Environment,
+    /// One GPU of a trace that holds several: its device index.
+    Device,
+    /// The trace's position among the paths given (no rank in the trace).
+    Position,
+}
+
+impl RankSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Alone => "one process",
+            Self::Distributed => "distributedInfo",
+            Self::Environment => "RANK",
+            Self::Device => "GPU index",
+            Self::Position => "position",
+        }
+    }
+}
+
 /// One trace of a run set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Run {
@@ -13,6 +41,8 @@ pub struct Run {
     pub label: Option<String>,
     /// The process's rank in a multi-process run; 0 for one process.
     pub rank: u32,
+    /// How the rank was known.
+    pub rank_source: RankSource,
     /// Added to every time of the trace, ns, to put it on a common clock with the other
     /// runs of the set (0: as recorded).
     pub clock_offset_ns: i64,
@@ -25,6 +55,7 @@ impl Run {
             path: path.into(),
             label: None,
             rank: 0,
+            rank_source: RankSource::Alone,
             clock_offset_ns: 0,
         }
     }

@@ -183,3 +183,28 @@ fn md_cells(rows: &[gapscope_analyzer::analysis::BucketRow]) -> Vec<Vec<Cell>> {
         })
         .collect()
 }
+
+/// The multi-rank section in Markdown.
+pub fn ranks(r: &gapscope_analyzer::analysis::ranks::RanksReport) -> String {
+    use super::ranks::{RANK_HEADERS, rank_cells, summary};
+    let mut out = String::from("## gapscope run: ranks\n\n");
+    for (l, v) in summary(r) {
+        out.push_str(&format!("- **{l}**: {}\n", md_text(&v)));
+    }
+    out.push('\n');
+    let rows: Vec<Vec<Cell>> = rank_cells(r)
+        .into_iter()
+        .map(|mut c| {
+            let trace = c.pop().unwrap_or_default();
+            let mut row = text_row(c);
+            row.push(Cell::Code(trace));
+            row
+        })
+        .collect();
+    let mut align = vec![Align::Right; RANK_HEADERS.len()];
+    align[0] = Align::Left;
+    align[RANK_HEADERS.len() - 1] = Align::Left;
+    out.push_str(&table(&RANK_HEADERS, &align, &rows));
+    out.push('\n');
+    out
+}

@@ -4,6 +4,7 @@
 pub mod csv;
 pub mod json;
 pub mod markdown;
+pub mod ranks;
 pub mod roofline_svg;
 mod spec;
 pub mod table;

@@ -1,0 +1,392 @@
+//! Several ranks of one run analysed together: their steps aligned, their collectives
+//! matched, each collective's time split into waiting (inside the kernel before the last
+//! rank arrived) and transfer, per step and rank a split of the step into compute,
+//! transfer, wait and idle, and the verdict on the rank that sets the step.
+//!
+//! Each rank is first analysed alone ([`crate::session::AnalyzedRun`]); this reads their
+//! tables and traces and returns typed tables ([`RanksTables`]) and a report made from
+//! them ([`RanksReport`]). Decisions are enums; English is rendered by the front ends.
+
+pub mod align;
+pub mod cause;
+pub mod collectives;
+pub mod split;
+pub mod tables;
+pub mod verdict;
+
+use serde::Serialize;
+
+pub use align::{ClockFit, StepPairing};
+pub use collectives::{Collective, CollectiveKind};
+pub use tables::{CollectiveRow, CollectiveTable, RankStepRow, RankStepTable};
+pub use verdict::{LateBy, RanksVerdict, Refusal, Straggler};
+
+use crate::session::{AnalyzedRun, RankSource};
+use align::RankSteps;
+use cause::{WindowUse, Work};
+
+/// The multi-rank tables.
+#[derive(Debug, Clone, Default)]
+pub struct RanksTables {
+    pub collectives: CollectiveTable,
+    pub steps: RankStepTable,
+}
+
+/// One rank as the report names it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RankInfo {
+    pub rank: u32,
+    pub trace: String,
+    /// How its rank was known.
+    pub source: RankSource,
+    /// The GPU its collectives ran on.
+    pub device: u32,
+    /// Its report steps.
+    pub steps: u32,
+}
+
+/// One rank's figures: medians over the aligned steps (robust to a step where the ranks
+/// started out of step), so the columns need not add up to the step.
+#[derive(Debug, Clone, Serialize)]
+pub struct RankRow {
+    pub rank: u32,
+    pub step_ms: f64,
+    /// The step's longest wait at one collective (a stall the others sat out).
+    pub longest_wait_ms: f64,
+    pub compute_ms: f64,
+    pub transfer_ms: f64,
+    pub wait_ms: f64,
+    pub unsplit_ms: f64,
+    pub idle_ms: f64,
+    /// GPU busy share of the step, communication waiting included (what a one-rank report
+    /// calls busy).
+    pub busy_pct: f64,
+    /// Busy share without the waiting: compute and transfer (and unsplit communication).
+    pub working_pct: f64,
+    /// Share of matched collectives this rank arrived last at.
+    pub late_share: f64,
+}
+
+/// What the multi-rank analysis noticed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RanksNote {
+    /// The ranks have different numbers of report steps; only the common ones are compared.
+    StepCountsDiffer { counts: Vec<u32>, aligned: u32 },
+    /// Some communication kernels matched no other rank's.
+    Unmatched { per_rank: Vec<u32> },
+    /// The ranks' traces say different world sizes, or fewer ranks than the world size.
+    WorldSize { said: u32, given: u32 },
+    /// A rank's clock was moved onto the first rank's.
+    ClockMoved {
+        rank: u32,
+        offset_ns: i64,
+        residual_ns: i64,
+    },
+}
+
+/// The multi-rank report.
+#[derive(Debug, Clone, Serialize)]
+pub struct RanksReport {
+    pub world_size: Option<u32>,
+    pub ranks: Vec<RankInfo>,
+    pub pairing: StepPairing,
+    pub aligned_steps: u32,
+    pub clocks: Vec<ClockFit>,
+    pub matched_collectives: u32,
+    pub collectives_per_step: f64,
+    /// The run's step: the slowest rank's, per aligned step (median and mean, ms).
+    pub step_ms_median: f64,
+    pub step_ms_mean: f64,
+    /// Median transfer of one collective (after the last rank arrived), µs.
+    pub transfer_us_median: f64,
+    pub per_rank: Vec<RankRow>,
+    pub verdict: RanksVerdict,
+    pub notes: Vec<RanksNote>,
+}
+
+/// The tables and the report.
+pub struct RanksAnalysis {
+    pub tables: RanksTables,
+    pub report: RanksReport,
+}
+
+pub(crate) fn median_f(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let m = v.len() / 2;
+    *v.select_nth_unstable_by(m, f64::total_cmp).1
+}
+
+fn mean(v: impl Iterator<Item = f64>) -> f64 {
+    let (s, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+    if n == 0 { 0.0 } else { s / n as f64 }
+}
+
+/// Analyses `runs` (one per rank, any order) as the ranks of one run.
+pub fn analyze_ranks(runs: &[&AnalyzedRun]) -> RanksAnalysis {
+    let mut runs: Vec<&AnalyzedRun> = runs.to_vec();
+    runs.sort_by_key(|r| r.run.rank);
+    let n = runs.len();
+    let rank_ids: Vec<u32> = runs.iter().map(|r| r.run.rank).collect();
+    let colls: Vec<Vec<Collective>> = runs.iter().map(|r| collectives::collectives(r)).collect();
+    let steps: Vec<RankSteps> = runs
+        .iter()
+        .map(|r| {
+            let st = &r.tables.steps;
+            let index: Vec<u32> = (0..st.len)
+                .filter(|&i| st.in_report[i] != 0)
+                .map(|i| i as u32)
+                .collect();
+            RankSteps {
+                number: index.iter().map(|&i| st.number[i as usize]).collect(),
+                gpu_end_ns: index.iter().map(|&i| st.gpu_end_ns[i as usize]).collect(),
+                index,
+            }
+        })
+        .collect();
+    let devices: Vec<u32> = runs
+        .iter()
+        .zip(&colls)
+        .map(|(r, c)| {
+            c.first()
+                .map(|c| r.trace.kernels.device[c.kernel as usize])
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut notes = Vec::new();
+    let world = runs
+        .iter()
+        .filter_map(|r| r.trace.manifest.world_size)
+        .max();
+    if let Some(w) = world
+        && w != n as u32
+    {
+        notes.push(RanksNote::WorldSize {
+            said: w,
+            given: n as u32,
+        });
+    }
+    let counts: Vec<u32> = steps.iter().map(|s| s.index.len() as u32).collect();
+    let info: Vec<RankInfo> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| RankInfo {
+            rank: r.run.rank,
+            trace: r.report.source.path.clone(),
+            source: r.run.rank_source,
+            device: devices[i],
+            steps: counts[i],
+        })
+        .collect();
+    let al = align::align(&rank_ids, &steps, &colls);
+    let k_steps = al.steps.len();
+    notes.extend(alignment_notes(&counts, &al));
+    let mut tables = RanksTables::default();
+    let sp = split::split(&colls, &al, &rank_ids, &mut tables);
+    let slowest = split::step_rows(&runs, &colls, &al, &sp, &rank_ids, &mut tables);
+    let per_rank = split::rank_rows(&tables, &sp, &rank_ids, al.groups.len());
+    let (late_count, last_of, worst_lag) = (&sp.late_count, &sp.last_of, &sp.worst_lag);
+    let mut sorted = slowest.clone();
+    sorted.sort_unstable();
+    let step_ms_median = sorted
+        .get(sorted.len() / 2)
+        .map_or(0.0, |&x| x as f64 / 1e6);
+    let step_ms_mean = mean(slowest.iter().map(|&x| x as f64 / 1e6));
+    let mut transfers: Vec<i64> = tables.collectives.transfer_ns.clone();
+    transfers.sort_unstable();
+    let transfer_us_median = transfers
+        .get(transfers.len() / 2)
+        .map_or(0.0, |&x| x as f64 / 1e3);
+    let verdict = if n < 2 {
+        RanksVerdict::Refused {
+            reason: Refusal::OneRank,
+        }
+    } else if k_steps == 0 {
+        RanksVerdict::Refused {
+            reason: Refusal::NoCommonSteps,
+        }
+    } else if al.groups.is_empty() {
+        RanksVerdict::Refused {
+            reason: Refusal::NoMatchedCollectives,
+        }
+    } else {
+        let late = (0..n).max_by_key(|&r| (late_count[r], n - r)).unwrap_or(0);
+        let share = per_rank[late].late_share;
+        let others = |f: &dyn Fn(&RankRow) -> f64| {
+            mean((0..n).filter(|&r| r != late).map(|r| f(&per_rank[r])))
+        };
+        let others_wait = others(&|p| p.wait_ms);
+        if share >= verdict::LATE_SHARE && others_wait >= verdict::WAIT_SHARE * step_ms_median {
+            // The windows before the late rank's worst arrival of each step.
+            let worst: Vec<usize> = worst_lag
+                .iter()
+                .flatten()
+                .filter(|(ci, lag)| last_of[*ci] == late && *lag > 0)
+                .map(|(ci, _)| *ci)
+                .collect();
+            let late_by = late_by(&runs, &colls, &al, &worst, &devices, late, k_steps);
+            RanksVerdict::Straggler(Straggler {
+                rank: rank_ids[late],
+                late_share: share,
+                others_wait_ms_per_step: others_wait,
+                others_longest_wait_ms: others(&|p| p.longest_wait_ms),
+                late_by,
+            })
+        } else {
+            RanksVerdict::Even {
+                late_rank: rank_ids[late],
+                late_share: share,
+                wait_ms_per_step: mean(per_rank.iter().map(|p| p.wait_ms)),
+            }
+        }
+    };
+    RanksAnalysis {
+        report: RanksReport {
+            world_size: world,
+            ranks: info,
+            pairing: al.pairing,
+            aligned_steps: k_steps as u32,
+            clocks: al.clocks.clone(),
+            matched_collectives: al.groups.len() as u32,
+            collectives_per_step: if k_steps == 0 {
+                0.0
+            } else {
+                al.groups.len() as f64 / k_steps as f64
+            },
+            step_ms_median,
+            step_ms_mean,
+            transfer_us_median,
+            per_rank,
+            verdict,
+            notes,
+        },
+        tables,
+    }
+}
+
+/// What the alignment noticed: step counts that differ, unmatched collectives, moved
+/// clocks.
+fn alignment_notes(counts: &[u32], al: &align::Alignment) -> Vec<RanksNote> {
+    let mut notes = Vec::new();
+    let k_steps = al.steps.len();
+    if counts.iter().any(|&c| c as usize != k_steps) {
+        notes.push(RanksNote::StepCountsDiffer {
+            counts: counts.to_vec(),
+            aligned: k_steps as u32,
+        });
+    }
+    if al.unmatched.iter().any(|&u| u > 0) {
+        notes.push(RanksNote::Unmatched {
+            per_rank: al.unmatched.clone(),
+        });
+    }
+    for c in &al.clocks {
+        if !c.shared {
+            notes.push(RanksNote::ClockMoved {
+                rank: c.rank,
+                offset_ns: c.offset_ns,
+                residual_ns: c.residual_ns,
+            });
+        }
+    }
+    notes
+}
+
+/// Why rank position `late` arrived late: the windows before the collectives it arrived
+/// last at (from its previous collective's end, or its step's start, to its arrival), on
+/// it and on every other rank.
+fn late_by(
+    runs: &[&AnalyzedRun],
+    colls: &[Vec<Collective>],
+    al: &align::Alignment,
+    worst: &[usize],
+    devices: &[u32],
+    late: usize,
+    k_steps: usize,
+) -> LateBy {
+    let n = runs.len();
+    let uses: Vec<WindowUse> = (0..n)
+        .map(|r| {
+            let mut w: Vec<(i64, i64)> = worst
+                .iter()
+                .map(|&ci| &al.groups[ci])
+                .map(|(k, g)| {
+                    let i = g[r] as usize;
+                    let c = &colls[r][i];
+                    let from = if i > 0 {
+                        colls[r][i - 1].gpu_end_ns
+                    } else {
+                        let s = al.steps[*k as usize][r] as usize;
+                        runs[r].tables.steps.gpu_start_ns[s]
+                    };
+                    (from.min(c.gpu_start_ns), c.gpu_start_ns)
+                })
+                .collect();
+            w.sort_unstable();
+            cause::window_use(runs[r], &Work::of(runs[r], devices[r]), &w)
+        })
+        .collect();
+    let per_step = |ns: f64| ns / 1e6 / k_steps.max(1) as f64;
+    let others = |f: &dyn Fn(&WindowUse) -> i64| {
+        mean((0..n).filter(|&r| r != late).map(|r| f(&uses[r]) as f64))
+    };
+    let me = &uses[late];
+    let excess_busy = me.busy_ns as f64 - others(&|u| u.busy_ns);
+    let excess_idle = (me.span_ns - me.busy_ns) as f64 - others(&|u| u.span_ns - u.busy_ns);
+    let elsewhere = |name: &str| {
+        (0..n)
+            .filter(|&r| r != late)
+            .any(|r| runs[r].trace.strings.lookup(name).is_some())
+    };
+    if excess_busy > excess_idle {
+        let best = me
+            .kernels
+            .iter()
+            .map(|(name, (ns, b))| {
+                let o = others(&|u| u.kernels.get(name).map_or(0, |x| x.0));
+                (*ns as f64 - o, name, *b)
+            })
+            .max_by(|a, b| a.0.total_cmp(&b.0).then_with(|| b.1.cmp(a.1)));
+        let (ns, kernel, bucket) = best.map(|(ns, k, b)| (ns, k.clone(), b)).unwrap_or((
+            0.0,
+            String::new(),
+            crate::Bucket::Other,
+        ));
+        LateBy::Gpu {
+            excess_busy_ms_per_step: per_step(excess_busy),
+            kernel_only_here: !kernel.is_empty() && !elsewhere(&kernel),
+            kernel,
+            bucket,
+            kernel_ms_per_step: per_step(ns),
+        }
+    } else {
+        // Prefer a scope no other rank has; among those (or else among all), the one with
+        // the most extra open time during the idle.
+        let ranked: Vec<(bool, f64, &String)> = me
+            .scopes
+            .iter()
+            .map(|(name, ns)| {
+                let o = others(&|u| u.scopes.get(name).copied().unwrap_or(0));
+                (!elsewhere(name), *ns as f64 - o, name)
+            })
+            .filter(|x| x.1 > 0.0)
+            .collect();
+        let best = ranked
+            .iter()
+            .filter(|x| x.0)
+            .max_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.2.cmp(a.2)))
+            .or_else(|| {
+                ranked
+                    .iter()
+                    .max_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.2.cmp(a.2)))
+            });
+        LateBy::Host {
+            excess_idle_ms_per_step: per_step(excess_idle),
+            scope: best.map(|x| x.2.clone()),
+            scope_ms_per_step: best.map_or(0.0, |x| per_step(x.1)),
+            scope_only_here: best.is_some_and(|x| x.0),
+        }
+    }
+}

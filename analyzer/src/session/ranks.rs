@@ -1,0 +1,217 @@
+//! Several traces as the ranks of one run: the paths a user gives expanded (a directory's
+//! traces, a recording's per-process traces), each trace's rank read from the trace itself
+//! (Kineto `distributedInfo`, the recorded process's `RANK`), and the decision whether the
+//! traces are ranks of one run or runs to report one by one.
+
+use std::path::{Path, PathBuf};
+
+use super::{AnalyzedRun, RankSource, Run, SessionSettings, analyze_run, import_run};
+use crate::error::{AnalyzerError, Result};
+use crate::import::{ImportProgress, Imported, InputFormat};
+
+/// A trace path to open, and whether the user named it or it was found by expansion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TracePath {
+    pub path: PathBuf,
+    /// Found inside a directory or beside a recording; dropped when it holds no GPU work
+    /// (the launcher process of a recording).
+    pub found: bool,
+}
+
+/// How traces given together are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RankMode {
+    /// As the ranks of one run when every trace names a rank and no two name the same;
+    /// otherwise one by one.
+    #[default]
+    Auto,
+    /// As the ranks of one run; a trace that names no rank takes its position.
+    Ranks,
+    /// One by one.
+    Separate,
+}
+
+fn is_trace_file(p: &Path) -> bool {
+    let n = p
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    if p.is_dir() {
+        return p.join("manifest.json").is_file();
+    }
+    [".json", ".json.gz", ".sqlite"]
+        .iter()
+        .any(|s| n.ends_with(s))
+}
+
+/// `run.pid123.gst` beside `run.gst`: the recording's per-process traces.
+fn process_siblings(gst: &Path) -> Vec<PathBuf> {
+    let (Some(dir), Some(name)) = (gst.parent(), gst.file_name()) else {
+        return Vec::new();
+    };
+    let name = name.to_string_lossy();
+    let Some(stem) = name.strip_suffix(".gst") else {
+        return Vec::new();
+    };
+    let prefix = format!("{stem}.pid");
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let mut out: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            let pid: u64 = n
+                .strip_prefix(&prefix)?
+                .strip_suffix(".gst")?
+                .parse()
+                .ok()?;
+            let p = gst.with_file_name(&n);
+            p.join("manifest.json").is_file().then_some((pid, p))
+        })
+        .collect();
+    out.sort();
+    out.into_iter().map(|(_, p)| p).collect()
+}
+
+/// The traces `paths` stand for: a directory that is not a `.gst` trace gives its trace
+/// files and `.gst` directories (sorted by name); a recording `run.gst` with per-process
+/// traces `run.pidN.gst` beside it gives them too.
+pub fn expand(paths: &[PathBuf]) -> Result<Vec<TracePath>> {
+    let mut out = Vec::new();
+    for p in paths {
+        let native = p.join("manifest.json").is_file();
+        if p.is_dir() && !native {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|e| AnalyzerError::io(p, e))?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|q| is_trace_file(q))
+                .collect();
+            found.sort();
+            if found.is_empty() {
+                return Err(AnalyzerError::Unsupported {
+                    path: p.clone(),
+                    message: "a directory with no trace in it (.json, .json.gz, .sqlite, .gst)"
+                        .into(),
+                });
+            }
+            out.extend(
+                found
+                    .into_iter()
+                    .map(|path| TracePath { path, found: true }),
+            );
+            continue;
+        }
+        let siblings = if native {
+            process_siblings(p)
+        } else {
+            Vec::new()
+        };
+        out.push(TracePath {
+            path: p.clone(),
+            found: !siblings.is_empty(),
+        });
+        out.extend(
+            siblings
+                .into_iter()
+                .map(|path| TracePath { path, found: true }),
+        );
+    }
+    // A path named twice (a directory and a file in it) is opened once.
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|t| seen.insert(t.path.clone()));
+    Ok(out)
+}
+
+/// The rank a trace names and how.
+fn named_rank(imported: &Imported) -> Option<(u32, RankSource)> {
+    let m = &imported.trace.manifest;
+    match m.ranks.as_slice() {
+        [r] => Some((
+            *r,
+            if imported.format == InputFormat::Native {
+                RankSource::Environment
+            } else {
+                RankSource::Distributed
+            },
+        )),
+        _ => None,
+    }
+}
+
+/// Opened traces, and whether they are the ranks of one run.
+pub struct OpenedSet {
+    /// In the order given (ranks: by rank).
+    pub runs: Vec<AnalyzedRun>,
+    pub as_ranks: bool,
+    /// Traces found by expansion and left out: no GPU work in them.
+    pub left_out: Vec<PathBuf>,
+}
+
+/// Imports and analyses every trace `paths` stand for, and decides whether they are the
+/// ranks of one run (`mode`); each run's `rank` and `rank_source` say what was decided.
+pub fn open_set(
+    paths: &[PathBuf],
+    mode: RankMode,
+    settings: &SessionSettings,
+    progress: &dyn ImportProgress,
+) -> Result<OpenedSet> {
+    let mut opened: Vec<(Run, Imported)> = Vec::new();
+    let mut left_out = Vec::new();
+    for t in expand(paths)? {
+        let run = Run::new(&t.path);
+        let imported = import_run(&run, settings, progress)?;
+        if t.found && imported.trace.kernels.len == 0 && imported.trace.memops.len == 0 {
+            left_out.push(t.path);
+            continue;
+        }
+        opened.push((run, imported));
+    }
+    let named: Vec<Option<(u32, RankSource)>> = opened.iter().map(|(_, i)| named_rank(i)).collect();
+    let distinct = {
+        let mut v: Vec<u32> = named.iter().flatten().map(|x| x.0).collect();
+        v.sort_unstable();
+        let n = v.len();
+        v.dedup();
+        v.len() == n
+    };
+    let as_ranks = match mode {
+        RankMode::Separate => false,
+        RankMode::Auto => opened.len() > 1 && named.iter().all(Option::is_some) && distinct,
+        RankMode::Ranks => {
+            if !distinct {
+                return Err(AnalyzerError::Invalid(
+                    "two traces name the same rank: they are not ranks of one run".into(),
+                ));
+            }
+            true
+        }
+    };
+    if as_ranks {
+        let taken: Vec<u32> = named.iter().flatten().map(|x| x.0).collect();
+        let mut free = (0u32..).filter(|r| !taken.contains(r));
+        for ((run, _), n) in opened.iter_mut().zip(&named) {
+            let (rank, source) = match n {
+                Some(x) => *x,
+                None => (free.next().unwrap_or(0), RankSource::Position),
+            };
+            run.rank = rank;
+            run.rank_source = source;
+        }
+        opened.sort_by_key(|(r, _)| r.rank);
+    }
+    let runs = opened
+        .into_iter()
+        .map(|(run, imported)| analyze_run(run, imported, settings))
+        .collect();
+    Ok(OpenedSet {
+        runs,
+        as_ranks,
+        left_out,
+    })
+}

@@ -1,0 +1,234 @@
+//! The multi-rank section: how the ranks were recognised and aligned, the verdict, and the
+//! per-rank split of the step. The table and Markdown renderers share these cells.
+
+use gapscope_analyzer::analysis::ranks::{
+    LateBy, RanksNote, RanksReport, RanksVerdict, StepPairing,
+};
+use gapscope_analyzer::text::ms;
+
+use super::text;
+
+/// Headers of the per-rank table.
+pub const RANK_HEADERS: [&str; 12] = [
+    "rank",
+    "step ms",
+    "compute",
+    "transfer",
+    "wait",
+    "longest wait",
+    "unsplit",
+    "idle",
+    "busy %",
+    "working %",
+    "last %",
+    "trace",
+];
+
+fn us(ns: i64) -> String {
+    format!("{:.2} µs", ns as f64 / 1e3)
+}
+
+/// The verdict in one sentence.
+pub fn verdict(r: &RanksReport) -> String {
+    match &r.verdict {
+        RanksVerdict::Straggler(s) => {
+            let why = match &s.late_by {
+                LateBy::Host {
+                    excess_idle_ms_per_step,
+                    scope,
+                    scope_ms_per_step,
+                    scope_only_here,
+                } => match scope {
+                    Some(name) => format!(
+                        "its host is busy in `{}` ({} ms/step{}) while its GPU sits idle ({} ms/step more than the others')",
+                        text(name),
+                        ms(*scope_ms_per_step),
+                        if *scope_only_here {
+                            ", on no other rank"
+                        } else {
+                            " more than on the others"
+                        },
+                        ms(*excess_idle_ms_per_step)
+                    ),
+                    None => format!(
+                        "its GPU sits idle {} ms/step more than the others' (its host; no host scope or NVTX range covers that time)",
+                        ms(*excess_idle_ms_per_step)
+                    ),
+                },
+                LateBy::Gpu {
+                    excess_busy_ms_per_step,
+                    kernel,
+                    bucket,
+                    kernel_ms_per_step,
+                    kernel_only_here,
+                } => format!(
+                    "its GPU is busy in bucket {} ({} ms/step more than the others'), most in `{}` ({} ms/step{})",
+                    bucket.as_str(),
+                    ms(*excess_busy_ms_per_step),
+                    text(kernel),
+                    ms(*kernel_ms_per_step),
+                    if *kernel_only_here {
+                        ", on no other rank"
+                    } else {
+                        " more"
+                    }
+                ),
+            };
+            format!(
+                "rank {} sets the step: it arrives last at {:.0}% of collectives; the others wait {} ms/step, {} ms of it at one collective; {}",
+                s.rank,
+                100.0 * s.late_share,
+                ms(s.others_wait_ms_per_step),
+                ms(s.others_longest_wait_ms),
+                why
+            )
+        }
+        RanksVerdict::Even {
+            late_rank,
+            late_share,
+            wait_ms_per_step,
+        } => format!(
+            "no rank sets the step: rank {late_rank} arrives last at {:.0}% of collectives, and the ranks wait {} ms/step on average",
+            100.0 * late_share,
+            ms(*wait_ms_per_step)
+        ),
+        RanksVerdict::Refused { reason } => format!("no verdict: {}", reason.as_str()),
+    }
+}
+
+/// The summary lines (label, value).
+pub fn summary(r: &RanksReport) -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    let sources: Vec<&str> = {
+        let mut s: Vec<&str> = r.ranks.iter().map(|x| x.source.as_str()).collect();
+        s.dedup();
+        s
+    };
+    v.push((
+        "run".into(),
+        format!(
+            "{} ranks{} (rank from {})",
+            r.ranks.len(),
+            r.world_size.map(|w| format!(" of {w}")).unwrap_or_default(),
+            sources.join(", ")
+        ),
+    ));
+    let shared = r.clocks.iter().all(|c| c.shared);
+    let worst = r.clocks.iter().map(|c| c.residual_ns).max().unwrap_or(0);
+    v.push((
+        "steps".into(),
+        format!(
+            "{} aligned, paired {}; clocks {}",
+            r.aligned_steps,
+            match r.pairing {
+                StepPairing::Numbers => "by their numbers",
+                StepPairing::Order => "in order",
+            },
+            if shared {
+                format!("shared (collective completions agree within {})", us(worst))
+            } else {
+                format!(
+                    "aligned on collective completions (residual up to {})",
+                    us(worst)
+                )
+            }
+        ),
+    ));
+    v.push((
+        "collectives".into(),
+        format!(
+            "{} matched ({:.1} per step); transfer median {} per collective",
+            r.matched_collectives,
+            r.collectives_per_step,
+            us((r.transfer_us_median * 1e3) as i64)
+        ),
+    ));
+    v.push((
+        "step".into(),
+        format!(
+            "median {} ms, mean {} ms (the slowest rank's)",
+            ms(r.step_ms_median),
+            ms(r.step_ms_mean)
+        ),
+    ));
+    v.push(("verdict".into(), verdict(r)));
+    for n in &r.notes {
+        v.push(("note".into(), note(n)));
+    }
+    v
+}
+
+fn note(n: &RanksNote) -> String {
+    match n {
+        RanksNote::StepCountsDiffer { counts, aligned } => format!(
+            "the ranks have different step counts ({}): {aligned} steps found on every rank are compared",
+            counts
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        RanksNote::Unmatched { per_rank } => format!(
+            "communication kernels that matched no other rank's, per rank: {} (their time is `unsplit`)",
+            per_rank
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        RanksNote::WorldSize { said, given } => {
+            format!("the traces say a world of {said} ranks; {given} were given")
+        }
+        RanksNote::ClockMoved {
+            rank,
+            offset_ns,
+            residual_ns,
+        } => format!(
+            "rank {rank}'s clock moved by {} onto rank 0's (residual {})",
+            us(-offset_ns),
+            us(*residual_ns)
+        ),
+    }
+}
+
+/// The per-rank table's cells.
+pub fn rank_cells(r: &RanksReport) -> Vec<Vec<String>> {
+    r.per_rank
+        .iter()
+        .map(|p| {
+            let trace = r
+                .ranks
+                .iter()
+                .find(|x| x.rank == p.rank)
+                .map(|x| text(&x.trace))
+                .unwrap_or_default();
+            vec![
+                p.rank.to_string(),
+                ms(p.step_ms),
+                ms(p.compute_ms),
+                ms(p.transfer_ms),
+                ms(p.wait_ms),
+                ms(p.longest_wait_ms),
+                ms(p.unsplit_ms),
+                ms(p.idle_ms),
+                format!("{:.1}", p.busy_pct),
+                format!("{:.1}", p.working_pct),
+                format!("{:.0}", 100.0 * p.late_share),
+                trace,
+            ]
+        })
+        .collect()
+}
+
+/// The section as terminal text.
+pub fn table(r: &RanksReport) -> String {
+    let mut out = String::new();
+    let s = summary(r);
+    let lw = s.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
+    for (l, v) in &s {
+        out.push_str(&format!("{l:<lw$}  {v}\n"));
+    }
+    out.push_str("\nper rank, medians over the aligned steps, ms (working % = busy without communication wait)\n");
+    super::table::grid(&RANK_HEADERS, &rank_cells(r), &mut out);
+    out
+}

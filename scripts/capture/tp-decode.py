@@ -32,6 +32,7 @@ Without a GPU, `--device cpu` runs the same on gloo (a dry run; no spin kernel).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import os
@@ -210,6 +211,10 @@ def main():
         torch.cuda.synchronize()
         spin_cycles = int(10_000_000 * a.stall_ms / e0.elapsed_time(e1))
     ev = (lambda: torch.cuda.Event(enable_timing=True)) if cuda else None
+
+    def nvtx(name):
+        return torch.cuda.nvtx.range(name) if cuda else contextlib.nullcontext()
+
     records = []
     tok = torch.tensor(7, device=dev)
     pos = a.prompt
@@ -242,18 +247,19 @@ def main():
             s0, s1 = ev(), ev()
             s0.record()
         if late and a.mode == "host":
-            with torch.profiler.record_function("planted_host_stall"):
+            # record_function for torch.profiler, an NVTX range for gapscope-record.
+            with torch.profiler.record_function("planted_host_stall"), nvtx("planted_host_stall"):
                 t0 = time.perf_counter_ns()
                 time.sleep(a.stall_ms / 1e3)
                 rec["planted_host_ns"] = time.perf_counter_ns() - t0
         if late and a.mode == "kernel" and spin_cycles:
-            with torch.profiler.record_function("planted_gpu_stall"):
+            with torch.profiler.record_function("planted_gpu_stall"), nvtx("planted_gpu_stall"):
                 k0, k1 = ev(), ev()
                 k0.record()
                 torch.cuda._sleep(spin_cycles)
                 k1.record()
             rec["_k"] = (k0, k1)
-        with torch.profiler.record_function(f"decode_step_{i}"):
+        with torch.profiler.record_function(f"decode_step_{i}"), nvtx(f"decode_step_{i}"):
             if graph is not None:
                 graph.replay()
             elif a.graph:  # no GPU: the same fixed-shape step, eagerly

@@ -71,28 +71,48 @@ fn median(v: &mut [i64]) -> i64 {
     *v.select_nth_unstable(m).1
 }
 
-/// The step offset of `other` against `first` (other's step k + d pairs with first's k)
-/// whose step ends agree best, within ±`max` steps.
+/// The step offset of `other` against `first` (other's step k + d pairs with first's k),
+/// within ±`max` steps: on a shared clock the one whose step ends agree best; when no offset
+/// brings the ends within half a step of each other (another host's clock), the one whose
+/// differences spread least, then the one that pairs most steps, then the smallest.
 fn order_offset(first: &[i64], other: &[i64], max: i64) -> i64 {
-    let mut best = (i64::MAX, 0i64);
-    for d in -max..=max {
-        let mut diffs: Vec<i64> = (0..first.len() as i64)
+    let diffs = |d: i64| -> Vec<i64> {
+        (0..first.len() as i64)
             .filter_map(|k| {
                 let j = k + d;
                 (j >= 0 && (j as usize) < other.len())
-                    .then(|| (other[j as usize] - first[k as usize]).saturating_abs())
+                    .then(|| other[j as usize] - first[k as usize])
             })
-            .collect();
-        // At least half the shorter list must overlap.
-        if diffs.len() * 2 < first.len().min(other.len()).max(1) {
+            .collect()
+    };
+    let enough = |v: &[i64]| v.len() * 2 >= first.len().min(other.len()).max(1);
+    let mut period: Vec<i64> = first.windows(2).map(|w| w[1] - w[0]).collect();
+    let period = median(&mut period);
+    let mut raw = (i64::MAX, 0i64);
+    let mut spread = ((i64::MAX, usize::MAX), 0i64);
+    for d in -max..=max {
+        let v = diffs(d);
+        if !enough(&v) {
             continue;
         }
-        let m = median(&mut diffs);
-        if m < best.0 || (m == best.0 && d.abs() < best.1.abs()) {
-            best = (m, d);
+        let mut abs: Vec<i64> = v.iter().map(|x| x.saturating_abs()).collect();
+        let m = median(&mut abs);
+        if m < raw.0 || (m == raw.0 && d.abs() < raw.1.abs()) {
+            raw = (m, d);
+        }
+        let mut c = v.clone();
+        let mid = median(&mut c);
+        let mut dev: Vec<i64> = v.iter().map(|x| (x - mid).saturating_abs()).collect();
+        let key = (median(&mut dev), usize::MAX - v.len());
+        if key < spread.0 || (key == spread.0 && d.abs() < spread.1.abs()) {
+            spread = (key, d);
         }
     }
-    best.1
+    if period > 0 && raw.0 <= period / 2 {
+        raw.1
+    } else {
+        spread.1
+    }
 }
 
 /// Pairs the ranks' steps, then matches each aligned step's collectives in order (the

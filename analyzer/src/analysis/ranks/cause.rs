@@ -50,6 +50,13 @@ impl Work {
     }
 }
 
+impl Work {
+    /// The first kernel's start.
+    pub fn first_start(&self) -> Option<i64> {
+        self.start.first().copied()
+    }
+}
+
 /// How `run` used `windows` (sorted, disjoint, on its own clock): GPU work by kernel, and
 /// host scopes open while the GPU was idle.
 pub fn window_use(run: &AnalyzedRun, work: &Work, windows: &[(i64, i64)]) -> WindowUse {

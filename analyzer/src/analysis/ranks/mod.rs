@@ -226,7 +226,7 @@ pub fn analyze_ranks(runs: &[&AnalyzedRun]) -> RanksAnalysis {
                 .filter(|(ci, lag)| last_of[*ci] == late && *lag > 0)
                 .map(|(ci, _)| *ci)
                 .collect();
-            let late_by = late_by(&runs, &colls, &al, &worst, &devices, late, k_steps);
+            let late_by = late_by(&runs, &colls, &al, &worst, &devices, late);
             RanksVerdict::Straggler(Straggler {
                 rank: rank_ids[late],
                 late_share: share,
@@ -304,31 +304,35 @@ fn late_by(
     worst: &[usize],
     devices: &[u32],
     late: usize,
-    k_steps: usize,
 ) -> LateBy {
     let n = runs.len();
     let uses: Vec<WindowUse> = (0..n)
         .map(|r| {
+            let work = Work::of(runs[r], devices[r]);
             let mut w: Vec<(i64, i64)> = worst
                 .iter()
                 .map(|&ci| &al.groups[ci])
                 .map(|(k, g)| {
                     let i = g[r] as usize;
                     let c = &colls[r][i];
+                    // From the previous collective's end; before the first, from the first
+                    // GPU work (what precedes the step's window counts too).
                     let from = if i > 0 {
                         colls[r][i - 1].gpu_end_ns
                     } else {
                         let s = al.steps[*k as usize][r] as usize;
-                        runs[r].tables.steps.gpu_start_ns[s]
+                        let step = runs[r].tables.steps.gpu_start_ns[s];
+                        work.first_start().map_or(step, |f| f.min(step))
                     };
                     (from.min(c.gpu_start_ns), c.gpu_start_ns)
                 })
                 .collect();
             w.sort_unstable();
-            cause::window_use(runs[r], &Work::of(runs[r], devices[r]), &w)
+            cause::window_use(runs[r], &work, &w)
         })
         .collect();
-    let per_step = |ns: f64| ns / 1e6 / k_steps.max(1) as f64;
+    // Per late step: one window per step where this rank arrived last.
+    let per_step = |ns: f64| ns / 1e6 / worst.len().max(1) as f64;
     let others = |f: &dyn Fn(&WindowUse) -> i64| {
         mean((0..n).filter(|&r| r != late).map(|r| f(&uses[r]) as f64))
     };
@@ -364,12 +368,17 @@ fn late_by(
     } else {
         // Prefer a scope no other rank has; among those (or else among all), the one with
         // the most extra open time during the idle.
+        // A scope open through the others' idle as much as through this rank's (a range
+        // around the whole run) explains nothing.
+        let idle_of = |u: &WindowUse| (u.span_ns - u.busy_ns).max(1) as f64;
+        let o_idle = others(&|u| (u.span_ns - u.busy_ns).max(1));
         let ranked: Vec<(bool, f64, &String)> = me
             .scopes
             .iter()
-            .map(|(name, ns)| {
+            .filter_map(|(name, ns)| {
                 let o = others(&|u| u.scopes.get(name).copied().unwrap_or(0));
-                (!elsewhere(name), *ns as f64 - o, name)
+                let background = o / o_idle.max(1.0) >= 0.5 * (*ns as f64 / idle_of(me));
+                (!background).then(|| (!elsewhere(name), *ns as f64 - o, name))
             })
             .filter(|x| x.1 > 0.0)
             .collect();

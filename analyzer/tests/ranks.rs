@@ -1,0 +1,371 @@
+//! Several ranks of one run: real TP=2 decode captures with a planted straggler (the truth
+//! from the capture script's own clocks and CUDA events, not from gapscope), and synthetic
+//! ranks whose waits are known by construction.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use gapscope_analyzer::Bucket;
+use gapscope_analyzer::analysis::ranks::{
+    LateBy, RanksAnalysis, RanksNote, RanksVerdict, Refusal, analyze_ranks,
+};
+use gapscope_analyzer::import::NoProgress;
+use gapscope_analyzer::session::ranks::{RankMode, expand, open_set};
+use gapscope_analyzer::session::{AnalyzedRun, Knobs, RankSource, Run, open_bytes};
+use serde_json::Value;
+
+fn tp2(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../traces/reference/tp2")
+        .join(name)
+}
+
+fn truth(mode: &str) -> Value {
+    let p = tp2(&format!("truth-{mode}.json"));
+    serde_json::from_str(&std::fs::read_to_string(&p).expect("truth file")).unwrap()
+}
+
+/// The planted stall of each step, ms, from the late rank's own records.
+fn planted_ms(t: &Value, key: &str, scale: f64) -> Vec<f64> {
+    let late = t["late_rank"].as_u64().unwrap() as usize;
+    t["ranks"][late]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s[key].as_f64().unwrap() * scale)
+        .collect()
+}
+
+fn open_pair(mode: &str) -> (Vec<AnalyzedRun>, RanksAnalysis) {
+    let paths = [
+        tp2(&format!("{mode}-rank0.json.gz")),
+        tp2(&format!("{mode}-rank1.json.gz")),
+    ];
+    // Given in reverse: the ranks come from the traces, not the order.
+    let set = open_set(
+        &[paths[1].clone(), paths[0].clone()],
+        RankMode::Auto,
+        &common::settings(&Knobs::default()),
+        &NoProgress,
+    )
+    .unwrap();
+    assert!(set.as_ranks, "two traces naming ranks 0 and 1 are one run");
+    let ranks: Vec<(u32, RankSource)> = set
+        .runs
+        .iter()
+        .map(|r| (r.run.rank, r.run.rank_source))
+        .collect();
+    assert_eq!(
+        ranks,
+        [(0, RankSource::Distributed), (1, RankSource::Distributed)]
+    );
+    let refs: Vec<&AnalyzedRun> = set.runs.iter().collect();
+    let a = analyze_ranks(&refs);
+    (set.runs, a)
+}
+
+/// Per aligned step, the longest wait of `rank` at one collective, ms (from the table).
+fn longest_waits(a: &RanksAnalysis, rank: u32) -> Vec<f64> {
+    let c = &a.tables.collectives;
+    let mut out = vec![0.0f64; a.report.aligned_steps as usize];
+    for i in 0..c.len {
+        if c.rank[i] == rank {
+            let s = c.step[i] as usize;
+            out[s] = out[s].max(c.wait_ns[i] as f64 / 1e6);
+        }
+    }
+    out
+}
+
+/// The median over steps of |measured − truth| / truth.
+fn median_rel_err(measured: &[f64], truth: &[f64]) -> f64 {
+    assert_eq!(measured.len(), truth.len());
+    let mut e: Vec<f64> = measured
+        .iter()
+        .zip(truth)
+        .map(|(m, t)| (m - t).abs() / t)
+        .collect();
+    e.sort_by(f64::total_cmp);
+    e[e.len() / 2]
+}
+
+fn common_checks(a: &RanksAnalysis, t: &Value) {
+    let r = &a.report;
+    assert_eq!(r.world_size, Some(2));
+    assert_eq!(r.aligned_steps, 10);
+    // 16 layers, an all-reduce after attention and after the MLP: an independent count.
+    let per_step = t["collectives_per_step"].as_u64().unwrap() as u32;
+    assert_eq!(r.matched_collectives, 10 * per_step);
+    assert!(
+        r.notes
+            .iter()
+            .all(|n| !matches!(n, RanksNote::Unmatched { .. }))
+    );
+    // One host, one clock: completions agree to well under a microsecond.
+    assert!(
+        r.clocks.iter().all(|c| c.shared && c.residual_ns < 1_000),
+        "{:?}",
+        r.clocks
+    );
+}
+
+#[test]
+fn tp2_planted_host_stall_names_the_rank_the_wait_and_the_scope() {
+    let t = truth("host");
+    let (_, a) = open_pair("host");
+    common_checks(&a, &t);
+    let RanksVerdict::Straggler(s) = &a.report.verdict else {
+        panic!("{:?}", a.report.verdict)
+    };
+    assert_eq!(s.rank, 1);
+    assert!(s.late_share > 0.8, "{}", s.late_share);
+    let LateBy::Host {
+        scope,
+        scope_only_here,
+        ..
+    } = &s.late_by
+    else {
+        panic!("{:?}", s.late_by)
+    };
+    assert_eq!(scope.as_deref(), Some("planted_host_stall"));
+    assert!(scope_only_here);
+    // Rank 0's wait at the stalled collective, step by step, against the sleep rank 1
+    // measured around itself.
+    let planted = planted_ms(&t, "planted_host_ns", 1e-6);
+    let err = median_rel_err(&longest_waits(&a, 0), &planted);
+    assert!(err < 0.10, "median error {err}");
+    // The late rank waits for nobody.
+    assert!(a.report.per_rank[1].wait_ms < 0.05 * a.report.per_rank[0].wait_ms);
+}
+
+#[test]
+fn tp2_planted_gpu_stall_names_the_rank_the_wait_and_the_kernel() {
+    let t = truth("kernel");
+    let (_, a) = open_pair("kernel");
+    common_checks(&a, &t);
+    let RanksVerdict::Straggler(s) = &a.report.verdict else {
+        panic!("{:?}", a.report.verdict)
+    };
+    assert_eq!(s.rank, 1);
+    let LateBy::Gpu {
+        kernel,
+        kernel_only_here,
+        kernel_ms_per_step,
+        ..
+    } = &s.late_by
+    else {
+        panic!("{:?}", s.late_by)
+    };
+    assert!(kernel.contains("spin_kernel"), "{kernel}");
+    assert!(kernel_only_here);
+    let planted = planted_ms(&t, "planted_gpu_ms", 1.0);
+    let mut p = planted.clone();
+    p.sort_by(f64::total_cmp);
+    assert!((kernel_ms_per_step - p[p.len() / 2]).abs() < 0.1 * p[p.len() / 2]);
+    let err = median_rel_err(&longest_waits(&a, 0), &planted);
+    assert!(err < 0.10, "median error {err}");
+}
+
+#[test]
+fn tp2_each_rank_alone_is_not_a_run() {
+    // One trace: no ranks section; the same trace twice names rank 0 twice: one by one.
+    let p = tp2("host-rank0.json.gz");
+    let set = open_set(
+        &[p.clone(), p],
+        RankMode::Auto,
+        &common::settings(&Knobs::default()),
+        &NoProgress,
+    )
+    .unwrap();
+    assert_eq!(set.runs.len(), 1, "a path named twice is opened once");
+    assert!(!set.as_ranks);
+}
+
+// ---- synthetic ranks ----
+
+/// A Kineto trace of one rank: three steps, each a compute kernel, (rank 1 only) an 80 µs
+/// `spin` kernel, an all-reduce, a compute kernel and a second all-reduce. Times in µs,
+/// moved by `shift_us` (another host's clock).
+fn synthetic(rank: u32, shift_us: f64) -> Vec<u8> {
+    let mut ev = Vec::new();
+    let mut corr = 1;
+    let mut k = |name: &str, a: f64, b: f64, ev: &mut Vec<String>| {
+        ev.push(format!(
+            r#"{{"ph":"X","cat":"kernel","name":"{name}","pid":0,"tid":7,"ts":{},"dur":{},"args":{{"device":{rank},"stream":7,"correlation":{corr}}}}}"#,
+            a + shift_us,
+            b - a
+        ));
+        corr += 1;
+    };
+    for i in 0..3 {
+        let base = 1000.0 * i as f64;
+        ev.push(format!(
+            r#"{{"ph":"X","cat":"gpu_user_annotation","name":"decode_step_{i}","pid":0,"tid":7,"ts":{},"dur":300,"args":{{"device":{rank}}}}}"#,
+            base + shift_us
+        ));
+        k("gemvx_kernel", base, base + 50.0, &mut ev);
+        let (a1, a2) = if rank == 1 {
+            k("spin", base + 50.0, base + 130.0, &mut ev);
+            (140.0, 215.0)
+        } else {
+            (60.0, 210.0)
+        };
+        let ar = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
+        k(ar, base + a1, base + 160.0, &mut ev);
+        k("gemvx_kernel", base + 170.0, base + 200.0, &mut ev);
+        k(ar, base + a2, base + 250.0, &mut ev);
+    }
+    format!(
+        r#"{{"distributedInfo":{{"backend":"nccl","rank":{rank},"world_size":2}},"traceEvents":[{}]}}"#,
+        ev.join(",")
+    )
+    .into_bytes()
+}
+
+fn open_synthetic(shift_us: f64) -> RanksAnalysis {
+    let runs: Vec<AnalyzedRun> = (0..2)
+        .map(|r| {
+            let run = Run {
+                rank: r,
+                rank_source: RankSource::Distributed,
+                ..Run::new(format!("rank{r}.json"))
+            };
+            let bytes = synthetic(r, if r == 1 { shift_us } else { 0.0 });
+            open_bytes(
+                run,
+                &bytes,
+                &common::settings(&Knobs::default()),
+                &NoProgress,
+            )
+            .unwrap()
+        })
+        .collect();
+    let refs: Vec<&AnalyzedRun> = runs.iter().collect();
+    analyze_ranks(&refs)
+}
+
+#[test]
+fn synthetic_waits_and_transfers_are_exact() {
+    let a = open_synthetic(0.0);
+    let r = &a.report;
+    assert_eq!((r.aligned_steps, r.matched_collectives), (3, 6));
+    let p0 = &r.per_rank[0];
+    let p1 = &r.per_rank[1];
+    // Rank 0 waits 80 µs at the first all-reduce and 5 µs at the second.
+    assert!((p0.wait_ms - 0.085).abs() < 1e-9, "{}", p0.wait_ms);
+    assert!((p0.longest_wait_ms - 0.080).abs() < 1e-9);
+    assert!((p0.transfer_ms - 0.055).abs() < 1e-9, "{}", p0.transfer_ms);
+    assert_eq!(p1.wait_ms, 0.0);
+    assert!((p1.transfer_ms - 0.055).abs() < 1e-9);
+    assert_eq!(p1.late_share, 1.0);
+    // Compute: the step's busy time outside communication.
+    assert!((p0.compute_ms - 0.080).abs() < 1e-9, "{}", p0.compute_ms);
+    assert!((p1.compute_ms - 0.160).abs() < 1e-9, "{}", p1.compute_ms);
+    let RanksVerdict::Straggler(s) = &r.verdict else {
+        panic!("{:?}", r.verdict)
+    };
+    assert_eq!(s.rank, 1);
+    let LateBy::Gpu {
+        kernel,
+        bucket,
+        kernel_ms_per_step,
+        kernel_only_here,
+        ..
+    } = &s.late_by
+    else {
+        panic!("{:?}", s.late_by)
+    };
+    assert_eq!((kernel.as_str(), *bucket), ("spin", Bucket::Other));
+    assert!((kernel_ms_per_step - 0.080).abs() < 1e-9);
+    assert!(kernel_only_here);
+    // The tables carry the same figures, one row per collective and rank.
+    assert_eq!(a.tables.collectives.len, 12);
+    assert_eq!(a.tables.steps.len, 6);
+    let waits: i64 = a.tables.collectives.wait_ns.iter().sum();
+    assert_eq!(waits, 3 * 85_000);
+}
+
+#[test]
+fn synthetic_ranks_on_other_clocks_are_aligned_on_completions() {
+    let a = open_synthetic(1_000_000.0);
+    let r = &a.report;
+    let moved: Vec<&RanksNote> = r
+        .notes
+        .iter()
+        .filter(|n| matches!(n, RanksNote::ClockMoved { .. }))
+        .collect();
+    assert_eq!(
+        moved,
+        [&RanksNote::ClockMoved {
+            rank: 1,
+            offset_ns: 1_000_000_000,
+            residual_ns: 0
+        }]
+    );
+    assert!((r.per_rank[0].wait_ms - 0.085).abs() < 1e-9);
+}
+
+#[test]
+fn one_rank_is_refused() {
+    let run = open_bytes(
+        Run::new("rank0.json"),
+        &synthetic(0, 0.0),
+        &common::settings(&Knobs::default()),
+        &NoProgress,
+    )
+    .unwrap();
+    let a = analyze_ranks(&[&run]);
+    assert_eq!(
+        a.report.verdict,
+        RanksVerdict::Refused {
+            reason: Refusal::OneRank
+        }
+    );
+}
+
+#[test]
+fn directories_and_recordings_expand_to_their_traces() {
+    let d = tempfile::tempdir().unwrap();
+    let gst = |n: &str| {
+        let p = d.path().join(n);
+        std::fs::create_dir(&p).unwrap();
+        std::fs::write(p.join("manifest.json"), "{}").unwrap();
+        p
+    };
+    let run = gst("run.gst");
+    gst("run.pid12.gst");
+    gst("run.pid7.gst");
+    gst("other.pid3.gst");
+    let names = |v: Vec<gapscope_analyzer::session::ranks::TracePath>| {
+        v.into_iter()
+            .map(|t| {
+                (
+                    t.path.file_name().unwrap().to_string_lossy().into_owned(),
+                    t.found,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names(expand(std::slice::from_ref(&run)).unwrap()),
+        [
+            ("run.gst".to_owned(), true),
+            ("run.pid7.gst".to_owned(), true),
+            ("run.pid12.gst".to_owned(), true)
+        ]
+    );
+    let traces = d.path().join("traces");
+    std::fs::create_dir(&traces).unwrap();
+    for f in ["b.json.gz", "a.json", "notes.txt"] {
+        std::fs::write(traces.join(f), "x").unwrap();
+    }
+    assert_eq!(
+        names(expand(std::slice::from_ref(&traces)).unwrap()),
+        [("a.json".to_owned(), true), ("b.json.gz".to_owned(), true)]
+    );
+    let empty = d.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let e = expand(&[empty]).unwrap_err().to_string();
+    assert!(e.contains("no trace in it"), "{e}");
+}

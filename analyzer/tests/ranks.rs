@@ -46,6 +46,7 @@ fn open_pair(mode: &str) -> (Vec<AnalyzedRun>, RanksAnalysis) {
     let set = open_set(
         &[paths[1].clone(), paths[0].clone()],
         RankMode::Auto,
+        2,
         &common::settings(&Knobs::default()),
         &NoProgress,
     )
@@ -174,6 +175,7 @@ fn tp2_each_rank_alone_is_not_a_run() {
     let set = open_set(
         &[p.clone(), p],
         RankMode::Auto,
+        2,
         &common::settings(&Knobs::default()),
         &NoProgress,
     )

@@ -149,7 +149,9 @@ impl Analyser {
     /// expanded), deciding whether they are the ranks of one run.
     pub fn open_set(&self, paths: &[PathBuf], mode: RankMode) -> Result<OpenedSet> {
         let bar = Bar::new(self.quiet, "import");
-        let set = open_set(paths, mode, &self.settings, &bar)?;
+        // Traces are imported and analysed side by side, one per core.
+        let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let set = open_set(paths, mode, jobs, &self.settings, &bar)?;
         for p in &set.left_out {
             tracing::info!(
                 "{}: no GPU work (a launcher process): left out",

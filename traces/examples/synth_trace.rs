@@ -5,6 +5,12 @@
 //!
 //! A third argument, DISTINCT, spreads the layers' GEMV calls over DISTINCT kernel names
 //! (`gemv_bf16_v0`, `gemv_bf16_v1`, ...), for the explorer's kernel-table benchmark.
+//!
+//! `--rank R --world W` (after the positional arguments) writes rank R of a tensor-parallel
+//! run of W ranks: an NCCL all-reduce after each layer's attention and MLP, which every rank
+//! leaves at the same instant and enters after its own delay (0–3 µs, and 40 µs more on the
+//! last rank before each step's first one), and the rank in the manifest, as
+//! `gapscope-record` writes it. The ranks' other kernels and times are the same.
 
 use std::path::PathBuf;
 
@@ -36,7 +42,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         args.next()
             .ok_or("usage: synth_trace N_KERNELS OUT.gst [DISTINCT]")?,
     );
-    let distinct: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(0);
+    let rest: Vec<String> = args.collect();
+    let flag = |f: &str| -> Result<Option<u32>, Box<dyn std::error::Error>> {
+        match rest.iter().position(|a| a == f) {
+            Some(i) => Ok(Some(
+                rest.get(i + 1).ok_or("a flag without a value")?.parse()?,
+            )),
+            None => Ok(None),
+        }
+    };
+    let rank = flag("--rank")?;
+    let world = flag("--world")?.unwrap_or(1);
+    let distinct: usize = match rest.first() {
+        Some(d) if !d.starts_with("--") => d.parse()?,
+        _ => 0,
+    };
     let mut strings = StringTable::new();
     let names: Vec<u32> = LAYER.iter().map(|(n, _)| strings.intern(n)).collect();
     let variants: Vec<u32> = (0..distinct)
@@ -47,8 +67,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let head = strings.intern("gemv_bf16");
     let argmax = strings.intern("argmax_f32");
     let step_name = strings.intern("decode");
+    let allreduce = strings
+        .intern("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
     let mut m = Manifest::new(SourceFormat::Synthetic);
     m.notes.push(format!("synthetic decode trace, {n} kernels"));
+    if let Some(r) = rank {
+        m.ranks = vec![r];
+        m.world_size = Some(world);
+    }
     let mut w = TraceWriter::create(&out, m)?;
     w.append_strings(&strings)?;
     let mut kernels = KernelTable::default();
@@ -63,6 +89,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         rng ^= rng << 17;
         base + (rng % 200) as i64
     };
+    // Each rank's own arrival delays.
+    let mut arng: u64 = 0x9e37_79b9_7f4a_7c15 ^ u64::from(rank.unwrap_or(0) + 1);
+    let mut arrive = move || {
+        arng ^= arng << 13;
+        arng ^= arng >> 7;
+        arng ^= arng << 17;
+        (arng % 3_000) as i64
+    };
+    let last = rank.is_some_and(|r| r + 1 == world);
     while written < n {
         let step_start = now;
         let mut push = |name: u32, d: i64, now: &mut i64, layer: i32| {
@@ -90,6 +125,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     names[i]
                 };
                 push(name, jitter(d), &mut now, layer);
+                // An all-reduce after the attention's and the MLP's last projections.
+                if rank.is_some() && (i == 5 || i == 10) {
+                    let late = if last && layer == 0 && i == 5 {
+                        40_000
+                    } else {
+                        0
+                    };
+                    let end = now + 49_000;
+                    now += arrive() + late;
+                    push(allreduce, end - now, &mut now, layer);
+                }
             }
         }
         push(head, jitter(250_000), &mut now, -1);

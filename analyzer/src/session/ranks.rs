@@ -153,21 +153,72 @@ pub struct OpenedSet {
     pub left_out: Vec<PathBuf>,
 }
 
-/// Imports and analyses every trace `paths` stand for, and decides whether they are the
-/// ranks of one run (`mode`); each run's `rank` and `rank_source` say what was decided.
+/// Runs `f` on every item on up to `jobs` threads; results in the items' order.
+fn parallel<T: Sync, R: Send>(items: &[T], jobs: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let out: Vec<std::sync::Mutex<Option<R>>> =
+        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..jobs.clamp(1, items.len().max(1)) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(item) = items.get(i) else { break };
+                    let r = f(item);
+                    if let Ok(mut slot) = out[i].lock() {
+                        *slot = Some(r);
+                    }
+                }
+            });
+        }
+    });
+    out.into_iter()
+        .filter_map(|m| m.into_inner().ok().flatten())
+        .collect()
+}
+
+/// Progress of several imports at once: their bytes add up on one bar.
+struct Shared<'a>(&'a dyn ImportProgress);
+
+impl ImportProgress for Shared<'_> {
+    fn advance(&self, bytes: u64) {
+        self.0.advance(bytes);
+    }
+}
+
+/// Imports and analyses every trace `paths` stand for, `jobs` traces at a time, and decides
+/// whether they are the ranks of one run (`mode`); each run's `rank` and `rank_source` say
+/// what was decided.
 pub fn open_set(
     paths: &[PathBuf],
     mode: RankMode,
+    jobs: usize,
     settings: &SessionSettings,
     progress: &dyn ImportProgress,
 ) -> Result<OpenedSet> {
+    let traces = expand(paths)?;
+    let bytes: Option<u64> = traces
+        .iter()
+        .map(|t| {
+            std::fs::metadata(&t.path)
+                .ok()
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+        })
+        .sum();
+    progress.start(bytes);
+    let shared = Shared(progress);
+    let imported = parallel(&traces, jobs, |t| {
+        let run = Run::new(&t.path);
+        import_run(&run, settings, &shared).map(|i| (run, i))
+    });
+    progress.finish();
     let mut opened: Vec<(Run, Imported)> = Vec::new();
     let mut left_out = Vec::new();
-    for t in expand(paths)? {
-        let run = Run::new(&t.path);
-        let imported = import_run(&run, settings, progress)?;
+    for (t, r) in traces.iter().zip(imported) {
+        let (run, imported) = r?;
         if t.found && imported.trace.kernels.len == 0 && imported.trace.memops.len == 0 {
-            left_out.push(t.path);
+            left_out.push(t.path.clone());
             continue;
         }
         opened.push((run, imported));
@@ -205,10 +256,17 @@ pub fn open_set(
         }
         opened.sort_by_key(|(r, _)| r.rank);
     }
-    let runs = opened
+    let slots: Vec<std::sync::Mutex<Option<(Run, Imported)>>> = opened
         .into_iter()
-        .map(|(run, imported)| analyze_run(run, imported, settings))
+        .map(|x| std::sync::Mutex::new(Some(x)))
         .collect();
+    let runs = parallel(&slots, jobs, |slot| {
+        let taken = slot.lock().ok().and_then(|mut s| s.take());
+        taken.map(|(run, imported)| analyze_run(run, imported, settings))
+    })
+    .into_iter()
+    .flatten()
+    .collect();
     Ok(OpenedSet {
         runs,
         as_ranks,

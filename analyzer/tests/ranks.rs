@@ -135,7 +135,10 @@ fn tp2_planted_host_stall_names_the_rank_the_wait_and_the_scope() {
     // measured around itself.
     let planted = planted_ms(&t, "planted_host_ns", 1e-6);
     let err = median_rel_err(&longest_waits(&a, 0), &planted);
-    eprintln!("median per-step error of the longest wait: {:.2}%", 100.0 * err);
+    eprintln!(
+        "median per-step error of the longest wait: {:.2}%",
+        100.0 * err
+    );
     assert!(err < 0.10, "median error {err}");
     // The late rank waits for nobody.
     assert!(a.report.per_rank[1].wait_ms < 0.05 * a.report.per_rank[0].wait_ms);
@@ -166,7 +169,10 @@ fn tp2_planted_gpu_stall_names_the_rank_the_wait_and_the_kernel() {
     p.sort_by(f64::total_cmp);
     assert!((kernel_ms_per_step - p[p.len() / 2]).abs() < 0.1 * p[p.len() / 2]);
     let err = median_rel_err(&longest_waits(&a, 0), &planted);
-    eprintln!("median per-step error of the longest wait: {:.2}%", 100.0 * err);
+    eprintln!(
+        "median per-step error of the longest wait: {:.2}%",
+        100.0 * err
+    );
     assert!(err < 0.10, "median error {err}");
 }
 
@@ -192,6 +198,11 @@ fn tp2_each_rank_alone_is_not_a_run() {
 /// `spin` kernel, an all-reduce, a compute kernel and a second all-reduce. Times in µs,
 /// moved by `shift_us` (another host's clock).
 fn synthetic(rank: u32, shift_us: f64) -> Vec<u8> {
+    synthetic_spin(rank, shift_us, 80.0)
+}
+
+/// As [`synthetic`], rank 1's spin lasting `spin_us` (0: none).
+fn synthetic_spin(rank: u32, shift_us: f64, spin_us: f64) -> Vec<u8> {
     let mut ev = Vec::new();
     let mut corr = 1;
     let mut k = |name: &str, a: f64, b: f64, ev: &mut Vec<String>| {
@@ -209,9 +220,9 @@ fn synthetic(rank: u32, shift_us: f64) -> Vec<u8> {
             base + shift_us
         ));
         k("gemvx_kernel", base, base + 50.0, &mut ev);
-        let (a1, a2) = if rank == 1 {
-            k("spin", base + 50.0, base + 130.0, &mut ev);
-            (140.0, 215.0)
+        let (a1, a2) = if rank == 1 && spin_us > 0.0 {
+            k("spin", base + 50.0, base + 50.0 + spin_us, &mut ev);
+            (60.0 + spin_us, 215.0)
         } else {
             (60.0, 210.0)
         };
@@ -228,6 +239,10 @@ fn synthetic(rank: u32, shift_us: f64) -> Vec<u8> {
 }
 
 fn open_synthetic(shift_us: f64) -> RanksAnalysis {
+    open_synthetic_spin(shift_us, 80.0)
+}
+
+fn open_synthetic_spin(shift_us: f64, spin_us: f64) -> RanksAnalysis {
     let runs: Vec<AnalyzedRun> = (0..2)
         .map(|r| {
             let run = Run {
@@ -235,7 +250,7 @@ fn open_synthetic(shift_us: f64) -> RanksAnalysis {
                 rank_source: RankSource::Distributed,
                 ..Run::new(format!("rank{r}.json"))
             };
-            let bytes = synthetic(r, if r == 1 { shift_us } else { 0.0 });
+            let bytes = synthetic_spin(r, if r == 1 { shift_us } else { 0.0 }, spin_us);
             open_bytes(
                 run,
                 &bytes,
@@ -372,4 +387,21 @@ fn directories_and_recordings_expand_to_their_traces() {
     std::fs::create_dir(&empty).unwrap();
     let e = expand(&[empty]).unwrap_err().to_string();
     assert!(e.contains("no trace in it"), "{e}");
+}
+
+#[test]
+fn diff_tells_a_rank_own_regression_from_the_others_waiting() {
+    use gapscope_analyzer::diff::ranks::{Component, diff_ranks};
+    let slow = open_synthetic_spin(0.0, 80.0);
+    let fast = open_synthetic_spin(0.0, 0.0);
+    let d = diff_ranks(&slow.report, &fast.report);
+    let own = d.own.unwrap();
+    assert_eq!((own.rank, own.component), (1, Component::Compute));
+    assert!((own.delta_ms - 0.080).abs() < 1e-9, "{}", own.delta_ms);
+    let waiting = d.waiting.unwrap();
+    assert_eq!(waiting.rank, 0);
+    // Without the spin both ranks run alike; with it rank 0 waits 80 µs at the first
+    // all-reduce and 5 µs at the second.
+    assert!((waiting.delta_ms - 0.085).abs() < 1e-9, "{}", waiting.delta_ms);
+    assert_eq!((d.late_a, d.world_a, d.world_b), (Some(1), 2, 2));
 }

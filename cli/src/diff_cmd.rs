@@ -7,10 +7,14 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 use gapscope_analyzer::analysis::Report;
+use gapscope_analyzer::analysis::ranks::{RanksReport, RanksVerdict, analyze_ranks};
+use gapscope_analyzer::diff::ranks::diff_ranks;
 use gapscope_analyzer::diff::{
     DiffReport, DiffSide, FloorCeilings, NameTimes, Refusal, WhatIf, diff_with_floor, refusal,
 };
 use gapscope_analyzer::roofline::{WeightFormat, hw, peak_flops};
+use gapscope_analyzer::session::AnalyzedRun;
+use gapscope_analyzer::session::ranks::RankMode;
 
 use crate::render::markdown::{Align, Cell, table, text_row};
 use crate::render::{md_code, md_text, ms, short, text, write_stdout};
@@ -85,12 +89,50 @@ pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
         anyhow::bail!("diff: needs a reference trace B, or --what-if SET to predict from A alone");
     };
     // Each side keeps its report and name times; its trace goes as soon as it is analysed.
-    let side = |p: &std::path::Path| -> Result<(Report, NameTimes)> {
-        let run = analyser.open(p)?;
-        Ok((run.report, run.names))
+    // A side may be a run of several ranks (a directory, a recording with per-process
+    // traces): then the ranks are compared, and the buckets of the rank that sets A's step.
+    let side = |p: &std::path::Path,
+                want: Option<u32>|
+     -> Result<(Report, NameTimes, Option<RanksReport>, u32)> {
+        if p.as_os_str() == "-" {
+            let run = analyser.open(p)?;
+            return Ok((run.report, run.names, None, 0));
+        }
+        let set = analyser.open_set(std::slice::from_ref(&p.to_path_buf()), RankMode::Auto)?;
+        let ranks = set.as_ranks.then(|| {
+            let refs: Vec<&AnalyzedRun> = set.runs.iter().collect();
+            analyze_ranks(&refs).report
+        });
+        let pick = want.unwrap_or_else(|| {
+            ranks.as_ref().map_or(0, |r| match &r.verdict {
+                RanksVerdict::Straggler(s) => s.rank,
+                _ => 0,
+            })
+        });
+        let n = set.runs.len();
+        let run = match set
+            .runs
+            .into_iter()
+            .find(|r| !set.as_ranks || r.run.rank == pick)
+        {
+            Some(run) if set.as_ranks || n == 1 => run,
+            _ => anyhow::bail!(
+                "diff: {} holds {n} traces that are not the ranks of one run; give one trace",
+                p.display()
+            ),
+        };
+        Ok((run.report, run.names, ranks, run.run.rank))
     };
-    let (ra, na) = side(&a.a)?;
-    let (rb, nb) = side(b)?;
+    let (ra, na, ka, rank) = side(&a.a, None)?;
+    // The same rank on both sides.
+    let (rb, nb, kb, _) = side(b, ka.is_some().then_some(rank))?;
+    let ranks = match (&ka, &kb) {
+        (Some(x), Some(y)) => Some(diff_ranks(x, y)),
+        (None, None) => None,
+        _ => anyhow::bail!(
+            "diff: one side is a run of several ranks and the other one trace; compare like with like"
+        ),
+    };
     let refused = refusal(&ra, &rb, a.allow_implausible);
     if !refused.is_empty() {
         let hint = if refused
@@ -102,7 +144,23 @@ pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
             ""
         };
         let why: Vec<String> = refused.iter().map(ToString::to_string).collect();
-        anyhow::bail!("diff: cannot compare: {}{hint}", text(&why.join("; ")));
+        let why = format!("cannot compare: {}{hint}", text(&why.join("; ")));
+        // Two runs of ranks still compare rank by rank; only the buckets are refused.
+        let Some(r) = &ranks else {
+            anyhow::bail!("diff: {why}");
+        };
+        let out = if a.json {
+            serde_json::to_string_pretty(
+                &serde_json::json!({"ranks": r, "buckets": null, "buckets_refused": why}),
+            )? + "\n"
+        } else {
+            format!(
+                "{}\nbuckets of rank {rank}: {why}\n",
+                crate::render::ranks::diff(r, a.markdown)
+            )
+        };
+        write_stdout(&out)?;
+        return Ok(ExitCode::SUCCESS);
     }
     let floor = match &a.hardware {
         Some(gpu) => {
@@ -128,10 +186,15 @@ pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
         a.list,
         floor,
     );
-    let out = if a.json {
-        serde_json::to_string_pretty(&d)? + "\n"
-    } else {
-        render(&d, a.markdown)
+    let out = match (&ranks, a.json) {
+        (Some(r), true) => {
+            serde_json::to_string_pretty(&serde_json::json!({"ranks": r, "buckets": d}))? + "\n"
+        }
+        (None, true) => serde_json::to_string_pretty(&d)? + "\n",
+        (Some(r), false) => {
+            crate::render::ranks::diff(r, a.markdown) + "\n" + &render(&d, a.markdown)
+        }
+        (None, false) => render(&d, a.markdown),
     };
     write_stdout(&out)?;
     Ok(ExitCode::SUCCESS)

@@ -3,6 +3,7 @@
 
 pub mod groups;
 pub mod levers;
+pub mod ranks;
 pub mod spec;
 pub mod whatif;
 

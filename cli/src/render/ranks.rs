@@ -232,3 +232,118 @@ pub fn table(r: &RanksReport) -> String {
     super::table::grid(&RANK_HEADERS, &rank_cells(r), &mut out);
     out
 }
+
+fn signed(v: f64) -> String {
+    if v >= 0.0 {
+        format!("+{}", ms(v))
+    } else {
+        format!("-{}", ms(-v))
+    }
+}
+
+/// Two multi-rank runs compared (`diff`): the run's step, what moved most, per rank.
+pub fn diff(d: &gapscope_analyzer::diff::ranks::RanksDiff, md: bool) -> String {
+    let late = |l: Option<u32>| {
+        l.map_or("no rank sets the step".to_owned(), |r| {
+            format!("rank {r} sets the step")
+        })
+    };
+    let mut lines = vec![
+        (
+            "ranks".to_owned(),
+            format!(
+                "A {} ({}), B {} ({})",
+                d.world_a,
+                late(d.late_a),
+                d.world_b,
+                late(d.late_b)
+            ),
+        ),
+        (
+            "step".to_owned(),
+            format!(
+                "A {} ms, B {} ms, {} ms (the slowest rank's, median)",
+                ms(d.step.a),
+                ms(d.step.b),
+                signed(d.step.delta)
+            ),
+        ),
+    ];
+    if let Some(m) = d.own {
+        lines.push((
+            "own work".to_owned(),
+            format!(
+                "rank {} {} {} ms/step (what the rank itself does: compute, transfer or idle)",
+                m.rank,
+                m.component.as_str(),
+                signed(m.delta_ms)
+            ),
+        ));
+    }
+    if let Some(m) = d.waiting {
+        lines.push((
+            "waiting".to_owned(),
+            format!(
+                "rank {} waits {} ms/step (waiting on another rank, not its own work)",
+                m.rank,
+                signed(m.delta_ms)
+            ),
+        ));
+    }
+    let headers = [
+        "rank",
+        "step A",
+        "step B",
+        "step Δ",
+        "compute Δ",
+        "transfer Δ",
+        "wait Δ",
+        "idle Δ",
+    ];
+    let rows: Vec<Vec<String>> = d
+        .per_rank
+        .iter()
+        .map(|r| {
+            vec![
+                r.rank.to_string(),
+                ms(r.step.a),
+                ms(r.step.b),
+                signed(r.step.delta),
+                signed(r.compute.delta),
+                signed(r.transfer.delta),
+                signed(r.wait.delta),
+                signed(r.idle.delta),
+            ]
+        })
+        .collect();
+    let mut out = String::new();
+    if md {
+        out.push_str("## gapscope diff: ranks\n\n");
+        for (l, v) in &lines {
+            out.push_str(&format!("- **{l}**: {}\n", super::md_text(v)));
+        }
+        out.push('\n');
+        let cells: Vec<Vec<super::markdown::Cell>> =
+            rows.into_iter().map(super::markdown::text_row).collect();
+        let mut align = vec![super::markdown::Align::Right; headers.len()];
+        align[0] = super::markdown::Align::Left;
+        out.push_str(&super::markdown::table(&headers, &align, &cells));
+    } else {
+        let lw = lines.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
+        for (l, v) in &lines {
+            out.push_str(&format!("{l:<lw$}  {v}\n"));
+        }
+        out.push_str("\nper rank, medians over the aligned steps, ms (A − B)\n");
+        let mut h = headers.to_vec();
+        h.push("");
+        let rows: Vec<Vec<String>> = rows
+            .into_iter()
+            .map(|mut r| {
+                r.push(String::new());
+                r
+            })
+            .collect();
+        super::table::grid(&h, &rows, &mut out);
+    }
+    out
+}

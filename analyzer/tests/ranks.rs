@@ -402,6 +402,10 @@ fn diff_tells_a_rank_own_regression_from_the_others_waiting() {
     assert_eq!(waiting.rank, 0);
     // Without the spin both ranks run alike; with it rank 0 waits 80 µs at the first
     // all-reduce and 5 µs at the second.
-    assert!((waiting.delta_ms - 0.085).abs() < 1e-9, "{}", waiting.delta_ms);
+    assert!(
+        (waiting.delta_ms - 0.085).abs() < 1e-9,
+        "{}",
+        waiting.delta_ms
+    );
     assert_eq!((d.late_a, d.world_a, d.world_b), (Some(1), 2, 2));
 }

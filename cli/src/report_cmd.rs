@@ -151,7 +151,14 @@ impl Analyser {
         let bar = Bar::new(self.quiet, "import");
         // Traces are imported and analysed side by side, one per core.
         let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let t0 = std::time::Instant::now();
         let set = open_set(paths, mode, jobs, &self.settings, &bar)?;
+        tracing::info!(
+            "{} trace(s): import and analysis {:.1} ms ({jobs} at a time){}",
+            set.runs.len(),
+            t0.elapsed().as_secs_f64() * 1e3,
+            if set.as_ranks { ", read as ranks of one run" } else { "" }
+        );
         for p in &set.left_out {
             tracing::info!(
                 "{}: no GPU work (a launcher process): left out",
@@ -229,7 +236,14 @@ pub fn run(a: ReportArgs, g: &crate::Global) -> Result<ExitCode> {
             let refs: Vec<&AnalyzedRun> = set.runs.iter().collect();
             analyze_ranks(&refs).report
         });
-        (set.runs.into_iter().map(|r| r.report).collect(), ranks)
+        let mut reports: Vec<Report> = set.runs.into_iter().map(|r| r.report).collect();
+        if ranks.is_some() {
+            // The ranks section splits communication into waiting and transfer.
+            for r in &mut reports {
+                r.communication = None;
+            }
+        }
+        (reports, ranks)
     };
     if !a.spec_setting.is_empty() {
         for r in &mut reports {

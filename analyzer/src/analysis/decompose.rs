@@ -338,6 +338,7 @@ pub fn analyze_tables(
         warnings.insert(0, format!("this trace {}", cut.describe()));
         source.defects.push(cut);
     }
+    let communication = CommunicationTime::of(&buckets);
     let report = Report {
         schema_version: REPORT_SCHEMA_VERSION,
         source,
@@ -364,6 +365,7 @@ pub fn analyze_tables(
         distortion,
         host_idle,
         groups,
+        communication,
     };
     let Prepared {
         kernel_bucket,

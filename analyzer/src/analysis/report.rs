@@ -44,6 +44,36 @@ pub struct Report {
     pub host_idle: Option<super::host::HostIdleReport>,
     /// `report --by`: GPU and host time grouped by scope, op, module or layer.
     pub groups: Option<super::host::GroupReport>,
+    /// Communication kernels in the steps: their time includes waiting for the other ranks,
+    /// which one trace cannot tell from transfer (absent without them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub communication: Option<CommunicationTime>,
+}
+
+/// The communication bucket of a one-rank report, marked as waiting included.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CommunicationTime {
+    /// Median ms/step of communication kernels (waiting and transfer together).
+    pub ms_per_step: f64,
+    pub calls_per_step: Option<f64>,
+    pub share_of_step_pct: Option<f64>,
+    /// Always true on one trace: the kernels' time includes waiting for peers.
+    pub includes_waiting: bool,
+}
+
+impl CommunicationTime {
+    /// From the report's bucket rows, when communication kernels ran in its steps.
+    pub fn of(buckets: &[BucketRow]) -> Option<Self> {
+        let b = buckets
+            .iter()
+            .find(|b| b.bucket == crate::Bucket::Comm && b.calls > 0)?;
+        Some(Self {
+            ms_per_step: b.ms_per_step.map_or(b.total_ms, |s| s.median),
+            calls_per_step: b.calls_per_step,
+            share_of_step_pct: b.share_of_step_pct,
+            includes_waiting: true,
+        })
+    }
 }
 
 /// The steps the bucket table is taken over.

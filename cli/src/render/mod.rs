@@ -322,6 +322,16 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
             ),
         ));
     }
+    if let Some(c) = &r.communication {
+        v.push((
+            "comm".into(),
+            format!(
+                "{} ms/step{} in communication kernels, waiting for the other ranks included: one trace cannot tell waiting from transfer (give every rank's trace)",
+                ms(c.ms_per_step),
+                opt(c.share_of_step_pct, |p| format!(" ({} of the step)", pct(p))),
+            ),
+        ));
+    }
     if let Some(w) = &st.worst_stall {
         v.push((
             "worst stall".into(),

@@ -6,9 +6,11 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
+use gapscope_analyzer::analysis::Report;
 use gapscope_analyzer::gate::{
     GateOptions, GateReport, Judgement, Policy, Verdict, gate_runs, gate_with,
 };
+use gapscope_analyzer::session::ranks::RankMode;
 use gapscope_history::History;
 use gapscope_traces::{check_output, write_output};
 
@@ -73,12 +75,42 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
         None => Policy::default(),
     };
     let analyser = a.analysis.analyser(g.quiet)?;
-    let current = analyser.run(&a.current)?;
     let options = GateOptions {
         allow_incomparable: a.allow_incomparable,
     };
+    // A run of several ranks (a directory, a recording with per-process traces) is gated
+    // rank by rank against a baseline run of the same ranks.
+    let (current, current_ranks) = open_side(&analyser, &a.current)?;
+    if let Some(ranks) = current_ranks {
+        let Some(b) = &a.baseline else {
+            anyhow::bail!(
+                "gate: {} is a run of {} ranks; gate it against a baseline run of ranks (--baseline DIR), not the history",
+                a.current.display(),
+                ranks.len()
+            );
+        };
+        let (_, baseline_ranks) = open_side(&analyser, b)?;
+        let Some(base) = baseline_ranks else {
+            anyhow::bail!(
+                "gate: the current run has {} ranks and the baseline {} is one trace; compare like with like",
+                ranks.len(),
+                b.display()
+            );
+        };
+        return gate_ranks(&a, &inputs, base, ranks, &policy, options);
+    }
     let r = match (&a.baseline, a.baseline_history) {
-        (Some(p), _) => gate_with(&analyser.run(p)?, &current, &policy, options),
+        (Some(p), _) => {
+            let (baseline, ranks) = open_side(&analyser, p)?;
+            if let Some(r) = ranks {
+                anyhow::bail!(
+                    "gate: the baseline {} has {} ranks and the current run is one trace; compare like with like",
+                    p.display(),
+                    r.len()
+                );
+            }
+            gate_with(&baseline, &current, &policy, options)
+        }
         (None, Some(n)) => {
             let h = History::open_in(&a.db, &crate::import_cmd::scratch_dir())?;
             let runs = h.accepted_buckets(n)?;
@@ -120,6 +152,129 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
         Verdict::Regression => Ok(ExitCode::from(1)),
         // Never exit 0 on a side that misses work: the report above says what is missing.
         Verdict::Inconclusive => anyhow::bail!("gate: {}", r.headline()),
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// One side: its report, or (a run of ranks) each rank's report by rank.
+fn open_side(
+    analyser: &crate::report_cmd::Analyser,
+    p: &Path,
+) -> Result<(Report, Option<Vec<(u32, Report)>>)> {
+    if p.as_os_str() == "-" {
+        return Ok((analyser.run(p)?, None));
+    }
+    let set = analyser.open_set(std::slice::from_ref(&p.to_path_buf()), RankMode::Auto)?;
+    if set.as_ranks {
+        let ranks: Vec<(u32, Report)> = set
+            .runs
+            .into_iter()
+            .map(|r| (r.run.rank, r.report))
+            .collect();
+        let first = ranks[0].1.clone();
+        return Ok((first, Some(ranks)));
+    }
+    let n = set.runs.len();
+    match set.runs.into_iter().next() {
+        Some(r) if n == 1 => Ok((r.report, None)),
+        _ => anyhow::bail!(
+            "gate: {} holds {n} traces that are not the ranks of one run; give one trace",
+            p.display()
+        ),
+    }
+}
+
+/// The worst of the ranks' verdicts: a rank that cannot be compared or misses work makes
+/// the run so; else one regression fails the run; else an improvement, else a pass.
+fn run_verdict(v: &[Verdict]) -> Verdict {
+    [
+        Verdict::Incomparable,
+        Verdict::Inconclusive,
+        Verdict::Regression,
+        Verdict::Improvement,
+    ]
+    .into_iter()
+    .find(|x| v.contains(x))
+    .unwrap_or(Verdict::Pass)
+}
+
+/// Gates a run of ranks against a baseline run of the same ranks, rank by rank.
+fn gate_ranks(
+    a: &GateArgs,
+    inputs: &[&Path],
+    base: Vec<(u32, Report)>,
+    cur: Vec<(u32, Report)>,
+    policy: &Policy,
+    options: GateOptions,
+) -> Result<ExitCode> {
+    let world = |v: &[(u32, Report)]| v.iter().map(|x| x.0).collect::<Vec<_>>();
+    if world(&base) != world(&cur) && !a.allow_incomparable {
+        anyhow::bail!(
+            "gate: the baseline has ranks {:?} and the current run {:?}: runs of different world sizes are not compared (--allow-incomparable compares the ranks both have)",
+            world(&base),
+            world(&cur)
+        );
+    }
+    let gated: Vec<(u32, GateReport)> = cur
+        .iter()
+        .filter_map(|(rank, c)| {
+            let (_, b) = base.iter().find(|(r, _)| r == rank)?;
+            Some((*rank, gate_with(b, c, policy, options)))
+        })
+        .collect();
+    let verdict = run_verdict(&gated.iter().map(|(_, g)| g.verdict).collect::<Vec<_>>());
+    if let Some(path) = &a.junit {
+        let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n");
+        for (rank, g) in &gated {
+            let one = junit(g);
+            let body = one.split_once('\n').map_or(one.as_str(), |(_, b)| b);
+            x.push_str(&body.replace(
+                "<testsuite name=\"gapscope gate\"",
+                &format!("<testsuite name=\"gapscope gate rank {rank}\""),
+            ));
+        }
+        x.push_str("</testsuites>\n");
+        write_output(path, inputs, x.as_bytes())?;
+    }
+    if verdict == Verdict::Incomparable {
+        let why: Vec<String> = gated
+            .iter()
+            .filter(|(_, g)| g.verdict == Verdict::Incomparable)
+            .map(|(r, g)| format!("rank {r}: {}", g.headline()))
+            .collect();
+        anyhow::bail!("gate: {}", text(&why.join("; ")));
+    }
+    let out = if a.json {
+        let ranks: Vec<serde_json::Value> = gated
+            .iter()
+            .map(|(r, g)| serde_json::json!({"rank": r, "gate": g}))
+            .collect();
+        serde_json::to_string_pretty(&serde_json::json!({"verdict": verdict, "ranks": ranks}))?
+            + "\n"
+    } else {
+        let mut s = if a.markdown {
+            format!("# gapscope gate, {} ranks: **{verdict}**\n\n", gated.len())
+        } else {
+            format!(
+                "gate: {verdict} ({} ranks, the worst rank's verdict)\n\n",
+                gated.len()
+            )
+        };
+        for (rank, g) in &gated {
+            s.push_str(&if a.markdown {
+                format!("### rank {rank}\n\n")
+            } else {
+                format!("== rank {rank} ==\n")
+            });
+            s.push_str(&render(g, a.markdown));
+            s.push('\n');
+        }
+        s
+    };
+    write_stdout(&out)?;
+    match verdict {
+        Verdict::Regression => Ok(ExitCode::from(1)),
+        Verdict::Inconclusive => anyhow::bail!("gate: a rank misses work (see above)"),
         _ => Ok(ExitCode::SUCCESS),
     }
 }

@@ -157,12 +157,17 @@ impl Analyser {
             "{} trace(s): import and analysis {:.1} ms ({jobs} at a time){}",
             set.runs.len(),
             t0.elapsed().as_secs_f64() * 1e3,
-            if set.as_ranks { ", read as ranks of one run" } else { "" }
+            if set.as_ranks {
+                ", read as ranks of one run"
+            } else {
+                ""
+            }
         );
-        for p in &set.left_out {
-            tracing::info!(
-                "{}: no GPU work (a launcher process): left out",
-                p.display()
+        for (p, why) in &set.left_out {
+            eprintln!(
+                "gapscope: note: {}: left out: {}",
+                crate::render::text(&p.display().to_string()),
+                crate::render::text(&why.describe())
             );
         }
         Ok(set)

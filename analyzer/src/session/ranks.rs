@@ -149,8 +149,26 @@ pub struct OpenedSet {
     /// In the order given (ranks: by rank).
     pub runs: Vec<AnalyzedRun>,
     pub as_ranks: bool,
-    /// Traces found by expansion and left out: no GPU work in them.
-    pub left_out: Vec<PathBuf>,
+    /// Files found by expansion and left out, and why.
+    pub left_out: Vec<(PathBuf, LeftOut)>,
+}
+
+/// Why a file found in a directory or beside a recording was left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeftOut {
+    /// A trace with no kernel or memory operation (a recording's launcher process).
+    NoGpuWork,
+    /// Not a trace gapscope reads (the importer's reason).
+    NotATrace(String),
+}
+
+impl LeftOut {
+    pub fn describe(&self) -> String {
+        match self {
+            Self::NoGpuWork => "no GPU work in it (a launcher process)".to_owned(),
+            Self::NotATrace(why) => format!("not a trace ({why})"),
+        }
+    }
 }
 
 /// Runs `f` on every item on up to `jobs` threads; results in the items' order.
@@ -216,9 +234,18 @@ pub fn open_set(
     let mut opened: Vec<(Run, Imported)> = Vec::new();
     let mut left_out = Vec::new();
     for (t, r) in traces.iter().zip(imported) {
-        let (run, imported) = r?;
+        let (run, imported) = match r {
+            Ok(x) => x,
+            // A file found in a directory that is not a trace at all (a JSON of notes) is
+            // left out and named; a broken trace stays an error.
+            Err(AnalyzerError::Unsupported { message, .. }) if t.found => {
+                left_out.push((t.path.clone(), LeftOut::NotATrace(message)));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         if t.found && imported.trace.kernels.len == 0 && imported.trace.memops.len == 0 {
-            left_out.push(t.path.clone());
+            left_out.push((t.path.clone(), LeftOut::NoGpuWork));
             continue;
         }
         opened.push((run, imported));

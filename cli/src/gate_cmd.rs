@@ -156,11 +156,14 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
     }
 }
 
+/// Each rank's report, by rank.
+type RankReports = Vec<(u32, Report)>;
+
 /// One side: its report, or (a run of ranks) each rank's report by rank.
 fn open_side(
     analyser: &crate::report_cmd::Analyser,
     p: &Path,
-) -> Result<(Report, Option<Vec<(u32, Report)>>)> {
+) -> Result<(Report, Option<RankReports>)> {
     if p.as_os_str() == "-" {
         return Ok((analyser.run(p)?, None));
     }

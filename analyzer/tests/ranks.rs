@@ -2,6 +2,11 @@
 //! from the capture script's own clocks and CUDA events, not from gapscope), and synthetic
 //! ranks whose waits are known by construction.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -414,3 +414,52 @@ fn diff_tells_a_rank_own_regression_from_the_others_waiting() {
     );
     assert_eq!((d.late_a, d.world_a, d.world_b), (Some(1), 2, 2));
 }
+
+#[test]
+fn one_trace_of_two_gpus_is_two_ranks() {
+    // Both ranks' events in one file without `distributedInfo` (as one nsys export of a
+    // whole torchrun holds them): split by GPU, each GPU a rank.
+    let events = |r: u32| -> Vec<Value> {
+        let v: Value = serde_json::from_slice(&synthetic(r, 0.0)).unwrap();
+        v["traceEvents"].as_array().unwrap().clone()
+    };
+    let mut all = events(0);
+    all.extend(events(1));
+    let doc = serde_json::json!({ "traceEvents": all });
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("both.json");
+    std::fs::write(&p, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let set = open_set(
+        std::slice::from_ref(&p),
+        RankMode::Auto,
+        2,
+        &common::settings(&Knobs::default()),
+        &NoProgress,
+    )
+    .unwrap();
+    assert!(set.as_ranks);
+    let ranks: Vec<(u32, RankSource)> = set
+        .runs
+        .iter()
+        .map(|r| (r.run.rank, r.run.rank_source))
+        .collect();
+    assert_eq!(ranks, [(0, RankSource::Device), (1, RankSource::Device)]);
+    assert!(set.runs[1].report.source.path.ends_with("(GPU 1)"));
+    let refs: Vec<&AnalyzedRun> = set.runs.iter().collect();
+    let a = analyze_ranks(&refs);
+    assert!((a.report.per_rank[0].wait_ms - 0.085).abs() < 1e-9);
+    let RanksVerdict::Straggler(s) = &a.report.verdict else {
+        panic!("{:?}", a.report.verdict)
+    };
+    assert_eq!(s.rank, 1);
+    // --separate keeps the file whole.
+    let set = open_set(
+        &[p],
+        RankMode::Separate,
+        2,
+        &common::settings(&Knobs::default()),
+        &NoProgress,
+    )
+    .unwrap();
+    assert_eq!(set.runs.len(), 1);
+}

@@ -92,6 +92,25 @@ macro_rules! columnar_table {
                 } )+
             }
 
+            /// The rows whose `keep` is true, in order (`keep` has one entry per row);
+            /// columns left empty by a projected read stay empty.
+            pub fn select(&self, keep: &[bool]) -> Self {
+                debug_assert_eq!(keep.len(), self.len);
+                let len = keep.iter().filter(|k| **k).count();
+                Self {
+                    len,
+                    $( $col: if self.$col.is_empty() {
+                        Vec::new()
+                    } else {
+                        self.$col
+                            .iter()
+                            .zip(keep)
+                            .filter_map(|(v, k)| k.then_some(*v))
+                            .collect()
+                    }, )+
+                }
+            }
+
             pub fn clear(&mut self) {
                 $( self.$col.clear(); )+
                 self.len = 0;

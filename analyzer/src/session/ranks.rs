@@ -250,7 +250,39 @@ pub fn open_set(
         }
         opened.push((run, imported));
     }
-    let named: Vec<Option<(u32, RankSource)>> = opened.iter().map(|(_, i)| named_rank(i)).collect();
+    // One trace whose kernels ran on several GPUs, naming no rank, is several ranks.
+    let mut named: Vec<Option<(u32, RankSource)>> = Vec::with_capacity(opened.len());
+    let mut parts: Vec<(Run, Imported)> = Vec::with_capacity(opened.len());
+    for (run, imported) in opened {
+        let split = (mode != RankMode::Separate && imported.trace.manifest.ranks.len() != 1)
+            .then(|| split_by_device(&imported.trace))
+            .flatten();
+        match split {
+            Some(gpus) => {
+                for (d, trace) in gpus {
+                    let r = Run {
+                        label: Some(format!("{} (GPU {d})", run.path.display())),
+                        ..run.clone()
+                    };
+                    parts.push((
+                        r,
+                        Imported {
+                            trace,
+                            format: imported.format,
+                            warnings: imported.warnings.clone(),
+                            defects: imported.defects.clone(),
+                        },
+                    ));
+                    named.push(Some((d, RankSource::Device)));
+                }
+            }
+            None => {
+                named.push(named_rank(&imported));
+                parts.push((run, imported));
+            }
+        }
+    }
+    let mut opened = parts;
     let distinct = {
         let mut v: Vec<u32> = named.iter().flatten().map(|x| x.0).collect();
         v.sort_unstable();
@@ -299,4 +331,85 @@ pub fn open_set(
         as_ranks,
         left_out,
     })
+}
+
+/// A trace whose kernels ran on several GPUs (an nsys export of a whole `torchrun`, one
+/// process driving several GPUs), as one trace per GPU: its kernels, memory operations,
+/// GPU-side markers and samples, and the host rows (launches, scopes, host ranges) of the
+/// threads that launched its kernels. `None` when the kernels ran on one GPU.
+pub fn split_by_device(t: &gapscope_traces::Trace) -> Option<Vec<(u32, gapscope_traces::Trace)>> {
+    use std::collections::{HashMap, HashSet};
+    let k = &t.kernels;
+    let mut devices: Vec<u32> = k
+        .device
+        .iter()
+        .copied()
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    devices.sort_unstable();
+    if devices.len() < 2 {
+        return None;
+    }
+    // The launching thread of each kernel, by correlation id.
+    let l = &t.launches;
+    let mut by_corr: HashMap<u64, u64> = HashMap::new();
+    for i in 0..l.len {
+        by_corr.insert(l.correlation[i], l.tid[i]);
+    }
+    let world = devices.len() as u32;
+    let out = devices
+        .iter()
+        .map(|&d| {
+            let keep_k: Vec<bool> = k.device.iter().map(|&x| x == d).collect();
+            let tids: HashSet<u64> = (0..k.len)
+                .filter(|&i| keep_k[i])
+                .filter_map(|i| by_corr.get(&k.correlation[i]).copied())
+                .collect();
+            let m = &t.memops;
+            let keep_m: Vec<bool> = m.device.iter().map(|&x| x == d).collect();
+            let keep_l: Vec<bool> = l.tid.iter().map(|x| tids.contains(x)).collect();
+            let mk = &t.markers;
+            // GPU-side ranges by their device; host ranges by the launching threads.
+            let keep_mk: Vec<bool> = (0..mk.len)
+                .map(|i| {
+                    if mk.gpu_start_ns[i] != i64::MIN {
+                        mk.device[i] == d
+                    } else {
+                        tids.contains(&mk.tid[i])
+                    }
+                })
+                .collect();
+            let sc = &t.scopes;
+            let keep_sc: Vec<bool> = sc.tid.iter().map(|x| tids.contains(x)).collect();
+            let sa = &t.samples;
+            let keep_sa: Vec<bool> = sa.device.iter().map(|&x| x == d).collect();
+            let mut manifest = t.manifest.clone();
+            manifest.ranks = vec![d];
+            manifest.world_size = Some(world);
+            manifest.notes.push(format!(
+                "GPU {d} of a trace whose kernels ran on {world} GPUs"
+            ));
+            let scopes = sc.select(&keep_sc);
+            // Input shapes point at scope rows: kept only when no scope was dropped.
+            let input_dims = if scopes.len == sc.len {
+                t.input_dims.clone()
+            } else {
+                Default::default()
+            };
+            let part = gapscope_traces::Trace {
+                manifest,
+                strings: t.strings.clone(),
+                kernels: k.select(&keep_k),
+                memops: m.select(&keep_m),
+                launches: l.select(&keep_l),
+                markers: mk.select(&keep_mk),
+                samples: sa.select(&keep_sa),
+                scopes,
+                input_dims,
+            };
+            (d, part)
+        })
+        .collect();
+    Some(out)
 }

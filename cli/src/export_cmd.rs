@@ -9,7 +9,7 @@ use clap::Args;
 use gapscope_analyzer::export::{
     chrome::{write_chrome, write_chrome_to},
     parquet::write_parquet,
-    tables::write_tables,
+    tables::{write_rank_tables, write_tables},
 };
 use gapscope_analyzer::session::{self, Knobs, Run, SessionSettings};
 use gapscope_traces::check_output;
@@ -19,7 +19,8 @@ use crate::report_cmd::AnalysisArgs;
 
 #[derive(Args)]
 pub struct ExportArgs {
-    /// Input trace (any format gapscope reads).
+    /// Input trace (any format gapscope reads); with --tables also a run of several ranks
+    /// (a directory, a recording with its per-process traces): one partition per rank.
     pub input: PathBuf,
     /// Write Chrome trace-event JSON that Perfetto and chrome://tracing open (`-`: stdout).
     #[arg(long, value_name = "OUT.json")]
@@ -71,6 +72,10 @@ pub fn run(a: ExportArgs, g: &crate::Global) -> Result<ExitCode> {
     };
     let settings = SessionSettings::resolve(&knobs)?;
     let rules = &*settings.rules;
+    if a.input.is_dir() && !a.input.join("manifest.json").is_file() || has_process_traces(&a.input)
+    {
+        return export_ranks(&a, g, &settings, &inputs);
+    }
     let bar = Bar::new(g.quiet, "import");
     let run = Run::new(&a.input);
     let imported = session::import_run(&run, &settings, &bar)?;
@@ -99,6 +104,58 @@ pub fn run(a: ExportArgs, g: &crate::Global) -> Result<ExitCode> {
         if !g.quiet {
             eprintln!("wrote {} tables into {}", files.len(), dir.display());
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `run.gst` with `run.pidN.gst` beside it: a recording of several processes.
+fn has_process_traces(p: &Path) -> bool {
+    gapscope_analyzer::session::ranks::expand(&[p.to_path_buf()]).is_ok_and(|v| v.len() > 1)
+}
+
+/// A directory or a recording of several processes: with --tables, one partition per rank
+/// and the multi-rank tables; the single-file exports take one trace.
+fn export_ranks(
+    a: &ExportArgs,
+    g: &crate::Global,
+    settings: &SessionSettings,
+    inputs: &[&Path],
+) -> Result<ExitCode> {
+    if a.chrome.is_some() || a.parquet.is_some() {
+        anyhow::bail!(
+            "export: {} holds several traces; --chrome and --parquet take one trace (--tables DIR writes a partition per rank)",
+            a.input.display()
+        );
+    }
+    let Some(dir) = &a.tables else {
+        anyhow::bail!("export: say what to write");
+    };
+    let bar = Bar::new(g.quiet, "import");
+    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let set = session::ranks::open_set(
+        std::slice::from_ref(&a.input),
+        session::ranks::RankMode::Auto,
+        jobs,
+        settings,
+        &bar,
+    )?;
+    if !set.as_ranks {
+        anyhow::bail!(
+            "export: {} holds {} traces that are not the ranks of one run; export them one by one",
+            a.input.display(),
+            set.runs.len()
+        );
+    }
+    let refs: Vec<&session::AnalyzedRun> = set.runs.iter().collect();
+    let ranks = gapscope_analyzer::analysis::ranks::analyze_ranks(&refs);
+    let files = write_rank_tables(&refs, &ranks.tables, dir, inputs)?;
+    if !g.quiet {
+        eprintln!(
+            "wrote {} tables into {} ({} ranks, one partition each)",
+            files.len(),
+            dir.display(),
+            refs.len()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

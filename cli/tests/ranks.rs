@@ -109,3 +109,30 @@ fn diff_and_gate_compare_runs_of_ranks() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("compare like with like"), "{e}");
 }
+
+#[test]
+fn export_tables_writes_one_partition_per_rank() {
+    let d = tempfile::tempdir().unwrap();
+    let host = run_dir(d.path(), "host");
+    let out = d.path().join("tables");
+    let o = run(&["export", "-q", s(&host), "--tables", s(&out)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for f in [
+        "rank_0/steps.parquet",
+        "rank_1/steps.parquet",
+        "rank_1/strings.parquet",
+        "collectives.parquet",
+        "rank_steps.parquet",
+    ] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    // One file per trace only for the single-file exports.
+    let o = run(&[
+        "export",
+        "-q",
+        s(&host),
+        "--chrome",
+        s(&d.path().join("x.json")),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+}

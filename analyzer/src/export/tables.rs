@@ -36,6 +36,17 @@ pub const TABLE_FILES: [&str; 8] = [
 /// empty folder). Each file is written beside its name and renamed into place, and may not
 /// be one of `inputs`. Returns the files written.
 pub fn write_tables(run: &AnalyzedRun, dir: &Path, inputs: &[&Path]) -> Result<Vec<PathBuf>> {
+    tables_into(run, dir, inputs, false)
+}
+
+/// [`write_tables`]; `ranked` adds the rank to the string table, so that one rank's name ids
+/// are told from another's when the partitions are read together.
+fn tables_into(
+    run: &AnalyzedRun,
+    dir: &Path,
+    inputs: &[&Path],
+    ranked: bool,
+) -> Result<Vec<PathBuf>> {
     let err = |m: String| AnalyzerError::Export {
         path: dir.to_owned(),
         message: m,
@@ -65,7 +76,7 @@ pub fn write_tables(run: &AnalyzedRun, dir: &Path, inputs: &[&Path]) -> Result<V
     }
     batches.push((
         "strings",
-        vec![strings(run).map_err(|e| err(e.to_string()))?],
+        vec![strings(run, ranked).map_err(|e| err(e.to_string()))?],
     ));
     batches.push(("codes", vec![codes().map_err(|e| err(e.to_string()))?]));
     let mut written = Vec::new();
@@ -123,18 +134,29 @@ fn write_one(out: &Path, batches: &[RecordBatch], inputs: &[&Path]) -> Result<()
     Ok(f.commit()?)
 }
 
-/// The trace's string table: id, text.
-fn strings(run: &AnalyzedRun) -> std::result::Result<RecordBatch, arrow_schema::ArrowError> {
+/// The trace's string table: id, text (`ranked`: rank, id, text).
+fn strings(
+    run: &AnalyzedRun,
+    ranked: bool,
+) -> std::result::Result<RecordBatch, arrow_schema::ArrowError> {
     let values = run.trace.strings.values();
     let ids: Vec<u32> = (0..values.len() as u32).collect();
-    let schema = Schema::new(vec![
+    let mut fields = vec![
         Field::new("id", DataType::UInt32, false),
         Field::new("text", DataType::Utf8, false),
-    ]);
-    let cols: Vec<ArrayRef> = vec![
+    ];
+    let mut cols: Vec<ArrayRef> = vec![
         Arc::new(UInt32Array::from(ids)),
         Arc::new(StringArray::from_iter_values(values.iter())),
     ];
+    if ranked {
+        fields.insert(0, Field::new("rank", DataType::UInt32, false));
+        cols.insert(
+            0,
+            Arc::new(UInt32Array::from(vec![run.run.rank; values.len()])),
+        );
+    }
+    let schema = Schema::new(fields);
     RecordBatch::try_new(Arc::new(schema), cols)
 }
 
@@ -172,6 +194,9 @@ pub fn code_rows() -> Vec<(&'static str, u8, &'static str)> {
     ] {
         rows.push(("scope", k as u8, s));
     }
+    for k in crate::analysis::ranks::CollectiveKind::ALL {
+        rows.push(("collective_kind", k as u8, k.as_str()));
+    }
     rows
 }
 
@@ -188,4 +213,39 @@ fn codes() -> std::result::Result<RecordBatch, arrow_schema::ArrowError> {
         Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.2))),
     ];
     RecordBatch::try_new(Arc::new(schema), cols)
+}
+
+/// Writes a run of several ranks into `dir`: each rank's tables in its own partition folder
+/// `rank_R/` (the same files as [`write_tables`]; every table carries its `rank` column, the
+/// bucket column is the same code on every rank, and `strings.parquet` adds the rank to each
+/// name id), and the multi-rank tables `collectives.parquet` and `rank_steps.parquet` beside
+/// them. The folder is not named `rank=R`: a hive partition key would clash with the tables'
+/// own `rank` column. Returns the files written.
+pub fn write_rank_tables(
+    runs: &[&AnalyzedRun],
+    ranks: &crate::analysis::ranks::RanksTables,
+    dir: &Path,
+    inputs: &[&Path],
+) -> Result<Vec<PathBuf>> {
+    let err = |m: String| AnalyzerError::Export {
+        path: dir.to_owned(),
+        message: m,
+    };
+    prepare_dir(dir)?;
+    let mut written = Vec::new();
+    for run in runs {
+        let part = dir.join(format!("rank_{}", run.run.rank));
+        written.extend(tables_into(run, &part, inputs, true)?);
+    }
+    let c = &ranks.collectives;
+    let s = &ranks.steps;
+    for (name, b) in [
+        ("collectives", c.to_batch(0..c.len)),
+        ("rank_steps", s.to_batch(0..s.len)),
+    ] {
+        let out = dir.join(format!("{name}.parquet"));
+        write_one(&out, &[b.map_err(|e| err(e.to_string()))?], inputs)?;
+        written.push(out);
+    }
+    Ok(written)
 }

@@ -23,6 +23,17 @@ pub enum CollectiveKind {
 }
 
 impl CollectiveKind {
+    pub const ALL: [CollectiveKind; 8] = [
+        Self::AllReduce,
+        Self::AllGather,
+        Self::ReduceScatter,
+        Self::Broadcast,
+        Self::Reduce,
+        Self::AllToAll,
+        Self::SendRecv,
+        Self::Other,
+    ];
+
     /// The kind a communication kernel's name says.
     pub fn of_name(name: &str) -> Self {
         let n: String = name

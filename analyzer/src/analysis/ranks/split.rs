@@ -68,7 +68,7 @@ pub fn split(
             tables.collectives.push(CollectiveRow {
                 collective: ci as u32,
                 step: *k,
-                kind: c[r].kind as u8,
+                collective_kind: c[r].kind as u8,
                 rank: rank_ids[r],
                 kernel: c[r].kernel,
                 gpu_start_ns: start(r),

@@ -11,8 +11,8 @@ columnar_table! {
         collective: u32 => UInt32Type = 0,
         /// The aligned step that holds it.
         step: u32 => UInt32Type = 0,
-        /// A `CollectiveKind` code.
-        kind: u8 => UInt8Type = 0,
+        /// A `CollectiveKind` code (`codes.parquet`: column `collective_kind`).
+        collective_kind: u8 => UInt8Type = 0,
         rank: u32 => UInt32Type = 0,
         /// The kernel's row in the rank's kernel table.
         kernel: u32 => UInt32Type = 0,

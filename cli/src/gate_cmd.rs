@@ -7,9 +7,11 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 use gapscope_analyzer::analysis::Report;
+use gapscope_analyzer::analysis::ranks::{RanksReport, RanksVerdict, analyze_ranks};
 use gapscope_analyzer::gate::{
     GateOptions, GateReport, Judgement, Policy, Verdict, gate_runs, gate_with,
 };
+use gapscope_analyzer::session::AnalyzedRun;
 use gapscope_analyzer::session::ranks::RankMode;
 use gapscope_history::History;
 use gapscope_traces::{check_output, write_output};
@@ -80,36 +82,32 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
     };
     // A run of several ranks (a directory, a recording with per-process traces) is gated
     // rank by rank against a baseline run of the same ranks.
-    let (current, current_ranks) = open_side(&analyser, &a.current)?;
-    if let Some(ranks) = current_ranks {
-        let Some(b) = &a.baseline else {
-            anyhow::bail!(
-                "gate: {} is a run of {} ranks; gate it against a baseline run of ranks (--baseline DIR), not the history",
-                a.current.display(),
-                ranks.len()
-            );
-        };
-        let (_, baseline_ranks) = open_side(&analyser, b)?;
-        let Some(base) = baseline_ranks else {
+    let side = open_side(&analyser, &a.current)?;
+    if let (Some((_, ranks)), Some(b)) = (&side.ranks, &a.baseline) {
+        let Some((_, base)) = open_side(&analyser, b)?.ranks else {
             anyhow::bail!(
                 "gate: the current run has {} ranks and the baseline {} is one trace; compare like with like",
                 ranks.len(),
                 b.display()
             );
         };
-        return gate_ranks(&a, &inputs, base, ranks, &policy, options);
+        return gate_ranks(&a, &inputs, base, ranks.clone(), &policy, options);
     }
+    // Against the history: the run's rank count must match the stored runs' (a run of
+    // ranks is judged on the rank that sets its step).
+    let world = side.ranks.as_ref().map_or(1, |(k, _)| k.ranks.len() as i64);
+    let (current, _) = side.pick_run_rank();
     let r = match (&a.baseline, a.baseline_history) {
         (Some(p), _) => {
-            let (baseline, ranks) = open_side(&analyser, p)?;
-            if let Some(r) = ranks {
+            let base = open_side(&analyser, p)?;
+            if let Some((k, _)) = &base.ranks {
                 anyhow::bail!(
                     "gate: the baseline {} has {} ranks and the current run is one trace; compare like with like",
                     p.display(),
-                    r.len()
+                    k.ranks.len()
                 );
             }
-            gate_with(&baseline, &current, &policy, options)
+            gate_with(&base.report, &current, &policy, options)
         }
         (None, Some(n)) => {
             let h = History::open_in(&a.db, &crate::import_cmd::scratch_dir())?;
@@ -118,6 +116,17 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
                 anyhow::bail!(
                     "history {}: no accepted runs to use as a baseline",
                     h.name()
+                );
+            }
+            let other: Vec<String> = runs
+                .iter()
+                .filter(|(r, _)| r.world_size.unwrap_or(1) != world)
+                .map(|(r, _)| format!("run {} ({} ranks)", r.id, r.world_size.unwrap_or(1)))
+                .collect();
+            if !other.is_empty() && !a.allow_incomparable {
+                anyhow::bail!(
+                    "gate: the current run has {world} rank(s) and the baseline holds {}: runs of different world sizes are not compared (--allow-incomparable compares them)",
+                    other.join(", ")
                 );
             }
             // Stored figures that are not finite numbers are left out; a baseline left with
@@ -159,29 +168,67 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
 /// Each rank's report, by rank.
 type RankReports = Vec<(u32, Report)>;
 
-/// One side: its report, or (a run of ranks) each rank's report by rank.
-fn open_side(
-    analyser: &crate::report_cmd::Analyser,
-    p: &Path,
-) -> Result<(Report, Option<RankReports>)> {
+/// One side of a gate (or a run to store): one trace's report, or a run of ranks.
+pub struct Side {
+    /// The one trace's report; for a run of ranks, rank 0's.
+    pub report: Report,
+    pub ranks: Option<(RanksReport, RankReports)>,
+}
+
+impl Side {
+    /// The report that stands for the run (the rank that sets the step, else the first
+    /// rank's), and the ranks' report.
+    pub fn pick_run_rank(self) -> (Report, Option<RanksReport>) {
+        match self.ranks {
+            None => (self.report, None),
+            Some((k, reports)) => {
+                let want = match &k.verdict {
+                    RanksVerdict::Straggler(s) => Some(s.rank),
+                    _ => None,
+                };
+                let r = reports
+                    .iter()
+                    .position(|(r, _)| Some(*r) == want)
+                    .unwrap_or(0);
+                let report = reports.into_iter().nth(r).map_or(self.report, |(_, x)| x);
+                (report, Some(k))
+            }
+        }
+    }
+}
+
+/// Opens one side: a trace, or (a directory, a recording of several processes) a run of
+/// ranks.
+pub fn open_side(analyser: &crate::report_cmd::Analyser, p: &Path) -> Result<Side> {
     if p.as_os_str() == "-" {
-        return Ok((analyser.run(p)?, None));
+        return Ok(Side {
+            report: analyser.run(p)?,
+            ranks: None,
+        });
     }
     let set = analyser.open_set(std::slice::from_ref(&p.to_path_buf()), RankMode::Auto)?;
     if set.as_ranks {
-        let ranks: Vec<(u32, Report)> = set
+        let refs: Vec<&AnalyzedRun> = set.runs.iter().collect();
+        let k = analyze_ranks(&refs).report;
+        let ranks: RankReports = set
             .runs
             .into_iter()
             .map(|r| (r.run.rank, r.report))
             .collect();
         let first = ranks[0].1.clone();
-        return Ok((first, Some(ranks)));
+        return Ok(Side {
+            report: first,
+            ranks: Some((k, ranks)),
+        });
     }
     let n = set.runs.len();
     match set.runs.into_iter().next() {
-        Some(r) if n == 1 => Ok((r.report, None)),
+        Some(r) if n == 1 => Ok(Side {
+            report: r.report,
+            ranks: None,
+        }),
         _ => anyhow::bail!(
-            "gate: {} holds {n} traces that are not the ranks of one run; give one trace",
+            "{} holds {n} traces that are not the ranks of one run; give one trace",
             p.display()
         ),
     }

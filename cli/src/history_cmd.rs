@@ -110,8 +110,15 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
             analysis,
         } => {
             // Analyse first: a trace that does not load, or whose figures cannot be stored,
-            // leaves no database behind.
-            let r = analysis.analyser(g.quiet)?.run(&trace)?;
+            // leaves no database behind. A run of several ranks (a directory, a recording
+            // with per-process traces) stores its rank count and run-level figures, and the
+            // buckets of the rank that sets its step (else rank 0).
+            let analyser = analysis.analyser(g.quiet)?;
+            let (r, ranks) = if trace.as_os_str() == "-" {
+                (analyser.run(&trace)?, None)
+            } else {
+                crate::gate_cmd::open_side(&analyser, &trace)?.pick_run_rank()
+            };
             if let Err(m) = history::check_storable(&r) {
                 anyhow::bail!("history {}: {m}", history::redacted(&a.db));
             }
@@ -123,14 +130,18 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
                     .map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
             }
             let h = History::open_or_create(&a.db)?;
-            let id = h.add(&r, &label, accepted)?;
+            let id = h.add_run(&r, ranks.as_ref(), &label, accepted)?;
             if a.json {
                 serde_json::json!({"schema_version": 1, "id": id}).to_string() + "\n"
             } else {
                 format!(
-                    "added run {id} ({}, {} decode steps)\n",
+                    "added run {id} ({}, {} decode steps{})\n",
                     text(&trace.display().to_string()),
-                    r.steps.decode_steps
+                    r.steps.decode_steps,
+                    ranks
+                        .as_ref()
+                        .map(|k| format!(", {} ranks", k.ranks.len()))
+                        .unwrap_or_default()
                 )
             }
         }
@@ -147,12 +158,12 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
                 )? + "\n"
             } else {
                 let mut s = String::from(
-                    "   id  accepted  steps   TPOT ms   busy %  ms/token  tok/step  label  trace\n",
+                    "   id  accepted  steps   TPOT ms   busy %  ms/token  tok/step  ranks  label  trace\n",
                 );
                 for r in runs {
                     let bad = |f: &str| r.invalid.contains(&f);
                     s.push_str(&format!(
-                        "{:>5}  {:>8}  {:>5}  {:>8}  {:>7}  {:>8}  {:>8}  {}  {}\n",
+                        "{:>5}  {:>8}  {:>5}  {:>8}  {:>7}  {:>8}  {:>8}  {:>5}  {}  {}\n",
                         r.id,
                         if r.accepted { "yes" } else { "" },
                         r.decode_steps,
@@ -162,6 +173,7 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
                         figure(r.tokens_per_step, bad("tokens_per_step"), |t| format!(
                             "{t:.3}"
                         )),
+                        r.world_size.unwrap_or(1),
                         text(&r.label),
                         text(&r.trace_path)
                     ));

@@ -136,3 +136,63 @@ fn export_tables_writes_one_partition_per_rank() {
     ]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn history_stores_the_rank_count_and_refuses_other_world_sizes() {
+    let d = tempfile::tempdir().unwrap();
+    let host = run_dir(d.path(), "host");
+    let db = d.path().join("h.sqlite");
+    let o = run(&[
+        "history",
+        "add",
+        "-q",
+        "--db",
+        s(&db),
+        "--accepted",
+        s(&host),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("2 ranks"));
+    let v = json(&["history", "list", "--db", s(&db), "--json"]);
+    let r = &v["runs"][0];
+    assert_eq!(
+        (r["world_size"].as_i64(), r["late_rank"].as_i64()),
+        (Some(2), Some(1))
+    );
+    assert!(r["run_step_ms"].as_f64().unwrap() > 0.0);
+    // One trace against a baseline of two-rank runs: refused unless asked.
+    let one = tp2("host-rank1.json.gz");
+    let args = [
+        "gate",
+        "-q",
+        "--baseline-history",
+        "3",
+        "--db",
+        s(&db),
+        "--current",
+        s(&one),
+    ];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("different world sizes"));
+    let mut allowed = args.to_vec();
+    allowed.push("--allow-incomparable");
+    assert_ne!(run(&allowed).status.code(), Some(2));
+    // The same run of ranks against it is judged.
+    let o = run(&[
+        "gate",
+        "-q",
+        "--baseline-history",
+        "3",
+        "--db",
+        s(&db),
+        "--current",
+        s(&host),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -30,6 +30,7 @@ mod sqlite;
 use std::sync::Mutex;
 
 use gapscope_analyzer::analysis::Report;
+use gapscope_analyzer::analysis::ranks::{RanksReport, RanksVerdict};
 use serde::Serialize;
 use sqlx::postgres::PgConnection;
 use sqlx::sqlite::SqliteConnection;
@@ -58,6 +59,13 @@ pub struct RunSummary {
     pub time_per_token_ms: Option<f64>,
     pub tokens_per_step: Option<f64>,
     pub acceptance_rate: Option<f64>,
+    /// Runs of several ranks (schema version 3; `None`: one trace): the rank count, the rank
+    /// that set the step (when one did; its buckets are the run's), the run's step (the
+    /// slowest rank's, median ms) and the other ranks' mean communication wait, ms/step.
+    pub world_size: Option<i64>,
+    pub late_rank: Option<i64>,
+    pub run_step_ms: Option<f64>,
+    pub wait_ms: Option<f64>,
     /// Fields whose stored value is not a finite number (read as `None`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub invalid: Vec<&'static str>,
@@ -287,6 +295,18 @@ impl History {
     /// Stores an analysed run and its buckets in one transaction; returns its id. A run
     /// with a figure that is not a finite number is refused ([`check_storable`]).
     pub fn add(&self, r: &Report, label: &str, accepted: bool) -> Result<i64> {
+        self.add_run(r, None, label, accepted)
+    }
+
+    /// Stores a run; `ranks`, for a run of several ranks, adds its rank count and run-level
+    /// figures (`r` is then the report of the rank that sets the step, or of rank 0).
+    pub fn add_run(
+        &self,
+        r: &Report,
+        ranks: Option<&RanksReport>,
+        label: &str,
+        accepted: bool,
+    ) -> Result<i64> {
         if !self.writable {
             return Err(self
                 .ctx
@@ -302,7 +322,22 @@ impl History {
         let busy = r.devices.first().map(|d| d.busy_pct);
         let steps = i64::try_from(r.steps.decode_steps).unwrap_or(i64::MAX);
         let sp = r.speculative.as_ref();
-        let insert_run = "INSERT INTO runs (created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted, time_per_token_ms, tokens_per_step, acceptance_rate) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id";
+        let insert_run = "INSERT INTO runs (created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted, time_per_token_ms, tokens_per_step, acceptance_rate, world_size, late_rank, run_step_ms, wait_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING id";
+        let world = ranks.map(|k| k.ranks.len() as i64);
+        let late_rank = ranks.and_then(|k| match &k.verdict {
+            RanksVerdict::Straggler(s) => Some(i64::from(s.rank)),
+            _ => None,
+        });
+        let run_step = ranks.map(|k| k.step_ms_median).filter(|x| x.is_finite());
+        let wait = ranks
+            .map(|k| match &k.verdict {
+                RanksVerdict::Straggler(s) => s.others_wait_ms_per_step,
+                _ => {
+                    k.per_rank.iter().map(|p| p.wait_ms).sum::<f64>()
+                        / k.per_rank.len().max(1) as f64
+                }
+            })
+            .filter(|x| x.is_finite());
         let insert_bucket = "INSERT INTO run_buckets (run_id, bucket, ms_per_step_median, calls_per_step, share_of_busy_pct) VALUES ($1, $2, $3, $4, $5)";
         let ctx = &self.ctx;
         let begin = {
@@ -331,6 +366,10 @@ impl History {
                 .bind(sp.and_then(|x| x.tpot_per_token_ms))
                 .bind(sp.and_then(|x| x.tokens_per_step))
                 .bind(sp.and_then(|x| x.acceptance_rate))
+                .bind(world)
+                .bind(late_rank)
+                .bind(run_step)
+                .bind(wait)
                 .fetch_one(&mut *tx)
                 .await
                 .and_then(|row| row.try_get(0))
@@ -365,13 +404,13 @@ impl History {
     fn runs(&self, filter: RunFilter, limit: i64) -> Result<Vec<RunSummary>> {
         let q = match filter {
             RunFilter::All => {
-                "SELECT id, created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted, time_per_token_ms, tokens_per_step, acceptance_rate FROM runs ORDER BY id DESC LIMIT $1"
+                "SELECT id, created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted, time_per_token_ms, tokens_per_step, acceptance_rate, world_size, late_rank, run_step_ms, wait_ms FROM runs ORDER BY id DESC LIMIT $1"
             }
             RunFilter::Accepted => {
-                "SELECT id, created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted, time_per_token_ms, tokens_per_step, acceptance_rate FROM runs WHERE accepted <> 0 ORDER BY id DESC LIMIT $1"
+                "SELECT id, created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted, time_per_token_ms, tokens_per_step, acceptance_rate, world_size, late_rank, run_step_ms, wait_ms FROM runs WHERE accepted <> 0 ORDER BY id DESC LIMIT $1"
             }
             RunFilter::Id(_) => {
-                "SELECT id, created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted, time_per_token_ms, tokens_per_step, acceptance_rate FROM runs WHERE id = $2 ORDER BY id DESC LIMIT $1"
+                "SELECT id, created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted, time_per_token_ms, tokens_per_step, acceptance_rate, world_size, late_rank, run_step_ms, wait_ms FROM runs WHERE id = $2 ORDER BY id DESC LIMIT $1"
             }
         };
         let limit = limit.max(0);
@@ -401,6 +440,10 @@ impl History {
                         time_per_token_ms: finite(r.try_get(9)?, "time_per_token_ms", &mut invalid),
                         tokens_per_step: finite(r.try_get(10)?, "tokens_per_step", &mut invalid),
                         acceptance_rate: finite(r.try_get(11)?, "acceptance_rate", &mut invalid),
+                        world_size: r.try_get(12)?,
+                        late_rank: r.try_get(13)?,
+                        run_step_ms: finite(r.try_get(14)?, "run_step_ms", &mut invalid),
+                        wait_ms: finite(r.try_get(15)?, "wait_ms", &mut invalid),
                         invalid,
                     })
                 })

@@ -70,7 +70,23 @@ ALTER TABLE runs
     ADD COLUMN acceptance_rate DOUBLE PRECISION;
 ";
 
-fn migrator(init: &'static str, spec: &'static str) -> Migrator {
+// Version 3: runs of several ranks (NULL world size: one trace, as every older row).
+const SQLITE_RANKS: &str = "
+ALTER TABLE runs ADD COLUMN world_size BIGINT;
+ALTER TABLE runs ADD COLUMN late_rank BIGINT;
+ALTER TABLE runs ADD COLUMN run_step_ms REAL;
+ALTER TABLE runs ADD COLUMN wait_ms REAL;
+";
+
+const POSTGRES_RANKS: &str = "
+ALTER TABLE runs
+    ADD COLUMN world_size BIGINT,
+    ADD COLUMN late_rank BIGINT,
+    ADD COLUMN run_step_ms DOUBLE PRECISION,
+    ADD COLUMN wait_ms DOUBLE PRECISION;
+";
+
+fn migrator(init: &'static str, spec: &'static str, ranks: &'static str) -> Migrator {
     let m = |version, name: &str, sql: &'static str| {
         Migration::new(
             version,
@@ -80,15 +96,19 @@ fn migrator(init: &'static str, spec: &'static str) -> Migrator {
             false,
         )
     };
-    Migrator::with_migrations(vec![m(1, "init", init), m(2, "speculative", spec)])
+    Migrator::with_migrations(vec![
+        m(1, "init", init),
+        m(2, "speculative", spec),
+        m(3, "ranks", ranks),
+    ])
 }
 
 pub(super) fn sqlite_migrator() -> Migrator {
-    migrator(SQLITE_INIT, SQLITE_SPEC)
+    migrator(SQLITE_INIT, SQLITE_SPEC, SQLITE_RANKS)
 }
 
 pub(super) fn postgres_migrator() -> Migrator {
-    migrator(POSTGRES_INIT, POSTGRES_SPEC)
+    migrator(POSTGRES_INIT, POSTGRES_SPEC, POSTGRES_RANKS)
 }
 
 /// The tables a database holds and the migrations recorded in it.
@@ -225,12 +245,17 @@ mod tests {
         let m = sqlite_migrator();
         let all = ["runs", "run_buckets", MIGRATIONS_TABLE];
         assert_eq!(
-            assess(&facts(&all, &[(1, true), (2, true)]), &m, false),
+            assess(&facts(&all, &[(1, true), (2, true), (3, true)]), &m, false),
             Ok(State::Current)
         );
-        // A history written before the speculative figures: upgraded by the next writer.
+        // Histories written before the speculative figures, or before runs of several
+        // ranks: upgraded by the next writer.
         assert_eq!(
             assess(&facts(&all, &[(1, true)]), &m, false),
+            Ok(State::Outdated)
+        );
+        assert_eq!(
+            assess(&facts(&all, &[(1, true), (2, true)]), &m, false),
             Ok(State::Outdated)
         );
         assert_eq!(assess(&facts(&[], &[]), &m, false), Ok(State::Empty));
@@ -239,7 +264,12 @@ mod tests {
         assert!(e.contains("not a gapscope history database"), "{e}");
         assert!(e.contains("StringIds"), "{e}");
         assert_eq!(assess(&nsys, &m, true), Ok(State::Empty));
-        let e = assess(&facts(&all, &[(1, true), (2, true), (3, true)]), &m, false).unwrap_err();
+        let e = assess(
+            &facts(&all, &[(1, true), (2, true), (3, true), (4, true)]),
+            &m,
+            false,
+        )
+        .unwrap_err();
         assert!(e.contains("newer gapscope"), "{e}");
         let e = assess(&facts(&all, &[(1, false)]), &m, false).unwrap_err();
         assert!(e.contains("did not finish"), "{e}");

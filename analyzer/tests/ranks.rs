@@ -463,3 +463,41 @@ fn one_trace_of_two_gpus_is_two_ranks() {
     .unwrap();
     assert_eq!(set.runs.len(), 1);
 }
+
+#[test]
+fn a_recording_brings_its_processes_with_their_ranks() {
+    // gapscope-record on one H200: `rec-host.gst` (the launcher, no GPU work) and one trace
+    // per process with RANK in its manifest. Gloo reduces on the host: no collective kernel,
+    // so no verdict, and the reason is given.
+    let set = open_set(
+        &[tp2("gloo-record/rec-host.gst")],
+        RankMode::Auto,
+        2,
+        &common::settings(&Knobs::default()),
+        &NoProgress,
+    )
+    .unwrap();
+    assert!(set.as_ranks);
+    assert_eq!(set.left_out.len(), 1);
+    assert!(set.left_out[0].0.ends_with("rec-host.gst"));
+    let ranks: Vec<(u32, RankSource)> = set
+        .runs
+        .iter()
+        .map(|r| (r.run.rank, r.run.rank_source))
+        .collect();
+    assert_eq!(
+        ranks,
+        [(0, RankSource::Environment), (1, RankSource::Environment)]
+    );
+    assert_eq!(set.runs[1].trace.manifest.world_size, Some(2));
+    let refs: Vec<&AnalyzedRun> = set.runs.iter().collect();
+    let a = analyze_ranks(&refs);
+    assert_eq!(
+        a.report.verdict,
+        RanksVerdict::Refused {
+            reason: Refusal::NoMatchedCollectives
+        }
+    );
+    // The 8 measured steps and 2 warm-ups, from the script's NVTX ranges, on both ranks.
+    assert_eq!(a.report.aligned_steps, 10);
+}

@@ -61,6 +61,10 @@ def args():
     ap.add_argument("--late-rank", type=int, default=1)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--no-profile", action="store_true", help="no torch.profiler (recorder runs)")
+    ap.add_argument("--backend", choices=["nccl", "gloo"], default=None,
+                    help="torch.distributed backend (default: nccl on CUDA, gloo on CPU); gloo "
+                    "with --same-gpu runs every rank on GPU 0 (a one-GPU machine)")
+    ap.add_argument("--same-gpu", action="store_true", help="every rank on cuda:0")
     ap.add_argument("--graph", action="store_true",
                     help="replay each step as one CUDA graph (fixed shapes, masked attention), so "
                     "the ranks' GPUs are not paced by their hosts' launches")
@@ -185,9 +189,9 @@ def allreduce_floor_us(a, dev, world, n=64, reps=5):
 def main():
     a = args()
     cuda = a.device == "cuda"
-    dist.init_process_group("nccl" if cuda else "gloo")
+    dist.init_process_group(a.backend or ("nccl" if cuda else "gloo"))
     rank, world = dist.get_rank(), dist.get_world_size()
-    local = int(os.environ.get("LOCAL_RANK", rank))
+    local = 0 if a.same_gpu else int(os.environ.get("LOCAL_RANK", rank))
     dev = torch.device(f"cuda:{local}" if cuda else "cpu")
     if cuda:
         torch.cuda.set_device(dev)
@@ -309,7 +313,7 @@ def main():
            "wall_ns": wall, "steps": []}
     for r in records:
         r["token"] = int(r.pop("_tok"))
-    if cuda and world > 1:
+    if cuda and world > 1 and dist.get_backend() == "nccl":
         out["allreduce_floor_us"] = allreduce_floor_us(a, dev, world)
     for r in records:
         row = {k: v for k, v in r.items() if not k.startswith("_")}

@@ -124,7 +124,9 @@ pub fn summary(r: &RanksReport) -> Vec<(String, String)> {
                 StepPairing::Numbers => "by their numbers",
                 StepPairing::Order => "in order",
             },
-            if shared {
+            if r.matched_collectives == 0 {
+                "not compared (no collective matched)".to_owned()
+            } else if shared {
                 format!("shared (collective completions agree within {})", us(worst))
             } else {
                 format!(
@@ -136,12 +138,16 @@ pub fn summary(r: &RanksReport) -> Vec<(String, String)> {
     ));
     v.push((
         "collectives".into(),
-        format!(
-            "{} matched ({:.1} per step); transfer median {} per collective",
-            r.matched_collectives,
-            r.collectives_per_step,
-            us((r.transfer_us_median * 1e3) as i64)
-        ),
+        if r.matched_collectives == 0 {
+            "none matched across the ranks".to_owned()
+        } else {
+            format!(
+                "{} matched ({:.1} per step); transfer median {} per collective",
+                r.matched_collectives,
+                r.collectives_per_step,
+                us((r.transfer_us_median * 1e3) as i64)
+            )
+        },
     ));
     v.push((
         "step".into(),

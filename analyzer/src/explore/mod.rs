@@ -9,6 +9,7 @@ pub mod activity;
 pub mod kernel_table;
 pub mod lanes;
 mod levers;
+pub mod ranks;
 pub mod selection;
 pub mod step_view;
 

@@ -59,6 +59,9 @@ pub struct CommunicationTime {
     pub share_of_step_pct: Option<f64>,
     /// Always true on one trace: the kernels' time includes waiting for peers.
     pub includes_waiting: bool,
+    /// The messages against the GPU links' floor, when the trace gives the messages' sizes
+    /// and the rank count and the GPU table knows the link.
+    pub floor: Option<super::ranks::collectives::MessageFloor>,
 }
 
 impl CommunicationTime {
@@ -72,6 +75,7 @@ impl CommunicationTime {
             calls_per_step: b.calls_per_step,
             share_of_step_pct: b.share_of_step_pct,
             includes_waiting: true,
+            floor: None,
         })
     }
 }

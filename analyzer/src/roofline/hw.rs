@@ -46,6 +46,9 @@ pub struct HardwareSpec {
     pub int8_tops: f64,
     pub sm_count: u32,
     pub l2_bytes: u64,
+    /// The GPU-to-GPU link (NVLink) in one direction, bytes/s; 0 when unknown.
+    #[serde(default)]
+    pub link_bytes_per_s: f64,
     /// Key of the citation in `data/hardware.toml`.
     pub source: String,
     #[serde(default = "datasheet")]

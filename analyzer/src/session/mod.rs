@@ -78,6 +78,10 @@ pub fn analyze(
     settings: &SessionSettings,
 ) -> (Analyzed, NameTimes) {
     let mut a = analyze_tables(imported, &settings.rules, &settings.analysis, run.rank);
+    if let Some(c) = a.report.communication.as_mut() {
+        c.floor =
+            crate::analysis::ranks::collectives::message_floor(&imported.trace, &a.tables, None);
+    }
     if let Some(label) = &run.label {
         a.report.source.path = label.clone();
     } else {

@@ -326,9 +326,16 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
         v.push((
             "comm".into(),
             format!(
-                "{} ms/step{} in communication kernels, waiting for the other ranks included: one trace cannot tell waiting from transfer (give every rank's trace)",
+                "{} ms/step{} in communication kernels, waiting for the other ranks included: one trace cannot tell waiting from transfer (give every rank's trace){}",
                 ms(c.ms_per_step),
                 opt(c.share_of_step_pct, |p| format!(" ({} of the step)", pct(p))),
+                c.floor.map_or(String::new(), |f| format!(
+                    "; its messages ({} per step among {} ranks) need {} ms/step at {} GB/s each way (bandwidth alone, no latency)",
+                    bytes_label(f.message_bytes_per_step),
+                    f.ranks,
+                    ms(f.floor_ms_per_step),
+                    (f.link_bytes_per_s / 1e9).round()
+                )),
             ),
         ));
     }
@@ -582,4 +589,21 @@ pub fn top_cells(rows: &[BucketRow]) -> Vec<Vec<String>> {
             })
         })
         .collect()
+}
+
+/// Bytes with a binary unit: `8.0 KiB`, `1.5 MiB`.
+pub fn bytes_label(b: f64) -> String {
+    if !b.is_finite() {
+        return "n/a".to_owned();
+    }
+    let (v, u) = if b >= 1024.0 * 1024.0 * 1024.0 {
+        (b / (1024.0 * 1024.0 * 1024.0), "GiB")
+    } else if b >= 1024.0 * 1024.0 {
+        (b / (1024.0 * 1024.0), "MiB")
+    } else if b >= 1024.0 {
+        (b / 1024.0, "KiB")
+    } else {
+        return format!("{b:.0} B");
+    };
+    format!("{v:.1} {u}")
 }

@@ -142,10 +142,16 @@ pub fn summary(r: &RanksReport) -> Vec<(String, String)> {
             "none matched across the ranks".to_owned()
         } else {
             format!(
-                "{} matched ({:.1} per step); transfer median {} per collective",
+                "{} matched ({:.1} per step); transfer median {} per collective{}",
                 r.matched_collectives,
                 r.collectives_per_step,
-                us((r.transfer_us_median * 1e3) as i64)
+                us((r.transfer_us_median * 1e3) as i64),
+                r.floor.map_or(String::new(), |f| format!(
+                    " (its {} message needs {} at {} GB/s each way: bandwidth alone, no latency)",
+                    super::bytes_label(f.message_bytes_median),
+                    us((f.floor_ms_per_collective * 1e6) as i64),
+                    (f.link_bytes_per_s / 1e9).round()
+                ))
             )
         },
     ));

@@ -337,7 +337,8 @@ fn accumulate_range(
                 true
             } else if in_step {
                 acc.accs[sp].add(b, start, end, tag);
-                if !is_memop {
+                // A collective's bytes are its message, not memory traffic: no roofline cost.
+                if !is_memop && b != Bucket::Comm as usize {
                     let bytes = k.bytes.get(idx).copied().unwrap_or(-1);
                     let flops = k.flops.get(idx).copied().unwrap_or(-1);
                     acc.accs[sp].cost(b, bytes, flops, end - start);

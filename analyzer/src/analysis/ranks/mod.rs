@@ -100,6 +100,9 @@ pub struct RanksReport {
     pub step_ms_mean: f64,
     /// Median transfer of one collective (after the last rank arrived), µs.
     pub transfer_us_median: f64,
+    /// The first rank's messages against its GPU links' floor, when known (the floor counts
+    /// no latency).
+    pub floor: Option<collectives::MessageFloor>,
     pub per_rank: Vec<RankRow>,
     pub verdict: RanksVerdict,
     pub notes: Vec<RanksNote>,
@@ -258,6 +261,9 @@ pub fn analyze_ranks(runs: &[&AnalyzedRun]) -> RanksAnalysis {
             step_ms_median,
             step_ms_mean,
             transfer_us_median,
+            floor: runs
+                .first()
+                .and_then(|r| collectives::message_floor(&r.trace, &r.tables, Some(n as u32))),
             per_rank,
             verdict,
             notes,

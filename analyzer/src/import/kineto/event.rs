@@ -131,6 +131,11 @@ pub(crate) struct Args<'a> {
     pub graph_node_id: Option<Id>,
     #[serde(borrow, default, rename = "kind")]
     pub kind: Option<Cow<'a, str>>,
+    /// NCCL kernels (torch.distributed): the message's element count and element type.
+    #[serde(default, rename = "In msg nelems")]
+    pub in_msg_nelems: Option<Num>,
+    #[serde(borrow, default)]
+    pub dtype: Option<Cow<'a, str>>,
     /// `record_shapes`: each input's shape (kept only for the ops [`keeps_shapes`] names).
     #[serde(default, rename = "Input Dims")]
     pub input_dims: Option<InputDims>,

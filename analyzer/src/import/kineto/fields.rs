@@ -592,6 +592,8 @@ pub(crate) fn parse_event(raw: &[u8]) -> R<Event<'_>> {
                         b"graph id" => a.graph_id = p.id()?,
                         b"graph node id" => a.graph_node_id = p.id()?,
                         b"kind" if p.peek()? == b'"' => a.kind = Some(p.string()?),
+                        b"In msg nelems" => a.in_msg_nelems = p.num()?,
+                        b"dtype" if p.peek()? == b'"' => a.dtype = Some(p.string()?),
                         b"Input Dims" if p.peek()? == b'[' => {
                             a.input_dims = Some(p.input_dims()?);
                         }

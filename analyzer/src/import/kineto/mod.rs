@@ -364,6 +364,24 @@ fn events_array(feed: &mut Feed, b: &mut Batcher, top_level: bool) -> Result<()>
     }
 }
 
+/// A collective kernel's message in bytes: `In msg nelems` elements of `dtype`, as
+/// torch.distributed records them on NCCL kernels; `None` without both or for an unknown
+/// element type.
+fn message_bytes(a: &event::Args<'_>) -> Option<i64> {
+    let n = a.in_msg_nelems?.0;
+    let size: f64 = match a.dtype.as_deref()? {
+        "Float" | "Int" | "UInt32" | "Float32" => 4.0,
+        "Half" | "BFloat16" | "Short" | "UInt16" => 2.0,
+        "Double" | "Long" | "ComplexFloat" | "UInt64" => 8.0,
+        "Byte" | "Char" | "Bool" | "Float8_e4m3fn" | "Float8_e5m2" | "Float8_e4m3fnuz"
+        | "Float8_e5m2fnuz" => 1.0,
+        "ComplexDouble" => 16.0,
+        _ => return None,
+    };
+    let b = n * size;
+    (0.0..9.0e15).contains(&b).then_some(b as i64)
+}
+
 /// Kineto's `distributedInfo` (torch.distributed's backend, rank and world size).
 #[derive(Deserialize)]
 struct DistributedInfo {
@@ -671,6 +689,8 @@ impl Builder {
                         .map(|n| n.0 as u32)
                         .unwrap_or(0),
                     graph_node_id: args.and_then(|a| a.graph_node_id).map(|n| n.0).unwrap_or(0),
+                    // A collective's message (torch.distributed records it on NCCL kernels).
+                    bytes: args.and_then(message_bytes).unwrap_or(-1),
                     ..Default::default()
                 });
             }

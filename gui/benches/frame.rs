@@ -2,13 +2,14 @@
 //! `App` runs in an `egui::Context` pass plus tessellation, which is the UI thread's whole
 //! per-frame work before the renderer uploads the vertices.
 //!
-//! cargo bench -p gapscope-gui --bench frame -- TRACE [--frames N] [--size WxH] [--kernels]
+//! cargo bench -p gapscope-gui --bench frame -- TRACE... [--frames N] [--size WxH] [--kernels]
 //!
 //! Prints, as one JSON object: the time from opening the trace to the end of the first
 //! frame that draws it, the per-frame time (median, min, max, p90) at full zoom-out, at a
 //! mid zoom (1/1000 of the trace) and at a deep zoom (one step), each while panning, and
 //! the peak resident memory. With `--kernels`, also the kernel table's frames: as they are,
-//! with the filter changed every frame, with the sort changed every frame.
+//! with the filter changed every frame, with the sort changed every frame. Given the traces
+//! of several ranks of one run, also the ranks view's frames (full, mid and one step).
 
 use std::time::Instant;
 
@@ -86,12 +87,53 @@ mod serde_like {
     }
 }
 
+/// The ranks view's frames (when the traces opened as ranks of one run), panning across
+/// the run at three zooms: the whole run, 1/1000 of it, one step.
+fn ranks_frames(ctx: &egui::Context, app: &mut App, size: Vec2, frames: usize) -> Vec<String> {
+    let mut results = Vec::new();
+    let ranks = app.ranks.as_ref().map(|r| {
+        let l = &r.data.lanes;
+        let step = l
+            .lanes
+            .first()
+            .and_then(|l| Some(l.steps.spans.end_ns.get(1)? - l.steps.spans.start_ns.get(1)?))
+            .unwrap_or(1_000_000);
+        (l.span_ns, step)
+    });
+    if let Some(((r0, r1), rstep)) = ranks {
+        // The ranks view, panning across the run at three zooms.
+        let rspan = (r1 - r0).max(1);
+        app.view = View::Ranks;
+        frame(ctx, app, size);
+        for (name, width_ns) in [
+            ("ranks_full", rspan),
+            ("ranks_mid", (rspan / 1000).max(1)),
+            ("ranks_deep", rstep.max(1)),
+        ] {
+            let mut v = Vec::with_capacity(frames);
+            for f in 0..frames {
+                let start = if width_ns >= rspan {
+                    r0
+                } else {
+                    r0 + ((rspan - width_ns) as f64 * f as f64 / frames as f64) as i64
+                };
+                if let Some(r) = &mut app.ranks {
+                    r.state.tl.zoom_to_ns(start, start + width_ns, 0.0);
+                }
+                v.push(frame(ctx, app, size));
+            }
+            results.push(format!("\"{name}\": {}", stats(&mut v)));
+        }
+    }
+    results
+}
+
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| a != "--bench")
         .collect();
-    let mut trace = None;
+    let mut traces: Vec<String> = Vec::new();
     let mut frames = 60usize;
     let mut kernels_view = false;
     let mut size = Vec2::new(1600.0, 900.0);
@@ -105,16 +147,18 @@ fn main() {
                 let (w, h) = v.split_once('x').expect("--size WxH");
                 size = Vec2::new(w.parse().expect("width"), h.parse().expect("height"));
             }
-            p => trace = Some(p.to_owned()),
+            p => traces.push(p.to_owned()),
         }
     }
-    let Some(trace) = trace else {
-        eprintln!("usage: frame TRACE [--frames N] [--size WxH]");
+    let Some(trace) = traces.first().cloned() else {
+        eprintln!("usage: frame TRACE... [--frames N] [--size WxH]");
         std::process::exit(2);
     };
     let ctx = egui::Context::default();
     let mut settings = Settings {
-        traces: vec![trace.clone().into()],
+        traces: traces.iter().map(Into::into).collect(),
+        view: View::Timeline,
+        view_given: true,
         ..Settings::default()
     };
     // The bench times traces past the default event limit (10M kernels): no limit.
@@ -220,6 +264,7 @@ fn main() {
             verts[verts.len() / 2]
         ));
     }
+    results.extend(ranks_frames(&ctx, &mut app, size, frames));
     let loading = if loading_frames.is_empty() {
         "null".to_owned()
     } else {

@@ -10,9 +10,11 @@ use crate::axis::AxisMode;
 use crate::doc::{Doc, DocState};
 use crate::file_dialog::FileDialog;
 use crate::loader;
+use crate::set_loader::{self, SetResult};
 use crate::settings::Settings;
 use crate::views::diff::DiffState;
 use crate::views::kernels::KernelsState;
+use crate::views::ranks::{RanksDoc, RanksState};
 use crate::views::roofline::RooflineState;
 use crate::views::timeline::{self, Hit, TimelineState};
 use crate::views::{self, View, format};
@@ -36,6 +38,10 @@ pub struct App {
     pub steps_plot: Option<egui::Rect>,
     /// `--step K`: zoom the first trace's timeline to step K once it has loaded.
     start_step: Option<usize>,
+    /// The ranks of one run, when several traces opened as one.
+    pub ranks: Option<RanksDoc>,
+    /// `--view` was given: the ranks of one run do not switch to the ranks view.
+    view_given: bool,
 }
 
 impl App {
@@ -77,6 +83,8 @@ impl App {
             steps_show_idle: true,
             steps_plot: None,
             start_step: s.step,
+            ranks: None,
+            view_given: s.view_given,
         }
     }
 
@@ -95,24 +103,55 @@ impl App {
             })
     }
 
+    fn new_timeline(&self) -> TimelineState {
+        TimelineState {
+            mode: if self.step_aligned {
+                AxisMode::StepAligned
+            } else {
+                AxisMode::Time
+            },
+            ..TimelineState::default()
+        }
+    }
+
+    /// A document loading `path` alone.
+    fn load_one(&self, ctx: &egui::Context, path: PathBuf) -> Doc {
+        let c = ctx.clone();
+        let progress = loader::spawn(path.clone(), self.load.clone(), move || c.request_repaint());
+        Doc {
+            path,
+            state: DocState::Loading(progress),
+            timeline: self.new_timeline(),
+            set: None,
+        }
+    }
+
     fn start_pending(&mut self, ctx: &egui::Context) {
-        for path in std::mem::take(&mut self.pending) {
+        let pending = std::mem::take(&mut self.pending);
+        if set_loader::is_set(&pending) {
+            // Several traces (or a directory) open together: as the ranks of one run when
+            // they are, else one document each.
             let c = ctx.clone();
-            let progress =
-                loader::spawn(path.clone(), self.load.clone(), move || c.request_repaint());
-            let timeline = TimelineState {
-                mode: if self.step_aligned {
-                    AxisMode::StepAligned
-                } else {
-                    AxisMode::Time
-                },
-                ..TimelineState::default()
+            let load = set_loader::spawn_set(pending.clone(), self.load.clone(), move || {
+                c.request_repaint()
+            });
+            let path = match pending.as_slice() {
+                [one] => one.clone(),
+                _ => PathBuf::from(format!("{} traces", pending.len())),
             };
             self.docs.push(Doc {
                 path,
-                state: DocState::Loading(progress),
-                timeline,
+                state: DocState::Loading(std::sync::Arc::clone(&load.progress)),
+                timeline: self.new_timeline(),
+                set: Some(load),
             });
+            self.kernels.push(KernelsState::default());
+            self.active = self.docs.len() - 1;
+            return;
+        }
+        for path in pending {
+            let doc = self.load_one(ctx, path);
+            self.docs.push(doc);
             self.kernels.push(KernelsState::default());
             self.active = self.docs.len() - 1;
             if self.docs.len() == 2 {
@@ -122,10 +161,88 @@ impl App {
         }
     }
 
+    /// Replaces a set's document by one per trace once the set has loaded.
+    fn poll_sets(&mut self, ctx: &egui::Context) {
+        let mut i = 0;
+        while i < self.docs.len() {
+            let Some(result) = self.docs[i].set.as_ref().and_then(|s| s.take()) else {
+                i += 1;
+                continue;
+            };
+            let paths = self.docs[i].set.take().map(|s| s.paths).unwrap_or_default();
+            let new: Vec<Doc> = match result {
+                SetResult::Loaded(l) => {
+                    if !l.left_out.is_empty() {
+                        self.notice = Some(l.left_out.join("; "));
+                    }
+                    if let Some(r) = l.ranks {
+                        let mut state = RanksState::default();
+                        if !self.view_given || self.view == View::Ranks {
+                            self.view = View::Ranks;
+                            // `--step K`: the ranks view zoomed to aligned step K.
+                            if let Some(k) = self.start_step.take()
+                                && !state.zoom_to_step(&r.lanes, k as u32)
+                            {
+                                self.notice = Some(format!(
+                                    "--step {k}: the run has {} aligned steps",
+                                    r.report.aligned_steps
+                                ));
+                            }
+                        }
+                        self.ranks = Some(RanksDoc { data: r, state });
+                    }
+                    l.docs
+                        .into_iter()
+                        .map(|(path, loaded)| {
+                            let mut timeline = self.new_timeline();
+                            timeline.reset(&loaded);
+                            Doc {
+                                path,
+                                state: DocState::Ready(Box::new(loaded)),
+                                timeline,
+                                set: None,
+                            }
+                        })
+                        .collect()
+                }
+                // Not openable as a set: each path alone, so each shows its own error.
+                SetResult::OneByOne(e) => paths
+                    .into_iter()
+                    .map(|p| {
+                        if p.is_dir() && !p.join("manifest.json").is_file() {
+                            Doc {
+                                path: p,
+                                state: DocState::Failed(e.clone()),
+                                timeline: self.new_timeline(),
+                                set: None,
+                            }
+                        } else {
+                            self.load_one(ctx, p)
+                        }
+                    })
+                    .collect(),
+            };
+            let n = new.len();
+            self.docs.splice(i..=i, new);
+            self.kernels
+                .splice(i..=i, (0..n).map(|_| KernelsState::default()));
+            if self.active > i {
+                self.active = self.active + n - 1;
+            }
+            self.active = self.active.min(self.docs.len().saturating_sub(1));
+            if self.docs.len() >= 2 && self.diff.a == self.diff.b {
+                self.diff.a = 0;
+                self.diff.b = 1;
+            }
+            i += n;
+        }
+    }
+
     /// The whole window.
     pub fn ui(&mut self, ui: &mut Ui) {
         let ctx = ui.ctx().clone();
         self.start_pending(&ctx);
+        self.poll_sets(&ctx);
         let mut loading = false;
         for (i, d) in self.docs.iter_mut().enumerate() {
             if d.poll()
@@ -460,6 +577,15 @@ impl App {
                     views::telemetry::show(ui, &mut d.timeline, l);
                 }
             }
+            View::Ranks => match &mut self.ranks {
+                Some(r) => views::ranks::show(ui, r),
+                None => {
+                    ui.label(
+                        "The ranks view shows several ranks of one run: open their traces together \
+                         (gapscope-gui rank0.json.gz rank1.json.gz, or a directory of them).",
+                    );
+                }
+            },
         }
     }
 }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::loader::{Loaded, Progress};
+use crate::set_loader::SetLoad;
 use crate::views::timeline::TimelineState;
 
 pub enum DocState {
@@ -16,6 +17,8 @@ pub struct Doc {
     pub path: PathBuf,
     pub state: DocState,
     pub timeline: TimelineState,
+    /// Several traces opening together: this document stands for them until they are in.
+    pub set: Option<SetLoad>,
 }
 
 impl Doc {

@@ -12,6 +12,7 @@ pub mod loader;
 pub mod lod;
 pub mod palette;
 pub mod screenshot;
+pub mod set_loader;
 pub mod settings;
 pub mod views;
 

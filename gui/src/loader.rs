@@ -61,7 +61,7 @@ impl Progress {
     }
 }
 
-struct Bytes<'a>(&'a Progress);
+pub(crate) struct Bytes<'a>(pub(crate) &'a Progress);
 
 impl ImportProgress for Bytes<'_> {
     fn start(&self, total: Option<u64>) {
@@ -96,7 +96,7 @@ impl Loaded {
 
 /// Builds the kernel table into `slot`; a panic (a bug) leaves an empty table rather than
 /// a view that waits forever.
-fn build_table(x: &Exploration, slot: &OnceLock<KernelTable>) {
+pub(crate) fn build_table(x: &Exploration, slot: &OnceLock<KernelTable>) {
     slot.get_or_init(|| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             KernelTable::build(&x.trace, &x.tables.kernel_bucket, &x.tables.memop_bucket)
@@ -125,6 +125,12 @@ pub fn load_blocking(path: &Path, s: &SessionSettings, p: &Progress) -> Result<L
     let mut marks = marks.into_inner().unwrap_or_default();
     marks.push(("lanes", t0.elapsed().as_secs_f64()));
     p.stage.store(10, Ordering::Relaxed);
+    Ok(ready(x, marks, t0))
+}
+
+/// An exploration ready to draw: its level of detail built; `marks` are the stages so far
+/// (name, seconds since `t0` at its end).
+pub fn ready(x: Exploration, mut marks: Vec<(&'static str, f64)>, t0: Instant) -> Loaded {
     let lods = x.lanes.gpu.iter().map(LaneLod::build).collect();
     let rows = |rows: &[gapscope_analyzer::explore::HostRow]| -> Vec<Longest> {
         rows.iter()
@@ -144,7 +150,7 @@ pub fn load_blocking(path: &Path, s: &SessionSettings, p: &Progress) -> Result<L
             (n, d)
         })
         .collect();
-    Ok(Loaded {
+    Loaded {
         x: Arc::new(x),
         kernel_table: Arc::default(),
         lods,
@@ -153,7 +159,7 @@ pub fn load_blocking(path: &Path, s: &SessionSettings, p: &Progress) -> Result<L
         load_s,
         stages_s,
         levers: OnceLock::new(),
-    })
+    }
 }
 
 /// Starts loading `path` on a worker thread; `done` runs when the result is in `Progress`.

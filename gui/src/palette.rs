@@ -34,6 +34,15 @@ pub const HIGHLIGHT: Color32 = Color32::WHITE;
 /// Speculative decoding: a step's draft window and its verify forward (the phase strip).
 pub const DRAFT: Color32 = Color32::from_rgb(0x30, 0xa0, 0xd0);
 pub const VERIFY: Color32 = Color32::from_rgb(0xd0, 0x70, 0x60);
+/// Ranks: a collective's transfer (solid), its waiting part (light, hatched), the rank
+/// that arrived last and sets the step, the step strip, the links across ranks.
+pub const TRANSFER: Color32 = Color32::from_rgb(0x4a, 0x78, 0xe8);
+pub const WAIT: Color32 = Color32::from_rgb(0x3a, 0x46, 0x66);
+pub const WAIT_HATCH: Color32 = Color32::from_rgb(0x9c, 0xb4, 0xee);
+pub const LATE: Color32 = Color32::from_rgb(0xff, 0x9f, 0x1c);
+pub const LATE_BG: Color32 = Color32::from_rgb(0x4a, 0x32, 0x12);
+pub const RANK_STEP: Color32 = Color32::from_rgb(0x40, 0xb0, 0x60);
+pub const LINK: Color32 = Color32::from_rgba_premultiplied(0xb0, 0xb0, 0xb0, 0xa0);
 
 pub fn bucket(b: u8) -> Color32 {
     BUCKET[(b as usize).min(BUCKET.len() - 1)]

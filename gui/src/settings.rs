@@ -14,9 +14,12 @@ usage: gapscope-gui [TRACE...] [options]
 
 TRACE is a native trace (.gst), a PyTorch/Kineto JSON (.json or .json.gz) or an nsys
 SQLite export (.sqlite). Open more from the window (Open…, or drop files on it).
+Several traces, or a directory of them, that name distinct ranks are opened as the ranks
+of one run: each rank's trace opens as usual and the ranks view shows them together.
 
 options:
   --view VIEW          start in timeline | steps | kernels | diff | roofline | telemetry
+                       | ranks (the default for the ranks of one run)
   --step-aligned       start the timeline with every step the same width
   --step K             start the timeline zoomed to step K (0-based)
   --model CONFIG.json  the model's Hugging Face config.json, for the roofline
@@ -48,6 +51,8 @@ pans, drag selects a box (sums by bucket), right-drag pans, double-click a step 
 pub struct Settings {
     pub traces: Vec<PathBuf>,
     pub view: View,
+    /// `--view` was given (else the ranks of one run open in the ranks view).
+    pub view_given: bool,
     pub step_aligned: bool,
     pub step: Option<usize>,
     pub model: Option<PathBuf>,
@@ -65,6 +70,7 @@ impl Default for Settings {
         Self {
             traces: Vec::new(),
             view: View::Timeline,
+            view_given: false,
             step_aligned: false,
             step: None,
             model: None,
@@ -128,9 +134,10 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
             "-V" | "--version" => return Ok(Command::Version),
             "--view" => {
                 let v = value(a)?;
+                s.view_given = true;
                 s.view = View::parse(&v).ok_or_else(|| {
                     format!(
-                        "--view {v:?}: use timeline, steps, kernels, diff, roofline or telemetry"
+                        "--view {v:?}: use timeline, steps, kernels, diff, roofline, telemetry or ranks"
                     )
                 })?;
             }

@@ -46,6 +46,13 @@ fn cases() -> Vec<(&'static str, Vec<String>)> {
             vec![engine, "--model".into(), repo("models/llama-3-8b.json")],
         ),
         ("telemetry", vec![hybrid]),
+        (
+            "ranks",
+            vec![
+                repo("traces/reference/tp2/host-rank0.json.gz"),
+                repo("traces/reference/tp2/host-rank1.json.gz"),
+            ],
+        ),
     ]
 }
 

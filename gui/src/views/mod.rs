@@ -3,6 +3,8 @@
 pub mod diff;
 pub mod format;
 pub mod kernels;
+pub mod ranks;
+pub mod ranks_text;
 pub mod roofline;
 pub mod row_paint;
 pub mod steps;
@@ -19,16 +21,18 @@ pub enum View {
     Diff,
     Roofline,
     Telemetry,
+    Ranks,
 }
 
 impl View {
-    pub const ALL: [View; 6] = [
+    pub const ALL: [View; 7] = [
         View::Timeline,
         View::Steps,
         View::Kernels,
         View::Diff,
         View::Roofline,
         View::Telemetry,
+        View::Ranks,
     ];
 
     pub fn name(self) -> &'static str {
@@ -39,6 +43,7 @@ impl View {
             View::Diff => "diff",
             View::Roofline => "roofline",
             View::Telemetry => "telemetry",
+            View::Ranks => "ranks",
         }
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use egui::{Align2, Color32, FontId, Key, Pos2, Rect, Sense, Stroke, StrokeKind, Ui, Vec2};
 use gapscope_analyzer::Bucket;
-use gapscope_analyzer::explore::{ActRef, BoxSums, GpuLane, HostRow, Spans};
+use gapscope_analyzer::explore::{ActRef, BoxSums, GpuLane, HostRow, Spans, StepView};
 use gapscope_traces::{ScopeKind, StrId};
 
 use super::format;
@@ -265,7 +265,12 @@ struct Hits {
 }
 
 /// Keyboard and mouse navigation; returns true when the view changed.
-fn navigate(ui: &Ui, st: &mut TimelineState, hover_frac: Option<f64>, area_hovered: bool) -> bool {
+pub(crate) fn navigate(
+    ui: &Ui,
+    st: &mut TimelineState,
+    hover_frac: Option<f64>,
+    area_hovered: bool,
+) -> bool {
     let typing = ui.ctx().egui_wants_keyboard_input();
     let (dt, zoom, scroll, keys) = ui.input(|i| {
         let k = |key| !typing && i.key_down(key);
@@ -324,8 +329,8 @@ pub fn lanes_height(l: &Loaded) -> f32 {
     STEP_H + 4.0 + x.lanes.gpu.len() as f32 * GPU_H + (markers + host) as f32 * ROW_H + 12.0
 }
 
-/// Draws the time ruler in `rect`.
-pub fn ruler(painter: &egui::Painter, rect: Rect, m: &Mapper, l: &Loaded) {
+/// Draws the time ruler in `rect` (step-aligned: labelled by `steps`).
+pub fn ruler(painter: &egui::Painter, rect: Rect, m: &Mapper, steps: &[StepView]) {
     painter.rect_filled(rect, 0.0, Color32::from_gray(30));
     let font = FontId::monospace(10.0);
     let col = Color32::from_gray(190);
@@ -373,7 +378,6 @@ pub fn ruler(painter: &egui::Painter, rect: Rect, m: &Mapper, l: &Loaded) {
             }
         }
         AxisMode::StepAligned => {
-            let steps = &l.x.steps;
             let px_per_step = m.scale();
             let every = ((48.0 / px_per_step).ceil() as usize).max(1);
             let first = (m.u0.max(0.0) / (1.0 + crate::axis::STEP_GAP_UNITS)) as usize;
@@ -454,7 +458,7 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
         lane_area.min,
         Pos2::new(lane_area.right(), lane_area.top() + RULER_H),
     );
-    ruler(&painter, ruler_rect, &m, l);
+    ruler(&painter, ruler_rect, &m, &l.x.steps);
     let body = Rect::from_min_max(Pos2::new(outer.left(), outer.top() + RULER_H), outer.max);
     let lanes_painter = painter.with_clip_rect(body);
     let label_painter = lanes_painter.with_clip_rect(Rect::from_min_max(

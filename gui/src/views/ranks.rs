@@ -315,14 +315,14 @@ fn lanes(ui: &mut Ui, data: &RanksLoaded, st: &mut RanksState, height: f32) {
         for k in rl.kernels_in(li, t0, t1, w) {
             let r = bar(k.start_ns, k.end_ns, kern_r);
             let c = palette::bucket(k.bucket);
-            mesh.add_colored_rect(
-                r,
-                if k.items.len() > 1 {
-                    palette::dim(c)
-                } else {
-                    c
-                },
-            );
+            mesh.add_colored_rect(r, c);
+            if k.items.len() > 1 {
+                // A dark tick on top tells a fold from one long kernel.
+                mesh.add_colored_rect(
+                    Rect::from_x_y_ranges(r.x_range(), r.top()..=r.top() + 2.0),
+                    palette::dim(c),
+                );
+            }
             hits.push((
                 r,
                 RankHit::Kernel {

@@ -226,6 +226,17 @@ impl App {
             self.docs.splice(i..=i, new);
             self.kernels
                 .splice(i..=i, (0..n).map(|_| KernelsState::default()));
+            // `--step K` not taken by the ranks view: the first trace's timeline, as when
+            // it loads alone.
+            if i == 0
+                && let Some(DocState::Ready(l)) = self.docs.first().map(|d| &d.state)
+                && let Some(k) = self.start_step
+                && let Some(s) = l.x.steps.get(k)
+            {
+                let (a, b) = (s.start_ns, s.end_ns);
+                self.start_step = None;
+                self.docs[0].timeline.zoom_to_ns(a, b, 0.02);
+            }
             if self.active > i {
                 self.active = self.active + n - 1;
             }

@@ -25,10 +25,13 @@ fn tp2(name: &str) -> PathBuf {
 }
 
 fn harness(traces: &[PathBuf]) -> Harness<'static, App> {
-    let s = Settings {
+    harness_with(Settings {
         traces: traces.to_vec(),
         ..Settings::default()
-    };
+    })
+}
+
+fn harness_with(s: Settings) -> Harness<'static, App> {
     let mut h = Harness::builder()
         .with_size(Vec2::new(1400.0, 800.0))
         .build_ui_state(|ui, app: &mut App| app.ui(ui), App::new(&s));
@@ -130,4 +133,31 @@ fn a_directory_of_ranks_opens_as_one_run() {
     assert_eq!(h.state().view, View::Ranks);
     assert_eq!(h.state().docs.len(), 2);
     assert_eq!(ranks(&h).data.lanes.late_lane(), Some(1));
+}
+
+#[test]
+fn with_view_given_the_ranks_stay_documents_and_step_zooms_the_first_timeline() {
+    let s = Settings {
+        traces: vec![tp2("host-rank0.json.gz"), tp2("host-rank1.json.gz")],
+        view: View::Timeline,
+        view_given: true,
+        step: Some(2),
+        ..Settings::default()
+    };
+    let h = harness_with(s);
+    assert_eq!(h.state().view, View::Timeline);
+    assert!(
+        h.state().ranks.is_some(),
+        "the ranks view is there to choose"
+    );
+    let d = &h.state().docs[0];
+    let step = &d.loaded().unwrap().x.steps[2];
+    let (a, b) = d.timeline.visible_ns().unwrap();
+    let pad = (step.end_ns - step.start_ns) / 20;
+    assert!(
+        (a - step.start_ns).abs() <= pad && (b - step.end_ns).abs() <= pad,
+        "zoomed to step 2: {a}..{b} against {}..{}",
+        step.start_ns,
+        step.end_ns
+    );
 }

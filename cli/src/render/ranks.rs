@@ -1,9 +1,7 @@
 //! The multi-rank section: how the ranks were recognised and aligned, the verdict, and the
 //! per-rank split of the step. The table and Markdown renderers share these cells.
 
-use gapscope_analyzer::analysis::ranks::{
-    LateBy, RanksNote, RanksReport, RanksVerdict, StepPairing,
-};
+use gapscope_analyzer::analysis::ranks::{RanksReport, StepPairing};
 use gapscope_analyzer::text::ms;
 
 use super::text;
@@ -30,70 +28,7 @@ fn us(ns: i64) -> String {
 
 /// The verdict in one sentence.
 pub fn verdict(r: &RanksReport) -> String {
-    match &r.verdict {
-        RanksVerdict::Straggler(s) => {
-            let why = match &s.late_by {
-                LateBy::Host {
-                    excess_idle_ms_per_step,
-                    scope,
-                    scope_ms_per_step,
-                    scope_only_here,
-                } => match scope {
-                    Some(name) => format!(
-                        "its host is busy in `{}` ({} ms/step{}) while its GPU sits idle ({} ms/step more than the others')",
-                        text(name),
-                        ms(*scope_ms_per_step),
-                        if *scope_only_here {
-                            ", on no other rank"
-                        } else {
-                            " more than on the others"
-                        },
-                        ms(*excess_idle_ms_per_step)
-                    ),
-                    None => format!(
-                        "its GPU sits idle {} ms/step more than the others' (its host; no host scope or NVTX range covers that time)",
-                        ms(*excess_idle_ms_per_step)
-                    ),
-                },
-                LateBy::Gpu {
-                    excess_busy_ms_per_step,
-                    kernel,
-                    bucket,
-                    kernel_ms_per_step,
-                    kernel_only_here,
-                } => format!(
-                    "its GPU is busy in bucket {} ({} ms/step more than the others'), most in `{}` ({} ms/step{})",
-                    bucket.as_str(),
-                    ms(*excess_busy_ms_per_step),
-                    text(kernel),
-                    ms(*kernel_ms_per_step),
-                    if *kernel_only_here {
-                        ", on no other rank"
-                    } else {
-                        " more"
-                    }
-                ),
-            };
-            format!(
-                "rank {} sets the step: it arrives last at {:.0}% of collectives; the others wait {} ms/step, {} ms of it at one collective; {}",
-                s.rank,
-                100.0 * s.late_share,
-                ms(s.others_wait_ms_per_step),
-                ms(s.others_longest_wait_ms),
-                why
-            )
-        }
-        RanksVerdict::Even {
-            late_rank,
-            late_share,
-            wait_ms_per_step,
-        } => format!(
-            "no rank sets the step: rank {late_rank} arrives last at {:.0}% of collectives, and the ranks wait {} ms/step on average",
-            100.0 * late_share,
-            ms(*wait_ms_per_step)
-        ),
-        RanksVerdict::Refused { reason } => format!("no verdict: {}", reason.as_str()),
-    }
+    gapscope_analyzer::analysis::ranks::text::verdict(r, &|s: &str| text(s))
 }
 
 /// The summary lines (label, value).
@@ -165,42 +100,12 @@ pub fn summary(r: &RanksReport) -> Vec<(String, String)> {
     ));
     v.push(("verdict".into(), verdict(r)));
     for n in &r.notes {
-        v.push(("note".into(), note(n)));
+        v.push((
+            "note".into(),
+            text(&gapscope_analyzer::analysis::ranks::text::note(n)),
+        ));
     }
     v
-}
-
-fn note(n: &RanksNote) -> String {
-    match n {
-        RanksNote::StepCountsDiffer { counts, aligned } => format!(
-            "the ranks have different step counts ({}): {aligned} steps found on every rank are compared",
-            counts
-                .iter()
-                .map(|c| c.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        RanksNote::Unmatched { per_rank } => format!(
-            "communication kernels that matched no other rank's, per rank: {} (their time is `unsplit`)",
-            per_rank
-                .iter()
-                .map(|c| c.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        RanksNote::WorldSize { said, given } => {
-            format!("the traces say a world of {said} ranks; {given} were given")
-        }
-        RanksNote::ClockMoved {
-            rank,
-            offset_ns,
-            residual_ns,
-        } => format!(
-            "rank {rank}'s clock moved by {} onto rank 0's (residual {})",
-            us(-offset_ns),
-            us(*residual_ns)
-        ),
-    }
 }
 
 /// The per-rank table's cells.

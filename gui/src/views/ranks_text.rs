@@ -1,7 +1,7 @@
 //! The ranks view's words: the verdict sentence (as `gapscope report` words it, rendered
 //! here from the typed verdict), the notes, and the hover texts.
 
-use gapscope_analyzer::analysis::ranks::{LateBy, RanksNote, RanksReport, RanksVerdict};
+use gapscope_analyzer::analysis::ranks::{RanksNote, RanksReport};
 use gapscope_analyzer::explore::ranks::{CollectiveDetail, CollectiveDraw};
 use gapscope_analyzer::text::ms;
 
@@ -11,72 +11,9 @@ fn us(ns: i64) -> String {
     format!("{:.1} µs", ns as f64 / 1e3)
 }
 
-/// The verdict in one sentence.
+/// The verdict in one sentence (the analyzer's wording, names cut for a label).
 pub fn verdict(r: &RanksReport) -> String {
-    match &r.verdict {
-        RanksVerdict::Straggler(s) => {
-            let why = match &s.late_by {
-                LateBy::Host {
-                    excess_idle_ms_per_step,
-                    scope,
-                    scope_ms_per_step,
-                    scope_only_here,
-                } => match scope {
-                    Some(name) => format!(
-                        "its host is busy in `{}` ({} ms/step{}) while its GPU sits idle ({} ms/step more than the others')",
-                        format::cut(name, 80),
-                        ms(*scope_ms_per_step),
-                        if *scope_only_here {
-                            ", on no other rank"
-                        } else {
-                            " more than on the others"
-                        },
-                        ms(*excess_idle_ms_per_step)
-                    ),
-                    None => format!(
-                        "its GPU sits idle {} ms/step more than the others' (its host; no host scope or NVTX range covers that time)",
-                        ms(*excess_idle_ms_per_step)
-                    ),
-                },
-                LateBy::Gpu {
-                    excess_busy_ms_per_step,
-                    kernel,
-                    bucket,
-                    kernel_ms_per_step,
-                    kernel_only_here,
-                } => format!(
-                    "its GPU is busy in bucket {} ({} ms/step more than the others'), most in `{}` ({} ms/step{})",
-                    bucket.as_str(),
-                    ms(*excess_busy_ms_per_step),
-                    format::cut(kernel, 80),
-                    ms(*kernel_ms_per_step),
-                    if *kernel_only_here {
-                        ", on no other rank"
-                    } else {
-                        " more"
-                    }
-                ),
-            };
-            format!(
-                "rank {} sets the step: it arrives last at {:.0}% of collectives; the others wait {} ms/step, {} ms of it at one collective; {}",
-                s.rank,
-                100.0 * s.late_share,
-                ms(s.others_wait_ms_per_step),
-                ms(s.others_longest_wait_ms),
-                why
-            )
-        }
-        RanksVerdict::Even {
-            late_rank,
-            late_share,
-            wait_ms_per_step,
-        } => format!(
-            "no rank sets the step: rank {late_rank} arrives last at {:.0}% of collectives, and the ranks wait {} ms/step on average",
-            100.0 * late_share,
-            ms(*wait_ms_per_step)
-        ),
-        RanksVerdict::Refused { reason } => format!("no verdict: {}", reason.as_str()),
-    }
+    gapscope_analyzer::analysis::ranks::text::verdict(r, &|s: &str| format::cut(s, 80))
 }
 
 /// The run in one line: ranks, aligned steps, collectives, the run's step.
@@ -95,34 +32,7 @@ pub fn summary(r: &RanksReport) -> String {
 }
 
 pub fn note(n: &RanksNote) -> String {
-    let list = |v: &[u32]| {
-        v.iter()
-            .map(|c| c.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    match n {
-        RanksNote::StepCountsDiffer { counts, aligned } => format!(
-            "the ranks have different step counts ({}): the {aligned} steps found on every rank are compared",
-            list(counts)
-        ),
-        RanksNote::Unmatched { per_rank } => format!(
-            "communication kernels that matched no other rank's, per rank: {}",
-            list(per_rank)
-        ),
-        RanksNote::WorldSize { said, given } => {
-            format!("the traces say a world of {said} ranks; {given} were given")
-        }
-        RanksNote::ClockMoved {
-            rank,
-            offset_ns,
-            residual_ns,
-        } => format!(
-            "rank {rank}'s clock moved by {} onto rank 0's (residual {})",
-            us(-offset_ns),
-            us(*residual_ns)
-        ),
-    }
+    gapscope_analyzer::analysis::ranks::text::note(n)
 }
 
 /// The hover text of one collective on one rank.

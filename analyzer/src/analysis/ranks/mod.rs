@@ -12,6 +12,7 @@ pub mod cause;
 pub mod collectives;
 pub mod split;
 pub mod tables;
+pub mod text;
 pub mod verdict;
 
 use serde::Serialize;

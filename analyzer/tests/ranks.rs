@@ -501,3 +501,42 @@ fn a_recording_brings_its_processes_with_their_ranks() {
     // The 8 measured steps and 2 warm-ups, from the script's NVTX ranges, on both ranks.
     assert_eq!(a.report.aligned_steps, 10);
 }
+
+#[test]
+fn public_hta_rank_pair_is_recognised_and_refused_with_its_reason() {
+    // Two ranks of a 128-rank training run (HolisticTraceAnalysis' test data): their NCCL
+    // kernels are point-to-point transfers whose peers are mostly other ranks, so the kernels
+    // paired in order do not end together.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/corpus/hta_ranks");
+    let set = open_set(
+        &[dir],
+        RankMode::Auto,
+        2,
+        &common::settings(&Knobs::default()),
+        &NoProgress,
+    )
+    .unwrap();
+    assert!(set.as_ranks);
+    let refs: Vec<&AnalyzedRun> = set.runs.iter().collect();
+    // The independent count (SOURCES.md): 10 NCCL kernels on each rank, all in the steps.
+    for r in &refs {
+        assert_eq!(
+            gapscope_analyzer::analysis::ranks::collectives::collectives(r).len(),
+            10
+        );
+    }
+    let a = analyze_ranks(&refs);
+    assert_eq!(a.report.world_size, Some(128));
+    assert!(a.report.notes.contains(&RanksNote::WorldSize {
+        said: 128,
+        given: 2
+    }));
+    assert_eq!(a.report.matched_collectives, 10);
+    assert_eq!(
+        a.report.verdict,
+        RanksVerdict::Refused {
+            reason: Refusal::CompletionsDisagree
+        }
+    );
+    assert!(a.report.per_rank.iter().all(|p| p.wait_ms.is_nan()));
+}

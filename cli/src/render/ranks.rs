@@ -22,6 +22,14 @@ pub const RANK_HEADERS: [&str; 12] = [
     "trace",
 ];
 
+fn pct_or_na(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.0}")
+    } else {
+        "n/a".to_owned()
+    }
+}
+
 fn us(ns: i64) -> String {
     format!("{:.2} µs", ns as f64 / 1e3)
 }
@@ -61,6 +69,11 @@ pub fn summary(r: &RanksReport) -> Vec<(String, String)> {
             },
             if r.matched_collectives == 0 {
                 "not compared (no collective matched)".to_owned()
+            } else if worst > gapscope_analyzer::analysis::ranks::verdict::COMPLETION_RESIDUAL_NS {
+                format!(
+                    "not aligned: the paired kernels do not end together (residual {})",
+                    us(worst)
+                )
             } else if shared {
                 format!("shared (collective completions agree within {})", us(worst))
             } else {
@@ -75,6 +88,11 @@ pub fn summary(r: &RanksReport) -> Vec<(String, String)> {
         "collectives".into(),
         if r.matched_collectives == 0 {
             "none matched across the ranks".to_owned()
+        } else if !r.transfer_us_median.is_finite() {
+            format!(
+                "{} paired ({:.1} per step), but they are not the same collectives (see the verdict)",
+                r.matched_collectives, r.collectives_per_step
+            )
         } else {
             format!(
                 "{} matched ({:.1} per step); transfer median {} per collective{}",
@@ -129,8 +147,8 @@ pub fn rank_cells(r: &RanksReport) -> Vec<Vec<String>> {
                 ms(p.unsplit_ms),
                 ms(p.idle_ms),
                 format!("{:.1}", p.busy_pct),
-                format!("{:.1}", p.working_pct),
-                format!("{:.0}", 100.0 * p.late_share),
+                pct_or_na(p.working_pct),
+                pct_or_na(100.0 * p.late_share),
                 trace,
             ]
         })

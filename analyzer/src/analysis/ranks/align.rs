@@ -215,7 +215,8 @@ pub fn align(ranks: &[u32], steps: &[RankSteps], colls: &[Vec<Collective>]) -> A
         let mut dev: Vec<i64> = d.iter().map(|x| (x - offset).saturating_abs()).collect();
         let residual = median(&mut dev);
         let shared = offset.saturating_abs() <= SHARED_CLOCK_NS;
-        if !shared {
+        // Moved only onto a fit that holds: completions that disagree are no clock.
+        if !shared && residual <= super::verdict::COMPLETION_RESIDUAL_NS {
             correction_ns[r] = -offset;
         }
         clocks.push(ClockFit {

@@ -215,6 +215,14 @@ pub fn analyze_ranks(runs: &[&AnalyzedRun]) -> RanksAnalysis {
         RanksVerdict::Refused {
             reason: Refusal::NoMatchedCollectives,
         }
+    } else if al
+        .clocks
+        .iter()
+        .any(|c| c.residual_ns > verdict::COMPLETION_RESIDUAL_NS)
+    {
+        RanksVerdict::Refused {
+            reason: Refusal::CompletionsDisagree,
+        }
     } else {
         let late = (0..n).max_by_key(|&r| (late_count[r], n - r)).unwrap_or(0);
         let share = per_rank[late].late_share;
@@ -246,6 +254,23 @@ pub fn analyze_ranks(runs: &[&AnalyzedRun]) -> RanksAnalysis {
             }
         }
     };
+    // Kernels that are not the same collectives give no wait or transfer: not shown.
+    let mut per_rank = per_rank;
+    let mut transfer_us_median = transfer_us_median;
+    if verdict
+        == (RanksVerdict::Refused {
+            reason: Refusal::CompletionsDisagree,
+        })
+    {
+        for p in &mut per_rank {
+            p.transfer_ms = f64::NAN;
+            p.wait_ms = f64::NAN;
+            p.longest_wait_ms = f64::NAN;
+            p.working_pct = f64::NAN;
+            p.late_share = f64::NAN;
+        }
+        transfer_us_median = f64::NAN;
+    }
     RanksAnalysis {
         report: RanksReport {
             world_size: world,
@@ -290,7 +315,7 @@ fn alignment_notes(counts: &[u32], al: &align::Alignment) -> Vec<RanksNote> {
         });
     }
     for c in &al.clocks {
-        if !c.shared {
+        if !c.shared && c.residual_ns <= verdict::COMPLETION_RESIDUAL_NS {
             notes.push(RanksNote::ClockMoved {
                 rank: c.rank,
                 offset_ns: c.offset_ns,

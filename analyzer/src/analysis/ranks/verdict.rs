@@ -56,7 +56,16 @@ pub enum Refusal {
     NoCommonSteps,
     /// No collective inside the aligned steps matched across all ranks.
     NoMatchedCollectives,
+    /// The matched kernels do not end together on the ranks (their completions spread more
+    /// than [`COMPLETION_RESIDUAL_NS`] around the fitted clock offset): they are not the same
+    /// collectives, such as point-to-point transfers with ranks not given, or a rank's
+    /// trace is missing kernels.
+    CompletionsDisagree,
 }
+
+/// Matched collectives' completions must agree within this (median absolute deviation
+/// around the clock offset), ns: on one host they agree within a microsecond.
+pub const COMPLETION_RESIDUAL_NS: i64 = 100_000;
 
 impl Refusal {
     pub fn as_str(self) -> &'static str {
@@ -65,6 +74,9 @@ impl Refusal {
             Self::NoCommonSteps => "the ranks' steps could not be paired",
             Self::NoMatchedCollectives => {
                 "no communication kernel inside the steps matched across the ranks"
+            }
+            Self::CompletionsDisagree => {
+                "the communication kernels paired across the ranks do not end together, so they are not the same collectives (point-to-point transfers with ranks not given, or kernels missing from a trace)"
             }
         }
     }

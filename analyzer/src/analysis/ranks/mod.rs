@@ -191,7 +191,6 @@ pub fn analyze_ranks(runs: &[&AnalyzedRun]) -> RanksAnalysis {
     let sp = split::split(&colls, &al, &rank_ids, &mut tables);
     let slowest = split::step_rows(&runs, &colls, &al, &sp, &rank_ids, &mut tables);
     let per_rank = split::rank_rows(&tables, &sp, &rank_ids, al.groups.len());
-    let (late_count, last_of, worst_lag) = (&sp.late_count, &sp.last_of, &sp.worst_lag);
     let mut sorted = slowest.clone();
     sorted.sort_unstable();
     let step_ms_median = sorted
@@ -203,57 +202,16 @@ pub fn analyze_ranks(runs: &[&AnalyzedRun]) -> RanksAnalysis {
     let transfer_us_median = transfers
         .get(transfers.len() / 2)
         .map_or(0.0, |&x| x as f64 / 1e3);
-    let verdict = if n < 2 {
-        RanksVerdict::Refused {
-            reason: Refusal::OneRank,
-        }
-    } else if k_steps == 0 {
-        RanksVerdict::Refused {
-            reason: Refusal::NoCommonSteps,
-        }
-    } else if al.groups.is_empty() {
-        RanksVerdict::Refused {
-            reason: Refusal::NoMatchedCollectives,
-        }
-    } else if al
-        .clocks
-        .iter()
-        .any(|c| c.residual_ns > verdict::COMPLETION_RESIDUAL_NS)
-    {
-        RanksVerdict::Refused {
-            reason: Refusal::CompletionsDisagree,
-        }
-    } else {
-        let late = (0..n).max_by_key(|&r| (late_count[r], n - r)).unwrap_or(0);
-        let share = per_rank[late].late_share;
-        let others = |f: &dyn Fn(&RankRow) -> f64| {
-            mean((0..n).filter(|&r| r != late).map(|r| f(&per_rank[r])))
-        };
-        let others_wait = others(&|p| p.wait_ms);
-        if share >= verdict::LATE_SHARE && others_wait >= verdict::WAIT_SHARE * step_ms_median {
-            // The windows before the late rank's worst arrival of each step.
-            let worst: Vec<usize> = worst_lag
-                .iter()
-                .flatten()
-                .filter(|(ci, lag)| last_of[*ci] == late && *lag > 0)
-                .map(|(ci, _)| *ci)
-                .collect();
-            let late_by = late_by(&runs, &colls, &al, &worst, &devices, late);
-            RanksVerdict::Straggler(Straggler {
-                rank: rank_ids[late],
-                late_share: share,
-                others_wait_ms_per_step: others_wait,
-                others_longest_wait_ms: others(&|p| p.longest_wait_ms),
-                late_by,
-            })
-        } else {
-            RanksVerdict::Even {
-                late_rank: rank_ids[late],
-                late_share: share,
-                wait_ms_per_step: mean(per_rank.iter().map(|p| p.wait_ms)),
-            }
-        }
-    };
+    let verdict = decide(&Inputs {
+        runs: &runs,
+        colls: &colls,
+        al: &al,
+        sp: &sp,
+        per_rank: &per_rank,
+        rank_ids: &rank_ids,
+        devices: &devices,
+        step_ms_median,
+    });
     // Kernels that are not the same collectives give no wait or transfer: not shown.
     let mut per_rank = per_rank;
     let mut transfer_us_median = transfer_us_median;
@@ -295,6 +253,79 @@ pub fn analyze_ranks(runs: &[&AnalyzedRun]) -> RanksAnalysis {
             notes,
         },
         tables,
+    }
+}
+
+/// What the verdict is decided from.
+struct Inputs<'a> {
+    runs: &'a [&'a AnalyzedRun],
+    colls: &'a [Vec<Collective>],
+    al: &'a align::Alignment,
+    sp: &'a split::Split,
+    per_rank: &'a [RankRow],
+    rank_ids: &'a [u32],
+    devices: &'a [u32],
+    step_ms_median: f64,
+}
+
+/// The verdict: refused with the reason, no rank setting the step, or the straggler and why.
+fn decide(x: &Inputs<'_>) -> RanksVerdict {
+    let (runs, colls, al, per_rank, rank_ids, devices) =
+        (x.runs, x.colls, x.al, x.per_rank, x.rank_ids, x.devices);
+    let (late_count, last_of, worst_lag) = (&x.sp.late_count, &x.sp.last_of, &x.sp.worst_lag);
+    let n = runs.len();
+    let k_steps = al.steps.len();
+    let step_ms_median = x.step_ms_median;
+    if n < 2 {
+        RanksVerdict::Refused {
+            reason: Refusal::OneRank,
+        }
+    } else if k_steps == 0 {
+        RanksVerdict::Refused {
+            reason: Refusal::NoCommonSteps,
+        }
+    } else if al.groups.is_empty() {
+        RanksVerdict::Refused {
+            reason: Refusal::NoMatchedCollectives,
+        }
+    } else if al
+        .clocks
+        .iter()
+        .any(|c| c.residual_ns > verdict::COMPLETION_RESIDUAL_NS)
+    {
+        RanksVerdict::Refused {
+            reason: Refusal::CompletionsDisagree,
+        }
+    } else {
+        let late = (0..n).max_by_key(|&r| (late_count[r], n - r)).unwrap_or(0);
+        let share = per_rank[late].late_share;
+        let others = |f: &dyn Fn(&RankRow) -> f64| {
+            mean((0..n).filter(|&r| r != late).map(|r| f(&per_rank[r])))
+        };
+        let others_wait = others(&|p| p.wait_ms);
+        if share >= verdict::LATE_SHARE && others_wait >= verdict::WAIT_SHARE * step_ms_median {
+            // The windows before the late rank's worst arrival of each step.
+            let worst: Vec<usize> = worst_lag
+                .iter()
+                .flatten()
+                .filter(|(ci, lag)| last_of[*ci] == late && *lag > 0)
+                .map(|(ci, _)| *ci)
+                .collect();
+            let late_by = late_by(runs, colls, al, &worst, devices, late);
+            RanksVerdict::Straggler(Straggler {
+                rank: rank_ids[late],
+                late_share: share,
+                others_wait_ms_per_step: others_wait,
+                others_longest_wait_ms: others(&|p| p.longest_wait_ms),
+                late_by,
+            })
+        } else {
+            RanksVerdict::Even {
+                late_rank: rank_ids[late],
+                late_share: share,
+                wait_ms_per_step: mean(per_rank.iter().map(|p| p.wait_ms)),
+            }
+        }
     }
 }
 

@@ -536,8 +536,16 @@ fn table(ui: &mut Ui, data: &RanksLoaded) {
                     ui.monospace(ms(v));
                 }
                 ui.monospace(format!("{:.1}", p.busy_pct));
-                ui.monospace(format!("{:.1}", p.working_pct));
-                ui.monospace(format!("{:.0}", 100.0 * p.late_share));
+                // Not finite when the paired kernels are not the same collectives.
+                let or_na = |v: f64, digits: usize| {
+                    if v.is_finite() {
+                        format!("{v:.digits$}")
+                    } else {
+                        "n/a".to_owned()
+                    }
+                };
+                ui.monospace(or_na(p.working_pct, 1));
+                ui.monospace(or_na(100.0 * p.late_share, 0));
                 ui.end_row();
             }
         });

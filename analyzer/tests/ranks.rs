@@ -540,3 +540,74 @@ fn public_hta_rank_pair_is_recognised_and_refused_with_its_reason() {
     );
     assert!(a.report.per_rank.iter().all(|p| p.wait_ms.is_nan()));
 }
+
+#[test]
+fn nothing_to_analyse_is_refused_not_a_panic() {
+    let a = analyze_ranks(&[]);
+    assert_eq!(
+        a.report.verdict,
+        RanksVerdict::Refused {
+            reason: Refusal::OneRank
+        }
+    );
+    // A directory whose only trace is a launcher without GPU work.
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("runs");
+    std::fs::create_dir(&dir).unwrap();
+    let copy = |from: &Path, to: &Path| {
+        std::fs::create_dir(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    };
+    copy(&tp2("gloo-record/rec-host.gst"), &dir.join("rec-host.gst"));
+    let e = open_set(
+        &[dir],
+        RankMode::Ranks,
+        2,
+        &common::settings(&Knobs::default()),
+        &NoProgress,
+    )
+    .err()
+    .expect("an error");
+    assert!(e.to_string().contains("no trace with GPU work"), "{e}");
+}
+
+#[test]
+fn hostile_collectives_do_not_panic() {
+    // Kernels that end before they start, zero-length steps, a rank with no steps.
+    let evil = |rank: u32| -> Vec<u8> {
+        let ar = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL";
+        format!(
+            r#"{{"distributedInfo":{{"rank":{rank},"world_size":2}},"traceEvents":[
+            {{"ph":"X","cat":"gpu_user_annotation","name":"decode_step_0","pid":0,"tid":7,"ts":0,"dur":0,"args":{{"device":{rank}}}}},
+            {{"ph":"X","cat":"kernel","name":"{ar}","pid":0,"tid":7,"ts":5,"dur":-3,"args":{{"device":{rank},"stream":7,"correlation":1}}}},
+            {{"ph":"X","cat":"kernel","name":"{ar}","pid":0,"tid":7,"ts":1e18,"dur":1e18,"args":{{"device":{rank},"stream":7,"correlation":2}}}}
+            ]}}"#
+        )
+        .into_bytes()
+    };
+    let runs: Vec<AnalyzedRun> = (0..2)
+        .filter_map(|r| {
+            let run = Run {
+                rank: r,
+                rank_source: RankSource::Distributed,
+                ..Run::new(format!("evil{r}.json"))
+            };
+            open_bytes(
+                run,
+                &evil(r),
+                &common::settings(&Knobs::default()),
+                &NoProgress,
+            )
+            .ok()
+        })
+        .collect();
+    let refs: Vec<&AnalyzedRun> = runs.iter().collect();
+    let a = analyze_ranks(&refs);
+    assert!(matches!(
+        a.report.verdict,
+        RanksVerdict::Refused { .. } | RanksVerdict::Even { .. } | RanksVerdict::Straggler(_)
+    ));
+}

@@ -9,6 +9,10 @@ use super::{AnalyzedRun, RankSource, Run, SessionSettings, analyze_run, import_r
 use crate::error::{AnalyzerError, Result};
 use crate::import::{ImportProgress, Imported, InputFormat};
 
+/// Traces opened together at most (every one is held in memory until the ranks are
+/// analysed).
+pub const MAX_TRACES: usize = 1024;
+
 /// A trace path to open, and whether the user named it or it was found by expansion.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TracePath {
@@ -215,6 +219,15 @@ pub fn open_set(
     progress: &dyn ImportProgress,
 ) -> Result<OpenedSet> {
     let traces = expand(paths)?;
+    if traces.len() > MAX_TRACES {
+        return Err(AnalyzerError::Limit {
+            path: paths.first().cloned().unwrap_or_default(),
+            message: format!(
+                "{} traces given or found; at most {MAX_TRACES} are opened together",
+                traces.len()
+            ),
+        });
+    }
     let bytes: Option<u64> = traces
         .iter()
         .map(|t| {
@@ -283,6 +296,12 @@ pub fn open_set(
         }
     }
     let mut opened = parts;
+    if opened.is_empty() {
+        return Err(AnalyzerError::Unsupported {
+            path: paths.first().cloned().unwrap_or_default(),
+            message: "no trace with GPU work in it".into(),
+        });
+    }
     let distinct = {
         let mut v: Vec<u32> = named.iter().flatten().map(|x| x.0).collect();
         v.sort_unstable();

@@ -130,6 +130,29 @@ fn mean(v: impl Iterator<Item = f64>) -> f64 {
 
 /// Analyses `runs` (one per rank, any order) as the ranks of one run.
 pub fn analyze_ranks(runs: &[&AnalyzedRun]) -> RanksAnalysis {
+    if runs.is_empty() {
+        return RanksAnalysis {
+            tables: RanksTables::default(),
+            report: RanksReport {
+                world_size: None,
+                ranks: Vec::new(),
+                pairing: StepPairing::Order,
+                aligned_steps: 0,
+                clocks: Vec::new(),
+                matched_collectives: 0,
+                collectives_per_step: 0.0,
+                step_ms_median: 0.0,
+                step_ms_mean: 0.0,
+                transfer_us_median: 0.0,
+                floor: None,
+                per_rank: Vec::new(),
+                verdict: RanksVerdict::Refused {
+                    reason: Refusal::OneRank,
+                },
+                notes: Vec::new(),
+            },
+        };
+    }
     let mut runs: Vec<&AnalyzedRun> = runs.to_vec();
     runs.sort_by_key(|r| r.run.rank);
     let n = runs.len();

@@ -200,7 +200,9 @@ def main():
     ctx = a.prompt + a.warmup + a.steps + 1
     caches = [(torch.zeros(1, s.kvh, ctx, s.hd, device=dev, dtype=dtype),
                torch.zeros(1, s.kvh, ctx, s.hd, device=dev, dtype=dtype)) for _ in s.layers]
-    # The prompt's cache is filled with random keys and values (decode is what is measured).
+    # The prompt's cache is filled with seeded random keys and values (decode is what is
+    # measured), so that runs are repeatable.
+    torch.manual_seed(4321 + rank)
     for c in caches:
         c[0][:, :, : a.prompt].normal_()
         c[1][:, :, : a.prompt].normal_()

@@ -100,6 +100,11 @@ fn common_checks(a: &RanksAnalysis, t: &Value) {
     let r = &a.report;
     assert_eq!(r.world_size, Some(2));
     assert_eq!(r.aligned_steps, 10);
+    // `decode_step_N` on both ranks: paired by N.
+    assert_eq!(
+        r.pairing,
+        gapscope_analyzer::analysis::ranks::StepPairing::Numbers
+    );
     // 16 layers, an all-reduce after attention and after the MLP: an independent count.
     let per_step = t["collectives_per_step"].as_u64().unwrap() as u32;
     assert_eq!(r.matched_collectives, 10 * per_step);
@@ -610,4 +615,54 @@ fn hostile_collectives_do_not_panic() {
         a.report.verdict,
         RanksVerdict::Refused { .. } | RanksVerdict::Even { .. } | RanksVerdict::Straggler(_)
     ));
+}
+
+#[test]
+fn ranks_whose_traces_begin_at_different_steps_pair_by_number() {
+    // Rank 1's trace misses the first step (its profiler started later): its steps pair with
+    // rank 0's by their numbers, not by position.
+    let late_start = |r: u32| -> Vec<u8> {
+        let v: Value = serde_json::from_slice(&synthetic(r, 0.0)).unwrap();
+        let ev: Vec<Value> = v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| r == 0 || e["ts"].as_f64().unwrap() >= 1000.0)
+            .cloned()
+            .collect();
+        let mut doc = v.clone();
+        doc["traceEvents"] = Value::Array(ev);
+        serde_json::to_vec(&doc).unwrap()
+    };
+    let runs: Vec<AnalyzedRun> = (0..2)
+        .map(|r| {
+            let run = Run {
+                rank: r,
+                rank_source: RankSource::Distributed,
+                ..Run::new(format!("rank{r}.json"))
+            };
+            open_bytes(
+                run,
+                &late_start(r),
+                &common::settings(&Knobs::default()),
+                &NoProgress,
+            )
+            .unwrap()
+        })
+        .collect();
+    let refs: Vec<&AnalyzedRun> = runs.iter().collect();
+    let a = analyze_ranks(&refs);
+    assert_eq!(
+        a.report.pairing,
+        gapscope_analyzer::analysis::ranks::StepPairing::Numbers
+    );
+    assert_eq!(a.report.aligned_steps, 2);
+    assert!(
+        a.report
+            .notes
+            .iter()
+            .any(|n| matches!(n, RanksNote::StepCountsDiffer { .. }))
+    );
+    assert_eq!(a.report.matched_collectives, 4);
+    assert!((a.report.per_rank[0].wait_ms - 0.085).abs() < 1e-9);
 }

@@ -166,8 +166,19 @@ pub fn analyze_ranks(runs: &[&AnalyzedRun]) -> RanksAnalysis {
                 .filter(|&i| st.in_report[i] != 0)
                 .map(|i| i as u32)
                 .collect();
+            let named = marker_numbers(&r.trace);
             RankSteps {
-                number: index.iter().map(|&i| st.number[i as usize]).collect(),
+                number: index
+                    .iter()
+                    .map(|&i| {
+                        let i = i as usize;
+                        if st.number[i] >= 0 {
+                            st.number[i]
+                        } else {
+                            named.get(&st.gpu_start_ns[i]).copied().unwrap_or(-1)
+                        }
+                    })
+                    .collect(),
                 gpu_end_ns: index.iter().map(|&i| st.gpu_end_ns[i as usize]).collect(),
                 index,
             }
@@ -350,6 +361,33 @@ fn decide(x: &Inputs<'_>) -> RanksVerdict {
             }
         }
     }
+}
+
+/// The number at the end of a step marker's name (`ProfilerStep#551`, `decode_step_7`), by
+/// the marker's GPU start: what pairs the ranks' steps when the traces begin at different
+/// steps. The step table keeps only engine markers' numbers (they also decide TPOT periods).
+fn marker_numbers(t: &gapscope_traces::Trace) -> std::collections::HashMap<i64, i64> {
+    let m = &t.markers;
+    let mut out = std::collections::HashMap::new();
+    for i in 0..m.len {
+        let start = m.gpu_start_ns[i];
+        if start == i64::MIN {
+            continue;
+        }
+        let name = t.strings.get(m.name[i]);
+        let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+        if digits == 0 || digits > 12 {
+            continue;
+        }
+        let head = &name[..name.len() - digits];
+        if !(head.ends_with('#') || head.ends_with('_')) {
+            continue;
+        }
+        if let Ok(n) = name[name.len() - digits..].parse::<i64>() {
+            out.insert(start, n);
+        }
+    }
+    out
 }
 
 /// What the alignment noticed: step counts that differ, unmatched collectives, moved

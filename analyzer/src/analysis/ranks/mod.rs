@@ -109,6 +109,30 @@ pub struct RanksReport {
     pub notes: Vec<RanksNote>,
 }
 
+impl RanksReport {
+    /// The report of no rank at all: refused.
+    fn empty() -> Self {
+        Self {
+            world_size: None,
+            ranks: Vec::new(),
+            pairing: StepPairing::Order,
+            aligned_steps: 0,
+            clocks: Vec::new(),
+            matched_collectives: 0,
+            collectives_per_step: 0.0,
+            step_ms_median: 0.0,
+            step_ms_mean: 0.0,
+            transfer_us_median: 0.0,
+            floor: None,
+            per_rank: Vec::new(),
+            verdict: RanksVerdict::Refused {
+                reason: Refusal::OneRank,
+            },
+            notes: Vec::new(),
+        }
+    }
+}
+
 /// The tables and the report.
 pub struct RanksAnalysis {
     pub tables: RanksTables,
@@ -133,24 +157,7 @@ pub fn analyze_ranks(runs: &[&AnalyzedRun]) -> RanksAnalysis {
     if runs.is_empty() {
         return RanksAnalysis {
             tables: RanksTables::default(),
-            report: RanksReport {
-                world_size: None,
-                ranks: Vec::new(),
-                pairing: StepPairing::Order,
-                aligned_steps: 0,
-                clocks: Vec::new(),
-                matched_collectives: 0,
-                collectives_per_step: 0.0,
-                step_ms_median: 0.0,
-                step_ms_mean: 0.0,
-                transfer_us_median: 0.0,
-                floor: None,
-                per_rank: Vec::new(),
-                verdict: RanksVerdict::Refused {
-                    reason: Refusal::OneRank,
-                },
-                notes: Vec::new(),
-            },
+            report: RanksReport::empty(),
         };
     }
     let mut runs: Vec<&AnalyzedRun> = runs.to_vec();
@@ -158,32 +165,7 @@ pub fn analyze_ranks(runs: &[&AnalyzedRun]) -> RanksAnalysis {
     let n = runs.len();
     let rank_ids: Vec<u32> = runs.iter().map(|r| r.run.rank).collect();
     let colls: Vec<Vec<Collective>> = runs.iter().map(|r| collectives::collectives(r)).collect();
-    let steps: Vec<RankSteps> = runs
-        .iter()
-        .map(|r| {
-            let st = &r.tables.steps;
-            let index: Vec<u32> = (0..st.len)
-                .filter(|&i| st.in_report[i] != 0)
-                .map(|i| i as u32)
-                .collect();
-            let named = marker_numbers(&r.trace);
-            RankSteps {
-                number: index
-                    .iter()
-                    .map(|&i| {
-                        let i = i as usize;
-                        if st.number[i] >= 0 {
-                            st.number[i]
-                        } else {
-                            named.get(&st.gpu_start_ns[i]).copied().unwrap_or(-1)
-                        }
-                    })
-                    .collect(),
-                gpu_end_ns: index.iter().map(|&i| st.gpu_end_ns[i as usize]).collect(),
-                index,
-            }
-        })
-        .collect();
+    let steps: Vec<RankSteps> = runs.iter().map(|r| rank_steps(r)).collect();
     let devices: Vec<u32> = runs
         .iter()
         .zip(&colls)
@@ -360,6 +342,31 @@ fn decide(x: &Inputs<'_>) -> RanksVerdict {
                 wait_ms_per_step: mean(per_rank.iter().map(|p| p.wait_ms)),
             }
         }
+    }
+}
+
+/// A rank's report steps with their numbers (the engine's, else the marker name's).
+fn rank_steps(r: &AnalyzedRun) -> RankSteps {
+    let st = &r.tables.steps;
+    let index: Vec<u32> = (0..st.len)
+        .filter(|&i| st.in_report[i] != 0)
+        .map(|i| i as u32)
+        .collect();
+    let named = marker_numbers(&r.trace);
+    RankSteps {
+        number: index
+            .iter()
+            .map(|&i| {
+                let i = i as usize;
+                if st.number[i] >= 0 {
+                    st.number[i]
+                } else {
+                    named.get(&st.gpu_start_ns[i]).copied().unwrap_or(-1)
+                }
+            })
+            .collect(),
+        gpu_end_ns: index.iter().map(|&i| st.gpu_end_ns[i as usize]).collect(),
+        index,
     }
 }
 

@@ -16,7 +16,7 @@ use gapscope_analyzer::analysis::ranks::{
     LateBy, RanksAnalysis, RanksNote, RanksVerdict, Refusal, analyze_ranks,
 };
 use gapscope_analyzer::import::NoProgress;
-use gapscope_analyzer::session::ranks::{RankMode, expand, open_set};
+use gapscope_analyzer::session::ranks::{RankMode, open_set};
 use gapscope_analyzer::session::{AnalyzedRun, Knobs, RankSource, Run, open_bytes};
 use serde_json::Value;
 
@@ -354,52 +354,6 @@ fn one_rank_is_refused() {
 }
 
 #[test]
-fn directories_and_recordings_expand_to_their_traces() {
-    let d = tempfile::tempdir().unwrap();
-    let gst = |n: &str| {
-        let p = d.path().join(n);
-        std::fs::create_dir(&p).unwrap();
-        std::fs::write(p.join("manifest.json"), "{}").unwrap();
-        p
-    };
-    let run = gst("run.gst");
-    gst("run.pid12.gst");
-    gst("run.pid7.gst");
-    gst("other.pid3.gst");
-    let names = |v: Vec<gapscope_analyzer::session::ranks::TracePath>| {
-        v.into_iter()
-            .map(|t| {
-                (
-                    t.path.file_name().unwrap().to_string_lossy().into_owned(),
-                    t.found,
-                )
-            })
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(
-        names(expand(std::slice::from_ref(&run)).unwrap()),
-        [
-            ("run.gst".to_owned(), true),
-            ("run.pid7.gst".to_owned(), true),
-            ("run.pid12.gst".to_owned(), true)
-        ]
-    );
-    let traces = d.path().join("traces");
-    std::fs::create_dir(&traces).unwrap();
-    for f in ["b.json.gz", "a.json", "notes.txt"] {
-        std::fs::write(traces.join(f), "x").unwrap();
-    }
-    assert_eq!(
-        names(expand(std::slice::from_ref(&traces)).unwrap()),
-        [("a.json".to_owned(), true), ("b.json.gz".to_owned(), true)]
-    );
-    let empty = d.path().join("empty");
-    std::fs::create_dir(&empty).unwrap();
-    let e = expand(&[empty]).unwrap_err().to_string();
-    assert!(e.contains("no trace in it"), "{e}");
-}
-
-#[test]
 fn diff_tells_a_rank_own_regression_from_the_others_waiting() {
     use gapscope_analyzer::diff::ranks::{Component, diff_ranks};
     let slow = open_synthetic_spin(0.0, 80.0);
@@ -470,154 +424,6 @@ fn one_trace_of_two_gpus_is_two_ranks() {
 }
 
 #[test]
-fn a_recording_brings_its_processes_with_their_ranks() {
-    // gapscope-record on one H200: `rec-host.gst` (the launcher, no GPU work) and one trace
-    // per process with RANK in its manifest. Gloo reduces on the host: no collective kernel,
-    // so no verdict, and the reason is given.
-    let set = open_set(
-        &[tp2("gloo-record/rec-host.gst")],
-        RankMode::Auto,
-        2,
-        &common::settings(&Knobs::default()),
-        &NoProgress,
-    )
-    .unwrap();
-    assert!(set.as_ranks);
-    assert_eq!(set.left_out.len(), 1);
-    assert!(set.left_out[0].0.ends_with("rec-host.gst"));
-    let ranks: Vec<(u32, RankSource)> = set
-        .runs
-        .iter()
-        .map(|r| (r.run.rank, r.run.rank_source))
-        .collect();
-    assert_eq!(
-        ranks,
-        [(0, RankSource::Environment), (1, RankSource::Environment)]
-    );
-    assert_eq!(set.runs[1].trace.manifest.world_size, Some(2));
-    let refs: Vec<&AnalyzedRun> = set.runs.iter().collect();
-    let a = analyze_ranks(&refs);
-    assert_eq!(
-        a.report.verdict,
-        RanksVerdict::Refused {
-            reason: Refusal::NoMatchedCollectives
-        }
-    );
-    // The 8 measured steps and 2 warm-ups, from the script's NVTX ranges, on both ranks.
-    assert_eq!(a.report.aligned_steps, 10);
-}
-
-#[test]
-fn public_hta_rank_pair_is_recognised_and_refused_with_its_reason() {
-    // Two ranks of a 128-rank training run (HolisticTraceAnalysis' test data): their NCCL
-    // kernels are point-to-point transfers whose peers are mostly other ranks, so the kernels
-    // paired in order do not end together.
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/corpus/hta_ranks");
-    let set = open_set(
-        &[dir],
-        RankMode::Auto,
-        2,
-        &common::settings(&Knobs::default()),
-        &NoProgress,
-    )
-    .unwrap();
-    assert!(set.as_ranks);
-    let refs: Vec<&AnalyzedRun> = set.runs.iter().collect();
-    // The independent count (SOURCES.md): 10 NCCL kernels on each rank, all in the steps.
-    for r in &refs {
-        assert_eq!(
-            gapscope_analyzer::analysis::ranks::collectives::collectives(r).len(),
-            10
-        );
-    }
-    let a = analyze_ranks(&refs);
-    assert_eq!(a.report.world_size, Some(128));
-    assert!(a.report.notes.contains(&RanksNote::WorldSize {
-        said: 128,
-        given: 2
-    }));
-    assert_eq!(a.report.matched_collectives, 10);
-    assert_eq!(
-        a.report.verdict,
-        RanksVerdict::Refused {
-            reason: Refusal::CompletionsDisagree
-        }
-    );
-    assert!(a.report.per_rank.iter().all(|p| p.wait_ms.is_nan()));
-}
-
-#[test]
-fn nothing_to_analyse_is_refused_not_a_panic() {
-    let a = analyze_ranks(&[]);
-    assert_eq!(
-        a.report.verdict,
-        RanksVerdict::Refused {
-            reason: Refusal::OneRank
-        }
-    );
-    // A directory whose only trace is a launcher without GPU work.
-    let d = tempfile::tempdir().unwrap();
-    let dir = d.path().join("runs");
-    std::fs::create_dir(&dir).unwrap();
-    let copy = |from: &Path, to: &Path| {
-        std::fs::create_dir(to).unwrap();
-        for e in std::fs::read_dir(from).unwrap() {
-            let e = e.unwrap();
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    };
-    copy(&tp2("gloo-record/rec-host.gst"), &dir.join("rec-host.gst"));
-    let e = open_set(
-        &[dir],
-        RankMode::Ranks,
-        2,
-        &common::settings(&Knobs::default()),
-        &NoProgress,
-    )
-    .err()
-    .expect("an error");
-    assert!(e.to_string().contains("no trace with GPU work"), "{e}");
-}
-
-#[test]
-fn hostile_collectives_do_not_panic() {
-    // Kernels that end before they start, zero-length steps, a rank with no steps.
-    let evil = |rank: u32| -> Vec<u8> {
-        let ar = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL";
-        format!(
-            r#"{{"distributedInfo":{{"rank":{rank},"world_size":2}},"traceEvents":[
-            {{"ph":"X","cat":"gpu_user_annotation","name":"decode_step_0","pid":0,"tid":7,"ts":0,"dur":0,"args":{{"device":{rank}}}}},
-            {{"ph":"X","cat":"kernel","name":"{ar}","pid":0,"tid":7,"ts":5,"dur":-3,"args":{{"device":{rank},"stream":7,"correlation":1}}}},
-            {{"ph":"X","cat":"kernel","name":"{ar}","pid":0,"tid":7,"ts":1e18,"dur":1e18,"args":{{"device":{rank},"stream":7,"correlation":2}}}}
-            ]}}"#
-        )
-        .into_bytes()
-    };
-    let runs: Vec<AnalyzedRun> = (0..2)
-        .filter_map(|r| {
-            let run = Run {
-                rank: r,
-                rank_source: RankSource::Distributed,
-                ..Run::new(format!("evil{r}.json"))
-            };
-            open_bytes(
-                run,
-                &evil(r),
-                &common::settings(&Knobs::default()),
-                &NoProgress,
-            )
-            .ok()
-        })
-        .collect();
-    let refs: Vec<&AnalyzedRun> = runs.iter().collect();
-    let a = analyze_ranks(&refs);
-    assert!(matches!(
-        a.report.verdict,
-        RanksVerdict::Refused { .. } | RanksVerdict::Even { .. } | RanksVerdict::Straggler(_)
-    ));
-}
-
-#[test]
 fn ranks_whose_traces_begin_at_different_steps_pair_by_number() {
     // Rank 1's trace misses the first step (its profiler started later): its steps pair with
     // rank 0's by their numbers, not by position.
@@ -665,4 +471,46 @@ fn ranks_whose_traces_begin_at_different_steps_pair_by_number() {
     );
     assert_eq!(a.report.matched_collectives, 4);
     assert!((a.report.per_rank[0].wait_ms - 0.085).abs() < 1e-9);
+}
+
+#[test]
+fn digested_ranks_reopened_for_the_cause_read_the_same() {
+    // The lean path (`report`): each rank digested and its trace dropped, the late rank's and
+    // the most-waiting rank's traces opened again for the cause. Same figures and verdict as
+    // with every trace held.
+    use gapscope_analyzer::analysis::ranks::{RunRef, analyze_digests};
+    use gapscope_analyzer::session::ranks::{open_digests, reopen};
+    for mode in ["host", "kernel"] {
+        let (_, held) = open_pair(mode);
+        let paths = [
+            tp2(&format!("{mode}-rank0.json.gz")),
+            tp2(&format!("{mode}-rank1.json.gz")),
+        ];
+        let settings = common::settings(&Knobs::default());
+        let set = open_digests(&paths, RankMode::Auto, 2, &settings, &NoProgress).unwrap();
+        assert!(set.as_ranks);
+        assert_eq!(set.reports.len(), 2);
+        let runs: Vec<Run> = set.digests.iter().map(|d| d.run.clone()).collect();
+        let opened = std::cell::Cell::new(0);
+        let fetch = |rank: u32| {
+            opened.set(opened.get() + 1);
+            let run = runs.iter().find(|r| r.rank == rank)?;
+            reopen(run, &settings)
+                .ok()
+                .map(|r| RunRef::Owned(Box::new(r)))
+        };
+        let lean = analyze_digests(set.digests, &fetch, Some(1));
+        assert_eq!(opened.get(), 2, "the late rank and one other");
+        assert_eq!(lean.report.verdict, held.report.verdict, "{mode}");
+        for (a, b) in lean.report.per_rank.iter().zip(&held.report.per_rank) {
+            assert_eq!(
+                (a.rank, a.wait_ms, a.longest_wait_ms, a.transfer_ms),
+                (b.rank, b.wait_ms, b.longest_wait_ms, b.transfer_ms)
+            );
+        }
+        assert_eq!(
+            lean.tables.collectives.wait_ns,
+            held.tables.collectives.wait_ns
+        );
+    }
 }

@@ -7,9 +7,11 @@ use anyhow::{Context, Result};
 use clap::Args;
 use gapscope_analyzer::analysis::Report;
 use gapscope_analyzer::analysis::host::GroupBy;
-use gapscope_analyzer::analysis::ranks::analyze_ranks;
+use gapscope_analyzer::analysis::ranks::{RunRef, analyze_digests};
 use gapscope_analyzer::analysis::spec::SpecSetting;
-use gapscope_analyzer::session::ranks::{OpenedSet, RankMode, open_set};
+use gapscope_analyzer::session::ranks::{
+    DigestSet, OpenedSet, RankMode, open_digests, open_set, reopen,
+};
 use gapscope_analyzer::session::{self, AnalyzedRun, Knobs, Run, SessionSettings};
 
 use crate::progress::Bar;
@@ -173,6 +175,32 @@ impl Analyser {
         Ok(set)
     }
 
+    /// [`Self::open_set`] keeping only each trace's report and digest (a run of many ranks).
+    pub fn open_digests(&self, paths: &[PathBuf], mode: RankMode) -> Result<DigestSet> {
+        let bar = Bar::new(self.quiet, "import");
+        let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let t0 = std::time::Instant::now();
+        let set = open_digests(paths, mode, jobs, &self.settings, &bar)?;
+        tracing::info!(
+            "{} trace(s): import and analysis {:.1} ms ({jobs} at a time){}",
+            set.reports.len(),
+            t0.elapsed().as_secs_f64() * 1e3,
+            if set.as_ranks {
+                ", read as ranks of one run"
+            } else {
+                ""
+            }
+        );
+        for (p, why) in &set.left_out {
+            eprintln!(
+                "gapscope: note: {}: left out: {}",
+                crate::render::text(&p.display().to_string()),
+                crate::render::text(&why.describe())
+            );
+        }
+        Ok(set)
+    }
+
     /// Imports and analyses one trace; only its report is kept.
     pub fn run(&self, path: &std::path::Path) -> Result<Report> {
         Ok(self.open(path)?.report)
@@ -236,12 +264,25 @@ pub fn run(a: ReportArgs, g: &crate::Global) -> Result<ExitCode> {
             .collect::<Result<Vec<Report>>>()?;
         (reports, None)
     } else {
-        let set = analyser.open_set(&a.traces, mode)?;
+        // Each trace is digested after its own analysis and dropped; the cause of a
+        // straggler reopens the late rank's trace and the one that waited most.
+        let set = analyser.open_digests(&a.traces, mode)?;
         let ranks = set.as_ranks.then(|| {
-            let refs: Vec<&AnalyzedRun> = set.runs.iter().collect();
-            analyze_ranks(&refs).report
+            let runs: Vec<Run> = set.digests.iter().map(|d| d.run.clone()).collect();
+            let settings = &analyser.settings;
+            let fetch = |rank: u32| {
+                let run = runs.iter().find(|r| r.rank == rank)?;
+                match reopen(run, settings) {
+                    Ok(r) => Some(RunRef::Owned(Box::new(r))),
+                    Err(e) => {
+                        tracing::warn!("{e}");
+                        None
+                    }
+                }
+            };
+            analyze_digests(set.digests, &fetch, Some(1)).report
         });
-        let mut reports: Vec<Report> = set.runs.into_iter().map(|r| r.report).collect();
+        let mut reports: Vec<Report> = set.reports;
         if ranks.is_some() {
             // The ranks section splits communication into waiting and transfer.
             for r in &mut reports {

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{AnalyzedRun, RankSource, Run, SessionSettings, analyze_run, import_run};
+use crate::analysis::ranks::RankDigest;
 use crate::error::{AnalyzerError, Result};
 use crate::import::{ImportProgress, Imported, InputFormat};
 
@@ -208,16 +209,15 @@ impl ImportProgress for Shared<'_> {
     }
 }
 
-/// Imports and analyses every trace `paths` stand for, `jobs` traces at a time, and decides
-/// whether they are the ranks of one run (`mode`); each run's `rank` and `rank_source` say
-/// what was decided.
-pub fn open_set(
-    paths: &[PathBuf],
-    mode: RankMode,
-    jobs: usize,
-    settings: &SessionSettings,
-    progress: &dyn ImportProgress,
-) -> Result<OpenedSet> {
+/// One imported part of a trace (the whole trace, or one GPU of it) and the rank it names.
+type Part = (Run, Imported, Option<(u32, RankSource)>);
+
+/// Per trace: its parts or why it was left out, or the import's error.
+type Imports = Vec<Result<std::result::Result<Vec<Part>, LeftOut>>>;
+
+/// The traces `paths` stand for, checked against the limit, the progress started on their
+/// bytes.
+fn prepare(paths: &[PathBuf], progress: &dyn ImportProgress) -> Result<Vec<TracePath>> {
     let traces = expand(paths)?;
     if traces.len() > MAX_TRACES {
         return Err(AnalyzerError::Limit {
@@ -238,70 +238,63 @@ pub fn open_set(
         })
         .sum();
     progress.start(bytes);
-    let shared = Shared(progress);
-    let imported = parallel(&traces, jobs, |t| {
-        let run = Run::new(&t.path);
-        import_run(&run, settings, &shared).map(|i| (run, i))
-    });
-    progress.finish();
-    let mut opened: Vec<(Run, Imported)> = Vec::new();
-    let mut left_out = Vec::new();
-    for (t, r) in traces.iter().zip(imported) {
-        let (run, imported) = match r {
-            Ok(x) => x,
-            // A file found in a directory that is not a trace at all (a JSON of notes) is
-            // left out and named; a broken trace stays an error.
-            Err(AnalyzerError::Unsupported { message, .. }) if t.found => {
-                left_out.push((t.path.clone(), LeftOut::NotATrace(message)));
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
-        if t.found && imported.trace.kernels.len == 0 && imported.trace.memops.len == 0 {
-            left_out.push((t.path.clone(), LeftOut::NoGpuWork));
-            continue;
+    Ok(traces)
+}
+
+/// Imports one trace: its parts (one per GPU when its kernels ran on several and it names
+/// no rank, unless `mode` reads traces one by one), or why it was left out.
+fn import_parts(
+    t: &TracePath,
+    mode: RankMode,
+    settings: &SessionSettings,
+    progress: &dyn ImportProgress,
+) -> Result<std::result::Result<Vec<Part>, LeftOut>> {
+    let run = Run::new(&t.path);
+    let imported = match import_run(&run, settings, progress) {
+        Ok(x) => x,
+        // A file found in a directory that is not a trace at all (a JSON of notes) is left
+        // out and named; a broken trace stays an error.
+        Err(AnalyzerError::Unsupported { message, .. }) if t.found => {
+            return Ok(Err(LeftOut::NotATrace(message)));
         }
-        opened.push((run, imported));
+        Err(e) => return Err(e),
+    };
+    if t.found && imported.trace.kernels.len == 0 && imported.trace.memops.len == 0 {
+        return Ok(Err(LeftOut::NoGpuWork));
     }
-    // One trace whose kernels ran on several GPUs, naming no rank, is several ranks.
-    let mut named: Vec<Option<(u32, RankSource)>> = Vec::with_capacity(opened.len());
-    let mut parts: Vec<(Run, Imported)> = Vec::with_capacity(opened.len());
-    for (run, imported) in opened {
-        let split = (mode != RankMode::Separate && imported.trace.manifest.ranks.len() != 1)
-            .then(|| split_by_device(&imported.trace))
-            .flatten();
-        match split {
-            Some(gpus) => {
-                for (d, trace) in gpus {
-                    let r = Run {
-                        label: Some(format!("{} (GPU {d})", run.path.display())),
-                        ..run.clone()
-                    };
-                    parts.push((
-                        r,
-                        Imported {
-                            trace,
-                            format: imported.format,
-                            warnings: imported.warnings.clone(),
-                            defects: imported.defects.clone(),
-                        },
-                    ));
-                    named.push(Some((d, RankSource::Device)));
-                }
-            }
-            None => {
-                named.push(named_rank(&imported));
-                parts.push((run, imported));
-            }
+    let split = (mode != RankMode::Separate && imported.trace.manifest.ranks.len() != 1)
+        .then(|| split_by_device(&imported.trace))
+        .flatten();
+    Ok(Ok(match split {
+        Some(gpus) => gpus
+            .into_iter()
+            .map(|(d, trace)| {
+                let r = Run {
+                    label: Some(format!("{} (GPU {d})", run.path.display())),
+                    ..run.clone()
+                };
+                let part = Imported {
+                    trace,
+                    format: imported.format,
+                    warnings: imported.warnings.clone(),
+                    defects: imported.defects.clone(),
+                };
+                (r, part, Some((d, RankSource::Device)))
+            })
+            .collect(),
+        None => {
+            let named = named_rank(&imported);
+            vec![(run, imported, named)]
         }
-    }
-    let mut opened = parts;
-    if opened.is_empty() {
-        return Err(AnalyzerError::Unsupported {
-            path: paths.first().cloned().unwrap_or_default(),
-            message: "no trace with GPU work in it".into(),
-        });
-    }
+    }))
+}
+
+/// Whether parts naming `named` are the ranks of one run (`mode`), and then each part's
+/// rank and how it was known (a part naming none takes the first free rank).
+fn decide(
+    mode: RankMode,
+    named: &[Option<(u32, RankSource)>],
+) -> Result<Option<Vec<(u32, RankSource)>>> {
     let distinct = {
         let mut v: Vec<u32> = named.iter().flatten().map(|x| x.0).collect();
         v.sort_unstable();
@@ -311,7 +304,7 @@ pub fn open_set(
     };
     let as_ranks = match mode {
         RankMode::Separate => false,
-        RankMode::Auto => opened.len() > 1 && named.iter().all(Option::is_some) && distinct,
+        RankMode::Auto => named.len() > 1 && named.iter().all(Option::is_some) && distinct,
         RankMode::Ranks => {
             if !distinct {
                 return Err(AnalyzerError::Invalid(
@@ -321,16 +314,67 @@ pub fn open_set(
             true
         }
     };
-    if as_ranks {
-        let taken: Vec<u32> = named.iter().flatten().map(|x| x.0).collect();
-        let mut free = (0u32..).filter(|r| !taken.contains(r));
-        for ((run, _), n) in opened.iter_mut().zip(&named) {
-            let (rank, source) = match n {
+    if !as_ranks {
+        return Ok(None);
+    }
+    let taken: Vec<u32> = named.iter().flatten().map(|x| x.0).collect();
+    let mut free = (0u32..).filter(|r| !taken.contains(r));
+    Ok(Some(
+        named
+            .iter()
+            .map(|n| match n {
                 Some(x) => *x,
                 None => (free.next().unwrap_or(0), RankSource::Position),
-            };
-            run.rank = rank;
-            run.rank_source = source;
+            })
+            .collect(),
+    ))
+}
+
+/// Imports every trace `paths` stand for, `jobs` at a time, into their parts.
+fn import_all(
+    paths: &[PathBuf],
+    mode: RankMode,
+    jobs: usize,
+    settings: &SessionSettings,
+    progress: &dyn ImportProgress,
+) -> Result<(Vec<TracePath>, Imports)> {
+    let traces = prepare(paths, progress)?;
+    let shared = Shared(progress);
+    let imported = parallel(&traces, jobs, |t| import_parts(t, mode, settings, &shared));
+    progress.finish();
+    Ok((traces, imported))
+}
+
+/// Imports and analyses every trace `paths` stand for, `jobs` traces at a time, and decides
+/// whether they are the ranks of one run (`mode`); each run's `rank` and `rank_source` say
+/// what was decided. Every trace stays in memory: see [`open_digests`] for a run of many
+/// ranks.
+pub fn open_set(
+    paths: &[PathBuf],
+    mode: RankMode,
+    jobs: usize,
+    settings: &SessionSettings,
+    progress: &dyn ImportProgress,
+) -> Result<OpenedSet> {
+    let (traces, imported) = import_all(paths, mode, jobs, settings, progress)?;
+    let mut parts: Vec<Part> = Vec::new();
+    let mut left_out = Vec::new();
+    for (t, r) in traces.iter().zip(imported) {
+        match r? {
+            Ok(p) => parts.extend(p),
+            Err(why) => left_out.push((t.path.clone(), why)),
+        }
+    }
+    if parts.is_empty() {
+        return Err(no_gpu_work(paths));
+    }
+    let named: Vec<Option<(u32, RankSource)>> = parts.iter().map(|p| p.2).collect();
+    let ranks = decide(mode, &named)?;
+    let mut opened: Vec<(Run, Imported)> = parts.into_iter().map(|(r, i, _)| (r, i)).collect();
+    if let Some(ranks) = &ranks {
+        for ((run, _), (rank, source)) in opened.iter_mut().zip(ranks) {
+            run.rank = *rank;
+            run.rank_source = *source;
         }
         opened.sort_by_key(|(r, _)| r.rank);
     }
@@ -347,9 +391,109 @@ pub fn open_set(
     .collect();
     Ok(OpenedSet {
         runs,
-        as_ranks,
+        as_ranks: ranks.is_some(),
         left_out,
     })
+}
+
+fn no_gpu_work(paths: &[PathBuf]) -> AnalyzerError {
+    AnalyzerError::Unsupported {
+        path: paths.first().cloned().unwrap_or_default(),
+        message: "no trace with GPU work in it".into(),
+    }
+}
+
+/// Traces opened as [`open_set`] does, each digested right after its own analysis and its
+/// trace dropped: memory holds `jobs` traces at a time and the digests, whatever the rank
+/// count.
+pub struct DigestSet {
+    /// Each trace's (part's) report, in the order of `digests`.
+    pub reports: Vec<crate::analysis::Report>,
+    pub digests: Vec<RankDigest>,
+    pub as_ranks: bool,
+    pub left_out: Vec<(PathBuf, LeftOut)>,
+}
+
+/// [`open_set`] for a run of many ranks: every trace is imported, analysed and digested on
+/// one of `jobs` threads, and only its report and digest are kept. The cause of a
+/// straggler reads traces again ([`reopen`]).
+pub fn open_digests(
+    paths: &[PathBuf],
+    mode: RankMode,
+    jobs: usize,
+    settings: &SessionSettings,
+    progress: &dyn ImportProgress,
+) -> Result<DigestSet> {
+    let traces = prepare(paths, progress)?;
+    let shared = Shared(progress);
+    let hint = traces.len() as u32;
+    type Digested = (
+        crate::analysis::Report,
+        RankDigest,
+        Option<(u32, RankSource)>,
+    );
+    let done = parallel(&traces, jobs, |t| {
+        import_parts(t, mode, settings, &shared).map(|r| {
+            r.map(|parts| {
+                parts
+                    .into_iter()
+                    .map(|(mut run, imported, named)| {
+                        run.rank = named.map_or(0, |x| x.0);
+                        let a = analyze_run(run, imported, settings);
+                        let d = RankDigest::of(&a, hint);
+                        (a.report, d, named)
+                    })
+                    .collect::<Vec<Digested>>()
+            })
+        })
+    });
+    progress.finish();
+    let mut kept: Vec<Digested> = Vec::new();
+    let mut left_out = Vec::new();
+    for (t, r) in traces.iter().zip(done) {
+        match r? {
+            Ok(p) => kept.extend(p),
+            Err(why) => left_out.push((t.path.clone(), why)),
+        }
+    }
+    if kept.is_empty() {
+        return Err(no_gpu_work(paths));
+    }
+    let named: Vec<Option<(u32, RankSource)>> = kept.iter().map(|k| k.2).collect();
+    let ranks = decide(mode, &named)?;
+    if let Some(ranks) = &ranks {
+        for ((_, d, _), (rank, source)) in kept.iter_mut().zip(ranks) {
+            d.run.rank = *rank;
+            d.run.rank_source = *source;
+        }
+        kept.sort_by_key(|k| k.1.run.rank);
+    }
+    let (reports, digests) = kept.into_iter().map(|(r, d, _)| (r, d)).unzip();
+    Ok(DigestSet {
+        reports,
+        digests,
+        as_ranks: ranks.is_some(),
+        left_out,
+    })
+}
+
+/// Opens one rank's trace again as it was opened in its set (one GPU of a trace split by
+/// GPU included).
+pub fn reopen(run: &Run, settings: &SessionSettings) -> Result<AnalyzedRun> {
+    let mut imported = import_run(run, settings, &crate::import::NoProgress)?;
+    if run.rank_source == RankSource::Device {
+        let part = split_by_device(&imported.trace)
+            .and_then(|g| g.into_iter().find(|(d, _)| *d == run.rank))
+            .ok_or_else(|| {
+                AnalyzerError::Invalid(format!(
+                    "{}: no GPU {} in it any more",
+                    run.path.display(),
+                    run.rank
+                ))
+            })?;
+        imported.trace = part.1;
+    }
+    Ok(analyze_run(run.clone(), imported, settings))
 }
 
 /// A trace whose kernels ran on several GPUs (an nsys export of a whole `torchrun`, one

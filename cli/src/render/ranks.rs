@@ -22,9 +22,9 @@ pub const RANK_HEADERS: [&str; 12] = [
     "trace",
 ];
 
-fn pct_or_na(v: f64) -> String {
+fn pct_or_na(v: f64, digits: usize) -> String {
     if v.is_finite() {
-        format!("{v:.0}")
+        format!("{v:.digits$}")
     } else {
         "n/a".to_owned()
     }
@@ -147,8 +147,8 @@ pub fn rank_cells(r: &RanksReport) -> Vec<Vec<String>> {
                 ms(p.unsplit_ms),
                 ms(p.idle_ms),
                 format!("{:.1}", p.busy_pct),
-                pct_or_na(p.working_pct),
-                pct_or_na(100.0 * p.late_share),
+                pct_or_na(p.working_pct, 1),
+                pct_or_na(100.0 * p.late_share, 0),
                 trace,
             ]
         })

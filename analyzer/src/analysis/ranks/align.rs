@@ -6,7 +6,7 @@ use serde::Serialize;
 use super::collectives::Collective;
 
 /// One rank's report steps, as the alignment sees them.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RankSteps {
     /// Indices into the rank's step table, in time order.
     pub index: Vec<u32>,

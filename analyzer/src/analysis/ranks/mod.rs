@@ -10,6 +10,7 @@
 pub mod align;
 pub mod cause;
 pub mod collectives;
+pub mod digest;
 pub mod split;
 pub mod tables;
 pub mod text;
@@ -19,10 +20,12 @@ use serde::Serialize;
 
 pub use align::{ClockFit, StepPairing};
 pub use collectives::{Collective, CollectiveKind};
+pub use digest::{RankDigest, RunRef};
 pub use tables::{CollectiveRow, CollectiveTable, RankStepRow, RankStepTable};
 pub use verdict::{LateBy, RanksVerdict, Refusal, Straggler};
 
 use crate::session::{AnalyzedRun, RankSource};
+use crate::tables::StepTable;
 use align::RankSteps;
 use cause::{WindowUse, Work};
 
@@ -154,32 +157,44 @@ fn mean(v: impl Iterator<Item = f64>) -> f64 {
 
 /// Analyses `runs` (one per rank, any order) as the ranks of one run.
 pub fn analyze_ranks(runs: &[&AnalyzedRun]) -> RanksAnalysis {
-    if runs.is_empty() {
+    let n = runs.len() as u32;
+    let digests: Vec<RankDigest> = runs.iter().map(|r| RankDigest::of(r, n)).collect();
+    let fetch = |rank: u32| {
+        runs.iter()
+            .find(|r| r.run.rank == rank)
+            .map(|r| RunRef::Borrowed(r))
+    };
+    analyze_digests(digests, &fetch, None)
+}
+
+/// [`analyze_ranks`] over digested ranks. The cause of a straggler is read from the traces
+/// `fetch` hands over (by rank): the late rank's, and those of every other rank (`others`
+/// `None`) or of the `others` ranks that waited most; one at a time, each dropped after.
+pub fn analyze_digests<'a>(
+    mut digests: Vec<RankDigest>,
+    fetch: &dyn Fn(u32) -> Option<RunRef<'a>>,
+    others: Option<usize>,
+) -> RanksAnalysis {
+    if digests.is_empty() {
         return RanksAnalysis {
             tables: RanksTables::default(),
             report: RanksReport::empty(),
         };
     }
-    let mut runs: Vec<&AnalyzedRun> = runs.to_vec();
-    runs.sort_by_key(|r| r.run.rank);
-    let n = runs.len();
-    let rank_ids: Vec<u32> = runs.iter().map(|r| r.run.rank).collect();
-    let colls: Vec<Vec<Collective>> = runs.iter().map(|r| collectives::collectives(r)).collect();
-    let steps: Vec<RankSteps> = runs.iter().map(|r| rank_steps(r)).collect();
-    let devices: Vec<u32> = runs
-        .iter()
-        .zip(&colls)
-        .map(|(r, c)| {
-            c.first()
-                .map(|c| r.trace.kernels.device[c.kernel as usize])
-                .unwrap_or(0)
-        })
+    digests.sort_by_key(|d| d.run.rank);
+    let n = digests.len();
+    let rank_ids: Vec<u32> = digests.iter().map(|d| d.run.rank).collect();
+    let colls: Vec<Vec<Collective>> = digests
+        .iter_mut()
+        .map(|d| std::mem::take(&mut d.colls))
         .collect();
+    let steps: Vec<RankSteps> = digests
+        .iter_mut()
+        .map(|d| std::mem::take(&mut d.rank_steps))
+        .collect();
+    let devices: Vec<u32> = digests.iter().map(|d| d.device).collect();
     let mut notes = Vec::new();
-    let world = runs
-        .iter()
-        .filter_map(|r| r.trace.manifest.world_size)
-        .max();
+    let world = digests.iter().filter_map(|d| d.world_size).max();
     if let Some(w) = world
         && w != n as u32
     {
@@ -189,13 +204,13 @@ pub fn analyze_ranks(runs: &[&AnalyzedRun]) -> RanksAnalysis {
         });
     }
     let counts: Vec<u32> = steps.iter().map(|s| s.index.len() as u32).collect();
-    let info: Vec<RankInfo> = runs
+    let info: Vec<RankInfo> = digests
         .iter()
         .enumerate()
-        .map(|(i, r)| RankInfo {
-            rank: r.run.rank,
-            trace: r.report.source.path.clone(),
-            source: r.run.rank_source,
+        .map(|(i, d)| RankInfo {
+            rank: d.run.rank,
+            trace: d.trace.clone(),
+            source: d.run.rank_source,
             device: devices[i],
             steps: counts[i],
         })
@@ -205,7 +220,8 @@ pub fn analyze_ranks(runs: &[&AnalyzedRun]) -> RanksAnalysis {
     notes.extend(alignment_notes(&counts, &al));
     let mut tables = RanksTables::default();
     let sp = split::split(&colls, &al, &rank_ids, &mut tables);
-    let slowest = split::step_rows(&runs, &colls, &al, &sp, &rank_ids, &mut tables);
+    let step_tables: Vec<&StepTable> = digests.iter().map(|d| &d.steps).collect();
+    let slowest = split::step_rows(&step_tables, &colls, &al, &sp, &rank_ids, &mut tables);
     let per_rank = split::rank_rows(&tables, &sp, &rank_ids, al.groups.len());
     let mut sorted = slowest.clone();
     sorted.sort_unstable();
@@ -219,7 +235,9 @@ pub fn analyze_ranks(runs: &[&AnalyzedRun]) -> RanksAnalysis {
         .get(transfers.len() / 2)
         .map_or(0.0, |&x| x as f64 / 1e3);
     let verdict = decide(&Inputs {
-        runs: &runs,
+        digests: &digests,
+        fetch,
+        others,
         colls: &colls,
         al: &al,
         sp: &sp,
@@ -261,9 +279,7 @@ pub fn analyze_ranks(runs: &[&AnalyzedRun]) -> RanksAnalysis {
             step_ms_median,
             step_ms_mean,
             transfer_us_median,
-            floor: runs
-                .first()
-                .and_then(|r| collectives::message_floor(&r.trace, &r.tables, Some(n as u32))),
+            floor: digests.first().and_then(|d| d.floor),
             per_rank,
             verdict,
             notes,
@@ -273,8 +289,10 @@ pub fn analyze_ranks(runs: &[&AnalyzedRun]) -> RanksAnalysis {
 }
 
 /// What the verdict is decided from.
-struct Inputs<'a> {
-    runs: &'a [&'a AnalyzedRun],
+struct Inputs<'a, 'r> {
+    digests: &'a [RankDigest],
+    fetch: &'a dyn Fn(u32) -> Option<RunRef<'r>>,
+    others: Option<usize>,
     colls: &'a [Vec<Collective>],
     al: &'a align::Alignment,
     sp: &'a split::Split,
@@ -285,11 +303,11 @@ struct Inputs<'a> {
 }
 
 /// The verdict: refused with the reason, no rank setting the step, or the straggler and why.
-fn decide(x: &Inputs<'_>) -> RanksVerdict {
-    let (runs, colls, al, per_rank, rank_ids, devices) =
-        (x.runs, x.colls, x.al, x.per_rank, x.rank_ids, x.devices);
+fn decide(x: &Inputs<'_, '_>) -> RanksVerdict {
+    let (colls, al, per_rank, rank_ids, devices) =
+        (x.colls, x.al, x.per_rank, x.rank_ids, x.devices);
     let (late_count, last_of, worst_lag) = (&x.sp.late_count, &x.sp.last_of, &x.sp.worst_lag);
-    let n = runs.len();
+    let n = x.digests.len();
     let k_steps = al.steps.len();
     let step_ms_median = x.step_ms_median;
     if n < 2 {
@@ -327,7 +345,22 @@ fn decide(x: &Inputs<'_>) -> RanksVerdict {
                 .filter(|(ci, lag)| last_of[*ci] == late && *lag > 0)
                 .map(|(ci, _)| *ci)
                 .collect();
-            let late_by = late_by(runs, colls, al, &worst, devices, late);
+            // The others the cause compares with: all, or those that waited most.
+            let mut compare: Vec<usize> = (0..n).filter(|&r| r != late).collect();
+            compare.sort_by(|a, b| per_rank[*b].wait_ms.total_cmp(&per_rank[*a].wait_ms));
+            if let Some(k) = x.others {
+                compare.truncate(k.max(1));
+            }
+            let late_by = late_by(&Cause {
+                fetch: x.fetch,
+                digests: x.digests,
+                colls,
+                al,
+                worst: &worst,
+                devices,
+                late,
+                compare: &compare,
+            });
             RanksVerdict::Straggler(Straggler {
                 rank: rank_ids[late],
                 late_share: share,
@@ -346,7 +379,7 @@ fn decide(x: &Inputs<'_>) -> RanksVerdict {
 }
 
 /// A rank's report steps with their numbers (the engine's, else the marker name's).
-fn rank_steps(r: &AnalyzedRun) -> RankSteps {
+pub(crate) fn rank_steps(r: &AnalyzedRun) -> RankSteps {
     let st = &r.tables.steps;
     let index: Vec<u32> = (0..st.len)
         .filter(|&i| st.in_report[i] != 0)
@@ -428,53 +461,83 @@ fn alignment_notes(counts: &[u32], al: &align::Alignment) -> Vec<RanksNote> {
 /// Why rank position `late` arrived late: the windows before the collectives it arrived
 /// last at (from its previous collective's end, or its step's start, to its arrival), on
 /// it and on every other rank.
-fn late_by(
-    runs: &[&AnalyzedRun],
-    colls: &[Vec<Collective>],
-    al: &align::Alignment,
-    worst: &[usize],
-    devices: &[u32],
+/// What the cause is read from.
+struct Cause<'a, 'r> {
+    fetch: &'a dyn Fn(u32) -> Option<RunRef<'r>>,
+    digests: &'a [RankDigest],
+    colls: &'a [Vec<Collective>],
+    al: &'a align::Alignment,
+    /// The matched collectives of the late rank's latest arrival of each step.
+    worst: &'a [usize],
+    devices: &'a [u32],
     late: usize,
-) -> LateBy {
-    let n = runs.len();
-    let uses: Vec<WindowUse> = (0..n)
-        .map(|r| {
-            let work = Work::of(runs[r], devices[r]);
-            let mut w: Vec<(i64, i64)> = worst
-                .iter()
-                .map(|&ci| &al.groups[ci])
-                .map(|(k, g)| {
-                    let i = g[r] as usize;
-                    let c = &colls[r][i];
-                    // From the previous collective's end; before the first, from the first
-                    // GPU work (what precedes the step's window counts too).
-                    let from = if i > 0 {
-                        colls[r][i - 1].gpu_end_ns
-                    } else {
-                        let s = al.steps[*k as usize][r] as usize;
-                        let step = runs[r].tables.steps.gpu_start_ns[s];
-                        work.first_start().map_or(step, |f| f.min(step))
-                    };
-                    (from.min(c.gpu_start_ns), c.gpu_start_ns)
-                })
-                .collect();
-            w.sort_unstable();
-            cause::window_use(runs[r], &work, &w)
+    /// The other ranks (positions) to compare with.
+    compare: &'a [usize],
+}
+
+/// How rank position `r` used the windows before `x.worst` (from its previous collective's
+/// end, or its first GPU work, to its arrival), from its trace.
+fn rank_use(x: &Cause<'_, '_>, r: usize, run: &AnalyzedRun) -> WindowUse {
+    let (colls, al) = (x.colls, x.al);
+    let work = Work::of(run, x.devices[r]);
+    let mut w: Vec<(i64, i64)> = x
+        .worst
+        .iter()
+        .map(|&ci| &al.groups[ci])
+        .map(|(k, g)| {
+            let i = g[r] as usize;
+            let c = &colls[r][i];
+            // From the previous collective's end; before the first, from the first GPU work
+            // (what precedes the step's window counts too).
+            let from = if i > 0 {
+                colls[r][i - 1].gpu_end_ns
+            } else {
+                let s = al.steps[*k as usize][r] as usize;
+                let step = x.digests[r].steps.gpu_start_ns[s];
+                work.first_start().map_or(step, |f| f.min(step))
+            };
+            (from.min(c.gpu_start_ns), c.gpu_start_ns)
         })
         .collect();
+    w.sort_unstable();
+    cause::window_use(run, &work, &w)
+}
+
+/// Why rank position `x.late` arrived late: the windows before its latest arrival of each
+/// step, on it and on the ranks compared with. One trace is held at a time.
+fn late_by(x: &Cause<'_, '_>) -> LateBy {
+    let late = x.late;
+    let rank = |r: usize| x.digests[r].run.rank;
+    let Some(me) = (x.fetch)(rank(late)).map(|run| rank_use(x, late, &run)) else {
+        return LateBy::Host {
+            excess_idle_ms_per_step: f64::NAN,
+            scope: None,
+            scope_ms_per_step: 0.0,
+            scope_only_here: false,
+        };
+    };
+    let candidates: Vec<String> = me.kernels.keys().chain(me.scopes.keys()).cloned().collect();
+    let mut uses: Vec<WindowUse> = Vec::with_capacity(x.compare.len());
+    let mut seen_elsewhere: std::collections::HashSet<String> = Default::default();
+    for &r in x.compare {
+        let Some(run) = (x.fetch)(rank(r)) else {
+            continue;
+        };
+        uses.push(rank_use(x, r, &run));
+        for name in &candidates {
+            if run.trace.strings.lookup(name).is_some() {
+                seen_elsewhere.insert(name.clone());
+            }
+        }
+    }
+    let worst = x.worst;
     // Per late step: one window per step where this rank arrived last.
     let per_step = |ns: f64| ns / 1e6 / worst.len().max(1) as f64;
-    let others = |f: &dyn Fn(&WindowUse) -> i64| {
-        mean((0..n).filter(|&r| r != late).map(|r| f(&uses[r]) as f64))
-    };
-    let me = &uses[late];
+    let others = |f: &dyn Fn(&WindowUse) -> i64| mean(uses.iter().map(|u| f(u) as f64));
+    let me = &me;
     let excess_busy = me.busy_ns as f64 - others(&|u| u.busy_ns);
     let excess_idle = (me.span_ns - me.busy_ns) as f64 - others(&|u| u.span_ns - u.busy_ns);
-    let elsewhere = |name: &str| {
-        (0..n)
-            .filter(|&r| r != late)
-            .any(|r| runs[r].trace.strings.lookup(name).is_some())
-    };
+    let elsewhere = |name: &str| seen_elsewhere.contains(name);
     if excess_busy > excess_idle {
         let best = me
             .kernels

@@ -5,7 +5,6 @@ use super::align::Alignment;
 use super::collectives::Collective;
 use super::tables::{CollectiveRow, RankStepRow};
 use super::{RankRow, RanksTables, median_f};
-use crate::session::AnalyzedRun;
 
 /// What the split of the collectives gives.
 pub struct Split {
@@ -91,14 +90,14 @@ pub fn split(
 /// One row per aligned step and rank into `tables.steps`; returns the slowest rank's step
 /// time per aligned step.
 pub fn step_rows(
-    runs: &[&AnalyzedRun],
+    steps: &[&crate::tables::StepTable],
     colls: &[Vec<Collective>],
     al: &Alignment,
     sp: &Split,
     rank_ids: &[u32],
     tables: &mut RanksTables,
 ) -> Vec<i64> {
-    let n = runs.len();
+    let n = steps.len();
     let k_steps = al.steps.len();
     let acc = &sp.acc;
     let comm_per_step: Vec<std::collections::HashMap<u32, (i64, u32)>> = colls
@@ -118,7 +117,7 @@ pub fn step_rows(
         let mut worst = 0i64;
         for r in 0..n {
             let s = row[r] as usize;
-            let st = &runs[r].tables.steps;
+            let st = steps[r];
             let (a, b) = (st.gpu_start_ns[s], st.gpu_end_ns[s]);
             let busy = st.busy_ns[s];
             let (comm, calls) = comm_per_step[r].get(&row[r]).copied().unwrap_or((0, 0));

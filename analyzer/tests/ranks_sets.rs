@@ -213,3 +213,49 @@ fn hostile_collectives_do_not_panic() {
         RanksVerdict::Refused { .. } | RanksVerdict::Even { .. } | RanksVerdict::Straggler(_)
     ));
 }
+
+#[test]
+fn public_eight_rank_run_matches_every_collective_across_ranks() {
+    // facebookresearch/param's DLRM step, all eight ranks (traces/corpus/SOURCES.md).
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/corpus/param_dlrm_8ranks");
+    let set = open_set(
+        &[dir],
+        RankMode::Auto,
+        2,
+        &common::settings(&Knobs::default()),
+        &NoProgress,
+    )
+    .unwrap();
+    assert!(set.as_ranks);
+    assert_eq!(set.runs.len(), 8);
+    let refs: Vec<&AnalyzedRun> = set.runs.iter().collect();
+    // The independent count: 8 NCCL kernels on every rank, all inside the step.
+    for r in &refs {
+        assert_eq!(
+            gapscope_analyzer::analysis::ranks::collectives::collectives(r).len(),
+            8
+        );
+    }
+    let a = analyze_ranks(&refs);
+    let r = &a.report;
+    assert_eq!((r.world_size, r.aligned_steps), (Some(8), 1));
+    assert_eq!(
+        r.matched_collectives, 8,
+        "every collective matched on all eight ranks"
+    );
+    assert!(
+        r.notes
+            .iter()
+            .all(|n| !matches!(n, RanksNote::Unmatched { .. }))
+    );
+    // Kineto writes microseconds: the completions agree to that resolution.
+    assert!(
+        r.clocks.iter().all(|c| c.shared && c.residual_ns <= 1_000),
+        "{:?}",
+        r.clocks
+    );
+    let RanksVerdict::Straggler(s) = &r.verdict else {
+        panic!("{:?}", r.verdict)
+    };
+    assert_eq!(s.rank, 7);
+}

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 use gapscope_analyzer::analysis::Report;
-use gapscope_analyzer::analysis::ranks::{RanksReport, RanksVerdict, analyze_ranks};
+use gapscope_analyzer::analysis::ranks::{RanksReport, analyze_ranks};
 use gapscope_analyzer::diff::ranks::diff_ranks;
 use gapscope_analyzer::diff::{
     DiffReport, DiffSide, FloorCeilings, NameTimes, Refusal, WhatIf, diff_with_floor, refusal,
@@ -103,12 +103,9 @@ pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
             let refs: Vec<&AnalyzedRun> = set.runs.iter().collect();
             analyze_ranks(&refs).report
         });
-        let pick = want.unwrap_or_else(|| {
-            ranks.as_ref().map_or(0, |r| match &r.verdict {
-                RanksVerdict::Straggler(s) => s.rank,
-                _ => 0,
-            })
-        });
+        let pick = want
+            .or_else(|| ranks.as_ref().and_then(|r| r.verdict.late_rank()))
+            .unwrap_or(0);
         let n = set.runs.len();
         let run = match set
             .runs

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 use gapscope_analyzer::analysis::Report;
-use gapscope_analyzer::analysis::ranks::{RanksReport, RanksVerdict, analyze_ranks};
+use gapscope_analyzer::analysis::ranks::{RanksReport, analyze_ranks};
 use gapscope_analyzer::gate::{
     GateOptions, GateReport, Judgement, Policy, Verdict, gate_runs, gate_with,
 };
@@ -182,10 +182,7 @@ impl Side {
         match self.ranks {
             None => (self.report, None),
             Some((k, reports)) => {
-                let want = match &k.verdict {
-                    RanksVerdict::Straggler(s) => Some(s.rank),
-                    _ => None,
-                };
+                let want = k.verdict.late_rank();
                 let r = reports
                     .iter()
                     .position(|(r, _)| Some(*r) == want)

@@ -324,10 +324,7 @@ impl History {
         let sp = r.speculative.as_ref();
         let insert_run = "INSERT INTO runs (created_unix_ms, label, trace_path, gpu, decode_steps, tpot_median_ms, busy_pct, accepted, time_per_token_ms, tokens_per_step, acceptance_rate, world_size, late_rank, run_step_ms, wait_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING id";
         let world = ranks.map(|k| k.ranks.len() as i64);
-        let late_rank = ranks.and_then(|k| match &k.verdict {
-            RanksVerdict::Straggler(s) => Some(i64::from(s.rank)),
-            _ => None,
-        });
+        let late_rank = ranks.and_then(|k| k.verdict.late_rank()).map(i64::from);
         let run_step = ranks.map(|k| k.step_ms_median).filter(|x| x.is_finite());
         let wait = ranks
             .map(|k| match &k.verdict {

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::analysis::ranks::{RankRow, RanksReport, RanksVerdict};
+use crate::analysis::ranks::{RankRow, RanksReport};
 
 /// One figure on both sides, ms.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -102,13 +102,6 @@ pub struct RanksDiff {
     pub late_b: Option<u32>,
 }
 
-fn late(r: &RanksReport) -> Option<u32> {
-    match &r.verdict {
-        RanksVerdict::Straggler(s) => Some(s.rank),
-        _ => None,
-    }
-}
-
 /// Compares run A with run B.
 pub fn diff_ranks(a: &RanksReport, b: &RanksReport) -> RanksDiff {
     let per_rank: Vec<RankChange> = a
@@ -147,7 +140,7 @@ pub fn diff_ranks(a: &RanksReport, b: &RanksReport) -> RanksDiff {
         own: best(&|c| c != Component::Wait),
         waiting: best(&|c| c == Component::Wait),
         per_rank,
-        late_a: late(a),
-        late_b: late(b),
+        late_a: a.verdict.late_rank(),
+        late_b: b.verdict.late_rank(),
     }
 }

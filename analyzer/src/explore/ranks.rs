@@ -14,9 +14,7 @@ pub use row::{LINK_MIN_PX, MIN_PX, Row};
 
 use super::lanes::{LaneSet, Spans};
 use super::step_view;
-use crate::analysis::ranks::{
-    CollectiveKind, CollectiveTable, RankStepTable, RanksAnalysis, RanksVerdict,
-};
+use crate::analysis::ranks::{CollectiveKind, CollectiveTable, RankStepTable, RanksAnalysis};
 use crate::bucket::Bucket;
 use crate::session::AnalyzedRun;
 
@@ -259,10 +257,7 @@ impl RankLanes {
         runs.sort_by_key(|r| r.run.rank);
         let ct = &a.tables.collectives;
         let st = &a.tables.steps;
-        let late = match &a.report.verdict {
-            RanksVerdict::Straggler(s) => Some(s.rank),
-            _ => None,
-        };
+        let late = a.report.verdict.late_rank();
         let n_coll = ct
             .collective
             .iter()

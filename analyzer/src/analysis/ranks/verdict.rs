@@ -100,3 +100,13 @@ pub enum RanksVerdict {
         reason: Refusal,
     },
 }
+
+impl RanksVerdict {
+    /// The rank that sets the step, when one does.
+    pub fn late_rank(&self) -> Option<u32> {
+        match self {
+            Self::Straggler(s) => Some(s.rank),
+            _ => None,
+        }
+    }
+}

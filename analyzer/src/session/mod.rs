@@ -79,8 +79,9 @@ pub fn analyze(
 ) -> (Analyzed, NameTimes) {
     let mut a = analyze_tables(imported, &settings.rules, &settings.analysis, run.rank);
     if let Some(c) = a.report.communication.as_mut() {
-        c.floor =
-            crate::analysis::ranks::collectives::message_floor(&imported.trace, &a.tables, None);
+        use crate::analysis::ranks::collectives::{collectives_of, message_floor};
+        let colls = collectives_of(&imported.trace, &a.tables);
+        c.floor = message_floor(&imported.trace, &a.tables, &colls, None);
     }
     if let Some(label) = &run.label {
         a.report.source.path = label.clone();

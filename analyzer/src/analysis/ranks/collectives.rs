@@ -115,14 +115,14 @@ pub struct MessageFloor {
     pub floor_ms_per_step: f64,
 }
 
-/// The floor of `trace`'s collectives in its report steps, when their messages, the rank
-/// count and the GPU's link bandwidth are known.
+/// The floor of `colls`, `trace`'s collectives in its report steps ([`collectives_of`]),
+/// when their messages, the rank count and the GPU's link bandwidth are known.
 pub fn message_floor(
     trace: &gapscope_traces::Trace,
     t: &crate::tables::Tables,
+    colls: &[Collective],
     ranks: Option<u32>,
 ) -> Option<MessageFloor> {
-    let colls = collectives_of(trace, t);
     let first = colls.first()?;
     let ranks = ranks.or(trace.manifest.world_size).filter(|&r| r >= 2)?;
     let device = trace.kernels.device[first.kernel as usize];
@@ -133,7 +133,7 @@ pub fn message_floor(
     let steps = t.report_steps().len();
     let mut bytes: Vec<i64> = Vec::with_capacity(colls.len());
     let mut floor_s = 0.0;
-    for c in &colls {
+    for c in colls {
         let b = trace
             .kernels
             .bytes

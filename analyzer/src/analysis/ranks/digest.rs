@@ -41,7 +41,7 @@ impl RankDigest {
             device,
             steps: r.tables.steps.clone(),
             rank_steps: super::rank_steps(r),
-            floor: collectives::message_floor(&r.trace, &r.tables, Some(ranks)),
+            floor: collectives::message_floor(&r.trace, &r.tables, &colls, Some(ranks)),
             colls,
         }
     }

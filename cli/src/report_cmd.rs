@@ -10,7 +10,7 @@ use gapscope_analyzer::analysis::host::GroupBy;
 use gapscope_analyzer::analysis::ranks::{RunRef, analyze_digests};
 use gapscope_analyzer::analysis::spec::SpecSetting;
 use gapscope_analyzer::session::ranks::{
-    DigestSet, OpenedSet, RankMode, open_digests, open_set, reopen,
+    DigestSet, LeftOut, OpenedSet, RankMode, open_digests, open_set, reopen,
 };
 use gapscope_analyzer::session::{self, AnalyzedRun, Knobs, Run, SessionSettings};
 
@@ -150,48 +150,41 @@ impl Analyser {
     /// Imports and analyses every trace `paths` stand for (directories and recordings
     /// expanded), deciding whether they are the ranks of one run.
     pub fn open_set(&self, paths: &[PathBuf], mode: RankMode) -> Result<OpenedSet> {
-        let bar = Bar::new(self.quiet, "import");
-        // Traces are imported and analysed side by side, one per core.
-        let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let t0 = std::time::Instant::now();
-        let set = open_set(paths, mode, jobs, &self.settings, &bar)?;
-        tracing::info!(
-            "{} trace(s): import and analysis {:.1} ms ({jobs} at a time){}",
-            set.runs.len(),
-            t0.elapsed().as_secs_f64() * 1e3,
-            if set.as_ranks {
-                ", read as ranks of one run"
-            } else {
-                ""
-            }
-        );
-        for (p, why) in &set.left_out {
-            eprintln!(
-                "gapscope: note: {}: left out: {}",
-                crate::render::text(&p.display().to_string()),
-                crate::render::text(&why.describe())
-            );
-        }
-        Ok(set)
+        self.open_many(|jobs, bar| {
+            let set = open_set(paths, mode, jobs, &self.settings, bar)?;
+            Ok(((set.runs.len(), set.as_ranks), set.left_out.clone(), set))
+        })
     }
 
     /// [`Self::open_set`] keeping only each trace's report and digest (a run of many ranks).
     pub fn open_digests(&self, paths: &[PathBuf], mode: RankMode) -> Result<DigestSet> {
+        self.open_many(|jobs, bar| {
+            let set = open_digests(paths, mode, jobs, &self.settings, bar)?;
+            Ok(((set.reports.len(), set.as_ranks), set.left_out.clone(), set))
+        })
+    }
+
+    /// Runs `open` with one job per core and a progress bar, then logs what it opened and
+    /// names the files it left out.
+    fn open_many<T>(
+        &self,
+        open: impl FnOnce(usize, &Bar) -> Result<((usize, bool), Vec<(PathBuf, LeftOut)>, T)>,
+    ) -> Result<T> {
         let bar = Bar::new(self.quiet, "import");
+        // Traces are imported and analysed side by side, one per core.
         let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
         let t0 = std::time::Instant::now();
-        let set = open_digests(paths, mode, jobs, &self.settings, &bar)?;
+        let ((n, as_ranks), left_out, set) = open(jobs, &bar)?;
         tracing::info!(
-            "{} trace(s): import and analysis {:.1} ms ({jobs} at a time){}",
-            set.reports.len(),
+            "{n} trace(s): import and analysis {:.1} ms ({jobs} at a time){}",
             t0.elapsed().as_secs_f64() * 1e3,
-            if set.as_ranks {
+            if as_ranks {
                 ", read as ranks of one run"
             } else {
                 ""
             }
         );
-        for (p, why) in &set.left_out {
+        for (p, why) in &left_out {
             eprintln!(
                 "gapscope: note: {}: left out: {}",
                 crate::render::text(&p.display().to_string()),

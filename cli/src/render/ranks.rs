@@ -30,9 +30,7 @@ fn pct_or_na(v: f64, digits: usize) -> String {
     }
 }
 
-fn us(ns: i64) -> String {
-    format!("{:.2} µs", ns as f64 / 1e3)
-}
+use gapscope_analyzer::analysis::ranks::text::us;
 
 /// The verdict in one sentence.
 pub fn verdict(r: &RanksReport) -> String {

@@ -5,7 +5,8 @@
 use super::{LateBy, RanksNote, RanksReport, RanksVerdict};
 use crate::text::ms;
 
-fn us(ns: i64) -> String {
+/// Nanoseconds as microseconds with the unit: `6.21 µs`.
+pub fn us(ns: i64) -> String {
     format!("{:.2} µs", ns as f64 / 1e3)
 }
 

@@ -34,7 +34,7 @@ struct ExplainJson<'a> {
     explanation: &'a Explanation,
 }
 
-pub fn run(a: BucketsArgs) -> Result<ExitCode> {
+pub fn run(a: BucketsArgs, g: &crate::Global) -> Result<ExitCode> {
     let rules = match &a.rules {
         Some(p) => RuleSet::with_user_file(p)?,
         None => RuleSet::builtin(),
@@ -70,7 +70,7 @@ pub fn run(a: BucketsArgs) -> Result<ExitCode> {
             }
             t
         };
-        crate::render::write_stdout(&out)?;
+        g.write(&out)?;
         return Ok(ExitCode::SUCCESS);
     }
     let out = match &canonical {
@@ -96,7 +96,7 @@ pub fn run(a: BucketsArgs) -> Result<ExitCode> {
         None if a.json => serde_json::to_string_pretty(&rules.listing())? + "\n",
         None => list_text(&rules),
     };
-    crate::render::write_stdout(&out)?;
+    g.write(&out)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -17,7 +17,7 @@ use gapscope_analyzer::session::AnalyzedRun;
 use gapscope_analyzer::session::ranks::RankMode;
 
 use crate::render::markdown::{Align, Cell, table, text_row};
-use crate::render::{md_code, md_text, ms, short, text, write_stdout};
+use crate::render::{md_code, md_text, ms, short, text};
 use crate::report_cmd::AnalysisArgs;
 
 #[derive(Args)]
@@ -82,7 +82,7 @@ pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
         } else {
             crate::lever_whatif::render_text(&w)
         };
-        write_stdout(&out)?;
+        g.write(&out)?;
         return Ok(ExitCode::SUCCESS);
     }
     let Some(b) = &a.b else {
@@ -156,7 +156,7 @@ pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
                 crate::render::ranks::diff(r, a.markdown)
             )
         };
-        write_stdout(&out)?;
+        g.write(&out)?;
         return Ok(ExitCode::SUCCESS);
     }
     let floor = match &a.hardware {
@@ -193,7 +193,7 @@ pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
         }
         (None, false) => render(&d, a.markdown),
     };
-    write_stdout(&out)?;
+    g.write(&out)?;
     Ok(ExitCode::SUCCESS)
 }
 

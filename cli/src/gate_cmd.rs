@@ -17,7 +17,7 @@ use gapscope_history::History;
 use gapscope_traces::{check_output, write_output};
 
 use crate::render::markdown::{Align, Cell, table};
-use crate::render::{md_code, md_text, text, write_stdout};
+use crate::render::{md_code, md_text, text};
 use crate::report_cmd::AnalysisArgs;
 
 #[derive(Args)]
@@ -91,7 +91,7 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
                 b.display()
             );
         };
-        return gate_ranks(&a, &inputs, base, ranks.clone(), &policy, options);
+        return gate_ranks(&a, &inputs, base, ranks.clone(), &policy, options, g);
     }
     // Against the history: the run's rank count must match the stored runs' (a run of
     // ranks is judged on the rank that sets its step).
@@ -156,7 +156,7 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
     } else {
         render(&r, a.markdown)
     };
-    write_stdout(&out)?;
+    g.write(&out)?;
     match r.verdict {
         Verdict::Regression => Ok(ExitCode::from(1)),
         // Never exit 0 on a side that misses work: the report above says what is missing.
@@ -253,6 +253,7 @@ fn gate_ranks(
     cur: Vec<(u32, Report)>,
     policy: &Policy,
     options: GateOptions,
+    g: &crate::Global,
 ) -> Result<ExitCode> {
     let world = |v: &[(u32, Report)]| v.iter().map(|x| x.0).collect::<Vec<_>>();
     if world(&base) != world(&cur) && !a.allow_incomparable {
@@ -307,18 +308,18 @@ fn gate_ranks(
                 gated.len()
             )
         };
-        for (rank, g) in &gated {
+        for (rank, gr) in &gated {
             s.push_str(&if a.markdown {
                 format!("### rank {rank}\n\n")
             } else {
                 format!("== rank {rank} ==\n")
             });
-            s.push_str(&render(g, a.markdown));
+            s.push_str(&render(gr, a.markdown));
             s.push('\n');
         }
         s
     };
-    write_stdout(&out)?;
+    g.write(&out)?;
     match verdict {
         Verdict::Regression => Ok(ExitCode::from(1)),
         Verdict::Inconclusive => anyhow::bail!("gate: a rank misses work (see above)"),

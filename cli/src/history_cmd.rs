@@ -12,7 +12,7 @@ use clap::{Args, Subcommand};
 use gapscope_analyzer::bucket::Bucket;
 use gapscope_history::{self as history, History};
 
-use crate::render::{ms, text, write_stdout};
+use crate::render::{ms, text};
 use crate::report_cmd::AnalysisArgs;
 
 /// The default database; `history add` creates its `.gapscope` directory when missing.
@@ -235,6 +235,6 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
             }
         }
     };
-    write_stdout(&out)?;
+    g.write(&out)?;
     Ok(ExitCode::SUCCESS)
 }

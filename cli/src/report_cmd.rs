@@ -311,6 +311,6 @@ pub fn run(a: ReportArgs, g: &crate::Global) -> Result<ExitCode> {
         out.push_str(&render::table::reports(&reports, top));
         out
     };
-    render::write_stdout(&out)?;
+    g.write(&out)?;
     Ok(ExitCode::SUCCESS)
 }

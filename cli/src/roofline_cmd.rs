@@ -14,7 +14,7 @@ use gapscope_analyzer::roofline::{
 
 use gapscope_traces::{check_output, write_output};
 
-use crate::render::{count, text, write_stdout};
+use crate::render::{count, text};
 use crate::report_cmd::AnalysisArgs;
 
 #[derive(Args)]
@@ -150,7 +150,7 @@ pub fn run(a: RooflineArgs, g: &crate::Global) -> Result<ExitCode> {
     } else {
         table(&r)
     };
-    write_stdout(&text)?;
+    g.write(&text)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,0 +1,299 @@
+//! The `gapscope` command line as a library: the `gapscope` binary's `main` and the Python
+//! module's `gapscope` command both call [`main`], so the two are one program (same parsing,
+//! output and exit codes). Only front ends link this crate; it reads the environment
+//! (`RUST_LOG`, `NO_COLOR`) as a binary does.
+
+pub mod buckets_cmd;
+pub mod diff_cmd;
+pub mod export_cmd;
+pub mod gate_cmd;
+pub mod gui_cmd;
+pub mod history_cmd;
+pub mod import_cmd;
+pub mod join_cmd;
+pub mod lever_whatif;
+pub mod progress;
+pub mod render;
+pub mod report_cmd;
+pub mod roofline_cmd;
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "gapscope",
+    version,
+    about = "Decode-step profiler for LLM inference engines: buckets, steps, busy time",
+    long_about = "gapscope reads PyTorch/Kineto traces (.json, .json.gz), Nsight Systems SQLite exports \
+(.sqlite) and its own .gst traces, sorts GPU work into buckets, finds decode steps and reports \
+where each step's time goes."
+)]
+struct Cli {
+    /// No progress bars.
+    #[arg(long, short, global = true)]
+    quiet: bool,
+    /// More log output on stderr (repeat for more).
+    #[arg(long, short, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Per-step decomposition of one or more traces.
+    Report(report_cmd::ReportArgs),
+    /// Convert a trace to the native .gst format.
+    Import(import_cmd::ImportArgs),
+    /// Write a trace as Perfetto-loadable Chrome JSON or as Parquet.
+    Export(export_cmd::ExportArgs),
+    /// Show the bucket rules, or explain which rule classifies a kernel name.
+    Buckets(buckets_cmd::BucketsArgs),
+    /// Run history: add, list, show, trend (SQLite file or PostgreSQL).
+    History(history_cmd::HistoryArgs),
+    /// CI gate on per-bucket regressions: exit 0 pass, 1 regression, 2 error.
+    Gate(gate_cmd::GateArgs),
+    /// Where the per-step gap between two traces lives, by bucket.
+    Diff(diff_cmd::DiffArgs),
+    /// Weight-read, KV-read and compute floors per batch, and traces against them.
+    Roofline(roofline_cmd::RooflineArgs),
+    /// Copy an engine trace's launch metadata and steps onto a recording of the same run.
+    Join(join_cmd::JoinArgs),
+    /// Open traces in the explorer window (runs gapscope-gui).
+    Gui(gui_cmd::GuiArgs),
+}
+
+/// Settings every subcommand gets, and where its output goes.
+pub struct Global {
+    pub quiet: bool,
+    /// `None`: standard output; `Some`: kept for the caller ([`run_captured`]).
+    captured: Option<std::cell::RefCell<String>>,
+}
+
+impl Global {
+    /// Writes a command's output: to stdout (a closed pipe counts as success), or into the
+    /// capture. Either way control characters from an input are escaped first.
+    pub fn write(&self, s: &str) -> Result<()> {
+        match &self.captured {
+            None => render::write_stdout(s),
+            Some(c) => {
+                c.borrow_mut().push_str(&render::terminal_safe(s));
+                Ok(())
+            }
+        }
+    }
+}
+
+/// What one command run in-process gave: the exit code, its output and, on failure, the
+/// one-line error the binary would print (without the `gapscope: error: ` prefix).
+pub struct Outcome {
+    pub code: u8,
+    pub output: String,
+    pub error: Option<String>,
+}
+
+/// A usage error on one line, like every other gapscope error: clap's message, its tips
+/// and the usage line, joined.
+fn usage_error_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let mut message: Option<String> = None;
+    let mut in_message = false;
+    let mut tips = Vec::new();
+    let mut usage = None;
+    for line in text.lines() {
+        let t = line.trim();
+        if t.is_empty() {
+            in_message = false;
+        } else if let Some(m) = t.strip_prefix("error: ") {
+            in_message = message.is_none();
+            message.get_or_insert_with(|| m.to_owned());
+        } else if in_message {
+            // The message goes on (for example the list of missing arguments).
+            if let Some(m) = message.as_mut() {
+                m.push(' ');
+                m.push_str(t);
+            }
+        } else if let Some(tip) = t.strip_prefix("tip: ") {
+            tips.push(tip.to_owned());
+        } else if let Some(u) = t.strip_prefix("Usage: ") {
+            usage.get_or_insert_with(|| u.to_owned());
+        }
+    }
+    let message = message.unwrap_or_else(|| match e.kind() {
+        clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            "a subcommand is required".to_owned()
+        }
+        _ => "invalid command line".to_owned(),
+    });
+    let mut details = tips;
+    if let Some(u) = usage {
+        details.push(format!("usage: {u}"));
+    }
+    details.push("see --help".to_owned());
+    format!("{message} ({})", details.join("; "))
+}
+
+/// The log filter: `RUST_LOG` when set (an invalid one is an error, not ignored), else
+/// gapscope's own crates at the level `-v` asks for, and warnings from everything else.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a binary reads its environment (RUST_LOG)"
+)]
+fn log_filter(verbose: u8) -> Result<tracing_subscriber::EnvFilter> {
+    use tracing_subscriber::EnvFilter;
+    let builder = EnvFilter::builder();
+    if std::env::var_os(EnvFilter::DEFAULT_ENV).is_some_and(|v| !v.is_empty()) {
+        return builder.from_env().context("invalid RUST_LOG directives");
+    }
+    let ours = match verbose {
+        0 => return Ok(EnvFilter::new("warn")),
+        1 => "info",
+        _ => "debug",
+    };
+    // A target directive matches by prefix: `gapscope` is the binary's own target, and it
+    // covers `gapscope_analyzer` and `gapscope_traces` too.
+    Ok(builder.parse(format!("warn,gapscope={ours}"))?)
+}
+
+/// The `gapscope` program: parses `args` (the program name first), runs the command and
+/// returns its exit code; output to stdout, errors as one line on stderr.
+pub fn main<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        // --help and --version print as clap renders them, exit 0.
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("gapscope: error: {}", usage_error_line(&e));
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = init_logging(cli.verbose) {
+        return fail(&e);
+    }
+    let g = Global {
+        quiet: cli.quiet,
+        captured: None,
+    };
+    match dispatch(cli.command, &g) {
+        Ok(code) => code,
+        Err(e) => fail(&e),
+    }
+}
+
+/// Runs one command as [`main`] does, keeping its standard output (`--help` text included)
+/// and its error line instead of printing them. Logging and progress still go to stderr.
+pub fn run_captured<I, T>(args: I) -> Outcome
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let failed = |error: String| Outcome {
+        code: 2,
+        output: String::new(),
+        error: Some(error),
+    };
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) if !e.use_stderr() => {
+            return Outcome {
+                code: 0,
+                output: e.render().to_string(),
+                error: None,
+            };
+        }
+        Err(e) => return failed(usage_error_line(&e)),
+    };
+    if let Err(e) = init_logging(cli.verbose) {
+        return failed(error_line(&e));
+    }
+    let g = Global {
+        quiet: cli.quiet,
+        captured: Some(std::cell::RefCell::new(String::new())),
+    };
+    let result = dispatch(cli.command, &g);
+    let output = g.captured.map(|c| c.into_inner()).unwrap_or_default();
+    match result {
+        // ExitCode has no accessor: 0, 1 (a gate's regression), else 2 (`gui`'s own codes).
+        Ok(code) => Outcome {
+            code: if code == ExitCode::SUCCESS {
+                0
+            } else if code == ExitCode::from(1) {
+                1
+            } else {
+                2
+            },
+            output,
+            error: None,
+        },
+        Err(e) => Outcome {
+            code: 2,
+            output,
+            error: Some(error_line(&e)),
+        },
+    }
+}
+
+/// Logging on stderr, set up once per process (a Python process may run many commands).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the program's entry reads its environment (NO_COLOR)"
+)]
+fn init_logging(verbose: u8) -> Result<()> {
+    let filter = log_filter(verbose)?;
+    // Colour only on a terminal, and never under NO_COLOR (https://no-color.org).
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    // `try_init`: when a subscriber is already set, the first set-up stays.
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(colour)
+        .with_env_filter(filter)
+        .without_time()
+        .try_init();
+    Ok(())
+}
+
+fn dispatch(command: Command, g: &Global) -> Result<ExitCode> {
+    match command {
+        Command::Report(a) => report_cmd::run(a, g),
+        Command::Import(a) => import_cmd::run(a, g),
+        Command::Export(a) => export_cmd::run(a, g),
+        Command::Buckets(a) => buckets_cmd::run(a, g),
+        Command::Roofline(a) => roofline_cmd::run(a, g),
+        Command::Join(a) => join_cmd::run(a, g),
+        Command::Diff(a) => diff_cmd::run(a, g),
+        Command::Gate(a) => gate_cmd::run(a, g),
+        Command::History(a) => history_cmd::run(a, g),
+        Command::Gui(a) => gui_cmd::run(a),
+    }
+}
+
+/// An error and its causes on one line, never a backtrace; nothing from an input (a path, a
+/// GPU or model name) can drive the terminal.
+pub fn error_line(e: &anyhow::Error) -> String {
+    let mut msg = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !msg.contains(&c) {
+            msg.push_str(": ");
+            msg.push_str(&c);
+        }
+    }
+    render::text(&msg.replace(['\n', '\r'], " "))
+}
+
+/// Prints an error on one line; exit code 2.
+fn fail(e: &anyhow::Error) -> ExitCode {
+    eprintln!("gapscope: error: {}", error_line(e));
+    ExitCode::from(2)
+}

@@ -146,6 +146,30 @@ macro_rules! columnar_table {
                 $crate::arrow_array::RecordBatch::try_new(Self::schema(), columns)
             }
 
+            /// The table as one record batch whose columns are this table's vectors, moved,
+            /// not copied (what Python's zero-copy tables hand over). A column left unloaded
+            /// by a projected read is filled with its default.
+            pub fn into_batch(self)
+                -> Result<$crate::arrow_array::RecordBatch, $crate::arrow_schema::ArrowError>
+            {
+                let len = self.len;
+                let columns: Vec<$crate::arrow_array::ArrayRef> = vec![
+                    $( {
+                        let mut v: Vec<$ty> = self.$col;
+                        if v.len() != len {
+                            v = vec![$default; len];
+                        }
+                        ::std::sync::Arc::new(
+                            $crate::arrow_array::PrimitiveArray::<$crate::arrow_array::types::$arrow>::new(
+                                $crate::arrow_buffer::ScalarBuffer::from(v),
+                                None,
+                            ),
+                        )
+                    }, )+
+                ];
+                $crate::arrow_array::RecordBatch::try_new(Self::schema(), columns)
+            }
+
             /// Appends a record batch, taking columns by name. Columns absent from the batch
             /// stay unloaded; a column of the wrong type is an error.
             pub fn append_batch(&mut self, batch: &$crate::arrow_array::RecordBatch)

@@ -6,6 +6,7 @@
 //! `docs/TRACE_FORMAT.md`.
 
 pub use arrow_array;
+pub use arrow_buffer;
 pub use arrow_ipc;
 pub use arrow_schema;
 

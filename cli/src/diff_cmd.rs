@@ -15,6 +15,7 @@ use gapscope_analyzer::diff::{
 use gapscope_analyzer::roofline::{WeightFormat, hw, peak_flops};
 use gapscope_analyzer::session::AnalyzedRun;
 use gapscope_analyzer::session::ranks::RankMode;
+use gapscope_traces::{check_output, write_output};
 
 use crate::render::markdown::{Align, Cell, table, text_row};
 use crate::render::{md_code, md_text, ms, short, text};
@@ -53,6 +54,11 @@ pub struct DiffArgs {
     /// Diff even when a side's steps look implausible (the report says so).
     #[arg(long)]
     pub allow_implausible: bool,
+    /// Also write a self-contained HTML page of the diff to this file (headline, waterfall
+    /// by bucket, attribution table; inline CSS and SVG, no script, no external file).
+    /// Standard output gets the usual output all the same.
+    #[arg(long, value_name = "OUT.html", conflicts_with = "what_if")]
+    pub html: Option<PathBuf>,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
 }
@@ -71,6 +77,19 @@ pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
                 anyhow::bail!("diff: {opt} does not apply to --what-if predictions");
             }
         }
+    }
+    let inputs: Vec<&std::path::Path> = [&a.a]
+        .into_iter()
+        .chain(&a.b)
+        .chain(&a.analysis.rules)
+        .chain(&a.analysis.spec_metrics)
+        .map(PathBuf::as_path)
+        .collect();
+    if let Some(out) = &a.html {
+        if out.as_os_str() == "-" {
+            anyhow::bail!("--html -: the page is written to a file; give a path");
+        }
+        check_output(out, &inputs)?;
     }
     let mut analyser = a.analysis.analyser(g.quiet)?;
     if let Some(set) = &a.what_if {
@@ -146,6 +165,10 @@ pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
         let Some(r) = &ranks else {
             anyhow::bail!("diff: {why}");
         };
+        if let Some(out) = &a.html {
+            let page = crate::render::html::diff_ranks_page(None, r, Some(&why));
+            write_output(out, &inputs, page.as_bytes())?;
+        }
         let out = if a.json {
             serde_json::to_string_pretty(
                 &serde_json::json!({"ranks": r, "buckets": null, "buckets_refused": why}),
@@ -183,6 +206,13 @@ pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
         a.list,
         floor,
     );
+    if let Some(out) = &a.html {
+        let page = match &ranks {
+            Some(r) => crate::render::html::diff_ranks_page(Some(&d), r, None),
+            None => crate::render::html::diff_page(&d),
+        };
+        write_output(out, &inputs, page.as_bytes())?;
+    }
     let out = match (&ranks, a.json) {
         (Some(r), true) => {
             serde_json::to_string_pretty(&serde_json::json!({"ranks": r, "buckets": d}))? + "\n"
@@ -197,7 +227,7 @@ pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn ratio(d: &DiffReport) -> f64 {
+pub(crate) fn ratio(d: &DiffReport) -> f64 {
     if d.b.step_ms > 0.0 {
         d.a.step_ms / d.b.step_ms
     } else {
@@ -303,7 +333,7 @@ fn render(d: &DiffReport, md: bool) -> String {
     s
 }
 
-const BUCKET_HEAD: [&str; 7] = [
+pub(crate) const BUCKET_HEAD: [&str; 7] = [
     "bucket",
     "A ms/step",
     "B ms/step",
@@ -314,7 +344,7 @@ const BUCKET_HEAD: [&str; 7] = [
 ];
 
 /// One side's figures: decode steps, step time and GPU busy time.
-fn side_figures(side: &gapscope_analyzer::diff::Side) -> String {
+pub(crate) fn side_figures(side: &gapscope_analyzer::diff::Side) -> String {
     format!(
         "{} decode steps, {} ms/step, GPU busy {} ms/step",
         side.decode_steps,
@@ -324,7 +354,7 @@ fn side_figures(side: &gapscope_analyzer::diff::Side) -> String {
 }
 
 /// The idle per step on both sides: launch gaps and host gaps.
-fn idle_figures(d: &DiffReport) -> String {
+pub(crate) fn idle_figures(d: &DiffReport) -> String {
     format!(
         "launch gaps A {} / B {} ms, host gaps A {} / B {} ms",
         ms(d.idle.a_launch_gap_ms),
@@ -336,7 +366,7 @@ fn idle_figures(d: &DiffReport) -> String {
 
 /// A what-if's cells: lever, step with B's time, gain, step without it, step at its floor
 /// (`-` without one), in ms.
-fn what_if_cells(w: &WhatIf) -> [String; 5] {
+pub(crate) fn what_if_cells(w: &WhatIf) -> [String; 5] {
     [
         w.lever.clone(),
         ms(w.as_b_ms),
@@ -347,7 +377,7 @@ fn what_if_cells(w: &WhatIf) -> [String; 5] {
 }
 
 /// A moved kernel's cells: short name, bucket, A and B ms/step, delta.
-fn moved_cells(k: &gapscope_analyzer::diff::KernelMove) -> [String; 5] {
+pub(crate) fn moved_cells(k: &gapscope_analyzer::diff::KernelMove) -> [String; 5] {
     [
         short(&k.name),
         k.bucket.to_string(),
@@ -358,7 +388,7 @@ fn moved_cells(k: &gapscope_analyzer::diff::KernelMove) -> [String; 5] {
 }
 
 /// The bucket rows, then the residual row.
-fn bucket_rows(d: &DiffReport) -> Vec<Vec<String>> {
+pub(crate) fn bucket_rows(d: &DiffReport) -> Vec<Vec<String>> {
     let mut rows: Vec<Vec<String>> = d
         .buckets
         .iter()
@@ -391,7 +421,7 @@ fn bucket_rows(d: &DiffReport) -> Vec<Vec<String>> {
 }
 
 /// The shares line: their sum when the gap is meaningful, else why there are none.
-fn shares_line(d: &DiffReport) -> String {
+pub(crate) fn shares_line(d: &DiffReport) -> String {
     if d.gap_is_meaningful {
         let total = d
             .buckets
@@ -409,7 +439,7 @@ fn shares_line(d: &DiffReport) -> String {
 }
 
 /// A group's totals, and how the what-ifs treat it, for text or Markdown.
-fn group_line(g: &gapscope_analyzer::diff::GroupDelta, md: bool) -> (String, String) {
+pub(crate) fn group_line(g: &gapscope_analyzer::diff::GroupDelta, md: bool) -> (String, String) {
     let name = if md {
         format!("**{}**", g.group)
     } else {
@@ -547,7 +577,7 @@ fn markdown(d: &DiffReport) -> String {
 }
 
 /// A speculative side against a plain one: tokens per second and its three factors.
-fn spec_lines(sp: &gapscope_analyzer::diff::SpecDelta) -> String {
+pub(crate) fn spec_lines(sp: &gapscope_analyzer::diff::SpecDelta) -> String {
     let rejected = sp
         .rejected_ms
         .map(|r| format!("; rejected candidates {} ms of kernel time", ms(r)))

@@ -1,5 +1,7 @@
 //! `gapscope report`: the per-step decomposition of each trace.
 
+mod html;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -7,7 +9,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use gapscope_analyzer::analysis::Report;
 use gapscope_analyzer::analysis::host::GroupBy;
-use gapscope_analyzer::analysis::ranks::{RunRef, analyze_digests};
+use gapscope_analyzer::analysis::ranks::{RankDigest, RanksReport, RunRef, analyze_digests};
 use gapscope_analyzer::analysis::spec::SpecSetting;
 use gapscope_analyzer::session::ranks::{
     DigestSet, LeftOut, OpenedSet, RankMode, open_digests, open_set, reopen,
@@ -51,6 +53,8 @@ pub struct ReportArgs {
     /// list repeats its last rate; `K` alone: the measured acceptance). Repeatable.
     #[arg(long, value_name = "K:P1,P2,...")]
     pub spec_setting: Vec<SpecSetting>,
+    #[command(flatten)]
+    pub html: html::HtmlArgs,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
 }
@@ -238,6 +242,15 @@ impl AnalysisArgs {
 }
 
 pub fn run(a: ReportArgs, g: &crate::Global) -> Result<ExitCode> {
+    let inputs: Vec<&std::path::Path> = a
+        .traces
+        .iter()
+        .chain(&a.analysis.rules)
+        .chain(&a.analysis.spec_metrics)
+        .map(PathBuf::as_path)
+        .collect();
+    // The page's output and model are checked before any trace is read.
+    let page = a.html.plan(&inputs)?;
     let mut analyser = a.analysis.analyser(g.quiet)?;
     if let Some(by) = a.by {
         analyser.group_by(by)?;
@@ -249,47 +262,42 @@ pub fn run(a: ReportArgs, g: &crate::Global) -> Result<ExitCode> {
     } else {
         RankMode::Auto
     };
-    let (mut reports, ranks) = if a.traces.iter().any(|p| p.as_os_str() == "-") {
-        let reports = a
-            .traces
-            .iter()
-            .map(|p| analyser.run(p))
-            .collect::<Result<Vec<Report>>>()?;
-        (reports, None)
-    } else {
-        // Each trace is digested after its own analysis and dropped; the cause of a
-        // straggler reopens the late rank's trace and the one that waited most.
-        let set = analyser.open_digests(&a.traces, mode)?;
-        let ranks = set.as_ranks.then(|| {
-            let runs: Vec<Run> = set.digests.iter().map(|d| d.run.clone()).collect();
-            let settings = &analyser.settings;
-            let fetch = |rank: u32| {
-                let run = runs.iter().find(|r| r.rank == rank)?;
-                match reopen(run, settings) {
-                    Ok(r) => Some(RunRef::Owned(Box::new(r))),
-                    Err(e) => {
-                        tracing::warn!("{e}");
-                        None
-                    }
-                }
-            };
-            analyze_digests(set.digests, &fetch, Some(1)).report
-        });
-        let mut reports: Vec<Report> = set.reports;
-        if ranks.is_some() {
-            // The ranks section splits communication into waiting and transfer.
-            for r in &mut reports {
-                r.communication = None;
+    let (mut reports, tables, ranks) = if a.traces.iter().any(|p| p.as_os_str() == "-") {
+        let mut reports = Vec::new();
+        let mut tables = Vec::new();
+        for p in &a.traces {
+            let run = analyser.open(p)?;
+            reports.push(run.report);
+            if page.is_some() {
+                tables.push(run.tables);
             }
         }
-        (reports, ranks)
+        (reports, tables, None)
+    } else if page.is_some() {
+        // The page draws every step from the analysis tables: every trace stays open.
+        let set = analyser.open_set(&a.traces, mode)?;
+        let ranks = set.as_ranks.then(|| ranks_of_runs(&set.runs));
+        let (reports, tables) = set.runs.into_iter().map(|r| (r.report, r.tables)).unzip();
+        (reports, tables, ranks)
+    } else {
+        let (reports, ranks) = open_digested(&analyser, &a.traces, mode)?;
+        (reports, Vec::new(), ranks)
     };
+    if ranks.is_some() {
+        // The ranks section splits communication into waiting and transfer.
+        for r in &mut reports {
+            r.communication = None;
+        }
+    }
     if !a.spec_setting.is_empty() {
         for r in &mut reports {
             if let Some(w) = r.speculative.as_mut().and_then(|s| s.what_if.as_mut()) {
                 w.settings = w.costs.what_if(&a.spec_setting).settings;
             }
         }
+    }
+    if let Some(p) = &page {
+        p.write(&inputs, &reports, &tables, ranks.as_ref())?;
     }
     let top = a.analysis.top.is_some();
     let out = if a.json {
@@ -313,4 +321,44 @@ pub fn run(a: ReportArgs, g: &crate::Global) -> Result<ExitCode> {
     };
     g.write(&out)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The reports of the traces `paths` stand for, each digested after its own analysis and
+/// dropped; for the ranks of one run, the ranks' report (the cause of a straggler reopens
+/// the late rank's trace and the one that waited most).
+fn open_digested(
+    analyser: &Analyser,
+    paths: &[PathBuf],
+    mode: RankMode,
+) -> Result<(Vec<Report>, Option<RanksReport>)> {
+    let set = analyser.open_digests(paths, mode)?;
+    let ranks = set.as_ranks.then(|| {
+        let runs: Vec<Run> = set.digests.iter().map(|d| d.run.clone()).collect();
+        let settings = &analyser.settings;
+        let fetch = |rank: u32| {
+            let run = runs.iter().find(|r| r.rank == rank)?;
+            match reopen(run, settings) {
+                Ok(r) => Some(RunRef::Owned(Box::new(r))),
+                Err(e) => {
+                    tracing::warn!("{e}");
+                    None
+                }
+            }
+        };
+        analyze_digests(set.digests, &fetch, Some(1)).report
+    });
+    Ok((set.reports, ranks))
+}
+
+/// The ranks' report of runs held open, as [`open_digested`] makes it (the cause read from
+/// the late rank and the one that waited most).
+fn ranks_of_runs(runs: &[AnalyzedRun]) -> RanksReport {
+    let n = runs.len() as u32;
+    let digests: Vec<RankDigest> = runs.iter().map(|r| RankDigest::of(r, n)).collect();
+    let fetch = |rank: u32| {
+        runs.iter()
+            .find(|r| r.run.rank == rank)
+            .map(RunRef::Borrowed)
+    };
+    analyze_digests(digests, &fetch, Some(1)).report
 }

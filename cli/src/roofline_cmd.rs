@@ -40,7 +40,7 @@ pub struct RooflineArgs {
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub batch: Vec<u64>,
     /// Context length (tokens already in the KV cache).
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = DEFAULT_CTX)]
     pub ctx: u64,
     /// Traces whose decode steps are placed against the floor.
     #[arg(long = "trace", value_name = "TRACE")]
@@ -63,7 +63,9 @@ pub struct RooflineArgs {
     pub analysis: AnalysisArgs,
 }
 
-const DEFAULT_BATCHES: [u64; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
+pub(crate) const DEFAULT_BATCHES: [u64; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
+/// Tokens in the KV cache the floors are taken at, unless `--ctx` says.
+pub(crate) const DEFAULT_CTX: u64 = 4096;
 
 pub fn run(a: RooflineArgs, g: &crate::Global) -> Result<ExitCode> {
     let inputs: Vec<&Path> = [&a.model]
@@ -155,7 +157,7 @@ pub fn run(a: RooflineArgs, g: &crate::Global) -> Result<ExitCode> {
 }
 
 /// How a trace's batch was chosen, and where it disagrees with the options given.
-fn batch_notes(
+pub(crate) fn batch_notes(
     batch: u64,
     source: BatchSource,
     trace_batch: Option<u64>,

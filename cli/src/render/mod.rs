@@ -2,6 +2,7 @@
 //! same cells so they cannot disagree.
 
 pub mod csv;
+pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod ranks;

@@ -223,15 +223,8 @@ where
     let result = dispatch(cli.command, &g);
     let output = g.captured.map(|c| c.into_inner()).unwrap_or_default();
     match result {
-        // ExitCode has no accessor: 0, 1 (a gate's regression), else 2 (`gui`'s own codes).
         Ok(code) => Outcome {
-            code: if code == ExitCode::SUCCESS {
-                0
-            } else if code == ExitCode::from(1) {
-                1
-            } else {
-                2
-            },
+            code: exit_status(code),
             output,
             error: None,
         },
@@ -240,6 +233,18 @@ where
             output,
             error: Some(error_line(&e)),
         },
+    }
+}
+
+/// An exit code as a number: 0, 1 (a gate's regression), else 2 (an error, or `gui`'s own
+/// codes). `ExitCode` has no accessor.
+pub fn exit_status(code: ExitCode) -> u8 {
+    if code == ExitCode::SUCCESS {
+        0
+    } else if code == ExitCode::from(1) {
+        1
+    } else {
+        2
     }
 }
 

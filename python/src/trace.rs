@@ -83,9 +83,7 @@ impl Trace {
 
     /// The report as an HTML fragment (headline, bucket table, per-step chart).
     fn html_fragment(&self) -> String {
-        // HTML-PENDING gapscope_cli::render::html::report_fragment(&self.report, &self.tables)
-        let _ = (&self.report, &self.tables);
-        String::new()
+        gapscope_cli::render::html::report_fragment(&self.report, &self.tables)
     }
 }
 

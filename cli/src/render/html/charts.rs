@@ -92,36 +92,85 @@ fn bars(tables: &Tables) -> (Vec<Bar>, usize) {
     (bars, per_bar)
 }
 
-/// The per-step stacked chart with its legend and caption; a line saying why there is none
-/// when the report covers no step.
+/// The per-step stacked chart with its legend and caption; when idle is most of the
+/// steps' time, a second chart of the GPU work alone (so its buckets can be read). A line
+/// saying why there is none when the report covers no step.
 pub fn steps(report: &Report, tables: &Tables) -> String {
     let (bars, per_bar) = bars(tables);
     if bars.is_empty() {
         return "<p class=\"sub\">No per-step chart: no steps were found.</p>\n".to_owned();
     }
-    let f = Frame::new(1200.0, 380.0, 64.0, 16.0, 14.0, 46.0);
-    let top = bars.iter().map(Bar::stacked).fold(0.0, f64::max);
+    let stalls = bars.iter().any(|b| b.stall);
+    let mut s = format!(
+        "<figure>\n{}{}<figcaption>{}</figcaption>\n</figure>\n",
+        legend(&used(report), true, stalls),
+        stacked(&bars, per_bar, true),
+        escape(&caption(report, bars.len(), per_bar))
+    );
+    let idle: f64 = bars.iter().map(|b| b.idle_ms).sum();
+    let total: f64 = bars.iter().map(Bar::stacked).sum();
+    if idle > 0.5 * total {
+        s.push_str(&format!(
+            "<figure>\n{}<figcaption>The same steps without the idle: GPU time per bucket \
+             alone ({} of the bars above is idle).</figcaption>\n</figure>\n",
+            stacked(&bars, per_bar, false),
+            crate::render::pct(100.0 * idle / total.max(f64::MIN_POSITIVE))
+        ));
+    }
+    s
+}
+
+/// The stacked bars as SVG: each bar's buckets from the bottom, its idle on top when
+/// `with_idle`. Bars are `<g class="step">` (`step-bin` for means of several steps), or
+/// `work` (`work-bin`) without the idle.
+fn stacked(bars: &[Bar], per_bar: usize, with_idle: bool) -> String {
+    let f = Frame::new(
+        1200.0,
+        if with_idle { 380.0 } else { 300.0 },
+        64.0,
+        16.0,
+        14.0,
+        46.0,
+    );
+    let height = |b: &Bar| {
+        if with_idle {
+            b.stacked()
+        } else {
+            b.stacked() - b.idle_ms
+        }
+    };
+    let top = bars.iter().map(height).fold(0.0, f64::max);
     let mut s = svg_open(
         &f,
-        &format!("{} steps, GPU time by bucket and idle", bars.len()),
+        &format!(
+            "{} steps, GPU time by bucket{}",
+            bars.len(),
+            if with_idle { " and idle" } else { "" }
+        ),
     );
     let y_top = axis_y(&mut s, &f, top, "ms");
     let slot = f.plot_w() / bars.len() as f64;
     let width = if slot >= 4.0 { slot * 0.8 } else { slot };
     let scale = |x: f64| x / y_top * f.plot_h();
+    let class = match (with_idle, per_bar == 1) {
+        (true, true) => "step",
+        (true, false) => "step-bin",
+        (false, true) => "work",
+        (false, false) => "work-bin",
+    };
     for (i, b) in bars.iter().enumerate() {
         let x = f.left + slot * i as f64 + (slot - width) / 2.0;
         s.push_str(&format!(
-            "<g class=\"{}\" data-step=\"{}\"><title>{}</title>",
-            if per_bar == 1 { "step" } else { "step-bin" },
+            "<g class=\"{class}\" data-step=\"{}\"><title>{}</title>",
             b.first,
             escape(&b.title())
         ));
         let mut y = f.bottom();
+        let idle = if b.stall { style::STALL } else { style::IDLE };
         let parts = Bucket::ALL
             .iter()
             .map(|&k| (b.bucket_ms[k.index()], style::bucket(k)))
-            .chain([(b.idle_ms, if b.stall { style::STALL } else { style::IDLE })]);
+            .chain(with_idle.then_some((b.idle_ms, idle)));
         for (v, colour) in parts {
             if v <= 0.0 {
                 continue;
@@ -138,14 +187,9 @@ pub fn steps(report: &Report, tables: &Tables) -> String {
         }
         s.push_str("</g>\n");
     }
-    x_ticks(&mut s, &f, &bars, slot);
+    x_ticks(&mut s, &f, bars, slot);
     s.push_str(&svg_close());
-    let stalls = bars.iter().any(|b| b.stall);
-    format!(
-        "<figure>\n{}{s}<figcaption>{}</figcaption>\n</figure>\n",
-        legend(&used(report), true, stalls),
-        escape(&caption(report, bars.len(), per_bar))
-    )
+    s
 }
 
 /// What the bars show.

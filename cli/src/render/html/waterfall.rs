@@ -78,7 +78,19 @@ pub fn chart(d: &DiffReport) -> String {
         tip: format!("B: {} ms/step", ms(d.b.step_ms)),
     });
     let buckets: Vec<_> = parts.iter().map(|b| b.bucket).collect();
-    format!(
+    // The deltas alone, from zero: small next to the steps, they read better on their own.
+    let deltas: Vec<HBar> = bars[1..bars.len() - 1]
+        .iter()
+        .map(|b| HBar {
+            label: b.label.clone(),
+            start: 0.0,
+            end: b.start - b.end,
+            colour: b.colour,
+            text: b.text.clone(),
+            tip: b.tip.clone(),
+        })
+        .collect();
+    let mut s = format!(
         "<figure>\n{}{}<figcaption>{}</figcaption>\n</figure>\n",
         legend(&buckets, d.residual_ms.abs() >= MIN_DELTA_MS, false),
         hbars(&bars, "ms/step", true),
@@ -86,5 +98,13 @@ pub fn chart(d: &DiffReport) -> String {
             "From A's step to B's: each bar is one bucket's A − B (largest first), then the \
              residual idle. A bar going left is time A spends more than B."
         )
-    )
+    );
+    if !deltas.is_empty() {
+        s.push_str(&format!(
+            "<figure>\n{}<figcaption>{}</figcaption>\n</figure>\n",
+            hbars(&deltas, "A − B, ms/step", false),
+            escape("The same deltas from zero: right, A spends more than B; left, less.")
+        ));
+    }
+    s
 }

@@ -167,6 +167,41 @@ fn writers() -> Vec<Writer> {
             },
             extra_inputs: |i| vec![i.rules.clone()],
         },
+        Writer {
+            name: "report --html",
+            args: |i, t, o| {
+                owned(&[
+                    "report",
+                    "-q",
+                    s(t),
+                    "--rules",
+                    s(&i.rules),
+                    "--html",
+                    s(o),
+                    "--model",
+                    s(&i.model),
+                    "--hw",
+                    "h200",
+                ])
+            },
+            extra_inputs: |i| vec![i.rules.clone(), i.model.clone()],
+        },
+        Writer {
+            name: "diff --html",
+            args: |i, t, o| {
+                owned(&[
+                    "diff",
+                    "-q",
+                    s(t),
+                    s(&i.json),
+                    "--rules",
+                    s(&i.rules),
+                    "--html",
+                    s(o),
+                ])
+            },
+            extra_inputs: |i| vec![i.rules.clone(), i.json.clone()],
+        },
     ]
 }
 

@@ -78,19 +78,7 @@ pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
             }
         }
     }
-    let inputs: Vec<&std::path::Path> = [&a.a]
-        .into_iter()
-        .chain(&a.b)
-        .chain(&a.analysis.rules)
-        .chain(&a.analysis.spec_metrics)
-        .map(PathBuf::as_path)
-        .collect();
-    if let Some(out) = &a.html {
-        if out.as_os_str() == "-" {
-            anyhow::bail!("--html -: the page is written to a file; give a path");
-        }
-        check_output(out, &inputs)?;
-    }
+    check_html(&a)?;
     let mut analyser = a.analysis.analyser(g.quiet)?;
     if let Some(set) = &a.what_if {
         let w = crate::lever_whatif::run(set, &a.a, &a.measured, &mut analyser)?;
@@ -165,10 +153,9 @@ pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
         let Some(r) = &ranks else {
             anyhow::bail!("diff: {why}");
         };
-        if let Some(out) = &a.html {
-            let page = crate::render::html::diff_ranks_page(None, r, Some(&why));
-            write_output(out, &inputs, page.as_bytes())?;
-        }
+        write_html(&a, || {
+            crate::render::html::diff_ranks_page(None, r, Some(&why))
+        })?;
         let out = if a.json {
             serde_json::to_string_pretty(
                 &serde_json::json!({"ranks": r, "buckets": null, "buckets_refused": why}),
@@ -206,13 +193,10 @@ pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
         a.list,
         floor,
     );
-    if let Some(out) = &a.html {
-        let page = match &ranks {
-            Some(r) => crate::render::html::diff_ranks_page(Some(&d), r, None),
-            None => crate::render::html::diff_page(&d),
-        };
-        write_output(out, &inputs, page.as_bytes())?;
-    }
+    write_html(&a, || match &ranks {
+        Some(r) => crate::render::html::diff_ranks_page(Some(&d), r, None),
+        None => crate::render::html::diff_page(&d),
+    })?;
     let out = match (&ranks, a.json) {
         (Some(r), true) => {
             serde_json::to_string_pretty(&serde_json::json!({"ranks": r, "buckets": d}))? + "\n"
@@ -225,6 +209,36 @@ pub fn run(a: DiffArgs, g: &crate::Global) -> Result<ExitCode> {
     };
     g.write(&out)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The files `diff` reads: `--html` may name none of them.
+fn inputs(a: &DiffArgs) -> Vec<&std::path::Path> {
+    [&a.a]
+        .into_iter()
+        .chain(&a.b)
+        .chain(&a.analysis.rules)
+        .chain(&a.analysis.spec_metrics)
+        .map(PathBuf::as_path)
+        .collect()
+}
+
+/// Refuses `--html`'s target (a link, not a regular file, an input) before anything is read.
+fn check_html(a: &DiffArgs) -> Result<()> {
+    if let Some(out) = &a.html {
+        if out.as_os_str() == "-" {
+            anyhow::bail!("--html -: the page is written to a file; give a path");
+        }
+        check_output(out, &inputs(a))?;
+    }
+    Ok(())
+}
+
+/// Writes `--html`'s page, when asked for, through the safe output path.
+fn write_html(a: &DiffArgs, page: impl FnOnce() -> String) -> Result<()> {
+    if let Some(out) = &a.html {
+        write_output(out, &inputs(a), page().as_bytes())?;
+    }
+    Ok(())
 }
 
 pub(crate) fn ratio(d: &DiffReport) -> f64 {

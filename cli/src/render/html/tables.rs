@@ -113,7 +113,7 @@ pub fn facts(lines: &[(String, String)]) -> String {
 /// scope) set as `<code>`; an odd count of backticks leaves the text as it is.
 pub fn code_spans(escaped: &str) -> String {
     let parts: Vec<&str> = escaped.split('`').collect();
-    if parts.len() < 3 || parts.len() % 2 == 0 {
+    if parts.len() < 3 || parts.len().is_multiple_of(2) {
         return escaped.to_owned();
     }
     let mut s = String::with_capacity(escaped.len() + 16);

@@ -5,23 +5,36 @@
    TRACE` as a process, alternating, REPEATS times each: medians, spread, and their ratio.
    The whole Python process (interpreter start, `import gapscope`, the report) is timed too,
    for scripts that run once.
-2. Memory: the peak RSS (os.wait4) of a process that opens a synthetic trace of N kernels
-   (`synth_trace N OUT`) and reads `.kernels` in Python, against `gapscope report -q
-   --max-events 0` on it.
+2. Memory on a synthetic trace of N kernels (`synth_trace N OUT`), each figure the peak RSS
+   of its own process as GNU time reports it (Debian's `time`; os.wait4 from this
+   interpreter would count its own pages, which a vfork'd child holds until exec):
+   - the same work: `gapscope.report()` against `gapscope report`, both reading the
+     columns the analysis needs;
+   - every column: `gapscope.open()` and `.kernels` against `gapscope import` (every column,
+     no analysis) and `gapscope export --tables` (every column, the analysis, Parquet).
 
 Run with the Python that has the package installed:
-usage: python.py TRACE [--repeats 7] [--kernels 10000000] [--dir /tmp]
+usage: python.py TRACE [--repeats 7] [--kernels 10000000] [--mem-repeats 3] [--dir /tmp]
                  [--gapscope target/release/gapscope] [--synth target/release/examples/synth_trace]
 """
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import time
 
 import gapscope
+
+
+def peak_mib(cmd):
+    """The peak RSS of `cmd` in MiB, from GNU time."""
+    p = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{p.stderr}")
+    return int(p.stderr.strip().splitlines()[-1]) / 1024
 
 
 def child(cmd):
@@ -47,6 +60,7 @@ def main():
     ap.add_argument("--dir", default="/tmp")
     ap.add_argument("--gapscope", default="target/release/gapscope")
     ap.add_argument("--synth", default="target/release/examples/synth_trace")
+    ap.add_argument("--mem-repeats", type=int, default=3)
     a = ap.parse_args()
 
     # 1. Time, alternating; the first round of each warms the page cache and is dropped.
@@ -69,18 +83,37 @@ def main():
     res["process_over_cli"] = res["python_process_s"]["median"] / res["cli_s"]["median"]
 
     # 2. Memory on a synthetic trace of N kernels.
+    if not os.path.exists("/usr/bin/time"):
+        sys.exit("the memory figures need GNU time (/usr/bin/time; Debian package `time`)")
     synth = os.path.join(a.dir, f"gapscope-py-synth-{a.kernels}.gst")
     if not os.path.exists(synth):
         child([a.synth, str(a.kernels), synth])
-    code = ("import gapscope; t = gapscope.open(%r, max_events=0, quiet=True); "
-            "k = t.kernels; print(k.num_rows, k.nbytes)") % synth
-    _, rss_cli, _ = child([a.gapscope, "report", "-q", "--max-events", "0", synth])
-    _, rss_py, out = child([sys.executable, "-c", code])
-    _, rss_base, _ = child([sys.executable, "-c", "import gapscope, pyarrow"])
-    rows, nbytes = map(int, out.split())
-    res["memory"] = {"kernels": rows, "kernels_table_mib": nbytes / 2**20,
-                     "cli_peak_rss_mib": rss_cli, "python_peak_rss_mib": rss_py,
-                     "python_import_only_rss_mib": rss_base, "python_over_cli": rss_py / rss_cli}
+    py = sys.executable
+    out_dir = os.path.join(a.dir, "gapscope-py-bench-out")
+    mem = {"kernels": a.kernels, "repeats": a.mem_repeats}
+    runs = {k: [] for k in ("cli_report", "py_report", "cli_import", "cli_export_tables",
+                            "py_open_kernels", "py_import_only")}
+    for _ in range(a.mem_repeats):
+        runs["cli_report"].append(peak_mib([a.gapscope, "report", "-q", "--max-events", "0", synth]))
+        runs["py_report"].append(peak_mib([py, "-c", "import gapscope; gapscope.report(%r, "
+                                           "max_events=0, quiet=True)" % synth]))
+        shutil.rmtree(out_dir, ignore_errors=True)
+        runs["cli_import"].append(peak_mib([a.gapscope, "import", "-q", "--max-events", "0",
+                                            synth, "-o", out_dir + ".gst"]))
+        shutil.rmtree(out_dir + ".gst", ignore_errors=True)
+        runs["cli_export_tables"].append(peak_mib([a.gapscope, "export", "-q", "--max-events",
+                                                   "0", synth, "--tables", out_dir]))
+        shutil.rmtree(out_dir, ignore_errors=True)
+        runs["py_open_kernels"].append(peak_mib([py, "-c", "import gapscope; t = gapscope.open("
+                                                 "%r, max_events=0, quiet=True); k = t.kernels; "
+                                                 "assert k.num_rows == %d" % (synth, a.kernels)]))
+        runs["py_import_only"].append(peak_mib([py, "-c", "import gapscope, pyarrow"]))
+    mem.update({k: spread(v) for k, v in runs.items()})
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    mem["py_report_over_cli_report"] = med["py_report"] / med["cli_report"]
+    mem["py_open_over_cli_import"] = med["py_open_kernels"] / med["cli_import"]
+    mem["py_open_over_cli_export_tables"] = med["py_open_kernels"] / med["cli_export_tables"]
+    res["memory_mib"] = mem
     print(json.dumps(res, indent=2))
 
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import _native
 from ._options import ANALYSIS, PathLike, flags, fspath, paths
 from ._progress import bar
 from ._records import BucketRow, Device, HostIdle, Record, Source, Steps, Typed
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = [
     "Trace", "Report", "ReportSet", "Diff", "Gate", "Roofline",
@@ -19,12 +20,20 @@ __all__ = [
 ]
 
 
-def _table(native: Any) -> pa.Table:
+def _pa() -> Any:
+    """pyarrow, imported when a table is first asked for: a script that only reads figures
+    does not pay for it (about 60 MB and 100 ms)."""
+    import pyarrow
+
+    return pyarrow
+
+
+def _table(native: Any) -> "pa.Table":
     """An Arrow table from the module, imported in place (the Arrow PyCapsule interface)."""
-    return pa.RecordBatchReader.from_stream(native).read_all()
+    return _pa().RecordBatchReader.from_stream(native).read_all()
 
 
-def _polars(t: pa.Table) -> Any:
+def _polars(t: "pa.Table") -> Any:
     try:
         import polars as pl
     except ImportError:
@@ -32,7 +41,7 @@ def _polars(t: pa.Table) -> Any:
     return pl.from_arrow(t)
 
 
-def _pandas(t: pa.Table) -> Any:
+def _pandas(t: "pa.Table") -> Any:
     try:
         import pandas  # noqa: F401
     except ImportError:
@@ -90,31 +99,31 @@ class Report(Typed):
         return self._data["source"]["path"]
 
     @property
-    def step_table(self) -> pa.Table:
+    def step_table(self) -> "pa.Table":
         """Every step: number, phase, role, in_report, batch, tokens, GPU start/end, busy."""
         return _table(self._native.table("steps"))
 
     @property
-    def step_buckets(self) -> pa.Table:
+    def step_buckets(self) -> "pa.Table":
         """Step x bucket: ns, calls, bytes, FLOPs (the per-step stacked chart's data)."""
         return _table(self._native.table("step_buckets"))
 
     @property
-    def idle_gaps(self) -> pa.Table:
+    def idle_gaps(self) -> "pa.Table":
         """Every GPU idle gap with its host-side cause."""
         return _table(self._native.table("idle_gaps"))
 
     @property
-    def step_scopes(self) -> pa.Table:
+    def step_scopes(self) -> "pa.Table":
         """Host time per step and scope during GPU idle."""
         return _table(self._native.table("step_scopes"))
 
     @property
-    def names(self) -> pa.Table:
+    def names(self) -> "pa.Table":
         """Every kernel and memop name's time over the report's steps."""
         return _table(self._native.table("names"))
 
-    def bucket_table(self) -> pa.Table:
+    def bucket_table(self) -> "pa.Table":
         """The bucket table as Arrow: one row per bucket, medians and spread in ms/step."""
         return _bucket_table(self._data["buckets"])
 
@@ -130,7 +139,7 @@ class Report(Typed):
         return self._native.html_fragment() if self._native is not None else repr(self)
 
 
-def _bucket_table(rows: List[Dict[str, Any]], trace: Optional[str] = None) -> pa.Table:
+def _bucket_table(rows: List[Dict[str, Any]], trace: Optional[str] = None) -> "pa.Table":
     cols: Dict[str, List[Any]] = {
         "bucket": [], "ms_per_step": [], "p10_ms": [], "p90_ms": [], "calls_per_step": [],
         "total_ms": [], "share_of_busy_pct": [], "share_of_step_pct": [], "top_kernel": [],
@@ -146,9 +155,9 @@ def _bucket_table(rows: List[Dict[str, Any]], trace: Optional[str] = None) -> pa
         cols["share_of_busy_pct"].append(r["share_of_busy_pct"])
         cols["share_of_step_pct"].append(r["share_of_step_pct"])
         cols["top_kernel"].append(r["top"][0]["name"] if r["top"] else None)
-    t = pa.table(cols)
+    t = _pa().table(cols)
     if trace is not None:
-        t = t.add_column(0, "trace", pa.array([trace] * t.num_rows, pa.string()))
+        t = t.add_column(0, "trace", _pa().array([trace] * t.num_rows, _pa().string()))
     return t
 
 
@@ -172,26 +181,26 @@ class ReportSet(Sequence[Report]):
     def __repr__(self) -> str:
         return f"ReportSet({len(self)} traces)"
 
-    def bucket_table(self) -> pa.Table:
+    def bucket_table(self) -> "pa.Table":
         """Every trace's bucket rows, with a ``trace`` column."""
-        return pa.concat_tables(
+        return _pa().concat_tables(
             [_bucket_table(r._data["buckets"], r.path) for r in self._reports]
         ) if self._reports else _bucket_table([], "")
 
-    def step_buckets(self) -> pa.Table:
+    def step_buckets(self) -> "pa.Table":
         """Every trace's step x bucket table, with a ``trace`` column."""
         return self._long("step_buckets")
 
-    def step_table(self) -> pa.Table:
+    def step_table(self) -> "pa.Table":
         """Every trace's step table, with a ``trace`` column."""
         return self._long("steps")
 
-    def _long(self, name: str) -> pa.Table:
+    def _long(self, name: str) -> "pa.Table":
         parts = []
         for r in self._reports:
             t = _table(r._native.table(name))
-            parts.append(t.add_column(0, "trace", pa.array([r.path] * t.num_rows, pa.string())))
-        return pa.concat_tables(parts, promote_options="permissive")
+            parts.append(t.add_column(0, "trace", _pa().array([r.path] * t.num_rows, _pa().string())))
+        return _pa().concat_tables(parts, promote_options="permissive")
 
     def to_polars(self) -> Any:
         """The long bucket table as a polars DataFrame."""
@@ -219,7 +228,7 @@ class Trace:
 
     def __init__(self, native: Any):
         self._native = native
-        self._cache: Dict[str, pa.Table] = {}
+        self._cache: Dict[str, "pa.Table"] = {}
         self.report = Report(json.loads(native.report_json)["reports"][0], native)
 
     def __repr__(self) -> str:
@@ -233,7 +242,7 @@ class Trace:
     def table_names(self) -> List[str]:
         return list(self._native.table_names)
 
-    def table(self, name: str) -> pa.Table:
+    def table(self, name: str) -> "pa.Table":
         """One table by name (see ``table_names``)."""
         if name not in self._cache:
             self._cache[name] = _table(self._native.table(name))
@@ -315,11 +324,11 @@ class Diff(Typed):
     structural: Record
     top_moved: List[Record]
 
-    def bucket_table(self) -> pa.Table:
+    def bucket_table(self) -> "pa.Table":
         """One row per bucket: A and B ms/step, the delta and its share of the gap."""
         rows = self._data["buckets"]
         keys = [k for k, v in (rows[0].items() if rows else []) if not isinstance(v, (dict, list))]
-        return pa.table({k: [r.get(k) for r in rows] for k in keys})
+        return _pa().table({k: [r.get(k) for r in rows] for k in keys})
 
 
 DIFF = {"what_if": "--what-if", "measured": "--measured", "hw": "--hw", "weights": "--weights",
@@ -401,11 +410,11 @@ class Roofline(Typed):
     floors: List[Record]
     measured: List[Record]
 
-    def floor_table(self) -> pa.Table:
+    def floor_table(self) -> "pa.Table":
         """One row per batch: the floors (ms) and what bounds each."""
         rows = self._data["floors"]
         keys = [k for k, v in (rows[0].items() if rows else []) if not isinstance(v, (dict, list))]
-        return pa.table({k: [r.get(k) for r in rows] for k in keys})
+        return _pa().table({k: [r.get(k) for r in rows] for k in keys})
 
 
 ROOFLINE = {"hw_profile": "--hw-profile", "weights": "--weights", "ctx": "--ctx",

@@ -102,6 +102,9 @@ pub fn open_trace(
         .map_err(|e| errors::UsageError::new_err(errors::one_line(&e.render().to_string())))?;
     let mut knobs = opts.analysis.knobs();
     knobs.group_by = opts.by;
+    // The trace's tables are handed over whole: a projected read would leave columns the
+    // analysis does not need unread, and Python would see defaults for them.
+    knobs.all_columns = keep_trace;
     let settings = SessionSettings::resolve(&knobs).map_err(|e| errors::analyzer(&e))?;
     let progress = PyProgress::new(progress);
     let label = path.display().to_string();

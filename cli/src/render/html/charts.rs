@@ -332,3 +332,58 @@ pub fn bucket_bars(report: &Report) -> String {
         super::svg::hbars(&bars, "ms/step", false)
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gapscope_analyzer::tables::StepBuckets;
+    use gapscope_analyzer::tables::steps::{Cell, StepRow};
+
+    /// `n` report steps of 1 ms GPU work (gemv) in a 3 ms window.
+    fn tables(n: usize) -> Tables {
+        let mut t = Tables {
+            step_buckets: StepBuckets::with_steps(n),
+            ..Tables::default()
+        };
+        let mut cells = [Cell::default(); NB];
+        cells[Bucket::Gemv.index()] = Cell {
+            ns: 1_000_000,
+            calls: 1,
+            ..Cell::default()
+        };
+        for i in 0..n {
+            let start = i as i64 * 4_000_000;
+            t.steps.push(StepRow {
+                step: i as u32,
+                in_report: 1,
+                gpu_start_ns: start,
+                gpu_end_ns: start + 3_000_000,
+                gpu_first_ns: start,
+                gpu_last_ns: start + 3_000_000,
+                busy_ns: 1_000_000,
+                ..StepRow::default()
+            });
+            t.step_buckets.push_step(0, i as u32, &cells);
+        }
+        t
+    }
+
+    #[test]
+    fn one_bar_per_step_up_to_the_limit_then_means() {
+        let (b, per) = bars(&tables(40));
+        assert_eq!((b.len(), per), (40, 1));
+        assert!((b[7].bucket_ms[Bucket::Gemv.index()] - 1.0).abs() < 1e-9);
+        assert!((b[7].idle_ms - 2.0).abs() < 1e-9);
+        let svg = stacked(&b, per, true);
+        assert_eq!(svg.matches("<g class=\"step\" ").count(), 40);
+        assert!(svg.contains("unknown step 7: 3.000 ms = GPU work 1.000 ms + idle 2.000 ms"));
+
+        let (b, per) = bars(&tables(3000));
+        assert_eq!((b.len(), per), (1000, 3));
+        assert_eq!((b[1].first, b[1].last), (3, 5));
+        let svg = stacked(&b, per, false);
+        assert_eq!(svg.matches("<g class=\"work-bin\" ").count(), 1000);
+        assert!(svg.contains("steps 3 to 5 (mean)"));
+        assert!(bars(&Tables::default()).0.is_empty());
+    }
+}

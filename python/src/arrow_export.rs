@@ -53,7 +53,11 @@ impl ArrowTable {
     /// Column names in schema order.
     #[getter]
     fn column_names(&self) -> Vec<String> {
-        self.schema.fields().iter().map(|f| f.name().clone()).collect()
+        self.schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect()
     }
 
     fn __len__(&self) -> usize {

@@ -59,7 +59,6 @@ pub fn analyzer(e: &AnalyzerError) -> PyErr {
     }
 }
 
-
 /// What the CLI prints: one line, control characters escaped.
 pub fn one_line(s: &str) -> String {
     gapscope_cli::render::text(&s.replace(['\n', '\r'], " "))

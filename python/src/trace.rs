@@ -142,9 +142,7 @@ fn build(run: AnalyzedRun, keep_trace: bool) -> Result<Built, String> {
         report,
         ..
     } = run;
-    let strings: ArrayRef = Arc::new(StringArray::from_iter_values(
-        trace.strings.values().iter(),
-    ));
+    let strings: ArrayRef = Arc::new(StringArray::from_iter_values(trace.strings.values().iter()));
     let mut out = Vec::new();
     for (name, b) in tables.record_batches().map_err(|e| e.to_string())? {
         out.push((name, decode(b, &strings).map_err(|e| e.to_string())?));
@@ -156,18 +154,30 @@ fn build(run: AnalyzedRun, keep_trace: bool) -> Result<Built, String> {
         let memop_step = std::mem::take(&mut tables.memop_step);
         let t = trace;
         let raw = [
-            ("kernels", with_analysis(t.kernels.into_batch(), kernel_bucket, kernel_step)),
-            ("memops", with_analysis(t.memops.into_batch(), memop_bucket, memop_step)),
+            (
+                "kernels",
+                with_analysis(t.kernels.into_batch(), kernel_bucket, kernel_step),
+            ),
+            (
+                "memops",
+                with_analysis(t.memops.into_batch(), memop_bucket, memop_step),
+            ),
             ("launches", t.launches.into_batch()),
             ("markers", t.markers.into_batch()),
             ("samples", t.samples.into_batch()),
             ("scopes", t.scopes.into_batch()),
         ];
         for (name, b) in raw {
-            out.push((name, decode(b.map_err(|e| e.to_string())?, &strings).map_err(|e| e.to_string())?));
+            out.push((
+                name,
+                decode(b.map_err(|e| e.to_string())?, &strings).map_err(|e| e.to_string())?,
+            ));
         }
     }
-    out.push(("strings", strings_batch(&strings).map_err(|e| e.to_string())?));
+    out.push((
+        "strings",
+        strings_batch(&strings).map_err(|e| e.to_string())?,
+    ));
     Ok((report_json, report, tables, out))
 }
 
@@ -180,12 +190,24 @@ fn with_analysis(
 ) -> Result<RecordBatch, ArrowError> {
     let batch = batch?;
     let n = batch.num_rows();
-    let bucket = if bucket.len() == n { bucket } else { vec![Bucket::Other.index() as u8; n] };
-    let step = if step.len() == n { step } else { vec![u32::MAX; n] };
+    let bucket = if bucket.len() == n {
+        bucket
+    } else {
+        vec![Bucket::Other.index() as u8; n]
+    };
+    let step = if step.len() == n {
+        step
+    } else {
+        vec![u32::MAX; n]
+    };
     let mut fields: Vec<Field> = Vec::new();
     let mut cols: Vec<ArrayRef> = Vec::new();
     for (f, c) in batch.schema().fields().iter().zip(batch.columns()) {
-        let name = if f.name() == "bucket" { "engine_bucket" } else { f.name().as_str() };
+        let name = if f.name() == "bucket" {
+            "engine_bucket"
+        } else {
+            f.name().as_str()
+        };
         fields.push(Field::new(name, f.data_type().clone(), f.is_nullable()));
         cols.push(c.clone());
     }

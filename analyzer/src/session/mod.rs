@@ -1,7 +1,8 @@
 //! The one way to analyse traces, whatever the front end: a [`Run`] (or a [`RunSet`]) and
 //! one typed [`SessionSettings`] go in; an [`AnalyzedRun`] comes out with its tables and the
 //! report derived from them. The CLI keeps only its flags and its standard-input spool, the
-//! explorer its worker thread and level of detail; later, Python calls the same functions.
+//! explorer its worker thread and level of detail; Python (`python/src/trace.rs`) calls the
+//! same functions.
 //!
 //! ```text
 //! Knobs ─resolve─► SessionSettings ─┐

@@ -106,7 +106,7 @@ def main():
         shutil.rmtree(out_dir, ignore_errors=True)
         runs["py_open_kernels"].append(peak_mib([py, "-c", "import gapscope; t = gapscope.open("
                                                  "%r, max_events=0, quiet=True); k = t.kernels; "
-                                                 "assert k.num_rows == %d" % (synth, a.kernels)]))
+                                                 "assert k.num_rows >= %d" % (synth, a.kernels)]))
         runs["py_import_only"].append(peak_mib([py, "-c", "import gapscope, pyarrow"]))
     mem.update({k: spread(v) for k, v in runs.items()})
     med = {k: statistics.median(v) for k, v in runs.items()}

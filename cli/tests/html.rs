@@ -395,3 +395,38 @@ fn html_is_never_written_over_an_input_or_through_a_link() {
         assert!(!dir.path().join("x.html").exists());
     }
 }
+
+#[test]
+fn diff_page_of_two_runs_of_ranks_compares_the_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut runs = Vec::new();
+    for mode in ["host", "kernel"] {
+        let d = dir.path().join(mode);
+        std::fs::create_dir(&d).unwrap();
+        for r in 0..2 {
+            let n = format!("{mode}-rank{r}.json.gz");
+            std::fs::copy(repo(&format!("traces/reference/tp2/{n}")), d.join(&n)).unwrap();
+        }
+        runs.push(d);
+    }
+    let out = dir.path().join("diff.html");
+    let (text, html) = page(
+        &["diff", "-q", s(&runs[0]), s(&runs[1]), "--html", s(&out)],
+        &out,
+    );
+    assert_self_contained(&html);
+    let pre = &html[html.find("<h2>Ranks</h2>\n<pre>").expect("the ranks")..];
+    let pre = &pre[..pre.find("</pre>").unwrap()];
+    // The text diff's rank lines, line for line.
+    for line in text
+        .lines()
+        .take_while(|l| !l.starts_with("buckets"))
+        .take(4)
+    {
+        assert!(
+            pre.contains(&line.replace('\'', "&#39;")),
+            "{line:?} not in {pre}"
+        );
+    }
+    assert!(!html.contains("\\u{a}"));
+}

@@ -38,8 +38,9 @@ pub struct RooflineInput<'a> {
 }
 
 /// Text made safe for HTML, in element content and in quoted attributes alike: `&`, `<`,
-/// `>`, `"` and `'` as character references, control characters shown as `\u{..}` (as the
-/// terminal output shows them).
+/// `>`, `"` and `'` as character references, control characters other than newline and tab
+/// shown as `\u{..}` (as the terminal output shows them). Newlines stay: a `<pre>` block and
+/// a hover title break lines at them.
 pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
@@ -49,7 +50,9 @@ pub fn escape(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c if c.is_control() && c != '\n' && c != '\t' => {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32))
+            }
             c => out.push(c),
         }
     }
@@ -112,5 +115,6 @@ mod tests {
             "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;\\u{1b}[31m"
         );
         assert_eq!(escape("plain ünïcode"), "plain ünïcode");
+        assert_eq!(escape("two\nlines\r"), "two\nlines\\u{d}");
     }
 }

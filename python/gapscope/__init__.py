@@ -12,6 +12,7 @@ are typed views of the CLI's JSON and tables are ``pyarrow.Table``.
 >>> gapscope.gate(baseline, current).passed
 >>> gapscope.roofline("models/llama-3-8b.json", "h200").crossover_batch
 >>> gapscope.buckets.explain("nvjet_sm90_tst_64x8").bucket
+>>> gapscope.ranks(["rank0.json.gz", "rank1.json.gz"]).late_rank
 """
 from ._native import (
     LimitError,
@@ -34,12 +35,13 @@ from ._api import (
     report,
     roofline,
 )
+from ._ranks import Ranks, ranks
 from ._records import BucketRow, Device, HostIdle, Record, Source, Stats, Steps
 from . import buckets
 
 __all__ = [
-    "open", "report", "diff", "gate", "roofline", "buckets",
-    "Trace", "Report", "ReportSet", "Diff", "Gate", "Roofline",
+    "open", "report", "diff", "gate", "roofline", "ranks", "buckets",
+    "Trace", "Report", "ReportSet", "Diff", "Gate", "Roofline", "Ranks",
     "Record", "Stats", "BucketRow", "Device", "Source", "Steps", "HostIdle",
     "TraceError", "TruncatedTraceError", "LimitError", "RulesError", "UsageError",
     "__version__",

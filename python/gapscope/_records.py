@@ -91,6 +91,17 @@ class Typed(Record):
 
     __slots__ = ()
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # help() lists the declared fields: annotations alone would not show.
+        own = getattr(cls, "__annotations__", {})
+        if own:
+            lines = "\n".join(f"    {k}: {v if isinstance(v, str) else getattr(v, '__name__', v)}"
+                              for k, v in own.items())
+            cls.__doc__ = (cls.__doc__ or "").rstrip() + (
+                "\n\nFields (any other key of the CLI's JSON is an attribute too):\n" + lines + "\n"
+            )
+
     def __getattr__(self, name: str) -> Any:
         data = object.__getattribute__(self, "_data")
         hint = _hints(type(self)).get(name)

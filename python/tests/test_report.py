@@ -22,6 +22,27 @@ TRACES = [
 ]
 
 
+# Traces other people recorded (vLLM, SGLang, HF on NVIDIA and AMD; traces/corpus/SOURCES.md).
+CORPUS = [
+    "vllm_mi300x_gptoss_prefilldecode_piecewise.json.gz",
+    "sglang_mi300x_qwen3_8b_prefilldecode.json.gz",
+    "hf_h100_qwen15_05b_chat.json.gz",
+    "vllm_b200_gptoss_tp8_prefill.json.gz",
+    "nsys_rtx5060ti_gemm_nokernels.sqlite",
+]
+
+
+@pytest.mark.parametrize("name", CORPUS)
+def test_public_traces_equal_the_cli_json(cli, name):
+    path = REF.parent / "corpus" / name
+    assert path.exists(), path
+    want = cli.json("report", "-q", "--json", path)["reports"][0]
+    assert gapscope.report(path, quiet=True).to_dict() == want
+    t = gapscope.open(path, quiet=True)
+    assert t.kernels.num_rows == want["source"]["kernels"]
+    assert t.memops.num_rows == want["source"]["memops"]
+
+
 @pytest.mark.parametrize("name", TRACES)
 def test_report_equals_the_cli_json(cli, name):
     (path,) = reference(name)

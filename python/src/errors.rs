@@ -63,3 +63,25 @@ pub fn analyzer(e: &AnalyzerError) -> PyErr {
 pub fn one_line(s: &str) -> String {
     gapscope_cli::render::text(&s.replace(['\n', '\r'], " "))
 }
+
+/// Runs `f`, turning a panic (a bug in gapscope, never the input's fault) into a
+/// `TraceError` that names the input, so that no input can take the interpreter down with
+/// PyO3's `PanicException`.
+pub fn no_panic<T>(label: &str, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => Err(TraceError::new_err(panic_line(label, &p))),
+    }
+}
+
+/// A panic's message as one error line.
+pub fn panic_line(label: &str, p: &(dyn std::any::Any + Send)) -> String {
+    let what = p
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned());
+    one_line(&format!(
+        "{label}: internal error (a gapscope bug; please report it with the input): {what}"
+    ))
+}

@@ -108,13 +108,15 @@ pub fn open_trace(
     let settings = SessionSettings::resolve(&knobs).map_err(|e| errors::analyzer(&e))?;
     let progress = PyProgress::new(progress);
     let label = path.display().to_string();
-    let opened = py.detach(|| -> Result<_, PyErr> {
-        let run = Run::new(&path);
-        let imported =
-            session::import_run(&run, &settings, &progress).map_err(|e| errors::analyzer(&e))?;
-        let analyzed = session::analyze_run(run, imported, &settings);
-        build(analyzed, keep_trace)
-            .map_err(|e| errors::TraceError::new_err(format!("{label}: {e}")))
+    let opened = py.detach(|| {
+        errors::no_panic(&label, || -> Result<_, PyErr> {
+            let run = Run::new(&path);
+            let imported = session::import_run(&run, &settings, &progress)
+                .map_err(|e| errors::analyzer(&e))?;
+            let analyzed = session::analyze_run(run, imported, &settings);
+            build(analyzed, keep_trace)
+                .map_err(|e| errors::TraceError::new_err(format!("{label}: {e}")))
+        })
     })?;
     let (report_json, report, tables, batches) = opened;
     let arrow = batches

@@ -2,6 +2,7 @@
 of the CLI's JSON and tables as Arrow."""
 from __future__ import annotations
 
+import builtins
 import json
 import os
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Union
@@ -312,7 +313,7 @@ def report(
 class Diff(Typed):
     """Where the per-step gap between two traces lives (``gapscope diff --json``)."""
 
-    __slots__ = ()
+    __slots__ = ("_html",)
     a: Record
     b: Record
     gap_ms: float
@@ -323,6 +324,19 @@ class Diff(Typed):
     idle: Record
     structural: Record
     top_moved: List[Record]
+
+    def __init__(self, data: Dict[str, Any], html: Optional[str] = None):
+        super().__init__(data)
+        object.__setattr__(self, "_html", html)
+
+    def _repr_html_(self) -> str:
+        if self._html is None:
+            return repr(self)
+        # `diff --html`'s page in a frame of its own: its styles stay inside.
+        import html as _h
+
+        return ('<iframe style="width:100%;height:900px;border:0" sandbox srcdoc="'
+                + _h.escape(self._html, quote=True) + '"></iframe>')
 
     def bucket_table(self) -> "pa.Table":
         """One row per bucket: A and B ms/step, the delta and its share of the gap."""
@@ -343,9 +357,19 @@ def diff(a: PathLike, b: PathLike, *, quiet: bool = True, **options: Any) -> Dif
     >>> d = gapscope.diff("slow.json.gz", "fast.json.gz")
     >>> d.gap_ms, d.bucket_table()
     """
+    import tempfile
+
     argv = ["diff", fspath(a), fspath(b), "--json"] + (["-q"] if quiet else [])
-    _, data = _run(argv + flags(options, DIFF))
-    return Diff(data)
+    argv += flags(options, DIFF)
+    if options.get("what_if"):
+        # A what-if diff has no page (the CLI refuses --html with --what-if).
+        _, data = _run(argv)
+        return Diff(data)
+    with tempfile.TemporaryDirectory(prefix="gapscope-diff-") as tmp:
+        page = os.path.join(tmp, "diff.html")
+        _, data = _run(argv + ["--html", page])
+        with builtins.open(page, encoding="utf-8") as f:
+            return Diff(data, f.read())
 
 
 class Gate(Typed):

@@ -22,6 +22,8 @@ def test_diff_equals_the_cli_json(cli):
     assert d.gap_ms == want["gap_ms"]
     t = d.bucket_table()
     assert t.num_rows == len(want["buckets"])
+    page = d._repr_html_()
+    assert page.startswith("<iframe") and "srcdoc=" in page and "&lt;svg" in page
 
 
 def test_gate_equals_the_cli_json_and_exit_code(cli):

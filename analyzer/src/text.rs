@@ -24,6 +24,25 @@ pub fn cut(s: &str, n: usize) -> String {
     }
 }
 
+/// A host scope's name as reports show it: a Python frame's long path is cut on the left,
+/// keeping the file's folder, the file, the line and the function
+/// (`/home/u/vllm/v1/worker/gpu_model_runner.py(1352): _prepare_inputs` reads
+/// `…/worker/gpu_model_runner.py(1352): _prepare_inputs`). Other names are unchanged.
+pub fn scope_name(name: &str) -> std::borrow::Cow<'_, str> {
+    // A frame is `PATH.py(LINE): FUNCTION`; the path is everything before the file.
+    let Some(py) = name.find(".py(") else {
+        return name.into();
+    };
+    let path = &name[..py];
+    let parts: Vec<&str> = path.split('/').collect();
+    // Relative paths of up to three parts (`torch/cuda/graphs.py`) are short enough.
+    if parts.len() <= 3 && !path.starts_with('/') {
+        return name.into();
+    }
+    let keep = &parts[parts.len().saturating_sub(2)..];
+    format!("…/{}{}", keep.join("/"), &name[py..]).into()
+}
+
 /// A count with thousands separators: `1234567` as `1,234,567`.
 pub fn count(n: u64) -> String {
     let s = n.to_string();

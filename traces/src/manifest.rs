@@ -90,6 +90,35 @@ pub struct GpuInfo {
     pub compute_capability: Option<String>,
     pub l2_cache_bytes: Option<u64>,
     pub sm_clock_khz: Option<u64>,
+    /// Threads per warp (wavefront) when the source states it: 64 on AMD's CDNA GPUs, 32 on
+    /// NVIDIA's, which tells the two apart when the name is missing.
+    pub warp_size: Option<u32>,
+}
+
+impl GpuInfo {
+    /// An AMD GPU, by its 64-wide wavefronts (Kineto's `warpSize` on ROCm).
+    pub fn is_amd(&self) -> bool {
+        self.warp_size == Some(64)
+    }
+
+    /// How the GPU is named in reports: its name, or, when the trace gives none, the
+    /// vendor and compute version; with its multiprocessors as SMs (NVIDIA) or CUs (AMD).
+    pub fn label(&self) -> String {
+        let name = if !self.name.trim().is_empty() {
+            self.name.trim().to_owned()
+        } else {
+            let vendor = if self.is_amd() { "AMD GPU" } else { "GPU" };
+            match &self.compute_capability {
+                Some(cc) => format!("unnamed {vendor}, compute capability {cc}"),
+                None => format!("unnamed {vendor}"),
+            }
+        };
+        let unit = if self.is_amd() { "CUs" } else { "SMs" };
+        match self.sm_count {
+            Some(n) => format!("{}: {name} ({n} {unit})", self.device),
+            None => format!("{}: {name}", self.device),
+        }
+    }
 }
 
 /// Everything about a trace that is not a table row. Unknown fields from newer writers are

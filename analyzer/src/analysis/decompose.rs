@@ -401,15 +401,7 @@ fn source_info(imported: &Imported, p: &Prepared, steps: &Steps, notes: Vec<Stri
         path: trace.manifest.source_path.clone().unwrap_or_default(),
         converted_from: None,
         format: imported.format.as_str().to_owned(),
-        gpus: trace
-            .manifest
-            .gpus
-            .iter()
-            .map(|g| match g.sm_count {
-                Some(sm) => format!("{}: {} ({} SMs)", g.device, g.name, sm),
-                None => format!("{}: {}", g.device, g.name),
-            })
-            .collect(),
+        gpus: trace.manifest.gpus.iter().map(|g| g.label()).collect(),
         step_gpu: steps
             .device
             .or(p.primary_device())

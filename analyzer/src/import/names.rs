@@ -35,6 +35,16 @@ use std::sync::LazyLock;
 use gapscope_traces::{MemopKind, StrId, Trace};
 use regex::{Captures, Regex};
 
+/// A host scope's name without the object addresses Python prints in it
+/// (`<built-in method copy_ of Tensor object at 0x7f48a1b2c3d0>` becomes
+/// `<built-in method copy_ of Tensor object>`): the address differs per object, so the same
+/// method would count as a new scope for every tensor it ran on.
+pub fn without_addresses(name: &str) -> Cow<'_, str> {
+    static ADDRESS: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r" at 0x[0-9a-fA-F]+").expect("a valid pattern"));
+    ADDRESS.replace_all(name, "")
+}
+
 /// Bytes of raw names the manifest keeps at most (the native reader refuses manifests over
 /// 16 MiB); names past it are counted in a note.
 pub const RAW_NAMES_BUDGET: usize = 4 << 20;

@@ -415,7 +415,13 @@ fn host_idle(h: &gapscope_analyzer::analysis::host::HostIdleReport) -> Vec<(Stri
         ),
     ));
     for (i, s) in h.top_scopes.iter().take(3).enumerate() {
-        let context = s.stack.iter().skip(1).take(3).cloned().collect::<Vec<_>>();
+        let context = s
+            .stack
+            .iter()
+            .skip(1)
+            .take(3)
+            .map(|c| gapscope_analyzer::text::scope_name(c).into_owned())
+            .collect::<Vec<_>>();
         v.push((
             if i == 0 {
                 "host scopes".into()
@@ -426,7 +432,7 @@ fn host_idle(h: &gapscope_analyzer::analysis::host::HostIdleReport) -> Vec<(Stri
                 "{} ms/step ({} of idle) {} [{}]{}",
                 ms(s.ms_per_step),
                 pct(s.share_of_idle_pct),
-                text(&s.name),
+                text(&gapscope_analyzer::text::scope_name(&s.name)),
                 s.kind,
                 if context.is_empty() {
                     String::new()

@@ -99,6 +99,7 @@ pub(super) fn gpus_of(facts: &Facts) -> Vec<GpuInfo> {
             compute_capability: Some(format!("{}.{}", d.cc.0, d.cc.1)),
             l2_cache_bytes: Some(d.l2_bytes as u64),
             sm_clock_khz: Some(d.core_clock_khz as u64),
+            warp_size: None,
         })
         .collect();
     gpus.sort_by_key(|g| g.device);

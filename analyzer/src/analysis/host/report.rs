@@ -186,12 +186,19 @@ impl std::fmt::Display for Lever {
                 Some(t) if t.kind == ChargeKind::Scope(ScopeKind::Annotation) => write!(
                     f,
                     "host compute is {share:.0}% of the idle, {:.3} ms/step of it inside `{}` but in no finer recorded scope; record ops, Python functions or NVTX ranges inside it (torch.profiler with_stack, NVTX) to name the code",
-                    t.ms_per_step, t.name
+                    t.ms_per_step,
+                    crate::text::scope_name(&t.name)
                 ),
                 top => {
                     let what = top.as_ref().map_or_else(
                         || "host code".to_owned(),
-                        |t| format!("`{}` ({:.3} ms/step)", t.name, t.ms_per_step),
+                        |t| {
+                            format!(
+                                "`{}` ({:.3} ms/step)",
+                                crate::text::scope_name(&t.name),
+                                t.ms_per_step
+                            )
+                        },
                     );
                     write!(
                         f,

@@ -405,6 +405,8 @@ struct DeviceProp {
     compute_major: Option<u32>,
     #[serde(default, rename = "computeMinor")]
     compute_minor: Option<u32>,
+    #[serde(default, rename = "warpSize")]
+    warp_size: Option<u32>,
 }
 
 /// Hashes event names for the builder's lookup: 16 bytes per multiply, and a tail read as
@@ -518,7 +520,10 @@ impl Builder {
             return Ok(id);
         }
         let s = self.utf8(raw, at)?;
-        let id = self.trace.strings.intern(s);
+        let id = self
+            .trace
+            .strings
+            .intern(&crate::import::names::without_addresses(s));
         self.name_ids.insert(raw.into(), id);
         Ok(id)
     }
@@ -555,6 +560,7 @@ impl Builder {
                             compute_capability: p
                                 .compute_major
                                 .map(|a| format!("{a}.{}", p.compute_minor.unwrap_or(0))),
+                            warp_size: p.warp_size,
                             ..Default::default()
                         });
                     }
@@ -640,7 +646,12 @@ impl Builder {
         self.budget.event()?;
         let name_id = match ev.name_raw {
             Some(raw) => self.name_id(raw, at)?,
-            None => self.trace.strings.intern(ev.name.as_deref().unwrap_or("")),
+            None => self
+                .trace
+                .strings
+                .intern(&crate::import::names::without_addresses(
+                    ev.name.as_deref().unwrap_or(""),
+                )),
         };
         let args = ev.args.as_ref();
         let pid = ev.pid.unwrap_or_default().0;

@@ -606,6 +606,7 @@ pub(super) fn gpus(conn: &Connection, schema: &Schema) -> Result<Vec<GpuInfo>, R
             // clockRate is in Hz.
             sm_clock_khz: pos(6)?.map(|hz| hz / 1000),
             compute_capability: compute_capability(int(row, 7, &NAMES)?, int(row, 8, &NAMES)?),
+            warp_size: None,
         }))
     })
 }
@@ -647,6 +648,7 @@ pub(super) fn legacy_gpus(conn: &Connection, schema: &Schema) -> Result<Vec<GpuI
             l2_cache_bytes: pos(6)?,
             sm_clock_khz: pos(7)?,
             compute_capability: compute_capability(int(row, 8, &NAMES)?, int(row, 9, &NAMES)?),
+            warp_size: None,
         }))
     })
 }

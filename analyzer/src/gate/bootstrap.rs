@@ -142,6 +142,18 @@ pub fn judge(x: &[f64], y: &[f64], share: f64, p: &Policy) -> Judgement {
                 100.0 * threshold
             ),
         )
+    } else if noise > p.max_noise && rel.abs() > p.min_effect {
+        (
+            Verdict::Inconclusive,
+            format!(
+                "median {:+.1}% (CI {:+.1}%..{:+.1}%), but the baseline's own spread is ±{:.1}%, wider than the policy's max_noise ±{:.1}%: it cannot judge this change (more steps, or a quieter baseline)",
+                100.0 * rel,
+                100.0 * lo,
+                100.0 * hi,
+                100.0 * noise,
+                100.0 * p.max_noise
+            ),
+        )
     } else if lo >= -threshold && hi <= threshold {
         (
             Verdict::Pass,
@@ -175,7 +187,10 @@ pub fn judge(x: &[f64], y: &[f64], share: f64, p: &Policy) -> Judgement {
             ),
         )
     };
+    let too_noisy =
+        verdict == Verdict::Inconclusive && noise > p.max_noise && rel.abs() > p.min_effect;
     Judgement {
+        too_noisy,
         verdict,
         baseline_median_ms: mx,
         current_median_ms: my,

@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// Fewer stored runs than this make a baseline whose intervals the gate warns about.
+pub const MIN_BASELINE_RUNS: usize = 3;
+
 /// What the current trace is judged against.
 #[derive(Clone, Copy)]
 pub(super) enum Base<'a> {
@@ -50,6 +53,14 @@ pub(super) fn gate_on(base: Base<'_>, current: &Report, p: &Policy, o: GateOptio
                 (baseline_gpu.is_none() && current.source.step_gpu.is_none())
                     .then(|| "GPU not checked: neither trace names its GPU".to_owned()),
             )
+            .chain(match base {
+                Base::Runs(b) if !b.runs.is_empty() && b.runs.len() < MIN_BASELINE_RUNS => Some(format!(
+                    "the baseline is {} accepted run{}: intervals from fewer than {MIN_BASELINE_RUNS} runs say little about run-to-run spread",
+                    b.runs.len(),
+                    if b.runs.len() == 1 { "" } else { "s" }
+                )),
+                _ => None,
+            })
             .collect(),
         steps: Vec::new(),
         buckets: Vec::new(),
@@ -289,10 +300,17 @@ pub(super) fn gate_on(base: Base<'_>, current: &Report, p: &Policy, o: GateOptio
             .iter()
             .any(|s| s.judgement.verdict == Verdict::Regression)
         || report.structural.iter().any(|s| s.failed);
+    let too_noisy = report
+        .buckets
+        .iter()
+        .map(|b| &b.judgement)
+        .chain(report.steps.iter().map(|s| &s.judgement))
+        .any(|j| j.too_noisy);
     report.verdict = if failed {
         Verdict::Regression
-    } else if !report.incomplete.is_empty() {
-        // A side that misses work cannot vouch for a pass.
+    } else if !report.incomplete.is_empty() || too_noisy {
+        // A side that misses work, or a baseline too noisy for a change its median shows,
+        // cannot vouch for a pass.
         Verdict::Inconclusive
     } else {
         Verdict::Pass

@@ -27,6 +27,11 @@ pub struct Policy {
     pub min_kernels_ratio: f64,
     /// Also gate the step time (TPOT) and the idle split (launch gaps, host gaps).
     pub gate_step_time: bool,
+    /// The widest baseline spread (relative half-width of its median's interval) that can
+    /// vouch for a pass: a metric whose baseline is noisier and whose median moved by more
+    /// than `min_effect` is inconclusive, and so is the gate, instead of passing "within" a
+    /// threshold as wide as the noise.
+    pub max_noise: f64,
 }
 
 impl Default for Policy {
@@ -40,6 +45,7 @@ impl Default for Policy {
             max_extra_kernels_per_step: 0.5,
             min_kernels_ratio: 0.5,
             gate_step_time: true,
+            max_noise: 0.10,
         }
     }
 }
@@ -76,6 +82,7 @@ impl Policy {
             1e6,
         )?;
         range("min_kernels_ratio", self.min_kernels_ratio, 0.0, 1.0)?;
+        range("max_noise", self.max_noise, 0.0, 10.0)?;
         if !(10..=100_000).contains(&self.bootstrap_resamples) {
             return Err(format!(
                 "bootstrap_resamples = {} is outside 10..=100000",

@@ -52,6 +52,9 @@ pub struct Judgement {
     pub ci_high: f64,
     /// The effect threshold used: max(min_effect, baseline noise floor).
     pub threshold: f64,
+    /// The baseline's own spread (its noise floor) is wider than the policy's `max_noise`,
+    /// and the median moved by more than `min_effect`: the baseline cannot judge the change.
+    pub too_noisy: bool,
     pub reason: String,
 }
 
@@ -324,10 +327,34 @@ impl GateReport {
                 );
                 format!("regression: {}", why.join("; "))
             }
-            Verdict::Inconclusive => format!(
-                "inconclusive: nothing regressed, but {}",
-                self.incomplete.join("; ")
-            ),
+            Verdict::Inconclusive => {
+                let mut why = self.incomplete.clone();
+                let noisy: Vec<String> = self
+                    .steps
+                    .iter()
+                    .map(|s| (s.metric.as_str().to_owned(), &s.judgement))
+                    .chain(
+                        self.buckets
+                            .iter()
+                            .map(|b| (b.bucket.to_string(), &b.judgement)),
+                    )
+                    .filter(|(_, j)| j.too_noisy)
+                    .map(|(name, j)| {
+                        format!(
+                            "{name} moved {:+.1}% against a baseline spread of ±{:.1}%",
+                            100.0 * j.rel_change,
+                            100.0 * j.threshold
+                        )
+                    })
+                    .collect();
+                if !noisy.is_empty() {
+                    why.push(format!(
+                        "the baseline is too noisy to judge: {}",
+                        noisy.join(", ")
+                    ));
+                }
+                format!("inconclusive: nothing regressed, but {}", why.join("; "))
+            }
             _ => "pass: no bucket, step metric or structural check regressed".to_owned(),
         }
     }

@@ -97,3 +97,34 @@ fn gpus_are_named_with_their_vendor_units() {
         "0: NVIDIA H200 (132 SMs)"
     );
 }
+
+/// `--by module` says what it cannot attribute and why: GPU time replayed from CUDA graphs
+/// (vLLM's full-graph decode, llama.cpp), and traces with no module scopes at all.
+#[test]
+fn grouping_says_what_cannot_be_attributed() {
+    use gapscope_analyzer::analysis::host::{GroupBy, MissingScopes};
+    let groups = |p: &str| {
+        common::open_with(repo(p), &common::group_by(GroupBy::Module))
+            .report
+            .groups
+            .expect("grouped")
+    };
+    let vllm = groups("traces/corpus/vllm_mi300x_gptoss_decode_fullgraph.json.gz");
+    assert!(vllm.missing.is_none());
+    assert!(
+        vllm.graph_gpu_ms_per_step > 0.99 * vllm.unattributed_gpu_ms_per_step,
+        "{} of {} ms/step",
+        vllm.graph_gpu_ms_per_step,
+        vllm.unattributed_gpu_ms_per_step
+    );
+    let llamacpp = groups("traces/reference/llamacpp-llama3-8b-q8_0-npl1.gst");
+    assert!(llamacpp.graph_gpu_ms_per_step > 0.0);
+    assert_eq!(llamacpp.missing, Some(MissingScopes::NoScopes));
+    // HF eager without with_stack: ops, no modules.
+    let hf = groups("traces/reference/hf-qwen3-0.6b-npl1.json.gz");
+    assert_eq!(hf.missing, Some(MissingScopes::NoModules));
+    assert_eq!(hf.graph_gpu_ms_per_step, 0.0);
+    // NVTX ranges per module call (gapscope-record) are modules.
+    let nvtx = groups("traces/reference/cupti-qwen3next-small-npl1.gst");
+    assert_eq!(nvtx.missing, None);
+}

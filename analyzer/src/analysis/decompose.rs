@@ -450,29 +450,11 @@ fn telemetry_of(
 /// Graph launches on the host and the kernels they replayed: kernels sharing a graph
 /// launch's correlation, or carrying a graph id.
 fn graph_counts(trace: &gapscope_traces::Trace) -> (usize, usize) {
-    let l = &trace.launches;
-    let graph_names: Vec<bool> = trace
-        .strings
-        .values()
-        .iter()
-        .map(|v| v.contains("GraphLaunch"))
-        .collect();
-    let graph_launches: Vec<usize> = (0..l.len)
-        .filter(|&i| {
-            graph_names
-                .get(l.name[i] as usize)
-                .copied()
-                .unwrap_or(false)
-        })
-        .collect();
-    let corr: std::collections::HashSet<u64> =
-        graph_launches.iter().map(|&i| l.correlation[i]).collect();
-    let k = &trace.kernels;
-    let has_graph_id = k.graph_id.len() == k.len;
-    let kernels = (0..k.len)
-        .filter(|&i| (has_graph_id && k.graph_id[i] != 0) || corr.contains(&k.correlation[i]))
+    let g = super::graphs::GraphKernels::of(trace);
+    let kernels = (0..trace.kernels.len)
+        .filter(|&i| g.replayed(trace, i))
         .count();
-    (graph_launches.len(), kernels)
+    (g.launch_count, kernels)
 }
 
 fn pct(a: f64, b: f64) -> f64 {

@@ -457,14 +457,23 @@ pub fn group_cells(
         g.by.as_str(),
         if g.unattributed_gpu_ms_per_step > 0.0 {
             format!(
-                "; {} ms/step of GPU time has no {}",
+                "; {} ms/step of GPU time has no {}{}",
                 ms(g.unattributed_gpu_ms_per_step),
-                g.by.as_str()
+                g.by.as_str(),
+                if g.graph_gpu_ms_per_step > 0.0 {
+                    format!(
+                        ", {} ms/step of it replayed from CUDA graphs (one graph launch carries no {} of its own)",
+                        ms(g.graph_gpu_ms_per_step.min(g.unattributed_gpu_ms_per_step)),
+                        g.by.as_str()
+                    )
+                } else {
+                    String::new()
+                }
             )
         } else {
             String::new()
         }
-    );
+    ) + &g.missing.map(|m| format!("\n{m}")).unwrap_or_default();
     let rows = g
         .rows
         .iter()

@@ -95,6 +95,34 @@ pub struct GroupReport {
     /// GPU time with no key (no launch record, or no scope of the kind around the launch),
     /// ms per step.
     pub unattributed_gpu_ms_per_step: f64,
+    /// GPU time of kernels replayed from CUDA graphs, ms per step: launched by one graph
+    /// launch, they carry no op, module or layer of their own.
+    pub graph_gpu_ms_per_step: f64,
+    /// Why the keys cannot be there at all (the trace records no scope of the kind).
+    pub missing: Option<MissingScopes>,
+}
+
+/// A trace that cannot be grouped by the key asked for, and what capture would allow it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MissingScopes {
+    /// No `nn.Module` scopes: torch.profiler needs `with_stack=True, with_modules=True`.
+    NoModules,
+    /// No host scopes at all (and no engine columns).
+    NoScopes,
+}
+
+impl std::fmt::Display for MissingScopes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::NoModules => {
+                "the trace records no nn.Module scopes: capture with torch.profiler(with_stack=True, with_modules=True) to put GPU time on modules and decoder layers"
+            }
+            Self::NoScopes => {
+                "the trace records no host scopes: capture ops and Python frames (torch.profiler with_stack=True, with_modules=True) or NVTX ranges to group GPU time"
+            }
+        })
+    }
 }
 
 /// Groups the activities `acts` (kernel index >= 0, memop `-(i + 1)`), taken over `steps`
@@ -117,6 +145,8 @@ pub fn group(
     // Declared (bytes, FLOPs) per key, engine traces only.
     let mut cost: HashMap<String, (f64, f64)> = HashMap::new();
     let mut unattributed = 0i64;
+    let mut graph = 0i64;
+    let graphs = crate::analysis::graphs::GraphKernels::of(trace);
     let mut total = 0i64;
     let mut threads: HashSet<u64> = HashSet::new();
     let (mut host_lo, mut host_hi) = (i64::MAX, i64::MIN);
@@ -135,6 +165,9 @@ pub fn group(
         };
         let dur = dur.max(0);
         total += dur;
+        if ki.is_some_and(|i| graphs.replayed(trace, i)) {
+            graph += dur;
+        }
         let key = if engine {
             match ki {
                 Some(i) => engine_key(trace, (&k.op, &k.layer), i, by),
@@ -221,7 +254,21 @@ pub fn group(
         steps,
         rows,
         unattributed_gpu_ms_per_step: unattributed as f64 / 1e6 / n,
+        graph_gpu_ms_per_step: graph as f64 / 1e6 / n,
+        missing: missing_scopes(forest, engine, by),
     }
+}
+
+/// Whether the trace holds no scope that `by` could read.
+fn missing_scopes(forest: &Forest, engine: bool, by: GroupBy) -> Option<MissingScopes> {
+    if engine {
+        return None;
+    }
+    if forest.is_empty() {
+        return Some(MissingScopes::NoScopes);
+    }
+    let modules = forest.nodes.iter().any(|n| n.kind == ScopeKind::Module);
+    (matches!(by, GroupBy::Module | GroupBy::Layer) && !modules).then_some(MissingScopes::NoModules)
 }
 
 /// An engine activity's key from its op and layer columns: the kernel table's, or the memop

@@ -7,7 +7,7 @@ pub mod idle_cause;
 pub mod launch_map;
 pub mod report;
 
-pub use by_key::{GroupBy, GroupReport, GroupRow, GroupSource};
+pub use by_key::{GroupBy, GroupReport, GroupRow, GroupSource, MissingScopes};
 
 /// The host side of a trace, indexed: the scope forest and the launch records.
 pub struct HostIndex {

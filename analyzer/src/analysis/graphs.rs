@@ -1,0 +1,47 @@
+//! Kernels replayed from CUDA (or HIP) graphs: one graph launch on the host, many kernels
+//! on the GPU, none with a launch, op or module of its own.
+
+use std::collections::HashSet;
+
+use gapscope_traces::Trace;
+
+/// Which kernels of a trace were replayed from graphs: by their graph id (recordings), or
+/// by the correlation of the graph launch that replayed them (Kineto).
+pub struct GraphKernels {
+    launches: HashSet<u64>,
+    has_graph_id: bool,
+    /// Graph launch calls in the trace.
+    pub launch_count: usize,
+}
+
+impl GraphKernels {
+    pub fn of(trace: &Trace) -> Self {
+        let l = &trace.launches;
+        let graph_names: Vec<bool> = trace
+            .strings
+            .values()
+            .iter()
+            .map(|v| v.contains("GraphLaunch"))
+            .collect();
+        let launches: Vec<u64> = (0..l.len)
+            .filter(|&i| {
+                graph_names
+                    .get(l.name[i] as usize)
+                    .copied()
+                    .unwrap_or(false)
+            })
+            .map(|i| l.correlation[i])
+            .collect();
+        Self {
+            launch_count: launches.len(),
+            launches: launches.into_iter().collect(),
+            has_graph_id: trace.kernels.graph_id.len() == trace.kernels.len,
+        }
+    }
+
+    /// Whether kernel `i` was replayed from a graph.
+    pub fn replayed(&self, trace: &Trace, i: usize) -> bool {
+        let k = &trace.kernels;
+        (self.has_graph_id && k.graph_id[i] != 0) || self.launches.contains(&k.correlation[i])
+    }
+}

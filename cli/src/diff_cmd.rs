@@ -216,8 +216,8 @@ fn inputs(a: &DiffArgs) -> Vec<&std::path::Path> {
     [&a.a]
         .into_iter()
         .chain(&a.b)
-        .chain(&a.analysis.rules)
-        .chain(&a.analysis.spec_metrics)
+        .chain(&a.analysis.trace.rules)
+        .chain(&a.analysis.trace.spec_metrics)
         .map(PathBuf::as_path)
         .collect()
 }

@@ -18,7 +18,7 @@ use gapscope_traces::{check_output, write_output};
 
 use crate::render::markdown::{Align, Cell, table};
 use crate::render::{md_code, md_text, text};
-use crate::report_cmd::AnalysisArgs;
+use crate::report_cmd::TraceArgs;
 
 #[derive(Args)]
 pub struct GateArgs {
@@ -56,7 +56,7 @@ pub struct GateArgs {
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
     #[command(flatten)]
-    pub analysis: AnalysisArgs,
+    pub analysis: TraceArgs,
 }
 
 pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {

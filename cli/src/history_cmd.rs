@@ -13,7 +13,7 @@ use gapscope_analyzer::bucket::Bucket;
 use gapscope_history::{self as history, History};
 
 use crate::render::{ms, text};
-use crate::report_cmd::AnalysisArgs;
+use crate::report_cmd::TraceArgs;
 
 /// The default database; `history add` creates its `.gapscope` directory when missing.
 const DEFAULT_DB: &str = ".gapscope/history.sqlite";
@@ -34,6 +34,8 @@ pub struct HistoryArgs {
 pub enum HistoryCommand {
     /// Analyse a trace and store its per-bucket figures.
     Add {
+        /// The trace to analyse and store (any format `report` reads; `-` reads standard
+        /// input); a directory or recording of several ranks stores one run of ranks.
         trace: PathBuf,
         /// A label (commit, branch, engine version).
         #[arg(long, default_value = "")]
@@ -42,19 +44,26 @@ pub enum HistoryCommand {
         #[arg(long)]
         accepted: bool,
         #[command(flatten)]
-        analysis: AnalysisArgs,
+        analysis: TraceArgs,
     },
-    /// The latest runs.
+    /// The latest runs, newest first.
     List {
+        /// How many runs to list (the newest ones).
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(i64).range(1..))]
         limit: i64,
     },
     /// One run's buckets.
-    Show { id: i64 },
+    Show {
+        /// The run's id, as `history add` and `history list` print it.
+        id: i64,
+    },
     /// A bucket's median ms/step over the latest runs, oldest first.
     Trend {
+        /// The bucket to follow (`gemm_dense`, `attention`, ...; `gapscope buckets` lists
+        /// them), or a bucket name stored in the history.
         #[arg(long)]
         bucket: String,
+        /// How many runs to show (the newest ones).
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(i64).range(1..))]
         limit: i64,
     },
@@ -157,35 +166,14 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
                     &serde_json::json!({"schema_version": 1, "runs": runs}),
                 )? + "\n"
             } else {
-                let mut s = String::from(
-                    "   id  accepted  steps   TPOT ms   busy %  ms/token  tok/step  ranks  label  trace\n",
-                );
-                for r in runs {
-                    let bad = |f: &str| r.invalid.contains(&f);
-                    s.push_str(&format!(
-                        "{:>5}  {:>8}  {:>5}  {:>8}  {:>7}  {:>8}  {:>8}  {:>5}  {}  {}\n",
-                        r.id,
-                        if r.accepted { "yes" } else { "" },
-                        r.decode_steps,
-                        figure(r.tpot_median_ms, bad("tpot_median_ms"), ms),
-                        figure(r.busy_pct, bad("busy_pct"), |b| format!("{b:.2}")),
-                        figure(r.time_per_token_ms, bad("time_per_token_ms"), ms),
-                        figure(r.tokens_per_step, bad("tokens_per_step"), |t| format!(
-                            "{t:.3}"
-                        )),
-                        r.world_size.unwrap_or(1),
-                        text(&r.label),
-                        text(&r.trace_path)
-                    ));
-                }
-                s
+                list_table(&runs)
             }
         }
         HistoryCommand::Show { id } => {
             let h = History::open_in(&a.db, &crate::import_cmd::scratch_dir())?;
-            if h.run(id)?.is_none() {
+            let Some(run) = h.run(id)? else {
                 anyhow::bail!("history {}: no run {id}", h.name());
-            }
+            };
             let b = h.buckets(id)?;
             warn_invalid(&h, b.iter().any(|x| !x.invalid.is_empty()).then_some(id));
             if a.json {
@@ -193,7 +181,10 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
                     &serde_json::json!({"schema_version": 1, "id": id, "buckets": b}),
                 )? + "\n"
             } else {
-                let mut s = format!("run {id}\nbucket            ms/step  calls/step   % busy\n");
+                let mut s = format!(
+                    "{}\nbuckets per decode step (the stored medians)\nbucket            ms/step  calls/step   % busy\n",
+                    run_line(&run)
+                );
                 for x in b {
                     let bad = |f: &str| x.invalid.contains(&f);
                     s.push_str(&format!(
@@ -221,12 +212,17 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
                     &serde_json::json!({"schema_version": 1, "bucket": bucket, "points": t}),
                 )? + "\n"
             } else {
-                let mut s = format!("{}: median ms/step per run, oldest first\n", text(&bucket));
+                let mut s = format!(
+                    "{}: median ms/step per run, oldest first\n   id  {:<16}    ms/step  label\n",
+                    text(&bucket),
+                    "date (UTC)"
+                );
                 for p in t {
                     let bad = p.invalid.contains(&"ms_per_step_median");
                     s.push_str(&format!(
-                        "{:>5}  {:>9}  {}\n",
+                        "{:>5}  {:<16}  {:>9}  {}\n",
                         p.id,
+                        utc_minute(p.created_unix_ms),
                         figure(p.ms_per_step_median, bad, ms),
                         text(&p.label)
                     ));
@@ -237,4 +233,100 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
     };
     g.write(&out)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `history list`'s table: one line per run, the text columns (GPU, label) padded to their
+/// widest value, the trace last.
+fn list_table(runs: &[history::RunSummary]) -> String {
+    let gpus: Vec<String> = runs.iter().map(|r| text(&r.gpu)).collect();
+    let labels: Vec<String> = runs.iter().map(|r| text(&r.label)).collect();
+    let width = |v: &[String], head: &str| {
+        v.iter()
+            .map(|x| x.chars().count())
+            .chain([head.chars().count()])
+            .max()
+            .unwrap_or(0)
+    };
+    let (gw, lw) = (width(&gpus, "gpu"), width(&labels, "label"));
+    let mut s = format!(
+        "   id  {:<16}  accepted  steps   TPOT ms   busy %  ms/token  tok/step  ranks  {:<gw$}  {:<lw$}  trace\n",
+        "date (UTC)", "gpu", "label"
+    );
+    for ((r, gpu), label) in runs.iter().zip(&gpus).zip(&labels) {
+        let bad = |f: &str| r.invalid.contains(&f);
+        s.push_str(&format!(
+            "{:>5}  {:<16}  {:>8}  {:>5}  {:>8}  {:>7}  {:>8}  {:>8}  {:>5}  {gpu:<gw$}  {label:<lw$}  {}\n",
+            r.id,
+            utc_minute(r.created_unix_ms),
+            if r.accepted { "yes" } else { "" },
+            r.decode_steps,
+            figure(r.tpot_median_ms, bad("tpot_median_ms"), ms),
+            figure(r.busy_pct, bad("busy_pct"), |b| format!("{b:.2}")),
+            figure(r.time_per_token_ms, bad("time_per_token_ms"), ms),
+            figure(r.tokens_per_step, bad("tokens_per_step"), |t| format!("{t:.3}")),
+            r.world_size.unwrap_or(1),
+            text(&r.trace_path)
+        ));
+    }
+    s
+}
+
+/// The line that names a run above its buckets: id, date, label, GPU, steps, trace.
+fn run_line(r: &history::RunSummary) -> String {
+    format!(
+        "run {} ({} UTC{}; {}; {} decode steps{}{}): {}",
+        r.id,
+        utc_minute(r.created_unix_ms),
+        if r.label.is_empty() {
+            String::new()
+        } else {
+            format!(", label {}", text(&r.label))
+        },
+        if r.gpu.is_empty() {
+            "GPU not named".to_owned()
+        } else {
+            format!("GPU {}", text(&r.gpu))
+        },
+        r.decode_steps,
+        r.world_size
+            .filter(|w| *w > 1)
+            .map(|w| format!(", {w} ranks"))
+            .unwrap_or_default(),
+        if r.accepted { ", accepted" } else { "" },
+        text(&r.trace_path)
+    )
+}
+
+/// A time stored as Unix milliseconds as `YYYY-MM-DD HH:MM`, in UTC.
+fn utc_minute(unix_ms: i64) -> String {
+    let secs = unix_ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil_from_days: days since 1970-01-01 to a proleptic Gregorian date.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::utc_minute;
+
+    #[test]
+    fn dates_are_utc_calendar_dates() {
+        assert_eq!(utc_minute(0), "1970-01-01 00:00");
+        assert_eq!(utc_minute(951_782_400_000), "2000-02-29 00:00");
+        assert_eq!(utc_minute(1_795_923_420_227), "2026-11-29 03:37");
+        assert_eq!(utc_minute(-60_000), "1969-12-31 23:59");
+    }
 }

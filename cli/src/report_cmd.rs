@@ -63,9 +63,23 @@ fn parse_group_by(s: &str) -> std::result::Result<GroupBy, String> {
     GroupBy::parse(s).ok_or_else(|| format!("{s:?}: use scope, op, module or layer"))
 }
 
-/// Options shared by commands that analyse traces.
+/// Options shared by the commands whose output lists kernel names per bucket (`report`,
+/// `diff`, the Python module): the analysis options and `--top`.
 #[derive(Args, Clone)]
 pub struct AnalysisArgs {
+    #[command(flatten)]
+    pub trace: TraceArgs,
+    /// Kernel names listed per bucket: JSON keeps 3 by default; given, the table and
+    /// Markdown reports add a "top kernels" section with N names per bucket.
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
+}
+
+/// Options shared by every command that analyses traces. Commands that list no kernel names
+/// per bucket (`gate`, `roofline`, `history add`) take these alone, so `--top` there is a
+/// usage error rather than an option that does nothing.
+#[derive(Args, Clone)]
+pub struct TraceArgs {
     /// Extra bucket rules (TOML), tried before the built-in ones.
     #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
@@ -89,10 +103,6 @@ pub struct AnalysisArgs {
     /// never passes the gate. Default 100,000; 0 lifts the limit.
     #[arg(long, value_name = "N")]
     pub max_steps: Option<usize>,
-    /// Kernel names listed per bucket: JSON keeps 3 by default; given, the table and
-    /// Markdown reports add a "top kernels" section with N names per bucket.
-    #[arg(long, value_name = "N")]
-    pub top: Option<usize>,
     /// Speculative runs whose trace does not show acceptance (vLLM's markers, llama.cpp
     /// recordings): the engine's counters, from vLLM's `SpecDecoding metrics:` log lines,
     /// `vllm bench serve` output, vLLM's Prometheus text, SGLang's `accept len:` log lines, or
@@ -216,13 +226,38 @@ impl AnalysisArgs {
     /// The knobs these options set, as every front end passes them to the session.
     pub fn knobs(&self) -> Knobs {
         Knobs {
+            top: self.top,
+            ..self.trace.knobs()
+        }
+    }
+
+    /// The analyser these options describe.
+    pub fn analyser(&self, quiet: bool) -> Result<Analyser> {
+        Analyser::new(self.knobs(), quiet)
+    }
+}
+
+impl Analyser {
+    fn new(knobs: Knobs, quiet: bool) -> Result<Self> {
+        Ok(Analyser {
+            settings: SessionSettings::resolve(&knobs)?,
+            knobs,
+            quiet,
+        })
+    }
+}
+
+impl TraceArgs {
+    /// The knobs these options set, as every front end passes them to the session.
+    pub fn knobs(&self) -> Knobs {
+        Knobs {
             rules_file: self.rules.clone(),
             step_regex: self.step_regex.clone(),
             no_markers: self.no_markers,
             allow_truncated: self.allow_truncated,
             max_events: self.max_events,
             max_steps: self.max_steps,
-            top: self.top,
+            top: None,
             group_by: None,
             all_columns: false,
             scratch_dir: Some(crate::import_cmd::scratch_dir()),
@@ -232,12 +267,7 @@ impl AnalysisArgs {
 
     /// The analyser these options describe.
     pub fn analyser(&self, quiet: bool) -> Result<Analyser> {
-        let knobs = self.knobs();
-        Ok(Analyser {
-            settings: SessionSettings::resolve(&knobs)?,
-            knobs,
-            quiet,
-        })
+        Analyser::new(self.knobs(), quiet)
     }
 }
 
@@ -245,8 +275,8 @@ pub fn run(a: ReportArgs, g: &crate::Global) -> Result<ExitCode> {
     let inputs: Vec<&std::path::Path> = a
         .traces
         .iter()
-        .chain(&a.analysis.rules)
-        .chain(&a.analysis.spec_metrics)
+        .chain(&a.analysis.trace.rules)
+        .chain(&a.analysis.trace.spec_metrics)
         .map(PathBuf::as_path)
         .collect();
     // The page's output and model are checked before any trace is read.

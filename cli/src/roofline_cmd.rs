@@ -15,7 +15,7 @@ use gapscope_analyzer::roofline::{
 use gapscope_traces::{check_output, write_output};
 
 use crate::render::{count, text};
-use crate::report_cmd::AnalysisArgs;
+use crate::report_cmd::TraceArgs;
 
 #[derive(Args)]
 pub struct RooflineArgs {
@@ -60,7 +60,7 @@ pub struct RooflineArgs {
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=64))]
     pub spec_k: Option<u64>,
     #[command(flatten)]
-    pub analysis: AnalysisArgs,
+    pub analysis: TraceArgs,
 }
 
 pub(crate) const DEFAULT_BATCHES: [u64; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];

@@ -101,17 +101,13 @@ pub fn reports(reports: &[Report], top_kernels: bool) -> String {
             "## gapscope report: {}\n\n",
             md_code(&r.source.path)
         ));
-        for (l, v) in summary(r) {
-            out.push_str(&format!("- **{l}**: {}\n", md_text(&v)));
-        }
+        out.push_str(&facts(&summary(r)));
         for w in &r.warnings {
             out.push_str(&format!("- **warning**: {}\n", md_text(w)));
         }
         if let Some(t) = &r.telemetry {
             out.push_str(&format!("\n### {TELEMETRY_TITLE}\n\n"));
-            for (l, v) in telemetry(t) {
-                out.push_str(&format!("- **{l}**: {}\n", md_text(&v)));
-            }
+            out.push_str(&facts(&telemetry(t)));
         }
         let title = r.bucket_scope.title();
         out.push_str(&format!(
@@ -159,6 +155,20 @@ pub fn reports(reports: &[Report], top_kernels: bool) -> String {
     out
 }
 
+/// (label, value) lines as a list, `- **label**: value`. A line without a label goes on the
+/// item above it (the text output leaves its label column blank there), as a nested item.
+pub fn facts(lines: &[(String, String)]) -> String {
+    let mut out = String::new();
+    for (l, v) in lines {
+        if l.is_empty() {
+            out.push_str(&format!("  - {}\n", md_text(v)));
+        } else {
+            out.push_str(&format!("- **{l}**: {}\n", md_text(v)));
+        }
+    }
+    out
+}
+
 /// A report table, laid out by [`Align::edges_left`].
 fn report_table(headers: &[&str], rows: Vec<Vec<Cell>>, out: &mut String) {
     out.push_str(&table(headers, &Align::edges_left(headers.len()), &rows));
@@ -188,9 +198,7 @@ fn md_cells(rows: &[gapscope_analyzer::analysis::BucketRow]) -> Vec<Vec<Cell>> {
 pub fn ranks(r: &gapscope_analyzer::analysis::ranks::RanksReport) -> String {
     use super::ranks::{RANK_HEADERS, rank_cells, summary};
     let mut out = String::from("## gapscope run: ranks\n\n");
-    for (l, v) in summary(r) {
-        out.push_str(&format!("- **{l}**: {}\n", md_text(&v)));
-    }
+    out.push_str(&facts(&summary(r)));
     out.push('\n');
     let rows: Vec<Vec<Cell>> = rank_cells(r)
         .into_iter()

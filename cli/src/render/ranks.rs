@@ -252,9 +252,7 @@ pub fn diff(d: &gapscope_analyzer::diff::ranks::RanksDiff, md: bool) -> String {
     let mut out = String::new();
     if md {
         out.push_str("## gapscope diff: ranks\n\n");
-        for (l, v) in &lines {
-            out.push_str(&format!("- **{l}**: {}\n", super::md_text(v)));
-        }
+        out.push_str(&super::markdown::facts(&lines));
         out.push('\n');
         let cells: Vec<Vec<super::markdown::Cell>> =
             rows.into_iter().map(super::markdown::text_row).collect();

@@ -1,0 +1,178 @@
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on what it did not expect"
+)]
+//! The command line's hygiene (issue 37): no option that does nothing, help for every
+//! argument, labelled tables, Markdown without empty labels, shell completions, the hint
+//! for a truncated input, colour only on a terminal.
+
+use gapscope_tests::{one_line_error, repo, run, s, stdout};
+
+const QWEN: &str = "traces/reference/hf-qwen3-0.6b-npl1.json.gz";
+
+#[test]
+fn markdown_report_has_no_empty_bold_labels() {
+    // The idle's host scopes take one line each; the text output leaves the label blank on
+    // all but the first, which Markdown printed as `- ****: 5.649 ms/step ...`.
+    let o = run(&["report", "-q", "--markdown", s(&repo(QWEN))]);
+    assert!(o.status.success());
+    let md = stdout(&o);
+    assert!(!md.contains("****"), "{md}");
+    let lines: Vec<&str> = md.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("- **host scopes**: "))
+        .expect("a host scopes line");
+    // The next scopes are items under it.
+    for l in &lines[at + 1..at + 3] {
+        assert!(l.starts_with("  - ") && l.contains("ms/step"), "{l}\n{md}");
+    }
+    assert!(lines[at + 3].starts_with("- **lever**: "), "{md}");
+}
+
+#[test]
+fn top_is_refused_where_it_does_nothing() {
+    let t = repo(QWEN);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.sqlite");
+    for (cmd, args) in [
+        (
+            "gate",
+            vec![
+                "gate",
+                "--baseline",
+                s(&t),
+                "--current",
+                s(&t),
+                "--top",
+                "3",
+            ],
+        ),
+        (
+            "roofline",
+            vec![
+                "roofline",
+                "--model",
+                "models/llama-3-8b.json",
+                "--hw",
+                "h200",
+                "--top",
+                "3",
+            ],
+        ),
+        (
+            "history add",
+            vec!["history", "--db", s(&db), "add", s(&t), "--top", "3"],
+        ),
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{cmd}");
+        let e = one_line_error(&o);
+        assert!(
+            e.contains("unexpected argument '--top'") && e.contains(&format!("gapscope {cmd}")),
+            "{cmd}: {e}"
+        );
+        let mut help = cmd.split(' ').collect::<Vec<_>>();
+        help.push("--help");
+        let help = stdout(&run(&help));
+        assert!(
+            help.contains("--rules") && !help.contains("--top"),
+            "{cmd}: {help}"
+        );
+    }
+    assert!(!db.exists(), "a refused `history add` creates nothing");
+    // Where it lists names it stays.
+    for cmd in ["report", "diff"] {
+        assert!(
+            stdout(&run(&[cmd, "--help"])).contains("--top <N>"),
+            "{cmd}"
+        );
+    }
+}
+
+#[test]
+fn history_arguments_have_help() {
+    for (cmd, arg) in [
+        ("add", "<TRACE>"),
+        ("list", "--limit <LIMIT>"),
+        ("show", "<ID>"),
+        ("trend", "--bucket <BUCKET>"),
+        ("trend", "--limit <LIMIT>"),
+    ] {
+        let help = stdout(&run(&["history", cmd, "--help"]));
+        let line = help
+            .lines()
+            .find(|l| l.trim_start().starts_with(arg))
+            .unwrap_or_else(|| panic!("{cmd}: no {arg} in {help}"));
+        let said = line.trim_start()[arg.len()..].trim();
+        // `[default: 20]` alone is no help.
+        assert!(
+            said.len() > 20 && !said.starts_with("[default"),
+            "{cmd} {arg}: `{line}`"
+        );
+    }
+}
+
+#[test]
+fn history_tables_are_labelled_and_list_has_date_and_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.sqlite");
+    let db = s(&db);
+    let add = run(&[
+        "history",
+        "--db",
+        db,
+        "add",
+        "-q",
+        s(&repo(QWEN)),
+        "--label",
+        "abc",
+    ]);
+    assert!(add.status.success(), "{}", one_line_error(&add));
+    let list = stdout(&run(&["history", "--db", db, "list"]));
+    let mut lines = list.lines();
+    let head: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        head,
+        [
+            "id", "date", "(UTC)", "accepted", "steps", "TPOT", "ms", "busy", "%", "ms/token",
+            "tok/step", "ranks", "gpu", "label", "trace"
+        ],
+        "{list}"
+    );
+    let row = lines.next().unwrap();
+    let date = regex::Regex::new(r"^\s+1  \d{4}-\d\d-\d\d \d\d:\d\d  ").unwrap();
+    assert!(date.is_match(row), "{list}");
+    assert!(row.contains("  0: NVIDIA H200 (132 SMs)  abc  "), "{list}");
+    // The GPU column starts where its header does.
+    assert_eq!(row.find("0: NVIDIA"), list.find("gpu"), "{list}");
+
+    let show = stdout(&run(&["history", "--db", db, "show", "1"]));
+    let lines: Vec<&str> = show.lines().collect();
+    assert!(
+        lines[0].starts_with("run 1 (")
+            && lines[0].contains("label abc")
+            && lines[0].contains("GPU 0: NVIDIA H200")
+            && lines[0].contains("16 decode steps")
+            && lines[0].ends_with("hf-qwen3-0.6b-npl1.json.gz"),
+        "{show}"
+    );
+    assert_eq!(lines[1], "buckets per decode step (the stored medians)");
+    assert!(
+        lines[2].starts_with("bucket ") && lines[2].contains("ms/step"),
+        "{show}"
+    );
+
+    let trend = stdout(&run(&[
+        "history",
+        "--db",
+        db,
+        "trend",
+        "--bucket",
+        "gemm_dense",
+    ]));
+    let lines: Vec<&str> = trend.lines().collect();
+    let head: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(head, ["id", "date", "(UTC)", "ms/step", "label"], "{trend}");
+    assert!(lines[2].ends_with("  abc"), "{trend}");
+}

@@ -178,15 +178,16 @@ where
         }
     };
     if let Err(e) = init_logging(cli.verbose) {
-        return fail(&e);
+        return fail(&e, false);
     }
     let g = Global {
         quiet: cli.quiet,
         captured: None,
     };
+    let hint = cli.command.truncation_hint();
     match dispatch(cli.command, &g) {
         Ok(code) => code,
-        Err(e) => fail(&e),
+        Err(e) => fail(&e, hint),
     }
 }
 
@@ -220,6 +221,7 @@ where
         quiet: cli.quiet,
         captured: Some(std::cell::RefCell::new(String::new())),
     };
+    let hint = cli.command.truncation_hint();
     let result = dispatch(cli.command, &g);
     let output = g.captured.map(|c| c.into_inner()).unwrap_or_default();
     match result {
@@ -231,7 +233,7 @@ where
         Err(e) => Outcome {
             code: 2,
             output,
-            error: Some(error_line(&e)),
+            error: Some(with_hint(&e, hint)),
         },
     }
 }
@@ -268,6 +270,31 @@ fn init_logging(verbose: u8) -> Result<()> {
     Ok(())
 }
 
+/// What a failed command's error line ends with when an input turned out truncated.
+pub const TRUNCATION_HINT: &str = "(--allow-truncated loads what it holds)";
+
+impl Command {
+    /// Whether a truncated input's error should point at `--allow-truncated`: the command
+    /// takes the option and it was not given (with it, an input that still fails holds
+    /// nothing to load).
+    fn truncation_hint(&self) -> bool {
+        let not_given = |t: &report_cmd::TraceArgs| !t.allow_truncated;
+        match self {
+            Command::Report(a) => not_given(&a.analysis.trace),
+            Command::Diff(a) => not_given(&a.analysis.trace),
+            Command::Export(a) => not_given(&a.analysis.trace),
+            Command::Gate(a) => not_given(&a.analysis),
+            Command::Roofline(a) => not_given(&a.analysis),
+            Command::History(a) => match &a.command {
+                history_cmd::HistoryCommand::Add { analysis, .. } => not_given(analysis),
+                _ => false,
+            },
+            Command::Import(a) => !a.allow_truncated,
+            Command::Buckets(_) | Command::Join(_) | Command::Gui(_) => false,
+        }
+    }
+}
+
 fn dispatch(command: Command, g: &Global) -> Result<ExitCode> {
     match command {
         Command::Report(a) => report_cmd::run(a, g),
@@ -297,8 +324,23 @@ pub fn error_line(e: &anyhow::Error) -> String {
     render::text(&msg.replace(['\n', '\r'], " "))
 }
 
-/// Prints an error on one line; exit code 2.
-fn fail(e: &anyhow::Error) -> ExitCode {
-    eprintln!("gapscope: error: {}", error_line(e));
+/// [`error_line`], ending with [`TRUNCATION_HINT`] when `hint` and the error (or one of its
+/// causes) is a truncated input.
+fn with_hint(e: &anyhow::Error, hint: bool) -> String {
+    let line = error_line(e);
+    let truncated = e.chain().any(|c| {
+        c.downcast_ref::<gapscope_analyzer::AnalyzerError>()
+            .is_some_and(gapscope_analyzer::AnalyzerError::is_truncation)
+    });
+    if hint && truncated {
+        format!("{line} {TRUNCATION_HINT}")
+    } else {
+        line
+    }
+}
+
+/// Prints an error on one line (see [`with_hint`]); exit code 2.
+fn fail(e: &anyhow::Error, hint: bool) -> ExitCode {
+    eprintln!("gapscope: error: {}", with_hint(e, hint));
     ExitCode::from(2)
 }

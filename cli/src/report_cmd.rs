@@ -148,8 +148,17 @@ impl Analyser {
             },
             None => Run::new(path),
         };
-        let imported = session::import_run(&run, &self.settings, &bar)
-            .map_err(|e| anyhow::anyhow!("{}", e.to_string().replace(&spool_name(&spool), "-")))?;
+        let imported = session::import_run(&run, &self.settings, &bar).map_err(|e| {
+            // A truncation keeps its type (the error line's hint reads it), naming `-`.
+            if e.is_truncation() {
+                return match &spool {
+                    Some(p) => e.renamed(p, std::path::Path::new("-")),
+                    None => e,
+                }
+                .into();
+            }
+            anyhow::anyhow!("{}", e.to_string().replace(&spool_name(&spool), "-"))
+        })?;
         let t1 = std::time::Instant::now();
         let analyzed = session::analyze_run(run, imported, &self.settings);
         tracing::info!(

@@ -176,3 +176,74 @@ fn history_tables_are_labelled_and_list_has_date_and_gpu() {
     assert_eq!(head, ["id", "date", "(UTC)", "ms/step", "label"], "{trend}");
     assert!(lines[2].ends_with("  abc"), "{trend}");
 }
+
+#[test]
+fn a_truncated_input_points_at_allow_truncated() {
+    const HINT: &str = " (--allow-truncated loads what it holds)";
+    let dir = tempfile::tempdir().unwrap();
+    let full = std::fs::read(repo(QWEN)).unwrap();
+    let cut = dir.path().join("cut.json.gz");
+    std::fs::write(&cut, &full[..full.len() / 2]).unwrap();
+    let (t, whole) = (s(&cut), repo(QWEN));
+    let out = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    let (chrome, gst, db) = (out("x.json"), out("x.gst"), out("h.sqlite"));
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["report", "-q", t],
+        vec!["diff", "-q", t, s(&whole)],
+        vec!["gate", "-q", "--baseline", s(&whole), "--current", t],
+        vec!["export", "-q", t, "--chrome", &chrome],
+        vec!["import", "-q", t, "-o", &gst],
+        vec!["history", "--db", &db, "add", "-q", t],
+        vec![
+            "roofline",
+            "-q",
+            "--model",
+            "../models/llama-3-8b.json",
+            "--hw",
+            "h200",
+            "--trace",
+            t,
+        ],
+    ];
+    for args in &commands {
+        let e = one_line_error(&run(args));
+        assert!(
+            e.trim_end().ends_with(HINT) && e.contains("cut.json.gz: gzip stream is truncated"),
+            "{args:?}: {e}"
+        );
+    }
+    // Standard input too, named `-`.
+    let o = gapscope_tests::gapscope()
+        .args(["report", "-q", "-"])
+        .stdin(std::fs::File::open(&cut).unwrap())
+        .output()
+        .unwrap();
+    let e = one_line_error(&o);
+    assert!(
+        e.starts_with("gapscope: error: -: ") && e.trim_end().ends_with(HINT),
+        "{e}"
+    );
+    // Given the option, a file cut before its first event still fails, without the hint;
+    // `join` has no such option.
+    let tiny = dir.path().join("tiny.json.gz");
+    std::fs::write(&tiny, &full[..300]).unwrap();
+    let e = one_line_error(&run(&["report", "-q", "--allow-truncated", s(&tiny)]));
+    assert!(
+        e.contains("truncated") && !e.contains("--allow-truncated"),
+        "{e}"
+    );
+    let engine = repo("traces/reference/engine-llama3-8b-npl1.gst");
+    let e = one_line_error(&run(&["join", "-q", s(&engine), t, "-o", &gst]));
+    assert!(
+        e.contains("truncated") && !e.contains("--allow-truncated"),
+        "{e}"
+    );
+    // An input that is whole but broken gets no hint.
+    let mut bad = full.clone();
+    let n = bad.len();
+    bad[n - 5] ^= 0xff; // the gzip trailer's length
+    let broken = dir.path().join("broken.json.gz");
+    std::fs::write(&broken, &bad).unwrap();
+    let e = one_line_error(&run(&["report", "-q", s(&broken)]));
+    assert!(!e.contains("--allow-truncated"), "{e}");
+}

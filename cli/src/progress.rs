@@ -1,5 +1,6 @@
 //! The import progress bar: drawn on stderr only when stdout is a terminal and `--quiet`
-//! is off, so pipes and CI logs stay clean.
+//! is off, so pipes and CI logs stay clean; and only once the input is open and its size
+//! known, so an input that cannot be opened fails without an empty bar before its error.
 
 use std::io::IsTerminal;
 
@@ -13,9 +14,9 @@ pub struct Bar {
 impl Bar {
     pub fn new(quiet: bool, label: &str) -> Self {
         let show = !quiet && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+        // Hidden until `start` gives it a size.
         let bar = show.then(|| {
             let b = ProgressBar::hidden();
-            b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
             b.set_style(
                 ProgressStyle::with_template(
                     "{prefix} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
@@ -32,8 +33,11 @@ impl Bar {
 
 impl ImportProgress for Bar {
     fn start(&self, total: Option<u64>) {
-        if let (Some(b), Some(t)) = (&self.bar, total) {
+        if let (Some(b), Some(t)) = (&self.bar, total.filter(|t| *t > 0)) {
             b.set_length(t);
+            if b.is_hidden() {
+                b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            }
         }
     }
     fn advance(&self, n: u64) {
@@ -43,6 +47,17 @@ impl ImportProgress for Bar {
     }
     fn finish(&self) {
         if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl Drop for Bar {
+    /// An import that failed half-way leaves no bar above its error line.
+    fn drop(&mut self) {
+        if let Some(b) = &self.bar
+            && !b.is_finished()
+        {
             b.finish_and_clear();
         }
     }

@@ -6,6 +6,8 @@
 //! argument, labelled tables, Markdown without empty labels, shell completions, the hint
 //! for a truncated input, colour only on a terminal.
 
+mod pty;
+
 use gapscope_tests::{one_line_error, repo, run, s, stdout};
 
 const QWEN: &str = "traces/reference/hf-qwen3-0.6b-npl1.json.gz";
@@ -246,4 +248,27 @@ fn a_truncated_input_points_at_allow_truncated() {
     std::fs::write(&broken, &bad).unwrap();
     let e = one_line_error(&run(&["report", "-q", s(&broken)]));
     assert!(!e.contains("--allow-truncated"), "{e}");
+}
+
+#[test]
+fn no_progress_bar_before_an_input_that_cannot_be_opened() {
+    // On a terminal: the bar shows once the input is open and has a size, so a missing
+    // file gets its error line alone.
+    let (seen, code) = pty::in_terminal(&["report", "missing.json"], &[], false);
+    assert_eq!(code, 2, "{seen}");
+    assert_eq!(
+        seen, "gapscope: error: missing.json: No such file or directory (os error 2)\n",
+        "{seen:?}"
+    );
+    // A truncated one shows its bar while it reads, and the error line starts clean.
+    let dir = tempfile::tempdir().unwrap();
+    let full = std::fs::read(repo(QWEN)).unwrap();
+    let cut = dir.path().join("cut.json.gz");
+    std::fs::write(&cut, &full[..full.len() / 2]).unwrap();
+    let (seen, code) = pty::in_terminal(&["report", s(&cut)], &[], false);
+    assert_eq!(code, 2, "{seen}");
+    let last = seen.lines().last().unwrap();
+    let error = last.rsplit('\r').next().unwrap();
+    let error = error.strip_prefix("\u{1b}[2K").unwrap_or(error);
+    assert!(error.starts_with("gapscope: error: "), "{seen:?}");
 }

@@ -64,6 +64,31 @@ enum Command {
     Join(join_cmd::JoinArgs),
     /// Open traces in the explorer window (runs gapscope-gui).
     Gui(gui_cmd::GuiArgs),
+    /// Print a completion script for a shell (bash, zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+}
+
+/// `gapscope completions SHELL`.
+#[derive(clap::Args)]
+struct CompletionsArgs {
+    /// The shell: bash (`gapscope completions bash > ~/.local/share/bash-completion/completions/gapscope`),
+    /// zsh (into a file named `_gapscope` on `$fpath`), fish
+    /// (`~/.config/fish/completions/gapscope.fish`), elvish or powershell.
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
+}
+
+/// The completion script for `shell`, generated from the command line's own definition.
+fn completions(a: &CompletionsArgs, g: &Global) -> Result<ExitCode> {
+    let mut script = Vec::new();
+    clap_complete::generate(
+        a.shell,
+        &mut <Cli as clap::CommandFactory>::command(),
+        "gapscope",
+        &mut script,
+    );
+    g.write(&String::from_utf8_lossy(&script))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Settings every subcommand gets, and where its output goes.
@@ -290,7 +315,9 @@ impl Command {
                 _ => false,
             },
             Command::Import(a) => !a.allow_truncated,
-            Command::Buckets(_) | Command::Join(_) | Command::Gui(_) => false,
+            Command::Buckets(_) | Command::Join(_) | Command::Gui(_) | Command::Completions(_) => {
+                false
+            }
         }
     }
 }
@@ -307,6 +334,7 @@ fn dispatch(command: Command, g: &Global) -> Result<ExitCode> {
         Command::Gate(a) => gate_cmd::run(a, g),
         Command::History(a) => history_cmd::run(a, g),
         Command::Gui(a) => gui_cmd::run(a),
+        Command::Completions(a) => completions(&a, g),
     }
 }
 

@@ -272,3 +272,31 @@ fn no_progress_bar_before_an_input_that_cannot_be_opened() {
     let error = error.strip_prefix("\u{1b}[2K").unwrap_or(error);
     assert!(error.starts_with("gapscope: error: "), "{seen:?}");
 }
+
+#[test]
+fn completions_for_every_shell() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let o = run(&["completions", shell]);
+        assert!(o.status.success(), "{shell}");
+        let script = stdout(&o);
+        for word in ["report", "diff", "gate", "history", "allow-truncated"] {
+            assert!(script.contains(word), "{shell}: no {word}");
+        }
+    }
+    // The bash script completes a subcommand when bash loads it.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gapscope.bash");
+    std::fs::write(&file, stdout(&run(&["completions", "bash"]))).unwrap();
+    let o = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(
+            r#"source "$1"; COMP_WORDS=(gapscope rep); COMP_CWORD=1; _gapscope gapscope rep gapscope; printf '%s\n' "${COMPREPLY[@]}""#,
+        )
+        .arg("bash")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&o), "report\n", "{}", gapscope_tests::stderr(&o));
+    let e = one_line_error(&run(&["completions", "tcsh"]));
+    assert!(e.contains("invalid value 'tcsh'"), "{e}");
+}

@@ -16,6 +16,7 @@ use gapscope_analyzer::session::ranks::RankMode;
 use gapscope_history::History;
 use gapscope_traces::{check_output, write_output};
 
+use crate::render::colour::Toned;
 use crate::render::markdown::{Align, Cell, table};
 use crate::render::{md_code, md_text, text};
 use crate::report_cmd::TraceArgs;
@@ -152,11 +153,11 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
         anyhow::bail!("gate: {}", r.headline());
     }
     let out = if a.json {
-        serde_json::to_string_pretty(&r)? + "\n"
+        Toned::from(serde_json::to_string_pretty(&r)? + "\n")
     } else {
         render(&r, a.markdown)
     };
-    g.write(&out)?;
+    g.write_toned(&out)?;
     match r.verdict {
         Verdict::Regression => Ok(ExitCode::from(1)),
         // Never exit 0 on a side that misses work: the report above says what is missing.
@@ -297,29 +298,37 @@ fn gate_ranks(
             .iter()
             .map(|(r, g)| serde_json::json!({"rank": r, "gate": g}))
             .collect();
-        serde_json::to_string_pretty(&serde_json::json!({"verdict": verdict, "ranks": ranks}))?
-            + "\n"
+        Toned::from(
+            serde_json::to_string_pretty(&serde_json::json!({"verdict": verdict, "ranks": ranks}))?
+                + "\n",
+        )
     } else {
-        let mut s = if a.markdown {
-            format!("# gapscope gate, {} ranks: **{verdict}**\n\n", gated.len())
-        } else {
-            format!(
-                "gate: {verdict} ({} ranks, the worst rank's verdict)\n\n",
+        let mut s = Toned::default();
+        if a.markdown {
+            s.push_str(&format!(
+                "# gapscope gate, {} ranks: **{verdict}**\n\n",
                 gated.len()
-            )
-        };
+            ));
+        } else {
+            s.push_str("gate: ");
+            s.push_verdict(verdict, 0);
+            s.push_str(&format!(
+                " ({} ranks, the worst rank's verdict)\n\n",
+                gated.len()
+            ));
+        }
         for (rank, gr) in &gated {
             s.push_str(&if a.markdown {
                 format!("### rank {rank}\n\n")
             } else {
                 format!("== rank {rank} ==\n")
             });
-            s.push_str(&render(gr, a.markdown));
+            s.append(render(gr, a.markdown));
             s.push('\n');
         }
         s
     };
-    g.write(&out)?;
+    g.write_toned(&out)?;
     match verdict {
         Verdict::Regression => Ok(ExitCode::from(1)),
         Verdict::Inconclusive => anyhow::bail!("gate: a rank misses work (see above)"),
@@ -340,8 +349,9 @@ fn rows(r: &GateReport) -> Vec<(String, &Judgement)> {
         .collect()
 }
 
-fn render(r: &GateReport, md: bool) -> String {
-    let mut s = String::new();
+/// The gate's text or Markdown output; in text, the verdict words carry their tone.
+fn render(r: &GateReport, md: bool) -> Toned {
+    let mut s = Toned::default();
     if md {
         s.push_str(&format!("## gapscope gate: **{}**\n\n", r.verdict));
         s.push_str(&format!(
@@ -363,9 +373,10 @@ fn render(r: &GateReport, md: bool) -> String {
             s.push('\n');
         }
     } else {
+        s.push_str("gate: ");
+        s.push_verdict(r.verdict, 0);
         s.push_str(&format!(
-            "gate: {}\nbaseline {}\ncurrent  {}\n{}\n",
-            r.verdict,
+            "\nbaseline {}\ncurrent  {}\n{}\n",
             text(&r.baseline),
             text(&r.current),
             text(&r.headline())
@@ -382,9 +393,11 @@ fn render(r: &GateReport, md: bool) -> String {
         s.push_str(&md_judgements(r));
     } else {
         for (name, j) in rows(r) {
+            s.push_str(&format!("{name:<16} "));
+            s.push_verdict(j.verdict, 13);
             s.push_str(&format!(
-                "{:<16} {:<13} {:>9.4} -> {:>9.4} ms/step  {}\n",
-                name, j.verdict, j.baseline_median_ms, j.current_median_ms, j.reason
+                " {:>9.4} -> {:>9.4} ms/step  {}\n",
+                j.baseline_median_ms, j.current_median_ms, j.reason
             ));
         }
     }

@@ -96,6 +96,8 @@ pub struct Global {
     pub quiet: bool,
     /// `None`: standard output; `Some`: kept for the caller ([`run_captured`]).
     captured: Option<std::cell::RefCell<String>>,
+    /// Whether output may be in colour: stdout is a terminal and `NO_COLOR` is not set.
+    colour: bool,
 }
 
 impl Global {
@@ -110,6 +112,26 @@ impl Global {
             }
         }
     }
+
+    /// Writes output with words marked in colour: coloured on a terminal (see
+    /// [`Global::colour`]), plain everywhere else.
+    pub fn write_toned(&self, t: &render::colour::Toned) -> Result<()> {
+        match &self.captured {
+            None if self.colour => render::write_stdout_raw(&t.to_ansi()),
+            _ => self.write(t.as_str()),
+        }
+    }
+}
+
+/// Whether stdout takes colour: a terminal, and `NO_COLOR` (https://no-color.org) unset or
+/// empty, as for the log on stderr.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the program's entry reads its environment (NO_COLOR)"
+)]
+fn stdout_colour() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stdout())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 /// What one command run in-process gave: the exit code, its output and, on failure, the
@@ -208,6 +230,7 @@ where
     let g = Global {
         quiet: cli.quiet,
         captured: None,
+        colour: stdout_colour(),
     };
     let hint = cli.command.truncation_hint();
     match dispatch(cli.command, &g) {
@@ -245,6 +268,7 @@ where
     let g = Global {
         quiet: cli.quiet,
         captured: Some(std::cell::RefCell::new(String::new())),
+        colour: false,
     };
     let hint = cli.command.truncation_hint();
     let result = dispatch(cli.command, &g);

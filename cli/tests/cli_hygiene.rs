@@ -300,3 +300,50 @@ fn completions_for_every_shell() {
     let e = one_line_error(&run(&["completions", "tcsh"]));
     assert!(e.contains("invalid value 'tcsh'"), "{e}");
 }
+
+#[test]
+fn gate_verdicts_in_colour_on_a_terminal_only() {
+    use gapscope_tests::traces::{save, stretched};
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base.gst");
+    let o = run(&["import", "-q", s(&repo(QWEN)), "-o", s(&base)]);
+    assert!(o.status.success());
+    let t = gapscope_traces::read_trace(&base, &Default::default()).unwrap();
+    let slow = save(dir.path(), "slow.gst", &stretched(&t, 1.5));
+    const ESC: char = '\u{1b}';
+    for (cur, word, code, sgr) in [(&base, "pass", 0, "32"), (&slow, "REGRESSION", 1, "1;31")] {
+        let args = ["gate", "-q", "--baseline", s(&base), "--current", s(cur)];
+        // Piped: plain words.
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(code));
+        let out = stdout(&o);
+        assert!(out.starts_with(&format!("gate: {word}\n")), "{out}");
+        assert!(!out.contains(ESC), "{out:?}");
+        // On a terminal: the verdict and each judgement's word in colour, nothing else.
+        let (seen, c) = pty::in_terminal(&args, &[], true);
+        assert_eq!(c, code, "{seen}");
+        let painted = format!("{ESC}[{sgr}m{word}{ESC}[0m");
+        assert!(seen.starts_with(&format!("gate: {painted}\n")), "{seen:?}");
+        assert!(
+            seen.lines()
+                .any(|l| l.starts_with("TPOT ") && l.contains(&painted)),
+            "{seen:?}"
+        );
+        assert_eq!(
+            seen.replace(&painted, word)
+                .replace(&format!("{ESC}[32mpass{ESC}[0m"), "pass"),
+            out,
+            "{seen:?}"
+        );
+        // NO_COLOR: none.
+        let (seen, _) = pty::in_terminal(&args, &[("NO_COLOR", "1")], true);
+        assert_eq!(seen, out);
+        // Markdown and JSON never.
+        for fmt in ["--markdown", "--json"] {
+            let mut a = args.to_vec();
+            a.push(fmt);
+            let (seen, _) = pty::in_terminal(&a, &[], true);
+            assert!(!seen.contains(ESC), "{fmt}: {seen:?}");
+        }
+    }
+}

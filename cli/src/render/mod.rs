@@ -1,6 +1,7 @@
 //! Report renderers. All read the typed report; the table and Markdown renderers share the
 //! same cells so they cannot disagree.
 
+pub mod colour;
 pub mod csv;
 pub mod html;
 pub mod json;
@@ -17,7 +18,11 @@ use gapscope_analyzer::analysis::{BucketRow, Report, TelemetryReport};
 
 /// Writes to stdout, treating a closed pipe (`| head`) as success.
 pub fn write_stdout(s: &str) -> anyhow::Result<()> {
-    let s = terminal_safe(s);
+    write_stdout_raw(&terminal_safe(s))
+}
+
+/// [`write_stdout`] for text already made terminal-safe (with gapscope's own colour).
+pub(crate) fn write_stdout_raw(s: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
         Ok(()) => Ok(()),

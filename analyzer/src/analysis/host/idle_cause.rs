@@ -76,6 +76,9 @@ pub struct IdleAttribution<'a> {
     map: &'a LaunchMap,
     /// Host compute per charged name, over the gaps attributed so far.
     pub charged: HashMap<Charge, Charged, BuildHasherDefault<FxHasher>>,
+    /// Launch time inside the gaps per scope around the launch call (the ops that issue
+    /// the work the GPU waits for).
+    pub launched: HashMap<StrId, i64, BuildHasherDefault<FxHasher>>,
     /// Scratch stack for [`Forest::innermost_over`].
     scratch: Vec<u32>,
     /// Gaps whose ending activity had a launch record, and all gaps.
@@ -90,6 +93,7 @@ impl<'a> IdleAttribution<'a> {
             forest,
             map,
             charged: HashMap::default(),
+            launched: HashMap::default(),
             scratch: Vec::new(),
             linked: 0,
             gaps: 0,
@@ -171,7 +175,13 @@ impl<'a> IdleAttribution<'a> {
             let until = c.end.min(b);
             let ns = until - t;
             match c.class {
-                ApiClass::Launch => into.launch += ns,
+                ApiClass::Launch => {
+                    into.launch += ns;
+                    // The graph's own launch is not one of the eager launches around it.
+                    if !self.trace.strings.get(c.name).contains("GraphLaunch") {
+                        self.charge_launch(tid, t, until);
+                    }
+                }
                 ApiClass::Sync => into.sync += ns,
                 ApiClass::Other => {
                     into.host_compute += ns;
@@ -180,6 +190,19 @@ impl<'a> IdleAttribution<'a> {
             }
             t = until;
         }
+    }
+
+    /// Charges launch time `[a, b)` on `tid` to the innermost scope around it.
+    fn charge_launch(&mut self, tid: u64, a: i64, b: i64) {
+        let forest = self.forest;
+        let launched = &mut self.launched;
+        forest.innermost_over(tid, a, b, &mut self.scratch, |node, ns| {
+            if node != NONE {
+                *launched
+                    .entry(forest.nodes[node as usize].name)
+                    .or_default() += ns;
+            }
+        });
     }
 
     fn scopes(&mut self, tid: u64, a: i64, b: i64, into: &mut Causes) {
@@ -209,6 +232,9 @@ impl<'a> IdleAttribution<'a> {
     pub fn absorb(&mut self, other: IdleAttribution<'_>) {
         self.linked += other.linked;
         self.gaps += other.gaps;
+        for (k, ns) in other.launched {
+            *self.launched.entry(k).or_default() += ns;
+        }
         for (k, c) in other.charged {
             let e = self.charged.entry(k).or_default();
             e.ns += c.ns;

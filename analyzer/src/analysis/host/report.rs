@@ -145,7 +145,24 @@ pub struct Lever {
     pub scope: Option<LeverScope>,
     /// Host scopes in the trace.
     pub scopes: usize,
+    /// Launch: the scopes whose launch calls took most of the launch time, most first.
+    pub launched_in: Vec<LeverScope>,
+    /// The trace replays CUDA graphs: how much of its work, and the eager work around it.
+    pub graph: Option<GraphReplay>,
 }
+
+/// A trace whose steps replay CUDA graphs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct GraphReplay {
+    /// Kernels replayed from graphs, % of all kernels.
+    pub replayed_kernels_pct: f64,
+    /// Kernels launched one by one (outside any graph), per step.
+    pub eager_kernels_per_step: f64,
+}
+
+/// Replayed kernels above this share make a step "graph-replayed": the launch lever then
+/// names the eager launches around the graph instead of proposing a graph.
+const GRAPHED_PCT: f64 = 50.0;
 
 /// The scope a host-compute lever names.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -158,13 +175,15 @@ pub struct LeverScope {
 impl Serialize for Lever {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut m = s.serialize_struct("Lever", 6)?;
+        let mut m = s.serialize_struct("Lever", 8)?;
         m.serialize_field("cause", self.cause.map_or("none", IdleCause::key))?;
         m.serialize_field("text", &self.to_string())?;
         m.serialize_field("idle_share_of_step_pct", &self.idle_share_of_step_pct)?;
         m.serialize_field("share_of_idle_pct", &self.share_of_idle_pct)?;
         m.serialize_field("scope", &self.scope)?;
         m.serialize_field("scopes", &self.scopes)?;
+        m.serialize_field("launched_in", &self.launched_in)?;
+        m.serialize_field("graph", &self.graph)?;
         m.end()
     }
 }
@@ -206,10 +225,35 @@ impl std::fmt::Display for Lever {
                     )
                 }
             },
-            IdleCause::Launch => write!(
-                f,
-                "launch overhead is {share:.0}% of the idle: the host spends the gaps issuing work; fewer, fused kernels or a CUDA graph per step"
-            ),
+            IdleCause::Launch => {
+                let names: Vec<String> = self
+                    .launched_in
+                    .iter()
+                    .map(|s| format!("`{}`", crate::text::scope_name(&s.name)))
+                    .collect();
+                match self.graph {
+                    Some(g) if g.replayed_kernels_pct >= GRAPHED_PCT => write!(
+                        f,
+                        "launch overhead is {share:.0}% of the idle, but the steps already replay a CUDA graph ({:.0}% of the kernels): the idle is in the eager launches around it (about {:.0} kernels per step){}; move that work (input preparation, sampling) into the graph or overlap it with the replay",
+                        g.replayed_kernels_pct,
+                        g.eager_kernels_per_step,
+                        if names.is_empty() {
+                            String::new()
+                        } else {
+                            format!(", launched in {}", names.join(", "))
+                        }
+                    ),
+                    _ => write!(
+                        f,
+                        "launch overhead is {share:.0}% of the idle: the host spends the gaps issuing work{}; fewer, fused kernels or a CUDA graph per step",
+                        if names.is_empty() {
+                            String::new()
+                        } else {
+                            format!(", most of it in {}", names.join(", "))
+                        }
+                    ),
+                }
+            }
             IdleCause::Sync => write!(
                 f,
                 "synchronisation is {share:.0}% of the idle: the host blocks until the GPU drains; remove host syncs from the step (.item(), .cpu(), .tolist(), blocking copies)"
@@ -306,7 +350,22 @@ pub fn build(inp: Inputs, trace: &gapscope_traces::Trace) -> HostIdleReport {
             }
         })
         .collect();
-    let lever = lever(&inside, inp.step_ms, top_scopes.first(), inp.scopes);
+    let mut lever = lever(&inside, inp.step_ms, top_scopes.first(), inp.scopes);
+    if lever.cause == Some(IdleCause::Launch) {
+        let mut launched: Vec<(&gapscope_traces::StrId, &i64)> =
+            inp.attribution.launched.iter().collect();
+        launched.sort_by_key(|(id, ns)| (std::cmp::Reverse(**ns), **id));
+        lever.launched_in = launched
+            .into_iter()
+            .take(3)
+            .map(|(id, ns)| LeverScope {
+                name: trace.strings.get(*id).to_owned(),
+                kind: ChargeKind::Scope(ScopeKind::Other),
+                ms_per_step: *ns as f64 / 1e6 / n,
+            })
+            .collect();
+    }
+    lever.graph = graph_replay(trace, inp.steps);
     HostIdleReport {
         scopes: inp.scopes,
         gaps: inp.gaps,
@@ -321,6 +380,17 @@ pub fn build(inp: Inputs, trace: &gapscope_traces::Trace) -> HostIdleReport {
         top_scopes,
         lever,
     }
+}
+
+/// How much of the trace's work is replayed from CUDA graphs; `None` without graphs.
+fn graph_replay(trace: &gapscope_traces::Trace, steps: usize) -> Option<GraphReplay> {
+    let g = crate::analysis::graphs::GraphKernels::of(trace);
+    let n = trace.kernels.len;
+    let replayed = (0..n).filter(|&i| g.replayed(trace, i)).count();
+    (replayed > 0 && n > 0).then(|| GraphReplay {
+        replayed_kernels_pct: 100.0 * replayed as f64 / n as f64,
+        eager_kernels_per_step: (n - replayed) as f64 / steps.max(1) as f64,
+    })
 }
 
 fn lever(
@@ -339,6 +409,8 @@ fn lever(
             share_of_idle_pct: 0.0,
             scope: None,
             scopes,
+            launched_in: Vec::new(),
+            graph: None,
         };
     }
     let (cause, ms) = row.ranked()[0];
@@ -354,6 +426,8 @@ fn lever(
                 ms_per_step: t.ms_per_step,
             }),
         scopes,
+        launched_in: Vec::new(),
+        graph: None,
     }
 }
 
@@ -369,6 +443,8 @@ mod tests {
             share_of_idle_pct: 0.0,
             scope: None,
             scopes: 0,
+            launched_in: Vec::new(),
+            graph: None,
         };
         assert_eq!(
             busy.to_string(),
@@ -384,6 +460,8 @@ mod tests {
                 ms_per_step: 0.25,
             }),
             scopes: 2,
+            launched_in: Vec::new(),
+            graph: None,
         };
         assert!(
             annotation.to_string().starts_with(

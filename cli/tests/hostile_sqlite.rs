@@ -313,7 +313,8 @@ fn history_reads_leave_a_wal_history_alone() {
                 "--bucket",
                 "gemv",
             ]));
-            assert_eq!(trend.lines().count(), 4, "{left:?}: {trend}");
+            // The title, the column headers, three runs.
+            assert_eq!(trend.lines().count(), 5, "{left:?}: {trend}");
             let g = gate_history(db, "2");
             let v: serde_json::Value = serde_json::from_str(&succeeds(&g)).unwrap();
             assert_eq!(v["verdict"], "pass", "{left:?}");
@@ -492,12 +493,14 @@ fn stored_text_cannot_forge_rows_or_drive_the_terminal() {
     };
     let db = s(&db);
     clean(&succeeds(&run(&["history", "--db", db, "list"])), 2, "list");
+    // show: the run's line, the table's title and headers, 7 buckets; trend: the title,
+    // the headers, one run.
     let show = succeeds(&run(&["history", "--db", db, "show", "1"]));
-    clean(&show, 2 + 7, "show");
+    clean(&show, 3 + 7, "show");
     let trend = succeeds(&run(&["history", "--db", db, "trend", "--bucket", "gemv"]));
-    clean(&trend, 2, "trend");
+    clean(&trend, 3, "trend");
     let trend = succeeds(&run(&["history", "--db", db, "trend", "--bucket", bucket]));
-    clean(&trend, 2, "trend of the odd bucket");
+    clean(&trend, 3, "trend of the odd bucket");
     let v: serde_json::Value =
         serde_json::from_str(&succeeds(&run(&["history", "--db", db, "--json", "list"]))).unwrap();
     assert_eq!(v["runs"][0]["label"], label);

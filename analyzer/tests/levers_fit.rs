@@ -41,3 +41,38 @@ fn an_eager_step_keeps_the_graph_advice_with_its_launchers_named() {
     assert!(text.contains("a CUDA graph per step"), "{text}");
     assert!(text.contains("most of it in `aten::"), "{text}");
 }
+
+/// `diff` of two models on one engine (HF eager: Qwen3-0.6B against Llama-3.2-1B) says the
+/// runs are different models, not that "each engine" files the work differently; against
+/// another engine (gapscope-engine against HF) it keeps the engines' reason.
+#[test]
+fn diff_notes_name_different_models_on_one_engine() {
+    use gapscope_analyzer::diff::diff;
+    let qwen = common::open(repo("traces/reference/hf-qwen3-0.6b-npl1.json.gz"));
+    let llama = common::open(repo("traces/reference/hf-llama3.2-1b-npl8.json.gz"));
+    let d = diff(qwen.diff_side(), llama.diff_side(), 10);
+    let grouped: Vec<&str> = d
+        .groups
+        .iter()
+        .filter(|g| g.grouped)
+        .map(|g| g.why.as_str())
+        .collect();
+    assert!(!grouped.is_empty());
+    for why in &grouped {
+        assert!(
+            why.contains("A and B run different models (kernels per step 1620 vs 680)"),
+            "{why}"
+        );
+        assert!(!why.contains("each engine"), "{why}");
+    }
+    let engine = common::open(repo("traces/reference/engine-llama3-8b-npl1.gst"));
+    let hf = common::open(repo("traces/reference/hf-llama3-8b-npl1.json.gz"));
+    let d = diff(engine.diff_side(), hf.diff_side(), 10);
+    assert!(
+        d.groups
+            .iter()
+            .any(|g| g.grouped && !g.why.contains("different models")),
+        "{:?}",
+        d.groups.iter().map(|g| &g.why).collect::<Vec<_>>()
+    );
+}

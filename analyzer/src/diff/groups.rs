@@ -53,9 +53,47 @@ pub struct Grouping {
     pub why: String,
 }
 
+/// Kernels-per-step ratio beyond which two traces of one engine run different models.
+pub const MODEL_KERNELS_RATIO: f64 = 1.5;
+
+/// What the two sides are: one engine (the same step markers and input format) with their
+/// kernels per step, or engines that may differ.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Sides {
+    /// One engine; A's and B's kernels per step.
+    SameEngine(f64, f64),
+    Engines,
+}
+
+impl Sides {
+    /// Why the same work is filed differently: different engines fuse differently; one
+    /// engine whose kernel counts differ this much runs different models.
+    fn cause(self, what: &str) -> String {
+        match self {
+            Self::SameEngine(a, b)
+                if a > 0.0 && b > 0.0 && (a / b > MODEL_KERNELS_RATIO || b / a > MODEL_KERNELS_RATIO) =>
+            {
+                format!(
+                    "A and B run different models (kernels per step {a:.0} vs {b:.0}), so their work is not the same"
+                )
+            }
+            Self::SameEngine(..) => {
+                "the two runs of one engine file this work differently (another setting or kernel choice)"
+                    .to_owned()
+            }
+            Self::Engines => what.to_owned(),
+        }
+    }
+}
+
 /// Decides, for each multi-bucket group, whether A and B file its work alike. `calls` gives
 /// (A, B) calls per step of a bucket.
 pub fn decide(calls: impl Fn(Bucket) -> (f64, f64)) -> Vec<Grouping> {
+    decide_for(Sides::Engines, calls)
+}
+
+/// [`decide`], saying why in terms of what the two sides are.
+pub fn decide_for(sides: Sides, calls: impl Fn(Bucket) -> (f64, f64)) -> Vec<Grouping> {
     GROUPS
         .iter()
         .filter_map(|g| {
@@ -79,7 +117,7 @@ pub fn decide(calls: impl Fn(Bucket) -> (f64, f64)) -> Vec<Grouping> {
                     true,
                     format!(
                         "{bk} has {a:.1} calls/step in A and {b:.1} in B: {}",
-                        g.what
+                        sides.cause(g.what)
                     ),
                 ),
                 None => (

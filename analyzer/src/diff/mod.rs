@@ -467,7 +467,13 @@ pub fn diff_with_floor(
     top_moved.sort_by(|x, y| y.delta_ms.abs().total_cmp(&x.delta_ms.abs()));
     top_moved.truncate(top);
 
-    let groupings = groups::decide(|bk| (calls(a, bk), calls(b, bk)));
+    let same_engine = a.steps.engine == b.steps.engine && a.source.format == b.source.format;
+    let sides = if same_engine {
+        groups::Sides::SameEngine(structural.a_kernels_per_step, structural.b_kernels_per_step)
+    } else {
+        groups::Sides::Engines
+    };
+    let groupings = groups::decide_for(sides, |bk| (calls(a, bk), calls(b, bk)));
     let group_rows: Vec<GroupDelta> = groupings
         .iter()
         .map(|g| {

@@ -18,7 +18,7 @@ use gapscope_analyzer::session::ranks::RankMode;
 use gapscope_traces::{check_output, write_output};
 
 use crate::render::markdown::{Align, Cell, table, text_row};
-use crate::render::{md_code, md_text, ms, short, text};
+use crate::render::{Names, md_code, md_text, ms, text};
 use crate::report_cmd::AnalysisArgs;
 
 #[derive(Args)]
@@ -250,8 +250,9 @@ pub(crate) fn ratio(d: &DiffReport) -> f64 {
 }
 
 fn render(d: &DiffReport, md: bool) -> String {
+    let names = Names::of_diff(d);
     if md {
-        return markdown(d);
+        return markdown(d, &names);
     }
     let mut s = String::new();
     let line = |s: &mut String, cells: &[String]| {
@@ -305,7 +306,7 @@ fn render(d: &DiffReport, md: bool) -> String {
         if !list.is_empty() {
             s.push_str(&format!("{label} ({total}):\n"));
             for (n, c) in list {
-                s.push_str(&format!("  {c:>7.1}/step  {}\n", text(&short(n))));
+                s.push_str(&format!("  {c:>7.1}/step  {}\n", text(&names.get(n))));
             }
             if total > list.len() {
                 s.push_str(&format!(
@@ -338,7 +339,7 @@ fn render(d: &DiffReport, md: bool) -> String {
     }
     s.push_str("\ntop kernels that moved (ms/step, A vs B):\n");
     for k in &d.top_moved {
-        let [name, bucket, a, b, delta] = moved_cells(k);
+        let [name, bucket, a, b, delta] = moved_cells(k, &names);
         s.push_str(&format!(
             "  {a:>9} {b:>9} {delta:>9}  [{bucket}] {}\n",
             text(&name)
@@ -390,10 +391,10 @@ pub(crate) fn what_if_cells(w: &WhatIf) -> [String; 5] {
     ]
 }
 
-/// A moved kernel's cells: short name, bucket, A and B ms/step, delta.
-pub(crate) fn moved_cells(k: &gapscope_analyzer::diff::KernelMove) -> [String; 5] {
+/// A moved kernel's cells: name as `names` prints it, bucket, A and B ms/step, delta.
+pub(crate) fn moved_cells(k: &gapscope_analyzer::diff::KernelMove, names: &Names) -> [String; 5] {
     [
-        short(&k.name),
+        names.get(&k.name),
         k.bucket.to_string(),
         ms(k.a_ms_per_step),
         ms(k.b_ms_per_step),
@@ -483,8 +484,8 @@ fn bucket_list(b: &[gapscope_analyzer::Bucket]) -> String {
 }
 
 /// A kernel name as Markdown inline code.
-fn code(name: &str) -> String {
-    md_code(&short(name))
+fn code(name: &str, names: &Names) -> String {
+    md_code(&names.get(name))
 }
 
 /// A diff table: the first `names` columns left-aligned, the figures right.
@@ -496,7 +497,7 @@ fn md_table(s: &mut String, head: &[&str], names: usize, rows: Vec<Vec<Cell>>) {
     ));
 }
 
-fn markdown(d: &DiffReport) -> String {
+fn markdown(d: &DiffReport, names: &Names) -> String {
     let mut s = String::from("## gapscope diff\n\n");
     for (label, side) in [("A", &d.a), ("B", &d.b)] {
         s.push_str(&format!(
@@ -544,7 +545,7 @@ fn markdown(d: &DiffReport) -> String {
         if !list.is_empty() {
             let mut items: Vec<String> = list
                 .iter()
-                .map(|(n, c)| format!("{} ({c:.1}/step)", code(n)))
+                .map(|(n, c)| format!("{} ({c:.1}/step)", code(n, names)))
                 .collect();
             if total > list.len() {
                 items.push(format!("and {} more", total - list.len()));
@@ -575,7 +576,7 @@ fn markdown(d: &DiffReport) -> String {
         .top_moved
         .iter()
         .map(|k| {
-            let [name, rest @ ..] = moved_cells(k);
+            let [name, rest @ ..] = moved_cells(k, names);
             std::iter::once(Cell::Code(name))
                 .chain(rest.into_iter().map(Cell::Text))
                 .collect()

@@ -21,6 +21,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
+use render::names::{Width, with_width};
 
 #[derive(Parser)]
 #[command(
@@ -38,6 +39,10 @@ struct Cli {
     /// More log output on stderr (repeat for more).
     #[arg(long, short, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// Whole kernel names on a terminal too (piped output always has them; a terminal gets
+    /// names cut in the middle to 80 characters, and tables cut to its width).
+    #[arg(long, global = true)]
+    wide: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -233,7 +238,13 @@ where
         colour: stdout_colour(),
     };
     let hint = cli.command.truncation_hint();
-    match dispatch(cli.command, &g) {
+    // Names are cut only for a person at a terminal.
+    let names = if cli.wide || !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        Width::Whole
+    } else {
+        Width::Cut(render::names::NAME_CHARS)
+    };
+    match with_width(names, || dispatch(cli.command, &g)) {
         Ok(code) => code,
         Err(e) => fail(&e, hint),
     }
@@ -271,7 +282,8 @@ where
         colour: false,
     };
     let hint = cli.command.truncation_hint();
-    let result = dispatch(cli.command, &g);
+    // The output is kept, not shown on a terminal: whole names.
+    let result = with_width(Width::Whole, || dispatch(cli.command, &g));
     let output = g.captured.map(|c| c.into_inner()).unwrap_or_default();
     match result {
         Ok(code) => Outcome {

@@ -97,6 +97,7 @@ pub fn table(headers: &[&str], align: &[Align], rows: &[Vec<Cell>]) -> String {
 pub fn reports(reports: &[Report], top_kernels: bool) -> String {
     let mut out = String::new();
     for r in reports {
+        let names = super::Names::of_report(r);
         out.push_str(&format!(
             "## gapscope report: {}\n\n",
             md_code(&r.source.path)
@@ -115,10 +116,14 @@ pub fn reports(reports: &[Report], top_kernels: bool) -> String {
             title[..1].to_uppercase(),
             &title[1..]
         ));
-        report_table(&BUCKET_HEADERS, md_cells(&r.buckets), &mut out);
+        report_table(&BUCKET_HEADERS, md_cells(&r.buckets, &names), &mut out);
         if !r.prefill_buckets.is_empty() {
             out.push_str("\n### Buckets per prefill step\n\n");
-            report_table(&BUCKET_HEADERS, md_cells(&r.prefill_buckets), &mut out);
+            report_table(
+                &BUCKET_HEADERS,
+                md_cells(&r.prefill_buckets, &names),
+                &mut out,
+            );
         }
         if let Some(g) = &r.groups {
             let (title, rows) = super::group_cells(g);
@@ -128,9 +133,9 @@ pub fn reports(reports: &[Report], top_kernels: bool) -> String {
         }
         if top_kernels {
             out.push_str("\n### Top kernels per bucket\n\n");
-            let rows = super::top_cells(&r.buckets)
+            let rows = super::top_cells(&r.buckets, &names)
                 .into_iter()
-                .map(|r| code_at(r, 1))
+                .map(|r| code_at(r, super::TOP_HEADERS.len() - 1))
                 .collect();
             report_table(&super::TOP_HEADERS, rows, &mut out);
         }
@@ -184,8 +189,11 @@ fn code_at(cells: Vec<String>, i: usize) -> Vec<Cell> {
 }
 
 /// The bucket cells with the kernel-name column (the last) as inline code.
-fn md_cells(rows: &[gapscope_analyzer::analysis::BucketRow]) -> Vec<Vec<Cell>> {
-    bucket_cells(rows)
+fn md_cells(
+    rows: &[gapscope_analyzer::analysis::BucketRow],
+    names: &super::Names,
+) -> Vec<Vec<Cell>> {
+    bucket_cells(rows, names)
         .into_iter()
         .map(|c| {
             let last = c.len().saturating_sub(1);

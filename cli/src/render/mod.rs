@@ -6,6 +6,7 @@ pub mod csv;
 pub mod html;
 pub mod json;
 pub mod markdown;
+pub mod names;
 pub mod ranks;
 pub mod roofline_svg;
 mod spec;
@@ -51,7 +52,8 @@ pub fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-pub use gapscope_analyzer::text::{count, cut, short};
+pub use gapscope_analyzer::text::{count, cut};
+pub use names::Names;
 
 /// Columns of the terminal stdout writes to; `None` when stdout is not a terminal (pipes
 /// and files get whole lines). `COLUMNS` overrides what the terminal reports.
@@ -367,13 +369,14 @@ pub fn summary(r: &Report) -> Vec<(String, String)> {
             if r.other.top.is_empty() {
                 String::new()
             } else {
+                let names = Names::of_report(r);
                 format!(
                     "; top: {}",
                     r.other
                         .top
                         .iter()
                         .take(3)
-                        .map(|n| format!("{} ({} ms)", text(&short(&n.name)), ms(n.ms)))
+                        .map(|n| format!("{} ({} ms)", text(&names.get(&n.name)), ms(n.ms)))
                         .collect::<Vec<_>>()
                         .join(", ")
                 )
@@ -564,8 +567,8 @@ pub const BUCKET_HEADERS: [&str; 9] = [
     "top kernel",
 ];
 
-/// Cells of the bucket table.
-pub fn bucket_cells(rows: &[BucketRow]) -> Vec<Vec<String>> {
+/// Cells of the bucket table; kernel names as `names` prints them.
+pub fn bucket_cells(rows: &[BucketRow], names: &Names) -> Vec<Vec<String>> {
     rows.iter()
         .map(|b| {
             let s = b.ms_per_step;
@@ -582,23 +585,24 @@ pub fn bucket_cells(rows: &[BucketRow]) -> Vec<Vec<String>> {
                 opt(b.share_of_step_pct, pct),
                 b.top
                     .first()
-                    .map(|t| text(&short(&t.name)))
+                    .map(|t| text(&names.get(&t.name)))
                     .unwrap_or_default(),
             ]
         })
         .collect()
 }
 
-pub const TOP_HEADERS: [&str; 5] = ["bucket", "kernel", "calls", "total ms", "ms/call"];
+pub const TOP_HEADERS: [&str; 5] = ["bucket", "calls", "total ms", "ms/call", "kernel"];
 
-/// One row per listed kernel name of each bucket: bucket, name, calls, total, mean.
-pub fn top_cells(rows: &[BucketRow]) -> Vec<Vec<String>> {
+/// One row per listed kernel name of each bucket: bucket, calls, total, mean, name (last,
+/// as in the bucket table: a name column reads left-aligned, and gives way on a narrow
+/// terminal).
+pub fn top_cells(rows: &[BucketRow], names: &Names) -> Vec<Vec<String>> {
     rows.iter()
         .flat_map(|b| {
             b.top.iter().map(move |t| {
                 vec![
                     b.bucket.to_string(),
-                    text(&short(&t.name)),
                     t.calls.to_string(),
                     ms(t.ms),
                     ms(if t.calls > 0 {
@@ -606,6 +610,7 @@ pub fn top_cells(rows: &[BucketRow]) -> Vec<Vec<String>> {
                     } else {
                         0.0
                     }),
+                    text(&names.get(&t.name)),
                 ]
             })
         })

@@ -2,13 +2,15 @@
 
 use gapscope_analyzer::analysis::Report;
 
+use super::names::{self, Names, Width};
 use super::{BUCKET_HEADERS, TELEMETRY_TITLE, bucket_cells, summary, telemetry};
 
 /// Narrowest the last (name) column is cut to when the terminal is narrow.
 const MIN_NAME_WIDTH: usize = 24;
 
 /// `rows` under `headers`, aligned: the first and last columns left, the rest right, a rule
-/// under the headers; on a narrow terminal the last column is cut.
+/// under the headers; on a narrow terminal the last column is cut in the middle (not with
+/// `--wide`).
 pub fn grid(headers: &[&str], rows: &[Vec<String>], out: &mut String) {
     let mut w: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for r in rows {
@@ -19,7 +21,10 @@ pub fn grid(headers: &[&str], rows: &[Vec<String>], out: &mut String) {
     // On a terminal, the last column (kernel names) gives way so lines fit its width.
     let last = w.len() - 1;
     let fixed: usize = w[..last].iter().sum::<usize>() + 2 * last;
-    let rows: Vec<Vec<String>> = match super::terminal_width() {
+    let width = (names::width() != Width::Whole)
+        .then(super::terminal_width)
+        .flatten();
+    let rows: Vec<Vec<String>> = match width {
         Some(cols) if fixed + w[last] > cols => {
             let room = cols.saturating_sub(fixed).max(MIN_NAME_WIDTH);
             w[last] = w[last].min(room).max(headers[last].chars().count());
@@ -27,7 +32,7 @@ pub fn grid(headers: &[&str], rows: &[Vec<String>], out: &mut String) {
                 .map(|r| {
                     let mut r = r.clone();
                     if let Some(c) = r.last_mut() {
-                        *c = super::cut(c, room);
+                        *c = names::middle_cut(c, room);
                     }
                     r
                 })
@@ -70,6 +75,7 @@ pub fn reports(reports: &[Report], top_kernels: bool) -> String {
         if n > 0 {
             out.push('\n');
         }
+        let names = Names::of_report(r);
         let s = summary(r);
         let lw = s.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
         for (l, v) in &s {
@@ -91,10 +97,14 @@ pub fn reports(reports: &[Report], top_kernels: bool) -> String {
         }
         out.push_str(r.bucket_scope.title());
         out.push('\n');
-        grid(&BUCKET_HEADERS, &bucket_cells(&r.buckets), &mut out);
+        grid(&BUCKET_HEADERS, &bucket_cells(&r.buckets, &names), &mut out);
         if !r.prefill_buckets.is_empty() {
             out.push_str("\nbuckets per prefill step\n");
-            grid(&BUCKET_HEADERS, &bucket_cells(&r.prefill_buckets), &mut out);
+            grid(
+                &BUCKET_HEADERS,
+                &bucket_cells(&r.prefill_buckets, &names),
+                &mut out,
+            );
         }
         if let Some(g) = &r.groups {
             let (title, rows) = super::group_cells(g);
@@ -103,7 +113,11 @@ pub fn reports(reports: &[Report], top_kernels: bool) -> String {
         }
         if top_kernels {
             out.push_str("\ntop kernels per bucket (decode steps)\n");
-            grid(&super::TOP_HEADERS, &super::top_cells(&r.buckets), &mut out);
+            grid(
+                &super::TOP_HEADERS,
+                &super::top_cells(&r.buckets, &names),
+                &mut out,
+            );
         }
         if !r.other.top.is_empty() {
             out.push_str("\ntop `other` kernels (add rules with --rules FILE)\n");

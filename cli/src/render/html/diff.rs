@@ -10,7 +10,7 @@ use crate::diff_cmd::{
     BUCKET_HEAD, bucket_rows, group_line, idle_figures, moved_cells, ratio, shares_line,
     side_figures, spec_lines, what_if_cells,
 };
-use crate::render::{ms, short, text};
+use crate::render::{Names, ms, text};
 
 /// The whole diff: title, headline and sections.
 pub fn body(d: &DiffReport) -> String {
@@ -69,13 +69,14 @@ fn sections(d: &DiffReport) -> String {
         s.push_str(&format!("<p>{}; {}</p>\n", escape(&head), escape(&how)));
     }
     s.push_str(&what_ifs(d));
-    s.push_str(&structure(d));
+    let names = Names::of_diff(d);
+    s.push_str(&structure(d, &names));
     s.push_str("<h3>Top kernels that moved</h3>\n");
     let rows: Vec<Vec<Cell>> = d
         .top_moved
         .iter()
         .map(|k| {
-            let [name, bucket, a, b, delta] = moved_cells(k);
+            let [name, bucket, a, b, delta] = moved_cells(k, &names);
             vec![
                 Cell::Code(text(&name)),
                 Cell::Bucket(bucket),
@@ -179,7 +180,7 @@ fn what_ifs(d: &DiffReport) -> String {
 }
 
 /// Kernels per step and the names only one side has.
-fn structure(d: &DiffReport) -> String {
+fn structure(d: &DiffReport, names: &Names) -> String {
     let st = &d.structural;
     let mut s = String::from("<h3>Structure per step</h3>\n");
     s.push_str(&format!(
@@ -200,7 +201,12 @@ fn structure(d: &DiffReport) -> String {
         s.push_str(&format!("<p>{label} ({total}):</p>\n"));
         let rows: Vec<Vec<Cell>> = list
             .iter()
-            .map(|(n, c)| vec![Cell::Num(format!("{c:.1}")), Cell::Code(text(&short(n)))])
+            .map(|(n, c)| {
+                vec![
+                    Cell::Num(format!("{c:.1}")),
+                    Cell::Code(text(&names.get(n))),
+                ]
+            })
             .collect();
         s.push_str(&table("", &["per step", "kernel"], &rows));
         if total > list.len() {

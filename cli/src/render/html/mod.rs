@@ -64,11 +64,20 @@ pub fn escape(s: &str) -> String {
 /// the bucket bars and the bucket table. No `<html>` or `<body>`: for embedding (a
 /// notebook's `_repr_html_`).
 pub fn report_fragment(report: &Report, tables: &Tables) -> String {
-    format!(
-        "<div class=\"gapscope\">\n<style>{}</style>\n{}</div>\n",
-        style::CSS,
-        page::trace_section(report, tables, None)
-    )
+    on_page(|| {
+        format!(
+            "<div class=\"gapscope\">\n<style>{}</style>\n{}</div>\n",
+            style::CSS,
+            page::trace_section(report, tables, None)
+        )
+    })
+}
+
+/// Runs `f` with kernel names cut as on a terminal: a page is laid out for a screen, whatever
+/// the command's standard output is.
+fn on_page<T>(f: impl FnOnce() -> T) -> T {
+    use super::names::{NAME_CHARS, Width, with_width};
+    with_width(Width::Cut(NAME_CHARS), f)
 }
 
 /// The whole document `report --html` writes: for each trace its section (as in
@@ -80,14 +89,14 @@ pub fn report_page(
     ranks: Option<&RanksReport>,
     roofline: Option<&RooflineInput<'_>>,
 ) -> String {
-    page::report(traces, ranks, roofline)
+    on_page(|| page::report(traces, ranks, roofline))
 }
 
 /// The document `diff A B --html` writes: the headline (both sides, the gap), a waterfall
 /// from A's step to B's by bucket, the per-bucket attribution table, groups, idle,
 /// what-ifs, structural changes and the kernels that moved.
 pub fn diff_page(diff: &DiffReport) -> String {
-    page::document("gapscope diff", &diff::body(diff))
+    on_page(|| page::document("gapscope diff", &diff::body(diff)))
 }
 
 /// The document `diff --html` writes for two runs of several ranks: the rank comparison,
@@ -98,10 +107,12 @@ pub fn diff_ranks_page(
     ranks: &RanksDiff,
     buckets_refused: Option<&str>,
 ) -> String {
-    page::document(
-        "gapscope diff",
-        &diff::ranks_body(diff, ranks, buckets_refused),
-    )
+    on_page(|| {
+        page::document(
+            "gapscope diff",
+            &diff::ranks_body(diff, ranks, buckets_refused),
+        )
+    })
 }
 
 #[cfg(test)]

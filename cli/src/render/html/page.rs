@@ -56,10 +56,11 @@ pub fn trace_section(r: &Report, t: &Tables, anchor: Option<usize>) -> String {
     s.push_str(&charts::steps(r, t));
     s.push_str(&format!("<h3>{}</h3>\n", escape(r.bucket_scope.title())));
     s.push_str(&charts::bucket_bars(r));
-    s.push_str(&tables::buckets(&r.buckets));
+    let names = crate::render::Names::of_report(r);
+    s.push_str(&tables::buckets(&r.buckets, &names));
     if !r.prefill_buckets.is_empty() {
         s.push_str("<h3>buckets per prefill step</h3>\n");
-        s.push_str(&tables::buckets(&r.prefill_buckets));
+        s.push_str(&tables::buckets(&r.prefill_buckets, &names));
     }
     s.push_str(&headline::idle(r));
     if let Some(tel) = &r.telemetry {

@@ -131,9 +131,9 @@ pub fn code_spans(escaped: &str) -> String {
 
 /// The bucket table: the text report's columns and cells, the bucket with its colour, the
 /// top kernel in monospace.
-pub fn buckets(rows: &[BucketRow]) -> String {
+pub fn buckets(rows: &[BucketRow], names: &crate::render::Names) -> String {
     let last = BUCKET_HEADERS.len() - 1;
-    let cells: Vec<Vec<Cell>> = bucket_cells(rows)
+    let cells: Vec<Vec<Cell>> = bucket_cells(rows, names)
         .into_iter()
         .map(|r| {
             r.into_iter()

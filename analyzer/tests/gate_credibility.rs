@@ -94,3 +94,42 @@ fn too_few_stored_runs_are_warned_about() {
     assert!(warned(2));
     assert!(!warned(3));
 }
+
+/// Different models are refused by their depth, whatever the marker text says: Llama-3.2-1B
+/// (16 decoder layers) against the 8-layer Qwen3-Next-shaped model. gpt-oss-120b's public
+/// vLLM trace counts its 36 layers.
+#[test]
+fn models_of_different_depth_are_not_compared() {
+    use gapscope_analyzer::gate::Incomparability;
+    let llama = common::open(repo(
+        "traces/reference/hf-llama3.2-1b-npl8-stack-math.json.gz",
+    ));
+    let qwen = common::open(repo("traces/reference/hf-qwen3next-small-npl1.json.gz"));
+    assert_eq!(llama.report.source.decoder_layers, Some(16));
+    assert_eq!(qwen.report.source.decoder_layers, Some(8));
+    let r = gate_with(
+        &llama.report,
+        &qwen.report,
+        &Policy::default(),
+        GateOptions::default(),
+    );
+    assert_eq!(r.verdict, Verdict::Incomparable);
+    assert!(r.incomparable.contains(&Incomparability::ModelDiffers {
+        baseline_layers: 16,
+        current_layers: 8
+    }));
+    let same = gate_with(
+        &llama.report,
+        &llama.report,
+        &Policy::default(),
+        GateOptions::default(),
+    );
+    assert!(
+        !same
+            .incomparable
+            .iter()
+            .any(|c| matches!(c, Incomparability::ModelDiffers { .. }))
+    );
+    let gptoss = common::open(repo("traces/corpus/vllm_b200_gptoss_tp8_prefill.json.gz"));
+    assert_eq!(gptoss.report.source.decoder_layers, Some(36));
+}

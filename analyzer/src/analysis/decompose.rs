@@ -417,11 +417,35 @@ fn source_info(imported: &Imported, p: &Prepared, steps: &Steps, notes: Vec<Stri
         graph_kernels,
         truncated: trace.manifest.truncated,
         untimed_events: trace.manifest.untimed_events,
+        decoder_layers: decoder_layers(trace),
         defects: imported.defects.clone(),
         model_config: trace.manifest.model_config.clone(),
         engine_config: trace.manifest.engine_config.clone(),
         notes,
     }
+}
+
+/// Distinct decoder layers: the engine's layer column when loaded, else the layer numbers in
+/// the module scopes' names.
+fn decoder_layers(trace: &gapscope_traces::Trace) -> Option<u32> {
+    use std::collections::{HashMap, HashSet};
+    let k = &trace.kernels;
+    let mut layers: HashSet<i64> = HashSet::new();
+    if k.layer.len() == k.len {
+        layers.extend(k.layer.iter().filter(|&&l| l >= 0).map(|&l| i64::from(l)));
+    }
+    if layers.is_empty() {
+        let s = &trace.scopes;
+        let module = gapscope_traces::ScopeKind::Module as u8;
+        let mut seen: HashMap<gapscope_traces::StrId, Option<u32>> = HashMap::new();
+        for i in (0..s.len).filter(|&i| s.kind[i] == module) {
+            let layer = *seen
+                .entry(s.name[i])
+                .or_insert_with(|| super::host::forest::layer_of(trace.strings.get(s.name[i])));
+            layers.extend(layer.map(i64::from));
+        }
+    }
+    (!layers.is_empty()).then(|| layers.len() as u32)
 }
 
 /// NVML telemetry of the steps' device over the decode steps (the device's kernel span

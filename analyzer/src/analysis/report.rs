@@ -131,6 +131,11 @@ pub struct SourceInfo {
     pub truncated: bool,
     /// Events left out because their time was missing or not a number.
     pub untimed_events: u64,
+    /// Decoder layers the model ran, counted from the layer numbers of its module scopes
+    /// (`LlamaDecoderLayer_31`) or the engine's layer column; absent when the trace names
+    /// none. Two runs of different depths are different models.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decoder_layers: Option<u32>,
     /// The model and the engine settings the run recorded (gapscope-engine traces): what
     /// says whether two traces are runs of one model and which levers each had.
     #[serde(skip_serializing_if = "Option::is_none")]

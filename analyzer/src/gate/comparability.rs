@@ -23,6 +23,16 @@ pub(super) fn comparability(baseline: &Report, current: &Report) -> Vec<Incompar
             current: b,
         });
     }
+    if let (Some(a), Some(b)) = (
+        baseline.source.decoder_layers,
+        current.source.decoder_layers,
+    ) && a != b
+    {
+        out.push(Incomparability::ModelDiffers {
+            baseline_layers: a,
+            current_layers: b,
+        });
+    }
     let (ka, kb) = (StepCut::of(baseline), StepCut::of(current));
     if ka != kb {
         out.push(Incomparability::StepsCutDifferently {

@@ -223,6 +223,11 @@ pub enum Incomparability {
     GpuUnnamed { side: GateSide, other: String },
     /// The markers give different batch sizes.
     BatchDiffers { baseline: u32, current: u32 },
+    /// The runs' models have different numbers of decoder layers: different models.
+    ModelDiffers {
+        baseline_layers: u32,
+        current_layers: u32,
+    },
     /// The steps are cut differently.
     StepsCutDifferently { baseline: StepCut, current: StepCut },
     /// One side decodes speculatively and the other does not: its steps produce several
@@ -268,6 +273,13 @@ impl std::fmt::Display for Incomparability {
                     "batch size differs (baseline {baseline}, current {current})"
                 )
             }
+            Self::ModelDiffers {
+                baseline_layers,
+                current_layers,
+            } => write!(
+                f,
+                "the models differ (baseline {baseline_layers} decoder layers, current {current_layers})"
+            ),
             Self::StepsCutDifferently { baseline, current } => write!(
                 f,
                 "steps are cut differently (baseline: {baseline}; current: {current})"

@@ -13,6 +13,16 @@ fn quoted(s: &str) -> String {
 /// `quiet_stderr` stderr goes to /dev/null instead (then it is no terminal: no progress bar,
 /// no log colour).
 pub fn in_terminal(args: &[&str], env: &[(&str, &str)], quiet_stderr: bool) -> (String, i32) {
+    in_terminal_at(None, args, env, quiet_stderr)
+}
+
+/// [`in_terminal`] run in the folder `dir` (else the test's own).
+pub fn in_terminal_at(
+    dir: Option<&std::path::Path>,
+    args: &[&str],
+    env: &[(&str, &str)],
+    quiet_stderr: bool,
+) -> (String, i32) {
     let bin = gapscope_tests::gapscope().get_program().to_owned();
     let mut line = quoted(bin.to_str().expect("UTF-8 path"));
     for a in args {
@@ -25,6 +35,9 @@ pub fn in_terminal(args: &[&str], env: &[(&str, &str)], quiet_stderr: bool) -> (
     let mut cmd = Command::new("script");
     cmd.args(["-qec", &line, "/dev/null"]);
     cmd.env_remove("NO_COLOR").env_remove("COLUMNS");
+    if let Some(d) = dir {
+        cmd.current_dir(d);
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }

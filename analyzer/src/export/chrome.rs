@@ -1,8 +1,10 @@
 //! Chrome trace-event JSON that Perfetto and chrome://tracing load: one process per GPU with
-//! a thread per stream plus a marker thread, one process for host threads. It is written
+//! a thread per stream plus a marker thread, one process per host process. It is written
 //! the way Kineto writes (categories, `deviceProperties`, GPU markers as
-//! `gpu_user_annotation`, host markers as `user_annotation`), so gapscope reads it back with
-//! its GPUs, markers and steps.
+//! `gpu_user_annotation`, host markers as `user_annotation`, host scopes as `cpu_op` and
+//! `python_function`, launch-to-kernel flows as `ac2g`), with every time exact to the
+//! nanosecond, so gapscope reads it back with its GPUs, markers, host scopes and steps: the
+//! same report as the trace it came from.
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -19,8 +21,20 @@ const HOST_PID_BASE: u64 = 1_000_000;
 /// tid of the GPU marker thread inside each GPU process (no CUDA stream id is this large).
 const MARKER_TID: u64 = u32::MAX as u64;
 
-fn us(ns: i64) -> f64 {
-    ns as f64 / 1000.0
+/// Nanoseconds as microseconds with three decimals, exactly (a float would round times
+/// past 2^53 / 1000 µs, where traces' epoch clocks live).
+struct Us(i64);
+
+impl std::fmt::Display for Us {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sign = if self.0 < 0 { "-" } else { "" };
+        let a = self.0.unsigned_abs();
+        write!(f, "{sign}{}.{:03}", a / 1000, a % 1000)
+    }
+}
+
+fn us(ns: i64) -> Us {
+    Us(ns)
 }
 
 /// Writes `trace` as a Chrome JSON object to `out`, which may not be one of `inputs`
@@ -108,7 +122,7 @@ pub fn write_chrome_to(trace: &Trace, rules: &RuleSet, w: &mut impl Write) -> st
         let b = Bucket::ALL[p.kernel_bucket[i] as usize];
         write!(
             w,
-            r#"{{"ph":"X","cat":"kernel","name":{},"pid":{},"tid":{},"ts":{:.3},"dur":{:.3},"args":{{"bucket":"{}","correlation":{}"#,
+            r#"{{"ph":"X","cat":"kernel","name":{},"pid":{},"tid":{},"ts":{},"dur":{},"args":{{"bucket":"{}","correlation":{}"#,
             q(s.get(k.name[i])),
             k.device[i],
             k.stream[i],
@@ -152,7 +166,7 @@ pub fn write_chrome_to(trace: &Trace, rules: &RuleSet, w: &mut impl Write) -> st
         };
         write!(
             w,
-            r#"{{"ph":"X","cat":"{cat}","name":{},"pid":{},"tid":{},"ts":{:.3},"dur":{:.3},"args":{{"kind":"{}","bytes":{},"correlation":{}}}}}"#,
+            r#"{{"ph":"X","cat":"{cat}","name":{},"pid":{},"tid":{},"ts":{},"dur":{},"args":{{"kind":"{}","bytes":{},"correlation":{}}}}}"#,
             q(s.get(m.name[i])),
             m.device[i],
             m.stream[i],
@@ -168,7 +182,7 @@ pub fn write_chrome_to(trace: &Trace, rules: &RuleSet, w: &mut impl Write) -> st
         sep(w)?;
         write!(
             w,
-            r#"{{"ph":"X","cat":"cuda_runtime","name":{},"pid":{},"tid":{},"ts":{:.3},"dur":{:.3},"args":{{"correlation":{}}}}}"#,
+            r#"{{"ph":"X","cat":"cuda_runtime","name":{},"pid":{},"tid":{},"ts":{},"dur":{},"args":{{"correlation":{}}}}}"#,
             q(s.get(l.name[i])),
             HOST_PID_BASE + l.pid[i] as u64,
             l.tid[i],
@@ -200,7 +214,7 @@ pub fn write_chrome_to(trace: &Trace, rules: &RuleSet, w: &mut impl Write) -> st
         sep(w)?;
         write!(
             w,
-            r#"{{"ph":"X","cat":"{cat}","name":{},"pid":{pid},"tid":{tid},"ts":{:.3},"dur":{:.3},"args":{{"device":{},"phase":"{}","step":{},"batch size":{}}}}}"#,
+            r#"{{"ph":"X","cat":"{cat}","name":{},"pid":{pid},"tid":{tid},"ts":{},"dur":{},"args":{{"device":{},"phase":"{}","step":{},"batch size":{}}}}}"#,
             q(s.get(mk.name[i])),
             us(start),
             us((end - start).max(0)),
@@ -210,5 +224,146 @@ pub fn write_chrome_to(trace: &Trace, rules: &RuleSet, w: &mut impl Write) -> st
             mk.batch_size[i],
         )?;
     }
+    write_scopes(trace, w, &mut sep)?;
+    write_flows(trace, w, &mut sep)?;
+    write_names(trace, w, &mut sep)?;
     w.write_all(b"\n]}\n")
+}
+
+/// Host scopes as Kineto writes them: ops as `cpu_op`, Python frames and module calls as
+/// `python_function`, annotations as `user_annotation` (those already written as host
+/// markers are not written twice: the reader makes both from one event).
+fn write_scopes(
+    trace: &Trace,
+    w: &mut impl Write,
+    sep: &mut impl FnMut(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    use gapscope_traces::ScopeKind;
+    let s = &trace.strings;
+    let q = |x: &str| serde_json::to_string(x).unwrap_or_else(|_| "\"\"".into());
+    let mk = &trace.markers;
+    let host_markers: std::collections::HashSet<(u32, i64, i64)> = (0..mk.len)
+        .filter(|&i| mk.gpu_start_ns[i] == i64::MIN)
+        .map(|i| (mk.name[i], mk.host_start_ns[i], mk.host_end_ns[i]))
+        .collect();
+    let sc = &trace.scopes;
+    for i in 0..sc.len {
+        let cat = match ScopeKind::from_code(sc.kind[i]) {
+            ScopeKind::Op | ScopeKind::Other => "cpu_op",
+            ScopeKind::Module | ScopeKind::Python => "python_function",
+            ScopeKind::Annotation => {
+                if host_markers.contains(&(sc.name[i], sc.host_start_ns[i], sc.host_end_ns[i])) {
+                    continue;
+                }
+                "user_annotation"
+            }
+        };
+        sep(w)?;
+        write!(
+            w,
+            r#"{{"ph":"X","cat":"{cat}","name":{},"pid":{},"tid":{},"ts":{},"dur":{}}}"#,
+            q(s.get(sc.name[i])),
+            HOST_PID_BASE + sc.pid[i] as u64,
+            sc.tid[i],
+            us(sc.host_start_ns[i]),
+            us((sc.host_end_ns[i] - sc.host_start_ns[i]).max(0)),
+        )?;
+    }
+    Ok(())
+}
+
+/// Launch-to-kernel flows (`ac2g`, as Kineto links them): an arrow from each launch call to
+/// the kernel or copy it issued, which Perfetto draws.
+fn write_flows(
+    trace: &Trace,
+    w: &mut impl Write,
+    sep: &mut impl FnMut(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let l = &trace.launches;
+    let launch_of: std::collections::HashMap<u64, usize> =
+        (0..l.len).map(|i| (l.correlation[i], i)).collect();
+    let (k, m) = (&trace.kernels, &trace.memops);
+    let gpu = (0..k.len)
+        .map(|i| {
+            (
+                k.correlation[i],
+                k.device[i],
+                k.stream[i],
+                k.gpu_start_ns[i],
+            )
+        })
+        .chain((0..m.len).map(|i| {
+            (
+                m.correlation[i],
+                m.device[i],
+                m.stream[i],
+                m.gpu_start_ns[i],
+            )
+        }));
+    let mut seen = std::collections::HashSet::new();
+    for (corr, device, stream, start) in gpu {
+        // One arrow per launch: a graph launch's replayed kernels share its correlation.
+        let Some(&li) = launch_of.get(&corr) else {
+            continue;
+        };
+        if corr == 0 || !seen.insert(corr) {
+            continue;
+        }
+        sep(w)?;
+        write!(
+            w,
+            r#"{{"ph":"s","id":{corr},"pid":{},"tid":{},"ts":{},"cat":"ac2g","name":"ac2g"}}"#,
+            HOST_PID_BASE + l.pid[li] as u64,
+            l.tid[li],
+            us(l.host_start_ns[li]),
+        )?;
+        sep(w)?;
+        write!(
+            w,
+            r#"{{"ph":"f","id":{corr},"pid":{device},"tid":{stream},"ts":{},"cat":"ac2g","name":"ac2g","bp":"e"}}"#,
+            us(start),
+        )?;
+    }
+    Ok(())
+}
+
+/// Names for every track: each GPU stream, each host process and thread.
+fn write_names(
+    trace: &Trace,
+    w: &mut impl Write,
+    sep: &mut impl FnMut(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let mut streams = std::collections::BTreeSet::new();
+    let (k, m) = (&trace.kernels, &trace.memops);
+    streams.extend((0..k.len).map(|i| (k.device[i], k.stream[i])));
+    streams.extend((0..m.len).map(|i| (m.device[i], m.stream[i])));
+    for (d, st) in streams {
+        sep(w)?;
+        write!(
+            w,
+            r#"{{"ph":"M","name":"thread_name","pid":{d},"tid":{st},"args":{{"name":"stream {st}"}}}}"#
+        )?;
+    }
+    let mut threads = std::collections::BTreeSet::new();
+    let (l, sc) = (&trace.launches, &trace.scopes);
+    threads.extend((0..l.len).map(|i| (l.pid[i], l.tid[i])));
+    threads.extend((0..sc.len).map(|i| (sc.pid[i], sc.tid[i])));
+    let mut processes = std::collections::BTreeSet::new();
+    for (pid, tid) in threads {
+        if processes.insert(pid) {
+            sep(w)?;
+            write!(
+                w,
+                r#"{{"ph":"M","name":"process_name","pid":{},"args":{{"name":"host process {pid}"}}}}"#,
+                HOST_PID_BASE + pid as u64
+            )?;
+        }
+        sep(w)?;
+        write!(
+            w,
+            r#"{{"ph":"M","name":"thread_name","pid":{},"tid":{tid},"args":{{"name":"thread {tid}"}}}}"#,
+            HOST_PID_BASE + pid as u64
+        )?;
+    }
+    Ok(())
 }

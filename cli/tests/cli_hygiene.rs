@@ -254,7 +254,7 @@ fn a_truncated_input_points_at_allow_truncated() {
 fn no_progress_bar_before_an_input_that_cannot_be_opened() {
     // On a terminal: the bar shows once the input is open and has a size, so a missing
     // file gets its error line alone.
-    let (seen, code) = pty::in_terminal(&["report", "missing.json"], &[], false);
+    let (seen, code) = pty::in_terminal(None, &["report", "missing.json"], &[], false);
     assert_eq!(code, 2, "{seen}");
     assert_eq!(
         seen, "gapscope: error: missing.json: No such file or directory (os error 2)\n",
@@ -265,7 +265,7 @@ fn no_progress_bar_before_an_input_that_cannot_be_opened() {
     let full = std::fs::read(repo(QWEN)).unwrap();
     let cut = dir.path().join("cut.json.gz");
     std::fs::write(&cut, &full[..full.len() / 2]).unwrap();
-    let (seen, code) = pty::in_terminal(&["report", s(&cut)], &[], false);
+    let (seen, code) = pty::in_terminal(None, &["report", s(&cut)], &[], false);
     assert_eq!(code, 2, "{seen}");
     let last = seen.lines().last().unwrap();
     let error = last.rsplit('\r').next().unwrap();
@@ -320,7 +320,7 @@ fn gate_verdicts_in_colour_on_a_terminal_only() {
         assert!(out.starts_with(&format!("gate: {word}\n")), "{out}");
         assert!(!out.contains(ESC), "{out:?}");
         // On a terminal: the verdict and each judgement's word in colour, nothing else.
-        let (seen, c) = pty::in_terminal(&args, &[], true);
+        let (seen, c) = pty::in_terminal(None, &args, &[], true);
         assert_eq!(c, code, "{seen}");
         let painted = format!("{ESC}[{sgr}m{word}{ESC}[0m");
         assert!(seen.starts_with(&format!("gate: {painted}\n")), "{seen:?}");
@@ -336,13 +336,13 @@ fn gate_verdicts_in_colour_on_a_terminal_only() {
             "{seen:?}"
         );
         // NO_COLOR: none.
-        let (seen, _) = pty::in_terminal(&args, &[("NO_COLOR", "1")], true);
+        let (seen, _) = pty::in_terminal(None, &args, &[("NO_COLOR", "1")], true);
         assert_eq!(seen, out);
         // Markdown and JSON never.
         for fmt in ["--markdown", "--json"] {
             let mut a = args.to_vec();
             a.push(fmt);
-            let (seen, _) = pty::in_terminal(&a, &[], true);
+            let (seen, _) = pty::in_terminal(None, &a, &[], true);
             assert!(!seen.contains(ESC), "{fmt}: {seen:?}");
         }
     }

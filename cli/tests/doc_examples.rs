@@ -150,7 +150,7 @@ fn readme_report_example_is_what_a_terminal_shows() {
     let args: Vec<String> = words(command);
     assert_eq!(args[0], "gapscope", "{command}");
     let args: Vec<&str> = args[1..].iter().map(String::as_str).collect();
-    let (out, code) = pty::in_terminal_at(Some(&repo("")), &args, &[("COLUMNS", "200")], true);
+    let (out, code) = pty::in_terminal(Some(&repo("")), &args, &[("COLUMNS", "200")], true);
     assert_eq!(code, 0, "{out}");
     let out: Vec<&str> = out.lines().collect();
     if let Err(e) = check(&shown, &out) {

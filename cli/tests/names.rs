@@ -88,7 +88,7 @@ fn a_terminal_gets_names_cut_in_the_middle_and_never_alike() {
     let (only, moved) = diff_names();
     let (a, b) = (repo(CUDNN), repo(MATH));
     let args = ["diff", "-q", s(&a), s(&b)];
-    let (out, code) = pty::in_terminal(&args, &[("COLUMNS", "300")], true);
+    let (out, code) = pty::in_terminal(None, &args, &[("COLUMNS", "300")], true);
     assert_eq!(code, 0, "{out}");
     let shown = only_in_lines(&out);
     assert_eq!(shown.len(), only.len(), "{out}");
@@ -127,7 +127,7 @@ fn a_terminal_gets_names_cut_in_the_middle_and_never_alike() {
     }
     // --wide: whole names on the terminal too.
     let wide = [&args[..], &["--wide"]].concat();
-    let (out, _) = pty::in_terminal(&wide, &[("COLUMNS", "300")], true);
+    let (out, _) = pty::in_terminal(None, &wide, &[("COLUMNS", "300")], true);
     assert_eq!(only_in_lines(&out), only);
 }
 
@@ -135,7 +135,7 @@ fn a_terminal_gets_names_cut_in_the_middle_and_never_alike() {
 fn the_report_table_on_a_terminal_keeps_tails_and_fits() {
     let t = repo(HF_1B);
     let args = ["report", "-q", "--top", "3", s(&t)];
-    let (out, _) = pty::in_terminal(&args, &[("COLUMNS", "300")], true);
+    let (out, _) = pty::in_terminal(None, &args, &[("COLUMNS", "300")], true);
     let top: Vec<&str> = out
         .lines()
         .skip_while(|l| !l.starts_with("top kernels per bucket"))
@@ -152,7 +152,7 @@ fn the_report_table_on_a_terminal_keeps_tails_and_fits() {
         assert!(n.chars().count() <= 80, "{n}");
     }
     // A narrow terminal cuts the name column to fit, in the middle; --wide does not.
-    let (out, _) = pty::in_terminal(&args, &[("COLUMNS", "110")], true);
+    let (out, _) = pty::in_terminal(None, &args, &[("COLUMNS", "110")], true);
     let copy: Vec<&str> = out.lines().filter(|l| l.starts_with("copy ")).collect();
     assert_eq!(copy.len(), 4, "{out}");
     for l in copy {
@@ -160,6 +160,6 @@ fn the_report_table_on_a_terminal_keeps_tails_and_fits() {
         assert!(l.ends_with(")"), "{l}");
     }
     let wide = [&args[..], &["--wide"]].concat();
-    let (out, _) = pty::in_terminal(&wide, &[("COLUMNS", "110")], true);
+    let (out, _) = pty::in_terminal(None, &wide, &[("COLUMNS", "110")], true);
     assert!(out.lines().any(|l| l.chars().count() > 300), "{out}");
 }

@@ -8,16 +8,11 @@ fn quoted(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// What a terminal shows for `gapscope ARGS` (stdout and stderr together, lines ending in
-/// `\n`), and its exit code. `env` is set for the command (`COLUMNS`, `NO_COLOR`); with
-/// `quiet_stderr` stderr goes to /dev/null instead (then it is no terminal: no progress bar,
-/// no log colour).
-pub fn in_terminal(args: &[&str], env: &[(&str, &str)], quiet_stderr: bool) -> (String, i32) {
-    in_terminal_at(None, args, env, quiet_stderr)
-}
-
-/// [`in_terminal`] run in the folder `dir` (else the test's own).
-pub fn in_terminal_at(
+/// What a terminal shows for `gapscope ARGS` run in the folder `dir` (else the test's own):
+/// stdout and stderr together, lines ending in `\n`, and the exit code. `env` is set for the
+/// command (`COLUMNS`, `NO_COLOR`); with `quiet_stderr` stderr goes to /dev/null instead
+/// (then it is no terminal: no progress bar, no log colour).
+pub fn in_terminal(
     dir: Option<&std::path::Path>,
     args: &[&str],
     env: &[(&str, &str)],

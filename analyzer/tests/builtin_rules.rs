@@ -568,7 +568,10 @@ fn torch_grouped_mm_experts_are_moe() {
 /// the reduction over the hidden size); a plain embedding fusion stays a gather.
 #[test]
 fn inductor_embedding_fused_into_a_norm_is_norm_not_embed_gather() {
-    assert_bucket("triton_red_fused_embedding_mean_mul_pow_rsqrt_0", Bucket::Norm);
+    assert_bucket(
+        "triton_red_fused_embedding_mean_mul_pow_rsqrt_0",
+        Bucket::Norm,
+    );
     assert_bucket(
         "triton_red_fused__to_copy_add_embedding_mean_mul_pow_rsqrt_1",
         Bucket::Norm,

@@ -92,14 +92,18 @@ pub fn run(a: ExportArgs, g: &crate::Global) -> Result<ExitCode> {
             eprintln!("wrote {}", out.display());
         }
     }
+    if a.parquet.is_none() && a.tables.is_none() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    // The Parquet files carry each activity's step and phase: the run is analysed.
+    let analyzed = session::analyze_run(run, imported, &settings);
     if let Some(out) = &a.parquet {
-        write_parquet(&imported.trace, rules, out, &inputs)?;
+        write_parquet(&analyzed, out, &inputs)?;
         if !g.quiet {
             eprintln!("wrote {}", out.display());
         }
     }
     if let Some(dir) = &a.tables {
-        let analyzed = session::analyze_run(run, imported, &settings);
         let files = write_tables(&analyzed, dir, &inputs)?;
         if !g.quiet {
             eprintln!("wrote {} tables into {}", files.len(), dir.display());

@@ -8,7 +8,7 @@ import os
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import _native
-from ._options import ANALYSIS, PathLike, flags, fspath, paths
+from ._options import ANALYSIS, TRACE, PathLike, flags, fspath, paths
 from ._progress import bar
 from ._records import BucketRow, Device, HostIdle, Record, Source, Steps, Typed
 
@@ -401,7 +401,7 @@ class Gate(Typed):
 
 
 GATE = {"policy": "--policy", "allow_incomparable": "--allow-incomparable", "junit": "--junit",
-        "baseline_history": "--baseline-history", "db": "--db", **ANALYSIS}
+        "baseline_history": "--baseline-history", "db": "--db", **TRACE}
 
 
 def gate(
@@ -443,7 +443,7 @@ class Roofline(Typed):
 
 ROOFLINE = {"hw_profile": "--hw-profile", "weights": "--weights", "ctx": "--ctx",
             "trace": "--trace", "trace_batch": "--trace-batch", "svg": "--svg",
-            "spec_k": "--spec-k", **ANALYSIS}
+            "spec_k": "--spec-k", **TRACE}
 
 
 def roofline(

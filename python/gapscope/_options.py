@@ -19,6 +19,10 @@ ANALYSIS = {
     "spec_metrics": "--spec-metrics",
 }
 
+# The options of commands that take traces but list no kernel names (`gate`, `roofline`):
+# the analysis options without `top`, which the CLI refuses there.
+TRACE = {k: v for k, v in ANALYSIS.items() if k != "top"}
+
 
 def flags(options: Dict[str, Any], table: Dict[str, str]) -> List[str]:
     """``--flag value`` pairs for the options that are set; ``True`` gives a bare flag."""

@@ -445,7 +445,7 @@ fn decoder_layers(trace: &gapscope_traces::Trace) -> Option<u32> {
             layers.extend(layer.map(i64::from));
         }
     }
-    (!layers.is_empty()).then(|| layers.len() as u32)
+    (!layers.is_empty()).then_some(layers.len() as u32)
 }
 
 /// NVML telemetry of the steps' device over the decode steps (the device's kernel span

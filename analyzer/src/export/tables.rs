@@ -21,13 +21,15 @@ use crate::tables::{ActivityKind, ActivityTable, ChargeKind, GapKind, NameScope,
 const ROWS: usize = 64 * 1024;
 
 /// The files [`write_tables`] writes, without the `.parquet` extension.
-pub const TABLE_FILES: [&str; 8] = [
+pub const TABLE_FILES: [&str; 10] = [
     "activities",
     "steps",
     "step_buckets",
     "idle_gaps",
     "step_scopes",
     "names",
+    "launches",
+    "scopes",
     "strings",
     "codes",
 ];
@@ -74,6 +76,24 @@ fn tables_into(
     {
         batches.push((name, vec![b]));
     }
+    // The host side: every launch call and host scope, names as ids into `strings`.
+    let t = &run.trace;
+    batches.push((
+        "launches",
+        vec![
+            t.launches
+                .to_batch(0..t.launches.len)
+                .map_err(|e| err(e.to_string()))?,
+        ],
+    ));
+    batches.push((
+        "scopes",
+        vec![
+            t.scopes
+                .to_batch(0..t.scopes.len)
+                .map_err(|e| err(e.to_string()))?,
+        ],
+    ));
     batches.push((
         "strings",
         vec![strings(run, ranked).map_err(|e| err(e.to_string()))?],
@@ -193,6 +213,13 @@ pub fn code_rows() -> Vec<(&'static str, u8, &'static str)> {
         (NameScope::Prefill, "prefill"),
     ] {
         rows.push(("scope", k as u8, s));
+    }
+    // The host tables' codes, named by table: their `kind` is not the activities' `kind`.
+    for k in gapscope_traces::ScopeKind::ALL {
+        rows.push(("scopes.kind", k as u8, k.as_str()));
+    }
+    for (code, s) in [(0u8, "other"), (1, "runtime"), (2, "driver")] {
+        rows.push(("launches.api", code, s));
     }
     for k in crate::analysis::ranks::CollectiveKind::ALL {
         rows.push(("collective_kind", k as u8, k.as_str()));

@@ -59,6 +59,17 @@ pub fn analyzer(e: &AnalyzerError) -> PyErr {
     }
 }
 
+/// An import's error, ending as the CLI's does with the hint to `--allow-truncated`
+/// (`allow_truncated=True`) when the input was cut short and the option was not given.
+pub fn import(e: &AnalyzerError, allow_truncated: bool) -> PyErr {
+    match e {
+        AnalyzerError::Truncated { .. } if !allow_truncated => TruncatedTraceError::new_err(
+            format!("{} {}", one_line(&e.to_string()), gapscope_cli::TRUNCATION_HINT),
+        ),
+        _ => analyzer(e),
+    }
+}
+
 /// What the CLI prints: one line, control characters escaped.
 pub fn one_line(s: &str) -> String {
     gapscope_cli::render::text(&s.replace(['\n', '\r'], " "))

@@ -100,6 +100,7 @@ pub fn open_trace(
 ) -> PyResult<Trace> {
     let opts = Options::try_parse_from(&options)
         .map_err(|e| errors::UsageError::new_err(errors::one_line(&e.render().to_string())))?;
+    let allow_truncated = opts.analysis.trace.allow_truncated;
     let mut knobs = opts.analysis.knobs();
     knobs.group_by = opts.by;
     // The trace's tables are handed over whole: a projected read would leave columns the
@@ -112,7 +113,7 @@ pub fn open_trace(
         errors::no_panic(&label, || -> Result<_, PyErr> {
             let run = Run::new(&path);
             let imported = session::import_run(&run, &settings, &progress)
-                .map_err(|e| errors::analyzer(&e))?;
+                .map_err(|e| errors::import(&e, allow_truncated))?;
             let analyzed = session::analyze_run(run, imported, &settings);
             build(analyzed, keep_trace)
                 .map_err(|e| errors::TraceError::new_err(format!("{label}: {e}")))

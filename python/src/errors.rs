@@ -63,9 +63,13 @@ pub fn analyzer(e: &AnalyzerError) -> PyErr {
 /// (`allow_truncated=True`) when the input was cut short and the option was not given.
 pub fn import(e: &AnalyzerError, allow_truncated: bool) -> PyErr {
     match e {
-        AnalyzerError::Truncated { .. } if !allow_truncated => TruncatedTraceError::new_err(
-            format!("{} {}", one_line(&e.to_string()), gapscope_cli::TRUNCATION_HINT),
-        ),
+        AnalyzerError::Truncated { .. } if !allow_truncated => {
+            TruncatedTraceError::new_err(format!(
+                "{} {}",
+                one_line(&e.to_string()),
+                gapscope_cli::TRUNCATION_HINT
+            ))
+        }
         _ => analyzer(e),
     }
 }

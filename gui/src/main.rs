@@ -86,7 +86,8 @@ fn run(s: Settings) -> Result<(), String> {
     )
     .map_err(|e| {
         format!(
-            "cannot open a window: {e} (no display? on a headless machine run it under xvfb-run)"
+            "cannot open a window: {} (no display? on a headless machine run it under xvfb-run)",
+            window_error(&e.to_string())
         )
     })?;
     match result {
@@ -123,4 +124,35 @@ fn main() -> ExitCode {
 fn fail(e: &str) -> ExitCode {
     eprintln!("gapscope-gui: error: {}", e.replace('\n', " "));
     ExitCode::from(2)
+}
+
+/// A windowing error without the source location winit puts in it (`os error at
+/// /root/.cargo/registry/…/linux/mod.rs:765: neither WAYLAND_DISPLAY nor … is set`): the
+/// reason alone, which is what a user can act on.
+fn window_error(e: &str) -> String {
+    match e.find(" os error at ") {
+        Some(at) => {
+            let rest = &e[at + " os error at ".len()..];
+            // `PATH.rs:LINE: REASON`: the reason follows the line number.
+            let reason = rest
+                .find(".rs:")
+                .and_then(|p| rest[p + 4..].split_once(": "))
+                .map_or(rest, |(_, r)| r);
+            format!("{}: {reason}", e[..at].trim_end_matches(':'))
+        }
+        None => e.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn window_errors_drop_the_source_location() {
+        let e = "winit EventLoopError: os error at /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/winit-0.30.13/src/platform_impl/linux/mod.rs:765: neither WAYLAND_DISPLAY nor WAYLAND_SOCKET nor DISPLAY is set.";
+        assert_eq!(
+            super::window_error(e),
+            "winit EventLoopError: neither WAYLAND_DISPLAY nor WAYLAND_SOCKET nor DISPLAY is set."
+        );
+        assert_eq!(super::window_error("no GL"), "no GL");
+    }
 }

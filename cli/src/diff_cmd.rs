@@ -273,7 +273,9 @@ fn render(d: &DiffReport, md: bool) -> String {
         ));
     }
     s.push_str(&format!(
-        "gap: A - B = {} ms/step ({:.2}x); graph replays: {}\n\n",
+        "gap: A - B = {} ms/step ({:.2}x); graph replays: {}\n\
+         (diff figures are means over the decode steps, so that bucket deltas add up to the gap; \
+         `report` gives medians)\n\n",
         ms(d.gap_ms),
         ratio(d),
         d.structural.graph_replays
@@ -361,7 +363,7 @@ pub(crate) const BUCKET_HEAD: [&str; 7] = [
 /// One side's figures: decode steps, step time and GPU busy time.
 pub(crate) fn side_figures(side: &gapscope_analyzer::diff::Side) -> String {
     format!(
-        "{} decode steps, {} ms/step, GPU busy {} ms/step",
+        "{} decode steps, mean {} ms/step, GPU busy {} ms/step",
         side.decode_steps,
         ms(side.step_ms),
         ms(side.busy_ms)

@@ -347,3 +347,25 @@ fn gate_verdicts_in_colour_on_a_terminal_only() {
         }
     }
 }
+
+/// Issue 37: `diff` says its figures are means (`report`'s are medians), on its header.
+#[test]
+fn diff_says_its_step_figures_are_means() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gapscope"))
+        .args([
+            "diff",
+            "-q",
+            "../traces/reference/hf-llama3.2-1b-npl8-stack-cudnn.json.gz",
+            "../traces/reference/hf-llama3.2-1b-npl8-stack-math.json.gz",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("gapscope runs");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("16 decode steps, mean 135.5"), "{text}");
+    assert!(
+        text.contains("diff figures are means over the decode steps"),
+        "{text}"
+    );
+}

@@ -314,7 +314,18 @@ pub fn analyze_tables(
     } else {
         Vec::new()
     };
-    let idle = idle::idle(trace, hi, &accs, &active, scope_mean, settings, rank);
+    // Graph replays, found once: the lever, `--by` and the source line read them.
+    let graphs = super::graphs::GraphKernels::of(trace);
+    let replayed = graphs.count(trace);
+    let idle = idle::idle(
+        trace,
+        hi,
+        &accs,
+        (&active, replayed),
+        scope_mean,
+        settings,
+        rank,
+    );
     drop(accs);
     let host_idle = idle.report;
     let groups = settings.group_by.map(|by| {
@@ -325,6 +336,7 @@ pub fn analyze_tables(
             &scope_acts,
             scope_idx.len().max(1),
             by,
+            &graphs,
         )
     });
     if p.scope_classified > 0 {
@@ -333,7 +345,7 @@ pub fn analyze_tables(
             p.scope_classified
         ));
     }
-    let mut source = source_info(imported, &p, &steps, notes);
+    let mut source = source_info(imported, &p, &steps, (graphs.launch_count, replayed), notes);
     if let Some(cut) = steps_cut {
         warnings.insert(0, format!("this trace {}", cut.describe()));
         source.defects.push(cut);
@@ -394,9 +406,16 @@ pub fn analyze_tables(
 
 /// What one pass over the steps' device's activities adds up: per step, outside the steps,
 /// per name, and the totals the plausibility check and `report --by` need.
-fn source_info(imported: &Imported, p: &Prepared, steps: &Steps, notes: Vec<String>) -> SourceInfo {
+/// `graphs`: graph launches on the host and the kernels they replayed.
+fn source_info(
+    imported: &Imported,
+    p: &Prepared,
+    steps: &Steps,
+    graphs: (usize, usize),
+    notes: Vec<String>,
+) -> SourceInfo {
     let trace = &imported.trace;
-    let (graph_launches, graph_kernels) = graph_counts(trace);
+    let (graph_launches, graph_kernels) = graphs;
     SourceInfo {
         path: trace.manifest.source_path.clone().unwrap_or_default(),
         converted_from: None,
@@ -469,16 +488,6 @@ fn telemetry_of(
         telemetry::window(&steps.steps, kernel_span),
         warnings,
     )
-}
-
-/// Graph launches on the host and the kernels they replayed: kernels sharing a graph
-/// launch's correlation, or carrying a graph id.
-fn graph_counts(trace: &gapscope_traces::Trace) -> (usize, usize) {
-    let g = super::graphs::GraphKernels::of(trace);
-    let kernels = (0..trace.kernels.len)
-        .filter(|&i| g.replayed(trace, i))
-        .count();
-    (g.launch_count, kernels)
 }
 
 fn pct(a: f64, b: f64) -> f64 {

@@ -39,6 +39,13 @@ impl GraphKernels {
         }
     }
 
+    /// How many of the trace's kernels were replayed from graphs.
+    pub fn count(&self, trace: &Trace) -> usize {
+        (0..trace.kernels.len)
+            .filter(|&i| self.replayed(trace, i))
+            .count()
+    }
+
     /// Whether kernel `i` was replayed from a graph.
     pub fn replayed(&self, trace: &Trace, i: usize) -> bool {
         let k = &trace.kernels;

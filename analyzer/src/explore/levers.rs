@@ -46,6 +46,7 @@ impl Exploration {
             &acts,
             steps.max(1),
             GroupBy::Op,
+            &crate::analysis::graphs::GraphKernels::of(&self.trace),
         ));
         what_if(set, &report, &[])
     }

@@ -32,7 +32,7 @@ pub(super) fn idle(
     trace: &gapscope_traces::Trace,
     hi: &HostIndex,
     accs: &[StepAcc],
-    active: &[usize],
+    (active, replayed_kernels): (&[usize], usize),
     scope_mean: Option<f64>,
     settings: &AnalysisSettings,
     rank: u32,
@@ -85,6 +85,7 @@ pub(super) fn idle(
             scopes: hi.forest.nodes.len(),
             step_ms: scope_mean,
             top: settings.top_host_scopes,
+            replayed_kernels,
         },
         trace,
     ));

@@ -134,6 +134,7 @@ pub fn group(
     acts: &[i64],
     steps: usize,
     by: GroupBy,
+    graphs: &crate::analysis::graphs::GraphKernels,
 ) -> GroupReport {
     let k = &trace.kernels;
     let m = &trace.memops;
@@ -146,7 +147,6 @@ pub fn group(
     let mut cost: HashMap<String, (f64, f64)> = HashMap::new();
     let mut unattributed = 0i64;
     let mut graph = 0i64;
-    let graphs = crate::analysis::graphs::GraphKernels::of(trace);
     let mut total = 0i64;
     let mut threads: HashSet<u64> = HashSet::new();
     let (mut host_lo, mut host_hi) = (i64::MAX, i64::MIN);
@@ -374,6 +374,7 @@ fn host_time(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::graphs::GraphKernels;
     use gapscope_traces::{KernelRow, LaunchRow, ScopeRow};
 
     #[test]
@@ -432,7 +433,7 @@ mod tests {
         let f = Forest::build(&t);
         let m = LaunchMap::build(&t, &f);
         let acts = [0i64, 1, 2];
-        let g = group(&t, &f, &m, &acts, 1, GroupBy::Module);
+        let g = group(&t, &f, &m, &acts, 1, GroupBy::Module, &GraphKernels::of(&t));
         let row = |g: &GroupReport, k: &str| g.rows.iter().find(|r| r.key == k).cloned();
         let lin = row(&g, "nn.Module: Linear").unwrap();
         assert!((lin.gpu_ms_per_step - 30e-6).abs() < 1e-12);
@@ -446,12 +447,12 @@ mod tests {
         assert!((dl_host.unwrap() - (60e-6 + 25e-6)).abs() < 1e-12);
         let dl = row(&g, "nn.Module: LlamaDecoderLayer").unwrap();
         assert!((dl.gpu_ms_per_step - 30e-6).abs() < 1e-12);
-        let g = group(&t, &f, &m, &acts, 1, GroupBy::Layer);
+        let g = group(&t, &f, &m, &acts, 1, GroupBy::Layer, &GraphKernels::of(&t));
         let l0 = row(&g, "layer 0").unwrap();
         let l1 = row(&g, "layer 1").unwrap();
         assert!((l0.gpu_ms_per_step - 10e-6).abs() < 1e-12);
         assert!((l1.gpu_ms_per_step - 50e-6).abs() < 1e-12);
-        let g = group(&t, &f, &m, &acts, 1, GroupBy::Op);
+        let g = group(&t, &f, &m, &acts, 1, GroupBy::Op, &GraphKernels::of(&t));
         let op = row(&g, "aten::linear").unwrap();
         assert_eq!(op.calls_per_step, 2.0);
         assert!((g.unattributed_gpu_ms_per_step - 30e-6).abs() < 1e-12);

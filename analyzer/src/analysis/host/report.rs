@@ -307,6 +307,8 @@ pub struct Inputs<'a, 'b> {
     /// Mean step time, ms, for the idle share.
     pub step_ms: Option<f64>,
     pub top: usize,
+    /// Kernels of the trace replayed from CUDA graphs.
+    pub replayed_kernels: usize,
 }
 
 pub fn build(inp: Inputs, trace: &gapscope_traces::Trace) -> HostIdleReport {
@@ -365,7 +367,7 @@ pub fn build(inp: Inputs, trace: &gapscope_traces::Trace) -> HostIdleReport {
             })
             .collect();
     }
-    lever.graph = graph_replay(trace, inp.steps);
+    lever.graph = graph_replay(trace.kernels.len, inp.replayed_kernels, inp.steps);
     HostIdleReport {
         scopes: inp.scopes,
         gaps: inp.gaps,
@@ -383,13 +385,10 @@ pub fn build(inp: Inputs, trace: &gapscope_traces::Trace) -> HostIdleReport {
 }
 
 /// How much of the trace's work is replayed from CUDA graphs; `None` without graphs.
-fn graph_replay(trace: &gapscope_traces::Trace, steps: usize) -> Option<GraphReplay> {
-    let g = crate::analysis::graphs::GraphKernels::of(trace);
-    let n = trace.kernels.len;
-    let replayed = (0..n).filter(|&i| g.replayed(trace, i)).count();
-    (replayed > 0 && n > 0).then(|| GraphReplay {
-        replayed_kernels_pct: 100.0 * replayed as f64 / n as f64,
-        eager_kernels_per_step: (n - replayed) as f64 / steps.max(1) as f64,
+fn graph_replay(kernels: usize, replayed: usize, steps: usize) -> Option<GraphReplay> {
+    (replayed > 0 && kernels > 0).then(|| GraphReplay {
+        replayed_kernels_pct: 100.0 * replayed as f64 / kernels as f64,
+        eager_kernels_per_step: (kernels - replayed) as f64 / steps.max(1) as f64,
     })
 }
 

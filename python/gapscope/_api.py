@@ -34,6 +34,13 @@ def _table(native: Any) -> "pa.Table":
     return _pa().RecordBatchReader.from_stream(native).read_all()
 
 
+def _rows_table(rows: List[Dict[str, Any]]) -> "pa.Table":
+    """JSON rows as an Arrow table: one column per scalar field of the first row (nested
+    objects and lists stay in the typed result)."""
+    keys = [k for k, v in (rows[0].items() if rows else []) if not isinstance(v, (dict, list))]
+    return _pa().table({k: [r.get(k) for r in rows] for k in keys})
+
+
 def _polars(t: "pa.Table") -> Any:
     try:
         import polars as pl
@@ -230,7 +237,7 @@ class Trace:
     def __init__(self, native: Any):
         self._native = native
         self._cache: Dict[str, "pa.Table"] = {}
-        self.report = Report(json.loads(native.report_json)["reports"][0], native)
+        self.report = _report_of(native)
 
     def __repr__(self) -> str:
         return f"gapscope.Trace({self._native.path!r}, {self.kernels.num_rows} kernels)"
@@ -270,6 +277,11 @@ class Trace:
         return self.report._repr_html_()
 
 
+def _report_of(native: Any) -> Report:
+    """The report of one opened trace (the CLI's JSON, `reports[0]`) with its tables."""
+    return Report(json.loads(native.report_json)["reports"][0], native)
+
+
 def open(path: PathLike, *, quiet: bool = False, **options: Any) -> Trace:  # noqa: A001
     """Imports and analyses one trace (Kineto ``.json``/``.json.gz``, nsys ``.sqlite``,
     native ``.gst``) and keeps its tables.
@@ -301,13 +313,8 @@ def report(
     """
     many = paths(path)
     if many is None:
-        n = _open_native(path, options, quiet, False)
-        return Report(json.loads(n.report_json)["reports"][0], n)
-    out = []
-    for p in many:
-        n = _open_native(p, options, quiet, False)
-        out.append(Report(json.loads(n.report_json)["reports"][0], n))
-    return ReportSet(out)
+        return _report_of(_open_native(path, options, quiet, False))
+    return ReportSet([_report_of(_open_native(p, options, quiet, False)) for p in many])
 
 
 class Diff(Typed):
@@ -341,8 +348,7 @@ class Diff(Typed):
     def bucket_table(self) -> "pa.Table":
         """One row per bucket: A and B ms/step, the delta and its share of the gap."""
         rows = self._data["buckets"]
-        keys = [k for k, v in (rows[0].items() if rows else []) if not isinstance(v, (dict, list))]
-        return _pa().table({k: [r.get(k) for r in rows] for k in keys})
+        return _rows_table(rows)
 
 
 DIFF = {"what_if": "--what-if", "measured": "--measured", "hw": "--hw", "weights": "--weights",
@@ -437,8 +443,7 @@ class Roofline(Typed):
     def floor_table(self) -> "pa.Table":
         """One row per batch: the floors (ms) and what bounds each."""
         rows = self._data["floors"]
-        keys = [k for k, v in (rows[0].items() if rows else []) if not isinstance(v, (dict, list))]
-        return _pa().table({k: [r.get(k) for r in rows] for k in keys})
+        return _rows_table(rows)
 
 
 ROOFLINE = {"hw_profile": "--hw-profile", "weights": "--weights", "ctx": "--ctx",

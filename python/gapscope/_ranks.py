@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, List, Sequence, Union
 
-from ._api import Report, _pa, _run
+from ._api import Report, _rows_table, _run
 from ._options import ANALYSIS, PathLike, flags, fspath, paths
 from ._records import Record, Typed
 
@@ -50,8 +50,7 @@ class Ranks(Typed):
         """One row per rank: step, compute, transfer, wait, unsplit and idle (ms/step,
         medians), busy and working %, the share of collectives it arrived last at."""
         rows = self._data["per_rank"]
-        keys = [k for k, v in (rows[0].items() if rows else []) if not isinstance(v, (dict, list))]
-        return _pa().table({k: [r.get(k) for r in rows] for k in keys})
+        return _rows_table(rows)
 
 
 RANKS = {**ANALYSIS, "force": "--ranks"}

@@ -14,16 +14,16 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 python3 -m venv "$tmp/venv"
 py="$tmp/venv/bin/python"
-"$py" -m pip install -q --upgrade pip
+"$py" -m pip install -q --no-cache-dir --upgrade pip
 
 t0=$(date +%s)
 # `pip wheel .` builds exactly what `pip install .` builds (maturin through PEP 517).
-"$py" -m pip wheel -q --no-deps -w "$tmp/wheels" .
+"$py" -m pip wheel -q --no-cache-dir --no-deps -w "$tmp/wheels" .
 t1=$(date +%s)
 wheel=$(ls "$tmp"/wheels/gapscope-*.whl)
 echo "ci-python: built $(basename "$wheel") in $((t1 - t0)) s"
 
-"$py" -m pip install -q "$wheel" pytest polars pandas altair nbclient nbformat ipykernel
+"$py" -m pip install -q --no-cache-dir "$wheel" pytest polars pandas altair nbclient nbformat ipykernel
 "$tmp/venv/bin/gapscope" --help > /dev/null
 "$py" -c "import gapscope; r = gapscope.report('traces/reference/hf-qwen3-0.6b-npl1.json.gz', quiet=True); print('ci-python: tpot median', r.steps.tpot_ms.median)"
 

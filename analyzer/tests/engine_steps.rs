@@ -62,6 +62,8 @@ fn vllm_rocm_decode_trace_is_one_step_not_twelve_layers() {
     assert_eq!(s.kind, StepKind::InferenceSteps);
     assert_eq!(s.engine.as_deref(), Some("vLLM V1"));
     assert_eq!(s.batch_size, Some(32));
+    // `generation_32(sq32sk55086…)`: 55,086 KV tokens over 32 decode requests.
+    assert_eq!(s.context_tokens, Some(1721));
     within_1pct(
         summary(s.decode_span_ms, "decode span").median,
         10.699981,
@@ -304,4 +306,49 @@ fn nsys_export_without_kernels_has_no_steps() {
     let s = steps("nsys_rtx5060ti_gemm_nokernels.sqlite");
     assert_eq!(counts(&s), (0, 0, 0, 0), "{s:?}");
     assert_eq!(s.source, StepSource::NoKernels);
+}
+
+#[test]
+fn the_roofline_takes_a_vllm_traces_context_from_its_markers() {
+    use gapscope_analyzer::roofline::report::{
+        BatchSource, ContextChoice, ContextSource, TraceAtBatch, roofline_at,
+    };
+    use gapscope_analyzer::roofline::{ModelSpec, WeightFormat, hw};
+    // Before: every floor at the 4096-token default, whatever the trace ran at.
+    let r = report(
+        "vllm_mi300x_gptoss_decode_fullgraph.json.gz",
+        &Knobs::default(),
+    );
+    let m = ModelSpec::load(&repo("models/llama-3-8b.json")).unwrap();
+    let h100 = hw::builtin().into_iter().next().unwrap();
+    let (batch, batch_source) = BatchSource::resolve(&r, None);
+    let placed = [TraceAtBatch {
+        report: &r,
+        batch,
+        batch_source,
+        notes: Vec::new(),
+    }];
+    let at = |given| {
+        roofline_at(
+            &m,
+            &h100,
+            WeightFormat::Bf16,
+            &[1, 32],
+            ContextChoice::new(given, 4096),
+            &placed,
+        )
+    };
+    let from_markers = at(None);
+    assert_eq!(
+        (from_markers.ctx, from_markers.ctx_source),
+        (1721, ContextSource::TraceMarkers)
+    );
+    let given = at(Some(4096));
+    assert_eq!((given.ctx, given.ctx_source), (4096, ContextSource::Given));
+    // The KV floor follows the context.
+    assert!(from_markers.floors[1].step_floor_s < given.floors[1].step_floor_s);
+    // A trace whose markers say nothing keeps the default, labelled assumed.
+    let hf = open(repo("traces/reference/hf-qwen3-0.6b-npl1.json.gz")).report;
+    let (ctx, src) = ContextSource::resolve(&hf, ContextChoice::new(None, 4096));
+    assert_eq!((ctx, src), (4096, ContextSource::Assumed));
 }

@@ -194,6 +194,7 @@ pub fn analyze_tables(
         .filter(|&b| b > 0)
         .max()
         .or(marker_batch);
+    step_report.context_tokens = steps.context_tokens;
     let scope_mean = step_report
         .tpot_ms
         .or(step_report.iteration_period_ms)

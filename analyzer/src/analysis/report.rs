@@ -189,6 +189,10 @@ pub struct StepReport {
     pub iterations: usize,
     /// Sequences per decode step, when the markers say (engine markers carry it).
     pub batch_size: Option<u32>,
+    /// Median KV-cache length of a decode request, tokens, when the markers say (vLLM's
+    /// detailed annotations); the roofline's context unless `--ctx` is given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_tokens: Option<u64>,
     /// Time per output token: start-to-start period of consecutive decode steps, ms.
     pub tpot_ms: Option<Summary>,
     /// Decode step durations (first to last GPU activity of each step window), ms; the only

@@ -123,6 +123,9 @@ pub struct Steps {
     /// its verify forwards.
     #[serde(skip)]
     pub spec: Option<crate::analysis::spec::SpecDecode>,
+    /// Median KV-cache length of a decode request over the decode steps, tokens, when the
+    /// step markers say (vLLM's detailed annotations).
+    pub context_tokens: Option<u64>,
 }
 
 /// Finds the steps of a prepared trace.
@@ -202,6 +205,7 @@ pub fn detect(p: &Prepared, settings: &StepSettings) -> Steps {
                     training,
                     doubts: Vec::new(),
                     spec: None,
+                    context_tokens: None,
                 };
             }
         },
@@ -281,7 +285,21 @@ fn from_spec(p: &Prepared, device: u32, spec: crate::analysis::spec::SpecDecode)
         doubts: Vec::new(),
         steps,
         spec: Some(spec),
+        context_tokens: None,
     }
+}
+
+/// Median KV length of a decode request over the decode steps whose markers carry it.
+fn decode_context(metas: impl Iterator<Item = Meta>) -> Option<u64> {
+    let mut kv: Vec<u64> = metas
+        .filter(|m| m.phase == Phase::Decode && m.context > 0)
+        .map(|m| m.context)
+        .collect();
+    if kv.is_empty() {
+        return None;
+    }
+    kv.sort_unstable();
+    Some(kv[kv.len() / 2])
 }
 
 fn kind_of(training: &Option<String>) -> StepKind {
@@ -501,6 +519,7 @@ fn from_markers(
         training: None,
         doubts: Vec::new(),
         spec: None,
+        context_tokens: decode_context(windows.iter().map(|(r, _, _)| r.meta)),
     };
     if let Some(d) = device {
         let marks: Vec<crate::analysis::spec::markers::Marked> = windows

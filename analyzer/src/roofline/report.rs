@@ -20,7 +20,10 @@ pub struct RooflineReport {
     pub model: ModelSummary,
     pub hardware: HardwareSpec,
     pub weights: WeightFormat,
+    /// Context (KV length per sequence, tokens) the floors by batch are taken at.
     pub ctx: u64,
+    /// Where `ctx` comes from.
+    pub ctx_source: ContextSource,
     pub ceilings: CeilingSource,
     /// The compute ceiling of the weight format, and where it comes from.
     pub compute_peak: ComputePeak,
@@ -55,6 +58,49 @@ impl BatchSource {
             (Some(b), _) if b > 0 => (u64::from(b), Self::TraceMarkers),
             (_, Some(b)) => (b, Self::Given),
             _ => (1, Self::Assumed),
+        }
+    }
+}
+
+/// Where a context length (KV tokens per sequence) comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContextSource {
+    /// The trace's step markers carry it (vLLM's detailed annotations).
+    TraceMarkers,
+    /// Given by the caller (`--ctx`).
+    Given,
+    /// Nothing says; the default is assumed.
+    Assumed,
+}
+
+/// The context the caller asks for: `tokens`, given explicitly or only a default that a
+/// trace's own context replaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextChoice {
+    pub tokens: u64,
+    pub given: bool,
+}
+
+impl ContextChoice {
+    /// `given` when the caller named a context, else `default` (assumed where a trace says
+    /// nothing).
+    pub fn new(given: Option<u64>, default: u64) -> Self {
+        Self {
+            tokens: given.unwrap_or(default),
+            given: given.is_some(),
+        }
+    }
+}
+
+impl ContextSource {
+    /// The context of a trace's decode steps: the caller's when given, else the trace's
+    /// markers', else the default (assumed).
+    pub fn resolve(report: &Report, choice: ContextChoice) -> (u64, Self) {
+        match (choice.given, report.steps.context_tokens) {
+            (true, _) => (choice.tokens, Self::Given),
+            (false, Some(c)) if c > 0 => (c, Self::TraceMarkers),
+            _ => (choice.tokens, Self::Assumed),
         }
     }
 }
@@ -95,6 +141,9 @@ pub struct MeasuredStep {
     pub trace: String,
     pub batch: u64,
     pub batch_source: BatchSource,
+    /// Context (KV tokens per sequence) the trace's floors are taken at, and its source.
+    pub ctx: u64,
+    pub ctx_source: ContextSource,
     /// How the batch was chosen, and anything else to read with this trace's figures.
     pub notes: Vec<String>,
     pub decode_steps: usize,
@@ -144,6 +193,33 @@ pub fn roofline_of(
     ctx: u64,
     traces: &[TraceAtBatch],
 ) -> RooflineReport {
+    let choice = ContextChoice {
+        tokens: ctx,
+        given: true,
+    };
+    roofline_at(m, hw, fmt, batches, choice, traces)
+}
+
+/// Builds the report for `batches`, placing each trace at its batch and at its context
+/// ([`ContextSource::resolve`]). Without a given context, the floors by batch are taken at
+/// the first placed trace's own context when its markers carry one.
+pub fn roofline_at(
+    m: &ModelSpec,
+    hw: &HardwareSpec,
+    fmt: WeightFormat,
+    batches: &[u64],
+    choice: ContextChoice,
+    traces: &[TraceAtBatch],
+) -> RooflineReport {
+    let (ctx, ctx_source) = traces
+        .iter()
+        .map(|t| ContextSource::resolve(t.report, choice))
+        .find(|&(_, s)| s == ContextSource::TraceMarkers)
+        .unwrap_or(if choice.given {
+            (choice.tokens, ContextSource::Given)
+        } else {
+            (choice.tokens, ContextSource::Assumed)
+        });
     let floors = batches
         .iter()
         .map(|&b| step_floor(m, hw, fmt, b, ctx))
@@ -167,12 +243,15 @@ pub fn roofline_of(
             });
             continue;
         };
-        let floor = step_floor(m, hw, fmt, batch, ctx).step_floor_s * 1e3;
-        let (buckets, buckets_without_floor) = bucket_floors(r, m, hw, fmt, batch, ctx);
+        let (trace_ctx, trace_ctx_source) = ContextSource::resolve(r, choice);
+        let floor = step_floor(m, hw, fmt, batch, trace_ctx).step_floor_s * 1e3;
+        let (buckets, buckets_without_floor) = bucket_floors(r, m, hw, fmt, batch, trace_ctx);
         measured.push(MeasuredStep {
             trace: r.source.path.clone(),
             batch,
             batch_source: t.batch_source,
+            ctx: trace_ctx,
+            ctx_source: trace_ctx_source,
             notes: t.notes.clone(),
             decode_steps: r.steps.decode_steps,
             tpot_median_ms: tpot.median,
@@ -201,6 +280,7 @@ pub fn roofline_of(
         hardware: hw.clone(),
         weights: fmt,
         ctx,
+        ctx_source,
         ceilings: hw.ceilings,
         compute_peak: compute_peak(hw, fmt),
         crossover_batch: crossover_batch(hw, fmt),

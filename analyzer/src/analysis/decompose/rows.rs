@@ -120,6 +120,7 @@ pub(super) fn step_report(steps: &Steps, t: &StepTable, sets: &StepSets) -> Step
         mixed_steps: sets.mixed.len(),
         iterations: if training { scope.len() } else { 0 },
         batch_size: None,
+        context_tokens: None,
         tpot_ms: if sets.decode { summary(&periods) } else { None },
         decode_span_ms: if sets.decode { summary(&spans) } else { None },
         iteration_ms: if training { summary(&spans) } else { None },

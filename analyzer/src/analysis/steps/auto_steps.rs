@@ -476,6 +476,7 @@ pub(super) fn auto_detect(p: &Prepared, device: u32, whole_periods: bool) -> Opt
         training: None,
         doubts: Vec::new(),
         spec: None,
+        context_tokens: None,
     })
 }
 

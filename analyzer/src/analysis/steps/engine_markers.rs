@@ -76,6 +76,9 @@ pub struct Meta {
     pub batch: u32,
     /// Tokens the step processes.
     pub tokens: u64,
+    /// Mean KV-cache length of the step's decode requests, tokens (vLLM's detailed
+    /// annotations: the generation group's `sk` over its request count).
+    pub context: u64,
 }
 
 impl Default for Meta {
@@ -84,6 +87,7 @@ impl Default for Meta {
             phase: Phase::Unknown,
             batch: 0,
             tokens: 0,
+            context: 0,
         }
     }
 }
@@ -195,7 +199,7 @@ pub static KINDS: &[MarkerKind] = &[
         tier: Tier::Engine,
         role: Role::Step,
         source: None,
-        pattern: r"^execute_(\d+)_context_(\d+)\(sq(\d+)[^)]*\)_generation_(\d+)\(sq(\d+)[^)]*\)$",
+        pattern: r"^execute_(\d+)_context_(\d+)\(sq(\d+)[^)]*\)_generation_(\d+)\(sq(\d+)(?:sk(\d+))?[^)]*\)$",
         says: "context/generation request counts",
         read: Reader::Name(vllm_detailed),
     },
@@ -326,6 +330,7 @@ pub fn row_meta(kind: usize, from_name: Meta, phase: u8, batch: u32, tokens: u32
             phase: Phase::from_code(phase),
             batch,
             tokens: tokens as u64,
+            ..Meta::default()
         },
         _ => from_name,
     }
@@ -375,15 +380,24 @@ fn vllm_v1(c: &Captures) -> Meta {
         phase: by_requests(ctx, generation),
         batch: batch(ctx, generation),
         tokens: ctx_tok.saturating_add(gen_tok),
+        ..Meta::default()
     }
 }
 
 fn vllm_detailed(c: &Captures) -> Meta {
     let (total, ctx, generation) = (num(c, 1), num(c, 2), num(c, 4));
+    // `sk`: the generation requests' KV lengths summed (`sqsk` weighs them by query length).
+    let kv = num(c, 6);
     Meta {
         phase: by_requests(ctx, generation),
         batch: batch(ctx, generation),
         tokens: total,
+        context: if generation > 0 && kv < u64::MAX {
+            kv / generation
+        } else {
+            0
+        },
+        ..Meta::default()
     }
 }
 
@@ -393,6 +407,7 @@ fn vllm_new_cached(c: &Captures) -> Meta {
         phase: by_requests(new, cached),
         batch: batch(new, cached),
         tokens: 0,
+        ..Meta::default()
     }
 }
 
@@ -433,6 +448,7 @@ fn trtllm_py(c: &Captures) -> Meta {
         } else {
             0
         },
+        ..Meta::default()
     }
 }
 
@@ -442,6 +458,7 @@ fn trtllm_cpp(c: &Captures) -> Meta {
         phase: by_requests(ctx, generation),
         batch: batch(ctx, generation),
         tokens: 0,
+        ..Meta::default()
     }
 }
 
@@ -458,6 +475,7 @@ mod tests {
             phase,
             batch,
             tokens,
+            ..Meta::default()
         }
     }
 
@@ -480,13 +498,26 @@ mod tests {
             kind(
                 "execute_32_context_0(sq0sk0sqsq0sqsk0)_generation_32(sq32sk55086sqsq32sqsk55086)"
             ),
-            Some(("vllm_v1_detailed", meta(Phase::Decode, 32, 32)))
+            Some((
+                "vllm_v1_detailed",
+                Meta {
+                    // 55,086 KV tokens over 32 decode requests.
+                    context: 1721,
+                    ..meta(Phase::Decode, 32, 32)
+                }
+            ))
         );
         assert_eq!(
             kind(
                 "execute_8192_context_9(sq8155sk8430sqsq7475785sqsk7671310)_generation_37(sq37sk34489sqsq37sqsk34489)"
             ),
-            Some(("vllm_v1_detailed", meta(Phase::Mixed, 46, 8192)))
+            Some((
+                "vllm_v1_detailed",
+                Meta {
+                    context: 932,
+                    ..meta(Phase::Mixed, 46, 8192)
+                }
+            ))
         );
         assert_eq!(
             kind("execute_new_4_cached_0"),

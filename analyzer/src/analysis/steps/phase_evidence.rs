@@ -28,6 +28,11 @@ const MIN_STEPS_TO_COMPARE: usize = 3;
 const MIN_BACKWARD_SHARE: f64 = 0.02;
 /// ... and there are at least this many of them.
 const MIN_BACKWARD_KERNELS: usize = 3;
+/// A trace is training when at least this many host scopes are autograd's backward nodes.
+const MIN_AUTOGRAD_SCOPES: usize = 2;
+/// The scope autograd's engine opens around each backward node it runs (PyTorch's
+/// `torch/csrc/autograd/engine.cpp`); inference under `no_grad`/`inference_mode` runs none.
+const AUTOGRAD_NODE: &str = "autograd::engine::evaluate_function: ";
 
 /// What a kernel name says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +42,8 @@ enum Hint {
     WeakDecode,
     WeakPrefill,
     Backward,
+    /// An optimizer's update kernel (fused Adam/SGD/LAMB/Adagrad, AMP's gradient unscale).
+    Optimizer,
 }
 
 /// Name patterns and what they say; the first match decides.
@@ -45,6 +52,12 @@ const HINTS: &[(&str, Hint)] = &[
     (
         r"(?i)backward|_bwd|bwd_|dgrad|wgrad|bn_bw|grad_?input|accgradparameters",
         Hint::Backward,
+    ),
+    // Optimizer updates: fused Adam/AdamW (PyTorch's `FusedAdamMathFunctor`, apex's
+    // `multi_tensor_adam`), SGD, LAMB, Adagrad, and AMP's gradient unscale before a step.
+    (
+        r"(?i)adamw?(math)?functor|fused_?adamw?|multi_tensor_(adam|sgd|lamb|novograd)|sgdfunctor|lambstage|lamb_?functor|adagrad|non_finite_check_and_unscale",
+        Hint::Optimizer,
     ),
     // Decode attention: split-KV / flash-decoding, paged attention (vLLM V0, ROCm ll4mi),
     // TensorRT-LLM XQA and masked MHA, FlashInfer batch decode, trtllm-gen generation kernels.
@@ -122,20 +135,36 @@ pub(super) fn training(p: &Prepared, device: Option<u32>) -> Option<String> {
     if let Some(n) = marker {
         return Some(format!("optimizer/backward markers ({:?})", short(n)));
     }
+    if let Some(why) = autograd_scopes(p) {
+        return Some(why);
+    }
     let d = device?;
     let k = &p.trace.kernels;
     let mut hints = Hints::new(p);
     let (mut total, mut backward, mut count) = (0i64, 0i64, 0usize);
     let mut example: Option<u32> = None;
+    let mut optimizer: Option<u32> = None;
     for &i in p.kernels_on(d) {
         let i = i as usize;
         let dur = k.gpu_end_ns[i].saturating_sub(k.gpu_start_ns[i]).max(0);
         total = total.saturating_add(dur);
-        if hints.of(p, k.name[i]) == Some(Hint::Backward) {
-            backward = backward.saturating_add(dur);
-            count += 1;
-            example.get_or_insert(k.name[i]);
+        match hints.of(p, k.name[i]) {
+            Some(Hint::Backward) => {
+                backward = backward.saturating_add(dur);
+                count += 1;
+                example.get_or_insert(k.name[i]);
+            }
+            Some(Hint::Optimizer) => {
+                optimizer.get_or_insert(k.name[i]);
+            }
+            _ => {}
         }
+    }
+    if let Some(n) = optimizer {
+        return Some(format!(
+            "optimizer update kernels (e.g. {:?})",
+            short(p.trace.strings.get(n))
+        ));
     }
     let share = if total > 0 {
         backward as f64 / total as f64
@@ -147,6 +176,32 @@ pub(super) fn training(p: &Prepared, device: Option<u32>) -> Option<String> {
             "backward kernels take {:.1}% of kernel time (e.g. {:?})",
             100.0 * share,
             short(example.map_or("", |n| p.trace.strings.get(n)))
+        )
+    })
+}
+
+/// Autograd's backward nodes among the host scopes (`autograd::engine::evaluate_function:
+/// MmBackward0`), which only a backward pass runs.
+fn autograd_scopes(p: &Prepared) -> Option<String> {
+    let sc = &p.trace.scopes;
+    let mut is_node: Vec<Option<bool>> = vec![None; p.trace.strings.len()];
+    let (mut count, mut example) = (0usize, None);
+    for i in 0..sc.len {
+        let id = sc.name[i];
+        let Some(slot) = is_node.get_mut(id as usize) else {
+            continue;
+        };
+        let node = *slot.get_or_insert_with(|| p.trace.strings.get(id).starts_with(AUTOGRAD_NODE));
+        if node {
+            count += 1;
+            example.get_or_insert(id);
+        }
+    }
+    (count >= MIN_AUTOGRAD_SCOPES).then(|| {
+        let name = p.trace.strings.get(example.unwrap_or(0));
+        format!(
+            "autograd backward ops on the host ({count}, e.g. {:?})",
+            short(name.strip_prefix(AUTOGRAD_NODE).unwrap_or(name))
         )
     })
 }
@@ -358,6 +413,24 @@ mod tests {
             (
                 "void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 128>",
                 Some(Hint::Backward),
+            ),
+            // Optimizer updates (PyTorch's fused Adam, apex, AMP's unscale before a step).
+            (
+                "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::FusedOptimizerTensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4, (at::native::ADAM_MODE)1, false>, double, double, double, double, double, bool, bool, float const*, float const*>",
+                Some(Hint::Optimizer),
+            ),
+            (
+                "void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>, float, float, float, float, float, float, adamMode_t, float>",
+                Some(Hint::Optimizer),
+            ),
+            (
+                "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<1>, at::native::(anonymous namespace)::_amp_foreach_non_finite_check_and_unscale_cuda_(c10::ArrayRef<at::Tensor>, at::Tensor&, at::Tensor const&)::{lambda()#1}::operator()() const::{lambda()#2}::operator()() const::{lambda(float)#1}, float>",
+                Some(Hint::Optimizer),
+            ),
+            // A foreach add runs in inference too (and in the HTA MI250 trace's SGD step).
+            (
+                "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<2>, at::native::(anonymous namespace)::BinaryOpListAlphaFunctor<float, 2, 2, 0>, std::plus<float>, float>",
+                None,
             ),
             // Generic attention kernels run both phases: no hint.
             ("kernel_unified_attention_2d", None),

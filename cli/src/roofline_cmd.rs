@@ -14,7 +14,7 @@ use gapscope_analyzer::roofline::{
 
 use gapscope_traces::{check_output, write_output};
 
-use crate::render::{count, text};
+use crate::render::{count, pct1, text, x_floor};
 use crate::report_cmd::TraceArgs;
 
 #[derive(Args)]
@@ -205,6 +205,26 @@ fn peak_cell(h: &HardwareSpec, path: TensorPath) -> String {
     }
 }
 
+/// A measured step time against its floor, the one wording every renderer uses:
+/// `TPOT median 73.465 ms = 23.46× the floor (efficiency 4.3%)`, where `×` is measured ÷
+/// floor and the efficiency floor ÷ measured (`pct`, the analyzer's `pct_of_floor_*`).
+pub(crate) fn floor_headline(tpot_ms: f64, floor_ms: f64, pct_of_floor: f64) -> String {
+    format!(
+        "TPOT median {}",
+        against_floor(tpot_ms, floor_ms, pct_of_floor)
+    )
+}
+
+/// `73.465 ms = 23.46× the floor (efficiency 4.3%)`.
+fn against_floor(ms: f64, floor_ms: f64, pct_of_floor: f64) -> String {
+    let x = x_floor(ms, floor_ms);
+    let times = if x == "n/a" { x } else { format!("{x}×") };
+    format!(
+        "{ms:.3} ms = {times} the floor (efficiency {})",
+        pct1(pct_of_floor)
+    )
+}
+
 fn table(r: &RooflineReport) -> String {
     let mut s = String::new();
     let m = &r.model;
@@ -290,9 +310,14 @@ fn table(r: &RooflineReport) -> String {
         ));
         for m in &r.measured {
             s.push_str(&format!(
-                "  {}: batch {}, {} steps, TPOT median {:.3} ms (p10 {:.3}), {:.1} tok/s; floor {:.4} ms = {:.1}% of floor at the median, {:.1}% at p10\n",
-                text(&m.trace), m.batch, m.decode_steps, m.tpot_median_ms, m.tpot_p10_ms, m.tok_per_s, m.floor_ms,
-                m.pct_of_floor_median, m.pct_of_floor_p10
+                "  {}: batch {}, {} steps, {:.1} tok/s, floor {:.4} ms\n    {}; p10 {}\n",
+                text(&m.trace),
+                m.batch,
+                m.decode_steps,
+                m.tok_per_s,
+                m.floor_ms,
+                floor_headline(m.tpot_median_ms, m.floor_ms, m.pct_of_floor_median),
+                against_floor(m.tpot_p10_ms, m.floor_ms, m.pct_of_floor_p10)
             ));
             for n in &m.notes {
                 s.push_str(&format!("    note: {}\n", text(n)));
@@ -302,28 +327,30 @@ fn table(r: &RooflineReport) -> String {
                 continue;
             }
             s.push_str(&format!(
-                "    {:<22} {:>9} {:>10} {:>9} {:>10} {:>8}  floor source\n",
-                "bucket", "ms/step", "GB/step", "floor ms", "% of floor", "% of BW"
+                "    {:<22} {:>9} {:>10} {:>9} {:>8} {:>11} {:>8}  floor source\n",
+                "bucket", "ms/step", "GB/step", "floor ms", "× floor", "efficiency", "% of BW"
             ));
             for b in &m.buckets {
                 let name: Vec<&str> = b.buckets.iter().map(|x| x.as_str()).collect();
                 s.push_str(&format!(
-                    "    {:<22} {:>9.4} {:>10.4} {:>9.4} {:>9.1}% {:>7.1}%  {} ({})\n",
+                    "    {:<22} {:>9.4} {:>10.4} {:>9.4} {:>8} {:>11} {:>8}  {} ({})\n",
                     name.join("+"),
                     b.ms_per_step,
                     b.bytes_per_step / 1e9,
                     b.floor_ms,
-                    b.pct_of_floor,
-                    b.pct_of_bandwidth,
+                    x_floor(b.ms_per_step, b.floor_ms),
+                    pct1(b.pct_of_floor),
+                    pct1(b.pct_of_bandwidth),
                     b.source.label(),
                     b.basis
                 ));
             }
             for b in &m.buckets_without_floor {
                 s.push_str(&format!(
-                    "    {:<22} {:>9.4} {:>10} {:>9} {:>10} {:>8}  none: {}\n",
+                    "    {:<22} {:>9.4} {:>10} {:>9} {:>8} {:>11} {:>8}  none: {}\n",
                     b.bucket.to_string(),
                     b.ms_per_step,
+                    "-",
                     "-",
                     "-",
                     "-",

@@ -175,6 +175,17 @@ fn report_page_of_several_traces_has_a_section_each_and_the_roofline() {
     assert!(!roof.contains("<?xml"));
     assert_eq!(count(roof, "<td class=\"n\">1</td><td class=\"k\">"), 1);
     assert_eq!(count(roof, "<td class=\"n\">2</td><td class=\"k\">"), 1);
+    // Measured ÷ floor and floor ÷ measured, each named; never "% of floor".
+    assert!(
+        roof.contains("<th class=\"n\">× floor</th>")
+            && roof.contains("<th class=\"n\">efficiency</th>"),
+        "{roof}"
+    );
+    assert!(
+        roof.contains("× the floor (efficiency "),
+        "the chart's legend"
+    );
+    assert!(!html.contains("% of floor"));
 }
 
 #[test]

@@ -66,8 +66,9 @@ fn svg_parses_renders_and_carries_lines_and_points() {
         "--model {} --hw h200 --ctx 160 --trace {} --svg {}",
         &[&model, &trace, &svg],
     ));
-    assert!(out.contains("% of floor"), "{out}");
+    assert!(out.contains("× the floor (efficiency "), "{out}");
     let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(!text.contains("% of floor"), "{text}");
     for label in [
         "memory roof",
         "compute roof",
@@ -220,6 +221,52 @@ fn trace_buckets_against_declared_and_model_derived_floors() {
         assert!(f["bytes_per_step"].as_f64().unwrap() > 0.0);
         assert!(f["pct_of_floor"].as_f64().unwrap() > 0.0);
     }
+}
+
+#[test]
+fn measured_steps_read_as_times_the_floor_and_efficiency() {
+    // "80.0% of floor" was floor ÷ measured, read as measured ÷ floor: each figure now says
+    // which way it goes, `× the floor` (measured ÷ floor) and `efficiency` (floor ÷ measured).
+    let model = repo("models/llama-3-8b.json");
+    let hf = repo("traces/reference/hf-llama3-8b-npl1.json.gz");
+    let line = "--model {} --hw h200 --weights bf16 --batch 1 --ctx 160 --trace {}";
+    let mut args = roofline_args(line, &[&model, &hf]);
+    let out = printed(&args);
+    assert!(!out.contains("% of floor"), "{out}");
+    args.push("--json");
+    let v = json(&args);
+    let m = &v["measured"][0];
+    let f = |x: &serde_json::Value, k: &str| x[k].as_f64().unwrap();
+    let (med, p10) = (f(m, "tpot_median_ms"), f(m, "tpot_p10_ms"));
+    let floor = f(m, "floor_ms");
+    // The JSON keeps its field: the efficiency, floor ÷ measured × 100.
+    assert!((f(m, "pct_of_floor_median") - 100.0 * floor / med).abs() < 1e-9);
+    assert!(med / floor > 1.0, "slower than its floor: × above 1");
+    let headline = format!(
+        "    TPOT median {med:.3} ms = {:.2}× the floor (efficiency {:.1}%); p10 {p10:.3} ms = \
+         {:.2}× the floor (efficiency {:.1}%)",
+        med / floor,
+        100.0 * floor / med,
+        p10 / floor,
+        100.0 * floor / p10
+    );
+    assert!(out.lines().any(|l| l == headline), "{headline}\n{out}");
+    let cells = |first: &str| -> Vec<&str> {
+        let l = out.lines().find(|l| l.trim_start().starts_with(first));
+        l.unwrap()
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect()
+    };
+    // bucket, ms/step, GB/step, floor ms, × floor, efficiency, % of BW, floor source.
+    assert_eq!(cells("bucket")[4..6], ["× floor", "efficiency"]);
+    let gemm = &m["buckets"][0];
+    assert_eq!(gemm["bucket"], "gemm_dense");
+    let (ms, floor_ms) = (f(gemm, "ms_per_step"), f(gemm, "floor_ms"));
+    let row = cells("gemm_dense");
+    assert_eq!(row[4], format!("{:.2}", ms / floor_ms), "{row:?}");
+    assert_eq!(row[5], format!("{:.1}%", 100.0 * floor_ms / ms), "{row:?}");
 }
 
 /// Every number in the JSON document is finite (serde_json writes inf and NaN as null).
@@ -636,7 +683,13 @@ fn svg_title_band_ticks_legend_and_point_labels() {
                     .iter()
                     .any(|t| t.contains("engine-llama3-8b-npl1.gst"))
             );
-            assert!(legend.iter().any(|t| t.contains("% of floor")));
+            assert!(
+                legend
+                    .iter()
+                    .any(|t| t.contains("× the floor (efficiency ")),
+                "{legend:?}"
+            );
+            assert!(!legend.iter().any(|t| t.contains("% of floor")));
         } else {
             assert!(s.circles.is_empty(), "{:?}", s.circles);
         }

@@ -6,8 +6,8 @@
 //! can cover the other or the title. Every plotted value lies inside the axis ranges (nothing
 //! is clamped to an edge). Tick marks are placed by hand: powers of two on the batch axis,
 //! powers of ten (with 2 and 5 between, on a range of under four decades) on the tok/s axis, each once.
-//! Measured points carry a number that the legend panel spells out (trace, tok/s, % of
-//! floor, batch).
+//! Measured points carry a number that the legend panel spells out (trace, its median step
+//! as × the floor with the efficiency, tok/s, batch).
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -202,11 +202,13 @@ pub fn render(r: &RooflineReport, m: &ModelSpec, hw: &HardwareSpec) -> Result<St
                 let lines = [
                     format!("{}  {}", i + 1, short_name(&m.trace, 30)),
                     format!(
-                        "   {:.1} tok/s, {:.1}% of floor",
-                        m.tok_per_s, m.pct_of_floor_median
+                        "   {}× the floor (efficiency {})",
+                        super::x_floor(m.tpot_median_ms, m.floor_ms),
+                        super::pct1(m.pct_of_floor_median)
                     ),
                     format!(
-                        "   batch {}{}",
+                        "   {:.1} tok/s, batch {}{}",
+                        m.tok_per_s,
                         m.batch,
                         match m.batch_source {
                             BatchSource::TraceMarkers => " (trace markers)",

@@ -207,7 +207,8 @@ fn roofline_section(rf: &RooflineInput<'_>) -> String {
                 Cell::Num(format!("{:.3}", m.tpot_median_ms)),
                 Cell::Num(format!("{:.1}", m.tok_per_s)),
                 Cell::Num(format!("{:.4}", m.floor_ms)),
-                Cell::Num(format!("{:.1}%", m.pct_of_floor_median)),
+                Cell::Num(crate::render::x_floor(m.tpot_median_ms, m.floor_ms)),
+                Cell::Num(crate::render::pct1(m.pct_of_floor_median)),
                 Cell::Text(text(&m.notes.join("; "))),
             ]
         })
@@ -223,7 +224,8 @@ fn roofline_section(rf: &RooflineInput<'_>) -> String {
                 "TPOT median ms",
                 "tok/s",
                 "floor ms",
-                "% of floor",
+                "× floor",
+                "efficiency",
                 "notes",
             ],
             &rows,

@@ -319,8 +319,8 @@ fn the_roofline_takes_a_vllm_traces_context_from_its_markers() {
         "vllm_mi300x_gptoss_decode_fullgraph.json.gz",
         &Knobs::default(),
     );
-    let m = ModelSpec::load(&repo("models/llama-3-8b.json")).unwrap();
-    let h100 = hw::builtin().into_iter().next().unwrap();
+    let m = ModelSpec::load(&repo("models/llama-3-8b.json")).expect("test input");
+    let h100 = hw::builtin().into_iter().next().expect("test input");
     let (batch, batch_source) = BatchSource::resolve(&r, None);
     let placed = [TraceAtBatch {
         report: &r,

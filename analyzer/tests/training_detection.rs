@@ -28,20 +28,20 @@ const TRAINING: &[&str] = &[
 /// A copy of `path` without the events whose name an optimizer or a backward label gives.
 fn without_optimizer_markers(path: &Path, dir: &Path) -> (PathBuf, usize) {
     let mut raw = Vec::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+    flate2::read::GzDecoder::new(std::fs::File::open(path).expect("test input"))
         .read_to_end(&mut raw)
-        .unwrap();
-    let mut doc: serde_json::Value = serde_json::from_slice(&raw).unwrap();
-    let events = doc["traceEvents"].as_array_mut().unwrap();
+        .expect("test input");
+    let mut doc: serde_json::Value = serde_json::from_slice(&raw).expect("test input");
+    let events = doc["traceEvents"].as_array_mut().expect("test input");
     let before = events.len();
     events.retain(|e| {
         let name = e["name"].as_str().unwrap_or("");
         !(name.starts_with("Optimizer.") || name.eq_ignore_ascii_case("## backward ##"))
     });
     let dropped = before - events.len();
-    let out = dir.join(path.file_name().unwrap());
-    let bytes = serde_json::to_vec(&doc).unwrap();
-    std::fs::write(&out, gzip(&bytes, flate2::Compression::fast())).unwrap();
+    let out = dir.join(path.file_name().expect("test input"));
+    let bytes = serde_json::to_vec(&doc).expect("test input");
+    std::fs::write(&out, gzip(&bytes, flate2::Compression::fast())).expect("test input");
     (out, dropped)
 }
 
@@ -62,19 +62,19 @@ fn says_training(path: &Path) -> Result<String, String> {
 #[test]
 fn every_corpus_training_trace_says_training() {
     for name in TRAINING {
-        says_training(&corpus(name)).unwrap();
+        says_training(&corpus(name)).expect("test input");
     }
 }
 
 #[test]
 fn training_is_found_without_optimizer_markers() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("test input");
     let mut dropped_any = 0;
     let mut reasons = Vec::new();
     for name in TRAINING {
         let (path, dropped) = without_optimizer_markers(&corpus(name), dir.path());
         dropped_any += dropped;
-        reasons.push((name, says_training(&path).unwrap()));
+        reasons.push((name, says_training(&path).expect("test input")));
     }
     // The markers were there to take out (else this would test nothing).
     assert!(dropped_any >= 20, "{dropped_any} markers dropped");

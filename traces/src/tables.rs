@@ -273,6 +273,30 @@ impl MarkerSource {
             _ => Self::Other,
         }
     }
+
+    /// The name an export writes (`export --chrome`'s `marker source` argument).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Other => "other",
+            Self::Engine => "engine",
+            Self::Nvtx => "nvtx",
+            Self::KinetoGpuAnnotation => "gpu_user_annotation",
+            Self::KinetoUserAnnotation => "user_annotation",
+        }
+    }
+
+    /// The source an [`as_str`](Self::as_str) name stands for.
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Other,
+            Self::Engine,
+            Self::Nvtx,
+            Self::KinetoGpuAnnotation,
+            Self::KinetoUserAnnotation,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == s)
+    }
 }
 
 /// Phase of a marker range or step, stored in [`MarkerTable::phase`]. Codes only grow:
@@ -314,6 +338,11 @@ impl Phase {
             Self::Mixed => "mixed",
             Self::Train => "train",
         }
+    }
+
+    /// The phase an [`as_str`](Self::as_str) name stands for.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.as_str() == s)
     }
 }
 

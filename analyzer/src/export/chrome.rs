@@ -5,6 +5,13 @@
 //! `python_function`, launch-to-kernel flows as `ac2g`), with every time exact to the
 //! nanosecond, so gapscope reads it back with its GPUs, markers, host scopes and steps: the
 //! same report as the trace it came from.
+//!
+//! What Kineto's format has no place for travels beside it, where Perfetto shows it or
+//! ignores it: NVML telemetry as counter tracks (`ph: C`, category `gpu_telemetry`), a
+//! marker's source, step, batch and tokens as its arguments, engine-declared bytes and FLOPs
+//! as a kernel's, and the recording's facts (GPUs in full, the capture tool's overhead,
+//! dropped records, model and engine configs) as the top-level `gapscopeManifest`. The
+//! importer reads them back, so a native recording round-trips too.
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -79,9 +86,10 @@ pub fn write_chrome_to(trace: &Trace, rules: &RuleSet, w: &mut impl Write) -> st
             })
         })
         .collect();
+    let facts = serde_json::to_string(&trace.manifest).unwrap_or_else(|_| "null".into());
     writeln!(
         w,
-        "{{\"schemaVersion\":1,\"displayTimeUnit\":\"ms\",\"deviceProperties\":{},\"traceEvents\":[",
+        "{{\"schemaVersion\":1,\"displayTimeUnit\":\"ms\",\"deviceProperties\":{},\"gapscopeManifest\":{facts},\"traceEvents\":[",
         serde_json::Value::Array(props)
     )?;
     let mut first = true;
@@ -214,7 +222,7 @@ pub fn write_chrome_to(trace: &Trace, rules: &RuleSet, w: &mut impl Write) -> st
         sep(w)?;
         write!(
             w,
-            r#"{{"ph":"X","cat":"{cat}","name":{},"pid":{pid},"tid":{tid},"ts":{},"dur":{},"args":{{"device":{},"phase":"{}","step":{},"batch size":{}}}}}"#,
+            r#"{{"ph":"X","cat":"{cat}","name":{},"pid":{pid},"tid":{tid},"ts":{},"dur":{},"args":{{"device":{},"phase":"{}","step":{},"batch size":{},"tokens":{},"marker source":"{}"}}}}"#,
             q(s.get(mk.name[i])),
             us(start),
             us((end - start).max(0)),
@@ -222,8 +230,11 @@ pub fn write_chrome_to(trace: &Trace, rules: &RuleSet, w: &mut impl Write) -> st
             gapscope_traces::Phase::from_code(mk.phase[i]).as_str(),
             mk.step[i],
             mk.batch_size[i],
+            mk.tokens[i],
+            gapscope_traces::MarkerSource::from_code(mk.source[i]).as_str(),
         )?;
     }
+    write_telemetry(trace, w, &mut sep)?;
     write_scopes(trace, w, &mut sep)?;
     write_flows(trace, w, &mut sep)?;
     write_names(trace, w, &mut sep)?;
@@ -270,6 +281,51 @@ fn write_scopes(
         )?;
     }
     Ok(())
+}
+
+/// NVML samples as counter tracks, one per GPU and quantity (Perfetto draws a `ph: C`
+/// event's every argument as its own track).
+fn write_telemetry(
+    trace: &Trace,
+    w: &mut impl Write,
+    sep: &mut impl FnMut(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let t = &trace.samples;
+    for i in 0..t.len {
+        sep(w)?;
+        write!(
+            w,
+            r#"{{"ph":"C","cat":"gpu_telemetry","name":"GPU telemetry","pid":{},"ts":{},"args":{{"{}":{},"{}":{},"{}":{},"{}":{},"{}":{},"{}":{},"{}":{}}}}}"#,
+            t.device[i],
+            us(t.host_ns[i]),
+            telemetry::SM_CLOCK,
+            t.sm_clock_mhz[i],
+            telemetry::MEM_CLOCK,
+            t.mem_clock_mhz[i],
+            telemetry::POWER,
+            t.power_mw[i],
+            telemetry::TEMPERATURE,
+            t.temperature_c[i],
+            telemetry::GPU_UTIL,
+            t.gpu_util_pct[i],
+            telemetry::MEM_UTIL,
+            t.mem_util_pct[i],
+            telemetry::THROTTLE,
+            t.throttle_reasons[i],
+        )?;
+    }
+    Ok(())
+}
+
+/// The counter names of [`write_telemetry`], which the importer reads back.
+pub mod telemetry {
+    pub const SM_CLOCK: &str = "SM clock (MHz)";
+    pub const MEM_CLOCK: &str = "memory clock (MHz)";
+    pub const POWER: &str = "power (mW)";
+    pub const TEMPERATURE: &str = "temperature (C)";
+    pub const GPU_UTIL: &str = "GPU utilisation (%)";
+    pub const MEM_UTIL: &str = "memory utilisation (%)";
+    pub const THROTTLE: &str = "clocks-event reasons (NVML bit mask)";
 }
 
 /// Launch-to-kernel flows (`ac2g`, as Kineto links them): an arrow from each launch call to

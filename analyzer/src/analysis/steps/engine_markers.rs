@@ -397,7 +397,6 @@ fn vllm_detailed(c: &Captures) -> Meta {
         } else {
             0
         },
-        ..Meta::default()
     }
 }
 

@@ -139,6 +139,20 @@ pub(crate) struct Args<'a> {
     /// `record_shapes`: each input's shape (kept only for the ops [`keeps_shapes`] names).
     #[serde(default, rename = "Input Dims")]
     pub input_dims: Option<InputDims>,
+    /// What `export --chrome` adds (Kineto writes none of these): a kernel's declared FLOPs,
+    /// a marker's source, phase, step, batch and tokens.
+    #[serde(default)]
+    pub flops: Option<Num>,
+    #[serde(borrow, default, rename = "marker source")]
+    pub marker_source: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub phase: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub step: Option<Num>,
+    #[serde(default, rename = "batch size")]
+    pub batch_size: Option<Num>,
+    #[serde(default)]
+    pub tokens: Option<Num>,
 }
 
 /// Kineto's `Input Dims`: each input's sizes when it is a flat list of numbers, and an empty
@@ -191,6 +205,8 @@ pub(crate) enum Category {
     CpuOp,
     /// A Python function or `nn.Module` call (`with_stack` / `with_modules` traces).
     PythonFunction,
+    /// NVML samples as counters (`export --chrome` of a recording).
+    Telemetry,
 }
 
 impl Category {
@@ -206,6 +222,7 @@ impl Category {
             Self::GpuUserAnnotation => "gpu_user_annotation",
             Self::CpuOp => "cpu_op",
             Self::PythonFunction => "python_function",
+            Self::Telemetry => "gpu_telemetry",
         }
     }
 }
@@ -232,6 +249,8 @@ pub(crate) fn category(cat: &[u8]) -> Option<Category> {
         Some(Category::CpuOp)
     } else if eq("python_function") {
         Some(Category::PythonFunction)
+    } else if eq("gpu_telemetry") {
+        Some(Category::Telemetry)
     } else {
         None
     }

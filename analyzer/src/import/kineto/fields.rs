@@ -597,6 +597,14 @@ pub(crate) fn parse_event(raw: &[u8]) -> R<Event<'_>> {
                         b"Input Dims" if p.peek()? == b'[' => {
                             a.input_dims = Some(p.input_dims()?);
                         }
+                        b"flops" => a.flops = p.num()?,
+                        b"marker source" if p.peek()? == b'"' => {
+                            a.marker_source = Some(p.string()?);
+                        }
+                        b"phase" if p.peek()? == b'"' => a.phase = Some(p.string()?),
+                        b"step" => a.step = p.num()?,
+                        b"batch size" => a.batch_size = p.num()?,
+                        b"tokens" => a.tokens = p.num()?,
                         _ => p.skip()?,
                     }
                     Ok(())
@@ -626,6 +634,8 @@ mod tests {
             r#"{ "ph" : "X" , "name" : "esc \"q\" \\ \u00e9", "pid":"stream 7", "tid":-3, "ts": 1e3, "dur":"2", "args": {"grid": [], "kind":"DtoD", "nested": {"a":[1,{"b":"}"}]}} }"#,
             r#"{"name":"x","args":null,"ts":null}"#,
             r#"{}"#,
+            r#"{"ph":"X","cat":"gpu_user_annotation","name":"decode","pid":0,"tid":4294967295,"ts":1.5,"dur":2,"args":{"device":0,"phase":"decode","step":-1,"batch size":8,"tokens":8,"marker source":"engine"}}"#,
+            r#"{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":2,"args":{"bucket":"gemv","correlation":3,"bytes":1024,"flops":2048}}"#,
             r#"{"ph":"X","cat":"cpu_op","name":"aten::scaled_dot_product_attention","ts":1,"dur":2,"args":{"External id":3,"Input Dims":[[1, 32, 5, 64], [1, 8, 69, 64], [], [[1,2],[3]], "x", [1.0, 2]],"Input type":["c10::BFloat16"]}}"#,
         ];
         for c in cases {

@@ -61,7 +61,8 @@ struct Batch {
 }
 
 /// The top-level keys [`Builder::meta`] reads; other top-level values are skipped unread.
-const META_KEYS: [&str; 6] = [
+const META_KEYS: [&str; 7] = [
+    "gapscopeManifest",
     "deviceProperties",
     "distributedInfo",
     "baseTimeNanoseconds",
@@ -488,6 +489,8 @@ struct Builder {
     untimed: std::collections::BTreeMap<&'static str, u64>,
     /// The input-shape rows reached their cap (and the notes say so).
     dims_full: bool,
+    /// The recording's facts a gapscope export carries (`gapscopeManifest`).
+    native: Option<Box<Manifest>>,
 }
 
 impl Builder {
@@ -500,6 +503,7 @@ impl Builder {
             name_ids: Default::default(),
             untimed: Default::default(),
             dims_full: false,
+            native: None,
         }
     }
 
@@ -549,6 +553,12 @@ impl Builder {
     fn meta(&mut self, key: &str, raw: &[u8]) {
         let m = &mut self.trace.manifest;
         match key {
+            "gapscopeManifest" => match serde_json::from_slice::<Manifest>(raw) {
+                Ok(n) => self.native = Some(Box::new(n)),
+                Err(e) => m
+                    .notes
+                    .push(format!("ignored malformed gapscopeManifest: {e}")),
+            },
             "deviceProperties" => match serde_json::from_slice::<Vec<DeviceProp>>(raw) {
                 Ok(props) => {
                     for (i, p) in props.into_iter().enumerate() {
@@ -628,6 +638,9 @@ impl Builder {
         let ev: Event = fields::parse_event(raw).map_err(|e| {
             AnalyzerError::parse(&self.path, format!("invalid trace event at byte {at}: {e}"))
         })?;
+        if cat == Category::Telemetry {
+            return self.telemetry(&ev, raw);
+        }
         if let Some(ph) = ev.ph.as_deref()
             && ph != "X"
         {
@@ -700,8 +713,13 @@ impl Builder {
                         .map(|n| n.0 as u32)
                         .unwrap_or(0),
                     graph_node_id: args.and_then(|a| a.graph_node_id).map(|n| n.0).unwrap_or(0),
-                    // A collective's message (torch.distributed records it on NCCL kernels).
-                    bytes: args.and_then(message_bytes).unwrap_or(-1),
+                    // A collective's message (torch.distributed records it on NCCL kernels),
+                    // else what an export of an engine recording declared.
+                    bytes: args
+                        .and_then(message_bytes)
+                        .or_else(|| declared(args.and_then(|a| a.bytes)))
+                        .unwrap_or(-1),
+                    flops: declared(args.and_then(|a| a.flops)).unwrap_or(-1),
                     ..Default::default()
                 });
             }
@@ -769,8 +787,13 @@ impl Builder {
                     row.host_start_ns = start;
                     row.host_end_ns = end;
                 }
+                if let Some(a) = args {
+                    exported_marker(&mut row, a);
+                }
                 t.markers.push(row);
             }
+            // Read before any complete event (`telemetry`).
+            Category::Telemetry => {}
             Category::CpuOp | Category::PythonFunction => {
                 let kind = scope_kind(cat, t.strings.get(name_id));
                 let name = name_id;
@@ -842,7 +865,34 @@ impl Builder {
         self.budget.names(&self.trace.strings)
     }
 
+    /// A telemetry counter of `export --chrome`: one NVML sample.
+    fn telemetry(&mut self, ev: &Event, raw: &[u8]) -> Result<()> {
+        use crate::export::chrome::telemetry as c;
+        let (Some(ts), Ok(v)) = (ev.ts, serde_json::from_slice::<serde_json::Value>(raw)) else {
+            return Ok(());
+        };
+        self.budget.event()?;
+        let a = &v["args"];
+        let n = |k: &str| a[k].as_u64().unwrap_or(0);
+        let n32 = |k: &str| u32::try_from(n(k)).unwrap_or(u32::MAX);
+        self.trace.samples.push(gapscope_traces::SampleRow {
+            device: u32::try_from(ev.pid.unwrap_or_default().0).unwrap_or(0),
+            host_ns: ts.round(),
+            sm_clock_mhz: n32(c::SM_CLOCK),
+            mem_clock_mhz: n32(c::MEM_CLOCK),
+            power_mw: n32(c::POWER),
+            temperature_c: n32(c::TEMPERATURE),
+            gpu_util_pct: n32(c::GPU_UTIL),
+            mem_util_pct: n32(c::MEM_UTIL),
+            throttle_reasons: n(c::THROTTLE),
+        });
+        Ok(())
+    }
+
     fn finish(mut self) -> Trace {
+        if let Some(n) = self.native.take() {
+            adopt_native_facts(&mut self.trace.manifest, *n);
+        }
         let left_out: u64 = self.untimed.values().sum();
         if left_out > 0 {
             let by: Vec<String> = self
@@ -865,6 +915,68 @@ impl Builder {
         }
         self.trace
     }
+}
+
+/// A count an export declared (bytes, FLOPs): a non-negative whole number.
+fn declared(n: Option<event::Num>) -> Option<i64> {
+    n.map(|n| n.0)
+        .filter(|v| v.is_finite() && *v >= 0.0 && *v < i64::MAX as f64)
+        .map(|v| v as i64)
+}
+
+/// What `export --chrome` wrote beside a marker: where it came from and what its engine
+/// said (Kineto's own annotations carry none of these arguments).
+fn exported_marker(row: &mut MarkerRow, a: &event::Args) {
+    if let Some(src) = a.marker_source.as_deref().and_then(MarkerSource::parse) {
+        row.source = src as u8;
+    }
+    if let Some(p) = a.phase.as_deref().and_then(gapscope_traces::Phase::parse) {
+        row.phase = p as u8;
+    }
+    if let Some(s) = a.step.map(|n| n.0).filter(|v| v.is_finite()) {
+        row.step = s as i64;
+    }
+    if let Some(b) = a
+        .batch_size
+        .map(|n| n.0)
+        .filter(|v| v.is_finite() && *v >= 0.0)
+    {
+        row.batch_size = b as u32;
+    }
+    if let Some(t) = a.tokens.map(|n| n.0).filter(|v| v.is_finite() && *v >= 0.0) {
+        row.tokens = t as u32;
+    }
+}
+
+/// The recording's facts an export carried, over what the Chrome form could say: GPUs in
+/// full, versions, configs, the capture tool's overhead and drops, ranks. The file's own
+/// import notes and truncation stay this import's.
+fn adopt_native_facts(m: &mut Manifest, n: Manifest) {
+    if !n.gpus.is_empty() {
+        m.gpus = n.gpus;
+    }
+    m.driver_version = n.driver_version.or(m.driver_version.take());
+    m.cuda_version = n.cuda_version.or(m.cuda_version.take());
+    m.command_line = n.command_line.or(m.command_line.take());
+    m.model_config = n.model_config.or(m.model_config.take());
+    m.engine_config = n.engine_config.or(m.engine_config.take());
+    m.dropped_records = m.dropped_records.max(n.dropped_records);
+    m.capture_overhead_ns = n.capture_overhead_ns;
+    if m.ranks.is_empty() {
+        m.ranks = n.ranks;
+    }
+    m.world_size = m.world_size.or(n.world_size);
+    m.local_rank = m.local_rank.or(n.local_rank);
+    m.source_base_time_ns = m.source_base_time_ns.or(n.source_base_time_ns);
+    m.raw_names.extend(n.raw_names);
+    m.notes.push(format!(
+        "written by gapscope export --chrome from a {} trace",
+        if n.source_format.as_str().is_empty() {
+            "native"
+        } else {
+            n.source_format.as_str()
+        }
+    ));
 }
 
 /// `baseTimeNanoseconds` (a number or a numeric string) read exactly.

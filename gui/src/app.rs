@@ -231,7 +231,7 @@ impl App {
             if i == 0
                 && let Some(DocState::Ready(l)) = self.docs.first().map(|d| &d.state)
                 && let Some(k) = self.start_step
-                && let Some(s) = l.x.steps.get(k)
+                && let Some(s) = l.step_names.report_step(k).and_then(|k| l.x.steps.get(k))
             {
                 let (a, b) = (s.start_ns, s.end_ns);
                 self.start_step = None;
@@ -260,12 +260,14 @@ impl App {
                 && i == 0
                 && let (Some(k), DocState::Ready(l)) = (self.start_step.take(), &d.state)
             {
-                match l.x.steps.get(k) {
+                // `--step K`: step K as the CLI numbers it (the report's steps from 0).
+                match l.step_names.report_step(k).and_then(|k| l.x.steps.get(k)) {
                     Some(s) => d.timeline.zoom_to_ns(s.start_ns, s.end_ns, 0.02),
                     None => {
                         self.notice = Some(format!(
-                            "--step {k}: the trace has {} steps",
-                            l.x.steps.len()
+                            "--step {k}: the report numbers {} steps (0 to {})",
+                            l.step_names.report_len(),
+                            l.step_names.report_len().saturating_sub(1)
                         ))
                     }
                 }

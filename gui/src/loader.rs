@@ -11,7 +11,10 @@ use gapscope_analyzer::explore::{Exploration, KernelTable, Stage, explore};
 use gapscope_analyzer::import::ImportProgress;
 use gapscope_analyzer::session::{self, Run, SessionSettings};
 
+use gapscope_analyzer::explore::Spans;
+
 use crate::lod::{LaneLod, Longest};
+use crate::views::step_names::StepNames;
 
 /// A trace ready to draw.
 pub struct Loaded {
@@ -23,6 +26,13 @@ pub struct Loaded {
     /// The longest-item index of each host row (per host lane, per depth) and marker row.
     pub host_longest: Vec<Vec<Longest>>,
     pub marker_longest: Vec<Vec<Longest>>,
+    /// The steps as a timeline row (start-sorted, with the running end), its longest-step
+    /// index, and every step's name in the numbering the CLI shares.
+    pub step_spans: Spans,
+    pub step_longest: Longest,
+    pub step_names: StepNames,
+    /// Each host thread's process (from the scopes and launches on it; 0 when unknown).
+    pub thread_pid: Vec<(u64, u32)>,
     /// Seconds from the start of the open to the data being ready.
     pub load_s: f64,
     /// Seconds per stage (import, analysis, lanes, kernel table, level of detail).
@@ -139,6 +149,13 @@ pub fn ready(x: Exploration, mut marks: Vec<(&'static str, f64)>, t0: Instant) -
     };
     let host_longest = x.lanes.host.iter().map(|h| rows(&h.rows)).collect();
     let marker_longest = x.lanes.markers.iter().map(|m| rows(&m.rows)).collect();
+    let step_spans = Spans::new(
+        x.steps.iter().map(|s| s.start_ns).collect(),
+        x.steps.iter().map(|s| s.end_ns.max(s.start_ns)).collect(),
+    );
+    let step_longest = Longest::build(&step_spans.start_ns, &step_spans.end_ns);
+    let step_names = StepNames::of(&x.steps, &x.tables);
+    let thread_pid = thread_pids(&x.trace);
     let load_s = t0.elapsed().as_secs_f64();
     marks.push(("level of detail", load_s));
     let mut prev = 0.0;
@@ -156,10 +173,31 @@ pub fn ready(x: Exploration, mut marks: Vec<(&'static str, f64)>, t0: Instant) -
         lods,
         host_longest,
         marker_longest,
+        step_spans,
+        step_longest,
+        step_names,
+        thread_pid,
         load_s,
         stages_s,
         levers: OnceLock::new(),
     }
+}
+
+/// Each thread's process, from the scopes and launches recorded on it, sorted by thread.
+fn thread_pids(t: &gapscope_traces::Trace) -> Vec<(u64, u32)> {
+    let mut seen = std::collections::BTreeMap::new();
+    let mut last = None;
+    let pairs = (0..t.scopes.len())
+        .map(|i| (t.scopes.tid[i], t.scopes.pid[i]))
+        .chain((0..t.launches.len).map(|i| (t.launches.tid[i], t.launches.pid[i])));
+    // Rows come grouped by thread: the map sees each run of one thread once.
+    for p in pairs {
+        if last != Some(p) {
+            seen.entry(p.0).or_insert(p.1);
+            last = Some(p);
+        }
+    }
+    seen.into_iter().collect()
 }
 
 /// Starts loading `path` on a worker thread; `done` runs when the result is in `Progress`.

@@ -27,6 +27,8 @@ const BUCKET: [Color32; 17] = [
     Color32::from_rgb(0x7f, 0x7f, 0x7f), // other
 ];
 
+/// A run of steps each narrower than a pixel, folded into one bar.
+pub const FOLDED_STEPS: Color32 = Color32::from_rgb(0x8a, 0x8a, 0x8a);
 pub const IDLE: Color32 = Color32::from_rgb(0x3a, 0x3a, 0x3a);
 pub const STALL: Color32 = Color32::from_rgb(0xff, 0x40, 0x40);
 pub const SELECTION: Color32 = Color32::from_rgba_premultiplied(0x40, 0x80, 0xff, 0x30);

@@ -21,7 +21,8 @@ options:
   --view VIEW          start in timeline | steps | kernels | diff | roofline | telemetry
                        | ranks (the default for the ranks of one run)
   --step-aligned       start the timeline with every step the same width
-  --step K             start the timeline zoomed to step K (0-based)
+  --step K             start the timeline zoomed to step K, numbered as gapscope report
+                       numbers them (the decode steps from 0; a prefill is not one)
   --model CONFIG.json  the model's Hugging Face config.json, for the roofline
   --hw GPU             the roofline's GPU (h100-sxm, h200, ...; default: the trace's GPU)
   --hw-profile P.json  measured ceilings from `gapscope-engine calibrate` instead

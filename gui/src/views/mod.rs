@@ -2,14 +2,18 @@
 
 pub mod diff;
 pub mod format;
+pub mod hover;
 pub mod kernels;
+pub mod lane_rows;
 pub mod ranks;
 pub mod ranks_text;
 pub mod roofline;
 pub mod row_paint;
+pub mod step_names;
 pub mod steps;
 pub mod telemetry;
 pub mod timeline;
+pub mod tooltip;
 
 /// The view shown in the main area.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -238,6 +238,7 @@ fn lanes(ui: &mut Ui, data: &RanksLoaded, st: &mut RanksState, height: f32) {
         Rect::from_min_max(area.min, Pos2::new(area.right(), area.top() + RULER_H)),
         &m,
         &[],
+        &super::step_names::StepNames::default(),
     );
     let clip = painter.with_clip_rect(Rect::from_min_max(
         Pos2::new(area.left(), area.top() + RULER_H),

@@ -13,6 +13,17 @@ pub const MIN_PX: f64 = 3.0;
 /// Labels are drawn on bars at least this wide.
 pub const LABEL_MIN_PX: f64 = 36.0;
 
+/// Size of the labels on bars, points.
+pub const LABEL_FONT: f32 = 11.0;
+
+/// Where a bar's label may draw: the bar's visible columns, over the row's whole height
+/// (glyphs that reach below the baseline, as `_` does, stay whole; a bar is a pixel
+/// shorter than its row on each side).
+pub fn label_clip(bar: Rect, row: Rect) -> Rect {
+    let x = bar.intersect(row);
+    Rect::from_x_y_ranges(x.x_range(), row.y_range())
+}
+
 /// The visible window and how it maps to pixels.
 #[derive(Clone, Copy)]
 pub struct Mapper<'a> {
@@ -72,6 +83,13 @@ pub trait RowSource {
     fn run_color(&self, i: usize, j: usize) -> Color32;
     /// Label of the folded run `i..j`.
     fn run_label(&self, i: usize, j: usize) -> String;
+    /// Items narrower than this many pixels fold into runs ([`MIN_PX`] for GPU lanes; one
+    /// pixel for steps and markers, so every step and marker wider than a pixel is drawn).
+    fn min_px(&self) -> f64 {
+        MIN_PX
+    }
+    /// Paints what item `i`'s bar carries besides its colour, into the row's mesh.
+    fn decorate(&self, _i: usize, _bar: Rect, _m: &Mapper, _mesh: &mut Mesh) {}
     /// The longest item of `i..j`, when it can be found cheaply (the default scans up to
     /// 256 items; the explorer's rows answer from their `lod::Longest` index).
     fn longest(&self, i: usize, j: usize) -> Option<usize> {
@@ -98,14 +116,18 @@ pub fn paint_row(
     let mut labels: Vec<(Rect, String, Color32)> = Vec::new();
     let (y0, y1) = (rect.top() + 1.0, rect.bottom() - 1.0);
     let scale = m.scale();
+    let min_px = src.min_px();
     let mut i = range.start;
     while i < range.end {
         let x0 = m.x(start[i]);
         let x1 = m.x(end[i]);
-        if x1 - x0 >= MIN_PX {
+        if x1 - x0 >= min_px {
             let r = Rect::from_x_y_ranges(m.sx(start[i])..=m.sx(end[i]), y0..=y1);
             let c = src.color(i);
-            mesh.add_colored_rect(r.shrink2(egui::vec2(0.5, 0.0)), c);
+            // A hairline between neighbours where there is room for it.
+            let inset = if x1 - x0 > 3.0 { 0.5 } else { 0.0 };
+            mesh.add_colored_rect(r.shrink2(egui::vec2(inset, 0.0)), c);
+            src.decorate(i, r.shrink2(egui::vec2(inset, 0.0)), m, &mut mesh);
             if x1 - x0 >= LABEL_MIN_PX {
                 labels.push((r, src.label(i), c));
             }
@@ -113,19 +135,19 @@ pub fn paint_row(
             i += 1;
             continue;
         }
-        // Fold (Tracy): the items starting within MIN_PX of the run's start form one pixel
+        // Fold (Tracy): the items starting within min_px of the run's start form one pixel
         // bucket, coloured by its dominant bucket (Perfetto's mipmap keeps one representative
         // per bucket); neighbouring buckets join the run while their colour is the same, no
-        // item among them is wide, and no gap wider than MIN_PX separates them.
-        // A chunk ends before its first item at least MIN_PX wide (a long item starting
+        // item among them is wide, and no gap wider than min_px separates them.
+        // A chunk ends before its first item at least min_px wide (a long item starting
         // right after a zero-length one must not hide in the fold), and a run ends where
         // the next item starts, so an earlier long item cannot stretch it.
         let chunk = |j: usize| -> usize {
-            let limit = m.axis.from_u(m.u0 + (m.x(start[j]) + MIN_PX) / scale);
+            let limit = m.axis.from_u(m.u0 + (m.x(start[j]) + min_px) / scale);
             let k =
                 (j + 1 + start[j + 1..range.end].partition_point(|&s| s < limit)).min(range.end);
             match src.longest(j + 1, k) {
-                Some(w) if m.x(end[w]) - m.x(start[w]) >= MIN_PX => w,
+                Some(w) if m.x(end[w]) - m.x(start[w]) >= min_px => w,
                 _ => k,
             }
         };
@@ -143,7 +165,7 @@ pub fn paint_row(
         let mut run_end = x1.max(x0).max(run_end_of(k));
         while j < range.end {
             let xs = m.x(start[j]);
-            if xs > run_end + MIN_PX || m.x(end[j]) - xs >= MIN_PX {
+            if xs > run_end + min_px || m.x(end[j]) - xs >= min_px {
                 break;
             }
             k = chunk(j);
@@ -158,6 +180,7 @@ pub fn paint_row(
         let r = Rect::from_x_y_ranges(xa..=xb.max(xa + 1.0), y0..=y1);
         if j - i == 1 {
             mesh.add_colored_rect(r, src.color(i));
+            src.decorate(i, r, m, &mut mesh);
             hits.push((r.expand2(egui::vec2(1.0, 0.0)), Drawn::Item(i)));
         } else {
             let c = color;
@@ -173,16 +196,16 @@ pub fn paint_row(
         i = j;
     }
     painter.add(egui::Shape::mesh(mesh));
-    let font = FontId::proportional(11.0);
+    let font = FontId::proportional(LABEL_FONT);
     for (r, text, bg) in labels {
-        let visible = r.intersect(rect);
-        let chars = ((visible.width() - 4.0) / 6.2).floor().max(0.0) as usize;
+        let clip = label_clip(r, rect);
+        let chars = ((clip.width() - 4.0) / 6.2).floor().max(0.0) as usize;
         if chars < 3 {
             continue;
         }
         let t = super::format::cut(&text, chars);
-        painter.with_clip_rect(visible).text(
-            Pos2::new(visible.left() + 2.0, visible.center().y),
+        painter.with_clip_rect(clip).text(
+            Pos2::new(clip.left() + 2.0, rect.center().y),
             Align2::LEFT_CENTER,
             t,
             font.clone(),
@@ -217,6 +240,10 @@ mod tests {
     }
 
     fn drawn(row: &Row, span: (i64, i64)) -> Vec<Drawn> {
+        drawn_as(row, span)
+    }
+
+    fn drawn_as(row: &dyn RowSource, span: (i64, i64)) -> Vec<Drawn> {
         let axis = Axis::new(AxisMode::Time, span, &[]);
         let m = Mapper {
             axis: &axis,
@@ -240,6 +267,86 @@ mod tests {
         // [0, 0) then [0, 500) in a view from -100 to 900: the second is half the view.
         let row = Row(Spans::new(vec![0, 0], vec![0, 500]));
         assert_eq!(drawn(&row, (-100, 900)), [Drawn::Item(0), Drawn::Item(1)]);
+    }
+
+    struct Steps(Spans);
+
+    impl RowSource for Steps {
+        fn spans(&self) -> &Spans {
+            &self.0
+        }
+        fn color(&self, _: usize) -> Color32 {
+            Color32::GREEN
+        }
+        fn label(&self, i: usize) -> String {
+            format!("step {i}")
+        }
+        fn run_color(&self, _: usize, _: usize) -> Color32 {
+            Color32::GRAY
+        }
+        fn run_label(&self, i: usize, j: usize) -> String {
+            format!("{} steps", j - i)
+        }
+        fn min_px(&self) -> f64 {
+            1.0
+        }
+    }
+
+    #[test]
+    fn abutting_steps_are_each_drawn_and_only_sub_pixel_ones_fold() {
+        // Over 1000 px for 1000 ns: steps of 40 px and 0.5 px alternating, each starting
+        // where the last one ended (a vLLM decode: a long forward, then a short one). The
+        // old steps lane jumped to the first step ending a pixel after the drawn one and
+        // dropped every short step.
+        let (mut start, mut end) = (Vec::new(), Vec::new());
+        let mut t = 0i64;
+        for k in 0..40 {
+            let w = if k % 2 == 0 { 40_000 } else { 500 };
+            start.push(t);
+            end.push(t + w);
+            t += w;
+        }
+        let row = Steps(Spans::new(start, end));
+        let d = drawn_as(&row, (0, 1_000_000));
+        let items: Vec<usize> = d
+            .iter()
+            .filter_map(|x| match x {
+                Drawn::Item(i) => Some(*i),
+                Drawn::Run(..) => None,
+            })
+            .collect();
+        let visible = row.0.overlapping(0, 1_000_000);
+        assert_eq!(items, visible.collect::<Vec<_>>(), "{d:?}");
+        // Steps of 0.25 px fold, and the run says how many it holds.
+        let start: Vec<i64> = (0..400).map(|i| i * 250).collect();
+        let end: Vec<i64> = start.iter().map(|s| s + 250).collect();
+        let row = Steps(Spans::new(start, end));
+        assert_eq!(drawn_as(&row, (0, 1_000_000)), [Drawn::Run(0, 400)]);
+        assert_eq!(row.run_label(0, 400), "400 steps");
+    }
+
+    #[test]
+    fn labels_keep_their_underscores() {
+        let ctx = egui::Context::default();
+        let mut out = ctx.run_ui(egui::RawInput::default(), |_| {});
+        out.textures_delta.clear();
+        let g = ctx.fonts_mut(|f| {
+            f.layout_no_wrap(
+                "aten::_cudnn_attention_forward".into(),
+                FontId::proportional(LABEL_FONT),
+                Color32::WHITE,
+            )
+        });
+        // A 14 px timeline row and its bar, a pixel shorter on each side.
+        let row = Rect::from_min_size(Pos2::new(0.0, 100.0), egui::vec2(400.0, 14.0));
+        let bar = row.shrink2(egui::vec2(0.0, 1.0));
+        let clip = label_clip(bar, row);
+        // Placed as `paint_row` places it: left-centred on the row.
+        let at = Pos2::new(clip.left() + 2.0, row.center().y - g.size().y / 2.0);
+        let glyphs = g.mesh_bounds.translate(at.to_vec2());
+        assert!(clip.contains_rect(glyphs), "{glyphs:?} cut by {clip:?}");
+        // The bar alone (the old clip) cuts the underscores off.
+        assert!(!bar.contains_rect(glyphs), "{glyphs:?} within {bar:?}");
     }
 
     #[test]

@@ -83,12 +83,14 @@ pub fn show(ui: &mut Ui, l: &Loaded, show_idle: &mut bool) -> (Option<usize>, Op
         Pos2::new(rect.right() - 8.0, rect.bottom() - 22.0),
     );
     let height_of = |s: &StepView| s.stacked_ms() - s.idle_ms + idle_of(s);
-    let max_ms = steps.iter().map(height_of).fold(0.0, f64::max).max(1e-6);
+    let tallest = steps.iter().map(height_of).fold(0.0, f64::max).max(1e-6);
+    // Round ticks (1, 2 or 5 × 10^k ms), the axis ending on the first above the tallest bar.
+    let (tick, ticks) = nice_ticks(tallest, 5);
+    let max_ms = tick * ticks as f64;
     let y_of = |ms: f64| plot.bottom() - (ms / max_ms) as f32 * plot.height();
-    // Axis: 5 ticks.
     let font = FontId::monospace(10.0);
-    for k in 0..=4 {
-        let v = max_ms * k as f64 / 4.0;
+    for k in 0..=ticks {
+        let v = tick * k as f64;
         let y = y_of(v);
         p.line_segment(
             [Pos2::new(plot.left(), y), Pos2::new(plot.right(), y)],
@@ -97,7 +99,7 @@ pub fn show(ui: &mut Ui, l: &Loaded, show_idle: &mut bool) -> (Option<usize>, Op
         p.text(
             Pos2::new(plot.left() - 4.0, y),
             Align2::RIGHT_CENTER,
-            format!("{v:.2} ms"),
+            ms_tick(v, tick),
             font.clone(),
             Color32::from_gray(180),
         );
@@ -154,29 +156,37 @@ pub fn show(ui: &mut Ui, l: &Loaded, show_idle: &mut bool) -> (Option<usize>, Op
         }
     }
     p.add(egui::Shape::mesh(mesh));
-    p.text(
-        Pos2::new(plot.left(), rect.bottom() - 2.0),
-        Align2::LEFT_BOTTOM,
-        "step 0",
-        font.clone(),
-        Color32::from_gray(180),
-    );
-    p.text(
-        Pos2::new(plot.right(), rect.bottom() - 2.0),
-        Align2::RIGHT_BOTTOM,
-        format!("step {}", n - 1),
-        font,
-        Color32::from_gray(180),
-    );
+    // A label every few steps, at least 80 px apart, named as the CLI numbers them.
+    let every = label_every(n, plot.width(), 80.0);
+    for k in (0..n).step_by(every) {
+        let x = plot.left() + (k as f32 + 0.5) * w;
+        p.line_segment(
+            [
+                Pos2::new(x, plot.bottom() + 2.0 + PHASE_H),
+                Pos2::new(x, plot.bottom() + 5.0 + PHASE_H),
+            ],
+            Stroke::new(1.0, Color32::from_gray(120)),
+        );
+        p.text(
+            Pos2::new(x, rect.bottom() - 2.0),
+            Align2::CENTER_BOTTOM,
+            l.step_names.axis_label(k),
+            font.clone(),
+            Color32::from_gray(180),
+        );
+    }
     let at = resp
         .hover_pos()
         .filter(|q| plot.x_range().contains(q.x))
         .map(|q| (((q.x - plot.left()) / w) as usize).min(n - 1));
     let clicked = at.filter(|_| resp.clicked());
-    if let Some(k) = at {
-        resp.on_hover_ui_at_pointer(|ui| {
-            ui.label(step_tooltip(k, &steps[k]));
-        });
+    if let (Some(k), Some(pointer)) = (at, resp.hover_pos()) {
+        super::tooltip::at_pointer(
+            ui,
+            resp.id.with("step_tip"),
+            pointer,
+            &step_tooltip(&l.step_names.label(k), &steps[k]),
+        );
     }
     (clicked, Some(plot))
 }
@@ -231,7 +241,7 @@ fn spec_line(sp: &gapscope_analyzer::analysis::spec::SpecReport) -> String {
     )
 }
 
-fn step_tooltip(k: usize, s: &StepView) -> String {
+fn step_tooltip(name: &str, s: &StepView) -> String {
     let spec = if s.draft_forwards > 0 || s.tokens > 0 {
         format!(
             "\n{} draft forwards ({:.0}% of the step) · {} tokens",
@@ -243,8 +253,7 @@ fn step_tooltip(k: usize, s: &StepView) -> String {
         String::new()
     };
     let mut t = format!(
-        "step {k} · {}{}\n{} active · {} busy · {} idle (largest gap {})",
-        s.phase.as_str(),
+        "{name}{}\n{} active · {} busy · {} idle (largest gap {})",
         if s.stall { " · STALL" } else { "" },
         format::ms_label(s.active_ms),
         format::ms_label(s.busy_ms),
@@ -263,4 +272,73 @@ fn step_tooltip(k: usize, s: &StepView) -> String {
         t += &format!("\n{:<16} {}", Bucket::ALL[b].as_str(), format::ms_label(ms));
     }
     t + "\nclick: show it in the timeline"
+}
+
+/// Round ticks for an axis from 0 over `max`: a step of 1, 2 or 5 × 10^k and how many of
+/// them reach `max` (at most `most`, at least 1).
+pub fn nice_ticks(max: f64, most: usize) -> (f64, usize) {
+    let max = if max.is_finite() && max > 0.0 {
+        max
+    } else {
+        1.0
+    };
+    let raw = max / most.max(1) as f64;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|f| f * mag)
+        .find(|&s| s * most as f64 >= max * (1.0 - 1e-9))
+        .unwrap_or(10.0 * mag);
+    let n = ((max / step) - 1e-9).ceil().max(1.0) as usize;
+    (step, n)
+}
+
+/// A tick's value in ms with as many decimals as the tick step needs.
+fn ms_tick(v: f64, step: f64) -> String {
+    let decimals = (-step.log10().floor()).max(0.0) as usize;
+    format!("{v:.decimals$} ms")
+}
+
+/// Label every how many steps (1, 2 or 5 × 10^k) so labels of `n` steps over `width` px
+/// stand at least `min_px` apart.
+pub fn label_every(n: usize, width: f32, min_px: f32) -> usize {
+    let per = width / n.max(1) as f32;
+    let want = (min_px / per.max(1e-3)).ceil().max(1.0) as usize;
+    let mut mag = 1usize;
+    loop {
+        for f in [1, 2, 5] {
+            if f * mag >= want {
+                return f * mag;
+            }
+        }
+        mag = mag.saturating_mul(10);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn y_ticks_fall_on_round_values() {
+        // The old axis divided the tallest bar by four: 0.37, 0.74, 1.11 ms.
+        let (step, n) = nice_ticks(1.4833, 5);
+        assert_eq!((step, n), (0.5, 3));
+        let (step, n) = nice_ticks(92.7, 5);
+        assert_eq!((step, n), (20.0, 5));
+        let (step, n) = nice_ticks(0.04, 5);
+        assert!((step - 0.01).abs() < 1e-12 && n == 4, "{step} {n}");
+        assert_eq!(nice_ticks(0.0, 5), (0.2, 5));
+        assert_eq!(ms_tick(1.5, 0.5), "1.5 ms");
+        assert_eq!(ms_tick(40.0, 20.0), "40 ms");
+    }
+
+    #[test]
+    fn x_labels_come_every_few_steps() {
+        // 16 steps over 1600 px: every step; 512 over 1200: every 50th (not just the ends).
+        assert_eq!(label_every(16, 1600.0, 80.0), 1);
+        assert_eq!(label_every(16, 1200.0, 80.0), 2);
+        assert_eq!(label_every(512, 1200.0, 80.0), 50);
+        assert_eq!(label_every(1, 100.0, 80.0), 1);
+    }
 }

@@ -6,15 +6,16 @@
 use std::sync::Arc;
 
 use egui::{Align2, Color32, FontId, Key, Pos2, Rect, Sense, Stroke, StrokeKind, Ui, Vec2};
-use gapscope_analyzer::Bucket;
-use gapscope_analyzer::explore::{ActRef, BoxSums, GpuLane, HostRow, Spans, StepView};
-use gapscope_traces::{ScopeKind, StrId};
+use gapscope_analyzer::explore::{ActRef, BoxSums, GpuLane, HostRow, StepView};
+use gapscope_traces::StrId;
 
 use super::format;
-use super::row_paint::{Drawn, Mapper, RowSource, paint_row};
+pub use super::hover::describe;
+use super::lane_rows::{GpuRow, ScopeRowSrc, StepRowSrc};
+use super::row_paint::{Drawn, Mapper, paint_row};
+use super::step_names::StepNames;
 use crate::axis::{Axis, AxisMode};
 use crate::loader::Loaded;
-use crate::lod::LaneLod;
 use crate::palette;
 
 pub const RULER_H: f32 = 22.0;
@@ -38,6 +39,11 @@ pub enum Hit {
     /// A marker (marker table index).
     Marker(u32),
     Step(usize),
+    /// Steps `i..j`, each narrower than a pixel, folded into one bar.
+    Steps {
+        i: usize,
+        j: usize,
+    },
 }
 
 /// A box selection: a time range over some GPU lanes, and what it holds.
@@ -75,6 +81,8 @@ pub struct Geometry {
     pub lanes: Rect,
     /// GPU lane index and its row.
     pub gpu_rows: Vec<(usize, Rect)>,
+    /// The steps lane as drawn: each step's (or folded run's) bar.
+    pub steps: Vec<(Rect, Hit)>,
 }
 
 impl TimelineState {
@@ -153,115 +161,14 @@ impl TimelineState {
     }
 }
 
-struct GpuRow<'a> {
-    l: &'a Loaded,
-    lane: &'a GpuLane,
-    lod: &'a LaneLod,
-    highlight: Option<StrId>,
-}
-
-impl GpuRow<'_> {
-    fn name_id(&self, i: usize) -> StrId {
-        let a = self.lane.act[i];
-        let t = &self.l.x.trace;
-        if a.is_memop() {
-            t.memops.name[a.index()]
-        } else {
-            t.kernels.name[a.index()]
-        }
-    }
-}
-
-impl RowSource for GpuRow<'_> {
-    fn spans(&self) -> &Spans {
-        &self.lane.spans
-    }
-    fn color(&self, i: usize) -> Color32 {
-        let c = palette::bucket(self.lane.bucket[i]);
-        match self.highlight {
-            Some(h) if self.name_id(i) == h => palette::HIGHLIGHT,
-            Some(_) => palette::dim(c),
-            None => c,
-        }
-    }
-    fn label(&self, i: usize) -> String {
-        gapscope_analyzer::text::short(self.l.x.trace.strings.get(self.name_id(i)))
-    }
-    fn run_color(&self, i: usize, j: usize) -> Color32 {
-        let c = palette::bucket(self.lod.dominant(self.lane, i, j));
-        if self.highlight.is_some() {
-            palette::dim(c)
-        } else {
-            c
-        }
-    }
-    fn longest(&self, i: usize, j: usize) -> Option<usize> {
-        (j > i).then(|| self.lod.longest(self.lane, i, j))
-    }
-    fn run_label(&self, i: usize, j: usize) -> String {
-        let s = self.lod.summary(self.lane, i, j);
-        format!(
-            "{} × {}",
-            format::count(s.count as u64),
-            Bucket::ALL[s.dominant as usize].as_str()
-        )
-    }
-}
-
-struct ScopeRowSrc<'a> {
-    l: &'a Loaded,
-    row: &'a HostRow,
-    markers: bool,
-    longest: Option<&'a crate::lod::Longest>,
-}
-
-impl ScopeRowSrc<'_> {
-    fn name(&self, i: usize) -> &str {
-        let id = self.row.id[i] as usize;
-        let t = &self.l.x.trace;
-        if self.markers {
-            t.strings.get(t.markers.name[id])
-        } else {
-            t.strings.get(self.l.x.forest.nodes[id].name)
-        }
-    }
-    fn kind(&self, i: usize) -> ScopeKind {
-        if self.markers {
-            ScopeKind::Annotation
-        } else {
-            self.l.x.forest.nodes[self.row.id[i] as usize].kind
-        }
-    }
-}
-
-impl RowSource for ScopeRowSrc<'_> {
-    fn spans(&self) -> &Spans {
-        &self.row.spans
-    }
-    fn color(&self, i: usize) -> Color32 {
-        palette::scope(self.kind(i))
-    }
-    fn label(&self, i: usize) -> String {
-        self.name(i).to_owned()
-    }
-    fn longest(&self, i: usize, j: usize) -> Option<usize> {
-        let idx = self.longest?;
-        (j > i).then(|| idx.of(&self.row.spans.start_ns, &self.row.spans.end_ns, i, j))
-    }
-    fn run_color(&self, i: usize, _j: usize) -> Color32 {
-        palette::dim(palette::scope(self.kind(i)))
-    }
-    fn run_label(&self, i: usize, j: usize) -> String {
-        format!("{} scopes", format::count((j - i) as u64))
-    }
-}
-
 /// Everything drawn this frame that the pointer can hit.
 #[derive(Default)]
 struct Hits {
     items: Vec<(Rect, Hit)>,
     /// (GPU lane index, its row rect).
     gpu_rows: Vec<(usize, Rect)>,
+    /// The steps lane's bars (also in `items`).
+    steps: Vec<(Rect, Hit)>,
 }
 
 /// Keyboard and mouse navigation; returns true when the view changed.
@@ -330,7 +237,13 @@ pub fn lanes_height(l: &Loaded) -> f32 {
 }
 
 /// Draws the time ruler in `rect` (step-aligned: labelled by `steps`).
-pub fn ruler(painter: &egui::Painter, rect: Rect, m: &Mapper, steps: &[StepView]) {
+pub fn ruler(
+    painter: &egui::Painter,
+    rect: Rect,
+    m: &Mapper,
+    steps: &[StepView],
+    names: &StepNames,
+) {
     painter.rect_filled(rect, 0.0, Color32::from_gray(30));
     let font = FontId::monospace(10.0);
     let col = Color32::from_gray(190);
@@ -387,7 +300,7 @@ pub fn ruler(painter: &egui::Painter, rect: Rect, m: &Mapper, steps: &[StepView]
                     break;
                 }
                 if k % every == 0 {
-                    tick(x, format!("step {k}"));
+                    tick(x, names.label(k));
                 }
             }
         }
@@ -458,7 +371,7 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
         lane_area.min,
         Pos2::new(lane_area.right(), lane_area.top() + RULER_H),
     );
-    ruler(&painter, ruler_rect, &m, &l.x.steps);
+    ruler(&painter, ruler_rect, &m, &l.x.steps, &l.step_names);
     let body = Rect::from_min_max(Pos2::new(outer.left(), outer.top() + RULER_H), outer.max);
     let lanes_painter = painter.with_clip_rect(body);
     let label_painter = lanes_painter.with_clip_rect(Rect::from_min_max(
@@ -495,7 +408,17 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
     let steps_rect = row(y, STEP_H);
     if visible(&steps_rect) {
         lane_label(steps_rect, format!("steps ({})", l.x.steps.len()));
-        paint_steps(&lane_clip, steps_rect, &m, l, &mut hits);
+        let mut drawn = Vec::new();
+        paint_row(&lane_clip, steps_rect, &m, &StepRowSrc { l }, &mut drawn);
+        for (rect, d) in drawn {
+            hits.steps.push((
+                rect,
+                match d {
+                    Drawn::Item(k) => Hit::Step(k),
+                    Drawn::Run(i, j) => Hit::Steps { i, j },
+                },
+            ));
+        }
     }
     y += STEP_H + 4.0;
     // The rows of one marker lane or host thread: ranges that nest or pack into rows.
@@ -516,6 +439,7 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
                     row: r,
                     markers,
                     longest: longest.and_then(|v| v.get(r_i)),
+                    found: None,
                 };
                 let mut drawn = Vec::new();
                 paint_row(&lane_clip, rr, &m, &src, &mut drawn);
@@ -558,6 +482,7 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
                 lane,
                 lod: &l.lods[li],
                 highlight: st.highlight,
+                found: None,
             };
             let mut drawn = Vec::new();
             paint_row(&lane_clip, rr, &m, &src, &mut drawn);
@@ -605,21 +530,31 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
     st.geometry = Some(Geometry {
         lanes: Rect::from_min_max(Pos2::new(lane_area.left(), body.top()), body.max),
         gpu_rows: hits.gpu_rows.clone(),
+        steps: hits.steps.clone(),
     });
     // Pointer: hover, click, box selection (primary drag), pan (secondary drag).
     let pointer = resp.hover_pos();
     st.hovered = pointer.and_then(|p| {
-        hits.items
+        hits.steps
             .iter()
+            .chain(&hits.items)
             .find(|(r, _)| r.contains(p))
             .map(|(_, h)| h.clone())
     });
     if resp.clicked() {
         st.selected = st.hovered.clone();
-        if let Some(Hit::Step(k)) = &st.selected {
-            let s = &l.x.steps[*k];
-            if resp.double_clicked() {
-                st.zoom_to_ns(s.start_ns, s.end_ns, 0.02);
+        // Double-click a step (or a folded run of steps) to zoom to it.
+        let range = match &st.selected {
+            Some(Hit::Step(k)) => Some((*k, *k + 1)),
+            Some(Hit::Steps { i, j }) => Some((*i, *j)),
+            _ => None,
+        };
+        if let Some((i, j)) = range
+            && resp.double_clicked()
+            && let (Some(a), Some(b)) = (l.x.steps.get(i), l.x.steps.get(j.saturating_sub(1)))
+        {
+            {
+                st.zoom_to_ns(a.start_ns, b.end_ns, 0.02);
             }
         }
     }
@@ -671,12 +606,8 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
         st.selection = None;
         st.selected = None;
     }
-    if let Some(h) = &st.hovered {
-        let text = describe(l, h);
-        resp.on_hover_ui_at_pointer(|ui| {
-            ui.set_max_width(440.0);
-            ui.label(text);
-        });
+    if let (Some(h), Some(p)) = (&st.hovered, pointer) {
+        super::tooltip::at_pointer(ui, resp.id.with("hover"), p, &describe(l, h));
     }
 }
 
@@ -690,179 +621,4 @@ pub fn select_box(l: &Loaded, lanes: Vec<usize>, t0: i64, t1: i64) -> Option<Box
         sums: BoxSums::of(&refs, t0, t1),
         lanes,
     })
-}
-
-fn paint_steps(p: &egui::Painter, rect: Rect, m: &Mapper, l: &Loaded, hits: &mut Hits) {
-    let steps = &l.x.steps;
-    let (t0, t1) = (m.t0(), m.t1());
-    let first = steps.partition_point(|s| s.end_ns < t0);
-    let mut mesh = egui::Mesh::default();
-    // One step per pixel at most: after each drawn step, jump (binary search) to the first
-    // step that ends a pixel later, so a frame costs pixels, not steps.
-    let mut labels: Vec<(Pos2, String)> = Vec::new();
-    let mut k = first;
-    while k < steps.len() && steps[k].start_ns <= t1 {
-        let s = &steps[k];
-        let (a, b) = (m.sx(s.start_ns), m.sx(s.end_ns));
-        let next_t = m.t((b - m.left) as f64 + 1.0);
-        // The next step that reaches past this pixel: contiguous steps start where the last
-        // one ended, inside its last pixel, and must not be skipped for it.
-        let next = (k + 1).max(steps.partition_point(|x| x.end_ns < next_t));
-        let r = Rect::from_x_y_ranges(a..=b.max(a + 1.0), rect.top() + 2.0..=rect.bottom() - 2.0);
-        let shown = r.shrink2(Vec2::new(if b - a > 3.0 { 0.5 } else { 0.0 }, 0.0));
-        if s.draft_forwards > 0 {
-            // A speculative step: its draft forwards' window, then its verify forward's.
-            let v = m.sx(s.verify_start_ns).clamp(shown.left(), shown.right());
-            mesh.add_colored_rect(
-                Rect::from_x_y_ranges(shown.left()..=v, shown.y_range()),
-                palette::DRAFT,
-            );
-            mesh.add_colored_rect(
-                Rect::from_x_y_ranges(v..=shown.right(), shown.y_range()),
-                palette::VERIFY,
-            );
-        } else {
-            mesh.add_colored_rect(shown, palette::phase(s.phase));
-        }
-        if s.stall {
-            mesh.add_colored_rect(
-                Rect::from_x_y_ranges(r.x_range(), rect.top()..=rect.top() + 3.0),
-                palette::STALL,
-            );
-        }
-        if b - a > 40.0 {
-            labels.push((
-                Pos2::new(a.max(rect.left()) + 3.0, rect.center().y),
-                if s.draft_forwards > 0 {
-                    format!(
-                        "#{k} {} drafts, verify · {} tokens",
-                        s.draft_forwards, s.tokens
-                    )
-                } else {
-                    format!("#{k} {}", s.phase.as_str())
-                },
-            ));
-        }
-        hits.items.push((r, Hit::Step(k)));
-        k = next;
-    }
-    p.add(egui::Shape::mesh(mesh));
-    for (at, text) in labels {
-        p.text(
-            at,
-            Align2::LEFT_CENTER,
-            text,
-            FontId::proportional(10.0),
-            Color32::BLACK,
-        );
-    }
-}
-
-/// The hover text for a hit.
-pub fn describe(l: &Loaded, h: &Hit) -> String {
-    let x = &l.x;
-    match h {
-        Hit::Activity(a) => match x.detail(*a) {
-            Some(d) => {
-                let mut s = format!(
-                    "{}\nbucket {} · {}\nGPU {} · stream {} · starts at {}",
-                    d.name,
-                    d.bucket.as_str(),
-                    format::dur_ns(d.dur_ns as f64),
-                    d.device,
-                    d.stream,
-                    format::dur_ns((d.start_ns - x.span_ns.0) as f64)
-                );
-                if let (Some(g), Some(b)) = (d.grid, d.block) {
-                    s += &format!(
-                        "\ngrid {}×{}×{} · block {}×{}×{}",
-                        g[0], g[1], g[2], b[0], b[1], b[2]
-                    );
-                }
-                if let Some(k) = &d.memop_kind {
-                    s += &format!("\n{k}");
-                }
-                if let Some(b) = d.bytes {
-                    s += &format!("\n{} moved", format::bytes(b));
-                }
-                if let Some(f) = d.flops {
-                    s += &format!(" · {:.3} GFLOP", f as f64 / 1e9);
-                }
-                if let Some(g) = d.achieved_gb_per_s {
-                    s += &format!("\nachieved {g:.1} GB/s");
-                }
-                if let Some(t) = d.achieved_tflops {
-                    s += &format!(" · {t:.2} TFLOP/s");
-                }
-                if d.graph_id != 0 {
-                    s += &format!("\nCUDA graph {} · node {}", d.graph_id, d.graph_node);
-                }
-                if let Some(op) = &d.op {
-                    s += &format!("\nop {op}");
-                }
-                if let Some(layer) = d.layer {
-                    s += &format!(" · layer {layer}");
-                }
-                if let Some(k) = x.step_at(d.start_ns) {
-                    s += &format!("\nin step {k} ({})", x.steps[k].phase.as_str());
-                }
-                s
-            }
-            None => "?".to_owned(),
-        },
-        Hit::Run { lane, i, j } => {
-            let ln = &x.lanes.gpu[*lane];
-            let s = l.lods[*lane].summary(ln, *i, *j);
-            let longest = x
-                .detail(ln.act[s.longest])
-                .map(|d| {
-                    format!(
-                        "{} ({})",
-                        gapscope_analyzer::text::short(&d.name),
-                        format::dur_ns(d.dur_ns as f64)
-                    )
-                })
-                .unwrap_or_default();
-            format!(
-                "{} activities folded (zoom in to see them)\nmostly {} · {} of GPU time\nlongest: {longest}",
-                format::count(s.count as u64),
-                Bucket::ALL[s.dominant as usize].as_str(),
-                format::dur_ns(s.time_ns as f64)
-            )
-        }
-        Hit::Scope(n) => {
-            let node = &x.forest.nodes[*n as usize];
-            format!(
-                "{}\n{:?} scope · {}",
-                x.trace.strings.get(node.name),
-                node.kind,
-                format::dur_ns((node.end - node.start) as f64)
-            )
-        }
-        Hit::Marker(i) => {
-            let m = &x.trace.markers;
-            let i = *i as usize;
-            format!(
-                "{}\nmarker · {}",
-                x.trace.strings.get(m.name[i]),
-                format::dur_ns((m.gpu_end_ns[i] - m.gpu_start_ns[i]) as f64)
-            )
-        }
-        Hit::Step(k) => {
-            let s = &x.steps[*k];
-            let mut t = format!(
-                "step {k} · {} · {}\nbusy {} · idle {}{}",
-                s.phase.as_str(),
-                format::dur_ns((s.end_ns - s.start_ns) as f64),
-                format::ms_label(s.busy_ms),
-                format::ms_label(s.idle_ms),
-                if s.stall { " · STALL" } else { "" }
-            );
-            if s.batch > 0 {
-                t += &format!("\nbatch {}", s.batch);
-            }
-            t += "\ndouble-click to zoom to it";
-            t
-        }
-    }
 }

@@ -1,0 +1,129 @@
+//! Helpers shared by the explorer's state tests: native traces written with known steps,
+//! the real `App` in an egui_kittest harness, the bundled traces.
+
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    reason = "each test file uses some of the helpers; a test fails loudly on what it did not expect"
+)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use egui::Vec2;
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use gapscope_gui::App;
+use gapscope_gui::settings::Settings;
+use gapscope_gui::views::View;
+use gapscope_traces::{
+    KernelTable, Manifest, MarkerRow, MarkerSource, MarkerTable, Phase, StringTable, TraceWriter,
+};
+
+pub const US: i64 = 1_000;
+
+/// Writes a native trace: per step, kernels `(name, duration)` back to back on stream 7
+/// with `inner_gap` between them, `outer_gap` between steps, one engine decode marker per
+/// step. Returns the step windows.
+pub fn write_trace(
+    path: &Path,
+    steps: &[&[(&str, i64)]],
+    inner_gap: i64,
+    outer_gap: i64,
+) -> Vec<(i64, i64)> {
+    let mut strings = StringTable::new();
+    let mut kernels = KernelTable::default();
+    let mut markers = MarkerTable::default();
+    let decode = strings.intern("decode");
+    let mut now = 1_000_000i64;
+    let mut windows = Vec::new();
+    let mut corr = 0;
+    for (k, step) in steps.iter().enumerate() {
+        let start = now;
+        for (i, &(name, dur)) in step.iter().enumerate() {
+            if i > 0 {
+                now += inner_gap;
+            }
+            corr += 1;
+            kernels.push(gapscope_traces::KernelRow {
+                stream: 7,
+                correlation: corr,
+                name: strings.intern(name),
+                gpu_start_ns: now,
+                gpu_end_ns: now + dur,
+                grid_x: 132,
+                block_x: 256,
+                ..Default::default()
+            });
+            now += dur;
+        }
+        markers.push(MarkerRow {
+            name: decode,
+            source: MarkerSource::Engine as u8,
+            phase: Phase::Decode as u8,
+            gpu_start_ns: start,
+            gpu_end_ns: now,
+            step: k as i64,
+            batch_size: 1,
+            tokens: 1,
+            ..Default::default()
+        });
+        windows.push((start, now));
+        now += outer_gap;
+    }
+    let mut w = TraceWriter::create(path, Manifest::new("test")).unwrap();
+    w.append_strings(&strings).unwrap();
+    w.append_kernels(&kernels).unwrap();
+    w.append_markers(&markers).unwrap();
+    w.finish().unwrap();
+    windows
+}
+
+pub fn harness(traces: &[PathBuf], view: View) -> Harness<'static, App> {
+    harness_with(Settings {
+        traces: traces.to_vec(),
+        view,
+        ..Settings::default()
+    })
+}
+
+/// The explorer with settings `s`, 1400x800, once every trace has loaded.
+pub fn harness_with(s: Settings) -> Harness<'static, App> {
+    let mut h = Harness::builder()
+        .with_size(Vec2::new(1400.0, 800.0))
+        .build_ui_state(|ui, app: &mut App| app.ui(ui), App::new(&s));
+    settle(&mut h);
+    h
+}
+
+/// Steps frames until every trace has loaded or failed.
+pub fn settle(h: &mut Harness<'static, App>) {
+    let t0 = Instant::now();
+    loop {
+        h.step();
+        if h.state().settled() {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "traces did not load"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    h.run_steps(3);
+}
+
+pub fn reference(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../traces/reference")
+        .join(name)
+}
+
+/// Whether some widget's label contains `text` (status bar and view may both show it).
+pub fn shows(h: &Harness<'static, App>, text: &str) -> bool {
+    h.query_all_by_label_contains(text).next().is_some()
+}
+
+pub fn visible(h: &Harness<'static, App>) -> (i64, i64) {
+    h.state().docs[0].timeline.visible_ns().expect("axis built")
+}

@@ -58,6 +58,7 @@ impl App {
         if let Some(h) = &s.hw {
             roofline.hw_id = h.clone();
         }
+        roofline.ctx = s.ctx;
         if let Some(w) = &s.weights {
             match WeightFormat::parse(w) {
                 Some(f) => roofline.weights = f,

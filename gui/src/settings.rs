@@ -27,6 +27,8 @@ options:
   --hw GPU             the roofline's GPU (h100-sxm, h200, ...; default: the trace's GPU)
   --hw-profile P.json  measured ceilings from `gapscope-engine calibrate` instead
   --weights FMT        bf16 (default), fp8, q8_0, q4_0, q4_k, nvfp4 or mxfp4
+  --ctx N              the roofline's context (KV tokens per sequence; default: the
+                       trace's own when its markers carry it, else 4096, said assumed)
 analysis options, as for `gapscope report`:
   --rules FILE         extra bucket rules (TOML), tried before the built-in ones
   --step-regex REGEX   marker names that delimit steps, instead of the automatic choice
@@ -60,6 +62,8 @@ pub struct Settings {
     pub hw: Option<String>,
     pub hw_profile: Option<PathBuf>,
     pub weights: Option<String>,
+    /// `--ctx`: the roofline's context, tokens.
+    pub ctx: Option<u64>,
     /// What changes the analysis, as the CLI's flags set it.
     pub knobs: Knobs,
     pub screenshot: Option<PathBuf>,
@@ -78,6 +82,7 @@ impl Default for Settings {
             hw: None,
             hw_profile: None,
             weights: None,
+            ctx: None,
             knobs: Knobs {
                 all_columns: true,
                 ..Knobs::default()
@@ -154,6 +159,7 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
             "--hw" => s.hw = Some(value(a)?),
             "--hw-profile" => s.hw_profile = Some(value(a)?.into()),
             "--weights" => s.weights = Some(value(a)?),
+            "--ctx" => s.ctx = Some(number(a, &value(a)?)?),
             "--rules" => s.knobs.rules_file = Some(value(a)?.into()),
             "--step-regex" => s.knobs.step_regex = Some(value(a)?),
             "--no-markers" => s.knobs.no_markers = true,

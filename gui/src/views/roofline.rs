@@ -5,13 +5,17 @@
 
 use std::path::PathBuf;
 
-use egui::{Align2, Color32, FontId, Pos2, Rect, Sense, Stroke, Ui, Vec2};
-use gapscope_analyzer::roofline::report::{BatchSource, RooflineReport, TraceAtBatch, roofline_of};
+use egui::{Color32, Ui};
+use gapscope_analyzer::roofline::report::{
+    BatchSource, ContextChoice, RooflineReport, TraceAtBatch, roofline_at,
+};
 use gapscope_analyzer::roofline::{HardwareSpec, ModelSpec, WeightFormat, hw};
 
-use super::format;
+use super::{format, roofline_chart, roofline_text};
 use crate::loader::Loaded;
-use crate::palette;
+
+/// The context the floors are taken at when neither the user nor the trace says.
+pub const DEFAULT_CTX: u64 = 4096;
 
 const BATCHES: [u64; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 
@@ -24,7 +28,9 @@ pub struct RooflineState {
     pub profile: Option<Result<HardwareSpec, String>>,
     pub weights: WeightFormat,
     pub batch: u64,
-    pub ctx: u64,
+    /// The context asked for (`--ctx`, or set in the view); `None`: the trace's own, else
+    /// [`DEFAULT_CTX`], said to be assumed.
+    pub ctx: Option<u64>,
     model_text: String,
     profile_text: String,
 }
@@ -39,7 +45,7 @@ impl Default for RooflineState {
             profile: None,
             weights: WeightFormat::Bf16,
             batch: 1,
-            ctx: 4096,
+            ctx: None,
             model_text: String::new(),
             profile_text: String::new(),
         }
@@ -129,7 +135,17 @@ pub fn show(ui: &mut Ui, st: &mut RooflineState, docs: &[&Loaded]) {
         ui.label("batch");
         ui.add(egui::Slider::new(&mut st.batch, 1..=256).logarithmic(true));
         ui.label("context");
-        ui.add(egui::DragValue::new(&mut st.ctx).range(0..=1_000_000));
+        let mut ctx = st.ctx.unwrap_or(DEFAULT_CTX);
+        if ui
+            .add(egui::DragValue::new(&mut ctx).range(0..=1_000_000))
+            .on_hover_text("tokens in the KV cache per sequence; the trace's own when it says")
+            .changed()
+        {
+            st.ctx = Some(ctx);
+        }
+        if st.ctx.is_some() && ui.small_button("from the trace").clicked() {
+            st.ctx = None;
+        }
     });
     let model = match &st.model {
         Some(Ok(m)) => m.clone(),
@@ -166,17 +182,19 @@ pub fn show(ui: &mut Ui, st: &mut RooflineState, docs: &[&Loaded]) {
             }
         })
         .collect();
-    let r = roofline_of(&model, &hardware, st.weights, &batches, st.ctx, &traces);
+    let choice = ContextChoice::new(st.ctx, DEFAULT_CTX);
+    let r = roofline_at(&model, &hardware, st.weights, &batches, choice, &traces);
     summary(ui, &r, st.batch);
-    chart(ui, &r, st.batch);
+    roofline_chart::chart(ui, &r, st.batch);
 }
 
 fn summary(ui: &mut Ui, r: &RooflineReport, batch: u64) {
     if let Some(f) = r.floors.iter().find(|f| f.batch == batch) {
         ui.label(format!(
-            "{} on {} · batch {batch}: floor {} ({}-bound; weights {}, KV {}, compute {}) · crossover batch {:.0}",
+            "{} on {} · batch {batch} · {}: floor {} ({}-bound; weights {}, KV {}, compute {}) · crossover batch {:.0}",
             if r.model.model_type.is_empty() { "model" } else { &r.model.model_type },
             r.hardware.name,
+            roofline_text::context_label(r.ctx, r.ctx_source),
             format::ms_label(f.step_floor_s * 1e3),
             f.bound,
             format::ms_label(f.weight_floor_s * 1e3),
@@ -187,223 +205,14 @@ fn summary(ui: &mut Ui, r: &RooflineReport, batch: u64) {
     }
     for m in &r.measured {
         ui.label(format!(
-            "{}: median TPOT {} at batch {} = {:.0}% of floor",
+            "{}: {} at batch {} · {}",
             m.trace,
-            format::ms_label(m.tpot_median_ms),
+            roofline_text::floor_headline(m.tpot_median_ms, m.floor_ms, m.pct_of_floor_median),
             m.batch,
-            m.pct_of_floor_median
+            roofline_text::context_label(m.ctx, m.ctx_source)
         ));
     }
     for n in &r.not_placed {
         ui.label(format!("{}: not placed ({})", n.trace, n.reason));
-    }
-}
-
-#[expect(
-    clippy::too_many_lines,
-    reason = "immediate-mode UI: axes, ceilings, points and labels painted onto one chart"
-)]
-fn chart(ui: &mut Ui, r: &RooflineReport, batch: u64) {
-    let (rect, _) = ui.allocate_exact_size(
-        ui.available_size().max(Vec2::new(200.0, 160.0)),
-        Sense::hover(),
-    );
-    let p = ui.painter_at(rect);
-    p.rect_filled(rect, 0.0, Color32::from_gray(18));
-    let plot = Rect::from_min_max(
-        rect.min + Vec2::new(70.0, 14.0),
-        rect.max - Vec2::new(150.0, 30.0),
-    );
-    // Decades covering every floor and point, in ms.
-    let mut ys: Vec<f64> = r
-        .floors
-        .iter()
-        .flat_map(|f| {
-            [
-                f.step_floor_s * 1e3,
-                f.weight_floor_s * 1e3,
-                f.kv_floor_s * 1e3,
-                f.compute_floor_s * 1e3,
-            ]
-        })
-        .collect();
-    for m in &r.measured {
-        ys.push(m.tpot_median_ms);
-        ys.extend(m.buckets.iter().flat_map(|b| [b.ms_per_step, b.floor_ms]));
-    }
-    ys.retain(|v| *v > 0.0 && v.is_finite());
-    let (ylo, yhi) = ys
-        .iter()
-        .fold((f64::MAX, f64::MIN), |(a, b), &v| (a.min(v), b.max(v)));
-    if ys.is_empty() {
-        return;
-    }
-    let (d0, d1) = (
-        ylo.log10().floor(),
-        yhi.log10().ceil().max(ylo.log10().floor() + 1.0),
-    );
-    let bmax = r.floors.iter().map(|f| f.batch).max().unwrap_or(1).max(2) as f64;
-    let x = |b: f64| plot.left() + (b.log2() / bmax.log2()) as f32 * plot.width();
-    let y = |v: f64| plot.bottom() - ((v.log10() - d0) / (d1 - d0)) as f32 * plot.height();
-    let font = FontId::monospace(10.0);
-    let grid = Color32::from_gray(50);
-    let mut d = d0;
-    while d <= d1 + 1e-9 {
-        let v = 10f64.powf(d);
-        p.line_segment(
-            [Pos2::new(plot.left(), y(v)), Pos2::new(plot.right(), y(v))],
-            Stroke::new(1.0, grid),
-        );
-        p.text(
-            Pos2::new(plot.left() - 4.0, y(v)),
-            Align2::RIGHT_CENTER,
-            format!("{} ms", trim(v)),
-            font.clone(),
-            Color32::from_gray(180),
-        );
-        for k in 2..10 {
-            let vv = v * k as f64;
-            if vv.log10() < d1 {
-                p.line_segment(
-                    [
-                        Pos2::new(plot.left(), y(vv)),
-                        Pos2::new(plot.left() + 4.0, y(vv)),
-                    ],
-                    Stroke::new(1.0, grid),
-                );
-            }
-        }
-        d += 1.0;
-    }
-    let mut b = 1.0;
-    while b <= bmax {
-        p.line_segment(
-            [Pos2::new(x(b), plot.top()), Pos2::new(x(b), plot.bottom())],
-            Stroke::new(1.0, Color32::from_gray(35)),
-        );
-        p.text(
-            Pos2::new(x(b), plot.bottom() + 3.0),
-            Align2::CENTER_TOP,
-            format!("{b}"),
-            font.clone(),
-            Color32::from_gray(180),
-        );
-        b *= 2.0;
-    }
-    p.text(
-        Pos2::new(plot.center().x, rect.bottom() - 2.0),
-        Align2::CENTER_BOTTOM,
-        "batch (sequences per decode step)",
-        font.clone(),
-        Color32::from_gray(160),
-    );
-    let lines: [FloorLine; 4] = [
-        (
-            "weight-read floor",
-            Color32::from_rgb(0x1f, 0x77, 0xb4),
-            |f| f.weight_floor_s,
-        ),
-        ("KV-read floor", Color32::from_rgb(0x2c, 0xa0, 0x2c), |f| {
-            f.kv_floor_s
-        }),
-        ("compute floor", Color32::from_rgb(0xd6, 0x27, 0x28), |f| {
-            f.compute_floor_s
-        }),
-        ("step floor", Color32::WHITE, |f| f.step_floor_s),
-    ];
-    for (k, (name, c, get)) in lines.iter().enumerate() {
-        let pts: Vec<Pos2> = r
-            .floors
-            .iter()
-            .filter(|f| get(f) > 0.0)
-            .map(|f| Pos2::new(x(f.batch as f64), y(get(f) * 1e3)))
-            .collect();
-        let width = if *name == "step floor" { 2.5 } else { 1.5 };
-        p.add(egui::Shape::line(pts, Stroke::new(width, *c)));
-        p.text(
-            Pos2::new(plot.right() + 8.0, plot.top() + 14.0 * k as f32),
-            Align2::LEFT_TOP,
-            *name,
-            font.clone(),
-            *c,
-        );
-    }
-    // The slider's batch.
-    p.line_segment(
-        [
-            Pos2::new(x(batch as f64), plot.top()),
-            Pos2::new(x(batch as f64), plot.bottom()),
-        ],
-        Stroke::new(1.0, Color32::from_rgb(255, 210, 0)),
-    );
-    // Measured steps and their buckets.
-    for (k, m) in r.measured.iter().enumerate() {
-        let at = Pos2::new(x(m.batch as f64), y(m.tpot_median_ms));
-        p.circle_filled(at, 5.0, Color32::from_rgb(255, 210, 0));
-        p.text(
-            at + Vec2::new(8.0, -2.0 - 12.0 * k as f32),
-            Align2::LEFT_BOTTOM,
-            format!(
-                "{} {:.0}% of floor",
-                format::cut(file_name(&m.trace), 28),
-                m.pct_of_floor_median
-            ),
-            font.clone(),
-            Color32::from_rgb(255, 210, 0),
-        );
-        // Labels that would overlap one already placed are left out (the point stays).
-        let mut placed: Vec<Rect> = Vec::new();
-        for (j, bf) in m.buckets.iter().enumerate() {
-            if bf.ms_per_step <= 0.0 {
-                continue;
-            }
-            let c = palette::bucket_of(bf.bucket);
-            let bx = x(m.batch as f64) + 14.0 + 10.0 * j as f32;
-            let pt = Pos2::new(bx, y(bf.ms_per_step));
-            p.circle_filled(pt, 3.5, c);
-            if bf.floor_ms > 0.0 {
-                p.line_segment(
-                    [
-                        Pos2::new(bx - 4.0, y(bf.floor_ms)),
-                        Pos2::new(bx + 4.0, y(bf.floor_ms)),
-                    ],
-                    Stroke::new(1.5, c),
-                );
-            }
-            let label = format!("{} {:.0}% of floor", bf.bucket.as_str(), bf.pct_of_floor);
-            let area = Rect::from_min_size(
-                pt + Vec2::new(5.0, -6.0),
-                Vec2::new(label.len() as f32 * 5.6, 12.0),
-            );
-            if placed.iter().all(|r| !r.intersects(area)) {
-                placed.push(area);
-                p.text(
-                    pt + Vec2::new(5.0, 0.0),
-                    Align2::LEFT_CENTER,
-                    label,
-                    FontId::proportional(9.5),
-                    c,
-                );
-            }
-        }
-    }
-}
-
-/// A floor line: its name, colour and value per batch (s).
-type FloorLine = (
-    &'static str,
-    Color32,
-    fn(&gapscope_analyzer::roofline::StepFloor) -> f64,
-);
-
-fn file_name(p: &str) -> &str {
-    p.rsplit('/').next().unwrap_or(p)
-}
-
-fn trim(v: f64) -> String {
-    if v >= 1.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v}")
     }
 }

@@ -1,0 +1,77 @@
+//! The roofline's wording, the CLI's (`gapscope roofline`): a measured time is "X× the
+//! floor" (measured ÷ floor) with its efficiency (floor ÷ measured, the analyzer's
+//! `pct_of_floor`); never "% of floor", which reads the wrong way round.
+
+use gapscope_analyzer::roofline::report::ContextSource;
+
+/// `TPOT median 73.465 ms = 23.46× the floor (efficiency 4.3%)`, as the CLI prints it.
+pub fn floor_headline(tpot_ms: f64, floor_ms: f64, pct_of_floor: f64) -> String {
+    format!(
+        "TPOT median {tpot_ms:.3} ms = {} the floor (efficiency {})",
+        times(tpot_ms, floor_ms, 2),
+        pct1(pct_of_floor)
+    )
+}
+
+/// `23.46× the floor`, or `n/a` without a floor.
+pub fn times_floor(ms: f64, floor_ms: f64) -> String {
+    format!("{} the floor", times(ms, floor_ms, 2))
+}
+
+/// A bucket's label: `attention 3.4× floor`.
+pub fn bucket_label(bucket: &str, ms: f64, floor_ms: f64) -> String {
+    if floor_ms > 0.0 {
+        format!("{bucket} {} floor", times(ms, floor_ms, 1))
+    } else {
+        format!("{bucket} (no floor)")
+    }
+}
+
+/// The context the floors are taken at, and where it comes from.
+pub fn context_label(ctx: u64, source: ContextSource) -> String {
+    match source {
+        ContextSource::TraceMarkers => format!("context {ctx} tokens (from the trace's markers)"),
+        ContextSource::Given => format!("context {ctx} tokens (given)"),
+        ContextSource::Assumed => format!("context {ctx} tokens (assumed; pass --ctx)"),
+    }
+}
+
+fn times(ms: f64, floor_ms: f64, decimals: usize) -> String {
+    let x = ms / floor_ms;
+    if floor_ms > 0.0 && x.is_finite() {
+        format!("{x:.decimals$}×")
+    } else {
+        "n/a".to_owned()
+    }
+}
+
+fn pct1(p: f64) -> String {
+    if p.is_finite() {
+        format!("{p:.1}%")
+    } else {
+        "n/a".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn efficiency_reads_as_floor_over_measured_with_its_name() {
+        // A 73.465 ms step over a 3.131 ms floor: 23.46 times the floor, 4.3% efficient;
+        // the old view printed "= 4% of floor".
+        let h = floor_headline(73.465, 3.131, 100.0 * 3.131 / 73.465);
+        assert_eq!(
+            h,
+            "TPOT median 73.465 ms = 23.46× the floor (efficiency 4.3%)"
+        );
+        assert!(!h.contains("% of floor"));
+        assert_eq!(bucket_label("attention", 2.0, 0.5), "attention 4.0× floor");
+        assert_eq!(bucket_label("norm", 2.0, 0.0), "norm (no floor)");
+        assert_eq!(
+            context_label(4096, ContextSource::Assumed),
+            "context 4096 tokens (assumed; pass --ctx)"
+        );
+    }
+}

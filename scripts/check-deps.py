@@ -23,6 +23,8 @@ ALLOWED = {
     "gapscope-engine": {"gapscope-traces", "gapscope-kernels"},
     "gapscope-profiler": {"gapscope-traces"},
     "gapscope-analyzer": {"gapscope-traces"},
+    # Logits and hidden-state dumps compared: no traces, no analyzer.
+    "gapscope-numerics": set(),
     "gapscope-history": {"gapscope-analyzer", "gapscope-traces"},
     "gapscope-gui": {"gapscope-analyzer", "gapscope-traces"},
     "gapscope-cli": None,  # may depend on everything
@@ -40,7 +42,7 @@ NO_DATABASE_DRIVER = ["gapscope-analyzer", "gapscope-gui", "gapscope-traces"]
 DATABASE_DRIVER = {"sqlx", "tokio"}
 # Analysis libraries hold decisions, not drawing or command lines: every front end (CLI, GUI)
 # draws the same typed reports.
-ANALYSIS_LIBS = ["gapscope-analyzer", "gapscope-traces"]
+ANALYSIS_LIBS = ["gapscope-analyzer", "gapscope-traces", "gapscope-numerics"]
 PRESENTATION = {"plotters", "clap", "indicatif", "egui", "eframe"}
 # Windowing lives in the explorer binary alone: `gapscope gui` starts it as a process, so the
 # CLI (and everything else) runs on machines without a display and builds without it.

@@ -1,0 +1,231 @@
+//! Dumps written here, compared, and broken on purpose: every bad input is a one-line error
+//! that says where.
+
+use std::path::{Path, PathBuf};
+
+use gapscope_numerics::dtype::DType;
+use gapscope_numerics::write::{DumpData, write_dump};
+use gapscope_numerics::{NumericsSettings, Verdict, compare};
+
+const T: usize = 24;
+const V: usize = 50;
+const H: usize = 16;
+const LAYERS: usize = 4;
+
+/// A seeded model stand-in: logits and hidden states as smooth functions of the token,
+/// with `fault` scaling the residual stream from that layer on.
+fn data(seed: u64, fault: Option<(usize, f32)>, noise: f32) -> (Vec<i64>, Vec<f32>, Vec<Vec<f32>>) {
+    let mut s = seed;
+    let mut rnd = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s % 10_000) as f32 / 10_000.0 - 0.5
+    };
+    let tokens: Vec<i64> = (0..T).map(|i| ((i * 7 + 3) % V) as i64).collect();
+    let mut hidden = vec![vec![0f32; T * H]; LAYERS];
+    for t in 0..T {
+        let mut h: Vec<f32> = (0..H)
+            .map(|j| ((tokens[t] as f32) * 0.1 + j as f32 * 0.3).sin())
+            .collect();
+        for (l, layer) in hidden.iter_mut().enumerate() {
+            for (j, x) in h.iter_mut().enumerate() {
+                *x = *x * 1.01 + ((l + j) as f32 * 0.2).cos() * 0.1 + noise * rnd();
+                if let Some((fl, f)) = fault
+                    && l == fl
+                {
+                    *x *= f;
+                }
+            }
+            layer[t * H..(t + 1) * H].copy_from_slice(&h);
+        }
+    }
+    let last = &hidden[LAYERS - 1];
+    let logits: Vec<f32> = (0..T)
+        .flat_map(|t| {
+            let h = &last[t * H..(t + 1) * H];
+            (0..V).map(move |v| {
+                h.iter()
+                    .enumerate()
+                    .map(|(j, x)| x * ((v * 31 + j * 17) % 13) as f32 * 0.3)
+                    .sum()
+            })
+        })
+        .collect();
+    (tokens, logits, hidden)
+}
+
+fn dump(dir: &Path, name: &str, seed: u64, fault: Option<(usize, f32)>, noise: f32) -> PathBuf {
+    let (tokens, logits, hidden) = data(seed, fault, noise);
+    let p = dir.join(name);
+    write_dump(
+        &p,
+        &DumpData {
+            meta: &[("engine", name), ("model", "synthetic")],
+            passages: 1,
+            tokens: &tokens,
+            logits: &logits,
+            vocab: V,
+            hidden: &hidden,
+            hidden_size: H,
+            dtype: DType::F32,
+        },
+    )
+    .expect("written");
+    p
+}
+
+#[test]
+fn identity_is_accept_and_a_planted_fault_is_found_at_its_layer() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let d = dir.path();
+    let r = dump(d, "ref", 1, None, 0.0);
+    let again = dump(d, "again", 1, None, 0.0);
+    let faulty = dump(d, "fault", 1, Some((2, 1.05)), 0.0);
+    let rep = compare(
+        &r,
+        &[again.clone(), faulty],
+        Some((&r, &again)),
+        &NumericsSettings::default(),
+    )
+    .expect("compared");
+    let id = rep.identity.as_ref().expect("an identity pair");
+    assert_eq!(id.verdict, Verdict::Accept);
+    assert_eq!(id.summary.kl_max, 0.0);
+    assert_eq!(rep.comparisons[0].verdict, Verdict::Accept);
+    let f = &rep.comparisons[1];
+    let l = f.layers.as_ref().expect("hidden states");
+    assert_eq!(l.first_diverging, Some(2), "{:?}", l.error);
+    assert_eq!(&l.error[..2], &[0.0, 0.0]);
+    assert!(f.summary.kl_mean > 0.0);
+}
+
+#[test]
+fn bad_inputs_are_one_line_errors_that_say_where() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let d = dir.path();
+    let r = dump(d, "ref", 1, None, 0.0);
+    let s = NumericsSettings::default();
+    let err = |others: &[PathBuf]| {
+        let e = compare(&r, others, None, &s)
+            .expect_err("refused")
+            .to_string();
+        assert!(!e.contains('\n'), "{e}");
+        e
+    };
+    // A NaN, with its place.
+    let (tokens, mut logits, hidden) = data(1, None, 0.0);
+    logits[5 * V + 7] = f32::NAN;
+    let nan = d.join("nan");
+    write_dump(
+        &nan,
+        &DumpData {
+            meta: &[],
+            passages: 1,
+            tokens: &tokens,
+            logits: &logits,
+            vocab: V,
+            hidden: &hidden,
+            hidden_size: H,
+            dtype: DType::F32,
+        },
+    )
+    .expect("written");
+    assert!(err(&[nan]).ends_with("logits holds NaN at passage 0, position 5, index 7"));
+    // Other tokens.
+    let mut other_tokens = tokens.clone();
+    other_tokens[3] += 1;
+    let tok = d.join("tokens");
+    write_dump(
+        &tok,
+        &DumpData {
+            meta: &[],
+            passages: 1,
+            tokens: &other_tokens,
+            logits: &logits,
+            vocab: V,
+            hidden: &hidden,
+            hidden_size: H,
+            dtype: DType::F32,
+        },
+    )
+    .expect("written");
+    assert!(err(&[tok]).contains("different tokens: passage 0, position 3"));
+    // Another vocabulary; fewer layers.
+    let (tokens, logits, hidden) = data(1, None, 0.0);
+    let small: Vec<f32> = logits.chunks(V).flat_map(|c| c[..V - 1].to_vec()).collect();
+    let voc = d.join("vocab");
+    write_dump(
+        &voc,
+        &DumpData {
+            meta: &[],
+            passages: 1,
+            tokens: &tokens,
+            logits: &small,
+            vocab: V - 1,
+            hidden: &hidden,
+            hidden_size: H,
+            dtype: DType::F32,
+        },
+    )
+    .expect("written");
+    assert!(err(&[voc]).contains("vocabularies of 50 and 49 entries"));
+    let lay = d.join("layers");
+    write_dump(
+        &lay,
+        &DumpData {
+            meta: &[],
+            passages: 1,
+            tokens: &tokens,
+            logits: &logits,
+            vocab: V,
+            hidden: &hidden[..3],
+            hidden_size: H,
+            dtype: DType::F32,
+        },
+    )
+    .expect("written");
+    assert!(err(&[lay]).contains("4 and 3 hidden layers"));
+    // Cut short, and not safetensors at all.
+    let bytes = std::fs::read(&r).expect("read");
+    let cut = d.join("cut");
+    std::fs::write(&cut, &bytes[..bytes.len() - 100]).expect("written");
+    assert!(err(&[cut]).contains("cut short"));
+    let text = d.join("text");
+    std::fs::write(&text, b"{\"not\": \"safetensors\"}").expect("written");
+    assert!(err(&[text]).contains("not a readable safetensors dump"));
+}
+
+#[test]
+fn bfloat16_logits_against_float32_are_close_but_not_exact() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let d = dir.path();
+    let r = dump(d, "ref", 1, None, 0.0);
+    let (tokens, logits, hidden) = data(1, None, 0.0);
+    let bf = d.join("bf16");
+    write_dump(
+        &bf,
+        &DumpData {
+            meta: &[("dtype", "bfloat16")],
+            passages: 1,
+            tokens: &tokens,
+            logits: &logits,
+            vocab: V,
+            hidden: &hidden,
+            hidden_size: H,
+            dtype: DType::BF16,
+        },
+    )
+    .expect("written");
+    let rep = compare(&r, &[bf], None, &NumericsSettings::default()).expect("compared");
+    let c = &rep.comparisons[0];
+    assert!(
+        c.summary.kl_mean > 0.0 && c.summary.kl_mean < 1e-3,
+        "{:?}",
+        c.summary
+    );
+    let l = c.layers.as_ref().expect("layers");
+    // Without an identity pair every layer that is not exact has diverged: layer 0 here.
+    assert_eq!(l.first_diverging, Some(0));
+    assert!(l.error.iter().all(|&e| e > 0.0 && e < 1e-2));
+}

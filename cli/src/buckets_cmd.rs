@@ -19,7 +19,8 @@ pub struct BucketsArgs {
     /// rules it matches, in order; the first decides for kernels launched inside it.
     #[arg(long, value_name = "SCOPE")]
     pub explain_scope: Option<String>,
-    /// Extra bucket rules (TOML), tried before the built-in ones.
+    /// Extra bucket rules (TOML), tried before the built-in ones [default: GAPSCOPE_RULES,
+    /// else `rules` in the config file].
     #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
     /// JSON output (with schema_version).

@@ -42,7 +42,8 @@ pub struct DiffArgs {
     /// Markdown report.
     #[arg(long, group = "fmt")]
     pub markdown: bool,
-    /// GPU for what-ifs against each bucket's floor (engine traces declare bytes/FLOPs).
+    /// GPU for what-ifs against each bucket's floor (engine traces declare bytes/FLOPs)
+    /// [default: GAPSCOPE_HW, else `hw` in the config file; none with --what-if].
     #[arg(long = "hw", value_name = "GPU")]
     pub hardware: Option<String>,
     /// Weight format whose tensor peak bounds the compute floor (with --hw).

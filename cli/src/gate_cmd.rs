@@ -33,9 +33,10 @@ pub struct GateArgs {
     /// Use the last N accepted runs of the history as the baseline instead of a trace.
     #[arg(long, value_name = "N")]
     pub baseline_history: Option<i64>,
-    /// History database for --baseline-history (SQLite file or postgres:// URL).
-    #[arg(long, default_value = ".gapscope/history.sqlite")]
-    pub db: String,
+    /// History database for --baseline-history (SQLite file or postgres:// URL) [default:
+    /// GAPSCOPE_DB, else `db` in the config file, else .gapscope/history.sqlite].
+    #[arg(long, value_name = "DB")]
+    pub db: Option<String>,
     /// Current trace (the run under test).
     #[arg(long)]
     pub current: PathBuf,
@@ -61,7 +62,8 @@ pub struct GateArgs {
 }
 
 pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
-    let db = Path::new(&a.db);
+    let db_name = a.db.as_deref().unwrap_or(crate::config::DEFAULT_DB);
+    let db = Path::new(db_name);
     let inputs: Vec<&Path> = [&a.current]
         .into_iter()
         .chain(&a.baseline)
@@ -111,7 +113,7 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
             gate_with(&base.report, &current, &policy, options)
         }
         (None, Some(n)) => {
-            let h = History::open_in(&a.db, &crate::import_cmd::scratch_dir())?;
+            let h = History::open_in(db_name, &crate::import_cmd::scratch_dir())?;
             let runs = h.accepted_buckets(n)?;
             if runs.is_empty() {
                 anyhow::bail!(

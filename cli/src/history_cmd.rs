@@ -12,17 +12,17 @@ use clap::{Args, Subcommand};
 use gapscope_analyzer::bucket::Bucket;
 use gapscope_history::{self as history, History};
 
+// The default database; `history add` creates its `.gapscope` directory when missing.
+use crate::config::DEFAULT_DB;
 use crate::render::{ms, text};
 use crate::report_cmd::TraceArgs;
 
-/// The default database; `history add` creates its `.gapscope` directory when missing.
-const DEFAULT_DB: &str = ".gapscope/history.sqlite";
-
 #[derive(Args)]
 pub struct HistoryArgs {
-    /// SQLite file path (taken literally), or a sqlite://, postgres:// or postgresql:// URL.
-    #[arg(long, global = true, default_value = DEFAULT_DB)]
-    pub db: String,
+    /// SQLite file path (taken literally), or a sqlite://, postgres:// or postgresql:// URL
+    /// [default: GAPSCOPE_DB, else `db` in the config file, else .gapscope/history.sqlite].
+    #[arg(long, global = true, value_name = "DB")]
+    pub db: Option<String>,
     /// JSON output.
     #[arg(long, global = true)]
     pub json: bool,
@@ -111,6 +111,7 @@ fn warn_invalid(h: &History, ids: impl IntoIterator<Item = i64>) {
 }
 
 pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
+    let db = a.db.as_deref().unwrap_or(DEFAULT_DB);
     let out = match a.command {
         HistoryCommand::Add {
             trace,
@@ -129,16 +130,16 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
                 crate::gate_cmd::open_side(&analyser, &trace)?.pick_run_rank()
             };
             if let Err(m) = history::check_storable(&r) {
-                anyhow::bail!("history {}: {m}", history::redacted(&a.db));
+                anyhow::bail!("history {}: {m}", history::redacted(db));
             }
-            if a.db == DEFAULT_DB {
+            if db == DEFAULT_DB {
                 let dir = std::path::Path::new(DEFAULT_DB)
                     .parent()
                     .unwrap_or(std::path::Path::new("."));
                 std::fs::create_dir_all(dir)
                     .map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
             }
-            let h = History::open_or_create(&a.db)?;
+            let h = History::open_or_create(db)?;
             let id = h.add_run(&r, ranks.as_ref(), &label, accepted)?;
             if a.json {
                 serde_json::json!({"schema_version": 1, "id": id}).to_string() + "\n"
@@ -155,7 +156,7 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
             }
         }
         HistoryCommand::List { limit } => {
-            let h = History::open_in(&a.db, &crate::import_cmd::scratch_dir())?;
+            let h = History::open_in(db, &crate::import_cmd::scratch_dir())?;
             let runs = h.list(limit)?;
             warn_invalid(
                 &h,
@@ -170,7 +171,7 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
             }
         }
         HistoryCommand::Show { id } => {
-            let h = History::open_in(&a.db, &crate::import_cmd::scratch_dir())?;
+            let h = History::open_in(db, &crate::import_cmd::scratch_dir())?;
             let Some(run) = h.run(id)? else {
                 anyhow::bail!("history {}: no run {id}", h.name());
             };
@@ -203,7 +204,7 @@ pub fn run(a: HistoryArgs, g: &crate::Global) -> Result<ExitCode> {
             }
         }
         HistoryCommand::Trend { bucket, limit } => {
-            let h = History::open_in(&a.db, &crate::import_cmd::scratch_dir())?;
+            let h = History::open_in(db, &crate::import_cmd::scratch_dir())?;
             let bucket = bucket_name(&bucket, &h)?;
             let t = h.trend(&bucket, limit)?;
             warn_invalid(&h, t.iter().filter(|p| !p.invalid.is_empty()).map(|p| p.id));

@@ -1,9 +1,11 @@
 //! The `gapscope` command line as a library: the `gapscope` binary's `main` and the Python
 //! module's `gapscope` command both call [`main`], so the two are one program (same parsing,
 //! output and exit codes). Only front ends link this crate; it reads the environment
-//! (`RUST_LOG`, `NO_COLOR`) as a binary does.
+//! (`RUST_LOG`, `NO_COLOR`, the defaults of [`config`]) as a binary does.
 
 pub mod buckets_cmd;
+pub mod config;
+pub mod config_cmd;
 pub mod diff_cmd;
 pub mod export_cmd;
 pub mod gate_cmd;
@@ -30,7 +32,11 @@ use render::names::{Width, with_width};
     about = "Decode-step profiler for LLM inference engines: buckets, steps, busy time",
     long_about = "gapscope reads PyTorch/Kineto traces (.json, .json.gz), Nsight Systems SQLite exports \
 (.sqlite) and its own .gst traces, sorts GPU work into buckets, finds decode steps and reports \
-where each step's time goes."
+where each step's time goes.",
+    after_help = "Defaults for --db, --hw and --rules: the environment (GAPSCOPE_DB, GAPSCOPE_HW, \
+GAPSCOPE_RULES), then the config file ($XDG_CONFIG_HOME/gapscope/config.toml, \
+~/.config/gapscope/config.toml, or --config / GAPSCOPE_CONFIG); a flag beats both. \
+`gapscope config` shows them and where each came from."
 )]
 struct Cli {
     /// No progress bars.
@@ -43,6 +49,8 @@ struct Cli {
     /// names cut in the middle to 80 characters, and tables cut to its width).
     #[arg(long, global = true)]
     wide: bool,
+    #[command(flatten)]
+    config: config::ConfigFlags,
     #[command(subcommand)]
     command: Command,
 }
@@ -69,6 +77,9 @@ enum Command {
     Join(join_cmd::JoinArgs),
     /// Open traces in the explorer window (runs gapscope-gui).
     Gui(gui_cmd::GuiArgs),
+    /// Show the defaults of --db, --hw and --rules (environment, config file) and where
+    /// each came from.
+    Config(config_cmd::ConfigArgs),
     /// Print a completion script for a shell (bash, zsh, fish, elvish, powershell).
     Completions(CompletionsArgs),
 }
@@ -217,7 +228,7 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let mut cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         // --help and --version print as clap renders them, exit 0.
         Err(e) if !e.use_stderr() => {
@@ -232,6 +243,10 @@ where
     if let Err(e) = init_logging(cli.verbose) {
         return fail(&e, false);
     }
+    let defaults = match cli.take_defaults() {
+        Ok(d) => d,
+        Err(e) => return fail(&e, false),
+    };
     let g = Global {
         quiet: cli.quiet,
         captured: None,
@@ -244,7 +259,7 @@ where
     } else {
         Width::Cut(render::names::NAME_CHARS)
     };
-    match with_width(names, || dispatch(cli.command, &g)) {
+    match with_width(names, || dispatch(cli.command, &g, defaults.as_ref())) {
         Ok(code) => code,
         Err(e) => fail(&e, hint),
     }
@@ -262,7 +277,7 @@ where
         output: String::new(),
         error: Some(error),
     };
-    let cli = match Cli::try_parse_from(args) {
+    let mut cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) if !e.use_stderr() => {
             return Outcome {
@@ -276,6 +291,10 @@ where
     if let Err(e) = init_logging(cli.verbose) {
         return failed(error_line(&e));
     }
+    let defaults = match cli.take_defaults() {
+        Ok(d) => d,
+        Err(e) => return failed(error_line(&e)),
+    };
     let g = Global {
         quiet: cli.quiet,
         captured: Some(std::cell::RefCell::new(String::new())),
@@ -283,7 +302,9 @@ where
     };
     let hint = cli.command.truncation_hint();
     // The output is kept, not shown on a terminal: whole names.
-    let result = with_width(Width::Whole, || dispatch(cli.command, &g));
+    let result = with_width(Width::Whole, || {
+        dispatch(cli.command, &g, defaults.as_ref())
+    });
     let output = g.captured.map(|c| c.into_inner()).unwrap_or_default();
     match result {
         Ok(code) => Outcome {
@@ -351,14 +372,74 @@ impl Command {
                 _ => false,
             },
             Command::Import(a) => !a.allow_truncated,
-            Command::Buckets(_) | Command::Join(_) | Command::Gui(_) | Command::Completions(_) => {
-                false
-            }
+            Command::Buckets(_)
+            | Command::Join(_)
+            | Command::Gui(_)
+            | Command::Config(_)
+            | Command::Completions(_) => false,
         }
+    }
+
+    /// Gives each of `--db`, `--hw` and `--rules` that the command takes and was not given
+    /// its default (environment, then config file), where the command would use it: `--hw`
+    /// not beside `roofline --hw-profile` or `diff --what-if`, nor in `report` without
+    /// `--model`.
+    fn take_defaults(&mut self, d: &config::Defaults) -> Result<()> {
+        match self {
+            Command::Report(a) => {
+                d.fill_rules(&mut a.analysis.trace.rules)?;
+                if a.html.model.is_some() {
+                    d.fill_hw(&mut a.html.hardware)?;
+                }
+            }
+            Command::Diff(a) => {
+                d.fill_rules(&mut a.analysis.trace.rules)?;
+                if a.what_if.is_none() {
+                    d.fill_hw(&mut a.hardware)?;
+                }
+            }
+            Command::Export(a) => d.fill_rules(&mut a.analysis.trace.rules)?,
+            Command::Gate(a) => {
+                d.fill_rules(&mut a.analysis.rules)?;
+                d.fill_db(&mut a.db);
+            }
+            Command::Roofline(a) => {
+                d.fill_rules(&mut a.analysis.rules)?;
+                if a.hw_profile.is_none() {
+                    d.fill_hw(&mut a.hardware)?;
+                }
+            }
+            Command::History(a) => {
+                d.fill_db(&mut a.db);
+                if let history_cmd::HistoryCommand::Add { analysis, .. } = &mut a.command {
+                    d.fill_rules(&mut analysis.rules)?;
+                }
+            }
+            Command::Buckets(a) => d.fill_rules(&mut a.rules)?,
+            Command::Import(_)
+            | Command::Join(_)
+            | Command::Gui(_)
+            | Command::Config(_)
+            | Command::Completions(_) => {}
+        }
+        Ok(())
     }
 }
 
-fn dispatch(command: Command, g: &Global) -> Result<ExitCode> {
+impl Cli {
+    /// The defaults from the environment and the config file, given to the command; `None`
+    /// for `completions`, which takes none (a broken config file does not stop it).
+    fn take_defaults(&mut self) -> Result<Option<config::Defaults>> {
+        if matches!(self.command, Command::Completions(_)) {
+            return Ok(None);
+        }
+        let d = config::Defaults::resolve(&self.config, &config::Env::from_process())?;
+        self.command.take_defaults(&d)?;
+        Ok(Some(d))
+    }
+}
+
+fn dispatch(command: Command, g: &Global, defaults: Option<&config::Defaults>) -> Result<ExitCode> {
     match command {
         Command::Report(a) => report_cmd::run(a, g),
         Command::Import(a) => import_cmd::run(a, g),
@@ -370,6 +451,10 @@ fn dispatch(command: Command, g: &Global) -> Result<ExitCode> {
         Command::Gate(a) => gate_cmd::run(a, g),
         Command::History(a) => history_cmd::run(a, g),
         Command::Gui(a) => gui_cmd::run(a),
+        Command::Config(a) => match defaults {
+            Some(d) => config_cmd::run(a, d, g),
+            None => anyhow::bail!("config: no defaults were read"),
+        },
         Command::Completions(a) => completions(&a, g),
     }
 }

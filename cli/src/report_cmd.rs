@@ -80,7 +80,8 @@ pub struct AnalysisArgs {
 /// usage error rather than an option that does nothing.
 #[derive(Args, Clone)]
 pub struct TraceArgs {
-    /// Extra bucket rules (TOML), tried before the built-in ones.
+    /// Extra bucket rules (TOML), tried before the built-in ones [default: GAPSCOPE_RULES,
+    /// else `rules` in the config file].
     #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
     /// Marker names that delimit steps (regex); overrides the automatic choice (known

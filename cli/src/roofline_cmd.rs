@@ -23,12 +23,9 @@ pub struct RooflineArgs {
     #[arg(long, value_name = "config.json")]
     pub model: PathBuf,
     /// GPU: id (h100-sxm, h100-pcie, h200, a100-40, a100-80, l40s, rtx4090, rtx5090, gb10,
-    /// b200, mi300x) or the name a trace reports.
-    #[arg(
-        long = "hw",
-        value_name = "GPU",
-        required_unless_present = "hw_profile"
-    )]
+    /// b200, mi300x) or the name a trace reports [default: GAPSCOPE_HW, else `hw` in the
+    /// config file; one of --hw and --hw-profile is needed].
+    #[arg(long = "hw", value_name = "GPU")]
     pub hardware: Option<String>,
     /// Measured ceilings from `gapscope-engine calibrate -o PROFILE.json` instead of a datasheet.
     #[arg(long, value_name = "PROFILE.json", conflicts_with = "hardware")]
@@ -86,7 +83,10 @@ pub fn run(a: RooflineArgs, g: &crate::Global) -> Result<ExitCode> {
     let hardware = match (&a.hw_profile, &a.hardware) {
         (Some(p), _) => hw::load_profile(p)?,
         (None, Some(gpu)) => hw::lookup(gpu)?,
-        (None, None) => anyhow::bail!("give --hw GPU or --hw-profile FILE"),
+        (None, None) => anyhow::bail!(
+            "roofline: give --hw GPU or --hw-profile FILE (or set a default GPU: GAPSCOPE_HW, \
+             or `hw` in the config file; `gapscope config` shows it)"
+        ),
     };
     let fmt = WeightFormat::parse(&a.weights).with_context(|| {
         format!(

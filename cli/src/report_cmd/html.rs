@@ -28,7 +28,7 @@ pub struct HtmlArgs {
     #[arg(long, value_name = "config.json", requires = "html")]
     pub model: Option<PathBuf>,
     /// With --model: the GPU, an id (h100-sxm, h200, ...) or the name a trace reports
-    /// [default: the GPU the traces name].
+    /// [default: GAPSCOPE_HW, else `hw` in the config file, else the GPU the traces name].
     #[arg(long = "hw", value_name = "GPU", requires = "model")]
     pub hardware: Option<String>,
     /// With --model: the weight format (bf16, fp8, q8_0, q4_0, q4_k, nvfp4, mxfp4)

@@ -347,6 +347,19 @@ impl App {
                 self.diff = DiffState::default();
             }
             ui.separator();
+            let dark = crate::palette::is_dark(ui.ctx());
+            if ui
+                .small_button(if dark { "light" } else { "dark" })
+                .on_hover_text("switch the theme")
+                .clicked()
+            {
+                ui.ctx().set_theme(if dark {
+                    egui::Theme::Light
+                } else {
+                    egui::Theme::Dark
+                });
+            }
+            ui.separator();
             for v in View::ALL {
                 if ui.selectable_label(self.view == v, v.name()).clicked() {
                     self.view = v;

@@ -6,6 +6,11 @@ use std::path::{Path, PathBuf};
 
 use egui::{Color32, RichText, ScrollArea};
 
+/// The parent-folder button and the mark after a folder's name: text every default font
+/// draws (the folder emoji came out as a box).
+pub const PARENT: &str = ".. (up)";
+pub const DIR_SUFFIX: &str = "/";
+
 pub struct FileDialog {
     pub open: bool,
     pub dir: PathBuf,
@@ -71,7 +76,7 @@ impl FileDialog {
             .default_size([560.0, 420.0])
             .show(ctx, |ui| {
                 ui.horizontal(|ui| {
-                    if ui.button("⬆").on_hover_text("parent folder").clicked()
+                    if ui.button(PARENT).on_hover_text("parent folder").clicked()
                         && let Some(p) = self.dir.parent()
                     {
                         self.dir = p.to_path_buf();
@@ -100,7 +105,7 @@ impl FileDialog {
                         for (name, is_dir) in &self.entries {
                             let trace = is_trace(name);
                             let text = if *is_dir && !trace {
-                                format!("📁 {name}")
+                                format!("{name}{DIR_SUFFIX}")
                             } else {
                                 name.clone()
                             };
@@ -138,4 +143,21 @@ pub fn existing(dir: &Path) -> PathBuf {
         }
     }
     d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_dialog_draws_no_glyph_as_a_box() {
+        let ctx = egui::Context::default();
+        let mut out = ctx.run_ui(egui::RawInput::default(), |_| {});
+        out.textures_delta.clear();
+        let font = egui::FontId::proportional(14.0);
+        let has = |s: &str| ctx.fonts_mut(|f| f.has_glyphs(&font, s));
+        assert!(has(PARENT) && has(DIR_SUFFIX));
+        // The folder emoji the dialog drew before is not in the default fonts.
+        assert!(!has("📁"));
+    }
 }

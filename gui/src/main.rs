@@ -71,11 +71,16 @@ fn run(s: Settings) -> Result<(), String> {
         ..Default::default()
     };
     let app = App::new(&s);
+    let theme = if s.light {
+        egui::Theme::Light
+    } else {
+        egui::Theme::Dark
+    };
     eframe::run_native(
         "gapscope",
         options,
         Box::new(move |cc| {
-            cc.egui_ctx.set_theme(egui::Theme::Dark);
+            cc.egui_ctx.set_theme(theme);
             if shot.is_some() {
                 // One logical pixel per physical pixel, so the PNG has the size asked for.
                 cc.egui_ctx

@@ -43,6 +43,7 @@ analysis options, as for `gapscope report`:
                        written, 2 on an error (a smaller screen included). Needs a display;
                        headless: xvfb-run -a -s \"-screen 0 1920x1080x24\" gapscope-gui ...
   --size WxH           window size (default 1600x900)
+  --theme THEME        dark (default) or light
   -h, --help           this text
   -V, --version        the version
 
@@ -68,6 +69,8 @@ pub struct Settings {
     pub knobs: Knobs,
     pub screenshot: Option<PathBuf>,
     pub size: [u32; 2],
+    /// `--theme`: dark (the default) or light.
+    pub light: bool,
 }
 
 impl Default for Settings {
@@ -89,6 +92,7 @@ impl Default for Settings {
             },
             screenshot: None,
             size: [1600, 900],
+            light: false,
         }
     }
 }
@@ -169,6 +173,14 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
             "--max-steps" => s.knobs.max_steps = Some(number(a, &value(a)?)?),
             "--spec-metrics" => s.knobs.spec_metrics = Some(value(a)?.into()),
             "--screenshot" => s.screenshot = Some(value(a)?.into()),
+            "--theme" => {
+                let v = value(a)?;
+                s.light = match v.as_str() {
+                    "light" => true,
+                    "dark" => false,
+                    _ => return Err(format!("--theme {v:?}: use dark or light")),
+                };
+            }
             "--size" => {
                 let v = value(a)?;
                 s.size = parse_size(&v).ok_or_else(|| {

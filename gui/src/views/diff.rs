@@ -118,6 +118,7 @@ pub fn show(ui: &mut Ui, st: &mut DiffState, docs: &[(&str, Option<&Loaded>)]) {
 /// The waterfall: A's step, each bucket's delta (A minus B) as a floating bar, the
 /// residual (idle and overlap), B's step.
 fn waterfall(ui: &mut Ui, r: &DiffReport, height: f32) {
+    let dark = crate::palette::is_dark(ui.ctx());
     ui.label(
         RichText::new(format!(
             "step time A {} -> B {} (gap {:+.3} ms{})",
@@ -132,8 +133,12 @@ fn waterfall(ui: &mut Ui, r: &DiffReport, height: f32) {
         ))
         .strong(),
     );
-    let mut bars: Vec<(String, f64, f64, Color32)> =
-        vec![("A".into(), 0.0, r.a.step_ms, Color32::from_gray(170))];
+    let mut bars: Vec<(String, f64, f64, Color32)> = vec![(
+        "A".into(),
+        0.0,
+        r.a.step_ms,
+        crate::palette::gray(dark, 170),
+    )];
     let mut level = r.a.step_ms;
     let mut moved: Vec<_> = r
         .buckets
@@ -167,14 +172,19 @@ fn waterfall(ui: &mut Ui, r: &DiffReport, height: f32) {
             level = next;
         }
     }
-    bars.push(("B".into(), 0.0, r.b.step_ms, Color32::from_gray(170)));
+    bars.push((
+        "B".into(),
+        0.0,
+        r.b.step_ms,
+        crate::palette::gray(dark, 170),
+    ));
     let _ = level;
     let (rect, _) = ui.allocate_exact_size(Vec2::new(ui.available_width(), height), Sense::hover());
     let p = ui.painter_at(rect);
-    p.rect_filled(rect, 0.0, Color32::from_gray(18));
+    p.rect_filled(rect, 0.0, crate::palette::gray(dark, 18));
     let plot = Rect::from_min_max(
         rect.min + Vec2::new(50.0, 10.0),
-        rect.max - Vec2::new(10.0, 70.0),
+        rect.max - Vec2::new(10.0, 84.0),
     );
     let top = bars
         .iter()
@@ -188,17 +198,19 @@ fn waterfall(ui: &mut Ui, r: &DiffReport, height: f32) {
         let v = top * k as f64 / 4.0;
         p.line_segment(
             [Pos2::new(plot.left(), y(v)), Pos2::new(plot.right(), y(v))],
-            Stroke::new(1.0, Color32::from_gray(45)),
+            Stroke::new(1.0, crate::palette::gray(dark, 45)),
         );
         p.text(
             Pos2::new(plot.left() - 4.0, y(v)),
             Align2::RIGHT_CENTER,
             format!("{v:.2}"),
             font.clone(),
-            Color32::from_gray(170),
+            crate::palette::gray(dark, 170),
         );
     }
     let w = plot.width() / bars.len() as f32;
+    let names: Vec<&str> = bars.iter().map(|b| b.0.as_str()).collect();
+    let labels = category_labels(&names, w, CHAR_W);
     for (k, (name, from, to, c)) in bars.iter().enumerate() {
         let x0 = plot.left() + k as f32 * w + 3.0;
         let r = Rect::from_x_y_ranges(
@@ -216,14 +228,15 @@ fn waterfall(ui: &mut Ui, r: &DiffReport, height: f32) {
             Align2::CENTER_BOTTOM,
             delta,
             font.clone(),
-            Color32::from_gray(220),
+            crate::palette::gray(dark, 220),
         );
+        let (text, row) = &labels[k];
         p.text(
-            Pos2::new(r.center().x, plot.bottom() + 4.0),
+            Pos2::new(r.center().x, plot.bottom() + 4.0 + 13.0 * *row as f32),
             Align2::CENTER_TOP,
-            format::cut(name, (w / 6.0) as usize),
+            text,
             font.clone(),
-            Color32::from_gray(200),
+            crate::palette::gray(dark, 200),
         );
     }
     p.text(
@@ -231,8 +244,29 @@ fn waterfall(ui: &mut Ui, r: &DiffReport, height: f32) {
         Align2::LEFT_BOTTOM,
         "ms per step; a bar going down: A spends that much more than B",
         font,
-        Color32::from_gray(150),
+        crate::palette::gray(dark, 150),
     );
+}
+
+/// Width of a character of the waterfall's 10-point monospace labels, px (a little over
+/// the glyphs' advance, so neighbours keep a gap).
+const CHAR_W: f32 = 6.5;
+
+/// Each category label of a waterfall with bars `w` px apart, and its row under the axis:
+/// labels that would run into their neighbour alternate between two rows, and a label
+/// still wider than two bars is cut.
+pub fn category_labels(names: &[&str], w: f32, char_w: f32) -> Vec<(String, usize)> {
+    let fits = |n: &str| n.chars().count() as f32 * char_w <= w - 4.0;
+    let stagger = names.iter().any(|n| !fits(n));
+    names
+        .iter()
+        .enumerate()
+        .map(|(k, n)| {
+            let room = if stagger { 2.0 * w - 8.0 } else { w - 4.0 };
+            let chars = ((room / char_w).floor().max(1.0)) as usize;
+            (format::cut(n, chars), if stagger { k % 2 } else { 0 })
+        })
+        .collect()
 }
 
 fn tables(ui: &mut Ui, r: &DiffReport) {
@@ -289,4 +323,42 @@ fn tables(ui: &mut Ui, r: &DiffReport) {
             ui.end_row();
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waterfall_labels_do_not_overlap() {
+        let names = [
+            "A",
+            "act_elementwise",
+            "embed_gather",
+            "attention",
+            "other buckets",
+            "idle + overlap",
+            "B",
+        ];
+        let w = 80.0;
+        let got = category_labels(&names, w, CHAR_W);
+        // Each label's extent, centred on its bar; two on one row must not meet.
+        let span = |k: usize| {
+            let half = got[k].0.chars().count() as f32 * CHAR_W / 2.0;
+            let c = (k as f32 + 0.5) * w;
+            (c - half, c + half)
+        };
+        for a in 0..names.len() {
+            for b in a + 1..names.len() {
+                if got[a].1 == got[b].1 {
+                    let ((_, ra), (lb, _)) = (span(a), span(b));
+                    assert!(ra < lb, "{:?} and {:?} overlap", got[a], got[b]);
+                }
+            }
+        }
+        // The old labels were cut at w / 6 characters and centred on one row:
+        // "act_elementwise" (15 × 6.5 px) ran into its neighbours.
+        assert!(15.0 * CHAR_W > w);
+        assert!(got.iter().any(|(_, row)| *row == 1));
+    }
 }

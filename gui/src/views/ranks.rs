@@ -116,6 +116,7 @@ pub fn lane_label(l: &RankLane) -> String {
 
 /// The whole view.
 pub fn show(ui: &mut Ui, doc: &mut RanksDoc) {
+    let dark = crate::palette::is_dark(ui.ctx());
     let RanksDoc { data, state } = doc;
     let r = &data.report;
     let late = data.lanes.late_lane().is_some();
@@ -126,7 +127,7 @@ pub fn show(ui: &mut Ui, doc: &mut RanksDoc) {
             .color(if late {
                 palette::LATE
             } else {
-                Color32::from_gray(220)
+                crate::palette::gray(dark, 220)
             }),
     );
     ui.label(ranks_text::summary(r));
@@ -198,6 +199,7 @@ fn wait_part(mesh: &mut egui::Mesh, shapes: &mut Vec<Shape>, r: Rect) {
     reason = "immediate-mode UI: the lanes' layout, paint and hit test share one frame's geometry"
 )]
 fn lanes(ui: &mut Ui, data: &RanksLoaded, st: &mut RanksState, height: f32) {
+    let dark = crate::palette::is_dark(ui.ctx());
     let rl = &data.lanes;
     st.ensure_axis(rl);
     let avail = ui.available_width();
@@ -232,7 +234,7 @@ fn lanes(ui: &mut Ui, data: &RanksLoaded, st: &mut RanksState, height: f32) {
     let (t0, t1) = (m.t0(), m.t1());
     let w = area.width() as f64;
     let painter = ui.painter_at(outer);
-    painter.rect_filled(outer, 0.0, Color32::from_gray(18));
+    painter.rect_filled(outer, 0.0, crate::palette::gray(dark, 18));
     ruler(
         &painter,
         Rect::from_min_max(area.min, Pos2::new(area.right(), area.top() + RULER_H)),
@@ -276,7 +278,7 @@ fn lanes(ui: &mut Ui, data: &RanksLoaded, st: &mut RanksState, height: f32) {
             if lane.sets_step {
                 palette::LATE
             } else {
-                Color32::from_gray(210)
+                crate::palette::gray(dark, 210)
             },
         );
         let trace = std::path::Path::new(&lane.trace)
@@ -287,7 +289,7 @@ fn lanes(ui: &mut Ui, data: &RanksLoaded, st: &mut RanksState, height: f32) {
             Align2::LEFT_TOP,
             format!("{} · GPU {}", format::cut(&trace, 24), lane.device),
             small.clone(),
-            Color32::from_gray(150),
+            crate::palette::gray(dark, 150),
         );
         // Step windows: a shade behind the lane and a strip on top.
         for s in rl.steps_in(li, t0, t1, w) {

@@ -66,6 +66,7 @@ type FloorLine = (&'static str, Color32, fn(&StepFloor) -> f64);
     reason = "immediate-mode UI: axes, ceilings, points and labels painted onto one chart"
 )]
 pub fn chart(ui: &mut Ui, r: &RooflineReport, batch: u64) {
+    let dark = crate::palette::is_dark(ui.ctx());
     let Some(yr) = y_range(r) else { return };
     if !yr.below.is_empty() {
         let list: Vec<String> = yr
@@ -83,7 +84,7 @@ pub fn chart(ui: &mut Ui, r: &RooflineReport, batch: u64) {
         Sense::hover(),
     );
     let p = ui.painter_at(rect);
-    p.rect_filled(rect, 0.0, palette::CHART_BG);
+    p.rect_filled(rect, 0.0, palette::gray(dark, 18));
     let plot = Rect::from_min_max(
         rect.min + Vec2::new(70.0, 14.0),
         rect.max - Vec2::new(150.0, 30.0),
@@ -94,8 +95,8 @@ pub fn chart(ui: &mut Ui, r: &RooflineReport, batch: u64) {
     let x = |b: f64| plot.left() + (b.log2() / bmax.log2()) as f32 * plot.width();
     let y = |v: f64| plot.bottom() - ((v.log10() - d0) / (d1 - d0)) as f32 * plot.height();
     let font = FontId::monospace(10.0);
-    let grid = Color32::from_gray(50);
-    let axis_text = Color32::from_gray(180);
+    let grid = crate::palette::gray(dark, 50);
+    let axis_text = crate::palette::gray(dark, 180);
     let mut d = d0;
     while d <= d1 + 1e-9 {
         let v = 10f64.powf(d);
@@ -128,7 +129,7 @@ pub fn chart(ui: &mut Ui, r: &RooflineReport, batch: u64) {
     while b <= bmax {
         p.line_segment(
             [Pos2::new(x(b), plot.top()), Pos2::new(x(b), plot.bottom())],
-            Stroke::new(1.0, Color32::from_gray(35)),
+            Stroke::new(1.0, crate::palette::gray(dark, 35)),
         );
         p.text(
             Pos2::new(x(b), plot.bottom() + 3.0),
@@ -144,7 +145,7 @@ pub fn chart(ui: &mut Ui, r: &RooflineReport, batch: u64) {
         Align2::CENTER_BOTTOM,
         "batch (sequences per decode step)",
         font.clone(),
-        Color32::from_gray(160),
+        crate::palette::gray(dark, 160),
     );
     let lines: [FloorLine; 4] = [
         ("weight-read floor", palette::FLOOR_WEIGHTS, |f| {
@@ -154,7 +155,7 @@ pub fn chart(ui: &mut Ui, r: &RooflineReport, batch: u64) {
         ("compute floor", palette::FLOOR_COMPUTE, |f| {
             f.compute_floor_s
         }),
-        ("step floor", Color32::WHITE, |f| f.step_floor_s),
+        ("step floor", palette::gray(dark, 255), |f| f.step_floor_s),
     ];
     let mut segments: Vec<Segment> = Vec::new();
     for (k, (name, c, get)) in lines.iter().enumerate() {

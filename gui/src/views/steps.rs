@@ -47,6 +47,7 @@ fn levers(ui: &mut Ui, l: &Loaded) {
 
 /// Draws the bars; returns the step clicked, if any, and the plot's rectangle.
 pub fn show(ui: &mut Ui, l: &Loaded, show_idle: &mut bool) -> (Option<usize>, Option<Rect>) {
+    let dark = crate::palette::is_dark(ui.ctx());
     let steps = &l.x.steps;
     ui.horizontal_wrapped(|ui| {
         ui.label(format!(
@@ -77,7 +78,7 @@ pub fn show(ui: &mut Ui, l: &Loaded, show_idle: &mut bool) -> (Option<usize>, Op
     let idle_of = |s: &StepView| if *show_idle { s.idle_ms } else { 0.0 };
     let (rect, resp) = ui.allocate_exact_size(ui.available_size(), Sense::click());
     let p = ui.painter_at(rect);
-    p.rect_filled(rect, 0.0, Color32::from_gray(18));
+    p.rect_filled(rect, 0.0, crate::palette::gray(dark, 18));
     let plot = Rect::from_min_max(
         Pos2::new(rect.left() + AXIS_W, rect.top() + 8.0),
         Pos2::new(rect.right() - 8.0, rect.bottom() - 22.0),
@@ -94,14 +95,14 @@ pub fn show(ui: &mut Ui, l: &Loaded, show_idle: &mut bool) -> (Option<usize>, Op
         let y = y_of(v);
         p.line_segment(
             [Pos2::new(plot.left(), y), Pos2::new(plot.right(), y)],
-            Stroke::new(1.0, Color32::from_gray(45)),
+            Stroke::new(1.0, crate::palette::gray(dark, 45)),
         );
         p.text(
             Pos2::new(plot.left() - 4.0, y),
             Align2::RIGHT_CENTER,
             ms_tick(v, tick),
             font.clone(),
-            Color32::from_gray(180),
+            crate::palette::gray(dark, 180),
         );
     }
     let n = steps.len();
@@ -165,14 +166,14 @@ pub fn show(ui: &mut Ui, l: &Loaded, show_idle: &mut bool) -> (Option<usize>, Op
                 Pos2::new(x, plot.bottom() + 2.0 + PHASE_H),
                 Pos2::new(x, plot.bottom() + 5.0 + PHASE_H),
             ],
-            Stroke::new(1.0, Color32::from_gray(120)),
+            Stroke::new(1.0, crate::palette::gray(dark, 120)),
         );
         p.text(
             Pos2::new(x, rect.bottom() - 2.0),
             Align2::CENTER_BOTTOM,
             l.step_names.axis_label(k),
             font.clone(),
-            Color32::from_gray(180),
+            crate::palette::gray(dark, 180),
         );
     }
     let at = resp

@@ -70,6 +70,7 @@ pub fn min_max_columns(
 
 /// Telemetry of the steps' device under a compact timeline.
 pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded) {
+    let dark = crate::palette::is_dark(ui.ctx());
     let s = &l.x.trace.samples;
     let device = l.x.report.steps.device.unwrap_or(0);
     let idx: Vec<usize> = {
@@ -90,7 +91,7 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded) {
         Sense::hover(),
     );
     let p = ui.painter_at(rect);
-    p.rect_filled(rect, 0.0, Color32::from_gray(14));
+    p.rect_filled(rect, 0.0, crate::palette::gray(dark, 14));
     let area = Rect::from_min_max(Pos2::new(rect.left() + LABEL_W, rect.top()), rect.max);
     let m = Mapper {
         axis: &axis,
@@ -119,11 +120,11 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded) {
             Align2::LEFT_CENTER,
             format!("{name}\n{vmin:.0}–{vmax:.0} {unit}"),
             font.clone(),
-            Color32::from_gray(200),
+            crate::palette::gray(dark, 200),
         );
         p.line_segment(
             [band.left_bottom(), band.right_bottom()],
-            Stroke::new(1.0, Color32::from_gray(40)),
+            Stroke::new(1.0, crate::palette::gray(dark, 40)),
         );
         let mut mesh = egui::Mesh::default();
         let col = Color32::from_rgb(0x60, 0xc0, 0xff);
@@ -151,7 +152,7 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded) {
         Align2::LEFT_CENTER,
         "throttle reasons",
         font,
-        Color32::from_gray(200),
+        crate::palette::gray(dark, 200),
     );
     let flags: Vec<f64> = idx
         .iter()
@@ -166,7 +167,7 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded) {
             let color = if b > 0.0 {
                 Color32::from_rgb(230, 60, 60)
             } else {
-                Color32::from_gray(50)
+                crate::palette::gray(dark, 50)
             };
             p.rect_filled(
                 Rect::from_x_y_ranges(x..=x + 1.0, band.y_range()),

@@ -244,9 +244,10 @@ pub fn ruler(
     steps: &[StepView],
     names: &StepNames,
 ) {
-    painter.rect_filled(rect, 0.0, Color32::from_gray(30));
+    let dark = crate::palette::is_dark(painter.ctx());
+    painter.rect_filled(rect, 0.0, crate::palette::gray(dark, 30));
     let font = FontId::monospace(10.0);
-    let col = Color32::from_gray(190);
+    let col = crate::palette::gray(dark, 190);
     // A tick at `x` on the bottom edge, labelled at the top.
     let tick = |x: f32, label: String| {
         painter.line_segment(
@@ -314,6 +315,7 @@ pub fn ruler(
     reason = "immediate-mode UI: layout, scroll, paint, hit test and box selection share one frame's geometry (axis and lods are apart in axis.rs and lod.rs)"
 )]
 pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_height: Option<f32>) {
+    let dark = crate::palette::is_dark(ui.ctx());
     if st.axis.is_none() {
         st.reset(l);
     }
@@ -366,7 +368,7 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
         width: lane_area.width(),
     };
     let painter = ui.painter_at(outer);
-    painter.rect_filled(outer, 0.0, Color32::from_gray(18));
+    painter.rect_filled(outer, 0.0, crate::palette::gray(dark, 18));
     let ruler_rect = Rect::from_min_max(
         lane_area.min,
         Pos2::new(lane_area.right(), lane_area.top() + RULER_H),
@@ -385,7 +387,7 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
     let mut hits = Hits::default();
     let mut y = body.top() - scroll_y;
     let font = FontId::proportional(11.0);
-    let label_col = Color32::from_gray(200);
+    let label_col = crate::palette::gray(dark, 200);
     let row = |y: f32, h: f32| {
         Rect::from_min_max(
             Pos2::new(lane_area.left(), y),

@@ -20,7 +20,7 @@ from functools import lru_cache
 ALLOWED = {
     "gapscope-traces": set(),
     "gapscope-kernels": set(),
-    "gapscope-engine": {"gapscope-traces", "gapscope-kernels"},
+    "gapscope-engine": {"gapscope-traces", "gapscope-kernels", "gapscope-numerics"},
     "gapscope-profiler": {"gapscope-traces"},
     "gapscope-analyzer": {"gapscope-traces"},
     # Logits and hidden-state dumps compared: no traces, no analyzer.
@@ -33,7 +33,13 @@ ALLOWED = {
     "gapscope-tests": None,
 }
 NO_CUDARC = ["gapscope-analyzer", "gapscope-gui", "gapscope-traces"]
-DEVICE_SIDE = ["gapscope-engine", "gapscope-profiler", "gapscope-traces", "gapscope-kernels"]
+DEVICE_SIDE = [
+    "gapscope-engine",
+    "gapscope-profiler",
+    "gapscope-traces",
+    "gapscope-kernels",
+    "gapscope-numerics",
+]
 HEAVY = {"polars", "egui", "eframe", "sqlx", "tokio"}
 # A database driver and an async runtime belong to the run history (gapscope-history) and the
 # CLI: the analysis library, and so the explorer, carry neither (nsys exports are read with

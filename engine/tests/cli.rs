@@ -159,6 +159,30 @@ fn cpu_logits_have_one_row_per_position() {
     assert_eq!(vals.len(), 3 * 6);
 }
 
+/// `--out X.safetensors` writes a dump `gapscope numerics` reads: a row per token from the
+/// prompt's last on (4 here), with those tokens, equal to the raw rows where both have one.
+#[test]
+fn cpu_logits_as_a_numerics_dump() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_model(dir.path());
+    let (out, _) = cpu_logits(dir.path(), "logits.safetensors", &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, raw) = cpu_logits(dir.path(), "logits.f32", &[]);
+    let d = gapscope_numerics::Dump::open(&dir.path().join("logits.safetensors")).unwrap();
+    assert_eq!(d.tokens, vec![3, 4, 5, 1]);
+    assert_eq!((d.logits.rows, d.logits.cols), (4, 6));
+    assert!(d.meta["engine"].starts_with("gapscope-engine cpu"));
+    let mut rows = vec![0.0; 4 * 6];
+    d.read_rows(&d.logits, 0, &mut Vec::new(), &mut rows)
+        .unwrap();
+    let raw: Vec<f64> = raw.iter().map(|&v| f64::from(v)).collect();
+    assert_eq!(&rows[..3 * 6], &raw[..]);
+}
+
 /// `--numerics hf-bf16` on the CPU: every logit is a bf16 value (HF rounds its output), the
 /// rows differ from the engine numerics' only by rounding, and quantized weights are refused.
 #[test]

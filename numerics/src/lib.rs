@@ -93,6 +93,8 @@ impl DumpInfo {
 /// One dump against the reference.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Comparison {
+    /// The dump it was compared against (the reference, or the identity pair's first).
+    pub against: String,
     pub other: DumpInfo,
     pub summary: Summary,
     pub verdict: Verdict,
@@ -138,6 +140,7 @@ fn compare_one(
         Some(LayerReport::new(errors, floor))
     };
     Ok(Comparison {
+        against: reference.path.display().to_string(),
         other: DumpInfo::of(other),
         verdict: Verdict::of(&summary, &s.thresholds),
         summary,

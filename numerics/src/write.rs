@@ -23,7 +23,8 @@ pub struct DumpData<'a> {
     pub dtype: DType,
 }
 
-pub fn write_dump(path: &Path, d: &DumpData) -> Result<()> {
+/// The dump's bytes: header and tensors.
+pub fn encode(d: &DumpData) -> Vec<u8> {
     let t = d.tokens.len() / d.passages.max(1);
     let shape = |cols: usize| -> Vec<usize> {
         if d.passages > 1 {
@@ -75,19 +76,40 @@ pub fn write_dump(path: &Path, d: &DumpData) -> Result<()> {
         );
         at += bytes.len();
     }
-    let mut h =
-        serde_json::to_vec(&header).map_err(|e| NumericsError::format(path, e.to_string()))?;
-    while h.len() % 8 != 0 {
+    let mut h = serde_json::Value::Object(header).to_string().into_bytes();
+    while !h.len().is_multiple_of(8) {
         h.push(b' ');
     }
-    let mut f = std::io::BufWriter::new(
-        std::fs::File::create(path).map_err(|e| NumericsError::io(path, e))?,
-    );
-    let mut put = |b: &[u8]| f.write_all(b).map_err(|e| NumericsError::io(path, e));
-    put(&(h.len() as u64).to_le_bytes())?;
-    put(&h)?;
+    let mut out = Vec::with_capacity(8 + h.len() + at);
+    out.extend_from_slice(&(h.len() as u64).to_le_bytes());
+    out.extend_from_slice(&h);
     for (_, _, _, bytes) in &parts {
-        put(bytes)?;
+        out.extend_from_slice(bytes);
     }
-    f.flush().map_err(|e| NumericsError::io(path, e))
+    out
+}
+
+/// Writes the dump to `path`, beside it first and renamed into place; a symbolic link at
+/// `path` is refused, not followed.
+pub fn write_dump(path: &Path, d: &DumpData) -> Result<()> {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) {
+        return Err(NumericsError::format(
+            path,
+            "exists and is not a regular file (a link is not written through)",
+        ));
+    }
+    let bytes = encode(d);
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".partial");
+    let tmp = std::path::PathBuf::from(tmp);
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        NumericsError::io(path, e)
+    })
 }

@@ -1,6 +1,8 @@
 //! `gapscope-engine logits`: teacher-forced logits over a token file, for comparison with HF
-//! transformers: a prefill of the prompt, then one decode step per remaining token; raw
-//! little-endian f32 rows to `--out`.
+//! transformers: a prefill of the prompt, then one decode step per remaining token. `--out`
+//! ending in `.safetensors` gets a dump `gapscope numerics` compares (docs/NUMERICS.md: the
+//! rows from the prompt's last token on, with their tokens); any other name raw
+//! little-endian f32 rows.
 
 use crate::args::{BackendKind, ModelArgs, load, numerics_parser};
 use crate::decoder::{self, Decoder};
@@ -52,8 +54,39 @@ pub fn run(a: LogitsArgs) -> Result<ExitCode> {
         max_ctx: toks.len() + 1,
         max_rows: pl,
     })?;
-    let rows = teacher_forced(dec.as_mut(), pl, &toks)?;
-    let bytes: Vec<u8> = rows.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let dump = a.out.extension().is_some_and(|e| e == "safetensors");
+    let rows = teacher_forced(dec.as_mut(), pl, &toks, dump)?;
+    let bytes: Vec<u8> = if dump {
+        // Row k is position pl - 1 + k: the prompt's last token, then every later one.
+        let tokens: Vec<i64> = toks[pl - 1..].iter().map(|&t| i64::from(t)).collect();
+        let backend = match a.backend {
+            BackendKind::Cuda => "cuda",
+            BackendKind::Cpu => "cpu",
+        };
+        let engine = format!("gapscope-engine {backend} ({} numerics)", a.numerics.name());
+        let model = a
+            .model
+            .model
+            .as_ref()
+            .or(a.model.config.as_ref())
+            .map_or_else(String::new, |p| p.display().to_string());
+        gapscope_numerics::write::encode(&gapscope_numerics::write::DumpData {
+            meta: &[
+                ("engine", &engine),
+                ("model", &model),
+                ("dtype", &a.model.weights),
+            ],
+            passages: 1,
+            tokens: &tokens,
+            logits: &rows,
+            vocab: cfg.vocab,
+            hidden: &[],
+            hidden_size: 0,
+            dtype: gapscope_numerics::dtype::DType::F32,
+        })
+    } else {
+        rows.iter().flat_map(|v| v.to_le_bytes()).collect()
+    };
     // One checked writer: no symbolic link, no non-regular file, nothing half-written.
     gapscope_traces::write_output(&a.out, &[], &bytes)?;
     println!(
@@ -67,10 +100,11 @@ pub fn run(a: LogitsArgs) -> Result<ExitCode> {
 }
 
 /// The logits after the prompt (a prefill of its `pl` tokens), then after each later token
-/// (one decode step each, fed the file's token, not the sampled one).
-fn teacher_forced(dec: &mut dyn Decoder, pl: usize, toks: &[i32]) -> Result<Vec<f32>> {
+/// (one decode step each, fed the file's token, not the sampled one); with `last`, after
+/// the file's last token too (a dump has a row per token).
+fn teacher_forced(dec: &mut dyn Decoder, pl: usize, toks: &[i32], last: bool) -> Result<Vec<f32>> {
     let mut out = Vec::new();
-    for i in 0..toks.len() - pl {
+    for i in 0..toks.len() - pl + usize::from(last) {
         let (b, phase) = if i == 0 {
             (Batch::prefill(&[toks[..pl].to_vec()]), Phase::Prefill)
         } else {

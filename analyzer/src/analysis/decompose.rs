@@ -45,6 +45,9 @@ pub struct AnalysisSettings {
     pub max_steps: Option<usize>,
     /// An engine's speculative-decoding counters, for traces that do not show acceptance.
     pub spec_metrics: Option<crate::analysis::spec::SpecMetrics>,
+    /// The engine's graph-capture trace: `--by` puts graph-replayed kernels on the ops and
+    /// modules around their capture-time launches.
+    pub graph_capture: Option<std::sync::Arc<crate::analysis::graph_capture::GraphCapture>>,
 }
 
 /// Steps analysed at most by default: far more than a profiled decode run holds (thousands),
@@ -61,6 +64,7 @@ impl Default for AnalysisSettings {
             group_by: None,
             max_steps: Some(DEFAULT_MAX_STEPS),
             spec_metrics: None,
+            graph_capture: None,
         }
     }
 }
@@ -316,7 +320,8 @@ pub fn analyze_tables(
         Vec::new()
     };
     // Graph replays, found once: the lever, `--by` and the source line read them.
-    let graphs = super::graphs::GraphKernels::of(trace);
+    let graphs = super::graphs::GraphKernels::of(trace)
+        .with_capture(trace, settings.graph_capture.as_deref());
     let replayed = graphs.count(trace);
     let idle = idle::idle(
         trace,

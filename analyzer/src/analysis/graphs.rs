@@ -5,6 +5,8 @@ use std::collections::HashSet;
 
 use gapscope_traces::Trace;
 
+use super::graph_capture::{CaptureMap, GraphCapture};
+
 /// Which kernels of a trace were replayed from graphs: by their graph id (recordings), or
 /// by the correlation of the graph launch that replayed them (Kineto).
 pub struct GraphKernels {
@@ -12,6 +14,8 @@ pub struct GraphKernels {
     has_graph_id: bool,
     /// Graph launch calls in the trace.
     pub launch_count: usize,
+    /// The replays mapped back to a graph-capture trace's launches, when one was given.
+    pub capture: Option<CaptureMap>,
 }
 
 impl GraphKernels {
@@ -36,7 +40,14 @@ impl GraphKernels {
             launch_count: launches.len(),
             launches: launches.into_iter().collect(),
             has_graph_id: trace.kernels.graph_id.len() == trace.kernels.len,
+            capture: None,
         }
+    }
+
+    /// These replays mapped to the launches of `capture` (a graph-capture trace), if given.
+    pub fn with_capture(mut self, trace: &Trace, capture: Option<&GraphCapture>) -> Self {
+        self.capture = capture.map(|c| CaptureMap::build(trace, c));
+        self
     }
 
     /// How many of the trace's kernels were replayed from graphs.

@@ -2,6 +2,7 @@
 
 pub mod decompose;
 pub mod distortion;
+pub mod graph_capture;
 pub mod graphs;
 pub mod host;
 pub mod intervals;

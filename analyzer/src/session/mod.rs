@@ -68,7 +68,21 @@ pub fn import_run(
 ) -> Result<Imported> {
     let mut imported = import_trace(&run.path, &settings.import, progress)?;
     run.align(&mut imported.trace);
+    check_graph_capture(&imported.trace, settings)?;
     Ok(imported)
+}
+
+/// Refuses a graph-capture trace that maps none of `trace`'s graph replays (another model,
+/// another batch size, or a trace that replays no graph), with the reason.
+fn check_graph_capture(trace: &Trace, settings: &SessionSettings) -> Result<()> {
+    use crate::analysis::graph_capture::CaptureMap;
+    match settings.analysis.graph_capture.as_deref() {
+        Some(c) => match CaptureMap::build(trace, c).refusal() {
+            Some(why) => Err(crate::error::AnalyzerError::Invalid(why)),
+            None => Ok(()),
+        },
+        None => Ok(()),
+    }
 }
 
 /// Analyses an imported trace of `run` in place: the tables, the report from them (naming
@@ -143,6 +157,7 @@ pub fn open_bytes(
         progress,
     )?;
     run.align(&mut imported.trace);
+    check_graph_capture(&imported.trace, settings)?;
     Ok(analyze_run(run, imported, settings))
 }
 

@@ -113,6 +113,28 @@ impl SessionSettings {
     }
 }
 
+impl SessionSettings {
+    /// These settings with the engine's graph-capture trace at `path` (`None`: without
+    /// one): `--by` then puts the kernels each graph replays on the ops and modules around
+    /// the launches made while it was captured. Reads and indexes the file; an unreadable
+    /// file, or one that holds no capture, is an error.
+    pub fn with_graph_capture(mut self, path: Option<&std::path::Path>) -> Result<Self> {
+        self.analysis.graph_capture = match path {
+            None => None,
+            Some(p) => {
+                let opts = ImportOptions {
+                    kernel_columns: None,
+                    ..self.import.clone()
+                };
+                Some(Arc::new(
+                    crate::analysis::graph_capture::GraphCapture::open(p, &opts)?,
+                ))
+            }
+        };
+        Ok(self)
+    }
+}
+
 /// The counters in the file at `p` (at most 64 MiB read).
 fn read_spec_metrics(p: &std::path::Path) -> Result<crate::analysis::spec::SpecMetrics> {
     use std::io::Read;

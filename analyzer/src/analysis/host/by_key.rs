@@ -100,6 +100,9 @@ pub struct GroupReport {
     pub graph_gpu_ms_per_step: f64,
     /// Why the keys cannot be there at all (the trace records no scope of the kind).
     pub missing: Option<MissingScopes>,
+    /// How a graph-capture trace put replayed kernels on its ops and modules, when one was
+    /// given (their GPU time is in the rows, and still in `graph_gpu_ms_per_step`).
+    pub graph_capture: Option<crate::analysis::graph_capture::CaptureUse>,
 }
 
 /// A trace that cannot be grouped by the key asked for, and what capture would allow it.
@@ -151,6 +154,9 @@ pub fn group(
     let mut threads: HashSet<u64> = HashSet::new();
     let (mut host_lo, mut host_hi) = (i64::MAX, i64::MIN);
     let mut key_cache: HashMap<u32, Option<String>> = HashMap::new();
+    // Replays mapped through a graph-capture trace: count and GPU time.
+    let (mut mapped_n, mut mapped_ns) = (0usize, 0i64);
+    let capture = graphs.capture.as_ref();
     for &tag in acts {
         let (dur, corr, ki) = if tag >= 0 {
             let i = tag as usize;
@@ -173,6 +179,10 @@ pub fn group(
                 Some(i) => engine_key(trace, (&k.op, &k.layer), i, by),
                 None => engine_key(trace, (&m.op, &m.layer), (-tag - 1) as usize, by),
             }
+        } else if let Some(key) = capture.and_then(|c| c.key(tag, by)) {
+            mapped_n += 1;
+            mapped_ns += dur;
+            key.map(str::to_owned)
         } else {
             map.launch_of(corr).and_then(|li| {
                 let li = li as usize;
@@ -255,7 +265,13 @@ pub fn group(
         rows,
         unattributed_gpu_ms_per_step: unattributed as f64 / 1e6 / n,
         graph_gpu_ms_per_step: graph as f64 / 1e6 / n,
-        missing: missing_scopes(forest, engine, by),
+        // A capture trace that mapped replays brings the scopes the replay trace lacks.
+        missing: if mapped_n > 0 {
+            None
+        } else {
+            missing_scopes(forest, engine, by)
+        },
+        graph_capture: capture.map(|c| c.usage(mapped_n as f64 / n, mapped_ns as f64 / 1e6 / n)),
     }
 }
 
@@ -294,7 +310,7 @@ fn engine_key(
 
 /// The key of the launch whose innermost scope is `node`: that of the nearest scope, itself
 /// included, that the grouping keys on.
-fn scope_key(trace: &Trace, forest: &Forest, node: u32, by: GroupBy) -> Option<String> {
+pub(crate) fn scope_key(trace: &Trace, forest: &Forest, node: u32, by: GroupBy) -> Option<String> {
     forest
         .stack(node)
         .find(|(_, n)| is_key(trace, n, by))

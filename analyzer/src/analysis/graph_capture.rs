@@ -476,3 +476,6 @@ fn step_tokens(trace: &Trace, tid: u64, t: i64) -> Option<u32> {
     }
     best.map(|b| b.1)
 }
+
+#[cfg(test)]
+mod tests;

@@ -14,6 +14,7 @@ pub mod history_cmd;
 pub mod import_cmd;
 pub mod join_cmd;
 pub mod lever_whatif;
+pub mod numerics_cmd;
 pub mod progress;
 pub mod render;
 pub mod report_cmd;
@@ -75,6 +76,9 @@ enum Command {
     Roofline(roofline_cmd::RooflineArgs),
     /// Copy an engine trace's launch metadata and steps onto a recording of the same run.
     Join(join_cmd::JoinArgs),
+    /// Whether engines say the same thing: logits (and hidden-state) dumps against a
+    /// reference, per position and per layer, with a verdict.
+    Numerics(numerics_cmd::NumericsArgs),
     /// Open traces in the explorer window (runs gapscope-gui).
     Gui(gui_cmd::GuiArgs),
     /// Show the defaults of --db, --hw and --rules (environment, config file) and where
@@ -374,6 +378,7 @@ impl Command {
             Command::Import(a) => !a.allow_truncated,
             Command::Buckets(_)
             | Command::Join(_)
+            | Command::Numerics(_)
             | Command::Gui(_)
             | Command::Config(_)
             | Command::Completions(_) => false,
@@ -418,6 +423,7 @@ impl Command {
             Command::Buckets(a) => d.fill_rules(&mut a.rules)?,
             Command::Import(_)
             | Command::Join(_)
+            | Command::Numerics(_)
             | Command::Gui(_)
             | Command::Config(_)
             | Command::Completions(_) => {}
@@ -447,6 +453,7 @@ fn dispatch(command: Command, g: &Global, defaults: Option<&config::Defaults>) -
         Command::Buckets(a) => buckets_cmd::run(a, g),
         Command::Roofline(a) => roofline_cmd::run(a, g),
         Command::Join(a) => join_cmd::run(a, g),
+        Command::Numerics(a) => numerics_cmd::run(a, g),
         Command::Diff(a) => diff_cmd::run(a, g),
         Command::Gate(a) => gate_cmd::run(a, g),
         Command::History(a) => history_cmd::run(a, g),

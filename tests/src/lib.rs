@@ -56,7 +56,13 @@ pub fn gapscope() -> Command {
         .expect("target/<profile>/deps");
     let bin = dir.join(format!("gapscope{}", std::env::consts::EXE_SUFFIX));
     assert!(bin.exists(), "{} is not built", bin.display());
-    Command::new(bin)
+    // The developer's own defaults (docs/CLI.md, "Configuration") never reach a test.
+    let mut c = Command::new(bin);
+    c.env("GAPSCOPE_NO_CONFIG", "1");
+    for v in ["GAPSCOPE_DB", "GAPSCOPE_HW", "GAPSCOPE_RULES", "GAPSCOPE_CONFIG"] {
+        c.env_remove(v);
+    }
+    c
 }
 
 /// Runs `gapscope` with `args` and collects its output.

@@ -42,6 +42,8 @@ pub struct App {
     pub ranks: Option<RanksDoc>,
     /// `--view` was given: the ranks of one run do not switch to the ranks view.
     view_given: bool,
+    /// Where the timeline's layout is kept per kind of trace (none: not kept).
+    layout_dir: Option<PathBuf>,
 }
 
 impl App {
@@ -86,6 +88,29 @@ impl App {
             start_step: s.step,
             ranks: None,
             view_given: s.view_given,
+            layout_dir: s.layout_dir.clone(),
+        }
+    }
+
+    /// The kept layout for a document that has just loaded.
+    fn restore_layout(dir: Option<&PathBuf>, d: &mut Doc) {
+        if let (Some(dir), DocState::Ready(l)) = (dir, &d.state) {
+            d.timeline.layout = crate::tracks::load(dir, &l.layout_kind);
+        }
+    }
+
+    /// Keeps the layouts that changed.
+    fn keep_layouts(&mut self) {
+        for d in &mut self.docs {
+            if !d.timeline.layout_dirty {
+                continue;
+            }
+            d.timeline.layout_dirty = false;
+            if let (Some(dir), DocState::Ready(l)) = (&self.layout_dir, &d.state)
+                && let Err(e) = crate::tracks::save(dir, &l.layout_kind, &d.timeline.layout)
+            {
+                self.notice = Some(format!("the timeline layout was not kept: {e}"));
+            }
         }
     }
 
@@ -197,12 +222,14 @@ impl App {
                         .map(|(path, loaded)| {
                             let mut timeline = self.new_timeline();
                             timeline.reset(&loaded);
-                            Doc {
+                            let mut d = Doc {
                                 path,
                                 state: DocState::Ready(Box::new(loaded)),
                                 timeline,
                                 set: None,
-                            }
+                            };
+                            Self::restore_layout(self.layout_dir.as_ref(), &mut d);
+                            d
                         })
                         .collect()
                 }
@@ -257,7 +284,11 @@ impl App {
         self.poll_sets(&ctx);
         let mut loading = false;
         for (i, d) in self.docs.iter_mut().enumerate() {
-            if d.poll()
+            let done = d.poll();
+            if done {
+                Self::restore_layout(self.layout_dir.as_ref(), d);
+            }
+            if done
                 && i == 0
                 && let (Some(k), DocState::Ready(l)) = (self.start_step.take(), &d.state)
             {
@@ -301,6 +332,7 @@ impl App {
                 .show(ui, |ui| self.details(ui));
         }
         egui::CentralPanel::default_margins().show(ui, |ui| self.central(ui));
+        self.keep_layouts();
         let hovering_files = ctx.input(|i| !i.raw.hovered_files.is_empty());
         if hovering_files {
             let r = ctx.content_rect();
@@ -391,6 +423,8 @@ impl App {
                 if ui.button("fit").on_hover_text("F").clicked() {
                     d.timeline.fit();
                 }
+                ui.separator();
+                views::timeline_bar::toolbar(ui, &mut d.timeline, l);
             }
         });
     }
@@ -462,6 +496,7 @@ impl App {
                         let s = &l.x.steps[*k];
                         st.zoom_to_ns(s.start_ns, s.end_ns, 0.02);
                     }
+                    views::timeline_bar::launch_panel(ui, st, l);
                 }
                 None => {
                     ui.label("Click a kernel, scope or step; drag to select a box.");

@@ -14,6 +14,7 @@ pub mod palette;
 pub mod screenshot;
 pub mod set_loader;
 pub mod settings;
+pub mod tracks;
 pub mod views;
 
 pub use app::App;

@@ -14,6 +14,7 @@ use gapscope_analyzer::session::{self, Run, SessionSettings};
 use gapscope_analyzer::explore::Spans;
 
 use crate::lod::{LaneLod, Longest};
+use crate::tracks::{ThreadInfo, Track, tracks};
 use crate::views::step_names::StepNames;
 
 /// A trace ready to draw.
@@ -31,8 +32,10 @@ pub struct Loaded {
     pub step_spans: Spans,
     pub step_longest: Longest,
     pub step_names: StepNames,
-    /// Each host thread's process (from the scopes and launches on it; 0 when unknown).
-    pub thread_pid: Vec<(u64, u32)>,
+    /// The timeline's tracks in their natural order (host threads grouped by process,
+    /// busiest first), and the kind of trace their layout is kept for.
+    pub tracks: Vec<Track>,
+    pub layout_kind: String,
     /// Seconds from the start of the open to the data being ready.
     pub load_s: f64,
     /// Seconds per stage (import, analysis, lanes, kernel table, level of detail).
@@ -155,7 +158,8 @@ pub fn ready(x: Exploration, mut marks: Vec<(&'static str, f64)>, t0: Instant) -
     );
     let step_longest = Longest::build(&step_spans.start_ns, &step_spans.end_ns);
     let step_names = StepNames::of(&x.steps, &x.tables);
-    let thread_pid = thread_pids(&x.trace);
+    let tracks = tracks_of(&x);
+    let layout_kind = layout_kind(&x);
     let load_s = t0.elapsed().as_secs_f64();
     marks.push(("level of detail", load_s));
     let mut prev = 0.0;
@@ -176,11 +180,62 @@ pub fn ready(x: Exploration, mut marks: Vec<(&'static str, f64)>, t0: Instant) -
         step_spans,
         step_longest,
         step_names,
-        thread_pid,
+        tracks,
+        layout_kind,
         load_s,
         stages_s,
         levers: OnceLock::new(),
     }
+}
+
+/// The tracks of an exploration: its lanes, the host threads with their process and busy
+/// time (their outermost scopes).
+fn tracks_of(x: &Exploration) -> Vec<Track> {
+    let pids = thread_pids(&x.trace);
+    let pid_of = |tid: u64| {
+        pids.binary_search_by_key(&tid, |p| p.0)
+            .map_or(0, |i| pids[i].1)
+    };
+    let threads: Vec<ThreadInfo> = x
+        .lanes
+        .host
+        .iter()
+        .map(|h| ThreadInfo {
+            tid: h.tid,
+            pid: pid_of(h.tid),
+            rows: h.rows.len(),
+            busy_ns: h.rows.first().map_or(0, |r| {
+                r.spans
+                    .start_ns
+                    .iter()
+                    .zip(&r.spans.end_ns)
+                    .map(|(s, e)| e - s)
+                    .sum()
+            }),
+        })
+        .collect();
+    let markers: Vec<(u32, usize)> = x
+        .lanes
+        .markers
+        .iter()
+        .map(|m| (m.device, m.rows.len()))
+        .collect();
+    let gpu: Vec<(u32, u32)> = x.lanes.gpu.iter().map(|g| (g.device, g.stream)).collect();
+    tracks(&markers, &gpu, &threads)
+}
+
+/// The kind of trace a layout is kept for: its format, and whether it holds Python stacks.
+fn layout_kind(x: &Exploration) -> String {
+    let python = x
+        .forest
+        .nodes
+        .iter()
+        .any(|n| n.kind == gapscope_traces::ScopeKind::Python);
+    format!(
+        "{}{}",
+        x.report.source.format,
+        if python { "-stack" } else { "" }
+    )
 }
 
 /// Each thread's process, from the scopes and launches recorded on it, sorted by thread.

@@ -116,12 +116,35 @@ fn main() -> ExitCode {
             println!("gapscope-gui {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
-        Ok(Command::Run(s)) => match run(*s) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => fail(&e),
-        },
+        Ok(Command::Run(mut s)) => {
+            // A screenshot shows the default layout, whatever was kept.
+            if s.screenshot.is_none() {
+                s.layout_dir = layout_dir();
+            }
+            match run(*s) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(&e),
+            }
+        }
         Err(e) => fail(&e),
     }
+}
+
+/// Where the timeline's layouts are kept: `$GAPSCOPE_CONFIG_DIR`, else
+/// `$XDG_CONFIG_HOME/gapscope`, else `~/.config/gapscope`.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the explorer's one read of its environment: where its layouts are kept"
+)]
+fn layout_dir() -> Option<std::path::PathBuf> {
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+    };
+    var("GAPSCOPE_CONFIG_DIR")
+        .or_else(|| var("XDG_CONFIG_HOME").map(|d| d.join("gapscope")))
+        .or_else(|| var("HOME").map(|h| h.join(".config").join("gapscope")))
 }
 
 /// Prints an error on one line, as `gapscope` does; exit code 2 (1 is the gate's

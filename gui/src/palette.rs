@@ -37,6 +37,8 @@ pub const FLOOR_WEIGHTS: Color32 = Color32::from_rgb(0x4c, 0x9b, 0xe8);
 pub const FLOOR_KV: Color32 = Color32::from_rgb(0x3f, 0xc0, 0x6a);
 pub const FLOOR_COMPUTE: Color32 = Color32::from_rgb(0xe8, 0x50, 0x50);
 pub const MEASURED: Color32 = Color32::from_rgb(255, 210, 0);
+/// Launch → kernel flow arrows.
+pub const FLOW: Color32 = Color32::from_rgb(0xff, 0xe0, 0x40);
 pub const IDLE: Color32 = Color32::from_rgb(0x3a, 0x3a, 0x3a);
 pub const STALL: Color32 = Color32::from_rgb(0xff, 0x40, 0x40);
 pub const SELECTION: Color32 = Color32::from_rgba_premultiplied(0x40, 0x80, 0xff, 0x30);

@@ -71,6 +71,9 @@ pub struct Settings {
     pub size: [u32; 2],
     /// `--theme`: dark (the default) or light.
     pub light: bool,
+    /// Where the timeline's track layout is kept per kind of trace (`main` sets it from
+    /// the environment; none keeps nothing).
+    pub layout_dir: Option<PathBuf>,
 }
 
 impl Default for Settings {
@@ -93,6 +96,7 @@ impl Default for Settings {
             screenshot: None,
             size: [1600, 900],
             light: false,
+            layout_dir: None,
         }
     }
 }

@@ -51,6 +51,9 @@ pub fn describe(l: &Loaded, h: &Hit) -> String {
                 if let Some(layer) = d.layer {
                     s += &format!(" · layer {layer}");
                 }
+                if let Some(w) = super::flows::launch_of(l, *a) {
+                    s += &format!("\n{}", super::flows::describe_launch(&w));
+                }
                 if let Some(k) = x.step_at(d.start_ns) {
                     s += &format!("\nin {}", l.step_names.label(k));
                 }
@@ -96,6 +99,14 @@ pub fn describe(l: &Loaded, h: &Hit) -> String {
                 format::dur_ns((m.gpu_end_ns[i] - m.gpu_start_ns[i]) as f64)
             )
         }
+        Hit::Launch(i) => match super::flows::launch_at(l, *i) {
+            Some(w) => format!(
+                "{}\nhost API call · {}",
+                super::flows::describe_launch(&w),
+                format::dur_ns((w.end_ns - w.start_ns) as f64)
+            ),
+            None => "?".to_owned(),
+        },
         Hit::Steps { i, j } => format!(
             "{} steps folded ({} to {}; zoom in to see them)",
             j - i,

@@ -1,6 +1,7 @@
 //! The explorer's views. Each draws the analyzer's typed data; none computes a figure.
 
 pub mod diff;
+pub mod flows;
 pub mod format;
 pub mod hover;
 pub mod kernels;
@@ -12,11 +13,15 @@ pub mod roofline;
 pub mod roofline_chart;
 pub mod roofline_text;
 pub mod row_paint;
+pub mod search;
 pub mod step_names;
 pub mod steps;
 pub mod telemetry;
 pub mod timeline;
+pub mod timeline_bar;
 pub mod tooltip;
+pub mod track_paint;
+pub mod track_ui;
 
 /// The view shown in the main area.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

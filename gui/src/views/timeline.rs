@@ -6,23 +6,26 @@
 use std::sync::Arc;
 
 use egui::{Align2, Color32, FontId, Key, Pos2, Rect, Sense, Stroke, StrokeKind, Ui, Vec2};
-use gapscope_analyzer::explore::{ActRef, BoxSums, GpuLane, HostRow, StepView};
+use gapscope_analyzer::explore::{ActRef, BoxSums, GpuLane, StepView};
 use gapscope_traces::StrId;
 
+use super::flows::{self, Flows};
 use super::format;
 pub use super::hover::describe;
-use super::lane_rows::{GpuRow, ScopeRowSrc, StepRowSrc};
-use super::row_paint::{Drawn, Mapper, paint_row};
+use super::row_paint::Mapper;
+use super::search::Search;
 use super::step_names::StepNames;
+use super::track_paint::{self, Hits, TrackFrame};
+use super::track_ui::{self, LabelDrag};
 use crate::axis::{Axis, AxisMode};
 use crate::loader::Loaded;
 use crate::palette;
+use crate::tracks::{GAP, Layout, TrackKey};
 
 pub const RULER_H: f32 = 22.0;
 pub const LABEL_W: f32 = 150.0;
-const GPU_H: f32 = 20.0;
-const STEP_H: f32 = 16.0;
-const ROW_H: f32 = 14.0;
+/// The pinned tracks take at most this share of the lanes' height.
+const PINNED_MAX: f32 = 0.6;
 
 /// What the pointer is over, or what was clicked.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +42,8 @@ pub enum Hit {
     /// A marker (marker table index).
     Marker(u32),
     Step(usize),
+    /// A host API call that launched GPU work (launch table row).
+    Launch(u32),
     /// Steps `i..j`, each narrower than a pixel, folded into one bar.
     Steps {
         i: usize,
@@ -72,6 +77,15 @@ pub struct TimelineState {
     pub last_width: f32,
     /// Where the last frame drew the lanes (for tests and the benchmark).
     pub geometry: Option<Geometry>,
+    /// The tracks' layout, and whether it changed since it was last kept.
+    pub layout: Layout,
+    pub layout_dirty: bool,
+    /// A drag begun in the labels column, and the track whose menu is open.
+    pub label_drag: Option<LabelDrag>,
+    pub menu_track: Option<TrackKey>,
+    /// The search over names, and the launch→kernel flows asked for.
+    pub search: Search,
+    pub flows: Flows,
 }
 
 /// Screen geometry of the last frame.
@@ -83,6 +97,12 @@ pub struct Geometry {
     pub gpu_rows: Vec<(usize, Rect)>,
     /// The steps lane as drawn: each step's (or folded run's) bar.
     pub steps: Vec<(Rect, Hit)>,
+    /// Each track drawn: its key, its band (labels and lanes) and its row height.
+    pub tracks: Vec<(TrackKey, Rect, f32)>,
+    /// The boundary between the pinned tracks and those that scroll.
+    pub pinned_bottom: f32,
+    /// Launch → kernel arrows drawn.
+    pub flows: usize,
 }
 
 impl TimelineState {
@@ -161,16 +181,6 @@ impl TimelineState {
     }
 }
 
-/// Everything drawn this frame that the pointer can hit.
-#[derive(Default)]
-struct Hits {
-    items: Vec<(Rect, Hit)>,
-    /// (GPU lane index, its row rect).
-    gpu_rows: Vec<(usize, Rect)>,
-    /// The steps lane's bars (also in `items`).
-    steps: Vec<(Rect, Hit)>,
-}
-
 /// Keyboard and mouse navigation; returns true when the view changed.
 pub(crate) fn navigate(
     ui: &Ui,
@@ -226,14 +236,6 @@ pub(crate) fn navigate(
         changed = true;
     }
     changed
-}
-
-/// Height of all lanes of a trace, px.
-pub fn lanes_height(l: &Loaded) -> f32 {
-    let x = &l.x;
-    let markers: usize = x.lanes.markers.iter().map(|m| m.rows.len()).sum();
-    let host: usize = x.lanes.host.iter().map(|h| h.rows.len()).sum();
-    STEP_H + 4.0 + x.lanes.gpu.len() as f32 * GPU_H + (markers + host) as f32 * ROW_H + 12.0
 }
 
 /// Draws the time ruler in `rect` (step-aligned: labelled by `steps`).
@@ -341,24 +343,6 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
     if navigate(ui, st, hover_frac, resp.hovered()) {
         st.hovered = None;
     }
-    // Vertical scrolling of the lanes with the wheel (zoom is Ctrl+wheel, pan Shift+wheel).
-    let content_h = lanes_height(l);
-    let scroll_id = ui.scope_id().with(("timeline_scroll", id));
-    let mut scroll_y: f32 = ui.data(|d| d.get_temp(scroll_id)).unwrap_or(0.0);
-    if resp.hovered() {
-        let dy = ui.input(|i| {
-            if i.modifiers.ctrl || i.modifiers.command {
-                0.0
-            } else {
-                i.smooth_scroll_delta.y
-            }
-        });
-        scroll_y -= dy;
-    }
-    let visible_h = outer.height() - RULER_H;
-    scroll_y = scroll_y.clamp(0.0, (content_h - visible_h).max(0.0));
-    ui.data_mut(|d| d.insert_temp(scroll_id, scroll_y));
-
     let axis = Arc::clone(st.axis.as_ref().expect("set above"));
     let m = Mapper {
         axis: &axis,
@@ -385,132 +369,67 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
         body.max,
     ));
     let mut hits = Hits::default();
-    let mut y = body.top() - scroll_y;
-    let font = FontId::proportional(11.0);
-    let label_col = crate::palette::gray(dark, 200);
-    let row = |y: f32, h: f32| {
-        Rect::from_min_max(
-            Pos2::new(lane_area.left(), y),
-            Pos2::new(lane_area.right(), y + h),
-        )
-    };
-    let visible = |r: &Rect| r.bottom() >= body.top() && r.top() <= body.bottom();
-
-    // A lane's label, left of its first row.
-    let lane_label = |rr: Rect, text: String| {
-        label_painter.text(
-            Pos2::new(outer.left() + 4.0, rr.center().y),
-            Align2::LEFT_CENTER,
-            text,
-            font.clone(),
-            label_col,
-        );
-    };
-    // Steps.
-    let steps_rect = row(y, STEP_H);
-    if visible(&steps_rect) {
-        lane_label(steps_rect, format!("steps ({})", l.x.steps.len()));
-        let mut drawn = Vec::new();
-        paint_row(&lane_clip, steps_rect, &m, &StepRowSrc { l }, &mut drawn);
-        for (rect, d) in drawn {
-            hits.steps.push((
-                rect,
-                match d {
-                    Drawn::Item(k) => Hit::Step(k),
-                    Drawn::Run(i, j) => Hit::Steps { i, j },
-                },
-            ));
-        }
-    }
-    y += STEP_H + 4.0;
-    // The rows of one marker lane or host thread: ranges that nest or pack into rows.
-    let scope_rows = |y: &mut f32,
-                      hits: &mut Hits,
-                      rows: &[HostRow],
-                      longest: Option<&Vec<crate::lod::Longest>>,
-                      label: String,
-                      markers: bool| {
-        for (r_i, r) in rows.iter().enumerate() {
-            let rr = row(*y, ROW_H);
-            if visible(&rr) {
-                if r_i == 0 {
-                    lane_label(rr, label.clone());
-                }
-                let src = ScopeRowSrc {
-                    l,
-                    row: r,
-                    markers,
-                    longest: longest.and_then(|v| v.get(r_i)),
-                    found: None,
-                };
-                let mut drawn = Vec::new();
-                paint_row(&lane_clip, rr, &m, &src, &mut drawn);
-                for (rect, d) in drawn {
-                    if let Drawn::Item(i) = d {
-                        let id = r.id[i];
-                        hits.items.push((
-                            rect,
-                            if markers {
-                                Hit::Marker(id)
-                            } else {
-                                Hit::Scope(id)
-                            },
-                        ));
-                    }
-                }
+    // The tracks: those pinned at the top (steps, markers and GPU lanes unless moved), then
+    // the others, which scroll (the wheel; zoom is Ctrl+wheel, pan Shift+wheel).
+    let (pinned, scrolled) = st.layout.place(&l.tracks);
+    let region_h = |v: &[crate::tracks::Placed]| v.last().map_or(0.0, |p| p.y + p.height() + GAP);
+    let pinned_h = region_h(&pinned).min(body.height() * PINNED_MAX);
+    let scroll_area = Rect::from_min_max(Pos2::new(body.left(), body.top() + pinned_h), body.max);
+    let scroll_id = ui.scope_id().with(("timeline_scroll", id));
+    let mut scroll_y: f32 = ui.data(|d| d.get_temp(scroll_id)).unwrap_or(0.0);
+    if resp.hovered() {
+        scroll_y -= ui.input(|i| {
+            if i.modifiers.ctrl || i.modifiers.command {
+                0.0
+            } else {
+                i.smooth_scroll_delta.y
             }
-            *y += ROW_H;
-        }
+        });
+    }
+    scroll_y = scroll_y.clamp(0.0, (region_h(&scrolled) - scroll_area.height()).max(0.0));
+    ui.data_mut(|d| d.insert_temp(scroll_id, scroll_y));
+    let frame = TrackFrame {
+        l,
+        m: &m,
+        left: outer.left(),
+        lane_left: lane_area.left(),
+        lane_right: lane_area.right(),
+        dark,
+        highlight: st.highlight,
+        found: st.search.found.as_ref(),
     };
-    // Markers on the GPU timeline.
-    for (ml_i, ml) in l.x.lanes.markers.iter().enumerate() {
-        let label = format!("GPU {} markers", ml.device);
-        scope_rows(
-            &mut y,
-            &mut hits,
-            &ml.rows,
-            l.marker_longest.get(ml_i),
-            label,
-            true,
-        );
-    }
-    // GPU lanes.
-    for (li, lane) in l.x.lanes.gpu.iter().enumerate() {
-        let rr = row(y, GPU_H);
-        if visible(&rr) {
-            lane_label(rr, lane.label());
-            let src = GpuRow {
-                l,
-                lane,
-                lod: &l.lods[li],
-                highlight: st.highlight,
-                found: None,
-            };
-            let mut drawn = Vec::new();
-            paint_row(&lane_clip, rr, &m, &src, &mut drawn);
-            for (rect, d) in drawn {
-                hits.items.push((
-                    rect,
-                    match d {
-                        Drawn::Item(i) => Hit::Activity(lane.act[i]),
-                        Drawn::Run(i, j) => Hit::Run { lane: li, i, j },
-                    },
-                ));
-            }
-            hits.gpu_rows.push((li, rr));
+    let pinned_rect = Rect::from_min_max(body.min, Pos2::new(body.right(), scroll_area.top()));
+    for (region, list, top) in [
+        (pinned_rect, &pinned, body.top()),
+        (scroll_area, &scrolled, scroll_area.top() - scroll_y),
+    ] {
+        let lanes = lanes_painter.with_clip_rect(Rect::from_min_max(
+            Pos2::new(lane_area.left(), region.top()),
+            region.max,
+        ));
+        let labels = label_painter.with_clip_rect(Rect::from_min_max(
+            region.min,
+            Pos2::new(lane_area.left(), region.bottom()),
+        ));
+        for p in list.iter() {
+            let t = &l.tracks[p.track];
+            let collapsed = st.layout.prefs(t.key).collapsed;
+            track_paint::paint(
+                &frame,
+                t,
+                p,
+                top + p.y,
+                collapsed,
+                &lanes,
+                &labels,
+                &mut hits,
+            );
         }
-        y += GPU_H;
     }
-    // Host threads.
-    for (hl_i, hl) in l.x.lanes.host.iter().enumerate() {
-        let label = format!("host thread {}", hl.tid);
-        scope_rows(
-            &mut y,
-            &mut hits,
-            &hl.rows,
-            l.host_longest.get(hl_i),
-            label,
-            false,
+    if pinned_h > 0.0 && !scrolled.is_empty() {
+        lanes_painter.line_segment(
+            [scroll_area.left_top(), scroll_area.right_top()],
+            Stroke::new(1.0, track_paint::separator(dark)),
         );
     }
     // Step boundaries across the lanes, where steps are wide enough to tell apart.
@@ -533,7 +452,11 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
         lanes: Rect::from_min_max(Pos2::new(lane_area.left(), body.top()), body.max),
         gpu_rows: hits.gpu_rows.clone(),
         steps: hits.steps.clone(),
+        tracks: hits.tracks.clone(),
+        pinned_bottom: scroll_area.top(),
+        flows: 0,
     });
+    track_ui::handle(ui, &resp, st, &l.tracks, &hits, lane_area.left());
     // Pointer: hover, click, box selection (primary drag), pan (secondary drag).
     let pointer = resp.hover_pos();
     st.hovered = pointer.and_then(|p| {
@@ -543,7 +466,10 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
             .find(|(r, _)| r.contains(p))
             .map(|(_, h)| h.clone())
     });
-    if resp.clicked() {
+    let in_lanes = resp
+        .interact_pointer_pos()
+        .is_some_and(|p| p.x >= lane_area.left());
+    if resp.clicked() && in_lanes {
         st.selected = st.hovered.clone();
         // Double-click a step (or a folded run of steps) to zoom to it.
         let range = match &st.selected {
@@ -561,8 +487,11 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
         }
     }
     if resp.drag_started_by(egui::PointerButton::Primary) {
-        // Where the button went down (the drag is only recognised after some movement).
-        st.drag_from = ui.input(|i| i.pointer.press_origin());
+        // Where the button went down (the drag is only recognised after some movement); a
+        // drag in the labels column moves or resizes a track instead.
+        st.drag_from = ui
+            .input(|i| i.pointer.press_origin())
+            .filter(|o| o.x >= lane_area.left());
     }
     if resp.dragged_by(egui::PointerButton::Secondary)
         || resp.dragged_by(egui::PointerButton::Middle)
@@ -603,6 +532,11 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
             Stroke::new(1.0, Color32::from_rgb(0x40, 0x80, 0xff)),
             StrokeKind::Inside,
         );
+    }
+    let x_of = |t: i64| m.sx(t);
+    let n = flows::paint(&lane_clip, l, st, &x_of, lane_area.left());
+    if let Some(g) = &mut st.geometry {
+        g.flows = n;
     }
     if ui.input(|i| i.key_pressed(Key::Escape)) {
         st.selection = None;

@@ -313,13 +313,14 @@ impl CaptureMap {
             refused: Vec::new(),
         };
         let mut refused: HashMap<String, usize> = HashMap::new();
+        let sizes = step_sizes(trace);
         let mut corrs: Vec<(&u64, &usize)> = graph_corr.iter().collect();
         corrs.sort_by_key(|&(_, &li)| (l.host_start_ns[li], li));
         for (corr, &li) in corrs {
             let mut acts = replays.remove(corr).unwrap_or_default();
             // GPU order; for equal starts, trace order (kernels before memops).
             acts.sort_by_key(|&(t, tag, _)| (t, tag < 0, tag.unsigned_abs()));
-            let tokens = step_tokens(trace, l.tid[li], l.host_start_ns[li]);
+            let tokens = step_tokens(&sizes, l.tid[li], l.host_start_ns[li]);
             match pick(capture, &acts, tokens) {
                 Ok(g) => {
                     out.launches_mapped += 1;
@@ -449,32 +450,37 @@ fn pick(
     }
 }
 
-/// The tokens (else requests) the innermost step marker around host time `t` on `tid`
-/// declares.
-fn step_tokens(trace: &Trace, tid: u64, t: i64) -> Option<u32> {
+/// The step markers of a trace that declare a size: `(tid, start, end, tokens else
+/// requests)`, host times, sorted by start.
+fn step_sizes(trace: &Trace) -> Vec<(u64, i64, i64, u32)> {
     let m = &trace.markers;
-    let mut best: Option<(i64, u32)> = None;
-    for i in 0..m.len {
-        let (s, e) = (m.host_start_ns[i], m.host_end_ns[i]);
-        if m.tid[i] != tid || s == i64::MIN || e == i64::MIN || s > t || e < t {
-            continue;
-        }
-        let Some((_, meta)) = classify(
-            trace.strings.get(m.name[i]),
-            MarkerSource::from_code(m.source[i]),
-        ) else {
-            continue;
-        };
-        let n = if meta.tokens > 0 {
-            u32::try_from(meta.tokens).unwrap_or(u32::MAX)
-        } else {
-            meta.batch
-        };
-        if n > 0 && best.is_none_or(|b| e - s < b.0) {
-            best = Some((e - s, n));
-        }
-    }
-    best.map(|b| b.1)
+    let mut out: Vec<(u64, i64, i64, u32)> = (0..m.len)
+        .filter(|&i| m.host_start_ns[i] != i64::MIN && m.host_end_ns[i] != i64::MIN)
+        .filter_map(|i| {
+            let (_, meta) = classify(
+                trace.strings.get(m.name[i]),
+                MarkerSource::from_code(m.source[i]),
+            )?;
+            let n = if meta.tokens > 0 {
+                u32::try_from(meta.tokens).unwrap_or(u32::MAX)
+            } else {
+                meta.batch
+            };
+            (n > 0).then_some((m.tid[i], m.host_start_ns[i], m.host_end_ns[i], n))
+        })
+        .collect();
+    out.sort_unstable_by_key(|r| (r.1, r.2));
+    out
+}
+
+/// The size the innermost of `sizes` around host time `t` on `tid` declares.
+fn step_tokens(sizes: &[(u64, i64, i64, u32)], tid: u64, t: i64) -> Option<u32> {
+    let upto = sizes.partition_point(|r| r.1 <= t);
+    sizes[..upto]
+        .iter()
+        .filter(|r| r.0 == tid && r.2 >= t)
+        .min_by_key(|r| r.2 - r.1)
+        .map(|r| r.3)
 }
 
 #[cfg(test)]

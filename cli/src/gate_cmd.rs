@@ -26,7 +26,7 @@ pub struct GateArgs {
     /// Baseline trace (the accepted run).
     #[arg(
         long,
-        required_unless_present = "baseline_history",
+        required_unless_present_any = ["baseline_history", "numerics"],
         conflicts_with = "baseline_history"
     )]
     pub baseline: Option<PathBuf>,
@@ -38,8 +38,27 @@ pub struct GateArgs {
     #[arg(long, value_name = "DB")]
     pub db: Option<String>,
     /// Current trace (the run under test).
-    #[arg(long)]
-    pub current: PathBuf,
+    #[arg(long, required_unless_present = "numerics")]
+    pub current: Option<PathBuf>,
+    /// Gate numerics instead of time: the current run's logits dump against the baseline's
+    /// (`gapscope numerics`); fails when its verdict is worse than --numerics-verdict.
+    #[arg(
+        long,
+        num_args = 2,
+        value_names = ["BASELINE", "CURRENT"],
+        conflicts_with_all = ["baseline", "baseline_history", "current", "junit"]
+    )]
+    pub numerics: Vec<PathBuf>,
+    /// The worst numerics verdict that passes: accept or marginal.
+    #[arg(
+        long,
+        default_value = "accept",
+        value_name = "VERDICT",
+        requires = "numerics"
+    )]
+    pub numerics_verdict: String,
+    #[command(flatten)]
+    pub numerics_thresholds: crate::numerics_cmd::ThresholdArgs,
     /// Policy TOML: min_effect, confidence, bootstrap_resamples, seed, min_share,
     /// max_extra_kernels_per_step, min_kernels_ratio, gate_step_time.
     #[arg(long, value_name = "gate.toml")]
@@ -62,9 +81,23 @@ pub struct GateArgs {
 }
 
 pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
+    if let [baseline, current] = a.numerics.as_slice() {
+        return crate::numerics_cmd::gate(
+            baseline,
+            current,
+            &a.numerics_verdict,
+            a.numerics_thresholds,
+            (a.json, a.markdown),
+            g,
+        );
+    }
+    let current = a
+        .current
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("gate: --current is required"))?;
     let db_name = a.db.as_deref().unwrap_or(crate::config::DEFAULT_DB);
     let db = Path::new(db_name);
-    let inputs: Vec<&Path> = [&a.current]
+    let inputs: Vec<&Path> = [&current]
         .into_iter()
         .chain(&a.baseline)
         .chain(&a.policy)
@@ -85,7 +118,7 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
     };
     // A run of several ranks (a directory, a recording with per-process traces) is gated
     // rank by rank against a baseline run of the same ranks.
-    let side = open_side(&analyser, &a.current)?;
+    let side = open_side(&analyser, &current)?;
     if let (Some((_, ranks)), Some(b)) = (&side.ranks, &a.baseline) {
         let Some((_, base)) = open_side(&analyser, b)?.ranks else {
             anyhow::bail!(

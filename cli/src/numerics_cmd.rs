@@ -7,7 +7,9 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use gapscope_numerics::{Comparison, NumericsReport, NumericsSettings, Thresholds, compare};
+use gapscope_numerics::{
+    Comparison, NumericsReport, NumericsSettings, Thresholds, Verdict, compare,
+};
 
 #[derive(Args)]
 pub struct NumericsArgs {
@@ -121,8 +123,8 @@ fn short(x: f64) -> String {
     }
 }
 
-/// One comparison's lines (also the noise floor's).
-pub fn comparison_lines(c: &Comparison, positions: usize) -> String {
+/// One comparison's lines (also the noise floor's: `floor_note` false).
+pub fn comparison_lines(c: &Comparison, positions: usize, floor_note: bool) -> String {
     let s = &c.summary;
     let mut o = format!(
         "{} ({}): {}\n  KL mean {} nats, max {} at passage {} position {}\n  top-1 agreement {:.2}%{}\n  next token |Δ log p| mean {}, max {}; ppl {} -> {}, Δppl {:+.3}%{}\n",
@@ -165,7 +167,7 @@ pub fn comparison_lines(c: &Comparison, positions: usize) -> String {
                 s.compounding_pct
             )),
         );
-        if l.floor.is_none() {
+        if l.floor.is_none() && floor_note {
             o += "  (no identity pair: a layer diverges once its relative error exceeds 1e-6)\n";
         }
     }
@@ -206,13 +208,13 @@ fn text(r: &NumericsReport, positions: usize) -> String {
     match &r.identity {
         Some(c) => {
             o += "\nnoise floor (identity pair):\n";
-            o += &comparison_lines(c, 0);
+            o += &comparison_lines(c, 0, false);
         }
         None => o += "noise floor: unknown (pass --identity A B, two runs of one setting)\n",
     }
     for c in &r.comparisons {
         o += "\n";
-        o += &comparison_lines(c, positions);
+        o += &comparison_lines(c, positions, true);
     }
     o
 }
@@ -245,4 +247,62 @@ fn markdown(r: &NumericsReport) -> String {
         o += &row(c, c.other.label());
     }
     o
+}
+
+/// `gapscope gate --numerics BASELINE CURRENT`: the current dump against the baseline's;
+/// exit 0 when its verdict is `allowed` or better, 1 when worse, 2 on an error.
+pub fn gate(
+    baseline: &std::path::Path,
+    current: &std::path::Path,
+    allowed: &str,
+    thresholds: ThresholdArgs,
+    (json, markdown_out): (bool, bool),
+    g: &crate::Global,
+) -> Result<ExitCode> {
+    let allowed = match Verdict::parse(allowed) {
+        Some(v @ (Verdict::Accept | Verdict::Marginal)) => v,
+        _ => anyhow::bail!("--numerics-verdict {allowed:?}: accept or marginal"),
+    };
+    let settings = thresholds.settings()?;
+    let r = compare(baseline, &[current.to_owned()], None, &settings)?;
+    let c = &r.comparisons[0];
+    let pass = c.verdict <= allowed;
+    let s = &c.summary;
+    let layer = c
+        .layers
+        .as_ref()
+        .and_then(|l| l.first_diverging)
+        .map_or_else(
+            || "no layer left the floor".to_owned(),
+            |n| format!("first diverging layer {n}"),
+        );
+    let line = format!(
+        "numerics gate: {}: {} against {}: {} (allowed: {}); Δppl {:+.3}%, top-1 {:.2}%, KL mean {}; largest KL at passage {} position {}; {}\n",
+        if pass { "PASS" } else { "FAIL" },
+        c.other.label(),
+        r.reference.label(),
+        c.verdict.as_str(),
+        allowed.as_str(),
+        s.dppl_pct,
+        s.top1_agreement_pct,
+        short(s.kl_mean),
+        s.kl_max_at.0,
+        s.kl_max_at.1,
+        layer,
+    );
+    let out = if json {
+        let mut v = serde_json::to_value(&r)?;
+        v["gate"] = serde_json::json!({"passed": pass, "allowed": allowed, "verdict": c.verdict});
+        serde_json::to_string_pretty(&v)? + "\n"
+    } else if markdown_out {
+        format!("**{}**\n\n{}", line.trim_end(), markdown(&r))
+    } else {
+        line
+    };
+    g.write(&out)?;
+    Ok(if pass {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -13,6 +13,16 @@ const H: usize = 8;
 
 /// Logits and four layers of hidden state from the tokens, layer `fault` scaled by 1.05.
 fn dump(dir: &Path, name: &str, passages: usize, fault: Option<usize>) -> PathBuf {
+    dump_scaled(dir, name, passages, fault, 1.05)
+}
+
+fn dump_scaled(
+    dir: &Path,
+    name: &str,
+    passages: usize,
+    fault: Option<usize>,
+    scale: f32,
+) -> PathBuf {
     let tokens: Vec<i64> = (0..passages * T)
         .map(|i| ((i * 11 + 5) % V) as i64)
         .collect();
@@ -26,7 +36,7 @@ fn dump(dir: &Path, name: &str, passages: usize, fault: Option<usize>) -> PathBu
             for (j, x) in h.iter_mut().enumerate() {
                 *x = *x * 1.02 + ((l * 3 + j) as f32 * 0.1).cos() * 0.2;
                 if fault == Some(l) {
-                    *x *= 1.05;
+                    *x *= scale;
                 }
             }
             layer[i * H..(i + 1) * H].copy_from_slice(&h);
@@ -121,4 +131,46 @@ fn bad_inputs_and_thresholds_are_one_line_errors() {
     one_line(&["numerics", s(&r), s(&r)], "nothing to compare");
     let missing = d.join("missing.safetensors");
     one_line(&["numerics", s(&r), s(&missing)], "missing.safetensors");
+}
+
+#[test]
+fn the_numerics_gate_passes_the_same_numbers_and_fails_a_fault_naming_its_layer() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let d = dir.path();
+    let base = dump(d, "base", 2, None);
+    let same = dump(d, "same", 2, None);
+    let broken = dump_scaled(d, "broken", 2, Some(1), 3.0);
+    let o = run(&["gate", "--numerics", s(&base), s(&same)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("numerics gate: PASS: same against base: ACCEPT"));
+    let o = run(&["gate", "--numerics", s(&base), s(&broken)]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.starts_with("numerics gate: FAIL: broken against base: REJECT"),
+        "{out}"
+    );
+    assert!(out.contains("first diverging layer 1"), "{out}");
+    let o = run(&["gate", "--numerics", s(&base), s(&broken), "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(j["gate"]["passed"], false);
+    let o = run(&[
+        "gate",
+        "--numerics",
+        s(&base),
+        s(&same),
+        "--numerics-verdict",
+        "reject",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("accept or marginal"));
+    let o = run(&[
+        "gate",
+        "--numerics",
+        s(&base),
+        s(&same),
+        "--current",
+        s(&same),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
 }

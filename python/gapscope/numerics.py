@@ -18,7 +18,10 @@ import os
 import struct
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from ._records import Record
+try:
+    from ._records import Record
+except ImportError:  # loaded as a file, without the compiled package (a GPU machine)
+    Record = object  # type: ignore[misc,assignment]
 
 _DTYPES = {
     "float32": ("F32", 4),

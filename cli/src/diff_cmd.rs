@@ -219,6 +219,7 @@ fn inputs(a: &DiffArgs) -> Vec<&std::path::Path> {
         .chain(&a.b)
         .chain(&a.analysis.trace.rules)
         .chain(&a.analysis.trace.spec_metrics)
+        .chain(&a.analysis.trace.graph_capture)
         .map(PathBuf::as_path)
         .collect()
 }

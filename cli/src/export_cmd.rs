@@ -54,6 +54,7 @@ pub fn run(a: ExportArgs, g: &crate::Global) -> Result<ExitCode> {
     // but a regular file, nor an input, and the two may not be one file.
     let inputs: Vec<&Path> = std::iter::once(a.input.as_path())
         .chain(a.analysis.trace.rules.as_deref())
+        .chain(a.analysis.trace.graph_capture.as_deref())
         .collect();
     let chrome_file = a.chrome.as_deref().filter(|p| *p != Path::new("-"));
     let chrome_at = chrome_file.map(|p| check_output(p, &inputs)).transpose()?;

@@ -102,6 +102,7 @@ pub fn run(a: GateArgs, g: &crate::Global) -> Result<ExitCode> {
         .chain(&a.baseline)
         .chain(&a.policy)
         .chain(&a.analysis.rules)
+        .chain(&a.analysis.graph_capture)
         .map(PathBuf::as_path)
         .chain(a.baseline_history.map(|_| db))
         .collect();

@@ -95,6 +95,12 @@ pub struct TraceArgs {
     /// Load what a truncated JSON/gzip file holds instead of failing.
     #[arg(long)]
     pub allow_truncated: bool,
+    /// The trace torch.profiler wrote while the engine captured its CUDA graphs (vLLM's
+    /// `capture_torch_profiler_dir`, SGLang's `--enable-profile-cuda-graph`): with `--by`,
+    /// graph-replayed kernels are put on the ops and modules around their capture-time
+    /// launches (docs/decisions/2026-11-29-graph-capture.md).
+    #[arg(long, value_name = "FILE")]
+    pub graph_capture: Option<PathBuf>,
     /// Refuse inputs with more events than this (kernels, memops, launches, markers,
     /// samples and host scopes together; native .gst traces too); default 3,000,000, which
     /// keeps every command under 1 GB of memory. 0 lifts the limit.
@@ -272,6 +278,7 @@ impl TraceArgs {
             all_columns: false,
             scratch_dir: Some(crate::import_cmd::scratch_dir()),
             spec_metrics: self.spec_metrics.clone(),
+            graph_capture: self.graph_capture.clone(),
         }
     }
 
@@ -287,6 +294,7 @@ pub fn run(a: ReportArgs, g: &crate::Global) -> Result<ExitCode> {
         .iter()
         .chain(&a.analysis.trace.rules)
         .chain(&a.analysis.trace.spec_metrics)
+        .chain(&a.analysis.trace.graph_capture)
         .map(PathBuf::as_path)
         .collect();
     // The page's output and model are checked before any trace is read.

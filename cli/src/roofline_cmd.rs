@@ -70,6 +70,7 @@ pub fn run(a: RooflineArgs, g: &crate::Global) -> Result<ExitCode> {
         .chain(&a.hw_profile)
         .chain(&a.traces)
         .chain(&a.analysis.rules)
+        .chain(&a.analysis.graph_capture)
         .map(PathBuf::as_path)
         .collect();
     if let Some(out) = &a.svg {

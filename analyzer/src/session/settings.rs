@@ -40,6 +40,10 @@ pub struct Knobs {
     /// An engine's speculative-decoding counters (vLLM or SGLang logs, vLLM's Prometheus
     /// text), for traces that do not show acceptance.
     pub spec_metrics: Option<PathBuf>,
+    /// The trace the engine's profiler wrote while it captured its CUDA graphs (vLLM's
+    /// `capture_traces/`, SGLang's `--enable-profile-cuda-graph`): graph-replayed kernels
+    /// are then put on the ops and modules around their capture-time launches.
+    pub graph_capture: Option<PathBuf>,
 }
 
 /// Rules, analysis settings and import options: what a session needs to open a run.
@@ -100,7 +104,7 @@ impl SessionSettings {
                 }
             }
         }
-        Ok(Self {
+        Self {
             rules: Arc::new(rules),
             analysis,
             import: ImportOptions {
@@ -109,7 +113,8 @@ impl SessionSettings {
                 max_events: k.max_events.map(|n| if n == 0 { u64::MAX } else { n }),
                 scratch_dir: k.scratch_dir.clone(),
             },
-        })
+        }
+        .with_graph_capture(k.graph_capture.as_deref())
     }
 }
 

@@ -481,7 +481,11 @@ pub fn group_cells(
         } else {
             String::new()
         }
-    ) + &g.missing.map(|m| format!("\n{m}")).unwrap_or_default();
+    ) + &g.missing.map(|m| format!("\n{m}")).unwrap_or_default()
+        + &g.graph_capture
+            .as_ref()
+            .map(|c| format!("\n{c}"))
+            .unwrap_or_default();
     let rows = g
         .rows
         .iter()

@@ -49,6 +49,9 @@ analysis options, as for `gapscope report`:
 
 keys: W/S zoom, A/D pan, F fit, Esc clear the selection; Ctrl+wheel zooms, Shift+wheel
 pans, drag selects a box (sums by bucket), right-drag pans, double-click a step zooms to it.
+Track labels: click collapses or expands, drag reorders, drag the lower edge resizes,
+right-click pins, hides or moves; the layout is kept per kind of trace in
+$GAPSCOPE_CONFIG_DIR, else $XDG_CONFIG_HOME/gapscope or ~/.config/gapscope.
 ";
 
 #[derive(Debug, Clone, PartialEq)]

@@ -56,24 +56,54 @@ fn cases() -> Vec<(&'static str, Vec<String>)> {
     ]
 }
 
-/// (width, height, distinct colours, share of pixels unlike the most common colour).
-fn inspect(p: &Path) -> (u32, u32, usize, f64) {
+/// The PNG's pixels, row by row (RGBA).
+fn pixels(p: &Path) -> (u32, u32, Vec<[u8; 4]>) {
     let dec = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(p).unwrap()));
     let mut r = dec.read_info().unwrap();
     let mut buf = vec![0; r.output_buffer_size().unwrap()];
     let info = r.next_frame(&mut buf).unwrap();
-    let px: Vec<[u8; 4]> = buf[..info.buffer_size()]
+    let px = buf[..info.buffer_size()]
         .chunks(4)
         .map(|c| [c[0], c[1], c[2], c.get(3).copied().unwrap_or(255)])
         .collect();
+    (info.width, info.height, px)
+}
+
+/// Runs of `color` along the first pixel row that holds it (the top edge of the steps
+/// lane's bars, above their labels).
+fn runs_on_first_row(p: &Path, color: egui::Color32) -> usize {
+    let (w, h, px) = pixels(p);
+    let want = [color.r(), color.g(), color.b()];
+    for y in 0..h as usize {
+        let row = &px[y * w as usize..(y + 1) * w as usize];
+        if !row.iter().any(|c| c[..3] == want) {
+            continue;
+        }
+        let mut runs = 0;
+        let mut inside = false;
+        for c in row {
+            let hit = c[..3] == want;
+            if hit && !inside {
+                runs += 1;
+            }
+            inside = hit;
+        }
+        return runs;
+    }
+    0
+}
+
+/// (width, height, distinct colours, share of pixels unlike the most common colour).
+fn inspect(p: &Path) -> (u32, u32, usize, f64) {
+    let (width, height, px) = pixels(p);
     let mut counts = std::collections::HashMap::new();
     for p in &px {
         *counts.entry(*p).or_insert(0usize) += 1;
     }
     let top = counts.values().copied().max().unwrap_or(0);
     (
-        info.width,
-        info.height,
+        width,
+        height,
         counts.len(),
         1.0 - top as f64 / px.len().max(1) as f64,
     )
@@ -115,6 +145,24 @@ fn every_view_renders_from_a_bundled_trace() {
             busy * 100.0
         );
     }
+    // The NVTX recording at fit: every one of its 16 decode steps is a bar of its own on
+    // the steps lane (issue 36: steps that start where the last ended were skipped).
+    let out = tmp.path().join("steps-at-fit.png");
+    let o = Command::new(env!("CARGO_BIN_EXE_gapscope-gui"))
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .arg(repo("traces/reference/cupti-qwen3next-small-npl1.gst"))
+        .args(["--screenshot"])
+        .arg(&out)
+        .args(["--size", &format!("{W}x{H}")])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let decode = gapscope_gui::palette::phase(gapscope_traces::Phase::Decode);
+    assert_eq!(
+        runs_on_first_row(&out, decode),
+        16,
+        "one bar per step at fit"
+    );
     // A window larger than the screen comes out smaller than asked: an error, no PNG.
     let out = tmp.path().join("too-large.png");
     let o = Command::new(env!("CARGO_BIN_EXE_gapscope-gui"))

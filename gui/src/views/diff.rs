@@ -186,16 +186,14 @@ fn waterfall(ui: &mut Ui, r: &DiffReport, height: f32) {
         rect.min + Vec2::new(50.0, 10.0),
         rect.max - Vec2::new(10.0, 84.0),
     );
-    let top = bars
-        .iter()
-        .map(|b| b.1.max(b.2))
-        .fold(0.0, f64::max)
-        .max(1e-6)
-        * 1.05;
+    let tallest = bars.iter().map(|b| b.1.max(b.2)).fold(0.0, f64::max);
+    // Round ticks, as the steps view's.
+    let (tick, ticks) = super::steps::nice_ticks(tallest * 1.05, 4);
+    let top = tick * ticks as f64;
     let y = |v: f64| plot.bottom() - (v / top) as f32 * plot.height();
     let font = FontId::monospace(10.0);
-    for k in 0..=4 {
-        let v = top * k as f64 / 4.0;
+    for k in 0..=ticks {
+        let v = tick * k as f64;
         p.line_segment(
             [Pos2::new(plot.left(), y(v)), Pos2::new(plot.right(), y(v))],
             Stroke::new(1.0, crate::palette::gray(dark, 45)),
@@ -203,7 +201,9 @@ fn waterfall(ui: &mut Ui, r: &DiffReport, height: f32) {
         p.text(
             Pos2::new(plot.left() - 4.0, y(v)),
             Align2::RIGHT_CENTER,
-            format!("{v:.2}"),
+            super::steps::ms_tick(v, tick)
+                .trim_end_matches(" ms")
+                .to_owned(),
             font.clone(),
             crate::palette::gray(dark, 170),
         );

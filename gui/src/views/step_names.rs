@@ -90,6 +90,15 @@ impl StepNames {
         }
     }
 
+    /// The name on the step-aligned ruler: "step 3", or "prefill 0".
+    pub fn ruler_label(&self, k: usize) -> String {
+        match self.name(k) {
+            Some(StepName::Report { n, .. }) => format!("step {n}"),
+            Some(StepName::Outside { n, phase }) => format!("{} {n}", phase.as_str()),
+            None => format!("#{k}"),
+        }
+    }
+
     /// "step 3 · decode", or "#k" for an index past the steps (never shown for real steps).
     pub fn label(&self, k: usize) -> String {
         self.name(k)

@@ -295,7 +295,7 @@ pub fn nice_ticks(max: f64, most: usize) -> (f64, usize) {
 }
 
 /// A tick's value in ms with as many decimals as the tick step needs.
-fn ms_tick(v: f64, step: f64) -> String {
+pub fn ms_tick(v: f64, step: f64) -> String {
     let decimals = (-step.log10().floor()).max(0.0) as usize;
     format!("{v:.decimals$} ms")
 }

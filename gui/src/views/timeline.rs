@@ -295,7 +295,8 @@ pub fn ruler(
         }
         AxisMode::StepAligned => {
             let px_per_step = m.scale();
-            let every = ((48.0 / px_per_step).ceil() as usize).max(1);
+            // Labels ("step 12") at least 64 px apart.
+            let every = ((64.0 / px_per_step).ceil() as usize).max(1);
             let first = (m.u0.max(0.0) / (1.0 + crate::axis::STEP_GAP_UNITS)) as usize;
             for (k, s) in steps.iter().enumerate().skip(first.saturating_sub(1)) {
                 let x = m.sx(s.start_ns);
@@ -303,7 +304,7 @@ pub fn ruler(
                     break;
                 }
                 if k % every == 0 {
-                    tick(x, names.label(k));
+                    tick(x, names.ruler_label(k));
                 }
             }
         }

@@ -6,7 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use gapscope_analyzer::roofline::report::{BatchSource, RooflineReport, TraceAtBatch, roofline_of};
+use gapscope_analyzer::roofline::report::{
+    BatchSource, ContextChoice, ContextSource, RooflineReport, TraceAtBatch, roofline_at,
+};
 use gapscope_analyzer::roofline::{
     CeilingSource, HardwareSpec, MAX_BATCH, MAX_BATCHES, MAX_CTX, ModelSpec, TensorPath,
     WeightFormat, hw, verify_floor,
@@ -36,9 +38,10 @@ pub struct RooflineArgs {
     /// Batches (sequences decoded together), comma-separated [default: 1,2,4,...,256].
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub batch: Vec<u64>,
-    /// Context length (tokens already in the KV cache).
-    #[arg(long, default_value_t = DEFAULT_CTX)]
-    pub ctx: u64,
+    /// Context length (tokens already in the KV cache) [default: each trace's own when its
+    /// step markers carry it (vLLM's detailed annotations), else 4096, said as assumed].
+    #[arg(long, value_name = "TOKENS")]
+    pub ctx: Option<u64>,
     /// Traces whose decode steps are placed against the floor.
     #[arg(long = "trace", value_name = "TRACE")]
     pub traces: Vec<PathBuf>,
@@ -63,6 +66,15 @@ pub struct RooflineArgs {
 pub(crate) const DEFAULT_BATCHES: [u64; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 /// Tokens in the KV cache the floors are taken at, unless `--ctx` says.
 pub(crate) const DEFAULT_CTX: u64 = 4096;
+
+/// Where a context comes from, as the text says it.
+pub(crate) fn context_source(s: ContextSource) -> &'static str {
+    match s {
+        ContextSource::TraceMarkers => "from the trace's step markers",
+        ContextSource::Given => "--ctx",
+        ContextSource::Assumed => "assumed; pass --ctx",
+    }
+}
 
 pub fn run(a: RooflineArgs, g: &crate::Global) -> Result<ExitCode> {
     let inputs: Vec<&Path> = [&a.model]
@@ -116,8 +128,8 @@ pub fn run(a: RooflineArgs, g: &crate::Global) -> Result<ExitCode> {
             anyhow::bail!("{what} {b}: batch sizes are 1..={MAX_BATCH}");
         }
     }
-    if a.ctx > MAX_CTX {
-        anyhow::bail!("--ctx {}: the context is 0..={MAX_CTX} tokens", a.ctx);
+    if let Some(ctx) = a.ctx.filter(|&c| c > MAX_CTX) {
+        anyhow::bail!("--ctx {ctx}: the context is 0..={MAX_CTX} tokens");
     }
     let analyser = a.analysis.analyser(g.quiet)?;
     let mut reports = Vec::new();
@@ -137,11 +149,12 @@ pub fn run(a: RooflineArgs, g: &crate::Global) -> Result<ExitCode> {
             }
         })
         .collect();
-    let mut r = roofline_of(&model, &hardware, fmt, &batches, a.ctx, &traces);
+    let choice = ContextChoice::new(a.ctx, DEFAULT_CTX);
+    let mut r = roofline_at(&model, &hardware, fmt, &batches, choice, &traces);
     if let Some(k) = a.spec_k {
         r.verify = batches
             .iter()
-            .map(|&b| verify_floor(&model, &hardware, fmt, b, k, a.ctx))
+            .map(|&b| verify_floor(&model, &hardware, fmt, b, k, r.ctx))
             .collect();
     }
     if let Some(out) = &a.svg {
@@ -256,8 +269,12 @@ fn table(r: &RooflineReport) -> String {
         peak_cell(h, TensorPath::Int8),
     ));
     s.push_str(&format!(
-        "weights   {}; context {} tokens; KV {:.0} B/token/seq; crossover batch M* = {:.1}\n",
-        r.weights, r.ctx, m.kv_bytes_per_token, r.crossover_batch
+        "weights   {}; context {} tokens ({}); KV {:.0} B/token/seq; crossover batch M* = {:.1}\n",
+        r.weights,
+        r.ctx,
+        context_source(r.ctx_source),
+        m.kv_bytes_per_token,
+        r.crossover_batch
     ));
     let c = &r.compute_peak;
     s.push_str(&format!(
@@ -305,15 +322,14 @@ fn table(r: &RooflineReport) -> String {
         }
     }
     if !r.measured.is_empty() || !r.not_placed.is_empty() {
-        s.push_str(&format!(
-            "\nmeasured decode steps (floors at context {} tokens; pass --ctx to match the trace)\n",
-            r.ctx
-        ));
+        s.push_str("\nmeasured decode steps (each at its own batch and context)\n");
         for m in &r.measured {
             s.push_str(&format!(
-                "  {}: batch {}, {} steps, {:.1} tok/s, floor {:.4} ms\n    {}; p10 {}\n",
+                "  {}: batch {}, context {} tokens ({}), {} steps, {:.1} tok/s, floor {:.4} ms\n    {}; p10 {}\n",
                 text(&m.trace),
                 m.batch,
+                m.ctx,
+                context_source(m.ctx_source),
                 m.decode_steps,
                 m.tok_per_s,
                 m.floor_ms,

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use gapscope_analyzer::analysis::Report;
 use gapscope_analyzer::analysis::ranks::RanksReport;
-use gapscope_analyzer::roofline::report::{BatchSource, TraceAtBatch, roofline_of};
+use gapscope_analyzer::roofline::report::{BatchSource, ContextChoice, TraceAtBatch, roofline_at};
 use gapscope_analyzer::roofline::{HardwareSpec, ModelSpec, WeightFormat, hw};
 use gapscope_analyzer::tables::Tables;
 use gapscope_traces::{check_output, write_output};
@@ -107,12 +107,12 @@ impl HtmlPlan {
                         }
                     })
                     .collect();
-                let r = roofline_of(
+                let r = roofline_at(
                     model,
                     &hardware,
                     *fmt,
                     &DEFAULT_BATCHES,
-                    DEFAULT_CTX,
+                    ContextChoice::new(None, DEFAULT_CTX),
                     &placed,
                 );
                 let input = RooflineInput {

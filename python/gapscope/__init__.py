@@ -37,9 +37,10 @@ from ._api import (
 )
 from ._ranks import Ranks, ranks
 from ._records import BucketRow, Device, HostIdle, Record, Source, Stats, Steps
-from . import buckets
+from . import buckets, numerics
 
 __all__ = [
+    "numerics",
     "open", "report", "diff", "gate", "roofline", "ranks", "buckets",
     "Trace", "Report", "ReportSet", "Diff", "Gate", "Roofline", "Ranks",
     "Record", "Stats", "BucketRow", "Device", "Source", "Steps", "HostIdle",

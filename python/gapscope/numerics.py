@@ -81,7 +81,8 @@ def write_dump(
     for name, (_, shape, _) in parts[1:]:
         if shape[:-1] != lead:
             raise ValueError(f"gapscope numerics: {name} has shape {shape}, tokens {lead}")
-    md: Dict[str, str] = {"engine": engine, "model": model, "dtype": dtype or parts[1][1][0].lower()}
+    names = {code: name for name, (code, _) in _DTYPES.items()}
+    md: Dict[str, str] = {"engine": engine, "model": model, "dtype": dtype or names[parts[1][1][0]]}
     md.update({k: str(v) for k, v in meta.items()})
     header: Dict[str, Any] = {"__metadata__": md}
     at = 0

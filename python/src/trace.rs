@@ -98,8 +98,14 @@ pub fn open_trace(
     progress: Option<Py<PyAny>>,
     keep_trace: bool,
 ) -> PyResult<Trace> {
-    let opts = Options::try_parse_from(&options)
+    let mut opts = Options::try_parse_from(&options)
         .map_err(|e| errors::UsageError::new_err(errors::one_line(&e.render().to_string())))?;
+    // The command line's defaults (GAPSCOPE_RULES, the config file) apply here as they do
+    // to `gapscope report` (docs/CLI.md, "Configuration").
+    use gapscope_cli::config::{ConfigFlags, Defaults, Env};
+    Defaults::resolve(&ConfigFlags::default(), &Env::from_process())
+        .and_then(|d| d.fill_rules(&mut opts.analysis.trace.rules))
+        .map_err(|e| errors::UsageError::new_err(errors::one_line(&format!("{e:#}"))))?;
     let allow_truncated = opts.analysis.trace.allow_truncated;
     let mut knobs = opts.analysis.knobs();
     knobs.group_by = opts.by;

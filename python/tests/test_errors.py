@@ -98,3 +98,14 @@ def test_cut_native_trace_loads_what_it_holds_and_says_so(cli, tmp_path):
     assert t.report.source.truncated
     assert t.kernels.num_rows == t.report.source.kernels
     assert t.report.to_dict() == cli.json("report", "-q", "--json", out)["reports"][0]
+
+
+def test_the_command_lines_defaults_apply_to_the_api(qwen, monkeypatch, tmp_path):
+    """GAPSCOPE_RULES (docs/CLI.md, "Configuration") reaches gapscope.report as it reaches
+    `gapscope report`: a missing file is the same one-line error naming the variable."""
+    monkeypatch.setenv("GAPSCOPE_NO_CONFIG", "1")
+    monkeypatch.setenv("GAPSCOPE_RULES", str(tmp_path / "missing-rules.toml"))
+    with pytest.raises(gapscope.UsageError, match="GAPSCOPE_RULES"):
+        gapscope.report(qwen, quiet=True)
+    monkeypatch.delenv("GAPSCOPE_RULES")
+    assert gapscope.report(qwen, quiet=True).steps.decode_steps > 0

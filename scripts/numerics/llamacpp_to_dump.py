@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Convert llama.cpp's logits (and residual stream) into a `gapscope numerics` dump.
 
-    python llamacpp_to_dump.py IN OUT.safetensors [--tokens FILE] [--vocab V]
+    python llamacpp_to_dump.py IN [IN …] OUT.safetensors [--tokens FILE] [--vocab V]
                                [--passages A:B] [--positions A:B] [--engine NAME] [--model NAME]
 
 IN is one of two files (told apart by their first 8 bytes):
@@ -21,7 +21,8 @@ IN is one of two files (told apart by their first 8 bytes):
 
 * ``GSLCAP01``: the file ``llamacpp-capture`` (scripts/numerics/llamacpp_capture.cpp) writes:
   every position's float32 logits as llama.cpp returns them (exact) and the residual stream
-  after each layer (llama.cpp's ``l_out-N`` tensors) → ``hidden.N``. One passage.
+  after each layer (llama.cpp's ``l_out-N`` tensors) → ``hidden.N``. One passage per file;
+  several files of the same length make one dump of several passages, in the order given.
 
 Checks, each a one-line error (exit 2): the magic, a file shorter or longer than its header
 says, a token outside the vocabulary, ``--vocab V`` (the vocabulary the other engine uses),
@@ -196,8 +197,46 @@ def _write_dump() -> Any:
         return mod.write_dump
 
 
+def _read(src: str) -> Dict[str, Any]:
+    if not os.path.isfile(src):
+        raise ConvertError(f"{src}: no such file")
+    with open(src, "rb") as f:
+        magic = f.read(8)
+    if magic == KLD_MAGIC:
+        return read_kld(src)
+    if magic == CAP_MAGIC:
+        return read_capture(src)
+    raise ConvertError(
+        f"{src}: magic {magic!r} is neither {KLD_MAGIC!r} (llama-perplexity --kl-divergence-base) "
+        f"nor {CAP_MAGIC!r} (llamacpp-capture)"
+    )
+
+
+def _stack(srcs: List[str], ds: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Several llamacpp-capture files (one passage each) → one dump of P passages."""
+    a = ds[0]
+    for p, d in zip(srcs, ds):
+        if d["format"] != "llamacpp-capture":
+            raise ConvertError(f"{p}: only llamacpp-capture files are stacked into passages (a .kld file holds its own chunks)")
+        if (d["tokens"].shape, d["n_vocab"], len(d["hidden"])) != (a["tokens"].shape, a["n_vocab"], len(a["hidden"])) or (
+            d["hidden"] and d["hidden"][0].shape != a["hidden"][0].shape
+        ):
+            raise ConvertError(
+                f"{p}: {d['tokens'].shape[1]} tokens, vocabulary {d['n_vocab']}, {len(d['hidden'])} layers; "
+                f"{srcs[0]}: {a['tokens'].shape[1]}, {a['n_vocab']}, {len(a['hidden'])}: passages of one dump must match"
+            )
+    return {
+        "format": "llamacpp-capture",
+        "n_vocab": a["n_vocab"],
+        "desc": a["desc"],
+        "tokens": np.concatenate([d["tokens"] for d in ds]),
+        "logits": np.concatenate([d["logits"] for d in ds]),
+        "hidden": [np.concatenate([d["hidden"][n] for d in ds]) for n in range(len(a["hidden"]))],
+    }
+
+
 def convert(
-    src: str,
+    src: "str | List[str]",
     out: str,
     *,
     tokens: Optional[str] = None,
@@ -208,19 +247,13 @@ def convert(
     model: str = "",
 ) -> Dict[str, Any]:
     """Convert `src` into the dump `out`; returns a short summary (shapes, format)."""
-    if not os.path.isfile(src):
-        raise ConvertError(f"{src}: no such file")
-    with open(src, "rb") as f:
-        magic = f.read(8)
-    if magic == KLD_MAGIC:
-        d = read_kld(src)
-    elif magic == CAP_MAGIC:
-        d = read_capture(src)
+    srcs = [src] if isinstance(src, str) else list(src)
+    ds = [_read(p) for p in srcs]
+    if len(ds) > 1:
+        d = _stack(srcs, ds)
+        src = srcs[0] if len(srcs) == 1 else f"{srcs[0]} … {srcs[-1]}"
     else:
-        raise ConvertError(
-            f"{src}: magic {magic!r} is neither {KLD_MAGIC!r} (llama-perplexity --kl-divergence-base) "
-            f"nor {CAP_MAGIC!r} (llamacpp-capture)"
-        )
+        d, src = ds[0], srcs[0]
     V = d["n_vocab"]
     tok_all = d["tokens"]
     ps = _slice(passages, tok_all.shape[0], "passages")
@@ -238,7 +271,7 @@ def convert(
             raise ConvertError(f"{src}: vocabulary {V}, {tokens} has {want_v}")
         check_tokens(tok, want, src, tokens)
 
-    meta: Dict[str, str] = {"source": os.path.basename(src), "source_format": d["format"]}
+    meta: Dict[str, str] = {"source": ", ".join(os.path.basename(p) for p in srcs), "source_format": d["format"]}
     if d["format"] == "llamacpp-capture":
         logits = np.ascontiguousarray(d["logits"][ps, ts])
         hidden: List[np.ndarray] = [np.ascontiguousarray(h[ps, ts]) for h in d["hidden"]]
@@ -257,7 +290,7 @@ def convert(
         if len(bad):
             p, t, i = (int(x) for x in bad[0])
             raise ConvertError(f"{src}: row scale/min not finite at passage {p} position {t} (index {i})")
-    if tok.shape[0] == 1 and d["format"] == "llamacpp-capture":
+    if tok.shape[0] == 1 and d["format"] == "llamacpp-capture" and len(srcs) == 1:
         tok, logits, hidden = tok[0], logits[0], [h[0] for h in hidden]
     _write_dump()(out, tok, logits, hidden=hidden, engine=eng, model=model, dtype="float32", **meta)
     return {"format": d["format"], "tokens": list(tok.shape), "vocab": V, "layers": len(hidden)}
@@ -265,7 +298,7 @@ def convert(
 
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("input", help="a llama-perplexity --kl-divergence-base file or a llamacpp-capture file")
+    ap.add_argument("input", nargs="+", help="a llama-perplexity --kl-divergence-base file, or llamacpp-capture files (one passage each)")
     ap.add_argument("output", help="the dump to write (.safetensors)")
     ap.add_argument("--tokens", help="the tokens the dump must hold: JSON/text ids or another dump (.safetensors)")
     ap.add_argument("--vocab", type=int, help="the vocabulary size the dump must have")

@@ -204,3 +204,20 @@ def test_tokens_check(tmp_path, capsys):
     assert f"differ first at passage 0 position 5: token {want[5] - 1} against {want[5]}" in err
     err = error_of(KLD, tmp_path, capsys, "--tokens", TOKENS0)
     assert "holds 4 passages of 15 tokens" in err
+
+
+def test_captures_stack_into_passages(tmp_path, capsys):
+    out = tmp_path / "two.safetensors"
+    assert conv.main([CAP, CAP16, str(out)]) == 0
+    meta, t = read_dump(out)
+    assert t["tokens"].shape == (2, N_CTX) and t["logits"].shape == (2, N_CTX, V)
+    assert t["hidden.1"].shape == (2, N_CTX, H)
+    assert meta["source"] == "tiny-f32-chunk0.gscap, tiny-f16-chunk0.gscap"
+    one = conv.read_capture(CAP16)
+    assert np.array_equal(t["logits"][1], one["logits"][0])
+
+
+def test_a_kld_file_is_not_stacked(tmp_path, capsys):
+    rc = conv.main([CAP, KLD, str(tmp_path / "x.safetensors")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "tiny-f32.kld: only llamacpp-capture files are stacked into passages" in err

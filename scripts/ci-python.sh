@@ -29,3 +29,4 @@ echo "ci-python: built $(basename "$wheel") in $((t1 - t0)) s"
 
 GAPSCOPE_BIN="$bin" "$py" -m pytest -q -p no:cacheprovider python/tests
 "$py" scripts/run-notebook.py examples/gapscope.ipynb
+GAPSCOPE_BIN="$bin" "$py" -m pytest -q -p no:cacheprovider scripts/numerics

@@ -170,6 +170,11 @@ pub trait Backend {
     fn gather_last(&mut self, n: usize) -> Result<()>;
     /// Greedy tokens from `Logits`.
     fn argmax(&mut self, rows: usize) -> Result<()>;
+    /// After decoder layer `layer`, whose output the residual stream `X` now holds: a backend
+    /// set to capture hidden states copies `X`'s logit rows (a prefill's `out_rows`, every
+    /// row of a decode) aside for the host; otherwise it does nothing (no launch, no copy,
+    /// no synchronisation).
+    fn layer_output(&mut self, layer: usize, rows: usize) -> Result<()>;
 }
 
 /// One forward pass over `batch` (after `Backend::begin`), ending in greedy tokens.
@@ -208,6 +213,7 @@ pub fn forward<B: Backend>(b: &mut B, cfg: &ModelConfig, batch: &Batch) -> Resul
         b.rms_norm(Act::X, Norm::Ffn(l), Act::Xn, rows)?;
         b.linear(Linear::GateUp(l), Act::Xn, Act::H, rows, OutMode::Swiglu)?;
         b.linear(Linear::Down(l), Act::H, Act::X, rows, OutMode::Accumulate)?;
+        b.layer_output(l, rows)?;
     }
     let out = batch.logit_rows();
     let src = if batch.out_rows.is_some() {

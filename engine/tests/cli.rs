@@ -181,6 +181,117 @@ fn cpu_logits_as_a_numerics_dump() {
         .unwrap();
     let raw: Vec<f64> = raw.iter().map(|&v| f64::from(v)).collect();
     assert_eq!(&rows[..3 * 6], &raw[..]);
+    // Without --hidden, no hidden states.
+    assert!(d.hidden.is_empty(), "{:?}", d.hidden);
+}
+
+/// bf16 rounding (to nearest even), as the engine rounds GEMM inputs and bf16 weights.
+fn bf16(x: f32) -> f32 {
+    half::bf16::from_f32(x).to_f32()
+}
+
+/// A tensor of the tiny model's safetensors file as f32 values.
+fn tensor(dir: &Path, name: &str) -> Vec<f32> {
+    let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    st.tensor(name)
+        .unwrap()
+        .data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+/// `logits --hidden`: one `hidden.N` `[rows, hidden]` per layer, finite, each layer's rows
+/// different; and the last layer's state through the final norm and the LM head gives the
+/// dumped logits row for row (a row shifted by one position does not).
+#[test]
+fn cpu_logits_dump_with_hidden_states() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_model(dir.path());
+    let (out, _) = cpu_logits(dir.path(), "hidden.safetensors", &["--hidden"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("and 2 layers' hidden states"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let d = gapscope_numerics::Dump::open(&dir.path().join("hidden.safetensors")).unwrap();
+    let (rows, h, v) = (4, 128, 6);
+    assert_eq!(d.tokens, vec![3, 4, 5, 1]);
+    assert_eq!(d.hidden.len(), 2);
+    let mut buf = Vec::new();
+    let mut layers = Vec::new();
+    for (l, t) in d.hidden.iter().enumerate() {
+        assert_eq!(t.name, format!("hidden.{l}"));
+        assert_eq!((t.rows, t.cols), (rows, h));
+        let mut x = vec![0.0; rows * h];
+        d.read_rows(t, 0, &mut buf, &mut x).unwrap();
+        assert!(x.iter().all(|v| v.is_finite()), "hidden.{l}");
+        layers.push(x);
+    }
+    assert_ne!(layers[0], layers[1]);
+    let mut logits = vec![0.0; rows * v];
+    d.read_rows(&d.logits, 0, &mut buf, &mut logits).unwrap();
+
+    // The final RMSNorm (eps 1e-5, output rounded to bf16) and the bf16 LM head, as the
+    // engine's numerics compute them, over the last layer's rows.
+    let norm = tensor(dir.path(), "model.norm.weight");
+    let head: Vec<f32> = tensor(dir.path(), "lm_head.weight")
+        .into_iter()
+        .map(bf16)
+        .collect();
+    let last = &layers[1];
+    let predicted: Vec<Vec<f64>> = last
+        .chunks_exact(h)
+        .map(|x| {
+            let x: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+            let ss: f32 = x.iter().map(|v| v * v).sum();
+            let scale = 1.0 / (ss / h as f32 + 1e-5).sqrt();
+            let xn: Vec<f32> = x
+                .iter()
+                .zip(&norm)
+                .map(|(&a, &w)| bf16(a * scale * w))
+                .collect();
+            head.chunks_exact(h)
+                .map(|w| w.iter().zip(&xn).map(|(&a, &b)| f64::from(a * b)).sum())
+                .collect()
+        })
+        .collect();
+    let gap = |r: usize, p: &[f64]| {
+        logits[r * v..(r + 1) * v]
+            .iter()
+            .zip(p)
+            .fold(0f64, |m, (a, b)| m.max((a - b).abs()))
+    };
+    let scale = logits.iter().fold(0f64, |m, x| m.max(x.abs()));
+    let tol = 1e-4 * scale.max(1.0);
+    for (r, p) in predicted.iter().enumerate() {
+        assert!(gap(r, p) <= tol, "row {r}: {} > {tol}", gap(r, p));
+        // Misaligned by one position, the rows do not reproduce the logits.
+        if r + 1 < rows {
+            assert!(gap(r + 1, p) > 100.0 * tol, "row {r} against {}", r + 1);
+        }
+    }
+}
+
+/// `--hidden` needs a dump: a raw `.f32` output is refused, and nothing is written.
+#[test]
+fn cpu_logits_hidden_needs_a_safetensors_output() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_model(dir.path());
+    let (out, vals) = cpu_logits(dir.path(), "logits.f32", &["--hidden"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--hidden") && err.contains(".safetensors"),
+        "{err}"
+    );
+    assert!(vals.is_empty());
 }
 
 /// `--numerics hf-bf16` on the CPU: every logit is a bf16 value (HF rounds its output), the

@@ -12,7 +12,12 @@ Llama-style model (seeded), teacher-forced on seeded tokens, dumped as
 
 with the residual stream after every decoder layer (forward hooks) in the HF dumps.
 
-    python3 scripts/capture/numerics-dumps.py --out DIR [--engine .device/numerics/gapscope-engine]
+--hidden-only writes small/ alone, every dump with hidden states: HF float32 and bfloat16,
+and gapscope-engine `logits --hidden` on CUDA and on the CPU reference, each in both numerics
+(engine-{cuda,cpu}-{engine,hf-bf16}.safetensors): the engine's residual stream after each
+layer against HF's (issue 38).
+
+    python3 scripts/capture/numerics-dumps.py --out DIR [--engine .device/numerics/gapscope-engine] [--hidden-only]
 """
 import argparse
 import importlib.util
@@ -40,6 +45,7 @@ ap.add_argument("--tokens", type=int, default=64)
 ap.add_argument("--layers", type=int, default=8)
 ap.add_argument("--fault", type=int, default=5)
 ap.add_argument("--prompt", type=int, default=8)
+ap.add_argument("--hidden-only", action="store_true")
 a = ap.parse_args()
 os.makedirs(os.path.join(a.out, "small"), exist_ok=True)
 
@@ -71,33 +77,45 @@ def model(dtype, attn):
 
 
 t0 = time.time()
-f32 = model(torch.float32, "eager")
-gsn.dump_hf(f32, tokens, os.path.join(a.out, "hf-f32.safetensors"), engine="hf float32 eager")
-gsn.dump_hf(f32, tokens, os.path.join(a.out, "hf-f32-rerun.safetensors"), engine="hf float32 eager (rerun)")
 p0 = tokens[0]
-gsn.dump_hf(f32, p0, os.path.join(a.out, "small", "hf-f32-p0.safetensors"), engine="hf float32 eager", first_position=a.prompt - 1)
-with torch.no_grad():
-    f32.model.layers[a.fault].mlp.down_proj.weight.mul_(1.01)
-gsn.dump_hf(f32, tokens, os.path.join(a.out, "hf-f32-fault.safetensors"), engine=f"hf float32 eager, layer {a.fault} down_proj x1.01")
-del f32
-bf = model(torch.bfloat16, "eager")
-gsn.dump_hf(bf, tokens, os.path.join(a.out, "hf-bf16-eager.safetensors"), engine="hf bfloat16 eager")
-gsn.dump_hf(bf, p0, os.path.join(a.out, "small", "hf-bf16-p0.safetensors"), engine="hf bfloat16 eager", first_position=a.prompt - 1)
-del bf
-sd = model(torch.bfloat16, "sdpa")
-gsn.dump_hf(sd, tokens, os.path.join(a.out, "hf-bf16-sdpa.safetensors"), engine="hf bfloat16 sdpa")
-del sd
+if a.hidden_only:
+    f32 = model(torch.float32, "eager")
+    gsn.dump_hf(f32, p0, os.path.join(a.out, "small", "hf-f32-p0.safetensors"), engine="hf float32 eager", first_position=a.prompt - 1)
+    del f32
+    bf = model(torch.bfloat16, "eager")
+    gsn.dump_hf(bf, p0, os.path.join(a.out, "small", "hf-bf16-p0.safetensors"), engine="hf bfloat16 eager", first_position=a.prompt - 1)
+    del bf
+else:
+    f32 = model(torch.float32, "eager")
+    gsn.dump_hf(f32, tokens, os.path.join(a.out, "hf-f32.safetensors"), engine="hf float32 eager")
+    gsn.dump_hf(f32, tokens, os.path.join(a.out, "hf-f32-rerun.safetensors"), engine="hf float32 eager (rerun)")
+    gsn.dump_hf(f32, p0, os.path.join(a.out, "small", "hf-f32-p0.safetensors"), engine="hf float32 eager", first_position=a.prompt - 1)
+    with torch.no_grad():
+        f32.model.layers[a.fault].mlp.down_proj.weight.mul_(1.01)
+    gsn.dump_hf(f32, tokens, os.path.join(a.out, "hf-f32-fault.safetensors"), engine=f"hf float32 eager, layer {a.fault} down_proj x1.01")
+    del f32
+    bf = model(torch.bfloat16, "eager")
+    gsn.dump_hf(bf, tokens, os.path.join(a.out, "hf-bf16-eager.safetensors"), engine="hf bfloat16 eager")
+    gsn.dump_hf(bf, p0, os.path.join(a.out, "small", "hf-bf16-p0.safetensors"), engine="hf bfloat16 eager", first_position=a.prompt - 1)
+    del bf
+    sd = model(torch.bfloat16, "sdpa")
+    gsn.dump_hf(sd, tokens, os.path.join(a.out, "hf-bf16-sdpa.safetensors"), engine="hf bfloat16 sdpa")
+    del sd
 print(f"HF dumps: {time.time() - t0:.1f} s")
 
 if a.engine:
     tf = os.path.join(a.out, "small", "tokens.json")
     json.dump({"prompt_len": a.prompt, "tokens": p0.tolist()}, open(tf, "w"))
-    for numerics in ("engine", "hf-bf16"):
-        out = os.path.join(a.out, "small", f"engine-{numerics}.safetensors")
-        r = subprocess.run(
-            [a.engine, "logits", "--model", wdir, "--weights", "bf16", "--numerics", numerics,
-             "--tokens", tf, "--out", out],
-            capture_output=True, text=True,
-        )
-        print(f"gapscope-engine logits --numerics {numerics}: rc={r.returncode} {r.stdout.strip()} {r.stderr.strip()[-400:]}")
+    runs = [("cuda", n) for n in ("engine", "hf-bf16")]
+    if a.hidden_only:
+        runs += [("cpu", n) for n in ("engine", "hf-bf16")]
+    for backend, numerics in runs:
+        name = f"engine-{backend}-{numerics}" if a.hidden_only else f"engine-{numerics}"
+        out = os.path.join(a.out, "small", f"{name}.safetensors")
+        cmd = [a.engine, "logits", "--model", wdir, "--weights", "bf16", "--numerics", numerics,
+               "--backend", backend, "--tokens", tf, "--out", out]
+        t1 = time.time()
+        r = subprocess.run(cmd + (["--hidden"] if a.hidden_only else []), capture_output=True, text=True)
+        print(f"gapscope-engine logits --backend {backend} --numerics {numerics}: rc={r.returncode} "
+              f"{time.time() - t1:.1f} s {r.stdout.strip()} {r.stderr.strip()[-400:]}")
 print("device:", torch.cuda.get_device_name(0), "torch", torch.__version__, "transformers", transformers.__version__)

@@ -33,6 +33,9 @@ pub struct CpuBackend<'w> {
     states: StateCache,
     /// Greedy tokens of the last forward.
     pub sampled: Vec<i32>,
+    /// With hidden-state capture on: per layer of the last forward, the residual stream `X`
+    /// after the layer at its logit rows, `[logit_rows, hidden]` each. `None`: off.
+    hidden: Option<Vec<Vec<f32>>>,
 }
 
 impl<'w> CpuBackend<'w> {
@@ -53,7 +56,19 @@ impl<'w> CpuBackend<'w> {
             v: vec![HashMap::new(); cfg.layers],
             states: StateCache::new(cfg.layers),
             sampled: Vec::new(),
+            hidden: None,
         }
+    }
+
+    /// Turns hidden-state capture on or off for the forwards that follow.
+    pub fn set_capture_hidden(&mut self, on: bool) {
+        self.hidden = on.then(Vec::new);
+    }
+
+    /// With capture on: per layer of the last forward, the residual stream after it at the
+    /// logit rows (`[logit_rows, hidden]` each, rows in `Logits`' order); `None` when off.
+    pub fn hidden(&self) -> Option<&[Vec<f32>]> {
+        self.hidden.as_deref()
     }
 
     /// Logits of the last forward, `[logit_rows, vocab]`.
@@ -93,6 +108,9 @@ impl Backend for CpuBackend<'_> {
             }
         }
         self.batch = Some(batch.clone());
+        if let Some(h) = self.hidden.as_mut() {
+            h.clear();
+        }
         Ok(())
     }
 
@@ -317,6 +335,31 @@ impl Backend for CpuBackend<'_> {
             .collect();
         Ok(())
     }
+
+    fn layer_output(&mut self, layer: usize, rows: usize) -> Result<()> {
+        if self.hidden.is_none() {
+            return Ok(());
+        }
+        let h = self.cfg.hidden;
+        let x = self.act(Act::X)?;
+        let picked: Vec<f32> = match &self.batch()?.out_rows {
+            Some(out) => out
+                .iter()
+                .flat_map(|&r| &x[r as usize * h..(r as usize + 1) * h])
+                .copied()
+                .collect(),
+            None => x[..rows * h].to_vec(),
+        };
+        let captured = self.hidden.get_or_insert_with(Vec::new);
+        if captured.len() != layer {
+            return Err(EngineError::invalid(format!(
+                "hidden state of layer {layer} captured after {} layers",
+                captured.len()
+            )));
+        }
+        captured.push(picked);
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -490,6 +533,51 @@ pub(crate) mod tests {
             let mut inc = CpuBackend::with_numerics(&cfg, &w, Numerics::HfBf16);
             decode_incrementally(&mut inc, &cfg, &prompt);
             assert_eq!(inc.logits(), &want[..], "{mt}");
+        }
+    }
+
+    /// Hidden-state capture: off by default (`None`); on, one `[logit_rows, hidden]` state per
+    /// layer, a prefill's at its out rows in order (two sequences: each its single run's),
+    /// and a token-by-token decode's last step at the prefill's last row.
+    #[test]
+    fn hidden_capture_takes_each_layers_logit_rows() {
+        for cfg in [tiny("llama"), tiny_hybrid()] {
+            let w = ModelWeights::random(&cfg, WeightFormat::Bf16, 3);
+            let h = cfg.hidden;
+            let prefill = |prompts: &[Vec<i32>], capture: bool| {
+                let mut be = CpuBackend::new(&cfg, &w);
+                be.set_capture_hidden(capture);
+                let b = Batch::prefill(prompts);
+                be.begin(&b).unwrap();
+                forward(&mut be, &cfg, &b).unwrap();
+                be.hidden().map(<[Vec<f32>]>::to_vec)
+            };
+            let (p, q) = (vec![3, 17, 42, 8, 90], vec![40, 41, 42]);
+            assert!(prefill(std::slice::from_ref(&p), false).is_none());
+            let one = prefill(std::slice::from_ref(&p), true).unwrap();
+            assert_eq!(one.len(), cfg.layers);
+            assert!(one.iter().all(|l| l.len() == h));
+            assert_ne!(one[0], one[1]);
+            let other = prefill(std::slice::from_ref(&q), true).unwrap();
+            let both = prefill(&[p.clone(), q.clone()], true).unwrap();
+            for l in 0..cfg.layers {
+                assert_eq!(both[l][..h], one[l][..], "layer {l}");
+                assert_eq!(both[l][h..], other[l][..], "layer {l}");
+            }
+            let mut inc = CpuBackend::new(&cfg, &w);
+            inc.set_capture_hidden(true);
+            decode_incrementally(&mut inc, &cfg, &p);
+            let got = inc.hidden().unwrap();
+            assert_eq!(got.len(), cfg.layers);
+            for (l, (a, b)) in got.iter().zip(&one).enumerate() {
+                let scale = b.iter().fold(0f32, |m, v| m.max(v.abs()));
+                for (x, y) in a.iter().zip(b) {
+                    assert!(
+                        (x - y).abs() <= 1e-4 * scale.max(1.0),
+                        "layer {l}: {x} vs {y}"
+                    );
+                }
+            }
         }
     }
 

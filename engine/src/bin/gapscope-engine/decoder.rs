@@ -25,6 +25,9 @@ pub trait Decoder {
     fn sampled(&mut self) -> Result<i32>;
     /// The logits of the last batch, `[logit_rows, vocab]`.
     fn logits(&mut self) -> Result<Vec<f32>>;
+    /// Opened with `capture_hidden`: per decoder layer, the residual stream after it at the
+    /// last batch's logit rows (`[logit_rows, hidden]` each); `None` otherwise.
+    fn hidden(&mut self) -> Result<Option<Vec<Vec<f32>>>>;
     /// Waits for every step to complete (and their records to be taken).
     fn finish(&mut self) -> Result<()>;
 }
@@ -47,6 +50,10 @@ impl Decoder for Cpu<'_> {
 
     fn logits(&mut self) -> Result<Vec<f32>> {
         Ok(self.be.logits().to_vec())
+    }
+
+    fn hidden(&mut self) -> Result<Option<Vec<Vec<f32>>>> {
+        Ok(self.be.hidden().map(<[Vec<f32>]>::to_vec))
     }
 
     fn finish(&mut self) -> Result<()> {
@@ -76,6 +83,10 @@ impl Decoder for CudaBackend {
         self.read_logits()
     }
 
+    fn hidden(&mut self) -> Result<Option<Vec<Vec<f32>>>> {
+        self.read_hidden()
+    }
+
     fn finish(&mut self) -> Result<()> {
         self.finish_steps()
     }
@@ -95,15 +106,18 @@ pub struct Open<'w> {
     pub max_ctx: usize,
     /// Rows of the largest batch, the prefill's.
     pub max_rows: usize,
+    /// Capture each layer's output (the residual stream) at the logit rows for `hidden`.
+    pub capture_hidden: bool,
 }
 
 /// A decoder for one sequence on the chosen backend.
 pub fn open<'w>(o: Open<'w>) -> Result<Box<dyn Decoder + 'w>> {
     Ok(match o.backend {
-        BackendKind::Cpu => Box::new(Cpu {
-            be: CpuBackend::with_numerics(o.cfg, o.w, o.numerics.unwrap_or_default()),
-            cfg: o.cfg,
-        }),
+        BackendKind::Cpu => {
+            let mut be = CpuBackend::with_numerics(o.cfg, o.w, o.numerics.unwrap_or_default());
+            be.set_capture_hidden(o.capture_hidden);
+            Box::new(Cpu { be, cfg: o.cfg })
+        }
         BackendKind::Cuda => {
             let dev = open_device(o.device)?;
             let cap = Capacity {
@@ -115,6 +129,7 @@ pub fn open<'w>(o: Open<'w>) -> Result<Box<dyn Decoder + 'w>> {
             if let Some(n) = o.numerics {
                 be.set_numerics(n)?;
             }
+            be.set_capture_hidden(o.capture_hidden)?;
             Box::new(be)
         }
     })

@@ -53,6 +53,7 @@ pub fn run(a: GenerateArgs) -> Result<ExitCode> {
         device: a.levers.device,
         max_ctx: prompt_ids.len() + max_new + 1,
         max_rows: prompt_ids.len(),
+        capture_hidden: false,
     })?;
     let out = greedy(dec.as_mut(), &prompt_ids, max_new)?;
     println!("prompt ids    {prompt_ids:?}");

@@ -1,8 +1,8 @@
 //! `gapscope-engine logits`: teacher-forced logits over a token file, for comparison with HF
 //! transformers: a prefill of the prompt, then one decode step per remaining token. `--out`
 //! ending in `.safetensors` gets a dump `gapscope numerics` compares (docs/NUMERICS.md: the
-//! rows from the prompt's last token on, with their tokens); any other name raw
-//! little-endian f32 rows.
+//! rows from the prompt's last token on, with their tokens, and with `--hidden` the residual
+//! stream after every decoder layer); any other name raw little-endian f32 rows.
 
 use crate::args::{BackendKind, ModelArgs, load, numerics_parser};
 use crate::decoder::{self, Decoder};
@@ -30,6 +30,11 @@ pub struct LogitsArgs {
     /// does, unfused; bf16 weights only) to compare logits with HF exactly.
     #[arg(long, default_value_t = Numerics::Engine, value_parser = numerics_parser())]
     numerics: Numerics,
+    /// Also dump the hidden states: `hidden.N` `[rows, hidden]` float32, the residual stream
+    /// after decoder layer N (before the final norm), at the same rows as the logits, for
+    /// `gapscope numerics`' layer-by-layer comparison. Needs a `.safetensors` `--out`.
+    #[arg(long)]
+    hidden: bool,
 }
 
 pub fn run(a: LogitsArgs) -> Result<ExitCode> {
@@ -40,6 +45,13 @@ pub fn run(a: LogitsArgs) -> Result<ExitCode> {
         return Err(EngineError::invalid(format!(
             "--numerics hf-bf16 reproduces HF's bf16 forward and needs --weights bf16, not {}",
             a.model.weights
+        )));
+    }
+    let dump = a.out.extension().is_some_and(|e| e == "safetensors");
+    if a.hidden && !dump {
+        return Err(EngineError::invalid(format!(
+            "--hidden writes hidden.N tensors into a numerics dump: --out must end in .safetensors, not {}",
+            a.out.display()
         )));
     }
     let (cfg, w) = load(&a.model)?;
@@ -53,9 +65,12 @@ pub fn run(a: LogitsArgs) -> Result<ExitCode> {
         device: a.device,
         max_ctx: toks.len() + 1,
         max_rows: pl,
+        capture_hidden: a.hidden,
     })?;
-    let dump = a.out.extension().is_some_and(|e| e == "safetensors");
-    let rows = teacher_forced(dec.as_mut(), pl, &toks, dump)?;
+    let TeacherForced {
+        logits: rows,
+        hidden,
+    } = teacher_forced(dec.as_mut(), pl, &toks, dump)?;
     let bytes: Vec<u8> = if dump {
         // Row k is position pl - 1 + k: the prompt's last token, then every later one.
         let tokens: Vec<i64> = toks[pl - 1..].iter().map(|&t| i64::from(t)).collect();
@@ -80,8 +95,8 @@ pub fn run(a: LogitsArgs) -> Result<ExitCode> {
             tokens: &tokens,
             logits: &rows,
             vocab: cfg.vocab,
-            hidden: &[],
-            hidden_size: 0,
+            hidden: &hidden,
+            hidden_size: cfg.hidden,
             dtype: gapscope_numerics::dtype::DType::F32,
         })
     } else {
@@ -89,8 +104,13 @@ pub fn run(a: LogitsArgs) -> Result<ExitCode> {
     };
     // One checked writer: no symbolic link, no non-regular file, nothing half-written.
     gapscope_traces::write_output(&a.out, &[], &bytes)?;
+    let layers = if hidden.is_empty() {
+        String::new()
+    } else {
+        format!(" and {} layers' hidden states", hidden.len())
+    };
     println!(
-        "wrote {} rows of {} logits ({} numerics) to {}",
+        "wrote {} rows of {} logits{layers} ({} numerics) to {}",
         rows.len() / cfg.vocab,
         cfg.vocab,
         a.numerics.name(),
@@ -99,11 +119,26 @@ pub fn run(a: LogitsArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What a teacher-forced run gives, row k at position pl - 1 + k.
+struct TeacherForced {
+    /// `[rows, vocab]`.
+    logits: Vec<f32>,
+    /// Per decoder layer, `[rows, hidden]`; empty unless the decoder captures hidden states.
+    hidden: Vec<Vec<f32>>,
+}
+
 /// The logits after the prompt (a prefill of its `pl` tokens), then after each later token
 /// (one decode step each, fed the file's token, not the sampled one); with `last`, after
-/// the file's last token too (a dump has a row per token).
-fn teacher_forced(dec: &mut dyn Decoder, pl: usize, toks: &[i32], last: bool) -> Result<Vec<f32>> {
+/// the file's last token too (a dump has a row per token). Each step's hidden states, when
+/// the decoder captures them, at the same rows.
+fn teacher_forced(
+    dec: &mut dyn Decoder,
+    pl: usize,
+    toks: &[i32],
+    last: bool,
+) -> Result<TeacherForced> {
     let mut out = Vec::new();
+    let mut hidden: Vec<Vec<f32>> = Vec::new();
     for i in 0..toks.len() - pl + usize::from(last) {
         let (b, phase) = if i == 0 {
             (Batch::prefill(&[toks[..pl].to_vec()]), Phase::Prefill)
@@ -115,8 +150,17 @@ fn teacher_forced(dec: &mut dyn Decoder, pl: usize, toks: &[i32], last: bool) ->
         };
         dec.run_batch(&b, phase, i as i64, true)?;
         out.extend(dec.logits()?);
+        if let Some(layers) = dec.hidden()? {
+            hidden.resize(layers.len(), Vec::new());
+            for (all, step) in hidden.iter_mut().zip(layers) {
+                all.extend(step);
+            }
+        }
     }
-    Ok(out)
+    Ok(TeacherForced {
+        logits: out,
+        hidden,
+    })
 }
 
 /// `{"prompt_len": P, "tokens": [...]}`, with P in 1..len(tokens).

@@ -7,13 +7,14 @@
 //! held-back norm), `attention` (q/k norm, RoPE, attention), `delta` (the hybrid models'
 //! gated DeltaNet ops and output gate), `graphs` (steps, capture and
 //! replay), `costs` (model-derived bytes and FLOPs), and the numerics' choice of kernels
-//! (`numerics_ops`, `hf_numerics`).
+//! (`numerics_ops`, `hf_numerics`), and the optional capture of each layer's output (`hidden`).
 
 mod attention;
 mod costs;
 mod delta;
 mod graphs;
 mod hf_numerics;
+mod hidden;
 mod matmul;
 mod norm;
 mod numerics_ops;
@@ -164,6 +165,10 @@ pub struct CudaBackend {
     ops: NumericsOps,
     /// bf16 `[rows, widest linear]`: cuBLAS's bf16 output under the hf-bf16 numerics.
     hf_out: Option<DevBuf>,
+    /// With hidden-state capture on (`set_capture_hidden`): f32 `[layers, max_seqs, hidden]`,
+    /// the residual stream after each layer at the logit rows. `None`: off, and the forward
+    /// launches and copies nothing for it.
+    hidden: Option<DevBuf>,
 }
 
 fn bf16_bytes(n: usize) -> u64 {
@@ -364,6 +369,7 @@ impl CudaBackend {
             },
             ops: NumericsOps::of(Numerics::Engine),
             hf_out: None,
+            hidden: None,
         })
     }
 
@@ -686,5 +692,9 @@ impl Backend for CudaBackend {
         // Feed the sampled tokens back as the next step's input, on the device.
         let t = self.a.tokens.ptr;
         self.d2d("next_tokens", t, s, rows * 4)
+    }
+
+    fn layer_output(&mut self, layer: usize, rows: usize) -> Result<()> {
+        self.capture_layer_output(layer, rows)
     }
 }

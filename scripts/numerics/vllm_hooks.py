@@ -1,9 +1,10 @@
 """vLLM and SGLang → `gapscope numerics` dumps: forward hooks that rejoin the residual stream.
 
-UNTESTED IN THIS WORKPLACE: neither vLLM nor SGLang (nor torch) is installed here, so
-nothing below has run against either engine. The statements it relies on were checked
-against their source (docs/NUMERICS.md, "vLLM and SGLang"); run it on a small model and
-check the `rejoin_check` it reports before trusting a dump.
+UNTESTED IN THIS WORKPLACE against vLLM or SGLang: neither is installed here, so nothing
+below has run inside either engine. The statements it relies on were checked against their
+source (docs/NUMERICS.md, "vLLM and SGLang"); the hook logic ran on a torch model built
+like theirs (test_vllm_hooks_torch.py). Run it on a small model and check the
+`rejoin_check_max` it reports before trusting a dump.
 
 Both engines' Llama-family decoder layers (vLLM vllm/model_executor/models/llama.py,
 SGLang python/sglang/srt/models/llama.py, `LlamaDecoderLayer.forward`) return

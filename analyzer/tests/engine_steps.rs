@@ -311,7 +311,7 @@ fn nsys_export_without_kernels_has_no_steps() {
 #[test]
 fn the_roofline_takes_a_vllm_traces_context_from_its_markers() {
     use gapscope_analyzer::roofline::report::{
-        BatchSource, ContextChoice, ContextSource, TraceAtBatch, roofline_at,
+        BatchSource, ContextChoice, ContextSource, TpChoice, TraceAtBatch, roofline_at,
     };
     use gapscope_analyzer::roofline::{ModelSpec, WeightFormat, hw};
     // Before: every floor at the 4096-token default, whatever the trace ran at.
@@ -335,6 +335,7 @@ fn the_roofline_takes_a_vllm_traces_context_from_its_markers() {
             WeightFormat::Bf16,
             &[1, 32],
             ContextChoice::new(given, 4096),
+            TpChoice::default(),
             &placed,
         )
     };

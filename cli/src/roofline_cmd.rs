@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 use gapscope_analyzer::roofline::report::{
-    BatchSource, ContextChoice, ContextSource, RooflineReport, TraceAtBatch, roofline_at,
+    BatchSource, ContextChoice, ContextSource, RooflineReport, TpChoice, TpSource, TraceAtBatch,
+    roofline_at,
 };
 use gapscope_analyzer::roofline::{
     CeilingSource, HardwareSpec, MAX_BATCH, MAX_BATCHES, MAX_CTX, ModelSpec, TensorPath,
@@ -42,6 +43,12 @@ pub struct RooflineArgs {
     /// step markers carry it (vLLM's detailed annotations), else 4096, said as assumed].
     #[arg(long, value_name = "TOKENS")]
     pub ctx: Option<u64>,
+    /// Tensor-parallel degree (1..=64): the floors are one rank's, which reads 1/N of the
+    /// linear weights and of the KV cache (at least one KV head) and does 1/N of the FLOPs
+    /// [default: the trace's rank count when it gives one (Kineto's world_size, the
+    /// recorded WORLD_SIZE), else 1].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub tp: Option<u64>,
     /// Traces whose decode steps are placed against the floor.
     #[arg(long = "trace", value_name = "TRACE")]
     pub traces: Vec<PathBuf>,
@@ -74,6 +81,20 @@ pub(crate) fn context_source(s: ContextSource) -> &'static str {
         ContextSource::Given => "--ctx",
         ContextSource::Assumed => "assumed; pass --ctx",
     }
+}
+
+/// Where a tensor-parallel degree comes from, as the text says it.
+pub(crate) fn tp_source(s: TpSource) -> &'static str {
+    match s {
+        TpSource::TraceWorldSize => "from the trace's world size",
+        TpSource::Given => "--tp",
+        TpSource::Assumed => "assumed; pass --tp",
+    }
+}
+
+/// Whether a degree is worth a word: one GPU is said only when `--tp` said it.
+fn tp_said(tp: u64, source: TpSource) -> bool {
+    tp > 1 || source != TpSource::Assumed
 }
 
 pub fn run(a: RooflineArgs, g: &crate::Global) -> Result<ExitCode> {
@@ -150,11 +171,20 @@ pub fn run(a: RooflineArgs, g: &crate::Global) -> Result<ExitCode> {
         })
         .collect();
     let choice = ContextChoice::new(a.ctx, DEFAULT_CTX);
-    let mut r = roofline_at(&model, &hardware, fmt, &batches, choice, &traces);
+    let mut r = roofline_at(
+        &model,
+        &hardware,
+        fmt,
+        &batches,
+        choice,
+        TpChoice::new(a.tp),
+        &traces,
+    );
     if let Some(k) = a.spec_k {
+        let rank = model.per_rank(r.tp);
         r.verify = batches
             .iter()
-            .map(|&b| verify_floor(&model, &hardware, fmt, b, k, r.ctx))
+            .map(|&b| verify_floor(&rank, &hardware, fmt, b, k, r.ctx))
             .collect();
     }
     if let Some(out) = &a.svg {
@@ -276,6 +306,18 @@ fn table(r: &RooflineReport) -> String {
         m.kv_bytes_per_token,
         r.crossover_batch
     ));
+    if tp_said(r.tp, r.tp_source) {
+        s.push_str(&format!(
+            "parallel  tensor parallel {} ({}): per rank 1/{} of the linear weights and the LM head, {} KV head{} of {}, 1/{} of the FLOPs; norms and embedding rows whole\n",
+            r.tp,
+            tp_source(r.tp_source),
+            r.tp,
+            r.kv_heads_per_rank,
+            if r.kv_heads_per_rank == 1 { "" } else { "s" },
+            r.model.kv_heads,
+            r.tp,
+        ));
+    }
     let c = &r.compute_peak;
     s.push_str(&format!(
         "compute   {} peak {:.0} TFLOP/s ({} ceiling) for {} weights\n",
@@ -321,11 +363,22 @@ fn table(r: &RooflineReport) -> String {
             ));
         }
     }
+    measured(r, &mut s);
+    s
+}
+
+/// The traces' decode steps against their floors, and the traces not placed.
+fn measured(r: &RooflineReport, s: &mut String) {
     if !r.measured.is_empty() || !r.not_placed.is_empty() {
         s.push_str("\nmeasured decode steps (each at its own batch and context)\n");
         for m in &r.measured {
+            let tp = if tp_said(m.tp, m.tp_source) {
+                format!(", tensor parallel {} ({})", m.tp, tp_source(m.tp_source))
+            } else {
+                String::new()
+            };
             s.push_str(&format!(
-                "  {}: batch {}, context {} tokens ({}), {} steps, {:.1} tok/s, floor {:.4} ms\n    {}; p10 {}\n",
+                "  {}: batch {}, context {} tokens ({}){tp}, {} steps, {:.1} tok/s, floor {:.4} ms\n    {}; p10 {}\n",
                 text(&m.trace),
                 m.batch,
                 m.ctx,
@@ -384,5 +437,4 @@ fn table(r: &RooflineReport) -> String {
             ));
         }
     }
-    s
 }

@@ -61,6 +61,7 @@ impl App {
             roofline.hw_id = h.clone();
         }
         roofline.ctx = s.ctx;
+        roofline.tp = s.tp;
         if let Some(w) = &s.weights {
             match WeightFormat::parse(w) {
                 Some(f) => roofline.weights = f,

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use gapscope_analyzer::roofline::MAX_TP;
 use gapscope_analyzer::session::{Knobs, SessionSettings};
 
 use crate::views::View;
@@ -29,6 +30,8 @@ options:
   --weights FMT        bf16 (default), fp8, q8_0, q4_0, q4_k, nvfp4 or mxfp4
   --ctx N              the roofline's context (KV tokens per sequence; default: the
                        trace's own when its markers carry it, else 4096, said assumed)
+  --tp N               the roofline's tensor-parallel degree, 1 to 64 (floors per rank;
+                       default: the trace's rank count when it says, else 1)
 analysis options, as for `gapscope report`:
   --rules FILE         extra bucket rules (TOML), tried before the built-in ones
   --step-regex REGEX   marker names that delimit steps, instead of the automatic choice
@@ -68,6 +71,8 @@ pub struct Settings {
     pub weights: Option<String>,
     /// `--ctx`: the roofline's context, tokens.
     pub ctx: Option<u64>,
+    /// `--tp`: the roofline's tensor-parallel degree.
+    pub tp: Option<u64>,
     /// What changes the analysis, as the CLI's flags set it.
     pub knobs: Knobs,
     pub screenshot: Option<PathBuf>,
@@ -92,6 +97,7 @@ impl Default for Settings {
             hw_profile: None,
             weights: None,
             ctx: None,
+            tp: None,
             knobs: Knobs {
                 all_columns: true,
                 ..Knobs::default()
@@ -171,6 +177,14 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
             "--hw-profile" => s.hw_profile = Some(value(a)?.into()),
             "--weights" => s.weights = Some(value(a)?),
             "--ctx" => s.ctx = Some(number(a, &value(a)?)?),
+            "--tp" => {
+                let v = value(a)?;
+                let tp: u64 = number(a, &v)?;
+                if !(1..=MAX_TP).contains(&tp) {
+                    return Err(format!("--tp {v:?}: the degree is 1..={MAX_TP}"));
+                }
+                s.tp = Some(tp);
+            }
             "--rules" => s.knobs.rules_file = Some(value(a)?.into()),
             "--step-regex" => s.knobs.step_regex = Some(value(a)?),
             "--no-markers" => s.knobs.no_markers = true,
@@ -226,6 +240,17 @@ mod tests {
 
     fn args(s: &str) -> Vec<String> {
         s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn tp_is_a_degree_from_1_to_64() {
+        let Ok(Command::Run(s)) = parse(&args("a.gst --tp 4")) else {
+            panic!("should parse")
+        };
+        assert_eq!(s.tp, Some(4));
+        for bad in ["a.gst --tp 0", "a.gst --tp 65", "a.gst --tp x"] {
+            assert!(parse(&args(bad)).unwrap_err().contains("--tp"), "{bad}");
+        }
     }
 
     #[test]

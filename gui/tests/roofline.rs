@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use common::*;
 use egui_kittest::kittest::Queryable;
 use gapscope_analyzer::roofline::report::{
-    BatchSource, ContextChoice, RooflineReport, TraceAtBatch, roofline_at,
+    BatchSource, ContextChoice, RooflineReport, TpChoice, TraceAtBatch, roofline_at,
 };
 use gapscope_analyzer::roofline::{ModelSpec, WeightFormat, hw};
 use gapscope_gui::settings::Settings;
@@ -61,6 +61,7 @@ fn roofline(
         WeightFormat::Bf16,
         &[1, 2, 4, 8, 16, 32, 64, 128, 256],
         ContextChoice::new(None, DEFAULT_CTX),
+        TpChoice::default(),
         &placed,
     );
     (h, rep)
@@ -118,4 +119,31 @@ fn a_near_zero_floor_is_listed_not_plotted() {
     assert!(y2.d0 >= y.d0 && y2.d1 == y.d1, "{y:?} -> {y2:?}");
     assert_eq!(y2.below.len(), y.below.len() + 1);
     assert!(y2.below.iter().any(|(x, _)| *x == bucket));
+}
+
+/// A two-rank trace (its world size says 2) against the model it ran: the floors are one
+/// rank's, and the view says the degree and where it comes from; `--tp 1` overrules it.
+#[test]
+fn a_two_rank_traces_tensor_parallel_degree_comes_from_its_world_size() {
+    let open = |tp: Option<u64>| {
+        harness_with(Settings {
+            traces: vec![reference("tp2/host-rank0.json.gz")],
+            view: View::Roofline,
+            model: Some(repo("cli/tests/data/tp2-decode-config.json")),
+            hw: Some("h200".to_owned()),
+            tp,
+            ..Settings::default()
+        })
+    };
+    let h = open(None);
+    assert!(
+        shows(
+            &h,
+            "tensor parallel 2 (from the trace's world size; per rank: 1/2 of the weights, 4 of 8 KV heads)"
+        ),
+        "the degree is not shown"
+    );
+    let one = open(Some(1));
+    assert!(shows(&one, "1 GPU (given)"));
+    assert!(!shows(&one, "tensor parallel 2"));
 }

@@ -443,6 +443,7 @@ fn source_info(
         truncated: trace.manifest.truncated,
         untimed_events: trace.manifest.untimed_events,
         decoder_layers: decoder_layers(trace),
+        world_size: trace.manifest.world_size,
         defects: imported.defects.clone(),
         model_config: trace.manifest.model_config.clone(),
         engine_config: trace.manifest.engine_config.clone(),

@@ -136,6 +136,10 @@ pub struct SourceInfo {
     /// none. Two runs of different depths are different models.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decoder_layers: Option<u32>,
+    /// The run's rank count when the trace gives it (Kineto's `distributedInfo.world_size`,
+    /// the recorded `WORLD_SIZE`): the roofline's tensor-parallel degree unless `--tp` says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub world_size: Option<u32>,
     /// The model and the engine settings the run recorded (gapscope-engine traces): what
     /// says whether two traces are runs of one model and which levers each had.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -5,11 +5,13 @@ pub mod bucket_floor;
 pub mod hw;
 pub mod model;
 pub mod report;
+pub mod tp;
 
 use serde::Serialize;
 
 pub use hw::{CeilingSource, HardwareSpec};
 pub use model::{ModelSpec, WeightFormat};
+pub use tp::{MAX_TP, TpChoice, TpSource};
 
 /// The largest batch (sequences per step) the floors are computed for: 2^20.
 pub const MAX_BATCH: u64 = 1 << 20;

@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use super::bucket_floor::bucket_floors;
 pub use super::bucket_floor::{BucketFloor, FloorSource, NoFloor};
+pub use super::tp::{MAX_TP, TpChoice, TpSource};
 use super::{
     CeilingSource, ComputePeak, HardwareSpec, ModelSpec, StepFloor, WeightFormat, compute_peak,
     crossover_batch, step_floor,
@@ -24,6 +25,14 @@ pub struct RooflineReport {
     pub ctx: u64,
     /// Where `ctx` comes from.
     pub ctx_source: ContextSource,
+    /// Tensor-parallel degree the floors by batch are taken at: the floors, bytes and FLOPs
+    /// are one rank's (1/tp of the linear weights, the KV heads split with at least one per
+    /// rank, norms and embedding rows whole).
+    pub tp: u64,
+    /// Where `tp` comes from.
+    pub tp_source: TpSource,
+    /// KV heads one rank holds at `tp`: ceil(kv_heads / tp).
+    pub kv_heads_per_rank: u64,
     pub ceilings: CeilingSource,
     /// The compute ceiling of the weight format, and where it comes from.
     pub compute_peak: ComputePeak,
@@ -129,6 +138,8 @@ pub struct ModelSummary {
     pub layers: u64,
     pub full_attention_layers: u64,
     pub linear_attention_layers: u64,
+    /// KV heads of the whole model (a rank holds `kv_heads_per_rank` of them).
+    pub kv_heads: u64,
     pub moe_experts: Option<u64>,
     pub moe_top_k: Option<u64>,
     pub kv_bytes_per_token: f64,
@@ -144,6 +155,9 @@ pub struct MeasuredStep {
     /// Context (KV tokens per sequence) the trace's floors are taken at, and its source.
     pub ctx: u64,
     pub ctx_source: ContextSource,
+    /// Tensor-parallel degree the trace's floors are taken at (one rank's), and its source.
+    pub tp: u64,
+    pub tp_source: TpSource,
     /// How the batch was chosen, and anything else to read with this trace's figures.
     pub notes: Vec<String>,
     pub decode_steps: usize,
@@ -197,18 +211,20 @@ pub fn roofline_of(
         tokens: ctx,
         given: true,
     };
-    roofline_at(m, hw, fmt, batches, choice, traces)
+    roofline_at(m, hw, fmt, batches, choice, TpChoice::new(Some(1)), traces)
 }
 
-/// Builds the report for `batches`, placing each trace at its batch and at its context
-/// ([`ContextSource::resolve`]). Without a given context, the floors by batch are taken at
-/// the first placed trace's own context when its markers carry one.
+/// Builds the report for `batches`, placing each trace at its batch, at its context
+/// ([`ContextSource::resolve`]) and at its tensor-parallel degree ([`TpSource::resolve`]).
+/// Without a given context (degree), the floors by batch are taken at the first placed
+/// trace's own context (world size) when it carries one.
 pub fn roofline_at(
     m: &ModelSpec,
     hw: &HardwareSpec,
     fmt: WeightFormat,
     batches: &[u64],
     choice: ContextChoice,
+    tp_choice: TpChoice,
     traces: &[TraceAtBatch],
 ) -> RooflineReport {
     let (ctx, ctx_source) = traces
@@ -220,9 +236,19 @@ pub fn roofline_at(
         } else {
             (choice.tokens, ContextSource::Assumed)
         });
+    let (tp, tp_source) = traces
+        .iter()
+        .map(|t| TpSource::resolve(t.report, tp_choice))
+        .find(|&(_, s)| s == TpSource::TraceWorldSize)
+        .unwrap_or(if tp_choice.given {
+            (tp_choice.ranks, TpSource::Given)
+        } else {
+            (tp_choice.ranks, TpSource::Assumed)
+        });
+    let rank = m.per_rank(tp);
     let floors = batches
         .iter()
-        .map(|&b| step_floor(m, hw, fmt, b, ctx))
+        .map(|&b| step_floor(&rank, hw, fmt, b, ctx))
         .collect();
     let mut measured = Vec::new();
     let mut not_placed = Vec::new();
@@ -244,14 +270,19 @@ pub fn roofline_at(
             continue;
         };
         let (trace_ctx, trace_ctx_source) = ContextSource::resolve(r, choice);
-        let floor = step_floor(m, hw, fmt, batch, trace_ctx).step_floor_s * 1e3;
-        let (buckets, buckets_without_floor) = bucket_floors(r, m, hw, fmt, batch, trace_ctx);
+        let (trace_tp, trace_tp_source) = TpSource::resolve(r, tp_choice);
+        let trace_rank = m.per_rank(trace_tp);
+        let floor = step_floor(&trace_rank, hw, fmt, batch, trace_ctx).step_floor_s * 1e3;
+        let (buckets, buckets_without_floor) =
+            bucket_floors(r, &trace_rank, hw, fmt, batch, trace_ctx);
         measured.push(MeasuredStep {
             trace: r.source.path.clone(),
             batch,
             batch_source: t.batch_source,
             ctx: trace_ctx,
             ctx_source: trace_ctx_source,
+            tp: trace_tp,
+            tp_source: trace_tp_source,
             notes: t.notes.clone(),
             decode_steps: r.steps.decode_steps,
             tpot_median_ms: tpot.median,
@@ -272,6 +303,7 @@ pub fn roofline_at(
             layers: m.layers,
             full_attention_layers: m.full_attention_layers(),
             linear_attention_layers: m.linear_attention_layers(),
+            kv_heads: m.kv_heads,
             moe_experts: m.moe.as_ref().map(|x| x.experts),
             moe_top_k: m.moe.as_ref().map(|x| x.top_k),
             kv_bytes_per_token: m.kv_bytes_per_token(2.0),
@@ -281,6 +313,9 @@ pub fn roofline_at(
         weights: fmt,
         ctx,
         ctx_source,
+        tp,
+        tp_source,
+        kv_heads_per_rank: rank.kv_heads,
         ceilings: hw.ceilings,
         compute_peak: compute_peak(hw, fmt),
         crossover_batch: crossover_batch(hw, fmt),

@@ -65,9 +65,10 @@ pub fn render(r: &RooflineReport, m: &ModelSpec, hw: &HardwareSpec) -> Result<St
     }
     let b1 = b1.min(MAX_BATCH as f64).max(b0);
     let batches = curve_batches(b0, b1);
+    let rank = m.per_rank(r.tp);
     let floors: Vec<StepFloor> = batches
         .iter()
-        .map(|&b| step_floor(m, hw, r.weights, b, r.ctx))
+        .map(|&b| step_floor(&rank, hw, r.weights, b, r.ctx))
         .collect();
     let pts = |f: &dyn Fn(&StepFloor) -> f64| -> Vec<(f64, f64)> {
         floors

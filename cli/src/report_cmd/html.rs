@@ -8,7 +8,9 @@ use anyhow::{Context, Result};
 use clap::Args;
 use gapscope_analyzer::analysis::Report;
 use gapscope_analyzer::analysis::ranks::RanksReport;
-use gapscope_analyzer::roofline::report::{BatchSource, ContextChoice, TraceAtBatch, roofline_at};
+use gapscope_analyzer::roofline::report::{
+    BatchSource, ContextChoice, TpChoice, TraceAtBatch, roofline_at,
+};
 use gapscope_analyzer::roofline::{HardwareSpec, ModelSpec, WeightFormat, hw};
 use gapscope_analyzer::tables::Tables;
 use gapscope_traces::{check_output, write_output};
@@ -113,6 +115,7 @@ impl HtmlPlan {
                     *fmt,
                     &DEFAULT_BATCHES,
                     ContextChoice::new(None, DEFAULT_CTX),
+                    TpChoice::default(),
                     &placed,
                 );
                 let input = RooflineInput {

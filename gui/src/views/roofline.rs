@@ -7,9 +7,9 @@ use std::path::PathBuf;
 
 use egui::{Color32, Ui};
 use gapscope_analyzer::roofline::report::{
-    BatchSource, ContextChoice, RooflineReport, TraceAtBatch, roofline_at,
+    BatchSource, ContextChoice, RooflineReport, TpChoice, TraceAtBatch, roofline_at,
 };
-use gapscope_analyzer::roofline::{HardwareSpec, ModelSpec, WeightFormat, hw};
+use gapscope_analyzer::roofline::{HardwareSpec, MAX_TP, ModelSpec, WeightFormat, hw};
 
 use super::{format, roofline_chart, roofline_text};
 use crate::loader::Loaded;
@@ -31,6 +31,9 @@ pub struct RooflineState {
     /// The context asked for (`--ctx`, or set in the view); `None`: the trace's own, else
     /// [`DEFAULT_CTX`], said to be assumed.
     pub ctx: Option<u64>,
+    /// The tensor-parallel degree asked for (`--tp`, or set in the view); `None`: the
+    /// trace's rank count, else 1, said to be assumed.
+    pub tp: Option<u64>,
     model_text: String,
     profile_text: String,
 }
@@ -46,6 +49,7 @@ impl Default for RooflineState {
             weights: WeightFormat::Bf16,
             batch: 1,
             ctx: None,
+            tp: None,
             model_text: String::new(),
             profile_text: String::new(),
         }
@@ -146,6 +150,20 @@ pub fn show(ui: &mut Ui, st: &mut RooflineState, docs: &[&Loaded]) {
         if st.ctx.is_some() && ui.small_button("from the trace").clicked() {
             st.ctx = None;
         }
+        ui.label("TP");
+        let mut tp = st.tp.unwrap_or(1);
+        if ui
+            .add(egui::DragValue::new(&mut tp).range(1..=MAX_TP))
+            .on_hover_text(
+                "tensor-parallel degree: the floors are one rank's (1/N of the linear weights and of the KV cache, at least one KV head); the trace's rank count when it says",
+            )
+            .changed()
+        {
+            st.tp = Some(tp);
+        }
+        if st.tp.is_some() && ui.small_button("from the trace's ranks").clicked() {
+            st.tp = None;
+        }
     });
     let model = match &st.model {
         Some(Ok(m)) => m.clone(),
@@ -183,7 +201,15 @@ pub fn show(ui: &mut Ui, st: &mut RooflineState, docs: &[&Loaded]) {
         })
         .collect();
     let choice = ContextChoice::new(st.ctx, DEFAULT_CTX);
-    let r = roofline_at(&model, &hardware, st.weights, &batches, choice, &traces);
+    let r = roofline_at(
+        &model,
+        &hardware,
+        st.weights,
+        &batches,
+        choice,
+        TpChoice::new(st.tp),
+        &traces,
+    );
     summary(ui, &r, st.batch);
     roofline_chart::chart(ui, &r, st.batch);
 }
@@ -191,10 +217,11 @@ pub fn show(ui: &mut Ui, st: &mut RooflineState, docs: &[&Loaded]) {
 fn summary(ui: &mut Ui, r: &RooflineReport, batch: u64) {
     if let Some(f) = r.floors.iter().find(|f| f.batch == batch) {
         ui.label(format!(
-            "{} on {} · batch {batch} · {}: floor {} ({}-bound; weights {}, KV {}, compute {}) · crossover batch {:.0}",
+            "{} on {} · batch {batch} · {} · {}: floor {} ({}-bound; weights {}, KV {}, compute {}) · crossover batch {:.0}",
             if r.model.model_type.is_empty() { "model" } else { &r.model.model_type },
             r.hardware.name,
             roofline_text::context_label(r.ctx, r.ctx_source),
+            roofline_text::tp_label(r.tp, r.tp_source, r.kv_heads_per_rank, r.model.kv_heads),
             format::ms_label(f.step_floor_s * 1e3),
             f.bound,
             format::ms_label(f.weight_floor_s * 1e3),

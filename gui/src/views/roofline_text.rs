@@ -2,7 +2,7 @@
 //! floor" (measured ÷ floor) with its efficiency (floor ÷ measured, the analyzer's
 //! `pct_of_floor`); never "% of floor", which reads the wrong way round.
 
-use gapscope_analyzer::roofline::report::ContextSource;
+use gapscope_analyzer::roofline::report::{ContextSource, TpSource};
 
 /// `TPOT median 73.465 ms = 23.46× the floor (efficiency 4.3%)`, as the CLI prints it.
 pub fn floor_headline(tpot_ms: f64, floor_ms: f64, pct_of_floor: f64) -> String {
@@ -33,6 +33,24 @@ pub fn context_label(ctx: u64, source: ContextSource) -> String {
         ContextSource::TraceMarkers => format!("context {ctx} tokens (from the trace's markers)"),
         ContextSource::Given => format!("context {ctx} tokens (given)"),
         ContextSource::Assumed => format!("context {ctx} tokens (assumed; pass --ctx)"),
+    }
+}
+
+/// The tensor-parallel degree the floors are one rank's of, and where it comes from:
+/// `tensor parallel 2 (from the trace's world size; per rank: 1/2 of the weights, 4 of 8 KV
+/// heads)`, or `1 GPU (assumed; pass --tp)`.
+pub fn tp_label(tp: u64, source: TpSource, kv_per_rank: u64, kv_heads: u64) -> String {
+    let from = match source {
+        TpSource::TraceWorldSize => "from the trace's world size",
+        TpSource::Given => "given",
+        TpSource::Assumed => "assumed; pass --tp",
+    };
+    if tp == 1 {
+        format!("1 GPU ({from})")
+    } else {
+        format!(
+            "tensor parallel {tp} ({from}; per rank: 1/{tp} of the weights, {kv_per_rank} of {kv_heads} KV heads)"
+        )
     }
 }
 
@@ -72,6 +90,14 @@ mod tests {
         assert_eq!(
             context_label(4096, ContextSource::Assumed),
             "context 4096 tokens (assumed; pass --ctx)"
+        );
+        assert_eq!(
+            tp_label(2, TpSource::TraceWorldSize, 4, 8),
+            "tensor parallel 2 (from the trace's world size; per rank: 1/2 of the weights, 4 of 8 KV heads)"
+        );
+        assert_eq!(
+            tp_label(1, TpSource::Assumed, 8, 8),
+            "1 GPU (assumed; pass --tp)"
         );
     }
 }

@@ -255,3 +255,92 @@ fn event_latency_is_calibrated_and_subtracted() {
         );
     }
 }
+
+/// Hidden-state capture on CUDA (`logits --hidden`): after a prefill of two sequences and
+/// graphed decode steps, each layer's residual stream at the logit rows matches the CPU
+/// reference's within the bf16 tolerance of the whole-model logits check, row for row; and
+/// capture changes no logit bit against the same backend with it off.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn hidden_capture_matches_the_cpu_reference() {
+    use gapscope_engine::cpu::CpuBackend;
+    use gapscope_engine::model::{Backend, Batch, forward};
+    let cfg = ModelConfig::from_json(&serde_json::json!({
+        "model_type": "llama", "hidden_size": 256, "intermediate_size": 512,
+        "num_hidden_layers": 3, "num_attention_heads": 8, "num_key_value_heads": 2,
+        "head_dim": 64, "vocab_size": 1000, "rms_norm_eps": 1e-6, "tie_word_embeddings": false
+    }))
+    .unwrap();
+    let w = ModelWeights::random(&cfg, WeightFormat::Bf16, 0x5eed);
+    let cap = Capacity {
+        max_seqs: 2,
+        max_ctx: 32,
+        max_rows: 16,
+    };
+    let open = |capture: bool| {
+        let mut be = CudaBackend::new(
+            Device::open(0).unwrap(),
+            &cfg,
+            &w,
+            Levers::default(),
+            cap,
+            Timing::Off,
+        )
+        .unwrap();
+        be.set_capture_hidden(capture).unwrap();
+        be
+    };
+    let (mut on, mut off) = (open(true), open(false));
+    assert!(off.read_hidden().unwrap().is_none());
+    let mut cpu = CpuBackend::new(&cfg, &w);
+    cpu.set_capture_hidden(true);
+    let prompts = vec![vec![3, 17, 42, 8, 90], vec![500, 1, 999, 7, 64]];
+    let mut batches = vec![(Batch::prefill(&prompts), Phase::Prefill)];
+    for i in 0..3 {
+        batches.push((
+            Batch::decode(vec![11 + i, 300 + i], vec![5 + i; 2]),
+            Phase::Decode,
+        ));
+    }
+    // Batch 1 at the next position of sequence 0 (the batch-1 decode paths).
+    batches.push((Batch::decode(vec![21], vec![8]), Phase::Decode));
+    let mut worst = 0f64;
+    for (step, (b, phase)) in batches.iter().enumerate() {
+        for be in [&mut on, &mut off] {
+            be.set_tokens(&b.tokens).unwrap();
+            be.step(b, *phase, step as i64).unwrap();
+        }
+        cpu.begin(b).unwrap();
+        forward(&mut cpu, &cfg, b).unwrap();
+        assert_eq!(
+            on.read_logits().unwrap(),
+            off.read_logits().unwrap(),
+            "step {step}"
+        );
+        let got = on.read_hidden().unwrap().unwrap();
+        let want = cpu.hidden().unwrap();
+        assert_eq!(got.len(), cfg.layers);
+        for (l, (g, c)) in got.iter().zip(want).enumerate() {
+            assert_eq!(
+                g.len(),
+                b.logit_rows() * cfg.hidden,
+                "step {step} layer {l}"
+            );
+            for (r, (gr, cr)) in g
+                .chunks_exact(cfg.hidden)
+                .zip(c.chunks_exact(cfg.hidden))
+                .enumerate()
+            {
+                let scale = cr.iter().fold(0f64, |m, v| m.max(f64::from(v.abs())));
+                let diff = gr
+                    .iter()
+                    .zip(cr)
+                    .fold(0f64, |m, (a, b)| m.max(f64::from((a - b).abs())));
+                let e = diff / scale.max(1e-30);
+                worst = worst.max(e);
+                assert!(e < 1e-2, "step {step} layer {l} row {r}: {e:.2e}");
+            }
+        }
+    }
+    println!("hidden capture: worst max-abs/max-ref error against the CPU {worst:.2e}");
+}

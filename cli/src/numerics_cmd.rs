@@ -35,6 +35,10 @@ pub struct NumericsArgs {
     /// Markdown output.
     #[arg(long)]
     pub markdown: bool,
+    /// Also write a self-contained HTML page: the comparisons, the relative error layer by
+    /// layer (the identity pair's floor dashed) and each position's KL, as inline SVG.
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
 }
 
 /// The verdict's thresholds (defaults: ACCEPT at |Δppl| ≤ 1% and top-1 ≥ 95%).
@@ -101,7 +105,25 @@ pub fn run(a: NumericsArgs, g: &crate::Global) -> Result<ExitCode> {
         [x, y] => Some((x.as_path(), y.as_path())),
         _ => None,
     };
+    if let Some(out) = &a.html {
+        let inputs: Vec<&std::path::Path> = a
+            .dumps
+            .iter()
+            .chain(&a.identity)
+            .chain(&a.reference)
+            .map(PathBuf::as_path)
+            .collect();
+        gapscope_traces::check_output(out, &inputs)?;
+    }
     let r = compare(&reference, &others, identity, &settings)?;
+    if let Some(out) = &a.html {
+        let inputs: Vec<&std::path::Path> = a.dumps.iter().map(PathBuf::as_path).collect();
+        gapscope_traces::write_output(
+            out,
+            &inputs,
+            crate::render::html::numerics_page(&r).as_bytes(),
+        )?;
+    }
     let out = if a.json {
         serde_json::to_string_pretty(&r)? + "\n"
     } else if a.markdown {

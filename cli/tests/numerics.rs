@@ -174,3 +174,35 @@ fn the_numerics_gate_passes_the_same_numbers_and_fails_a_fault_naming_its_layer(
     ]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn the_html_page_draws_the_layers_and_positions_and_never_overwrites_a_dump() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let d = dir.path();
+    let r = dump(d, "ref", 2, None);
+    let again = dump(d, "again", 2, None);
+    let fault = dump(d, "fault", 2, Some(2));
+    let page = d.join("numerics.html");
+    let o = run(&[
+        "numerics",
+        s(&r),
+        s(&fault),
+        "--identity",
+        s(&r),
+        s(&again),
+        "--html",
+        s(&page),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let html = std::fs::read_to_string(&page).expect("written");
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.contains("Residual stream, layer by layer"));
+    assert!(html.contains("fault: first diverging layer 2"), "{html}");
+    // The floor (dashed), the fault's layers, the fault's positions.
+    assert_eq!(html.matches("<polyline").count(), 3);
+    assert!(html.contains("stroke-dasharray"));
+    assert!(!html.contains("<script"));
+    let o = run(&["numerics", s(&r), s(&fault), "--html", s(&fault)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("input"), "{}", stderr(&o));
+}

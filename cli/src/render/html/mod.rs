@@ -11,10 +11,12 @@
 //!   notebook's `_repr_html_`); needs only the report and its tables.
 //! - [`report_page`]: the document `report --html` writes.
 //! - [`diff_page`], [`diff_ranks_page`]: the documents `diff --html` writes.
+//! - [`numerics_page`]: the document `numerics --html` writes.
 
 mod charts;
 mod diff;
 mod headline;
+mod numerics;
 mod page;
 mod style;
 mod svg;
@@ -28,6 +30,12 @@ use gapscope_analyzer::diff::ranks::RanksDiff;
 use gapscope_analyzer::roofline::report::RooflineReport;
 use gapscope_analyzer::roofline::{HardwareSpec, ModelSpec};
 use gapscope_analyzer::tables::Tables;
+
+/// The document `numerics --html` writes: the comparisons, the per-layer error chart and
+/// each position's KL.
+pub fn numerics_page(r: &gapscope_numerics::NumericsReport) -> String {
+    numerics::page(r)
+}
 
 /// What the roofline chart is drawn from: the report `roofline_of` built, and the model and
 /// GPU it was built for (the roofs are drawn as curves from them).

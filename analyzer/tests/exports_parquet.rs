@@ -102,3 +102,48 @@ fn the_tables_hold_launches_and_scopes() {
     assert_eq!(rows("scopes.parquet"), run.trace.scopes.len);
     assert!(run.trace.scopes.len > 0);
 }
+
+/// `--parquet` numbers each activity's step twice: `step`, its position in the run (what
+/// the tables join on), and `report_step`, the number `report` gives it (null in the
+/// prefill, which the report does not cover). The engine trace's prefill is position 0.
+#[test]
+fn each_activity_carries_the_reports_step_number() {
+    let run = common::open(repo("traces/reference/engine-llama3-8b-npl1.gst"));
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let out = dir.path().join("acts.parquet");
+    write_parquet(&run, &out, &[]).expect("written");
+    let batches = read(&out);
+    let schema = batches[0].schema();
+    assert!(
+        schema
+            .field_with_name("report_step")
+            .expect("column")
+            .is_nullable()
+    );
+    let (mut prefill, mut decode) = (0usize, 0usize);
+    for b in &batches {
+        let step = b
+            .column_by_name("step")
+            .expect("step")
+            .as_primitive::<UInt32Type>();
+        let number = b
+            .column_by_name("report_step")
+            .expect("report_step")
+            .as_primitive::<Int64Type>();
+        let phase = b.column_by_name("phase").expect("phase").as_string::<i32>();
+        for i in (0..b.num_rows()).filter(|&i| !step.is_null(i)) {
+            if phase.value(i) == "prefill" {
+                prefill += 1;
+                assert!(number.is_null(i));
+            } else {
+                decode += 1;
+                // One prefill before the decode steps: the report's number is one less.
+                assert_eq!(number.value(i), i64::from(step.value(i)) - 1);
+            }
+        }
+    }
+    assert!(prefill > 0 && decode > 0, "{prefill} {decode}");
+    // The steps table says the same.
+    let s = &run.tables.steps;
+    assert_eq!((s.report_step[0], s.report_step[1]), (-1, 0));
+}

@@ -269,3 +269,62 @@ fn the_tables_folder_must_be_new_or_empty() {
         assert!(String::from_utf8_lossy(&o.stderr).contains("symbolic link"));
     }
 }
+
+/// The steps table keeps its positional `step` (what activities join on) and adds
+/// `report_step`: the number `report` gives a step (`worst_stall.step`, `--step N`, the
+/// explorer's `step N`), null outside the report. The engine trace's prefill is position 0
+/// and has none; its first decode step is the report's step 0.
+#[test]
+fn the_steps_table_numbers_steps_as_the_report_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("tables");
+    let o = run(&["export", "-q", s(&repo(ENGINE_8B)), "--tables", s(&out)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let steps = read(&out.join("steps.parquet"));
+    let field = steps[0]
+        .schema()
+        .field_with_name("report_step")
+        .unwrap()
+        .clone();
+    assert!(field.is_nullable());
+    let numbers: Vec<Option<i64>> = steps
+        .iter()
+        .flat_map(|b| {
+            b.column_by_name("report_step")
+                .unwrap()
+                .as_primitive::<Int64Type>()
+                .iter()
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let (position, in_report) = (col_u32(&steps, "step"), col_u8(&steps, "in_report"));
+    let starts = col_i64(&steps, "gpu_start_ns");
+    let ends = col_i64(&steps, "gpu_end_ns");
+    assert_eq!(position[..3], [0, 1, 2]);
+    assert_eq!(numbers[..3], [None, Some(0), Some(1)]);
+    let r = report(ENGINE_8B);
+    let decode = r["steps"]["decode_steps"].as_u64().unwrap() as usize;
+    let mut n = 0;
+    for (k, (num, covered)) in numbers.iter().zip(&in_report).enumerate() {
+        if *covered == 1 {
+            assert_eq!(*num, Some(n), "row {k}");
+            n += 1;
+        } else {
+            assert_eq!(*num, None, "row {k}");
+        }
+    }
+    assert_eq!(n as usize, decode);
+    // The report's worst stall names the step it ends in by that number.
+    let w = &r["steps"]["worst_stall"];
+    let end = w["gpu_start_ns"].as_i64().unwrap() + (w["ms"].as_f64().unwrap() * 1e6) as i64;
+    let k = numbers
+        .iter()
+        .position(|x| *x == w["step"].as_i64())
+        .unwrap();
+    assert!(
+        starts[k] <= end + 1 && end <= ends[k],
+        "{} {end} {}",
+        starts[k],
+        ends[k]
+    );
+}

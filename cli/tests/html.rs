@@ -135,6 +135,31 @@ fn report_page_has_one_bar_per_decode_step_and_the_bucket_table() {
     assert!(count(&html, "<g class=\"bar\">") >= buckets.len() / 2);
 }
 
+/// The bars are numbered as the report numbers its steps (`--step N`, `worst_stall.step`):
+/// the engine trace's prefill is the run's step 0, so its first decode step is the run's
+/// step 1 and the report's step 0.
+#[test]
+fn report_page_numbers_the_bars_as_the_report_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report.html");
+    let trace = repo("traces/reference/engine-llama3-8b-npl1.gst");
+    let (_, html) = page(&["report", "-q", s(&trace), "--html", s(&out)], &out);
+    let r = &json(&["report", "-q", "--json", s(&trace)])["reports"][0];
+    let decode = r["steps"]["decode_steps"].as_u64().unwrap() as usize;
+    let steps: Vec<&str> = html.split("<g class=\"step\" ").skip(1).collect();
+    assert_eq!(steps.len(), decode);
+    for (n, g) in steps.iter().enumerate() {
+        assert!(
+            g.starts_with(&format!("data-step=\"{n}\"><title>decode step {n}: ")),
+            "bar {n}: {}",
+            &g[..g.len().min(80)]
+        );
+    }
+    // The worst stall's step is the bar of that number.
+    let w = r["steps"]["worst_stall"]["step"].as_u64().unwrap() as usize;
+    assert!(steps[w].starts_with(&format!("data-step=\"{w}\"")));
+}
+
 #[test]
 fn report_page_of_several_traces_has_a_section_each_and_the_roofline() {
     let dir = tempfile::tempdir().unwrap();

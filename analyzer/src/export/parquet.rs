@@ -20,6 +20,9 @@ use crate::tables::NO_STEP;
 
 const ROWS: usize = 64 * 1024;
 
+/// An activity's step: its position in the run, the report's number, its phase.
+type StepOf = (Option<u32>, Option<i64>, Option<&'static str>);
+
 fn schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
         Field::new("kind", DataType::Utf8, false),
@@ -29,6 +32,7 @@ fn schema() -> Arc<Schema> {
         Field::new("name", DataType::Utf8, false),
         Field::new("bucket", DataType::Utf8, false),
         Field::new("step", DataType::UInt32, true),
+        Field::new("report_step", DataType::Int64, true),
         Field::new("phase", DataType::Utf8, true),
         Field::new("gpu_start_ns", DataType::Int64, false),
         Field::new("gpu_end_ns", DataType::Int64, false),
@@ -47,6 +51,7 @@ struct Cols {
     name: Vec<String>,
     bucket: Vec<&'static str>,
     step: Vec<Option<u32>>,
+    report_step: Vec<Option<i64>>,
     phase: Vec<Option<&'static str>>,
     start: Vec<i64>,
     end: Vec<i64>,
@@ -70,6 +75,7 @@ impl Cols {
             Arc::new(StringArray::from(std::mem::take(&mut self.name))),
             Arc::new(StringArray::from(std::mem::take(&mut self.bucket))),
             Arc::new(UInt32Array::from(std::mem::take(&mut self.step))),
+            Arc::new(Int64Array::from(std::mem::take(&mut self.report_step))),
             Arc::new(StringArray::from(std::mem::take(&mut self.phase))),
             Arc::new(Int64Array::from(std::mem::take(&mut self.start))),
             Arc::new(Int64Array::from(std::mem::take(&mut self.end))),
@@ -101,17 +107,23 @@ pub fn write_parquet(run: &AnalyzedRun, out: &Path, inputs: &[&Path]) -> Result<
         let b = c.batch().map_err(|e| err(e.to_string()))?;
         w.write(&b).map_err(|e| err(e.to_string()))
     };
-    // A step number and its phase, or nulls outside every step.
-    let step_of = |steps: &[u32], i: usize| -> (Option<u32>, Option<&'static str>) {
+    // A step's position, the report's number for it and its phase, or nulls outside
+    // every step (the number also outside the report).
+    let step_of = |steps: &[u32], i: usize| -> StepOf {
         match steps.get(i).copied().filter(|&s| s != NO_STEP) {
             Some(s) => (
                 Some(s),
+                t.steps
+                    .report_step
+                    .get(s as usize)
+                    .copied()
+                    .filter(|&n| n >= 0),
                 t.steps
                     .phase
                     .get(s as usize)
                     .map(|&ph| Phase::from_code(ph).as_str()),
             ),
-            None => (None, None),
+            None => (None, None, None),
         }
     };
     let bucket = |v: &[u8], i: usize| {
@@ -120,7 +132,7 @@ pub fn write_parquet(run: &AnalyzedRun, out: &Path, inputs: &[&Path]) -> Result<
     let k = &trace.kernels;
     let (has_bytes, has_graph) = (k.bytes.len() == k.len, k.graph_id.len() == k.len);
     for i in 0..k.len {
-        let (step, phase) = step_of(&t.kernel_step, i);
+        let (step, report_step, phase) = step_of(&t.kernel_step, i);
         c.kind.push("kernel");
         c.device.push(k.device[i]);
         c.stream.push(k.stream[i]);
@@ -128,6 +140,7 @@ pub fn write_parquet(run: &AnalyzedRun, out: &Path, inputs: &[&Path]) -> Result<
         c.name.push(trace.strings.get(k.name[i]).to_owned());
         c.bucket.push(bucket(&t.kernel_bucket, i));
         c.step.push(step);
+        c.report_step.push(report_step);
         c.phase.push(phase);
         c.start.push(k.gpu_start_ns[i]);
         c.end.push(k.gpu_end_ns[i]);
@@ -142,7 +155,7 @@ pub fn write_parquet(run: &AnalyzedRun, out: &Path, inputs: &[&Path]) -> Result<
     let m = &trace.memops;
     for i in 0..m.len {
         let kind = MemopKind::from_code(m.kind[i]);
-        let (step, phase) = step_of(&t.memop_step, i);
+        let (step, report_step, phase) = step_of(&t.memop_step, i);
         c.kind.push(if kind == MemopKind::Memset {
             "memset"
         } else {
@@ -154,6 +167,7 @@ pub fn write_parquet(run: &AnalyzedRun, out: &Path, inputs: &[&Path]) -> Result<
         c.name.push(trace.strings.get(m.name[i]).to_owned());
         c.bucket.push(bucket(&t.memop_bucket, i));
         c.step.push(step);
+        c.report_step.push(report_step);
         c.phase.push(phase);
         c.start.push(m.gpu_start_ns[i]);
         c.end.push(m.gpu_end_ns[i]);

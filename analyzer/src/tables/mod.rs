@@ -149,11 +149,32 @@ impl Tables {
             .collect()
     }
 
+    /// The step table as one record batch, `report_step` null for the steps outside the
+    /// report (in memory they hold -1).
+    pub fn steps_batch(&self) -> Result<RecordBatch, ArrowError> {
+        use gapscope_traces::arrow_array::{ArrayRef, Int64Array};
+        use gapscope_traces::arrow_schema::{DataType, Field, Schema};
+        let b = self.steps.to_batch(0..self.steps.len)?;
+        let schema = b.schema();
+        let at = schema.index_of("report_step")?;
+        let mut fields = schema.fields().to_vec();
+        fields[at] = std::sync::Arc::new(Field::new("report_step", DataType::Int64, true));
+        let mut columns = b.columns().to_vec();
+        let numbers: Int64Array = self
+            .steps
+            .report_step
+            .iter()
+            .map(|&n| (n >= 0).then_some(n))
+            .collect();
+        columns[at] = std::sync::Arc::new(numbers) as ArrayRef;
+        RecordBatch::try_new(std::sync::Arc::new(Schema::new(fields)), columns)
+    }
+
     /// The derived tables as named record batches (the activity table is built from the
     /// trace: see [`ActivityTable::build`]).
     pub fn record_batches(&self) -> Result<Vec<(&'static str, RecordBatch)>, ArrowError> {
         Ok(vec![
-            ("steps", self.steps.to_batch(0..self.steps.len)?),
+            ("steps", self.steps_batch()?),
             (
                 "step_buckets",
                 self.step_buckets

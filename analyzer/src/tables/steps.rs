@@ -19,6 +19,10 @@ columnar_table! {
         /// 1 when the report's figures cover the step (decode steps; else the training
         /// iterations or every step).
         in_report: u8 => UInt8Type = 0,
+        /// The number the report gives the step (`report --step N`, `worst_stall.step`, the
+        /// explorer's `step N`): the report's steps numbered from 0 in time order; -1 for a
+        /// step outside the report (null in the Arrow and Parquet tables).
+        report_step: i64 => Int64Type = -1,
         /// Sequences in the step when its marker says, else 0.
         batch: u32 => UInt32Type = 0,
         /// Tokens the step produced when known (a decode step without speculation: one per

@@ -54,16 +54,24 @@ pub(super) fn step_tables(
     let mut table = StepTable::default();
     table.reserve(accs.len());
     let mut buckets = StepBuckets::with_steps(accs.len());
+    let mut report_steps = 0i64;
     for (i, (s, a)) in steps.steps.iter().zip(accs).enumerate() {
         let batch = steps.batch.get(i).copied().unwrap_or(0);
         let cycle = steps.spec.as_ref().and_then(|sp| sp.cycles.get(i));
+        let covered = in_report.get(i).copied().unwrap_or(false);
         table.push(StepRow {
             rank,
             step: i as u32,
             number: steps.numbers.get(i).copied().unwrap_or(-1),
             phase: s.phase as u8,
             role: role(s.phase) as u8,
-            in_report: u8::from(in_report.get(i).copied().unwrap_or(false)),
+            in_report: u8::from(covered),
+            report_step: if covered {
+                report_steps += 1;
+                report_steps - 1
+            } else {
+                -1
+            },
             batch,
             tokens: tokens(steps, i, s.phase, batch),
             gpu_start_ns: s.gpu_start_ns,

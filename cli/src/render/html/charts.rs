@@ -18,9 +18,10 @@ pub const MAX_BARS: usize = 1200;
 
 /// One bar of the step chart: a step, or the mean of consecutive steps.
 struct Bar {
-    /// The first step's position in the run's step list, and the last one's.
-    first: usize,
-    last: usize,
+    /// The first step's number and the last one's, as the report numbers its steps
+    /// (`report --step N`, the steps table's `report_step`): from 0, in time order.
+    first: i64,
+    last: i64,
     phase: &'static str,
     bucket_ms: [f64; NB],
     idle_ms: f64,
@@ -32,21 +33,21 @@ impl Bar {
         self.bucket_ms.iter().sum::<f64>() + self.idle_ms
     }
 
-    fn of(v: &[&StepView]) -> Self {
+    fn of(v: &[(i64, &StepView)]) -> Self {
         let n = v.len().max(1) as f64;
         let mut bucket_ms = [0.0; NB];
-        for s in v {
+        for (_, s) in v {
             for (o, x) in bucket_ms.iter_mut().zip(s.bucket_ms) {
                 *o += x / n;
             }
         }
         Self {
-            first: v.first().map_or(0, |s| s.index),
-            last: v.last().map_or(0, |s| s.index),
-            phase: v.first().map_or("", |s| s.phase.as_str()),
+            first: v.first().map_or(0, |s| s.0),
+            last: v.last().map_or(0, |s| s.0),
+            phase: v.first().map_or("", |s| s.1.phase.as_str()),
             bucket_ms,
-            idle_ms: v.iter().map(|s| s.idle_ms).sum::<f64>() / n,
-            stall: v.iter().any(|s| s.stall),
+            idle_ms: v.iter().map(|s| s.1.idle_ms).sum::<f64>() / n,
+            stall: v.iter().any(|s| s.1.stall),
         }
     }
 
@@ -78,14 +79,25 @@ impl Bar {
     }
 }
 
-/// The report's steps (those its figures cover), one bar each; more than [`MAX_BARS`]
-/// steps are drawn as the means of consecutive runs of steps.
+/// The report's steps (those its figures cover), one bar each, numbered as the report
+/// numbers them; more than [`MAX_BARS`] steps are drawn as the means of consecutive runs of
+/// steps.
 fn bars(tables: &Tables) -> (Vec<Bar>, usize) {
     let all = views(tables);
-    let kept: Vec<&StepView> = tables
+    let kept: Vec<(i64, &StepView)> = tables
         .report_steps()
         .into_iter()
-        .filter_map(|i| all.get(i))
+        .enumerate()
+        .filter_map(|(n, i)| {
+            let number = tables
+                .steps
+                .report_step
+                .get(i)
+                .copied()
+                .filter(|&x| x >= 0)
+                .unwrap_or(n as i64);
+            Some((number, all.get(i)?))
+        })
         .collect();
     let per_bar = kept.len().div_ceil(MAX_BARS).max(1);
     let bars = kept.chunks(per_bar).map(Bar::of).collect();
@@ -385,5 +397,19 @@ mod tests {
         assert_eq!(svg.matches("<g class=\"work-bin\" ").count(), 1000);
         assert!(svg.contains("steps 3 to 5 (mean)"));
         assert!(bars(&Tables::default()).0.is_empty());
+    }
+
+    #[test]
+    fn bars_carry_the_reports_step_numbers_not_the_runs_positions() {
+        // A prefill outside the report, then the report's steps 0 and 1.
+        let mut t = tables(3);
+        t.steps.in_report[0] = 0;
+        t.steps.report_step = vec![-1, 0, 1];
+        let (b, _) = bars(&t);
+        assert_eq!(b.iter().map(|b| b.first).collect::<Vec<_>>(), [0, 1]);
+        let svg = stacked(&b, 1, true);
+        assert!(svg.contains("data-step=\"0\""), "{svg}");
+        assert!(!svg.contains("data-step=\"2\""));
+        assert!(svg.contains("unknown step 1: "));
     }
 }

@@ -87,6 +87,67 @@ pub fn pct(v: f64) -> String {
     }
 }
 
+/// A roofline percentage with one decimal (`55.4%`: an efficiency, floor ÷ measured, or a
+/// share of the bandwidth), `n/a` when it is not a number.
+pub fn pct1(p: f64) -> String {
+    if p.is_finite() {
+        format!("{p:.1}%")
+    } else {
+        "n/a".to_owned()
+    }
+}
+
+/// How many times its floor a measured time is (`measured ÷ floor`), the roofline's
+/// "× floor" figure, with two decimals and no sign; `n/a` when the floor is 0 or a figure is
+/// not a number. Its inverse is the efficiency (`floor ÷ measured`, the analyzer's
+/// `pct_of_floor`); never "% of floor", which reads the wrong way round.
+pub fn x_floor(measured: f64, floor: f64) -> String {
+    times_digits(measured, floor, 2).unwrap_or_else(|| "n/a".to_owned())
+}
+
+/// `measured ÷ floor` to `decimals`, or `None` without a floor.
+fn times_digits(measured: f64, floor: f64, decimals: usize) -> Option<String> {
+    let x = measured / floor;
+    (floor > 0.0 && x.is_finite()).then(|| format!("{x:.decimals$}"))
+}
+
+/// `23.46× the floor`, or `n/a the floor` without one.
+pub fn times_floor(ms: f64, floor_ms: f64) -> String {
+    match times_digits(ms, floor_ms, 2) {
+        Some(x) => format!("{x}× the floor"),
+        None => "n/a the floor".to_owned(),
+    }
+}
+
+/// A measured time against its floor: `73.465 ms = 23.46× the floor (efficiency 4.3%)`,
+/// where `×` is measured ÷ floor and the efficiency floor ÷ measured (`pct_of_floor`).
+pub fn against_floor(ms: f64, floor_ms: f64, pct_of_floor: f64) -> String {
+    format!(
+        "{ms:.3} ms = {} (efficiency {})",
+        times_floor(ms, floor_ms),
+        pct1(pct_of_floor)
+    )
+}
+
+/// A trace's headline against its floor, the one wording every front end uses:
+/// `TPOT median 73.465 ms = 23.46× the floor (efficiency 4.3%)`.
+pub fn floor_headline(tpot_ms: f64, floor_ms: f64, pct_of_floor: f64) -> String {
+    format!(
+        "TPOT median {}",
+        against_floor(tpot_ms, floor_ms, pct_of_floor)
+    )
+}
+
+/// A bucket against its floor, as a chart labels it: `attention 3.4× floor`, or
+/// `norm (no floor)`.
+pub fn bucket_vs_floor(bucket: &str, ms: f64, floor_ms: f64) -> String {
+    match times_digits(ms, floor_ms, 1) {
+        Some(x) if floor_ms > 0.0 => format!("{bucket} {x}× floor"),
+        _ if floor_ms > 0.0 => format!("{bucket} n/a floor"),
+        _ => format!("{bucket} (no floor)"),
+    }
+}
+
 /// A duration in ns in the unit that suits it: `12.3 µs`, `4.560 ms`, `1.230 s`.
 pub fn dur_ns(ns: f64) -> String {
     let a = ns.abs();
@@ -173,6 +234,29 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_time_against_its_floor_reads_as_times_and_efficiency() {
+        assert_eq!(
+            floor_headline(73.465, 3.131, 100.0 * 3.131 / 73.465),
+            "TPOT median 73.465 ms = 23.46× the floor (efficiency 4.3%)"
+        );
+        assert_eq!(
+            against_floor(2.0, 0.0, f64::NAN),
+            "2.000 ms = n/a the floor (efficiency n/a)"
+        );
+        assert_eq!(
+            (x_floor(5.656, 3.125), x_floor(1.0, 0.0)),
+            ("1.81".into(), "n/a".into())
+        );
+        assert_eq!(times_floor(5.656, 3.125), "1.81× the floor");
+        assert_eq!(pct1(55.36), "55.4%");
+        assert_eq!(
+            bucket_vs_floor("attention", 2.0, 0.5),
+            "attention 4.0× floor"
+        );
+        assert_eq!(bucket_vs_floor("norm", 2.0, 0.0), "norm (no floor)");
+    }
 
     #[test]
     fn cuts_and_counts() {

@@ -19,6 +19,7 @@ use gapscope_traces::{check_output, write_output};
 
 use crate::render::{count, pct1, text, x_floor};
 use crate::report_cmd::TraceArgs;
+use gapscope_analyzer::text::{against_floor, floor_headline};
 
 #[derive(Args)]
 pub struct RooflineArgs {
@@ -247,26 +248,6 @@ fn peak_cell(h: &HardwareSpec, path: TensorPath) -> String {
     } else {
         "none".to_owned()
     }
-}
-
-/// A measured step time against its floor, the one wording every renderer uses:
-/// `TPOT median 73.465 ms = 23.46× the floor (efficiency 4.3%)`, where `×` is measured ÷
-/// floor and the efficiency floor ÷ measured (`pct`, the analyzer's `pct_of_floor_*`).
-pub(crate) fn floor_headline(tpot_ms: f64, floor_ms: f64, pct_of_floor: f64) -> String {
-    format!(
-        "TPOT median {}",
-        against_floor(tpot_ms, floor_ms, pct_of_floor)
-    )
-}
-
-/// `73.465 ms = 23.46× the floor (efficiency 4.3%)`.
-fn against_floor(ms: f64, floor_ms: f64, pct_of_floor: f64) -> String {
-    let x = x_floor(ms, floor_ms);
-    let times = if x == "n/a" { x } else { format!("{x}×") };
-    format!(
-        "{ms:.3} ms = {times} the floor (efficiency {})",
-        pct1(pct_of_floor)
-    )
 }
 
 fn table(r: &RooflineReport) -> String {

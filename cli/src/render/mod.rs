@@ -638,25 +638,5 @@ pub fn bytes_label(b: f64) -> String {
     format!("{v:.1} {u}")
 }
 
-/// How many times its floor a measured time is (`measured ÷ floor`), the roofline's
-/// "× floor" figure, with two decimals; `n/a` when the floor is 0 or a figure is not a
-/// number. Its inverse is the efficiency (`floor ÷ measured`, the analyzer's
-/// `pct_of_floor`); never "% of floor", which reads the wrong way round.
-pub fn x_floor(measured: f64, floor: f64) -> String {
-    let x = measured / floor;
-    if floor > 0.0 && x.is_finite() {
-        format!("{x:.2}")
-    } else {
-        "n/a".to_owned()
-    }
-}
-
-/// A roofline percentage with one decimal (`55.4%`: an efficiency, floor ÷ measured, or a
-/// share of the bandwidth), `n/a` when it is not a number.
-pub fn pct1(p: f64) -> String {
-    if p.is_finite() {
-        format!("{p:.1}%")
-    } else {
-        "n/a".to_owned()
-    }
-}
+/// The roofline's wording against a floor, shared with the explorer.
+pub use gapscope_analyzer::text::{pct1, x_floor};

@@ -203,8 +203,8 @@ pub fn render(r: &RooflineReport, m: &ModelSpec, hw: &HardwareSpec) -> Result<St
                 let lines = [
                     format!("{}  {}", i + 1, short_name(&m.trace, 30)),
                     format!(
-                        "   {}× the floor (efficiency {})",
-                        super::x_floor(m.tpot_median_ms, m.floor_ms),
+                        "   {} (efficiency {})",
+                        gapscope_analyzer::text::times_floor(m.tpot_median_ms, m.floor_ms),
                         super::pct1(m.pct_of_floor_median)
                     ),
                     format!(

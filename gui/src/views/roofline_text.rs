@@ -1,30 +1,18 @@
 //! The roofline's wording, the CLI's (`gapscope roofline`): a measured time is "X× the
 //! floor" (measured ÷ floor) with its efficiency (floor ÷ measured, the analyzer's
-//! `pct_of_floor`); never "% of floor", which reads the wrong way round.
+//! `pct_of_floor`); never "% of floor", which reads the wrong way round. The words against
+//! a floor are `gapscope_analyzer::text`'s, which the CLI prints too; the context and the
+//! tensor-parallel degree are said here.
 
 use gapscope_analyzer::roofline::report::{ContextSource, TpSource};
 
-/// `TPOT median 73.465 ms = 23.46× the floor (efficiency 4.3%)`, as the CLI prints it.
-pub fn floor_headline(tpot_ms: f64, floor_ms: f64, pct_of_floor: f64) -> String {
-    format!(
-        "TPOT median {tpot_ms:.3} ms = {} the floor (efficiency {})",
-        times(tpot_ms, floor_ms, 2),
-        pct1(pct_of_floor)
-    )
-}
+/// `TPOT median 73.465 ms = 23.46× the floor (efficiency 4.3%)` and `23.46× the floor`:
+/// the CLI's words, from the one copy in the analyzer.
+pub use gapscope_analyzer::text::{floor_headline, times_floor};
 
-/// `23.46× the floor`, or `n/a` without a floor.
-pub fn times_floor(ms: f64, floor_ms: f64) -> String {
-    format!("{} the floor", times(ms, floor_ms, 2))
-}
-
-/// A bucket's label: `attention 3.4× floor`.
+/// A bucket's label: `attention 3.4× floor`, or `norm (no floor)`.
 pub fn bucket_label(bucket: &str, ms: f64, floor_ms: f64) -> String {
-    if floor_ms > 0.0 {
-        format!("{bucket} {} floor", times(ms, floor_ms, 1))
-    } else {
-        format!("{bucket} (no floor)")
-    }
+    gapscope_analyzer::text::bucket_vs_floor(bucket, ms, floor_ms)
 }
 
 /// The context the floors are taken at, and where it comes from.
@@ -51,23 +39,6 @@ pub fn tp_label(tp: u64, source: TpSource, kv_per_rank: u64, kv_heads: u64) -> S
         format!(
             "tensor parallel {tp} ({from}; per rank: 1/{tp} of the weights, {kv_per_rank} of {kv_heads} KV heads)"
         )
-    }
-}
-
-fn times(ms: f64, floor_ms: f64, decimals: usize) -> String {
-    let x = ms / floor_ms;
-    if floor_ms > 0.0 && x.is_finite() {
-        format!("{x:.decimals$}×")
-    } else {
-        "n/a".to_owned()
-    }
-}
-
-fn pct1(p: f64) -> String {
-    if p.is_finite() {
-        format!("{p:.1}%")
-    } else {
-        "n/a".to_owned()
     }
 }
 

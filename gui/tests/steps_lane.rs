@@ -114,3 +114,25 @@ fn every_step_of_the_nvtx_recording_is_drawn_at_fit_and_at_step_4() {
     );
     hover_step(&mut h, k);
 }
+
+/// The explorer names each step by the number the steps table (and so `export --tables`,
+/// `--parquet` and the HTML page) gives it: `report_step`, null (-1) outside the report.
+/// The engine trace's prefill is the run's step 0 and the report's steps start after it.
+#[test]
+fn the_explorers_step_numbers_are_the_tables_report_step() {
+    let h = harness(&[reference("engine-llama3-8b-npl1.gst")], View::Steps);
+    let l = h.state().docs[0].loaded().unwrap();
+    let numbers = &l.x.tables.steps.report_step;
+    assert_eq!(numbers[..2], [-1, 0]);
+    for (k, &n) in numbers.iter().enumerate() {
+        if n >= 0 {
+            assert_eq!(l.step_names.ruler_label(k), format!("step {n}"), "step {k}");
+            assert_eq!(l.step_names.report_step(n as usize), Some(k));
+        } else {
+            assert!(
+                !l.step_names.ruler_label(k).starts_with("step "),
+                "step {k}"
+            );
+        }
+    }
+}

@@ -160,6 +160,31 @@ fn report_page_numbers_the_bars_as_the_report_does() {
     assert!(steps[w].starts_with(&format!("data-step=\"{w}\"")));
 }
 
+/// A rank of a two-rank run against the model it ran: the roofline's floors are one rank's
+/// (its world size says 2), and the caption says so.
+#[test]
+fn the_roofline_of_a_tensor_parallel_rank_says_its_degree() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report.html");
+    let trace = repo("traces/reference/tp2/host-rank0.json.gz");
+    let model = repo("cli/tests/data/tp2-decode-config.json");
+    let args = [
+        "report",
+        "-q",
+        s(&trace),
+        "--html",
+        s(&out),
+        "--model",
+        s(&model),
+    ];
+    let (_, html) = page(&[&args[..], &["--hw", "h200"]].concat(), &out);
+    assert!(
+        html.contains("(bf16 weights, context 4096 tokens, one rank of tensor parallel 2)"),
+        "{}",
+        &html[html.find("<figcaption>Tokens").unwrap_or(0)..][..300]
+    );
+}
+
 #[test]
 fn report_page_of_several_traces_has_a_section_each_and_the_roofline() {
     let dir = tempfile::tempdir().unwrap();

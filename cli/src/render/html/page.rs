@@ -177,7 +177,7 @@ fn roofline_section(rf: &RooflineInput<'_>) -> String {
             s.push_str(&format!("<figure>\n{}\n", &svg[at..]));
             s.push_str(&format!(
                 "<figcaption>Tokens per second against batch, log-log: the floors of {} on {} \
-                 ({} weights, context {} tokens), and each trace's decode steps (green, \
+                 ({} weights, context {} tokens{}), and each trace's decode steps (green, \
                  numbered as below).</figcaption>\n</figure>\n",
                 escape(&text(if r.model.model_type.is_empty() {
                     "the model"
@@ -186,7 +186,12 @@ fn roofline_section(rf: &RooflineInput<'_>) -> String {
                 })),
                 escape(&text(&r.hardware.name)),
                 r.weights,
-                r.ctx
+                r.ctx,
+                if r.tp > 1 {
+                    format!(", one rank of tensor parallel {}", r.tp)
+                } else {
+                    String::new()
+                }
             ));
         }
         Err(e) => s.push_str(&format!(

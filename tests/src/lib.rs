@@ -59,7 +59,12 @@ pub fn gapscope() -> Command {
     // The developer's own defaults (docs/CLI.md, "Configuration") never reach a test.
     let mut c = Command::new(bin);
     c.env("GAPSCOPE_NO_CONFIG", "1");
-    for v in ["GAPSCOPE_DB", "GAPSCOPE_HW", "GAPSCOPE_RULES", "GAPSCOPE_CONFIG"] {
+    for v in [
+        "GAPSCOPE_DB",
+        "GAPSCOPE_HW",
+        "GAPSCOPE_RULES",
+        "GAPSCOPE_CONFIG",
+    ] {
         c.env_remove(v);
     }
     c

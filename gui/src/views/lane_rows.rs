@@ -186,6 +186,9 @@ impl RowSource for StepRowSrc<'_> {
     fn min_px(&self) -> f64 {
         1.0
     }
+    fn numbered_labels(&self) -> bool {
+        true
+    }
     /// A speculative step's draft window then its verify forward; a stall's red top edge.
     fn decorate(&self, i: usize, r: Rect, m: &Mapper, mesh: &mut Mesh) {
         let s = &self.l.x.steps[i];

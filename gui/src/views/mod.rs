@@ -1,6 +1,7 @@
 //! The explorer's views. Each draws the analyzer's typed data; none computes a figure.
 
 pub mod diff;
+pub mod digit_text;
 pub mod flows;
 pub mod format;
 pub mod hover;

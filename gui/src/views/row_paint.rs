@@ -90,6 +90,11 @@ pub trait RowSource {
     }
     /// Paints what item `i`'s bar carries besides its colour, into the row's mesh.
     fn decorate(&self, _i: usize, _bar: Rect, _m: &Mapper, _mesh: &mut Mesh) {}
+    /// Whether the labels are new from frame to frame in their numbers only (the steps'),
+    /// so they are painted from reused pieces ([`super::digit_text`]).
+    fn numbered_labels(&self) -> bool {
+        false
+    }
     /// The longest item of `i..j`, when it can be found cheaply (the default scans up to
     /// 256 items; the explorer's rows answer from their `lod::Longest` index).
     fn longest(&self, i: usize, j: usize) -> Option<usize> {
@@ -197,6 +202,7 @@ pub fn paint_row(
     }
     painter.add(egui::Shape::mesh(mesh));
     let font = FontId::proportional(LABEL_FONT);
+    let numbered = src.numbered_labels();
     for (r, text, bg) in labels {
         let clip = label_clip(r, rect);
         let chars = ((clip.width() - 4.0) / 6.2).floor().max(0.0) as usize;
@@ -204,13 +210,19 @@ pub fn paint_row(
             continue;
         }
         let t = super::format::cut(&text, chars);
-        painter.with_clip_rect(clip).text(
-            Pos2::new(clip.left() + 2.0, rect.center().y),
-            Align2::LEFT_CENTER,
-            t,
-            font.clone(),
-            palette::text_on(bg),
-        );
+        let at = Pos2::new(clip.left() + 2.0, rect.center().y);
+        let p = painter.with_clip_rect(clip);
+        if numbered {
+            super::digit_text::paint(&p, at, Align2::LEFT_CENTER, &t, &font, palette::text_on(bg));
+        } else {
+            p.text(
+                at,
+                Align2::LEFT_CENTER,
+                t,
+                font.clone(),
+                palette::text_on(bg),
+            );
+        }
     }
 }
 

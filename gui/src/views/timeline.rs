@@ -259,11 +259,12 @@ pub fn ruler(
             ],
             Stroke::new(1.0, col),
         );
-        painter.text(
+        super::digit_text::paint(
+            painter,
             Pos2::new(x + 2.0, rect.top() + 2.0),
             Align2::LEFT_TOP,
-            label,
-            font.clone(),
+            &label,
+            &font,
             col,
         );
     };

@@ -135,7 +135,8 @@ pub fn run(a: NumericsArgs, g: &crate::Global) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn short(x: f64) -> String {
+/// A figure with the digits it needs: fixed between 0.01 and 1000, else scientific.
+pub(crate) fn short(x: f64) -> String {
     if x == 0.0 {
         "0".into()
     } else if x.abs() >= 0.01 && x.abs() < 1000.0 {

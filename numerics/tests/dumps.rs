@@ -55,23 +55,41 @@ fn data(seed: u64, fault: Option<(usize, f32)>, noise: f32) -> (Vec<i64>, Vec<f3
     (tokens, logits, hidden)
 }
 
+/// Writes a one-passage dump of `tokens`, `logits` (`vocab` wide) and `hidden` at `p`.
+fn save(
+    p: &Path,
+    tokens: &[i64],
+    logits: &[f32],
+    vocab: usize,
+    hidden: &[Vec<f32>],
+    dtype: DType,
+    meta: &[(&str, &str)],
+) {
+    let d = DumpData {
+        meta,
+        passages: 1,
+        tokens,
+        logits,
+        vocab,
+        hidden,
+        hidden_size: H,
+        dtype,
+    };
+    write_dump(p, &d).expect("written");
+}
+
 fn dump(dir: &Path, name: &str, seed: u64, fault: Option<(usize, f32)>, noise: f32) -> PathBuf {
     let (tokens, logits, hidden) = data(seed, fault, noise);
     let p = dir.join(name);
-    write_dump(
+    save(
         &p,
-        &DumpData {
-            meta: &[("engine", name), ("model", "synthetic")],
-            passages: 1,
-            tokens: &tokens,
-            logits: &logits,
-            vocab: V,
-            hidden: &hidden,
-            hidden_size: H,
-            dtype: DType::F32,
-        },
-    )
-    .expect("written");
+        &tokens,
+        &logits,
+        V,
+        &hidden,
+        DType::F32,
+        &[("engine", name), ("model", "synthetic")],
+    );
     p
 }
 
@@ -117,74 +135,22 @@ fn bad_inputs_are_one_line_errors_that_say_where() {
     let (tokens, mut logits, hidden) = data(1, None, 0.0);
     logits[5 * V + 7] = f32::NAN;
     let nan = d.join("nan");
-    write_dump(
-        &nan,
-        &DumpData {
-            meta: &[],
-            passages: 1,
-            tokens: &tokens,
-            logits: &logits,
-            vocab: V,
-            hidden: &hidden,
-            hidden_size: H,
-            dtype: DType::F32,
-        },
-    )
-    .expect("written");
+    save(&nan, &tokens, &logits, V, &hidden, DType::F32, &[]);
     assert!(err(&[nan]).ends_with("logits holds NaN at passage 0, position 5, index 7"));
     // Other tokens.
     let mut other_tokens = tokens.clone();
     other_tokens[3] += 1;
     let tok = d.join("tokens");
-    write_dump(
-        &tok,
-        &DumpData {
-            meta: &[],
-            passages: 1,
-            tokens: &other_tokens,
-            logits: &logits,
-            vocab: V,
-            hidden: &hidden,
-            hidden_size: H,
-            dtype: DType::F32,
-        },
-    )
-    .expect("written");
+    save(&tok, &other_tokens, &logits, V, &hidden, DType::F32, &[]);
     assert!(err(&[tok]).contains("different tokens: passage 0, position 3"));
     // Another vocabulary; fewer layers.
     let (tokens, logits, hidden) = data(1, None, 0.0);
     let small: Vec<f32> = logits.chunks(V).flat_map(|c| c[..V - 1].to_vec()).collect();
     let voc = d.join("vocab");
-    write_dump(
-        &voc,
-        &DumpData {
-            meta: &[],
-            passages: 1,
-            tokens: &tokens,
-            logits: &small,
-            vocab: V - 1,
-            hidden: &hidden,
-            hidden_size: H,
-            dtype: DType::F32,
-        },
-    )
-    .expect("written");
+    save(&voc, &tokens, &small, V - 1, &hidden, DType::F32, &[]);
     assert!(err(&[voc]).contains("vocabularies of 50 and 49 entries"));
     let lay = d.join("layers");
-    write_dump(
-        &lay,
-        &DumpData {
-            meta: &[],
-            passages: 1,
-            tokens: &tokens,
-            logits: &logits,
-            vocab: V,
-            hidden: &hidden[..3],
-            hidden_size: H,
-            dtype: DType::F32,
-        },
-    )
-    .expect("written");
+    save(&lay, &tokens, &logits, V, &hidden[..3], DType::F32, &[]);
     assert!(err(&[lay]).contains("4 and 3 hidden layers"));
     // Cut short, and not safetensors at all.
     let bytes = std::fs::read(&r).expect("read");
@@ -203,20 +169,15 @@ fn bfloat16_logits_against_float32_are_close_but_not_exact() {
     let r = dump(d, "ref", 1, None, 0.0);
     let (tokens, logits, hidden) = data(1, None, 0.0);
     let bf = d.join("bf16");
-    write_dump(
+    save(
         &bf,
-        &DumpData {
-            meta: &[("dtype", "bfloat16")],
-            passages: 1,
-            tokens: &tokens,
-            logits: &logits,
-            vocab: V,
-            hidden: &hidden,
-            hidden_size: H,
-            dtype: DType::BF16,
-        },
-    )
-    .expect("written");
+        &tokens,
+        &logits,
+        V,
+        &hidden,
+        DType::BF16,
+        &[("dtype", "bfloat16")],
+    );
     let rep = compare(&r, &[bf], None, &NumericsSettings::default()).expect("compared");
     let c = &rep.comparisons[0];
     assert!(

@@ -9,21 +9,12 @@ use super::page::document;
 use super::style;
 use super::svg::{Frame, axis_y, fmt_px, svg_close, svg_open};
 use super::tables::{Cell, table};
+use crate::numerics_cmd::short;
 
 /// Line colours, one per comparison (cycled), apart in hue and lightness.
 const LINES: [&str; 6] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
 ];
-
-fn short(x: f64) -> String {
-    if x == 0.0 {
-        "0".into()
-    } else if x.abs() >= 0.01 && x.abs() < 1000.0 {
-        format!("{x:.4}")
-    } else {
-        format!("{x:.3e}")
-    }
-}
 
 fn row(c: &Comparison, name: String) -> Vec<Cell> {
     let s = &c.summary;

@@ -148,6 +148,29 @@ pub fn bucket_vs_floor(bucket: &str, ms: f64, floor_ms: f64) -> String {
     }
 }
 
+/// Where a roofline's context comes from, as every front end says it; `given` is the front
+/// end's own word for a context it was handed (the CLI's `--ctx`, the explorer's `given`).
+pub fn context_from(
+    s: crate::roofline::report::ContextSource,
+    given: &'static str,
+) -> &'static str {
+    use crate::roofline::report::ContextSource as C;
+    match s {
+        C::TraceMarkers => "from the trace's markers",
+        C::Given => given,
+        C::Assumed => "assumed; pass --ctx",
+    }
+}
+
+/// Where a roofline's tensor-parallel degree comes from; `given` as in [`context_from`].
+pub fn tp_from(s: crate::roofline::report::TpSource, given: &'static str) -> &'static str {
+    use crate::roofline::report::TpSource as T;
+    match s {
+        T::TraceWorldSize => "from the trace's world size",
+        T::Given => given,
+        T::Assumed => "assumed; pass --tp",
+    }
+}
 /// A duration in ns in the unit that suits it: `12.3 µs`, `4.560 ms`, `1.230 s`.
 pub fn dur_ns(ns: f64) -> String {
     let a = ns.abs();

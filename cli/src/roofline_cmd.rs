@@ -77,20 +77,12 @@ pub(crate) const DEFAULT_CTX: u64 = 4096;
 
 /// Where a context comes from, as the text says it.
 pub(crate) fn context_source(s: ContextSource) -> &'static str {
-    match s {
-        ContextSource::TraceMarkers => "from the trace's step markers",
-        ContextSource::Given => "--ctx",
-        ContextSource::Assumed => "assumed; pass --ctx",
-    }
+    gapscope_analyzer::text::context_from(s, "--ctx")
 }
 
 /// Where a tensor-parallel degree comes from, as the text says it.
 pub(crate) fn tp_source(s: TpSource) -> &'static str {
-    match s {
-        TpSource::TraceWorldSize => "from the trace's world size",
-        TpSource::Given => "--tp",
-        TpSource::Assumed => "assumed; pass --tp",
-    }
+    gapscope_analyzer::text::tp_from(s, "--tp")
 }
 
 /// Whether a degree is worth a word: one GPU is said only when `--tp` said it.

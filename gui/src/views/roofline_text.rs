@@ -1,8 +1,8 @@
 //! The roofline's wording, the CLI's (`gapscope roofline`): a measured time is "X× the
 //! floor" (measured ÷ floor) with its efficiency (floor ÷ measured, the analyzer's
 //! `pct_of_floor`); never "% of floor", which reads the wrong way round. The words against
-//! a floor are `gapscope_analyzer::text`'s, which the CLI prints too; the context and the
-//! tensor-parallel degree are said here.
+//! a floor, and where the context and the tensor-parallel degree come from, are
+//! `gapscope_analyzer::text`'s, which the CLI prints too.
 
 use gapscope_analyzer::roofline::report::{ContextSource, TpSource};
 
@@ -17,22 +17,15 @@ pub fn bucket_label(bucket: &str, ms: f64, floor_ms: f64) -> String {
 
 /// The context the floors are taken at, and where it comes from.
 pub fn context_label(ctx: u64, source: ContextSource) -> String {
-    match source {
-        ContextSource::TraceMarkers => format!("context {ctx} tokens (from the trace's markers)"),
-        ContextSource::Given => format!("context {ctx} tokens (given)"),
-        ContextSource::Assumed => format!("context {ctx} tokens (assumed; pass --ctx)"),
-    }
+    let from = gapscope_analyzer::text::context_from(source, "given");
+    format!("context {ctx} tokens ({from})")
 }
 
 /// The tensor-parallel degree the floors are one rank's of, and where it comes from:
 /// `tensor parallel 2 (from the trace's world size; per rank: 1/2 of the weights, 4 of 8 KV
 /// heads)`, or `1 GPU (assumed; pass --tp)`.
 pub fn tp_label(tp: u64, source: TpSource, kv_per_rank: u64, kv_heads: u64) -> String {
-    let from = match source {
-        TpSource::TraceWorldSize => "from the trace's world size",
-        TpSource::Given => "given",
-        TpSource::Assumed => "assumed; pass --tp",
-    };
+    let from = gapscope_analyzer::text::tp_from(source, "given");
     if tp == 1 {
         format!("1 GPU ({from})")
     } else {

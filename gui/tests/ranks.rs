@@ -8,15 +8,17 @@
 )]
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
-use egui::{Pos2, Vec2};
+use egui::Pos2;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use gapscope_gui::App;
 use gapscope_gui::settings::Settings;
 use gapscope_gui::views::View;
 use gapscope_gui::views::ranks::{RankHit, RanksDoc};
+
+mod common;
+use common::harness_with;
 
 fn tp2(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -29,26 +31,6 @@ fn harness(traces: &[PathBuf]) -> Harness<'static, App> {
         traces: traces.to_vec(),
         ..Settings::default()
     })
-}
-
-fn harness_with(s: Settings) -> Harness<'static, App> {
-    let mut h = Harness::builder()
-        .with_size(Vec2::new(1400.0, 800.0))
-        .build_ui_state(|ui, app: &mut App| app.ui(ui), App::new(&s));
-    let t0 = Instant::now();
-    loop {
-        h.step();
-        if h.state().settled() {
-            break;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "traces did not load"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    h.run_steps(3);
-    h
 }
 
 fn shows(h: &Harness<'static, App>, text: &str) -> bool {

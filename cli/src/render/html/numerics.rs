@@ -7,7 +7,7 @@ use gapscope_numerics::{Comparison, NumericsReport};
 use super::escape;
 use super::page::document;
 use super::style;
-use super::svg::{Frame, axis_y, fmt_px, svg_close, svg_open};
+use super::svg::{Frame, axis_y, fmt_px, svg_close, svg_open, x_title};
 use super::tables::{Cell, table};
 use crate::numerics_cmd::short;
 
@@ -64,13 +64,7 @@ fn lines(
             style::AXIS
         ));
     }
-    s.push_str(&format!(
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\" fill=\"{}\">{}</text>\n",
-        fmt_px(f.left + f.plot_w() / 2.0),
-        fmt_px(f.height - 6.0),
-        style::AXIS,
-        escape(x_name)
-    ));
+    s.push_str(&x_title(&f, x_name, 6.0));
     for (name, colour, dashed, v) in series {
         let pts: Vec<String> = v
             .iter()

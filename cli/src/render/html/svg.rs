@@ -60,6 +60,18 @@ pub fn svg_open(f: &Frame, label: &str) -> String {
     )
 }
 
+/// The horizontal axis' title, centred under the plot, its baseline `above` pixels over the
+/// canvas' lower edge.
+pub fn x_title(f: &Frame, title: &str, above: f64) -> String {
+    format!(
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\" fill=\"{}\">{}</text>\n",
+        fmt_px(f.left + f.plot_w() / 2.0),
+        fmt_px(f.height - above),
+        style::AXIS,
+        escape(title)
+    )
+}
+
 pub fn svg_close() -> String {
     "</svg>\n".to_owned()
 }
@@ -183,13 +195,7 @@ pub fn hbars(bars: &[HBar], unit: &str, connect: bool) -> String {
         ));
         v += step;
     }
-    s.push_str(&format!(
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\" fill=\"{}\">{}</text>\n",
-        fmt_px(f.left + f.plot_w() / 2.0),
-        fmt_px(f.height - 4.0),
-        style::AXIS,
-        escape(unit)
-    ));
+    s.push_str(&x_title(&f, unit, 4.0));
     for (i, b) in bars.iter().enumerate() {
         let y = f.top + ROW * i as f64;
         let (x0, x1) = (x(b.start.min(b.end)), x(b.start.max(b.end)));

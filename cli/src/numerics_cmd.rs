@@ -7,6 +7,8 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
+
+use crate::render::md_text;
 use gapscope_numerics::{
     Comparison, NumericsReport, NumericsSettings, Thresholds, Verdict, compare,
 };
@@ -135,9 +137,12 @@ pub fn run(a: NumericsArgs, g: &crate::Global) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A figure with the digits it needs: fixed between 0.01 and 1000, else scientific.
+/// A figure with the digits it needs: fixed between 0.01 and 1000, else scientific; `n/a`
+/// for a value that is not a number.
 pub(crate) fn short(x: f64) -> String {
-    if x == 0.0 {
+    if !x.is_finite() {
+        "n/a".into()
+    } else if x == 0.0 {
         "0".into()
     } else if x.abs() >= 0.01 && x.abs() < 1000.0 {
         format!("{x:.4}")
@@ -146,11 +151,21 @@ pub(crate) fn short(x: f64) -> String {
     }
 }
 
+/// A signed percentage, `+0.123%`; `n/a` for a value that is not a number (a perplexity
+/// past f64's range).
+pub(crate) fn signed_pct(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:+.3}%")
+    } else {
+        "n/a".into()
+    }
+}
+
 /// One comparison's lines (also the noise floor's: `floor_note` false).
 pub fn comparison_lines(c: &Comparison, positions: usize, floor_note: bool) -> String {
     let s = &c.summary;
     let mut o = format!(
-        "{} ({}): {}\n  KL mean {} nats, max {} at passage {} position {}\n  top-1 agreement {:.2}%{}\n  next token |Δ log p| mean {}, max {}; ppl {} -> {}, Δppl {:+.3}%{}\n",
+        "{} ({}): {}\n  KL mean {} nats, max {} at passage {} position {}\n  top-1 agreement {:.2}%{}\n  next token |Δ log p| mean {}, max {}; ppl {} -> {}, Δppl {}{}\n",
         c.other.label(),
         c.other.dtype,
         c.verdict.as_str(),
@@ -166,10 +181,10 @@ pub fn comparison_lines(c: &Comparison, positions: usize, floor_note: bool) -> S
         short(s.dlogp_max),
         short(s.ppl_reference),
         short(s.ppl_other),
-        s.dppl_pct,
+        signed_pct(s.dppl_pct),
         s.dppl_ci_pct.map_or_else(
             || " (one passage: no interval)".to_owned(),
-            |(lo, hi)| format!(" (95% CI {lo:+.3}% .. {hi:+.3}%)")
+            |(lo, hi)| format!(" (95% CI {} .. {})", signed_pct(lo), signed_pct(hi))
         ),
     );
     if let Some(l) = &c.layers {
@@ -245,18 +260,18 @@ fn text(r: &NumericsReport, positions: usize) -> String {
 fn markdown(r: &NumericsReport) -> String {
     let mut o = format!(
         "### Numerics against {} ({})\n\n| dump | dtype | verdict | KL mean | top-1 | Δppl | first diverging layer |\n|---|---|---|---|---|---|---|\n",
-        r.reference.label(),
-        r.reference.dtype
+        md_text(&r.reference.label()),
+        md_text(&r.reference.dtype)
     );
     let row = |c: &Comparison, name: String| {
         format!(
-            "| {} | {} | **{}** | {} | {:.2}% | {:+.3}% | {} |\n",
-            name,
-            c.other.dtype,
+            "| {} | {} | **{}** | {} | {:.2}% | {} | {} |\n",
+            md_text(&name),
+            md_text(&c.other.dtype),
             c.verdict.as_str(),
             short(c.summary.kl_mean),
             c.summary.top1_agreement_pct,
-            c.summary.dppl_pct,
+            signed_pct(c.summary.dppl_pct),
             c.layers
                 .as_ref()
                 .and_then(|l| l.first_diverging)
@@ -300,13 +315,13 @@ pub fn gate(
             |n| format!("first diverging layer {n}"),
         );
     let line = format!(
-        "numerics gate: {}: {} against {}: {} (allowed: {}); Δppl {:+.3}%, top-1 {:.2}%, KL mean {}; largest KL at passage {} position {}; {}\n",
+        "numerics gate: {}: {} against {}: {} (allowed: {}); Δppl {}, top-1 {:.2}%, KL mean {}; largest KL at passage {} position {}; {}\n",
         if pass { "PASS" } else { "FAIL" },
         c.other.label(),
         r.reference.label(),
         c.verdict.as_str(),
         allowed.as_str(),
-        s.dppl_pct,
+        signed_pct(s.dppl_pct),
         s.top1_agreement_pct,
         short(s.kl_mean),
         s.kl_max_at.0,
@@ -328,4 +343,19 @@ pub fn gate(
     } else {
         ExitCode::from(1)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_that_are_not_numbers_print_as_n_a() {
+        // A perplexity past f64's range makes Δppl infinite: never printed as `inf%`.
+        assert_eq!(signed_pct(f64::INFINITY), "n/a");
+        assert_eq!(signed_pct(f64::NAN), "n/a");
+        assert_eq!(short(f64::INFINITY), "n/a");
+        assert_eq!(signed_pct(-0.0171), "-0.017%");
+        assert_eq!(short(5.93e-4), "5.930e-4");
+    }
 }

@@ -9,7 +9,7 @@ use super::page::document;
 use super::style;
 use super::svg::{Frame, axis_y, fmt_px, svg_close, svg_open, x_title};
 use super::tables::{Cell, table};
-use crate::numerics_cmd::short;
+use crate::numerics_cmd::{short, signed_pct};
 
 /// Line colours, one per comparison (cycled), apart in hue and lightness.
 const LINES: [&str; 6] = [
@@ -24,10 +24,10 @@ fn row(c: &Comparison, name: String) -> Vec<Cell> {
         Cell::Text(c.verdict.as_str().to_owned()),
         Cell::Num(short(s.kl_mean)),
         Cell::Num(format!("{:.2}%", s.top1_agreement_pct)),
-        Cell::Num(format!("{:+.3}%", s.dppl_pct)),
+        Cell::Num(signed_pct(s.dppl_pct)),
         Cell::Text(s.dppl_ci_pct.map_or_else(
             || "one passage".to_owned(),
-            |(lo, hi)| format!("{lo:+.3}% .. {hi:+.3}%"),
+            |(lo, hi)| format!("{} .. {}", signed_pct(lo), signed_pct(hi)),
         )),
         Cell::Num(
             c.layers

@@ -6,7 +6,7 @@
     reason = "a test fails loudly on what it did not expect"
 )]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use egui::{Key, Pos2, Vec2};
 use egui_kittest::Harness;
@@ -327,4 +327,26 @@ fn closing_a_tab_left_of_the_active_one_keeps_the_active_trace() {
     assert_eq!(app.docs.len(), 2);
     assert_eq!(app.docs[app.active].path, paths[1]);
     assert_eq!(app.kernels.len(), 2);
+}
+
+/// Every view of a loaded run names every widget for assistive tools: kittest checks it
+/// when `settle` lets the run finish. Two traces for the diff, a model for the roofline and
+/// a recording with GPU telemetry, so no view falls back to its empty page.
+#[test]
+fn every_loaded_view_names_its_widgets() {
+    for view in View::ALL {
+        let h = harness_with(Settings {
+            traces: vec![
+                reference("cupti-qwen3next-small-npl1.gst"),
+                reference("engine-llama3-8b-npl1.gst"),
+            ],
+            view,
+            model: Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/llama-3-8b.json")),
+            ..Settings::default()
+        });
+        assert!(
+            h.state().docs.iter().all(|d| d.loaded().is_some()),
+            "{view:?}"
+        );
+    }
 }

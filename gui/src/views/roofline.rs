@@ -136,12 +136,14 @@ pub fn show(ui: &mut Ui, st: &mut RooflineState, docs: &[&Loaded]) {
                     }
                 }
             });
-        ui.label("batch");
-        ui.add(egui::Slider::new(&mut st.batch, 1..=256).logarithmic(true));
-        ui.label("context");
+        let label = ui.label("batch").id;
+        ui.add(egui::Slider::new(&mut st.batch, 1..=256).logarithmic(true))
+            .labelled_by(label);
+        let label = ui.label("context").id;
         let mut ctx = st.ctx.unwrap_or(DEFAULT_CTX);
         if ui
             .add(egui::DragValue::new(&mut ctx).range(0..=1_000_000))
+            .labelled_by(label)
             .on_hover_text("tokens in the KV cache per sequence; the trace's own when it says")
             .changed()
         {
@@ -150,10 +152,11 @@ pub fn show(ui: &mut Ui, st: &mut RooflineState, docs: &[&Loaded]) {
         if st.ctx.is_some() && ui.small_button("from the trace").clicked() {
             st.ctx = None;
         }
-        ui.label("TP");
+        let label = ui.label("TP").id;
         let mut tp = st.tp.unwrap_or(1);
         if ui
             .add(egui::DragValue::new(&mut tp).range(1..=MAX_TP))
+            .labelled_by(label)
             .on_hover_text(
                 "tensor-parallel degree: the floors are one rank's (1/N of the linear weights and of the KV cache, at least one KV head); the trace's rank count when it says",
             )

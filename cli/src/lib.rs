@@ -421,10 +421,10 @@ impl Command {
                 }
             }
             Command::Buckets(a) => d.fill_rules(&mut a.rules)?,
+            Command::Gui(a) => a.take_defaults(d)?,
             Command::Import(_)
             | Command::Join(_)
             | Command::Numerics(_)
-            | Command::Gui(_)
             | Command::Config(_)
             | Command::Completions(_) => {}
         }

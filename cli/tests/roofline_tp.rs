@@ -107,3 +107,27 @@ fn fewer_kv_heads_than_ranks_are_replicated_and_the_degree_is_checked() {
         assert!(stderr(&o).contains("--tp"), "{}", stderr(&o));
     }
 }
+
+/// The SVG's title names the degree when the floors are one rank's, and says nothing of it
+/// for one GPU.
+#[test]
+fn the_charts_title_names_the_degree() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (model, trace) = (config(), repo("traces/reference/tp2/host-rank0.json.gz"));
+    let title = |extra: &[&str]| {
+        let svg = dir.path().join("r.svg");
+        let mut args = vec!["roofline", "--model", s(&model), "--hw", "h200"];
+        args.extend(extra);
+        args.extend(["--svg", s(&svg)]);
+        let o = run(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        std::fs::read_to_string(&svg).expect("svg")
+    };
+    let two = title(&["--trace", s(&trace)]);
+    assert!(
+        two.contains("(ctx 4096, TP 2 (one rank&apos;s floors), ")
+            || two.contains("TP 2 (one rank's floors)"),
+        "{two}"
+    );
+    assert!(!title(&[]).contains("TP "));
+}

@@ -101,6 +101,16 @@ pub fn is_dark(ctx: &egui::Context) -> bool {
     ctx.global_style().visuals.dark_mode
 }
 
+/// The step boundaries drawn across the lanes: a faint line of the text's polarity, white
+/// on the dark theme, black on the light one (a white one vanished there).
+pub fn step_line(dark: bool) -> Color32 {
+    if dark {
+        Color32::from_rgba_unmultiplied(255, 255, 255, 28)
+    } else {
+        Color32::from_rgba_unmultiplied(0, 0, 0, 40)
+    }
+}
+
 /// Dimmed version of a colour (for what a highlight does not cover).
 pub fn dim(c: Color32) -> Color32 {
     Color32::from_rgb(c.r() / 3, c.g() / 3, c.b() / 3)

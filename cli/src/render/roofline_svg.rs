@@ -102,8 +102,14 @@ pub fn render(r: &RooflineReport, m: &ModelSpec, hw: &HardwareSpec) -> Result<St
         root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
         let (band, body) = root.split_vertically(TITLE_BAND_PX);
         let (plot, legend) = body.split_horizontally(LEGEND_X_PX);
+        // A tensor-parallel chart's roofs are one rank's: the title says so.
+        let tp = if r.tp > 1 {
+            format!(", TP {} (one rank's floors)", r.tp)
+        } else {
+            String::new()
+        };
         let title = format!(
-            "{} {} on {} (ctx {}, {} ceilings), M* = {:.0}",
+            "{} {} on {} (ctx {}{tp}, {} ceilings), M* = {:.0}",
             if r.model.model_type.is_empty() {
                 "decoder"
             } else {

@@ -438,7 +438,7 @@ pub fn show(ui: &mut Ui, st: &mut TimelineState, l: &Loaded, id: &str, max_heigh
     if l.x.steps.len() as f64 * 6.0
         < lane_area.width() as f64 * (m.axis.extent().1 - m.axis.extent().0) / (st.u1 - st.u0)
     {
-        let stroke = Stroke::new(1.0, Color32::from_rgba_unmultiplied(255, 255, 255, 28));
+        let stroke = Stroke::new(1.0, palette::step_line(dark));
         let (t0, t1) = (m.t0(), m.t1());
         let first = l.x.steps.partition_point(|s| s.end_ns < t0);
         for s in l.x.steps[first..].iter().take_while(|s| s.start_ns <= t1) {

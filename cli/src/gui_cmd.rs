@@ -140,6 +140,14 @@ mod tests {
         std::fs::remove_file(&rules).expect("remove");
     }
 
+    /// The explorer's own exit codes reach Python's `gapscope gui` as they are.
+    #[test]
+    fn every_exit_code_keeps_its_number() {
+        for c in [0u8, 1, 2, 3, 101, 255] {
+            assert_eq!(crate::exit_status(ExitCode::from(c)), c);
+        }
+    }
+
     #[test]
     fn no_defaults_leave_the_arguments_as_given_and_a_bad_one_is_an_error() {
         let mut a = args(&["t.json"]);

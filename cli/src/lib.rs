@@ -324,16 +324,12 @@ where
     }
 }
 
-/// An exit code as a number: 0, 1 (a gate's regression), else 2 (an error, or `gui`'s own
-/// codes). `ExitCode` has no accessor.
+/// An exit code as a number: 0, 1 (a gate's regression), 2 (an error) or, from `gui`, the
+/// explorer's own. `ExitCode` has no accessor, so the number is the one that compares equal.
 pub fn exit_status(code: ExitCode) -> u8 {
-    if code == ExitCode::SUCCESS {
-        0
-    } else if code == ExitCode::from(1) {
-        1
-    } else {
-        2
-    }
+    (0..=u8::MAX)
+        .find(|&c| ExitCode::from(c) == code)
+        .unwrap_or(2)
 }
 
 /// Logging on stderr, set up once per process (a Python process may run many commands).

@@ -7,8 +7,8 @@
 
 use gapscope_tests::traces::{kernels_kept, save, short_markers, stretched};
 use gapscope_tests::{
-    corpus, gapscope, gate_history_args, json, one_line_error, repo, run, s, stderr, stdout,
-    success,
+    corpus, gapscope, gate_history_args, json, one_line_error, output_of_fresh_executable, repo,
+    run, s, stderr, stdout, success,
 };
 use gapscope_traces::{ReadOptions, Trace, read_trace};
 use std::path::{Path, PathBuf};
@@ -737,18 +737,21 @@ fn lone_gapscope(with_gui: bool) -> (tempfile::TempDir, PathBuf) {
 #[test]
 fn gui_starts_gapscope_gui_beside_it_with_every_argument() {
     let (_dir, exe) = lone_gapscope(true);
-    let o = Command::new(&exe)
-        .args([
-            "gui",
-            "a.gst",
-            "b.json.gz",
-            "--view",
-            "diff",
-            "--step-aligned",
-        ])
-        .env("PATH", "")
-        .output()
-        .unwrap();
+    let o = output_of_fresh_executable(
+        Command::new(&exe)
+            .args([
+                "gui",
+                "a.gst",
+                "b.json.gz",
+                "--view",
+                "diff",
+                "--step-aligned",
+            ])
+            .env("PATH", "")
+            .env("GAPSCOPE_NO_CONFIG", "1")
+            .env_remove("GAPSCOPE_HW")
+            .env_remove("GAPSCOPE_RULES"),
+    );
     assert_eq!(
         o.status.code(),
         Some(7),
@@ -760,14 +763,45 @@ fn gui_starts_gapscope_gui_beside_it_with_every_argument() {
     );
 }
 
+/// The `--hw` and `--rules` defaults reach the explorer as flags, before the arguments;
+/// a flag given wins.
+#[test]
+fn gui_passes_the_defaults_on_as_flags() {
+    let (dir, exe) = lone_gapscope(true);
+    let rules = dir.path().join("rules.toml");
+    std::fs::write(&rules, "").unwrap();
+    let gui = |args: &[&str]| {
+        let o = output_of_fresh_executable(
+            Command::new(&exe)
+                .args(args)
+                .env("PATH", "")
+                .env("GAPSCOPE_NO_CONFIG", "1")
+                .env("GAPSCOPE_HW", "h200")
+                .env("GAPSCOPE_RULES", &rules),
+        );
+        assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).trim().to_owned()
+    };
+    let r = rules.to_str().unwrap();
+    assert_eq!(
+        gui(&["gui", "a.gst"]),
+        format!("gui:--rules {r} --hw h200 a.gst")
+    );
+    assert_eq!(
+        gui(&["gui", "a.gst", "--hw", "b200"]),
+        format!("gui:--rules {r} a.gst --hw b200")
+    );
+}
+
 #[test]
 fn gui_without_the_explorer_says_how_to_build_it() {
     let (_dir, exe) = lone_gapscope(false);
-    let o = Command::new(&exe)
-        .args(["gui", "a.gst"])
-        .env("PATH", "")
-        .output()
-        .unwrap();
+    let o = output_of_fresh_executable(
+        Command::new(&exe)
+            .args(["gui", "a.gst"])
+            .env("PATH", "")
+            .env("GAPSCOPE_NO_CONFIG", "1"),
+    );
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8_lossy(&o.stderr);
     assert_eq!(e.trim_end().lines().count(), 1, "{e}");

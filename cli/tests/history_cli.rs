@@ -7,7 +7,9 @@
     reason = "a test fails loudly on what it did not expect"
 )]
 
-use gapscope_tests::{gapscope, gate_history_args, names, repo, run, stderr};
+use gapscope_tests::{
+    gapscope, gate_history_args, names, output_of_fresh_executable, repo, run, stderr,
+};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Output};
@@ -220,13 +222,13 @@ fn run_without_write_access(dir: &Path, args: &[&str]) -> Output {
         let copy = bin_dir.path().join("gapscope");
         std::fs::copy(env!("CARGO_BIN_EXE_gapscope"), &copy).unwrap();
         let as_nobody = |prog: &Path, args: &[&str]| {
-            Command::new("setpriv")
-                .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-                .arg(prog)
-                .args(args)
-                .current_dir(dir)
-                .output()
-                .expect("setpriv (util-linux) runs")
+            output_of_fresh_executable(
+                Command::new("setpriv")
+                    .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                    .arg(prog)
+                    .args(args)
+                    .current_dir(dir),
+            )
         };
         let touch = as_nobody(Path::new("/usr/bin/touch"), &[probe.to_str().unwrap()]);
         assert!(

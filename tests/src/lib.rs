@@ -120,6 +120,25 @@ pub fn run_within(args: &[&str], limit: Duration) -> Output {
     }
 }
 
+/// Runs `cmd`, whose program (or one it starts) a test has just written, again while that
+/// file is busy. A test thread that writes an executable holds it open for writing, and a
+/// child another test thread forks meanwhile keeps that descriptor until it execs; an exec
+/// of the file then fails with ETXTBSY ("Text file busy"), from `cmd` itself or reported on
+/// stderr by the program that tried (`setpriv`, `gapscope gui`). The window is short: up to
+/// 50 tries, 20 ms apart.
+pub fn output_of_fresh_executable(cmd: &mut Command) -> Output {
+    const ETXTBSY: i32 = 26;
+    for _ in 0..50 {
+        match cmd.output() {
+            Err(e) if e.raw_os_error() == Some(ETXTBSY) => {}
+            Ok(o) if !o.status.success() && stderr(&o).contains("Text file busy") => {}
+            r => return r.expect("runs"),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{cmd:?}: the executable stayed busy for a second")
+}
+
 /// Makes a FIFO at `path` (with mkfifo(1)).
 pub fn mkfifo(path: &Path) {
     let ok = Command::new("mkfifo")

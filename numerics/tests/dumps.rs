@@ -190,3 +190,123 @@ fn bfloat16_logits_against_float32_are_close_but_not_exact() {
     assert_eq!(l.first_diverging, Some(0));
     assert!(l.error.iter().all(|&e| e > 0.0 && e < 1e-2));
 }
+
+/// A dump's header edited by `edit` (the JSON) and its length word set by `len` (the real
+/// one when `None`), written beside `r`.
+fn edited(
+    r: &Path,
+    name: &str,
+    len: Option<u64>,
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> PathBuf {
+    let bytes = std::fs::read(r).expect("read");
+    let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
+    let mut header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).expect("json");
+    edit(&mut header);
+    // Padded to the old length, so the data stays where the offsets say.
+    let mut text = serde_json::to_vec(&header).expect("json");
+    if text.len() < n {
+        text.resize(n, b' ');
+    }
+    let mut out = len.unwrap_or(text.len() as u64).to_le_bytes().to_vec();
+    out.extend(&text);
+    out.extend(&bytes[8 + n..]);
+    let p = r.with_file_name(name);
+    std::fs::write(&p, out).expect("written");
+    p
+}
+
+/// Headers that lie (shapes, offsets, types, a layer missing, the length word) are refused on
+/// one line whichever side they are on, never a panic or an allocation of what they claim.
+#[test]
+fn lying_headers_are_refused_on_one_line() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let r = dump(dir.path(), "ref", 1, None, 0.0);
+    let s = NumericsSettings::default();
+    let set = |name: &'static str, key: &'static str, v: serde_json::Value| {
+        move |h: &mut serde_json::Value| h[name][key] = v
+    };
+    let huge = 1u64 << 40;
+    let cases: Vec<(&str, PathBuf)> = vec![
+        (
+            "huge shape",
+            edited(
+                &r,
+                "a",
+                None,
+                set("logits", "shape", serde_json::json!([huge, V])),
+            ),
+        ),
+        (
+            "overflowing shape",
+            edited(
+                &r,
+                "b",
+                None,
+                set("logits", "shape", serde_json::json!([u64::MAX, u64::MAX])),
+            ),
+        ),
+        (
+            "offsets past the end",
+            edited(
+                &r,
+                "c",
+                None,
+                set("logits", "data_offsets", serde_json::json!([0, huge])),
+            ),
+        ),
+        (
+            "offsets backwards",
+            edited(
+                &r,
+                "d",
+                None,
+                set("logits", "data_offsets", serde_json::json!([400, 8])),
+            ),
+        ),
+        (
+            "unknown dtype",
+            edited(
+                &r,
+                "e",
+                None,
+                set("logits", "dtype", serde_json::json!("F64")),
+            ),
+        ),
+        (
+            "tokens of another shape",
+            edited(
+                &r,
+                "f",
+                None,
+                set("tokens", "shape", serde_json::json!([T * 1000])),
+            ),
+        ),
+        (
+            "a layer missing",
+            edited(&r, "g", None, |h| {
+                h.as_object_mut().expect("object").remove("hidden.1");
+            }),
+        ),
+        (
+            "a length word past the file",
+            edited(&r, "h", Some(1 << 30), |_| {}),
+        ),
+        (
+            "a length word of 2^63",
+            edited(&r, "i", Some(1 << 63), |_| {}),
+        ),
+    ];
+    for (what, bad) in cases {
+        for (a, b) in [(&r, &bad), (&bad, &r)] {
+            let e = compare(a, std::slice::from_ref(b), None, &s)
+                .expect_err(what)
+                .to_string();
+            assert!(!e.contains('\n'), "{what}: {e}");
+            assert!(
+                e.contains(&*bad.to_string_lossy()),
+                "{what}: the error names the file: {e}"
+            );
+        }
+    }
+}

@@ -15,54 +15,14 @@ use std::process::Command;
 use gapscope_gui::Settings;
 use gapscope_gui::loader::{Progress, load_blocking};
 use gapscope_gui::views::diff::DiffState;
-use gapscope_traces::{
-    KernelRow, KernelTable, Manifest, MarkerRow, MarkerSource, MarkerTable, Phase, StringTable,
-    TraceWriter,
-};
+use gapscope_tests::traces::write_decode_steps;
 
 const US: i64 = 1_000;
 
 /// Eight decode steps, each running `kernels` (name, duration) back to back with 5 us
-/// between them and 40 us between steps.
+/// between them and 45 us between steps.
 fn write(path: &Path, kernels: &[(&str, i64)]) {
-    let mut strings = StringTable::new();
-    let mut k = KernelTable::default();
-    let mut m = MarkerTable::default();
-    let decode = strings.intern("decode");
-    let mut now = 1_000_000;
-    let mut corr = 0;
-    for step in 0..8 {
-        let start = now;
-        for &(name, dur) in kernels {
-            corr += 1;
-            k.push(KernelRow {
-                stream: 7,
-                correlation: corr,
-                name: strings.intern(name),
-                gpu_start_ns: now,
-                gpu_end_ns: now + dur,
-                ..Default::default()
-            });
-            now += dur + 5 * US;
-        }
-        m.push(MarkerRow {
-            name: decode,
-            source: MarkerSource::Engine as u8,
-            phase: Phase::Decode as u8,
-            gpu_start_ns: start,
-            gpu_end_ns: now,
-            step,
-            batch_size: 1,
-            tokens: 1,
-            ..Default::default()
-        });
-        now += 40 * US;
-    }
-    let mut w = TraceWriter::create(path, Manifest::new("test")).unwrap();
-    w.append_strings(&strings).unwrap();
-    w.append_kernels(&k).unwrap();
-    w.append_markers(&m).unwrap();
-    w.finish().unwrap();
+    write_decode_steps(path, &[kernels; 8], 5 * US, 45 * US);
 }
 
 #[test]

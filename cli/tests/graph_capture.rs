@@ -14,29 +14,24 @@ fn by_module_reads_the_capture_and_a_mismatching_capture_is_refused() {
         "{}",
         stdout(&o)
     );
-    let capture = dir.join("capture_bs8.json.gz");
-    let o = run(&[
-        "report",
-        "-q",
-        s(&replay),
-        "--by",
-        "module",
-        "--graph-capture",
-        s(&capture),
-    ]);
+    let with_capture = |capture: &str| {
+        let capture = dir.join(capture);
+        run(&[
+            "report",
+            "-q",
+            s(&replay),
+            "--by",
+            "module",
+            "--graph-capture",
+            s(&capture),
+        ])
+    };
+    let o = with_capture("capture_bs8.json.gz");
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(out.contains("LlamaAttention"), "{out}");
     assert!(out.contains("10 of 10 graph launches"), "{out}");
-    let o = run(&[
-        "report",
-        "-q",
-        s(&replay),
-        "--by",
-        "module",
-        "--graph-capture",
-        s(&dir.join("capture_l2.json.gz")),
-    ]);
+    let o = with_capture("capture_l2.json.gz");
     assert_eq!(o.status.code(), Some(2));
     let e = stderr(&o);
     assert_eq!(e.trim().lines().count(), 1, "{e}");

@@ -2,7 +2,7 @@
 //! `replace_builtin` (report, export, buckets and explain agree), rules-file errors that keep
 //! their reason, files that are not regular, and a kernel name of 4M characters.
 
-use gapscope_tests::{gapscope, json, mkfifo, one_line_error, repo, run, run_within};
+use gapscope_tests::{drain, gapscope, json, mkfifo, one_line_error, repo, run, run_within};
 use std::process::{Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
     reason = "the child is reaped by wait4, which gives its own resource usage"
 )]
 fn run_cpu_timed(args: &[&str]) -> (Output, Duration) {
-    use std::io::Read;
     use std::os::unix::process::ExitStatusExt;
     let mut child = gapscope()
         .args(args)
@@ -25,13 +24,6 @@ fn run_cpu_timed(args: &[&str]) -> (Output, Duration) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("runs");
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = r.read_to_end(&mut v);
-            v
-        })
-    };
     let out = drain(Box::new(child.stdout.take().expect("stdout")));
     let err = drain(Box::new(child.stderr.take().expect("stderr")));
     let pid = i32::try_from(child.id()).expect("a pid");

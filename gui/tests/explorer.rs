@@ -19,6 +19,7 @@ use gapscope_gui::views::View;
 
 mod common;
 use common::*;
+use gapscope_tests::traces::write_decode_steps;
 
 #[test]
 fn zoom_changes_the_visible_range() {
@@ -61,7 +62,7 @@ fn a_box_selection_sums_time_by_bucket() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("box.gst");
     // One step: gemv [0, 100) us, attention [110, 160), norm [170, 200), relative to start.
-    let w = write_trace(
+    let w = write_decode_steps(
         &p,
         &[&[
             ("gemv_bf16_b1", 100 * US),
@@ -144,7 +145,7 @@ fn clicking_a_step_bar_zooms_the_timeline_to_it() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("steps.gst");
     let step: &[(&str, i64)] = &[("gemv_bf16_b1", 100 * US), ("attn_decode_bf16", 50 * US)];
-    let w = write_trace(&p, &[step, step, step, step, step], 10 * US, 40 * US);
+    let w = write_decode_steps(&p, &[step, step, step, step, step], 10 * US, 40 * US);
     let mut h = harness(std::slice::from_ref(&p), View::Steps);
     let plot = h.state().steps_plot.expect("bars drawn");
     let k = 3;
@@ -223,8 +224,8 @@ fn the_diff_view_shows_hand_computed_deltas() {
     // have 10 us idle inside and 40 us between steps, so the whole gap is gemv's 40 us.
     let sa: &[(&str, i64)] = &[("gemv_bf16_b1", 100 * US), ("attn_decode_bf16", 50 * US)];
     let sb: &[(&str, i64)] = &[("gemv_bf16_b1", 60 * US), ("attn_decode_bf16", 50 * US)];
-    write_trace(&a, &[sa, sa, sa, sa, sa, sa], 10 * US, 40 * US);
-    write_trace(&b, &[sb, sb, sb, sb, sb, sb], 10 * US, 40 * US);
+    write_decode_steps(&a, &[sa, sa, sa, sa, sa, sa], 10 * US, 40 * US);
+    write_decode_steps(&b, &[sb, sb, sb, sb, sb, sb], 10 * US, 40 * US);
     let mut h = harness(&[a, b], View::Diff);
     h.run_steps(2);
     let app = h.state_mut();
@@ -312,7 +313,7 @@ fn closing_a_tab_left_of_the_active_one_keeps_the_active_trace() {
         .map(|i| dir.path().join(format!("t{i}.gst")))
         .collect();
     for p in &paths {
-        write_trace(p, &[step, step], 10 * US, 10 * US);
+        write_decode_steps(p, &[step, step], 10 * US, 10 * US);
     }
     let mut h = harness(&paths, View::Timeline);
     h.state_mut().active = 1;

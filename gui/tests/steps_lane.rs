@@ -14,6 +14,7 @@ use egui::Rect;
 use gapscope_gui::settings::Settings;
 use gapscope_gui::views::View;
 use gapscope_gui::views::timeline::Hit;
+use gapscope_tests::traces::write_decode_steps;
 
 /// The steps lane's bars of the first document, as the last frame drew them.
 fn step_bars(h: &egui_kittest::Harness<'static, gapscope_gui::App>) -> Vec<(Rect, Hit)> {
@@ -52,7 +53,7 @@ fn abutting_short_steps_are_each_drawn_and_hoverable() {
     let steps: Vec<&[(&str, i64)]> = (0..20)
         .map(|k| if k % 2 == 0 { long } else { short })
         .collect();
-    write_trace(&p, &steps, 0, 0);
+    write_decode_steps(&p, &steps, 0, 0);
     let mut h = harness(std::slice::from_ref(&p), View::Timeline);
     let n = h.state().docs[0].loaded().unwrap().x.steps.len();
     assert_eq!(n, 20);

@@ -83,6 +83,16 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Reads `r` to its end on a thread of its own (a child's stdout or stderr, read while it
+/// runs so that a full pipe cannot stop it).
+pub fn drain(mut r: Box<dyn std::io::Read + Send>) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = r.read_to_end(&mut v);
+        v
+    })
+}
+
 /// Runs with a deadline, so a hang fails the test instead of blocking it. The output is
 /// read while the command runs.
 pub fn run_within(args: &[&str], limit: Duration) -> Output {
@@ -92,13 +102,6 @@ pub fn run_within(args: &[&str], limit: Duration) -> Output {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("runs");
-    let drain = |mut r: Box<dyn std::io::Read + Send>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = r.read_to_end(&mut v);
-            v
-        })
-    };
     let out = drain(Box::new(child.stdout.take().unwrap()));
     let err = drain(Box::new(child.stderr.take().unwrap()));
     let start = std::time::Instant::now();

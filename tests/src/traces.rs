@@ -1,10 +1,14 @@
 //! Real traces made broken, incomparable or slower in one known way, for the tests of the
 //! analysis (`analyzer/tests/verdicts.rs`) and of the commands that report on it
-//! (`cli/tests/e2e.rs`).
+//! (`cli/tests/e2e.rs`); and native traces of decode steps built to a plan, for the
+//! explorer's tests and the CLI's.
 
 use std::path::{Path, PathBuf};
 
-use gapscope_traces::{Trace, write_trace};
+use gapscope_traces::{
+    KernelRow, KernelTable, Manifest, MarkerRow, MarkerSource, MarkerTable, Phase, StringTable,
+    Trace, TraceWriter, write_trace,
+};
 
 /// `t` written as the native trace `dir/name`; its path.
 pub fn save(dir: &Path, name: &str, t: &Trace) -> PathBuf {
@@ -76,4 +80,62 @@ pub fn short_markers(t: &Trace) -> Trace {
         }
     }
     out
+}
+
+/// Writes a native trace of decode steps at `path`: per step, kernels `(name, duration)`
+/// back to back on stream 7 with `inner_gap` between them, `outer_gap` between steps, one
+/// engine decode marker per step from its first kernel's start to its last one's end.
+/// Returns the step windows.
+pub fn write_decode_steps(
+    path: &Path,
+    steps: &[&[(&str, i64)]],
+    inner_gap: i64,
+    outer_gap: i64,
+) -> Vec<(i64, i64)> {
+    let mut strings = StringTable::new();
+    let mut kernels = KernelTable::default();
+    let mut markers = MarkerTable::default();
+    let decode = strings.intern("decode");
+    let mut now = 1_000_000i64;
+    let mut windows = Vec::new();
+    let mut corr = 0;
+    for (k, step) in steps.iter().enumerate() {
+        let start = now;
+        for (i, &(name, dur)) in step.iter().enumerate() {
+            if i > 0 {
+                now += inner_gap;
+            }
+            corr += 1;
+            kernels.push(KernelRow {
+                stream: 7,
+                correlation: corr,
+                name: strings.intern(name),
+                gpu_start_ns: now,
+                gpu_end_ns: now + dur,
+                grid_x: 132,
+                block_x: 256,
+                ..Default::default()
+            });
+            now += dur;
+        }
+        markers.push(MarkerRow {
+            name: decode,
+            source: MarkerSource::Engine as u8,
+            phase: Phase::Decode as u8,
+            gpu_start_ns: start,
+            gpu_end_ns: now,
+            step: k as i64,
+            batch_size: 1,
+            tokens: 1,
+            ..Default::default()
+        });
+        windows.push((start, now));
+        now += outer_gap;
+    }
+    let mut w = TraceWriter::create(path, Manifest::new("test")).unwrap();
+    w.append_strings(&strings).unwrap();
+    w.append_kernels(&kernels).unwrap();
+    w.append_markers(&markers).unwrap();
+    w.finish().unwrap();
+    windows
 }

@@ -1,5 +1,6 @@
-//! Helpers shared by the explorer's state tests: native traces written with known steps,
-//! the real `App` in an egui_kittest harness, the bundled traces.
+//! Helpers shared by the explorer's state tests: the real `App` in an egui_kittest harness,
+//! the bundled traces. Traces with known steps come from
+//! `gapscope_tests::traces::write_decode_steps`, which the CLI's tests use too.
 
 #![allow(
     dead_code,
@@ -16,68 +17,8 @@ use egui_kittest::kittest::Queryable;
 use gapscope_gui::App;
 use gapscope_gui::settings::Settings;
 use gapscope_gui::views::View;
-use gapscope_traces::{
-    KernelTable, Manifest, MarkerRow, MarkerSource, MarkerTable, Phase, StringTable, TraceWriter,
-};
 
 pub const US: i64 = 1_000;
-
-/// Writes a native trace: per step, kernels `(name, duration)` back to back on stream 7
-/// with `inner_gap` between them, `outer_gap` between steps, one engine decode marker per
-/// step. Returns the step windows.
-pub fn write_trace(
-    path: &Path,
-    steps: &[&[(&str, i64)]],
-    inner_gap: i64,
-    outer_gap: i64,
-) -> Vec<(i64, i64)> {
-    let mut strings = StringTable::new();
-    let mut kernels = KernelTable::default();
-    let mut markers = MarkerTable::default();
-    let decode = strings.intern("decode");
-    let mut now = 1_000_000i64;
-    let mut windows = Vec::new();
-    let mut corr = 0;
-    for (k, step) in steps.iter().enumerate() {
-        let start = now;
-        for (i, &(name, dur)) in step.iter().enumerate() {
-            if i > 0 {
-                now += inner_gap;
-            }
-            corr += 1;
-            kernels.push(gapscope_traces::KernelRow {
-                stream: 7,
-                correlation: corr,
-                name: strings.intern(name),
-                gpu_start_ns: now,
-                gpu_end_ns: now + dur,
-                grid_x: 132,
-                block_x: 256,
-                ..Default::default()
-            });
-            now += dur;
-        }
-        markers.push(MarkerRow {
-            name: decode,
-            source: MarkerSource::Engine as u8,
-            phase: Phase::Decode as u8,
-            gpu_start_ns: start,
-            gpu_end_ns: now,
-            step: k as i64,
-            batch_size: 1,
-            tokens: 1,
-            ..Default::default()
-        });
-        windows.push((start, now));
-        now += outer_gap;
-    }
-    let mut w = TraceWriter::create(path, Manifest::new("test")).unwrap();
-    w.append_strings(&strings).unwrap();
-    w.append_kernels(&kernels).unwrap();
-    w.append_markers(&markers).unwrap();
-    w.finish().unwrap();
-    windows
-}
 
 pub fn harness(traces: &[PathBuf], view: View) -> Harness<'static, App> {
     harness_with(Settings {

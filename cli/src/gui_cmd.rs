@@ -114,7 +114,8 @@ mod tests {
 
     #[test]
     fn the_defaults_go_before_the_arguments_that_name_neither() {
-        let rules = std::env::temp_dir().join(format!("gs-gui-rules-{}.toml", std::process::id()));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rules = dir.path().join("rules.toml");
         std::fs::write(&rules, "").expect("write");
         let d = defaults(Some("h200"), Some(&rules));
         let mut a = args(&["t.json", "--view", "roofline"]);
@@ -137,7 +138,6 @@ mod tests {
         let mut a = args(&["--help"]);
         a.take_defaults(&d).expect("defaults");
         assert_eq!(a.args, ["--help"]);
-        std::fs::remove_file(&rules).expect("remove");
     }
 
     /// The explorer's own exit codes reach Python's `gapscope gui` as they are.
